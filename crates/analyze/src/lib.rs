@@ -1,0 +1,30 @@
+//! plumb analysis: raw samples in, serializable result structs out. Nothing here reads the
+//! system or writes to the terminal.
+
+use serde::Serialize;
+
+pub mod os;
+
+/// How much a note matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    Info,
+    Warn,
+}
+
+/// A plain statement drawn from the numbers, for the reader to act on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Note {
+    pub level: Level,
+    pub text: String,
+}
+
+impl Note {
+    pub fn new(level: Level, text: impl Into<String>) -> Note {
+        Note {
+            level,
+            text: text.into(),
+        }
+    }
+}

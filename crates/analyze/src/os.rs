@@ -1,0 +1,605 @@
+//! `plumb os`: turn one host snapshot into the report a DBA reads.
+
+use crate::{Level, Note};
+use plumb_sys::block::{DeviceKind, QueueInfo};
+use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
+use plumb_sys::container::Evidence;
+use plumb_sys::cpu::CpuTicks;
+use plumb_sys::mem::SwapDevice;
+use plumb_sys::pressure::HostPressure;
+use plumb_sys::process::Missing;
+use plumb_sys::snapshot::{OsSample, PathSnapshot, ProcessSnapshot};
+use serde::Serialize;
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OsReport {
+    pub host: HostSection,
+    pub cpu: CpuSection,
+    pub memory: MemorySection,
+    /// Host pressure stall information; `None` when the kernel has none.
+    pub pressure: Option<HostPressure>,
+    pub cgroup_mode: CgroupMode,
+    pub processes: Vec<ProcessSection>,
+    pub storage: Option<StorageSection>,
+    pub notes: Vec<Note>,
+    pub missing: Vec<Missing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostSection {
+    pub hostname: Option<String>,
+    pub os: Option<String>,
+    pub kernel_release: Option<String>,
+    pub kernel_version: Option<String>,
+    pub uptime_s: Option<f64>,
+    /// What says this is a virtual machine (CPU flag, DMI, hypervisor type); empty on bare metal.
+    pub virtualization_evidence: Vec<String>,
+}
+
+/// Shares of CPU time since boot, in percent of all CPU time.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuShares {
+    pub user_pct: Option<f64>,
+    pub system_pct: Option<f64>,
+    pub iowait_pct: Option<f64>,
+    pub irq_pct: Option<f64>,
+    pub steal_pct: Option<f64>,
+    pub idle_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerCpu {
+    pub cpu: u32,
+    #[serde(flatten)]
+    pub since_boot: CpuShares,
+    /// Time runnable tasks waited for this CPU since boot (/proc/schedstat).
+    pub run_delay_s: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CpuSection {
+    pub model: Option<String>,
+    pub online_cpus: Option<u32>,
+    pub since_boot: CpuShares,
+    pub per_cpu: Vec<PerCpu>,
+    pub load1: Option<f64>,
+    pub load5: Option<f64>,
+    pub load15: Option<f64>,
+    /// Tasks running or waiting for a CPU right now.
+    pub procs_running: Option<u64>,
+    /// Tasks in uninterruptible sleep (usually I/O) right now.
+    pub procs_blocked: Option<u64>,
+    pub context_switches: Option<u64>,
+    /// All tasks' time waiting for a CPU since boot, and as a share of their time running.
+    pub run_delay_s: Option<f64>,
+    pub run_delay_per_running_pct: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemorySection {
+    pub total_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    /// Buffers + Cached + SReclaimable, as `free` counts buff/cache.
+    pub buff_cache_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub anon_bytes: Option<u64>,
+    pub dirty_bytes: Option<u64>,
+    pub committed_bytes: Option<u64>,
+    pub commit_limit_bytes: Option<u64>,
+    pub huge_pages_total: Option<u64>,
+    pub huge_pages_free: Option<u64>,
+    pub hugepage_size_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_used_bytes: Option<u64>,
+    pub swap_devices: Vec<SwapDevice>,
+    pub swap_in_since_boot_bytes: Option<u64>,
+    pub swap_out_since_boot_bytes: Option<u64>,
+    pub major_faults_since_boot: Option<u64>,
+    pub oom_kills_since_boot: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessMemory {
+    pub vm_size_bytes: Option<u64>,
+    pub vm_rss_bytes: Option<u64>,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    pub rss_shmem_bytes: Option<u64>,
+    pub vm_data_bytes: Option<u64>,
+    /// Private memory in swap only (the kernel's VmSwap).
+    pub vm_swap_bytes: Option<u64>,
+    /// All memory in swap, shared included (smaps_rollup Swap).
+    pub smaps_swap_bytes: Option<u64>,
+    pub smaps_swap_pss_bytes: Option<u64>,
+    pub pss_bytes: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessSection {
+    pub role: String,
+    pub pid: u32,
+    pub name: Option<String>,
+    pub cmdline: Option<Vec<String>>,
+    pub threads: Option<u64>,
+    pub cpus_allowed: Option<String>,
+    pub memory: ProcessMemory,
+    pub cpu_time_s: Option<f64>,
+    pub run_delay_s: Option<f64>,
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
+    pub cgroups: ProcessCgroups,
+    /// The memory limit that really applies: the tightest cgroup limit, if below host RAM.
+    pub memory_limit_bytes: Option<u64>,
+    pub io_throttles: Vec<IoThrottle>,
+    pub container_evidence: Vec<Evidence>,
+    pub missing: Vec<Missing>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceLayer {
+    pub name: String,
+    pub kind: DeviceKind,
+    pub detail: Option<String>,
+    pub size_bytes: Option<u64>,
+    pub model: Option<String>,
+    pub lower: Vec<String>,
+    pub queue: Option<QueueInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StorageSection {
+    pub path: PathBuf,
+    pub canonical_path: PathBuf,
+    pub mount_point: String,
+    pub fs_type: String,
+    pub source: String,
+    pub options: Vec<String>,
+    pub fs_size_bytes: Option<u64>,
+    pub fs_available_bytes: Option<u64>,
+    pub device: Option<String>,
+    pub layers: Vec<DeviceLayer>,
+    /// Whole disks at the bottom of the stack.
+    pub disks: Vec<String>,
+    /// How a durable write reaches the device, in one line.
+    pub durability: Option<String>,
+}
+
+fn pct(part: Option<u64>, total: u64) -> Option<f64> {
+    if total == 0 {
+        return None;
+    }
+    part.map(|p| p as f64 * 100.0 / total as f64)
+}
+
+fn shares(t: &CpuTicks) -> CpuShares {
+    let total = t.total_ticks();
+    let irq = match (t.irq_ticks, t.softirq_ticks) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    let user = match (t.user_ticks, t.nice_ticks) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    };
+    CpuShares {
+        user_pct: pct(user, total),
+        system_pct: pct(t.system_ticks, total),
+        iowait_pct: pct(t.iowait_ticks, total),
+        irq_pct: pct(irq, total),
+        steal_pct: pct(t.steal_ticks, total),
+        idle_pct: pct(t.idle_ticks, total),
+    }
+}
+
+fn add(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    match (a, b) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+    }
+}
+
+fn ns_to_s(ns: u64) -> f64 {
+    ns as f64 / 1e9
+}
+
+fn cpu_section(s: &OsSample) -> CpuSection {
+    let delay_of = |cpu: u32| {
+        s.schedstat
+            .as_ref()
+            .and_then(|ss| ss.cpus.iter().find(|c| c.cpu == cpu))
+            .map(|c| ns_to_s(c.run_delay_ns))
+    };
+    let (run_delay_s, run_delay_per_running_pct) = match &s.schedstat {
+        Some(ss) if !ss.cpus.is_empty() => {
+            let wait: u64 = ss.cpus.iter().map(|c| c.run_delay_ns).sum();
+            let run: u64 = ss.cpus.iter().map(|c| c.running_ns).sum();
+            (
+                Some(ns_to_s(wait)),
+                (run > 0).then(|| wait as f64 * 100.0 / run as f64),
+            )
+        }
+        _ => (None, None),
+    };
+    CpuSection {
+        model: s.cpuinfo.as_ref().and_then(|c| c.model_name.clone()),
+        online_cpus: s
+            .online_cpus
+            .or(Some(s.stat.cpus.len() as u32).filter(|n| *n > 0)),
+        since_boot: shares(&s.stat.total),
+        per_cpu: s
+            .stat
+            .cpus
+            .iter()
+            .map(|(id, t)| PerCpu {
+                cpu: *id,
+                since_boot: shares(t),
+                run_delay_s: delay_of(*id),
+            })
+            .collect(),
+        load1: s.loadavg.as_ref().map(|l| l.load1),
+        load5: s.loadavg.as_ref().map(|l| l.load5),
+        load15: s.loadavg.as_ref().map(|l| l.load15),
+        procs_running: s.stat.procs_running,
+        procs_blocked: s.stat.procs_blocked,
+        context_switches: s.stat.context_switches,
+        run_delay_s,
+        run_delay_per_running_pct,
+    }
+}
+
+fn memory_section(s: &OsSample, page_size: u64) -> MemorySection {
+    let m = &s.meminfo;
+    let pages = |p: Option<u64>| p.map(|v| v * page_size);
+    MemorySection {
+        total_bytes: m.mem_total_bytes,
+        available_bytes: m.mem_available_bytes,
+        free_bytes: m.mem_free_bytes,
+        buff_cache_bytes: add(add(m.buffers_bytes, m.cached_bytes), m.s_reclaimable_bytes),
+        shmem_bytes: m.shmem_bytes,
+        anon_bytes: m.anon_pages_bytes,
+        dirty_bytes: m.dirty_bytes,
+        committed_bytes: m.committed_as_bytes,
+        commit_limit_bytes: m.commit_limit_bytes,
+        huge_pages_total: m.huge_pages_total,
+        huge_pages_free: m.huge_pages_free,
+        hugepage_size_bytes: m.hugepage_size_bytes,
+        swap_total_bytes: m.swap_total_bytes,
+        swap_used_bytes: match (m.swap_total_bytes, m.swap_free_bytes) {
+            (Some(t), Some(f)) => Some(t.saturating_sub(f)),
+            _ => None,
+        },
+        swap_devices: s.swaps.clone(),
+        swap_in_since_boot_bytes: pages(s.vmstat.as_ref().and_then(|v| v.pswpin_pages)),
+        swap_out_since_boot_bytes: pages(s.vmstat.as_ref().and_then(|v| v.pswpout_pages)),
+        major_faults_since_boot: s.vmstat.as_ref().and_then(|v| v.pgmajfault),
+        oom_kills_since_boot: s.vmstat.as_ref().and_then(|v| v.oom_kill),
+    }
+}
+
+/// The memory limit that applies to a cgroup, or None when unlimited or above host RAM
+/// (a limit the host can never reach limits nothing).
+pub fn applied_memory_limit(cg: &ProcessCgroups, mem_total: Option<u64>) -> Option<u64> {
+    let lim = cg.memory.as_ref()?.effective_limit?.value()?;
+    match mem_total {
+        Some(t) if lim >= t => None,
+        _ => Some(lim),
+    }
+}
+
+fn process_section(p: &ProcessSnapshot, mem_total: Option<u64>, hz: Option<u64>) -> ProcessSection {
+    let st = p.sample.status.as_ref();
+    let sm = p.sample.smaps_rollup.as_ref();
+    let g = |f: fn(&plumb_sys::process::Status) -> Option<u64>| st.and_then(f);
+    ProcessSection {
+        role: p.role.clone(),
+        pid: p.sample.pid,
+        name: st
+            .and_then(|s| s.name.clone())
+            .or_else(|| p.sample.stat.as_ref().map(|s| s.comm.clone())),
+        cmdline: p.sample.cmdline.clone(),
+        threads: g(|s| s.threads).or(p.sample.stat.as_ref().map(|s| s.num_threads)),
+        cpus_allowed: st.and_then(|s| s.cpus_allowed_list.clone()),
+        memory: ProcessMemory {
+            vm_size_bytes: g(|s| s.vm_size_bytes),
+            vm_rss_bytes: g(|s| s.vm_rss_bytes),
+            rss_anon_bytes: g(|s| s.rss_anon_bytes),
+            rss_file_bytes: g(|s| s.rss_file_bytes),
+            rss_shmem_bytes: g(|s| s.rss_shmem_bytes),
+            vm_data_bytes: g(|s| s.vm_data_bytes),
+            vm_swap_bytes: g(|s| s.vm_swap_bytes),
+            smaps_swap_bytes: sm.and_then(|s| s.swap_bytes),
+            smaps_swap_pss_bytes: sm.and_then(|s| s.swap_pss_bytes),
+            pss_bytes: sm.and_then(|s| s.pss_bytes),
+        },
+        cpu_time_s: match (p.sample.stat.as_ref(), hz) {
+            (Some(s), Some(hz)) if hz > 0 => {
+                Some((s.utime_ticks + s.stime_ticks) as f64 / hz as f64)
+            }
+            _ => None,
+        },
+        run_delay_s: p.sample.schedstat.as_ref().map(|s| ns_to_s(s.run_delay_ns)),
+        read_bytes: p.sample.io.as_ref().and_then(|i| i.read_bytes),
+        write_bytes: p.sample.io.as_ref().and_then(|i| i.write_bytes),
+        memory_limit_bytes: applied_memory_limit(&p.cgroups, mem_total),
+        io_throttles: p
+            .cgroups
+            .io
+            .as_ref()
+            .map(|i| i.throttles.clone())
+            .unwrap_or_default(),
+        cgroups: p.cgroups.clone(),
+        container_evidence: p.container_evidence.clone(),
+        missing: p.sample.missing.clone(),
+    }
+}
+
+/// One line on how a durable write reaches this device.
+pub fn durability_line(q: &QueueInfo) -> Option<String> {
+    let wc = q.write_cache.as_deref()?;
+    Some(match (wc, q.fua) {
+        ("write through", _) => "no volatile write cache reported: durable writes need no cache flush (trust this only for battery- or capacitor-backed caches)".into(),
+        ("write back", Some(true)) => "volatile write cache with FUA: O_DIRECT|O_DSYNC writes go as FUA writes; fdatasync() sends a cache FLUSH".into(),
+        ("write back", _) => "volatile write cache without FUA: every durable write (fdatasync() or O_DSYNC) costs a full cache FLUSH".into(),
+        (other, _) => format!("write cache mode {other:?}"),
+    })
+}
+
+fn storage_section(p: &PathSnapshot) -> StorageSection {
+    let layers: Vec<DeviceLayer> = p
+        .stack
+        .as_ref()
+        .map(|s| {
+            s.layers
+                .iter()
+                .map(|l| DeviceLayer {
+                    name: l.name.clone(),
+                    kind: l.kind.clone(),
+                    detail: l.detail.clone(),
+                    size_bytes: l.size_bytes,
+                    model: l.model.clone(),
+                    lower: l.lower.clone(),
+                    queue: l.queue.clone(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let disks = p
+        .stack
+        .as_ref()
+        .map(|s| s.disks.clone())
+        .unwrap_or_default();
+    // What the bottom disks say decides durability; a dm device only mirrors them.
+    let durability = disks
+        .iter()
+        .filter_map(|d| layers.iter().find(|l| &l.name == d))
+        .filter_map(|l| l.queue.as_ref().and_then(durability_line))
+        .next();
+    StorageSection {
+        path: p.requested.clone(),
+        canonical_path: p.canonical.clone(),
+        mount_point: p.mount.mount_point.clone(),
+        fs_type: p.mount.fs_type.clone(),
+        source: p.mount.source.clone(),
+        options: p.mount.all_options(),
+        fs_size_bytes: p.fs_size_bytes,
+        fs_available_bytes: p.fs_available_bytes,
+        device: p.device.clone(),
+        layers,
+        disks,
+        durability,
+    }
+}
+
+fn notes(r: &OsReport) -> Vec<Note> {
+    let mut n = Vec::new();
+    if let Some(steal) = r.cpu.since_boot.steal_pct {
+        if steal >= 10.0 {
+            n.push(Note::new(Level::Warn, format!(
+                "CPU steal is {steal:.1}% of all CPU time since boot: the hypervisor gives this VM's CPUs to others; latency-sensitive work will stall"
+            )));
+        }
+    }
+    if let (Some(running), Some(cpus)) = (r.cpu.procs_running, r.cpu.online_cpus) {
+        if running > cpus as u64 {
+            n.push(Note::new(
+                Level::Info,
+                format!(
+                "{running} tasks are runnable right now on {cpus} CPUs: some are waiting for a CPU"
+            ),
+            ));
+        }
+    }
+    if r.memory.swap_total_bytes == Some(0) {
+        n.push(Note::new(Level::Info, "no swap is configured: memory pressure ends in reclaim of page cache and then the OOM killer, not in swapping".to_string()));
+    } else if let (Some(u), Some(t)) = (r.memory.swap_used_bytes, r.memory.total_bytes) {
+        if u > t / 20 {
+            n.push(Note::new(Level::Warn, format!(
+                "{} MiB is in swap: a database cache that was swapped out is slow to read even though the engine believes it is in memory",
+                u / (1024 * 1024)
+            )));
+        }
+    }
+    for p in &r.processes {
+        let who = if p.role == "plumb" {
+            "plumb".to_string()
+        } else {
+            format!("PID {}", p.pid)
+        };
+        if let Some(m) = &p.cgroups.memory {
+            if let (Some(Limit::Value(l)), Some(t)) = (m.effective_limit, r.memory.total_bytes) {
+                if l >= t {
+                    n.push(Note::new(Level::Info, format!(
+                        "{who}: the cgroup memory limit ({} MiB) is at or above host RAM, so it limits nothing",
+                        l / (1024 * 1024)
+                    )));
+                }
+            }
+            if m.oom_kill_events.unwrap_or(0) > 0 {
+                n.push(Note::new(
+                    Level::Warn,
+                    format!(
+                        "{who}: its memory cgroup has had {} OOM kill(s)",
+                        m.oom_kill_events.unwrap_or(0)
+                    ),
+                ));
+            }
+        }
+        if !p.container_evidence.is_empty() && p.memory_limit_bytes.is_none() {
+            // A cgroup path a runtime made, or Kubernetes, says more than a marker file in `/`.
+            let strong = p
+                .container_evidence
+                .iter()
+                .any(|e| e.source.contains("cgroup") || e.points_to == "kubernetes");
+            let seen: Vec<String> = p
+                .container_evidence
+                .iter()
+                .map(|e| format!("{} {}", e.source, e.detail))
+                .collect();
+            if strong {
+                n.push(Note::new(Level::Warn, format!(
+                    "{who} runs in a container with no memory limit below host RAM: an engine sizes its caches from host RAM, and the node can evict or OOM-kill it ({})",
+                    seen.join("; ")
+                )));
+            } else {
+                n.push(Note::new(Level::Info, format!(
+                    "{who}: a container marker is present ({}) but its cgroup path names no runtime; no memory limit below host RAM applies",
+                    seen.join("; ")
+                )));
+            }
+        }
+        if let (Some(vs), Some(ss)) = (p.memory.vm_swap_bytes, p.memory.smaps_swap_bytes) {
+            if ss > vs + 1024 * 1024 {
+                n.push(Note::new(Level::Warn, format!(
+                    "{who}: {} MiB in swap, of which VmSwap shows only {} MiB: the rest is swapped shared memory (a shared buffer pool)",
+                    ss / (1024 * 1024),
+                    vs / (1024 * 1024)
+                )));
+            }
+        }
+    }
+    if let Some(s) = &r.storage {
+        let opts = &s.options;
+        if opts.iter().any(|o| o == "nobarrier" || o == "barrier=0") {
+            n.push(Note::new(Level::Warn, format!(
+                "{} is mounted with write barriers off: a power loss can lose writes the database believed durable",
+                s.mount_point
+            )));
+        }
+        if s.device.is_none() {
+            n.push(Note::new(
+                Level::Info,
+                format!(
+                    "{} ({}) has no local block device: device cache and FUA facts do not apply",
+                    s.mount_point, s.fs_type
+                ),
+            ));
+        }
+    }
+    n
+}
+
+/// Build the report from one snapshot. `page_size` converts vmstat page counts to bytes.
+pub fn build(s: &OsSample, page_size: u64) -> OsReport {
+    let mut virt = Vec::new();
+    if s.cpuinfo.as_ref().is_some_and(|c| c.hypervisor_flag) {
+        virt.push("CPU flag `hypervisor` in /proc/cpuinfo".to_string());
+    }
+    if let Some(t) = &s.host.hypervisor_type {
+        virt.push(format!("/sys/hypervisor/type is {t}"));
+    }
+    if let (Some(v), p) = (&s.host.dmi_vendor, &s.host.dmi_product) {
+        let known = [
+            "QEMU",
+            "Amazon EC2",
+            "Microsoft Corporation",
+            "VMware, Inc.",
+            "Xen",
+            "Google",
+            "innotek GmbH",
+            "DigitalOcean",
+            "OpenStack Foundation",
+        ];
+        if known.iter().any(|k| v.contains(k)) {
+            virt.push(format!(
+                "DMI vendor {v}{}",
+                p.as_ref()
+                    .map(|p| format!(", product {p}"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    let mem_total = s.meminfo.mem_total_bytes;
+    let mut r = OsReport {
+        host: HostSection {
+            hostname: s.host.hostname.clone(),
+            os: s.host.os_pretty_name.clone(),
+            kernel_release: s.host.kernel_release.clone(),
+            kernel_version: s.host.kernel_version.clone(),
+            uptime_s: s.host.uptime_s,
+            virtualization_evidence: virt,
+        },
+        cpu: cpu_section(s),
+        memory: memory_section(s, page_size),
+        pressure: s.pressure.clone(),
+        cgroup_mode: s.cgroup_mounts.mode,
+        processes: s
+            .processes
+            .iter()
+            .map(|p| process_section(p, mem_total, s.clock_ticks_per_s))
+            .collect(),
+        storage: s.path.as_ref().map(storage_section),
+        notes: Vec::new(),
+        missing: s.missing.clone(),
+    };
+    r.notes = notes(&r);
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_sys::cpu::parse_stat;
+    use std::path::Path;
+
+    #[test]
+    fn shares_add_up_and_steal_is_reported() {
+        let s = parse_stat(
+            Path::new("/proc/stat"),
+            "cpu 100 0 100 600 50 0 50 100 0 0\n",
+        )
+        .unwrap();
+        let sh = shares(&s.total);
+        assert_eq!(sh.steal_pct, Some(10.0));
+        assert_eq!(sh.idle_pct, Some(60.0));
+        let sum = sh.user_pct.unwrap()
+            + sh.system_pct.unwrap()
+            + sh.iowait_pct.unwrap()
+            + sh.irq_pct.unwrap()
+            + sh.steal_pct.unwrap()
+            + sh.idle_pct.unwrap();
+        assert!((sum - 100.0).abs() < 1e-9);
+        let old = parse_stat(Path::new("/proc/stat"), "cpu 1 0 1 8\n").unwrap();
+        assert_eq!(shares(&old.total).steal_pct, None);
+    }
+
+    #[test]
+    fn durability_lines() {
+        let q = |wc: &str, fua| QueueInfo {
+            write_cache: Some(wc.into()),
+            fua,
+            ..Default::default()
+        };
+        assert!(durability_line(&q("write back", Some(false)))
+            .unwrap()
+            .contains("full cache FLUSH"));
+        assert!(durability_line(&q("write back", Some(true)))
+            .unwrap()
+            .contains("FUA writes"));
+        assert!(durability_line(&q("write through", None))
+            .unwrap()
+            .contains("no volatile write cache"));
+        assert_eq!(durability_line(&QueueInfo::default()), None);
+    }
+}

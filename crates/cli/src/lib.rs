@@ -1,0 +1,178 @@
+//! The plumb command line: flag definitions and one module per subcommand. Glue only: the work
+//! happens in the reader, analysis and renderer crates.
+
+use anyhow::Result;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use plumb_report::Format;
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+mod cmd_os;
+mod docs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "plumb",
+    version,
+    about = "A performance lab for databases on Linux",
+    long_about = "plumb measures, stresses and explains what happens under a database server \
+(memory, storage, CPU, durability) and inside it, and writes reports a DBA can act on.\n\n\
+Exit codes: 0 ok, 1 a check failed, 2 error (bad input, unreadable required source).",
+    propagate_version = true,
+    arg_required_else_help = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Output format. CSV only where the result is a table.
+    #[arg(long, global = true, value_enum, default_value_t = FormatArg::Text)]
+    pub format: FormatArg,
+    /// Shorthand for --format json.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Read /proc and /sys from a captured tree under DIR instead of the live host (a support
+    /// bundle, or a test fixture).
+    #[arg(long, global = true, value_name = "DIR", env = "PLUMB_SYSROOT")]
+    pub sysroot: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Text,
+    Json,
+    Csv,
+}
+
+impl GlobalArgs {
+    pub fn format(&self) -> Format {
+        if self.json {
+            return Format::Json;
+        }
+        match self.format {
+            FormatArg::Text => Format::Text,
+            FormatArg::Json => Format::Json,
+            FormatArg::Csv => Format::Csv,
+        }
+    }
+
+    pub fn root(&self) -> Result<plumb_sys::Root> {
+        match &self.sysroot {
+            None => Ok(plumb_sys::Root::host()),
+            Some(d) => {
+                if !d.is_dir() {
+                    anyhow::bail!("--sysroot {}: not a directory", d.display());
+                }
+                Ok(plumb_sys::Root::new(d))
+            }
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Snapshot of the host a database runs on: kernel, CPUs, steal, memory, swap, PSI, run
+    /// queue, the cgroup and container limits on plumb and on given PIDs, and the filesystem
+    /// and block device under a path.
+    Os(cmd_os::OsArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff), or write one page per subcommand into --dir.
+    Man {
+        /// Write plumb.1 and plumb-SUBCOMMAND.1 into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // Help and version go to stdout and exit 0; usage errors exit 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if is_broken_pipe(&e) {
+                return 0;
+            }
+            let mut msg = format!("plumb: error: {e}");
+            for cause in e.chain().skip(1) {
+                msg.push_str(&format!("\n  caused by: {cause}"));
+            }
+            eprintln!("{msg}");
+            2
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<plumb_report::Error>().is_some_and(|r| {
+                matches!(r, plumb_report::Error::Io(io) if io.kind() == io::ErrorKind::BrokenPipe)
+            })
+    })
+}
+
+pub fn run(cli: Cli) -> Result<i32> {
+    match &cli.command {
+        Command::Os(a) => cmd_os::run(&cli.global, a),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            let mut out = io::stdout().lock();
+            clap_complete::generate(*shell, &mut cmd, "plumb", &mut out);
+            out.flush()?;
+            Ok(0)
+        }
+        Command::Man { dir } => docs::man(dir.as_deref()),
+    }
+}
+
+/// Write a result to stdout in the format the user chose.
+pub(crate) fn emit<R: plumb_report::Render>(global: &GlobalArgs, r: &R) -> Result<()> {
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    plumb_report::emit(r, global.format(), &mut out)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn json_flag_wins_over_format() {
+        let c = Cli::try_parse_from(["plumb", "os", "--json"]).unwrap();
+        assert_eq!(c.global.format(), Format::Json);
+        let c = Cli::try_parse_from(["plumb", "--format", "csv", "os"]).unwrap();
+        assert_eq!(c.global.format(), Format::Csv);
+    }
+
+    #[test]
+    fn bad_pid_is_a_usage_error() {
+        let e = Cli::try_parse_from(["plumb", "os", "--pid", "abc"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = Cli::try_parse_from(["plumb", "os", "--pid", "0"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+    }
+}

@@ -1,0 +1,98 @@
+//! Unit conversion for people: the only place bytes become GiB and seconds become minutes.
+
+/// What a missing value prints as: unknown is not zero.
+pub const UNKNOWN: &str = "unknown";
+
+/// IEC bytes with three significant digits: `512 B`, `1.50 KiB`, `23.5 GiB`.
+pub fn bytes(b: u64) -> String {
+    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if b < 1024 {
+        return format!("{b} B");
+    }
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if v >= 100.0 {
+        format!("{v:.0} {}", UNITS[u])
+    } else if v >= 10.0 {
+        format!("{v:.1} {}", UNITS[u])
+    } else {
+        format!("{v:.2} {}", UNITS[u])
+    }
+}
+
+pub fn opt_bytes(b: Option<u64>) -> String {
+    b.map(bytes).unwrap_or_else(|| UNKNOWN.to_string())
+}
+
+pub fn pct(p: f64) -> String {
+    if p != 0.0 && p.abs() < 0.1 {
+        format!("{p:.2}%")
+    } else {
+        format!("{p:.1}%")
+    }
+}
+
+pub fn opt_pct(p: Option<f64>) -> String {
+    p.map(pct).unwrap_or_else(|| UNKNOWN.to_string())
+}
+
+pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string())
+        .unwrap_or_else(|| UNKNOWN.to_string())
+}
+
+/// A span of seconds: `45 s`, `12 min`, `3 h 05 min`, `4 d 02 h`.
+pub fn duration(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return UNKNOWN.to_string();
+    }
+    let t = s as u64;
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else if t < 120 {
+        format!("{s:.1} s")
+    } else if t < 3600 {
+        format!("{} min", t / 60)
+    } else if t < 86400 {
+        format!("{} h {:02} min", t / 3600, (t % 3600) / 60)
+    } else {
+        format!("{} d {:02} h", t / 86400, (t % 86400) / 3600)
+    }
+}
+
+pub fn yes_no(b: Option<bool>) -> &'static str {
+    match b {
+        Some(true) => "yes",
+        Some(false) => "no",
+        None => UNKNOWN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_read_naturally() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.50 KiB");
+        assert_eq!(bytes(24684084 * 1024), "23.5 GiB");
+        assert_eq!(bytes(256 * 1024 * 1024 * 1024), "256 GiB");
+        assert_eq!(opt_bytes(None), "unknown");
+    }
+
+    #[test]
+    fn durations_and_percents() {
+        assert_eq!(duration(0.25), "250 ms");
+        assert_eq!(duration(45.0), "45.0 s");
+        assert_eq!(duration(3.0 * 3600.0 + 300.0), "3 h 05 min");
+        assert_eq!(duration(2.0 * 86400.0 + 7200.0), "2 d 02 h");
+        assert_eq!(pct(0.05), "0.05%");
+        assert_eq!(pct(12.345), "12.3%");
+        assert_eq!(pct(0.0), "0.0%");
+    }
+}

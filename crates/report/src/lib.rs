@@ -1,0 +1,147 @@
+//! plumb renderers: the only code that turns results into what the user sees. Every result is
+//! a `Serialize` struct; each output format is one function behind the [`Render`] trait, so a
+//! subcommand never prints by hand.
+
+use serde::Serialize;
+use std::io::{self, Write};
+
+pub mod fmt;
+pub mod os;
+
+/// Bump when a JSON field is renamed or removed (adding fields does not break readers).
+pub const SCHEMA_VERSION: u32 = 1;
+pub const PLUMB_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+    Csv,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Io(#[from] io::Error),
+    #[error("cannot encode JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error(
+        "`{kind}` output is not a table, so it has no CSV form; use --format text or --format json"
+    )]
+    NotTabular { kind: &'static str },
+}
+
+/// A table for CSV (and later aligned text): header names use the metric naming rule.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+pub trait Render: Serialize {
+    /// The result's kind, written into JSON as `kind`.
+    const KIND: &'static str;
+    fn text(&self, out: &mut dyn Write) -> io::Result<()>;
+    /// The tabular form, where the result has one.
+    fn table(&self) -> Option<Table> {
+        None
+    }
+}
+
+#[derive(Serialize)]
+struct Envelope<'a, T: Serialize> {
+    schema_version: u32,
+    plumb_version: &'static str,
+    kind: &'static str,
+    #[serde(flatten)]
+    data: &'a T,
+}
+
+/// Write a result in the chosen format.
+pub fn emit<R: Render>(r: &R, format: Format, out: &mut dyn Write) -> Result<(), Error> {
+    match format {
+        Format::Text => r.text(out)?,
+        Format::Json => {
+            let env = Envelope {
+                schema_version: SCHEMA_VERSION,
+                plumb_version: PLUMB_VERSION,
+                kind: R::KIND,
+                data: r,
+            };
+            serde_json::to_writer_pretty(&mut *out, &env)?;
+            writeln!(out)?;
+        }
+        Format::Csv => {
+            let t = r.table().ok_or(Error::NotTabular { kind: R::KIND })?;
+            write_csv(&t, out)?;
+        }
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+pub fn write_csv(t: &Table, out: &mut dyn Write) -> io::Result<()> {
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .map(|c| csv_field(c))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    writeln!(out, "{}", line(&t.headers))?;
+    for r in &t.rows {
+        writeln!(out, "{}", line(r))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize)]
+    struct Demo {
+        n: u64,
+    }
+    impl Render for Demo {
+        const KIND: &'static str = "demo";
+        fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+            writeln!(out, "n is {}", self.n)
+        }
+        fn table(&self) -> Option<Table> {
+            Some(Table {
+                headers: vec!["name".into(), "value".into()],
+                rows: vec![vec!["a,\"b\"".into(), self.n.to_string()]],
+            })
+        }
+    }
+
+    #[test]
+    fn json_carries_schema_and_kind() {
+        let mut v = Vec::new();
+        emit(&Demo { n: 3 }, Format::Json, &mut v).unwrap();
+        let j: serde_json::Value = serde_json::from_slice(&v).unwrap();
+        assert_eq!(j["schema_version"], SCHEMA_VERSION);
+        assert_eq!(j["kind"], "demo");
+        assert_eq!(j["n"], 3);
+        assert_eq!(j["plumb_version"], PLUMB_VERSION);
+    }
+
+    #[test]
+    fn csv_quotes_what_needs_it() {
+        let mut v = Vec::new();
+        emit(&Demo { n: 3 }, Format::Csv, &mut v).unwrap();
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            "name,value\n\"a,\"\"b\"\"\",3\n"
+        );
+    }
+}

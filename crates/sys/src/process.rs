@@ -1,0 +1,500 @@
+//! One process: /proc/PID/{status,smaps_rollup,stat,io,schedstat,cgroup,cmdline}.
+
+use crate::{for_each_colon_line, parse_err, parse_kb_bytes, parse_u64, Error, Result, Root};
+use serde::Serialize;
+use std::path::Path;
+
+/// Memory and identity from /proc/PID/status, in bytes. Kernel threads have no `Vm*` lines,
+/// so those fields are `None` for them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Status {
+    pub name: Option<String>,
+    pub state: Option<String>,
+    pub ppid: Option<u32>,
+    pub uid: Option<u32>,
+    pub vm_peak_bytes: Option<u64>,
+    pub vm_size_bytes: Option<u64>,
+    pub vm_hwm_bytes: Option<u64>,
+    pub vm_rss_bytes: Option<u64>,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    pub rss_shmem_bytes: Option<u64>,
+    pub vm_data_bytes: Option<u64>,
+    /// Swapped private memory only: the kernel leaves swapped shared memory out of VmSwap
+    /// (proc(5)), so use smaps_rollup `Swap` for shared buffer pools.
+    pub vm_swap_bytes: Option<u64>,
+    pub vm_locked_bytes: Option<u64>,
+    pub threads: Option<u64>,
+    pub cpus_allowed_list: Option<String>,
+    pub voluntary_ctxt_switches: Option<u64>,
+    pub nonvoluntary_ctxt_switches: Option<u64>,
+}
+
+pub fn parse_status(path: &Path, text: &str) -> Result<Status> {
+    let mut s = Status::default();
+    for_each_colon_line(path, text, |k, v, line| {
+        let bytes = |slot: &mut Option<u64>| -> Result<()> {
+            *slot = Some(parse_kb_bytes(path, line, v)?);
+            Ok(())
+        };
+        match k {
+            "Name" => s.name = Some(v.to_string()),
+            "State" => s.state = Some(v.to_string()),
+            "PPid" => s.ppid = Some(parse_u64(path, line, "a PID", v)? as u32),
+            "Uid" => {
+                let first = v.split_whitespace().next().unwrap_or("");
+                s.uid = Some(parse_u64(path, line, "a numeric UID", first)? as u32)
+            }
+            "VmPeak" => bytes(&mut s.vm_peak_bytes)?,
+            "VmSize" => bytes(&mut s.vm_size_bytes)?,
+            "VmHWM" => bytes(&mut s.vm_hwm_bytes)?,
+            "VmRSS" => bytes(&mut s.vm_rss_bytes)?,
+            "RssAnon" => bytes(&mut s.rss_anon_bytes)?,
+            "RssFile" => bytes(&mut s.rss_file_bytes)?,
+            "RssShmem" => bytes(&mut s.rss_shmem_bytes)?,
+            "VmData" => bytes(&mut s.vm_data_bytes)?,
+            "VmSwap" => bytes(&mut s.vm_swap_bytes)?,
+            "VmLck" => bytes(&mut s.vm_locked_bytes)?,
+            "Threads" => s.threads = Some(parse_u64(path, line, "a thread count", v)?),
+            "Cpus_allowed_list" => s.cpus_allowed_list = Some(v.to_string()),
+            "voluntary_ctxt_switches" => {
+                s.voluntary_ctxt_switches = Some(parse_u64(path, line, "a count", v)?)
+            }
+            "nonvoluntary_ctxt_switches" => {
+                s.nonvoluntary_ctxt_switches = Some(parse_u64(path, line, "a count", v)?)
+            }
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(s)
+}
+
+/// /proc/PID/smaps_rollup (kernel 4.14+), in bytes. `swap_bytes` includes swapped shared memory.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SmapsRollup {
+    pub rss_bytes: Option<u64>,
+    pub pss_bytes: Option<u64>,
+    pub pss_anon_bytes: Option<u64>,
+    pub pss_file_bytes: Option<u64>,
+    pub pss_shmem_bytes: Option<u64>,
+    pub shared_clean_bytes: Option<u64>,
+    pub shared_dirty_bytes: Option<u64>,
+    pub private_clean_bytes: Option<u64>,
+    pub private_dirty_bytes: Option<u64>,
+    pub anonymous_bytes: Option<u64>,
+    pub swap_bytes: Option<u64>,
+    pub swap_pss_bytes: Option<u64>,
+    pub locked_bytes: Option<u64>,
+}
+
+pub fn parse_smaps_rollup(path: &Path, text: &str) -> Result<SmapsRollup> {
+    let mut s = SmapsRollup::default();
+    for (i, line) in text.lines().enumerate() {
+        // The first line is the `start-end perms ... [rollup]` header.
+        if i == 0 && line.contains("[rollup]") {
+            continue;
+        }
+        if line.trim().is_empty() {
+            continue;
+        }
+        let Some((k, v)) = line.split_once(':') else {
+            return Err(parse_err(path, i + 1, "a `Key: N kB` line", line));
+        };
+        let slot = match k.trim() {
+            "Rss" => &mut s.rss_bytes,
+            "Pss" => &mut s.pss_bytes,
+            "Pss_Anon" => &mut s.pss_anon_bytes,
+            "Pss_File" => &mut s.pss_file_bytes,
+            "Pss_Shmem" => &mut s.pss_shmem_bytes,
+            "Shared_Clean" => &mut s.shared_clean_bytes,
+            "Shared_Dirty" => &mut s.shared_dirty_bytes,
+            "Private_Clean" => &mut s.private_clean_bytes,
+            "Private_Dirty" => &mut s.private_dirty_bytes,
+            "Anonymous" => &mut s.anonymous_bytes,
+            "Swap" => &mut s.swap_bytes,
+            "SwapPss" => &mut s.swap_pss_bytes,
+            "Locked" => &mut s.locked_bytes,
+            _ => continue,
+        };
+        *slot = Some(parse_kb_bytes(path, i + 1, v.trim())?);
+    }
+    Ok(s)
+}
+
+/// Fields of /proc/PID/stat. CPU times are in USER_HZ clock ticks.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcStat {
+    pub comm: String,
+    pub state: char,
+    pub ppid: u32,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub utime_ticks: u64,
+    pub stime_ticks: u64,
+    pub num_threads: u64,
+    pub start_time_ticks: u64,
+    pub vsize_bytes: u64,
+    /// Block I/O delay (delayacct); 0 unless delay accounting is on.
+    pub blkio_delay_ticks: Option<u64>,
+}
+
+pub fn parse_stat(path: &Path, text: &str) -> Result<ProcStat> {
+    let line = text.lines().next().unwrap_or("");
+    // comm may hold spaces and parentheses: it ends at the last ')'.
+    let (open, close) = match (line.find('('), line.rfind(')')) {
+        (Some(o), Some(c)) if c > o => (o, c),
+        _ => return Err(parse_err(path, 1, "`pid (comm) state ...`", line)),
+    };
+    let comm = line[open + 1..close].to_string();
+    let rest: Vec<&str> = line[close + 1..].split_whitespace().collect();
+    // rest[0] is field 3 (state) in proc(5) numbering.
+    let field = |n: usize| -> Result<u64> {
+        rest.get(n - 3)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| parse_err(path, 1, "numeric /proc/PID/stat fields", line))
+    };
+    Ok(ProcStat {
+        comm,
+        state: rest
+            .first()
+            .and_then(|s| s.chars().next())
+            .ok_or_else(|| parse_err(path, 1, "a process state", line))?,
+        ppid: field(4)? as u32,
+        minor_faults: field(10)?,
+        major_faults: field(12)?,
+        utime_ticks: field(14)?,
+        stime_ticks: field(15)?,
+        num_threads: field(20)?,
+        start_time_ticks: field(22)?,
+        vsize_bytes: field(23)?,
+        blkio_delay_ticks: field(42).ok(),
+    })
+}
+
+/// /proc/PID/io: bytes the process asked for and bytes that reached storage.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcIo {
+    pub rchar_bytes: Option<u64>,
+    pub wchar_bytes: Option<u64>,
+    pub read_syscalls: Option<u64>,
+    pub write_syscalls: Option<u64>,
+    pub read_bytes: Option<u64>,
+    pub write_bytes: Option<u64>,
+    pub cancelled_write_bytes: Option<u64>,
+}
+
+pub fn parse_io(path: &Path, text: &str) -> Result<ProcIo> {
+    let mut io = ProcIo::default();
+    for_each_colon_line(path, text, |k, v, line| {
+        let slot = match k {
+            "rchar" => &mut io.rchar_bytes,
+            "wchar" => &mut io.wchar_bytes,
+            "syscr" => &mut io.read_syscalls,
+            "syscw" => &mut io.write_syscalls,
+            "read_bytes" => &mut io.read_bytes,
+            "write_bytes" => &mut io.write_bytes,
+            "cancelled_write_bytes" => &mut io.cancelled_write_bytes,
+            _ => return Ok(()),
+        };
+        *slot = Some(parse_u64(path, line, "a byte or call count", v)?);
+        Ok(())
+    })?;
+    Ok(io)
+}
+
+/// /proc/PID/schedstat: time on CPU and time waiting for one, summed over the thread group
+/// leader only (per-thread values live under task/).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskSchedstat {
+    pub running_ns: u64,
+    pub run_delay_ns: u64,
+    pub timeslices: u64,
+}
+
+pub fn parse_schedstat(path: &Path, text: &str) -> Result<TaskSchedstat> {
+    let line = text.lines().next().unwrap_or("");
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .map(|v| v.parse())
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|_| parse_err(path, 1, "three numbers", line))?;
+    if f.len() != 3 {
+        return Err(parse_err(path, 1, "three numbers", line));
+    }
+    Ok(TaskSchedstat {
+        running_ns: f[0],
+        run_delay_ns: f[1],
+        timeslices: f[2],
+    })
+}
+
+/// One line of /proc/PID/cgroup: `hierarchy-id:controllers:path`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CgroupLine {
+    pub hierarchy_id: u32,
+    /// Empty for the cgroup v2 line (`0::/path`); `name=systemd` style names are kept.
+    pub controllers: Vec<String>,
+    pub path: String,
+}
+
+pub fn parse_cgroup_file(path: &Path, text: &str) -> Result<Vec<CgroupLine>> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mut it = line.splitn(3, ':');
+        let (Some(id), Some(ctl), Some(p)) = (it.next(), it.next(), it.next()) else {
+            return Err(parse_err(path, i + 1, "`id:controllers:path`", line));
+        };
+        if !p.starts_with('/') {
+            return Err(parse_err(path, i + 1, "an absolute cgroup path", line));
+        }
+        out.push(CgroupLine {
+            hierarchy_id: id
+                .parse()
+                .map_err(|_| parse_err(path, i + 1, "a numeric hierarchy id", line))?,
+            controllers: ctl
+                .split(',')
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+                .collect(),
+            path: p.to_string(),
+        });
+    }
+    Ok(out)
+}
+
+/// A source that could not be read, and why, so reports can say "missing" rather than 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Missing {
+    pub source: String,
+    pub reason: String,
+}
+
+impl Missing {
+    pub fn from_error(root: &Root, e: &Error) -> Missing {
+        let (source, reason) = match e {
+            Error::Io { path, source } => {
+                let reason = match source.kind() {
+                    std::io::ErrorKind::NotFound => "not present on this kernel".to_string(),
+                    std::io::ErrorKind::PermissionDenied => permission_hint(),
+                    _ => source.to_string(),
+                };
+                (root.display_path(path).display().to_string(), reason)
+            }
+            Error::Parse { path, .. }
+            | Error::Invalid { path, .. }
+            | Error::NoSuchProcess { path, .. } => {
+                (root.display_path(path).display().to_string(), e.to_string())
+            }
+        };
+        Missing { source, reason }
+    }
+}
+
+fn permission_hint() -> String {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        "permission denied even as root: reading it needs ptrace access, and the process holds capabilities plumb lacks (or a security module forbids it)".into()
+    } else {
+        "permission denied: run plumb as root or as the process's owner".into()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcessSample {
+    pub pid: u32,
+    pub cmdline: Option<Vec<String>>,
+    pub stat: Option<ProcStat>,
+    pub status: Option<Status>,
+    pub smaps_rollup: Option<SmapsRollup>,
+    pub io: Option<ProcIo>,
+    pub schedstat: Option<TaskSchedstat>,
+    pub cgroups: Vec<CgroupLine>,
+    /// Sources that could not be read (permission, kernel without the file).
+    pub missing: Vec<Missing>,
+}
+
+/// Check that a PID names a live process under this root.
+pub fn check_pid(root: &Root, pid: u32) -> Result<()> {
+    let dir = root.path(format!("/proc/{pid}"));
+    if pid == 0 || !dir.join("stat").exists() {
+        return Err(Error::NoSuchProcess {
+            pid,
+            path: root.display_path(&dir),
+        });
+    }
+    Ok(())
+}
+
+/// Read everything plumb needs about one process. Fails only if the process does not exist
+/// (or vanished while being read); unreadable parts are listed in `missing`.
+pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
+    check_pid(root, pid)?;
+    let mut missing = Vec::new();
+    let base = format!("/proc/{pid}");
+    let mut opt = |name: &str| -> Option<(std::path::PathBuf, String)> {
+        let abs = format!("{base}/{name}");
+        match root.read(&abs) {
+            Ok(t) => Some((root.path(&abs), t)),
+            Err(e) => {
+                missing.push(Missing::from_error(root, &e));
+                None
+            }
+        }
+    };
+    let stat_text = opt("stat");
+    let status_text = opt("status");
+    let smaps_text = opt("smaps_rollup");
+    let io_text = opt("io");
+    let sched_text = opt("schedstat");
+    let cgroup_text = opt("cgroup");
+    let cmdline_text = opt("cmdline");
+
+    // A process that exits between check_pid and here loses its stat file.
+    if stat_text.is_none() && !root.path(&base).exists() {
+        return Err(Error::NoSuchProcess {
+            pid,
+            path: root.display_path(&root.path(&base)),
+        });
+    }
+    fn keep<T>(root: &Root, missing: &mut Vec<Missing>, r: Result<T>) -> Option<T> {
+        r.map_err(|e| missing.push(Missing::from_error(root, &e)))
+            .ok()
+    }
+    let m = &mut missing;
+    let stat = stat_text.and_then(|(p, t)| keep(root, m, parse_stat(&p, &t)));
+    let status = status_text.and_then(|(p, t)| keep(root, m, parse_status(&p, &t)));
+    let smaps_rollup = smaps_text.and_then(|(p, t)| keep(root, m, parse_smaps_rollup(&p, &t)));
+    let io = io_text.and_then(|(p, t)| keep(root, m, parse_io(&p, &t)));
+    let schedstat = sched_text.and_then(|(p, t)| keep(root, m, parse_schedstat(&p, &t)));
+    let cgroups = cgroup_text
+        .and_then(|(p, t)| keep(root, m, parse_cgroup_file(&p, &t)))
+        .unwrap_or_default();
+    let cmdline = cmdline_text.map(|(_, t)| {
+        t.split('\0')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    });
+    Ok(ProcessSample {
+        pid,
+        cmdline,
+        stat,
+        status,
+        smaps_rollup,
+        io,
+        schedstat,
+        cgroups,
+        missing,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::put;
+
+    const STATUS: &str = "Name:\tpostgres\nUmask:\t0077\nState:\tS (sleeping)\nPPid:\t1\nUid:\t105\t105\t105\t105\nGroups:\t \nVmPeak:\t  226188 kB\nVmSize:\t  226160 kB\nVmRSS:\t   30008 kB\nRssAnon:\t    4048 kB\nRssFile:\t   12356 kB\nRssShmem:\t   13604 kB\nVmData:\t    1920 kB\nVmSwap:\t      64 kB\nThreads:\t1\nCpus_allowed_list:\t0-1\n";
+
+    #[test]
+    fn status_memory_fields_in_bytes() {
+        let s = parse_status(Path::new("/proc/1/status"), STATUS).unwrap();
+        assert_eq!(s.name.as_deref(), Some("postgres"));
+        assert_eq!(s.uid, Some(105));
+        assert_eq!(s.vm_rss_bytes, Some(30008 * 1024));
+        assert_eq!(s.rss_shmem_bytes, Some(13604 * 1024));
+        assert_eq!(s.vm_swap_bytes, Some(64 * 1024));
+        assert_eq!(s.threads, Some(1));
+        assert_eq!(s.vm_hwm_bytes, None);
+    }
+
+    #[test]
+    fn kernel_thread_status_has_no_vm_fields() {
+        let s = parse_status(
+            Path::new("/proc/2/status"),
+            "Name:\tkthreadd\nState:\tS (sleeping)\nThreads:\t1\n",
+        )
+        .unwrap();
+        assert_eq!(s.vm_rss_bytes, None);
+        assert_eq!(s.vm_swap_bytes, None);
+    }
+
+    #[test]
+    fn smaps_rollup_swap_includes_shared_memory() {
+        let t = "55d0-7ffc ---p 00000000 00:00 0                          [rollup]\nRss:               56036 kB\nPss:               40000 kB\nSwap:              97628 kB\nSwapPss:           97628 kB\n";
+        let s = parse_smaps_rollup(Path::new("/proc/9/smaps_rollup"), t).unwrap();
+        assert_eq!(s.swap_bytes, Some(97628 * 1024));
+        assert_eq!(s.rss_bytes, Some(56036 * 1024));
+        let e = parse_smaps_rollup(
+            Path::new("/proc/9/smaps_rollup"),
+            "hdr [rollup]\nRss:  12 kB\nSwap 3 kB\n",
+        )
+        .unwrap_err();
+        assert!(e.to_string().starts_with("/proc/9/smaps_rollup:3:"), "{e}");
+    }
+
+    #[test]
+    fn stat_with_spaces_and_parens_in_comm() {
+        let t = "42 (my (odd) proc) S 1 42 42 0 -1 4194560 100 0 7 0 250 50 0 0 20 0 4 0 17275 3133440 376 18446744073709551615 1 2 3 4 5 0 0 0 0 0 0 0 17 1 0 0 9 0 0\n";
+        let s = parse_stat(Path::new("/proc/42/stat"), t).unwrap();
+        assert_eq!(s.comm, "my (odd) proc");
+        assert_eq!(s.state, 'S');
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.major_faults, 7);
+        assert_eq!(s.utime_ticks, 250);
+        assert_eq!(s.num_threads, 4);
+        assert_eq!(s.vsize_bytes, 3133440);
+        assert_eq!(s.blkio_delay_ticks, Some(9));
+        assert!(parse_stat(Path::new("/proc/42/stat"), "42 (x) S 1 2\n").is_err());
+        assert!(parse_stat(Path::new("/proc/42/stat"), "garbage").is_err());
+    }
+
+    #[test]
+    fn cgroup_lines_v1_and_v2() {
+        let t = "12:memory:/kubepods/burstable/pod1/abc\n1:name=systemd:/x\n0::/system.slice/postgresql.service\n";
+        let l = parse_cgroup_file(Path::new("/proc/1/cgroup"), t).unwrap();
+        assert_eq!(l[0].controllers, vec!["memory"]);
+        assert_eq!(l[2].controllers, Vec::<String>::new());
+        assert_eq!(l[2].path, "/system.slice/postgresql.service");
+        let e = parse_cgroup_file(Path::new("/proc/1/cgroup"), "4:memory\n").unwrap_err();
+        assert!(e.to_string().starts_with("/proc/1/cgroup:1:"), "{e}");
+    }
+
+    #[test]
+    fn read_whole_process_from_fake_tree_and_missing_pid() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        put(d.path(), "proc/77/stat", "77 (pg) S 1 77 77 0 -1 0 0 0 3 0 10 5 0 0 20 0 2 0 100 1000 5 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+        put(d.path(), "proc/77/status", STATUS);
+        put(d.path(), "proc/77/io", "rchar: 10\nwchar: 20\nsyscr: 1\nsyscw: 2\nread_bytes: 4096\nwrite_bytes: 8192\ncancelled_write_bytes: 0\n");
+        put(d.path(), "proc/77/schedstat", "1000 20 3\n");
+        put(d.path(), "proc/77/cgroup", "0::/\n");
+        put(d.path(), "proc/77/cmdline", "postgres\0-D\0/data\0");
+        let p = read(&root, 77).unwrap();
+        assert_eq!(p.io.unwrap().write_bytes, Some(8192));
+        assert_eq!(p.schedstat.unwrap().run_delay_ns, 20);
+        assert_eq!(p.cmdline.unwrap(), vec!["postgres", "-D", "/data"]);
+        // smaps_rollup is absent: reported missing, not zero.
+        assert!(p.smaps_rollup.is_none());
+        assert!(
+            p.missing
+                .iter()
+                .any(|m| m.source == "/proc/77/smaps_rollup"),
+            "{:?}",
+            p.missing
+        );
+
+        let e = read(&root, 999_999_999).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::NoSuchProcess {
+                pid: 999_999_999,
+                ..
+            }
+        ));
+        assert!(e.to_string().contains("/proc/999999999"), "{e}");
+    }
+}

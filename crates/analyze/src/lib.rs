@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub mod os;
+pub mod units;
 
 /// How much a note matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

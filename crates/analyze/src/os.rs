@@ -1,5 +1,6 @@
 //! `plumb os`: turn one host snapshot into the report a DBA reads.
 
+use crate::units::bytes;
 use crate::{Level, Note};
 use plumb_sys::block::{DeviceKind, QueueInfo};
 use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
@@ -431,8 +432,8 @@ fn notes(r: &OsReport) -> Vec<Note> {
             if let (Some(Limit::Value(l)), Some(t)) = (m.effective_limit, r.memory.total_bytes) {
                 if l >= t {
                     n.push(Note::new(Level::Info, format!(
-                        "{who}: the cgroup memory limit ({} MiB) is at or above host RAM, so it limits nothing",
-                        l / (1024 * 1024)
+                        "{who}: the cgroup memory limit ({}) is at or above host RAM, so it limits nothing",
+                        bytes(l)
                     )));
                 }
             }
@@ -472,9 +473,9 @@ fn notes(r: &OsReport) -> Vec<Note> {
         if let (Some(vs), Some(ss)) = (p.memory.vm_swap_bytes, p.memory.smaps_swap_bytes) {
             if ss > vs + 1024 * 1024 {
                 n.push(Note::new(Level::Warn, format!(
-                    "{who}: {} MiB in swap, of which VmSwap shows only {} MiB: the rest is swapped shared memory (a shared buffer pool)",
-                    ss / (1024 * 1024),
-                    vs / (1024 * 1024)
+                    "{who}: {} in swap, of which VmSwap shows only {}: the rest is swapped shared memory (a shared buffer pool)",
+                    bytes(ss),
+                    bytes(vs)
                 )));
             }
         }

@@ -26,7 +26,9 @@ pub fn run(g: &GlobalArgs, a: &OsArgs) -> Result<i32> {
         }
     };
     // Name the flag in the message: the reader's error only knows the file.
-    std::fs::metadata(&path).map_err(|e| anyhow::anyhow!("--path {}: {e}", path.display()))?;
+    if root.is_host() {
+        std::fs::metadata(&path).map_err(|e| anyhow::anyhow!("--path {}: {e}", path.display()))?;
+    }
     let sample =
         plumb_sys::snapshot::collect(&root, &a.pids, Some(&path)).map_err(|e| match &e {
             plumb_sys::Error::NoSuchProcess { pid, .. } => anyhow::anyhow!("--pid {pid}: {e}"),

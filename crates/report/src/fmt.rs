@@ -3,26 +3,7 @@
 /// What a missing value prints as: unknown is not zero.
 pub const UNKNOWN: &str = "unknown";
 
-/// IEC bytes with three significant digits: `512 B`, `1.50 KiB`, `23.5 GiB`.
-pub fn bytes(b: u64) -> String {
-    const UNITS: [&str; 7] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if b < 1024 {
-        return format!("{b} B");
-    }
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if v >= 100.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else if v >= 10.0 {
-        format!("{v:.1} {}", UNITS[u])
-    } else {
-        format!("{v:.2} {}", UNITS[u])
-    }
-}
+pub use plumb_analyze::units::bytes;
 
 pub fn opt_bytes(b: Option<u64>) -> String {
     b.map(bytes).unwrap_or_else(|| UNKNOWN.to_string())

@@ -19,7 +19,7 @@ impl Render for OsReport {
 const W: usize = 10;
 
 fn head(out: &mut dyn Write, label: &str, text: &str) -> io::Result<()> {
-    writeln!(out, "{label:<W$}{text}")
+    writeln!(out, "{}", format!("{label:<W$}{text}").trim_end())
 }
 
 fn more(out: &mut dyn Write, text: &str) -> io::Result<()> {
@@ -261,7 +261,7 @@ fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
     }
 
     if !r.notes.is_empty() {
-        head(out, "Notes", "")?;
+        writeln!(out, "Notes")?;
         for n in &r.notes {
             let mark = match n.level {
                 Level::Warn => "!",

@@ -61,7 +61,8 @@ pub fn evidence(
             source: s,
             detail: d,
         };
-        if !ev.contains(&e) {
+        // One line per finding: a cgroup path repeated on every v1 hierarchy is one fact.
+        if !ev.iter().any(|x: &Evidence| x.points_to == e.points_to && x.detail == e.detail) {
             ev.push(e);
         }
     };
@@ -101,7 +102,7 @@ pub fn evidence(
                 if let Some(q) = k8s_qos_from_cgroup(&l.path) {
                     d.push_str(&format!(" (QoS class {q})"));
                 }
-                add(who, format!("/proc/PID/cgroup line {}", l.hierarchy_id), d);
+                add(who, "/proc/PID/cgroup".to_string(), d);
             }
         }
     }

@@ -109,10 +109,20 @@ fn statvfs(path: &Path) -> Option<(u64, u64)> {
     Some((s.f_blocks as u64 * frsize, s.f_bavail as u64 * frsize))
 }
 
-/// Resolve a path to its mount and device stack. The path must exist on the real filesystem;
-/// the mount table and sysfs come from `root`.
+/// Resolve a path to its mount and device stack. The mount table and sysfs come from `root`.
 pub fn path_snapshot(root: &Root, mounts: &[MountEntry], requested: &Path) -> Result<PathSnapshot> {
-    let canonical = std::fs::canonicalize(requested).map_err(|e| crate::io_err(requested, e))?;
+    // On the live host the path is resolved through symlinks; in a captured tree it names a
+    // path of the captured host, which need not exist here.
+    let canonical = if root.is_host() {
+        std::fs::canonicalize(requested).map_err(|e| crate::io_err(requested, e))?
+    } else if requested.is_absolute() {
+        mount::normalize(requested)
+    } else {
+        return Err(Error::Invalid {
+            path: requested.to_path_buf(),
+            message: "with --sysroot the path must be absolute (a path on the captured host)".into(),
+        });
+    };
     let mount = mount::mount_for_path(mounts, &canonical)
         .ok_or_else(|| Error::Invalid {
             path: canonical.clone(),
@@ -185,7 +195,10 @@ pub fn collect(root: &Root, pids: &[u32], path: Option<&Path>) -> Result<OsSampl
         Err(e) => missing.push(Missing::from_error(root, &e)),
     }
     for &pid in pids {
-        processes.push(process_snapshot(root, pid, "pid", &mounts, &cgroup_mounts)?);
+        let shown = processes.iter().any(|p: &ProcessSnapshot| p.sample.pid == pid);
+        if !shown {
+            processes.push(process_snapshot(root, pid, "pid", &mounts, &cgroup_mounts)?);
+        }
     }
     Ok(OsSample {
         host,

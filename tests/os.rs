@@ -10,7 +10,9 @@ fn plumb() -> Command {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn run(args: &[&str]) -> Output {
@@ -34,7 +36,9 @@ fn stderr(o: &Output) -> String {
 /// Run a host tool for cross-checking; None when it is not installed.
 fn tool(cmd: &str, args: &[&str]) -> Option<String> {
     let o = Command::new(cmd).args(args).output().ok()?;
-    o.status.success().then(|| String::from_utf8_lossy(&o.stdout).into_owned())
+    o.status
+        .success()
+        .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 fn process<'a>(j: &'a Value, pid: u64) -> &'a Value {
@@ -76,7 +80,10 @@ fn live_json_is_valid_and_versioned() {
     );
     // plumb reports itself first.
     assert_eq!(j["processes"][0]["role"], "plumb");
-    assert_eq!(j["processes"][0]["pid"], j["processes"][0]["pid"].as_u64().unwrap());
+    assert_eq!(
+        j["processes"][0]["pid"],
+        j["processes"][0]["pid"].as_u64().unwrap()
+    );
 }
 
 #[test]
@@ -106,8 +113,16 @@ fn live_memory_matches_free() {
     assert_eq!(j["memory"]["total_bytes"].as_u64().unwrap(), mem[0]);
     assert_eq!(j["memory"]["swap_total_bytes"].as_u64().unwrap(), swap[0]);
     let near = |a: u64, b: u64| (a as i64 - b as i64).unsigned_abs() < 256 * 1024 * 1024;
-    assert!(near(j["memory"]["available_bytes"].as_u64().unwrap(), mem[5]), "available {} vs free {}", j["memory"]["available_bytes"], mem[5]);
-    assert!(near(j["memory"]["buff_cache_bytes"].as_u64().unwrap(), mem[4]));
+    assert!(
+        near(j["memory"]["available_bytes"].as_u64().unwrap(), mem[5]),
+        "available {} vs free {}",
+        j["memory"]["available_bytes"],
+        mem[5]
+    );
+    assert!(near(
+        j["memory"]["buff_cache_bytes"].as_u64().unwrap(),
+        mem[4]
+    ));
     assert!(near(j["memory"]["shmem_bytes"].as_u64().unwrap(), mem[3]));
 }
 
@@ -116,7 +131,9 @@ fn live_pressure_matches_proc_pressure() {
     let read_total = |name: &str| -> Option<u64> {
         let t = std::fs::read_to_string(format!("/proc/pressure/{name}")).ok()?;
         let l = t.lines().next()?;
-        l.split_whitespace().find_map(|kv| kv.strip_prefix("total=")).map(|v| v.parse().unwrap())
+        l.split_whitespace()
+            .find_map(|kv| kv.strip_prefix("total="))
+            .map(|v| v.parse().unwrap())
     };
     let Some(before) = read_total("io") else {
         eprintln!("skipped: this kernel has no /proc/pressure");
@@ -125,14 +142,26 @@ fn live_pressure_matches_proc_pressure() {
     let j = json(&["os", "--json"]);
     let after = read_total("io").unwrap();
     let ours = j["pressure"]["io"]["some"]["total_us"].as_u64().unwrap();
-    assert!(before <= ours && ours <= after, "{before} <= {ours} <= {after}");
+    assert!(
+        before <= ours && ours <= after,
+        "{before} <= {ours} <= {after}"
+    );
     assert!(j["pressure"]["memory"]["full"]["avg10_pct"].is_number());
 }
 
 #[test]
 fn live_storage_matches_findmnt_and_lsblk() {
     let dir = std::env::temp_dir();
-    let Some(fm) = tool("findmnt", &["-n", "-o", "FSTYPE,SOURCE,TARGET", "--target", dir.to_str().unwrap()]) else {
+    let Some(fm) = tool(
+        "findmnt",
+        &[
+            "-n",
+            "-o",
+            "FSTYPE,SOURCE,TARGET",
+            "--target",
+            dir.to_str().unwrap(),
+        ],
+    ) else {
         eprintln!("skipped: `findmnt` (util-linux) is not installed");
         return;
     };
@@ -142,10 +171,23 @@ fn live_storage_matches_findmnt_and_lsblk() {
     assert_eq!(s["fs_type"], f[0]);
     assert_eq!(s["mount_point"], f[2]);
     // findmnt prints bind-mount roots as SOURCE[/dir]; the device part must match.
-    assert_eq!(s["source"].as_str().unwrap(), f[1].split('[').next().unwrap());
+    assert_eq!(
+        s["source"].as_str().unwrap(),
+        f[1].split('[').next().unwrap()
+    );
     if let Some(dev) = s["device"].as_str() {
         // lsblk -s walks from the device down to its disks, as plumb does.
-        let Some(ls) = tool("lsblk", &["-s", "-n", "-r", "-o", "NAME,TYPE,ROTA,LOG-SEC,PHY-SEC", &format!("/dev/{dev}")]) else {
+        let Some(ls) = tool(
+            "lsblk",
+            &[
+                "-s",
+                "-n",
+                "-r",
+                "-o",
+                "NAME,TYPE,ROTA,LOG-SEC,PHY-SEC",
+                &format!("/dev/{dev}"),
+            ],
+        ) else {
             eprintln!("skipped lsblk part: cannot ask lsblk about /dev/{dev}");
             return;
         };
@@ -154,22 +196,55 @@ fn live_storage_matches_findmnt_and_lsblk() {
             if c[1] != "disk" {
                 continue;
             }
-            assert!(s["disks"].as_array().unwrap().iter().any(|d| d == c[0]), "lsblk disk {} not in {:?}", c[0], s["disks"]);
-            let layer = s["layers"].as_array().unwrap().iter().find(|l| l["name"] == c[0]).unwrap();
+            assert!(
+                s["disks"].as_array().unwrap().iter().any(|d| d == c[0]),
+                "lsblk disk {} not in {:?}",
+                c[0],
+                s["disks"]
+            );
+            let layer = s["layers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|l| l["name"] == c[0])
+                .unwrap();
             assert_eq!(layer["queue"]["rotational"], c[2] == "1");
-            assert_eq!(layer["queue"]["logical_block_size_bytes"].as_u64().unwrap().to_string(), c[3]);
-            assert_eq!(layer["queue"]["physical_block_size_bytes"].as_u64().unwrap().to_string(), c[4]);
+            assert_eq!(
+                layer["queue"]["logical_block_size_bytes"]
+                    .as_u64()
+                    .unwrap()
+                    .to_string(),
+                c[3]
+            );
+            assert_eq!(
+                layer["queue"]["physical_block_size_bytes"]
+                    .as_u64()
+                    .unwrap()
+                    .to_string(),
+                c[4]
+            );
         }
     }
 }
 
 #[test]
 fn live_text_report_has_every_section() {
-    let out = run(&["os", "--path", "/", "--pid", &std::process::id().to_string()]);
+    let out = run(&[
+        "os",
+        "--path",
+        "/",
+        "--pid",
+        &std::process::id().to_string(),
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let t = String::from_utf8(out.stdout).unwrap();
-    for section in ["CPU", "Memory", "Swap", "Pressure", "cgroups", "Process", "Storage"] {
-        assert!(t.lines().any(|l| l.starts_with(section)), "no {section} section in:\n{t}");
+    for section in [
+        "CPU", "Memory", "Swap", "Pressure", "cgroups", "Process", "Storage",
+    ] {
+        assert!(
+            t.lines().any(|l| l.starts_with(section)),
+            "no {section} section in:\n{t}"
+        );
     }
     assert!(t.contains(&format!("PID {}", std::process::id())), "{t}");
 }
@@ -181,7 +256,10 @@ fn wrong_pid_exits_2_naming_it() {
     let out = run(&["os", "--pid", "999999999"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
-    assert!(e.contains("--pid 999999999") && e.contains("no process"), "{e}");
+    assert!(
+        e.contains("--pid 999999999") && e.contains("no process"),
+        "{e}"
+    );
     assert!(out.stdout.is_empty(), "no partial report on error");
 
     let out = run(&["os", "--pid", "twelve"]);
@@ -194,7 +272,10 @@ fn wrong_path_exits_2_naming_it() {
     let out = run(&["os", "--path", "/nonexistent"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
-    assert!(e.contains("--path /nonexistent") && e.contains("No such file"), "{e}");
+    assert!(
+        e.contains("--path /nonexistent") && e.contains("No such file"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -213,7 +294,12 @@ fn wrong_sysroot_exits_2() {
 
 #[test]
 fn closed_stdout_is_not_an_error() {
-    let mut child = plumb().args(["os"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut child = plumb()
+        .args(["os"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     drop(child.stdout.take());
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
@@ -224,14 +310,25 @@ fn closed_stdout_is_not_an_error() {
 
 #[test]
 fn help_completions_and_man() {
-    for args in [vec!["--help"], vec!["os", "--help"], vec!["completions", "--help"], vec!["man", "--help"]] {
+    for args in [
+        vec!["--help"],
+        vec!["os", "--help"],
+        vec!["completions", "--help"],
+        vec!["man", "--help"],
+    ] {
         let o = run(&args);
         assert!(o.status.success(), "{args:?}");
-        assert!(String::from_utf8_lossy(&o.stdout).contains("Usage"), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("Usage"),
+            "{args:?}"
+        );
     }
     let o = run(&["completions", "bash"]);
     let t = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success() && t.contains("_plumb") && t.contains("--pid"), "{t}");
+    assert!(
+        o.status.success() && t.contains("_plumb") && t.contains("--pid"),
+        "{t}"
+    );
     let o = run(&["man"]);
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && t.contains(".TH plumb"), "{t}");
@@ -239,7 +336,10 @@ fn help_completions_and_man() {
     let o = run(&["man", "--dir", d.path().to_str().unwrap()]);
     assert!(o.status.success());
     let os_page = std::fs::read_to_string(d.path().join("plumb-os.1")).unwrap();
-    assert!(os_page.contains("\\-\\-path") || os_page.contains("--path"), "{os_page}");
+    assert!(
+        os_page.contains("\\-\\-path") || os_page.contains("--path"),
+        "{os_page}"
+    );
 }
 
 // ---- fixtures ----------------------------------------------------------------------------
@@ -253,7 +353,10 @@ fn sysroot_json(name: &str, extra: &[&str]) -> Value {
 
 #[test]
 fn fixture_hybrid_captured_v1_memory_limit() {
-    let j = sysroot_json("hybrid-v1-memory-limit", &["--pid", "6261", "--path", "/tmp/pgfix/data"]);
+    let j = sysroot_json(
+        "hybrid-v1-memory-limit",
+        &["--pid", "6261", "--path", "/tmp/pgfix/data"],
+    );
     assert_eq!(j["cgroup_mode"], "hybrid");
     let pg = process(&j, 6261);
     assert_eq!(pg["name"], "postgres");
@@ -261,7 +364,10 @@ fn fixture_hybrid_captured_v1_memory_limit() {
     assert_eq!(m["version"], 1);
     assert_eq!(m["cgroup_path"], "/plumb-fixture");
     assert_eq!(m["limit"], 1u64 << 30);
-    assert_eq!(m["memsw_limit"], "max", "the v1 sentinel 9223372036854771712 is no limit");
+    assert_eq!(
+        m["memsw_limit"], "max",
+        "the v1 sentinel 9223372036854771712 is no limit"
+    );
     assert_eq!(pg["memory_limit_bytes"], 1u64 << 30);
     // v1 blkio throttles are merged per device.
     let t = &pg["io_throttles"][0];
@@ -271,7 +377,10 @@ fn fixture_hybrid_captured_v1_memory_limit() {
     assert_eq!(t["read_bytes_per_s"], Value::Null);
     assert_eq!(pg["cgroups"]["cpu"]["effective_cpus"], 1.5);
     // On a hybrid host pressure comes from the v2 (unified) hierarchy.
-    assert_eq!(pg["cgroups"]["pressure"]["dir"], "/sys/fs/cgroup/unified/plumb-fixture");
+    assert_eq!(
+        pg["cgroups"]["pressure"]["dir"],
+        "/sys/fs/cgroup/unified/plumb-fixture"
+    );
     // plumb itself sits in an unlimited cgroup.
     let me = &j["processes"][0];
     assert_eq!(me["role"], "plumb");
@@ -286,7 +395,11 @@ fn fixture_hybrid_captured_v1_memory_limit() {
     assert_eq!(q["scheduler"], "mq-deadline");
     // This kernel has no /proc/schedstat: reported missing, not zero.
     assert_eq!(j["cpu"]["run_delay_s"], Value::Null);
-    assert!(j["missing"].as_array().unwrap().iter().any(|m| m["source"] == "/proc/schedstat"));
+    assert!(j["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|m| m["source"] == "/proc/schedstat"));
 }
 
 #[test]
@@ -298,14 +411,25 @@ fn fixture_v1_docker_container_with_3gib_limit() {
     let m = &me["cgroups"]["memory"];
     // The container sees its cgroup as the hierarchy root.
     assert_eq!(m["dir"], "/sys/fs/cgroup/memory");
-    assert_eq!(m["cgroup_path"].as_str().unwrap().len(), "/docker/".len() + 64);
+    assert_eq!(
+        m["cgroup_path"].as_str().unwrap().len(),
+        "/docker/".len() + 64
+    );
     assert_eq!(m["limit"], 3221225472u64);
     assert_eq!(m["failcnt"], 1841);
     assert_eq!(m["oom_kill_events"], 2);
     assert_eq!(m["swap_bytes"], 536870912);
     assert_eq!(me["cgroups"]["cpu"]["effective_cpus"], 2.0);
-    let ev: Vec<&str> = me["container_evidence"].as_array().unwrap().iter().map(|e| e["points_to"].as_str().unwrap()).collect();
-    assert!(ev.contains(&"docker") && ev.contains(&"container image"), "{ev:?}");
+    let ev: Vec<&str> = me["container_evidence"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["points_to"].as_str().unwrap())
+        .collect();
+    assert!(
+        ev.contains(&"docker") && ev.contains(&"container image"),
+        "{ev:?}"
+    );
     // One evidence line per fact, not one per v1 hierarchy.
     assert_eq!(ev.iter().filter(|e| **e == "docker").count(), 2, "{ev:?}");
     // The data volume: a partition of the host disk.
@@ -324,7 +448,10 @@ fn fixture_v1_docker_container_with_3gib_limit() {
 
 #[test]
 fn fixture_v2_memory_max_and_lvm_on_nvme() {
-    let j = sysroot_json("v2-systemd-lvm", &["--pid", "812", "--path", "/var/lib/postgresql/15/main/base"]);
+    let j = sysroot_json(
+        "v2-systemd-lvm",
+        &["--pid", "812", "--path", "/var/lib/postgresql/15/main/base"],
+    );
     assert_eq!(j["cgroup_mode"], "v2");
     let pg = process(&j, 812);
     let m = &pg["cgroups"]["memory"];
@@ -336,14 +463,23 @@ fn fixture_v2_memory_max_and_lvm_on_nvme() {
     assert_eq!(m["max_events"], 87);
     assert_eq!(m["oom_kill_events"], 1);
     assert_eq!(m["failcnt"], Value::Null, "v2 has no failcnt");
-    assert_eq!(pg["cgroups"]["pressure"]["memory"]["full"]["avg10_pct"], 9.75);
+    assert_eq!(
+        pg["cgroups"]["pressure"]["memory"]["full"]["avg10_pct"],
+        9.75
+    );
     assert_eq!(pg["io_throttles"][0]["write_bytes_per_s"], 209715200);
     // The shared_buffers trap: VmSwap misses swapped shared memory, smaps_rollup does not.
     assert_eq!(pg["memory"]["vm_swap_bytes"], 0);
     assert_eq!(pg["memory"]["smaps_swap_bytes"], 1u64 << 30);
-    assert!(j["notes"].as_array().unwrap().iter().any(|n| n["text"].as_str().unwrap().contains("swapped shared memory")));
+    assert!(j["notes"].as_array().unwrap().iter().any(|n| n["text"]
+        .as_str()
+        .unwrap()
+        .contains("swapped shared memory")));
     // plumb's own session scope has no limit anywhere up the tree.
-    assert_eq!(j["processes"][0]["cgroups"]["memory"]["effective_limit"], "max");
+    assert_eq!(
+        j["processes"][0]["cgroups"]["memory"]["effective_limit"],
+        "max"
+    );
     // Data: xfs on LVM on a partition of nvme0n1.
     let s = &j["storage"];
     assert_eq!(s["fs_type"], "xfs");
@@ -355,19 +491,36 @@ fn fixture_v2_memory_max_and_lvm_on_nvme() {
     // Run-queue delay from the fixture's /proc/schedstat (20.3 s + 18.7 s).
     assert!((j["cpu"]["run_delay_s"].as_f64().unwrap() - 39.0).abs() < 1e-6);
     // WAL: a separate drive without a volatile cache, mounted without barriers.
-    let j = sysroot_json("v2-systemd-lvm", &["--path", "/var/lib/postgresql/15/main/pg_wal"]);
+    let j = sysroot_json(
+        "v2-systemd-lvm",
+        &["--path", "/var/lib/postgresql/15/main/pg_wal"],
+    );
     let s = &j["storage"];
     assert_eq!(s["disks"], serde_json::json!(["nvme1n1"]));
     assert_eq!(s["layers"][1]["queue"]["write_cache"], "write through");
-    assert!(j["notes"].as_array().unwrap().iter().any(|n| n["text"].as_str().unwrap().contains("barriers off")));
+    assert!(j["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|n| n["text"].as_str().unwrap().contains("barriers off")));
 }
 
 #[test]
 fn fixture_relative_path_with_sysroot_is_rejected() {
     let root = fixture("v2-systemd-lvm");
-    let out = run(&["--sysroot", root.to_str().unwrap(), "os", "--path", "var/lib"]);
+    let out = run(&[
+        "--sysroot",
+        root.to_str().unwrap(),
+        "os",
+        "--path",
+        "var/lib",
+    ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("must be absolute"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("must be absolute"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 // ---- malformed kernel files ----------------------------------------------------------------
@@ -375,7 +528,12 @@ fn fixture_relative_path_with_sysroot_is_rejected() {
 /// Copy a fixture so a test can damage it.
 fn damaged_copy(name: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    let st = Command::new("cp").arg("-a").arg(fixture(name).join(".")).arg(d.path()).status().unwrap();
+    let st = Command::new("cp")
+        .arg("-a")
+        .arg(fixture(name).join("."))
+        .arg(d.path())
+        .status()
+        .unwrap();
     assert!(st.success());
     d
 }
@@ -391,7 +549,10 @@ fn truncated_meminfo_is_an_error_naming_file_and_line() {
     let out = run(&["--sysroot", d.path().to_str().unwrap(), "os", "--path", "/"]);
     assert_eq!(out.status.code(), Some(2));
     let e = stderr(&out);
-    assert!(e.contains("proc/meminfo:2") && e.contains("expected"), "{e}");
+    assert!(
+        e.contains("proc/meminfo:2") && e.contains("expected"),
+        "{e}"
+    );
     assert!(!e.contains("panicked"), "{e}");
 }
 
@@ -400,15 +561,39 @@ fn malformed_optional_sources_are_reported_missing_not_fatal() {
     let d = damaged_copy("v2-systemd-lvm");
     let r = d.path();
     std::fs::write(r.join("proc/pressure/io"), "some avg10=0.00 avg60=\n").unwrap();
-    let svc = r.join("sys/fs/cgroup/system.slice/system-postgresql.slice/postgresql@15-main.service");
+    let svc =
+        r.join("sys/fs/cgroup/system.slice/system-postgresql.slice/postgresql@15-main.service");
     std::fs::write(svc.join("memory.stat"), "anon 1\nfile\n").unwrap();
-    std::fs::write(r.join("proc/812/status"), "Name:\tpostgres\nVmRSS:\tlots kB\n").unwrap();
+    std::fs::write(
+        r.join("proc/812/status"),
+        "Name:\tpostgres\nVmRSS:\tlots kB\n",
+    )
+    .unwrap();
     std::fs::write(r.join("proc/schedstat"), "version 15\ncpu0 1 2\n").unwrap();
     std::fs::write(r.join("proc/loadavg"), "\n").unwrap();
-    let j = json(&["--sysroot", r.to_str().unwrap(), "os", "--json", "--pid", "812", "--path", "/"]);
+    let j = json(&[
+        "--sysroot",
+        r.to_str().unwrap(),
+        "os",
+        "--json",
+        "--pid",
+        "812",
+        "--path",
+        "/",
+    ]);
     let all = j.to_string();
-    for needle in ["pressure/io:1", "memory.stat:2", "812/status:2", "schedstat:2", "loadavg:1"] {
-        assert!(all.contains(needle), "{needle} not reported in {}", j["missing"]);
+    for needle in [
+        "pressure/io:1",
+        "memory.stat:2",
+        "812/status:2",
+        "schedstat:2",
+        "loadavg:1",
+    ] {
+        assert!(
+            all.contains(needle),
+            "{needle} not reported in {}",
+            j["missing"]
+        );
     }
     assert_eq!(j["pressure"], Value::Null);
     assert_eq!(j["cpu"]["load1"], Value::Null);
@@ -424,7 +609,14 @@ fn unexpected_fields_are_ignored_and_garbage_mountinfo_is_an_error() {
     let mut t = std::fs::read_to_string(r.join("proc/meminfo")).unwrap();
     t.push_str("FutureField:     12 kB\nFutureCount: 7\n");
     std::fs::write(r.join("proc/meminfo"), t).unwrap();
-    let j = json(&["--sysroot", r.to_str().unwrap(), "os", "--json", "--path", "/"]);
+    let j = json(&[
+        "--sysroot",
+        r.to_str().unwrap(),
+        "os",
+        "--json",
+        "--path",
+        "/",
+    ]);
     assert!(j["memory"]["total_bytes"].as_u64().unwrap() > 0);
 
     let mi = r.join("proc/6291/mountinfo");

@@ -146,9 +146,7 @@ fn read_queue(dir: &Path) -> Result<Option<QueueInfo>> {
                 .map_err(|_| parse_err(&q.join(name), 1, "a number", &t)),
         }
     };
-    let flag = |name: &str| -> Result<Option<bool>> {
-        Ok(num(name)?.map(|v| v != 0))
-    };
+    let flag = |name: &str| -> Result<Option<bool>> { Ok(num(name)?.map(|v| v != 0)) };
     let (scheduler, schedulers_available) = match text("scheduler")? {
         Some(t) => parse_scheduler(&t),
         None => (None, Vec::new()),

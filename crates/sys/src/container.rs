@@ -62,7 +62,10 @@ pub fn evidence(
             detail: d,
         };
         // One line per finding: a cgroup path repeated on every v1 hierarchy is one fact.
-        if !ev.iter().any(|x: &Evidence| x.points_to == e.points_to && x.detail == e.detail) {
+        if !ev
+            .iter()
+            .any(|x: &Evidence| x.points_to == e.points_to && x.detail == e.detail)
+        {
             ev.push(e);
         }
     };

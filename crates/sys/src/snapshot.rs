@@ -120,7 +120,8 @@ pub fn path_snapshot(root: &Root, mounts: &[MountEntry], requested: &Path) -> Re
     } else {
         return Err(Error::Invalid {
             path: requested.to_path_buf(),
-            message: "with --sysroot the path must be absolute (a path on the captured host)".into(),
+            message: "with --sysroot the path must be absolute (a path on the captured host)"
+                .into(),
         });
     };
     let mount = mount::mount_for_path(mounts, &canonical)
@@ -195,7 +196,9 @@ pub fn collect(root: &Root, pids: &[u32], path: Option<&Path>) -> Result<OsSampl
         Err(e) => missing.push(Missing::from_error(root, &e)),
     }
     for &pid in pids {
-        let shown = processes.iter().any(|p: &ProcessSnapshot| p.sample.pid == pid);
+        let shown = processes
+            .iter()
+            .any(|p: &ProcessSnapshot| p.sample.pid == pid);
         if !shown {
             processes.push(process_snapshot(root, pid, "pid", &mounts, &cgroup_mounts)?);
         }

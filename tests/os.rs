@@ -488,6 +488,11 @@ fn fixture_v2_memory_max_and_lvm_on_nvme() {
     assert_eq!(s["layers"][0]["detail"], "vg0-pgdata");
     assert_eq!(s["layers"][1]["name"], "nvme0n1p2");
     assert_eq!(s["disks"], serde_json::json!(["nvme0n1"]));
+    let io = &s["layers"][2]["io_since_boot"];
+    assert_eq!(io["flushes"], 120345);
+    assert_eq!(io["write_bytes"], 98765432u64 * 512);
+    assert!((io["write_mean_s"].as_f64().unwrap() - 2345.678 / 2345678.0).abs() < 1e-9);
+    assert_eq!(s["layers"][0]["io_since_boot"]["flushes"], 118000);
     // Run-queue delay from the fixture's /proc/schedstat (20.3 s + 18.7 s).
     assert!((j["cpu"]["run_delay_s"].as_f64().unwrap() - 39.0).abs() < 1e-6);
     // WAL: a separate drive without a volatile cache, mounted without barriers.

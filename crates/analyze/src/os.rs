@@ -2,7 +2,7 @@
 
 use crate::units::bytes;
 use crate::{Level, Note};
-use plumb_sys::block::{DeviceKind, QueueInfo};
+use plumb_sys::block::{DeviceKind, DiskStats, QueueInfo};
 use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
 use plumb_sys::container::Evidence;
 use plumb_sys::cpu::CpuTicks;
@@ -147,6 +147,24 @@ pub struct DeviceLayer {
     pub model: Option<String>,
     pub lower: Vec<String>,
     pub queue: Option<QueueInfo>,
+    /// Completed I/O since boot (/proc/diskstats).
+    pub io_since_boot: Option<DiskIo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DiskIo {
+    pub reads: u64,
+    pub read_bytes: u64,
+    /// Mean time a read spent queued and in service.
+    pub read_mean_s: Option<f64>,
+    pub writes: u64,
+    pub write_bytes: u64,
+    pub write_mean_s: Option<f64>,
+    /// Cache FLUSH requests the device completed (kernel 5.5+).
+    pub flushes: Option<u64>,
+    pub in_flight: u64,
+    /// Share of time since boot with at least one request in flight.
+    pub busy_pct: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -347,7 +365,24 @@ pub fn durability_line(q: &QueueInfo) -> Option<String> {
     })
 }
 
-fn storage_section(p: &PathSnapshot) -> StorageSection {
+fn disk_io(d: &DiskStats, uptime_s: Option<f64>) -> DiskIo {
+    let mean = |ms: u64, n: u64| (n > 0).then(|| ms as f64 / 1000.0 / n as f64);
+    DiskIo {
+        reads: d.reads,
+        read_bytes: d.read_bytes,
+        read_mean_s: mean(d.read_time_ms, d.reads),
+        writes: d.writes,
+        write_bytes: d.write_bytes,
+        write_mean_s: mean(d.write_time_ms, d.writes),
+        flushes: d.flushes,
+        in_flight: d.in_flight,
+        busy_pct: uptime_s
+            .filter(|u| *u > 0.0)
+            .map(|u| (d.busy_time_ms as f64 / 1000.0 / u * 100.0).min(100.0)),
+    }
+}
+
+fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
     let layers: Vec<DeviceLayer> = p
         .stack
         .as_ref()
@@ -362,6 +397,11 @@ fn storage_section(p: &PathSnapshot) -> StorageSection {
                     model: l.model.clone(),
                     lower: l.lower.clone(),
                     queue: l.queue.clone(),
+                    io_since_boot: p
+                        .diskstats
+                        .iter()
+                        .find(|d| d.name == l.name)
+                        .map(|d| disk_io(d, uptime_s)),
                 })
                 .collect()
         })
@@ -550,7 +590,7 @@ pub fn build(s: &OsSample, page_size: u64) -> OsReport {
             .iter()
             .map(|p| process_section(p, mem_total, s.clock_ticks_per_s))
             .collect(),
-        storage: s.path.as_ref().map(storage_section),
+        storage: s.path.as_ref().map(|p| storage_section(p, s.host.uptime_s)),
         notes: Vec::new(),
         missing: s.missing.clone(),
     };

@@ -45,6 +45,18 @@ pub fn duration(s: f64) -> String {
     }
 }
 
+/// A latency: `0.42 ms`, `12.3 ms`, `1.20 s`.
+pub fn ms(s: f64) -> String {
+    let m = s * 1000.0;
+    if m >= 1000.0 {
+        format!("{s:.2} s")
+    } else if m >= 10.0 {
+        format!("{m:.1} ms")
+    } else {
+        format!("{m:.2} ms")
+    }
+}
+
 pub fn yes_no(b: Option<bool>) -> &'static str {
     match b {
         Some(true) => "yes",

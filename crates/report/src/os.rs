@@ -1,6 +1,6 @@
 //! Text form of `plumb os`: a short report, one block per subject.
 
-use crate::fmt::{bytes, duration, opt, opt_bytes, opt_pct, pct, yes_no, UNKNOWN};
+use crate::fmt::{bytes, duration, ms, opt, opt_bytes, opt_pct, pct, yes_no, UNKNOWN};
 use crate::Render;
 use plumb_analyze::os::{OsReport, ProcessSection, StorageSection};
 use plumb_analyze::Level;
@@ -522,6 +522,23 @@ fn write_storage(s: &StorageSection, out: &mut dyn Write) -> io::Result<()> {
                     opt_bytes(q.physical_block_size_bytes),
                     opt(q.nr_requests),
                     opt_bytes(q.read_ahead_bytes)
+                ),
+            )?;
+        }
+        if let Some(io) = &l.io_since_boot {
+            let mean = |m: Option<f64>| m.map(|s| format!(", {} mean", ms(s))).unwrap_or_default();
+            more(
+                out,
+                &format!(
+                    "  since boot: {} reads ({}{}) · {} writes ({}{}) · {} flushes · busy {}",
+                    io.reads,
+                    bytes(io.read_bytes),
+                    mean(io.read_mean_s),
+                    io.writes,
+                    bytes(io.write_bytes),
+                    mean(io.write_mean_s),
+                    opt(io.flushes),
+                    opt_pct(io.busy_pct)
                 ),
             )?;
         }

@@ -2,7 +2,7 @@
 //! Required sources (/proc/stat, /proc/meminfo, mountinfo) fail the snapshot; optional ones are
 //! recorded in `missing` and the snapshot goes on.
 
-use crate::block::{self, DeviceStack};
+use crate::block::{self, DeviceStack, DiskStats};
 use crate::cgroup::{self, CgroupMounts, ProcessCgroups};
 use crate::container::{self, Evidence};
 use crate::cpu::{self, CpuInfo, LoadAvg, Schedstat, StatSample};
@@ -34,6 +34,8 @@ pub struct PathSnapshot {
     pub stack: Option<DeviceStack>,
     pub fs_size_bytes: Option<u64>,
     pub fs_available_bytes: Option<u64>,
+    /// /proc/diskstats lines of the devices in `stack`, since boot.
+    pub diskstats: Vec<DiskStats>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -140,7 +142,15 @@ pub fn path_snapshot(root: &Root, mounts: &[MountEntry], requested: &Path) -> Re
             Some((a, b)) => (Some(a), Some(b)),
             None => (None, None),
         };
+    let diskstats = match &stack {
+        Some(st) => block::read_diskstats(root)?
+            .into_iter()
+            .filter(|d| st.layer(&d.name).is_some())
+            .collect(),
+        None => Vec::new(),
+    };
     Ok(PathSnapshot {
+        diskstats,
         requested: requested.to_path_buf(),
         canonical,
         mount,

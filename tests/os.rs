@@ -41,7 +41,7 @@ fn tool(cmd: &str, args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
-fn process<'a>(j: &'a Value, pid: u64) -> &'a Value {
+fn process(j: &Value, pid: u64) -> &Value {
     j["processes"]
         .as_array()
         .unwrap()
@@ -631,4 +631,64 @@ fn unexpected_fields_are_ignored_and_garbage_mountinfo_is_an_error() {
     let out = run(&["--sysroot", r.to_str().unwrap(), "os", "--path", "/"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("mountinfo:"), "{}", stderr(&out));
+}
+
+// ---- snapshots of the renderers ----------------------------------------------------------
+
+/// Compare output with a checked-in snapshot; `PLUMB_BLESS=1` rewrites it after a deliberate
+/// change (review the diff before committing).
+fn check_snapshot(name: &str, actual: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var_os("PLUMB_BLESS").is_some() {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read_to_string(&p)
+        .unwrap_or_else(|_| panic!("{} missing; run with PLUMB_BLESS=1", p.display()));
+    if expected != actual {
+        let diff: Vec<String> = expected
+            .lines()
+            .zip(actual.lines())
+            .enumerate()
+            .filter(|(_, (e, a))| e != a)
+            .take(10)
+            .map(|(i, (e, a))| format!("line {}:\n  expected: {e}\n  actual:   {a}", i + 1))
+            .collect();
+        panic!(
+            "{} differs ({} vs {} lines):\n{}\n(PLUMB_BLESS=1 rewrites it)",
+            p.display(),
+            expected.lines().count(),
+            actual.lines().count(),
+            diff.join("\n")
+        );
+    }
+}
+
+#[test]
+fn snapshot_text_and_json_of_v2_fixture() {
+    let root = fixture("v2-systemd-lvm");
+    let args = [
+        "--sysroot",
+        root.to_str().unwrap(),
+        "os",
+        "--pid",
+        "812",
+        "--path",
+        "/var/lib/postgresql/15/main/base",
+    ];
+    let out = run(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    check_snapshot(
+        "os-v2-systemd-lvm.txt",
+        &String::from_utf8(out.stdout).unwrap(),
+    );
+    let mut j = json(&[&args[..], &["--json"]].concat());
+    j["plumb_version"] = Value::from("VERSION");
+    check_snapshot(
+        "os-v2-systemd-lvm.json",
+        &(serde_json::to_string_pretty(&j).unwrap() + "\n"),
+    );
 }

@@ -2,7 +2,7 @@
 
 use crate::units::bytes;
 use crate::{Level, Note};
-use plumb_sys::block::{DeviceKind, DiskStats, QueueInfo};
+use plumb_sys::block::{BlockDevice, DiskStats, QueueInfo};
 use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
 use plumb_sys::container::Evidence;
 use plumb_sys::cpu::CpuTicks;
@@ -140,13 +140,8 @@ pub struct ProcessSection {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DeviceLayer {
-    pub name: String,
-    pub kind: DeviceKind,
-    pub detail: Option<String>,
-    pub size_bytes: Option<u64>,
-    pub model: Option<String>,
-    pub lower: Vec<String>,
-    pub queue: Option<QueueInfo>,
+    #[serde(flatten)]
+    pub device: BlockDevice,
     /// Completed I/O since boot (/proc/diskstats).
     pub io_since_boot: Option<DiskIo>,
 }
@@ -390,13 +385,7 @@ fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
             s.layers
                 .iter()
                 .map(|l| DeviceLayer {
-                    name: l.name.clone(),
-                    kind: l.kind.clone(),
-                    detail: l.detail.clone(),
-                    size_bytes: l.size_bytes,
-                    model: l.model.clone(),
-                    lower: l.lower.clone(),
-                    queue: l.queue.clone(),
+                    device: l.clone(),
                     io_since_boot: p
                         .diskstats
                         .iter()
@@ -414,8 +403,8 @@ fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
     // What the bottom disks say decides durability; a dm device only mirrors them.
     let durability = disks
         .iter()
-        .filter_map(|d| layers.iter().find(|l| &l.name == d))
-        .filter_map(|l| l.queue.as_ref().and_then(durability_line))
+        .filter_map(|d| layers.iter().find(|l| &l.device.name == d))
+        .filter_map(|l| l.device.queue.as_ref().and_then(durability_line))
         .next();
     StorageSection {
         path: p.requested.clone(),

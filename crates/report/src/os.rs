@@ -480,7 +480,8 @@ fn write_storage(s: &StorageSection, out: &mut dyn Write) -> io::Result<()> {
     if s.layers.is_empty() {
         more(out, "block device: none (not a local block filesystem)")?;
     }
-    for l in &s.layers {
+    for layer in &s.layers {
+        let l = &layer.device;
         let kind = match l.kind {
             plumb_sys::block::DeviceKind::Disk => "disk",
             plumb_sys::block::DeviceKind::Partition => "partition",
@@ -525,7 +526,7 @@ fn write_storage(s: &StorageSection, out: &mut dyn Write) -> io::Result<()> {
                 ),
             )?;
         }
-        if let Some(io) = &l.io_since_boot {
+        if let Some(io) = &layer.io_since_boot {
             let mean = |m: Option<f64>| m.map(|s| format!(", {} mean", ms(s))).unwrap_or_default();
             more(
                 out,

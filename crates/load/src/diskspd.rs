@@ -1,0 +1,1 @@
+//! diskspd command-line syntax.

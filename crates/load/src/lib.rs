@@ -1,0 +1,53 @@
+//! plumb actuators: the storage load generator (engines, jobs, the runner) and its safety rules.
+//!
+//! The runner produces raw results (counts, bytes, latency histograms, a per-second series);
+//! turning them into tables and percentiles is the analysis crate's job.
+
+use std::path::PathBuf;
+
+pub mod diskspd;
+pub mod engine;
+pub mod job;
+pub mod rng;
+pub mod run;
+pub mod signal;
+pub mod target;
+pub mod units;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Refused(String),
+    #[error("invalid job: {0}")]
+    Job(String),
+    #[error("{engine} engine: {message}")]
+    Engine {
+        engine: &'static str,
+        message: String,
+    },
+    #[error("I/O failed on {} at offset {offset} ({len} bytes): {source}", path.display())]
+    IoFailed {
+        path: PathBuf,
+        offset: u64,
+        len: u32,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("interrupted")]
+    Interrupted,
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+pub(crate) fn io_err(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    Error::Io {
+        path: path.into(),
+        source,
+    }
+}

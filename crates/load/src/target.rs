@@ -1,0 +1,492 @@
+//! Targets and the rules that keep plumb from destroying data.
+//!
+//! - A file that does not exist is created, filled with random data (so compression and dedupe
+//!   cannot flatter the device), marked as plumb's with an extended attribute, and removed when
+//!   the run ends (also on Ctrl-C) unless `keep` is set.
+//! - An existing file plumb did not create may be read; writing to it needs `--overwrite PATH`.
+//! - A block device may be read; writing to it needs `--destroy-data-on DEVICE` naming it
+//!   exactly, and a mounted device is refused outright. The refusal says which partition table
+//!   or filesystem signature was found.
+
+use crate::job::Job;
+use crate::rng::Rng;
+use crate::{io_err, Error, Result};
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+const MARK_NAME: &str = "user.plumb";
+const MARK_VALUE: &[u8] = b"created-by-plumb";
+/// Space left free on the filesystem after creating test files.
+const HEADROOM_BYTES: u64 = 256 << 20;
+
+#[derive(Debug, Clone, Default)]
+pub struct Safety {
+    /// Existing files the user allows plumb to write to.
+    pub overwrite: Vec<PathBuf>,
+    /// Block devices the user allows plumb to destroy.
+    pub destroy_data_on: Vec<PathBuf>,
+    /// Leave created files in place.
+    pub keep: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TargetKind {
+    /// A file plumb created for this run.
+    Created,
+    /// A file plumb created earlier (marked) and the user kept.
+    Kept,
+    /// A file plumb did not create.
+    Existing,
+    BlockDevice,
+}
+
+/// An opened target. Dropping it removes a file created for this run unless kept.
+#[derive(Debug)]
+pub struct Target {
+    pub path: PathBuf,
+    pub file: File,
+    pub size: u64,
+    pub kind: TargetKind,
+    remove_on_drop: bool,
+}
+
+impl Target {
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.file.as_raw_fd()
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if self.remove_on_drop {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// A file being created: removed on drop unless `finish` hands it on.
+struct Creating {
+    path: PathBuf,
+    armed: bool,
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    let ca = std::fs::canonicalize(a).unwrap_or_else(|_| a.to_path_buf());
+    let cb = std::fs::canonicalize(b).unwrap_or_else(|_| b.to_path_buf());
+    ca == cb
+}
+
+fn has_mark(path: &Path) -> bool {
+    let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let name = CString::new(MARK_NAME).expect("no NUL");
+    let mut buf = [0u8; 32];
+    // SAFETY: valid C strings and a buffer of the given length.
+    let n = unsafe {
+        libc::getxattr(
+            c.as_ptr(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    n > 0 && &buf[..n as usize] == MARK_VALUE
+}
+
+fn set_mark(f: &File) {
+    let name = CString::new(MARK_NAME).expect("no NUL");
+    // Best effort: filesystems without user xattrs just lose the "kept file is plumb's" memory.
+    // SAFETY: valid fd, C string and buffer.
+    unsafe {
+        libc::fsetxattr(
+            f.as_raw_fd(),
+            name.as_ptr(),
+            MARK_VALUE.as_ptr().cast(),
+            MARK_VALUE.len(),
+            0,
+        );
+    }
+}
+
+/// Known signatures at the start of a device: (offset, magic, what it means).
+const SIGNATURES: &[(u64, &[u8], &str)] = &[
+    (512, b"EFI PART", "a GPT partition table"),
+    (510, &[0x55, 0xAA], "an MBR partition table or boot sector"),
+    (1080, &[0x53, 0xEF], "an ext2/3/4 filesystem"),
+    (0, b"XFSB", "an XFS filesystem"),
+    (0x10040, b"_BHRfS_M", "a btrfs filesystem"),
+    (4086, b"SWAPSPACE2", "a swap area"),
+    (4086, b"SWAP-SPACE", "a swap area"),
+    (512, b"LABELONE", "an LVM physical volume"),
+    (24, b"LABELONE", "an LVM physical volume"),
+    (0, b"LUKS\xba\xbe", "a LUKS encrypted volume"),
+    (4096, &[0xfc, 0x4e, 0x2b, 0xa9], "a Linux md RAID member"),
+    (3, b"NTFS    ", "an NTFS filesystem"),
+    (0x36, b"FAT", "a FAT filesystem"),
+    (0x52, b"FAT32", "a FAT32 filesystem"),
+];
+
+/// What the first 72 KiB of a device say it holds.
+pub fn detect_signature(head: &[u8]) -> Option<&'static str> {
+    SIGNATURES.iter().find_map(|(off, magic, what)| {
+        let o = *off as usize;
+        (head.len() >= o + magic.len() && &head[o..o + magic.len()] == *magic).then_some(*what)
+    })
+}
+
+fn device_size(f: &File) -> std::io::Result<u64> {
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: BLKGETSIZE64 writes one u64 through the pointer.
+    let r = unsafe { libc::ioctl(f.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if r == 0 {
+        Ok(size)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Where a block device is mounted, if anywhere (by device number, through /proc/self/mountinfo).
+fn mounted_at(rdev: u64) -> Option<String> {
+    let want = plumb_sys::DevNum::from_dev_t(rdev);
+    let mounts = plumb_sys::mount::read_mountinfo(&plumb_sys::Root::host(), None).ok()?;
+    mounts
+        .iter()
+        .find(|m| m.dev == want)
+        .map(|m| m.mount_point.clone())
+}
+
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: valid path and output struct.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0)
+        .then(|| s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+fn open_flags(job: &Job) -> i32 {
+    let mut flags = 0;
+    if job.durability.direct() {
+        flags |= libc::O_DIRECT;
+    }
+    if job.durability.dsync() {
+        flags |= libc::O_DSYNC;
+    }
+    flags
+}
+
+fn explain_open_error(path: &Path, e: std::io::Error, job: &Job) -> Error {
+    if e.raw_os_error() == Some(libc::EINVAL) && job.durability.direct() {
+        return Error::Refused(format!(
+            "{}: this filesystem does not support O_DIRECT (durability {}); use --durability none, dsync or fdatasync",
+            path.display(),
+            job.durability
+        ));
+    }
+    io_err(path, e)
+}
+
+/// Create and prefill a file of `size` bytes with random data, checking free space first.
+/// `stop` is polled so Ctrl-C during a long prefill removes the partial file.
+pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if !dir.is_dir() {
+        return Err(Error::Refused(format!(
+            "{}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if let Some(free) = free_bytes(&dir) {
+        if free < size + HEADROOM_BYTES {
+            return Err(Error::Refused(format!(
+                "{}: not enough free space: the file needs {} bytes plus {} headroom, {} has {} free",
+                path.display(),
+                size,
+                HEADROOM_BYTES,
+                dir.display(),
+                free
+            )));
+        }
+    }
+    let mut guard = Creating {
+        path: path.to_path_buf(),
+        armed: false,
+    };
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| io_err(path, e))?;
+    guard.armed = true;
+    set_mark(&f);
+    let mut rng = Rng::new(seed ^ 0x5eed_f11e);
+    let chunk = 1 << 20;
+    let mut buf = vec![0u8; chunk];
+    let mut off = 0u64;
+    use std::os::unix::fs::FileExt;
+    while off < size {
+        if stop() {
+            return Err(Error::Interrupted);
+        }
+        let n = (size - off).min(chunk as u64) as usize;
+        rng.fill(&mut buf[..n]);
+        f.write_all_at(&buf[..n], off)
+            .map_err(|e| io_err(path, e))?;
+        off += n as u64;
+    }
+    f.sync_data().map_err(|e| io_err(path, e))?;
+    // Drop the file from the page cache so buffered reads start cold.
+    // SAFETY: valid fd.
+    unsafe {
+        libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
+    }
+    guard.armed = false;
+    Ok(())
+}
+
+/// Open every target of a job under the safety rules. `stop` is polled during prefill.
+pub fn prepare(job: &Job, safety: &Safety, stop: &dyn Fn() -> bool) -> Result<Vec<Target>> {
+    let writes = job.write_pct > 0;
+    let mut out: Vec<Target> = Vec::new();
+    for (i, path) in job.targets.iter().enumerate() {
+        if job.targets[..i].iter().any(|p| same_path(p, path)) {
+            return Err(Error::Job(format!("{} is named twice", path.display())));
+        }
+        let meta = std::fs::metadata(path);
+        let kind = match &meta {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                create_file(path, job.file_size, job.seed.wrapping_add(i as u64), stop)?;
+                TargetKind::Created
+            }
+            Err(e) => return Err(io_err(path, std::io::Error::new(e.kind(), e.to_string()))),
+            Ok(m) if m.is_dir() => {
+                return Err(Error::Refused(format!(
+                    "{} is a directory: name a file inside it (plumb creates it and removes it afterwards)",
+                    path.display()
+                )))
+            }
+            Ok(m) if m.file_type().is_block_device() => {
+                if writes && !safety.destroy_data_on.iter().any(|d| d == path) {
+                    let mut head = vec![0u8; 72 << 10];
+                    let found = File::open(path).ok().and_then(|f| {
+                        use std::os::unix::fs::FileExt;
+                        let n = f.read_at(&mut head, 0).ok()?;
+                        detect_signature(&head[..n])
+                    });
+                    return Err(Error::Refused(format!(
+                        "{} is a block device{}: plumb writes to a device only with --destroy-data-on {} (its exact path), which destroys what is on it",
+                        path.display(),
+                        found.map(|w| format!(" holding {w}")).unwrap_or_default(),
+                        path.display()
+                    )));
+                }
+                if writes {
+                    use std::os::unix::fs::MetadataExt;
+                    if let Some(mp) = mounted_at(m.rdev()) {
+                        return Err(Error::Refused(format!(
+                            "{} is mounted at {mp}: plumb never writes to a mounted device",
+                            path.display()
+                        )));
+                    }
+                }
+                TargetKind::BlockDevice
+            }
+            Ok(m) if m.is_file() => {
+                if has_mark(path) {
+                    TargetKind::Kept
+                } else {
+                    if writes && !safety.overwrite.iter().any(|o| same_path(o, path)) {
+                        return Err(Error::Refused(format!(
+                            "{} exists and plumb did not create it: a write test would overwrite it. Name a new file, or pass --overwrite {} to allow it",
+                            path.display(),
+                            path.display()
+                        )));
+                    }
+                    TargetKind::Existing
+                }
+            }
+            Ok(_) => {
+                return Err(Error::Refused(format!(
+                    "{} is neither a regular file nor a block device",
+                    path.display()
+                )))
+            }
+        };
+        let opened = OpenOptions::new()
+            .read(true)
+            .write(writes)
+            .custom_flags(open_flags(job))
+            .open(path);
+        // Register the target before any further check so a created file is removed on error.
+        let file = match opened {
+            Ok(f) => f,
+            Err(e) => {
+                if kind == TargetKind::Created {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(explain_open_error(path, e, job));
+            }
+        };
+        let size = if kind == TargetKind::BlockDevice {
+            device_size(&file).map_err(|e| io_err(path, e))?
+        } else {
+            file.metadata().map_err(|e| io_err(path, e))?.len()
+        };
+        let t = Target {
+            path: path.clone(),
+            file,
+            size,
+            kind,
+            remove_on_drop: kind == TargetKind::Created && !safety.keep,
+        };
+        if size < job.block_size as u64 {
+            return Err(Error::Job(format!(
+                "{} holds {} bytes, less than one block of {}",
+                path.display(),
+                size,
+                job.block_size
+            )));
+        }
+        out.push(t);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(targets: Vec<PathBuf>, write_pct: u8) -> Job {
+        Job {
+            targets,
+            write_pct,
+            file_size: 1 << 20,
+            durability: crate::job::Durability::None,
+            ..Job::new("t")
+        }
+    }
+
+    #[test]
+    fn created_files_are_random_and_removed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.dat");
+        let j = job(vec![p.clone()], 50);
+        let t = prepare(&j, &Safety::default(), &|| false).unwrap();
+        assert_eq!(t[0].kind, TargetKind::Created);
+        assert_eq!(t[0].size, 1 << 20);
+        let data = std::fs::read(&p).unwrap();
+        // Random data: no long runs of zeros a compressing device could skip.
+        assert!(data.chunks(4096).all(|c| c.iter().any(|b| *b != 0)));
+        drop(t);
+        assert!(!p.exists(), "created file must be removed");
+    }
+
+    #[test]
+    fn keep_leaves_the_file_and_it_is_recognised_later() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("k.dat");
+        let j = job(vec![p.clone()], 100);
+        let keep = Safety {
+            keep: true,
+            ..Default::default()
+        };
+        drop(prepare(&j, &keep, &|| false).unwrap());
+        assert!(p.exists());
+        // If the filesystem kept our mark, a second write run may reuse it without --overwrite.
+        if has_mark(&p) {
+            let t = prepare(&j, &Safety::default(), &|| false).unwrap();
+            assert_eq!(t[0].kind, TargetKind::Kept);
+            drop(t);
+            assert!(p.exists(), "a kept file is not removed by a later run");
+        }
+    }
+
+    #[test]
+    fn existing_unrelated_file_is_readable_but_not_writable() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("precious.db");
+        std::fs::write(&p, vec![7u8; 1 << 16]).unwrap();
+        let e = prepare(&job(vec![p.clone()], 30), &Safety::default(), &|| false).unwrap_err();
+        assert!(e.to_string().contains("--overwrite"), "{e}");
+        assert_eq!(std::fs::read(&p).unwrap(), vec![7u8; 1 << 16]);
+        let t = prepare(&job(vec![p.clone()], 0), &Safety::default(), &|| false).unwrap();
+        assert_eq!(t[0].kind, TargetKind::Existing);
+        drop(t);
+        assert!(p.exists(), "never remove a file plumb did not create");
+        let ok = Safety {
+            overwrite: vec![p.clone()],
+            ..Default::default()
+        };
+        assert!(prepare(&job(vec![p.clone()], 30), &ok, &|| false).is_ok());
+        assert!(p.exists());
+    }
+
+    #[test]
+    fn interrupted_prefill_leaves_nothing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("big.dat");
+        let e = create_file(&p, 8 << 20, 1, &|| true).unwrap_err();
+        assert!(matches!(e, Error::Interrupted));
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn not_enough_space_is_refused_before_writing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("huge.dat");
+        let e = create_file(&p, u64::MAX / 4, 1, &|| false).unwrap_err();
+        assert!(e.to_string().contains("not enough free space"), "{e}");
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn signatures() {
+        let mut gpt = vec![0u8; 4096];
+        gpt[512..520].copy_from_slice(b"EFI PART");
+        assert_eq!(detect_signature(&gpt), Some("a GPT partition table"));
+        let mut ext = vec![0u8; 4096];
+        ext[1080] = 0x53;
+        ext[1081] = 0xEF;
+        assert_eq!(detect_signature(&ext), Some("an ext2/3/4 filesystem"));
+        assert_eq!(detect_signature(&vec![0u8; 72 << 10]), None);
+    }
+
+    #[test]
+    fn directory_and_duplicates_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let e = prepare(
+            &job(vec![d.path().to_path_buf()], 0),
+            &Safety::default(),
+            &|| false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("is a directory"));
+        let p = d.path().join("a.dat");
+        let e = prepare(
+            &job(vec![p.clone(), p.clone()], 0),
+            &Safety::default(),
+            &|| false,
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("named twice"));
+    }
+}

@@ -1,0 +1,144 @@
+//! Parsing the sizes, durations and rates users type: `8K`, `60K`, `2G`, `15s`, `500ms`,
+//! `200MB/s`, `5000iops`. Sizes use binary multiples (K = 1024), as diskspd and fio do for block
+//! sizes; rates in MB/s are decimal megabytes (10^6 bytes) per second, as both tools print them.
+
+use std::time::Duration;
+
+/// `4096`, `8K`, `8k`, `64KiB`, `1M`, `2G`, `1T`, `512b` (512-byte sectors are not a unit here).
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let bad = || {
+        format!("{s:?} is not a size (use a number with an optional K, M, G or T suffix, e.g. 8K or 2G)")
+    };
+    let lower = t.to_ascii_lowercase();
+    let digits_end = lower
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(lower.len());
+    let (num, unit) = lower.split_at(digits_end);
+    if num.is_empty() {
+        return Err(bad());
+    }
+    let mult: u64 = match unit.trim() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return Err(bad()),
+    };
+    if num.contains('.') {
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let b = v * mult as f64;
+        if !b.is_finite() || b < 0.0 || b > u64::MAX as f64 {
+            return Err(bad());
+        }
+        Ok(b.round() as u64)
+    } else {
+        let v: u64 = num.parse().map_err(|_| bad())?;
+        v.checked_mul(mult).ok_or_else(bad)
+    }
+}
+
+/// `15`, `15s`, `500ms`, `2m`, `1h`, `250us`. A bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let bad = || format!("{s:?} is not a duration (e.g. 15s, 500ms, 2m)");
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(end);
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "" | "s" | "sec" => v,
+        "ms" => v / 1e3,
+        "us" | "µs" => v / 1e6,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        _ => return Err(bad()),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// A throughput limit.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rate {
+    BytesPerS(f64),
+    Iops(f64),
+}
+
+/// `200MB/s`, `1.5GB/s`, `800M` (MB/s), `5000iops`, `5000IOPS`.
+pub fn parse_rate(s: &str) -> Result<Rate, String> {
+    let t = s.trim().to_ascii_lowercase();
+    let bad = || format!("{s:?} is not a rate (e.g. 200MB/s or 5000iops)");
+    if let Some(n) = t.strip_suffix("iops") {
+        let v: f64 = n.trim().parse().map_err(|_| bad())?;
+        return if v > 0.0 && v.is_finite() {
+            Ok(Rate::Iops(v))
+        } else {
+            Err(bad())
+        };
+    }
+    let t = t.strip_suffix("/s").unwrap_or(&t);
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(end);
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let mult = match unit.trim() {
+        "" | "b" => 1.0,
+        "k" | "kb" => 1e3,
+        "m" | "mb" => 1e6,
+        "g" | "gb" => 1e9,
+        "kib" => 1024.0,
+        "mib" => 1048576.0,
+        "gib" => 1073741824.0,
+        _ => return Err(bad()),
+    };
+    let b = v * mult;
+    if b > 0.0 && b.is_finite() {
+        Ok(Rate::BytesPerS(b))
+    } else {
+        Err(bad())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("8K"), Ok(8192));
+        assert_eq!(parse_size("60k"), Ok(61440));
+        assert_eq!(parse_size("2G"), Ok(2 << 30));
+        assert_eq!(parse_size("512"), Ok(512));
+        assert_eq!(parse_size("1.5M"), Ok(1572864));
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("8Q").is_err());
+        assert!(parse_size("").is_err());
+        assert!(parse_size("99999999999T").is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn rates() {
+        assert_eq!(parse_rate("200MB/s"), Ok(Rate::BytesPerS(200e6)));
+        assert_eq!(parse_rate("800M"), Ok(Rate::BytesPerS(800e6)));
+        assert_eq!(parse_rate("5000iops"), Ok(Rate::Iops(5000.0)));
+        assert_eq!(parse_rate("64MiB/s"), Ok(Rate::BytesPerS(67108864.0)));
+        assert!(parse_rate("0iops").is_err());
+        assert!(parse_rate("fast").is_err());
+    }
+}

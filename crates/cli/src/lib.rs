@@ -7,6 +7,7 @@ use plumb_report::Format;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+mod cmd_io;
 mod cmd_os;
 mod docs;
 
@@ -80,6 +81,10 @@ pub enum Command {
     /// queue, the cgroup and container limits on plumb and on given PIDs, and the filesystem
     /// and block device under a path.
     Os(cmd_os::OsArgs),
+    /// Storage tests shaped like database work: presets (log-write, data-read, oltp-mix,
+    /// backup-read, checkpoint-burst, spill-flood), diskspd command lines, and custom jobs, with
+    /// diskspd's four result sections.
+    Io(Box<cmd_io::IoArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -132,6 +137,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 pub fn run(cli: Cli) -> Result<i32> {
     match &cli.command {
         Command::Os(a) => cmd_os::run(&cli.global, a),
+        Command::Io(a) => cmd_io::run(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::io::{self, Write};
 
 pub mod fmt;
+pub mod io_render;
 pub mod os;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).

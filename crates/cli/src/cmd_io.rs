@@ -1,0 +1,351 @@
+//! `plumb io`: storage load tests shaped like database work.
+
+use crate::GlobalArgs;
+use anyhow::{anyhow, bail, Result};
+use clap::{Args, Subcommand};
+use plumb_load::job::{self, Burst, Durability, EngineKind, Job, Pattern};
+use plumb_load::target::{self, Safety};
+use plumb_load::units::{parse_duration, parse_rate, parse_size};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Debug, Args)]
+pub struct IoArgs {
+    #[command(subcommand)]
+    pub cmd: IoCmd,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum IoCmd {
+    /// Run a storage test: a preset (--preset log-write) or your own job, on files plumb creates
+    /// (and removes afterwards) or on targets you name.
+    Run(Box<RunArgs>),
+    /// Run a diskspd command line as written: plumb io diskspd -- -d15 -o32 -t2 -b64K -h -r -L -w0 FILE
+    Diskspd(DiskspdArgs),
+    /// List the database-shaped presets.
+    Presets,
+}
+
+/// Settings for a job; each one overrides the preset's.
+#[derive(Debug, Args, Default, Clone)]
+pub struct JobFlags {
+    /// Start from a named database workload (see `plumb io presets`).
+    #[arg(long, value_name = "NAME")]
+    pub preset: Option<String>,
+    /// Measured time (15s, 2m).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Time running before measuring starts.
+    #[arg(long, value_name = "TIME")]
+    pub warmup: Option<String>,
+    /// Time running after measuring stops (keeps the device busy while other threads finish).
+    #[arg(long, value_name = "TIME")]
+    pub cooldown: Option<String>,
+    /// Threads per target.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
+    /// Outstanding I/Os per thread (queue depth).
+    #[arg(long, value_name = "N")]
+    pub qd: Option<u32>,
+    /// Block size (8K, 60K, 512K).
+    #[arg(long, value_name = "SIZE")]
+    pub bs: Option<String>,
+    /// Offsets: random or sequential.
+    #[arg(long, value_name = "random|sequential")]
+    pub pattern: Option<String>,
+    /// Sequential step between one thread's I/Os (default: the block size).
+    #[arg(long, value_name = "SIZE")]
+    pub stride: Option<String>,
+    /// Random offsets are multiples of this (default: the block size).
+    #[arg(long, value_name = "SIZE")]
+    pub align: Option<String>,
+    /// Percent of I/Os that are writes (0-100).
+    #[arg(long, value_name = "PCT")]
+    pub write_pct: Option<u8>,
+    /// Size of files plumb creates.
+    #[arg(long, value_name = "SIZE")]
+    pub size: Option<String>,
+    /// none, direct, dsync, direct-dsync, fdatasync[:N], direct-fdatasync[:N], fsync[:N], direct-fsync[:N].
+    #[arg(long, value_name = "MODE")]
+    pub durability: Option<String>,
+    /// Throughput limit for the whole job (200MB/s, 5000iops); latency then counts from each
+    /// I/O's intended start, so a backlog shows up in latency (no coordinated omission).
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
+    /// Apply --rate to each thread instead of to the whole job.
+    #[arg(long)]
+    pub rate_per_thread: bool,
+    /// I/Os per thread in each burst; needs --think.
+    #[arg(long, value_name = "N")]
+    pub burst: Option<u32>,
+    /// Idle time between bursts.
+    #[arg(long, value_name = "TIME")]
+    pub think: Option<String>,
+    /// Seed for offsets and data.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// io_uring (default), psync (a thread per outstanding I/O) or null (no I/O: tests plumb).
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+    /// Completions to wait for per kernel entry (io_uring); above 1 saves CPU but times
+    /// early completions late.
+    #[arg(long, value_name = "N")]
+    pub batch_complete: Option<u32>,
+}
+
+#[derive(Debug, Args, Default, Clone)]
+pub struct SafetyFlags {
+    /// Leave the files plumb created in place (a later run recognises and reuses them).
+    #[arg(long)]
+    pub keep: bool,
+    /// Allow writes to this existing file, which plumb did not create. Repeat for several.
+    #[arg(long, value_name = "FILE")]
+    pub overwrite: Vec<PathBuf>,
+    /// Allow writes to this block device, destroying what is on it. Give its exact path.
+    #[arg(long, value_name = "DEVICE")]
+    pub destroy_data_on: Vec<PathBuf>,
+}
+
+impl SafetyFlags {
+    pub fn safety(&self) -> Safety {
+        Safety {
+            overwrite: self.overwrite.clone(),
+            destroy_data_on: self.destroy_data_on.clone(),
+            keep: self.keep,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub job: JobFlags,
+    #[command(flatten)]
+    pub safety: SafetyFlags,
+    /// Files (created if missing) or block devices to test.
+    #[arg(value_name = "TARGET", required = true)]
+    pub targets: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct DiskspdArgs {
+    #[command(flatten)]
+    pub safety: SafetyFlags,
+    /// Use this engine instead of io_uring.
+    #[arg(long, value_name = "ENGINE")]
+    pub engine: Option<String>,
+    /// diskspd's flags and target, after `--`.
+    #[arg(
+        value_name = "DISKSPD_ARGS",
+        required = true,
+        allow_hyphen_values = true,
+        trailing_var_arg = true
+    )]
+    pub args: Vec<String>,
+}
+
+fn flag<T>(name: &str, r: std::result::Result<T, String>) -> Result<T> {
+    r.map_err(|e| anyhow!("{name}: {e}"))
+}
+
+/// Apply flags over a base job (a preset or the defaults).
+pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
+    let mut j = match &f.preset {
+        Some(p) => job::preset(p).ok_or_else(|| {
+            anyhow!(
+                "--preset {p}: no such preset (one of: {})",
+                job::PRESETS
+                    .iter()
+                    .map(|p| p.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })?,
+        None => Job::new("custom"),
+    };
+    j.targets = targets;
+    if let Some(v) = &f.duration {
+        j.duration = flag("--duration", parse_duration(v))?;
+    }
+    if let Some(v) = &f.warmup {
+        j.warmup = flag("--warmup", parse_duration(v))?;
+    }
+    if let Some(v) = &f.cooldown {
+        j.cooldown = flag("--cooldown", parse_duration(v))?;
+    }
+    if let Some(v) = f.threads {
+        j.threads = v;
+    }
+    if let Some(v) = f.qd {
+        j.queue_depth = v;
+    }
+    if let Some(v) = &f.bs {
+        let b = flag("--bs", parse_size(v))?;
+        j.block_size = u32::try_from(b).map_err(|_| anyhow!("--bs {v}: too large"))?;
+    }
+    if let Some(v) = &f.pattern {
+        j.pattern = match v.as_str() {
+            "random" | "rand" => Pattern::Random,
+            "sequential" | "seq" => Pattern::Sequential,
+            _ => bail!("--pattern {v}: use random or sequential"),
+        };
+    }
+    if let Some(v) = &f.stride {
+        j.stride = Some(flag("--stride", parse_size(v))?);
+    }
+    if let Some(v) = &f.align {
+        j.align = Some(flag("--align", parse_size(v))?);
+    }
+    if let Some(v) = f.write_pct {
+        j.write_pct = v;
+    }
+    if let Some(v) = &f.size {
+        j.file_size = flag("--size", parse_size(v))?;
+    }
+    if let Some(v) = &f.durability {
+        j.durability = flag("--durability", Durability::parse(v))?;
+    }
+    if let Some(v) = &f.rate {
+        j.rate = Some(flag("--rate", parse_rate(v))?);
+    }
+    if f.rate_per_thread {
+        if j.rate.is_none() {
+            bail!("--rate-per-thread needs --rate");
+        }
+        j.rate_per_thread = true;
+    }
+    match (f.burst, &f.think) {
+        (Some(ios), Some(t)) => {
+            if ios == 0 {
+                bail!("--burst 0: a burst needs at least one I/O");
+            }
+            j.burst = Some(Burst {
+                ios,
+                think: flag("--think", parse_duration(t))?,
+            })
+        }
+        (None, None) => {}
+        _ => bail!("--burst and --think go together"),
+    }
+    if let Some(v) = f.seed {
+        j.seed = v;
+    }
+    if let Some(v) = &f.engine {
+        j.engine = flag("--engine", EngineKind::parse(v))?;
+    }
+    if let Some(v) = f.batch_complete {
+        j.batch_complete = v;
+    }
+    j.validate().map_err(|e| anyhow!(e))?;
+    Ok(j)
+}
+
+/// The command line as typed, quoted where a shell would need it.
+pub fn command_line() -> String {
+    std::env::args()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A progress bar on stderr when it is a terminal, nothing otherwise.
+pub fn progress_bar(len: u64, msg: &str) -> indicatif::ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(len);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {percent:>3}% {elapsed_precise}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    pb.set_message(msg.to_string());
+    pb
+}
+
+/// Exit code for an interrupted run (128 + SIGINT), after cleanup.
+pub const INTERRUPTED: i32 = 130;
+
+/// Prepare targets, run, and return the raw result; created files are removed when this returns
+/// (unless kept), including on error and Ctrl-C.
+pub fn execute(
+    j: &Job,
+    safety: &Safety,
+    label: &str,
+) -> Result<std::result::Result<plumb_load::run::RunResult, plumb_load::Error>> {
+    plumb_load::signal::install();
+    for t in &j.targets {
+        if !t.exists() {
+            eprintln!(
+                "plumb: creating {} ({} of random data; removed afterwards{})",
+                t.display(),
+                plumb_report::fmt::bytes(j.file_size),
+                if safety.keep {
+                    " unless --keep: kept"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
+    let targets = match target::prepare(j, safety, &plumb_load::signal::stop_requested) {
+        Ok(t) => t,
+        Err(plumb_load::Error::Interrupted) => return Ok(Err(plumb_load::Error::Interrupted)),
+        Err(e) => return Err(e.into()),
+    };
+    let total = (j.warmup + j.duration + j.cooldown).as_millis() as u64;
+    let pb = progress_bar(total.max(1), label);
+    let r = plumb_load::run::run_with(j, &targets, &|f| pb.set_position((f * total as f64) as u64));
+    pb.finish_and_clear();
+    drop(targets);
+    match r {
+        Ok(r) => Ok(Ok(r)),
+        Err(plumb_load::Error::Interrupted) => Ok(Err(plumb_load::Error::Interrupted)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> Result<i32> {
+    match execute(j, safety, &format!("plumb io {}", j.name))? {
+        Ok(r) => {
+            let rep = plumb_analyze::io::build(&r, &command_line(), notes);
+            crate::emit(g, &rep)?;
+            Ok(0)
+        }
+        Err(_) => {
+            eprintln!("plumb: interrupted; in-flight I/O drained and files plumb created removed");
+            Ok(INTERRUPTED)
+        }
+    }
+}
+
+pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
+    match &a.cmd {
+        IoCmd::Run(r) => {
+            let j = build_job(&r.job, r.targets.clone())?;
+            report_run(g, &j, &r.safety.safety(), Vec::new())
+        }
+        IoCmd::Diskspd(d) => {
+            let p = plumb_load::diskspd::parse(&d.args).map_err(|e| anyhow!(e))?;
+            let mut j = p.job;
+            if let Some(e) = &d.engine {
+                j.engine = flag("--engine", EngineKind::parse(e))?;
+            }
+            j.validate().map_err(|e| anyhow!(e))?;
+            report_run(g, &j, &d.safety.safety(), p.notes)
+        }
+        IoCmd::Presets => {
+            crate::emit(g, &plumb_analyze::io::preset_list())?;
+            Ok(0)
+        }
+    }
+}

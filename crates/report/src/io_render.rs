@@ -1,0 +1,387 @@
+//! Text and CSV forms of `plumb io` results, in diskspd's four sections.
+
+use crate::fmt::{bytes, UNKNOWN};
+use crate::{Render, Table};
+use plumb_analyze::io::{IoReport, IoRow, PercentileRow, PresetList};
+use plumb_load::job::{Durability, Pattern};
+use plumb_load::target::TargetKind;
+use plumb_load::units::Rate;
+use std::io::{self, Write};
+
+impl Render for IoReport {
+    const KIND: &'static str = "io";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        write_text(self, out)
+    }
+
+    fn table(&self) -> Option<Table> {
+        Some(csv_table(self))
+    }
+}
+
+const MIB: f64 = 1048576.0;
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|s| format!("{:.3}", s * 1e3))
+        .unwrap_or_else(|| "N/A".into())
+}
+
+pub fn durability_words(d: Durability) -> &'static str {
+    match d {
+        Durability::None => "through the page cache; not durable",
+        Durability::Direct => "O_DIRECT; durable only without a volatile device cache",
+        Durability::Dsync => "O_DSYNC through the page cache",
+        Durability::DirectDsync => "O_DIRECT|O_DSYNC: FUA writes where the device supports FUA",
+        Durability::Fdatasync { direct: false, .. } => "buffered writes, then fdatasync()",
+        Durability::Fdatasync { direct: true, .. } => {
+            "O_DIRECT writes, then fdatasync() (forced flush)"
+        }
+        Durability::Fsync { direct: false, .. } => "buffered writes, then fsync()",
+        Durability::Fsync { direct: true, .. } => "O_DIRECT writes, then fsync()",
+    }
+}
+
+pub fn rate_words(r: Rate) -> String {
+    match r {
+        Rate::BytesPerS(b) => format!("{:.1} MB/s", b / 1e6),
+        Rate::Iops(v) => format!("{v:.0} IOPS"),
+    }
+}
+
+fn write_text(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
+    let j = &r.job;
+    writeln!(out, "Command line: {}", r.command_line)?;
+    writeln!(out)?;
+    writeln!(out, "Input parameters:")?;
+    writeln!(out, "  job {} · engine {}", j.name, r.engine)?;
+    writeln!(
+        out,
+        "  duration {:.0} s · warm-up {:.0} s · cool-down {:.0} s · measured {:.2} s",
+        j.duration.as_secs_f64(),
+        j.warmup.as_secs_f64(),
+        j.cooldown.as_secs_f64(),
+        r.measured_s
+    )?;
+    for t in &r.targets {
+        let kind = match t.kind {
+            TargetKind::Created => "created by plumb with random data",
+            TargetKind::Kept => "created by plumb earlier and kept",
+            TargetKind::Existing => "an existing file",
+            TargetKind::BlockDevice => "a block device",
+        };
+        writeln!(
+            out,
+            "  target {} · {} · {kind}",
+            t.path.display(),
+            bytes(t.size_bytes)
+        )?;
+    }
+    let pattern = match j.pattern {
+        Pattern::Random => format!(
+            "random (aligned to {})",
+            bytes(j.align.unwrap_or(j.block_size as u64))
+        ),
+        Pattern::Sequential => match j.stride {
+            Some(s) if s != j.block_size as u64 => format!("sequential (stride {})", bytes(s)),
+            _ => "sequential".to_string(),
+        },
+    };
+    writeln!(
+        out,
+        "  {} thread(s) per target x {} outstanding · {} {} · {}% writes",
+        j.threads,
+        j.queue_depth,
+        bytes(j.block_size as u64),
+        pattern,
+        j.write_pct
+    )?;
+    writeln!(
+        out,
+        "  durability {} ({})",
+        j.durability,
+        durability_words(j.durability)
+    )?;
+    match (j.rate, j.burst) {
+        (None, None) => writeln!(out, "  rate: unlimited")?,
+        (rate, burst) => {
+            let mut parts = Vec::new();
+            if let Some(rt) = rate {
+                parts.push(format!(
+                    "{} {}",
+                    rate_words(rt),
+                    if j.rate_per_thread {
+                        "per thread"
+                    } else {
+                        "in total"
+                    }
+                ));
+            }
+            if let Some(b) = burst {
+                parts.push(format!(
+                    "bursts of {} I/Os per thread, {} ms apart",
+                    b.ios,
+                    b.think.as_millis()
+                ));
+            }
+            writeln!(
+                out,
+                "  pacing: {} · latency counts from each I/O's intended start",
+                parts.join(" · ")
+            )?;
+        }
+    }
+    writeln!(out, "  seed {}", j.seed)?;
+    for n in &r.input_notes {
+        writeln!(out, "  note: {n}")?;
+    }
+    writeln!(out)?;
+
+    // CPU
+    let line = "-".repeat(58);
+    writeln!(
+        out,
+        "CPU  |  Usage |   User | Kernel | IOWait |  Steal |   Idle"
+    )?;
+    writeln!(out, "{line}")?;
+    let pct = |v: f64| format!("{v:>5.1}%");
+    for c in r.cpu.iter().filter(|c| c.cpu.is_some()) {
+        writeln!(
+            out,
+            "{:>4} | {} | {} | {} | {} | {} | {}",
+            c.cpu.unwrap_or(0),
+            pct(c.usage_pct),
+            pct(c.user_pct),
+            pct(c.kernel_pct),
+            pct(c.iowait_pct),
+            pct(c.steal_pct),
+            pct(c.idle_pct)
+        )?;
+    }
+    writeln!(out, "{line}")?;
+    if let Some(c) = r.cpu.iter().find(|c| c.cpu.is_none()) {
+        writeln!(
+            out,
+            "avg. | {} | {} | {} | {} | {} | {}",
+            pct(c.usage_pct),
+            pct(c.user_pct),
+            pct(c.kernel_pct),
+            pct(c.iowait_pct),
+            pct(c.steal_pct),
+            pct(c.idle_pct)
+        )?;
+    } else {
+        writeln!(out, "CPU usage: {UNKNOWN} (/proc/stat was not readable)")?;
+    }
+    if let Some(p) = &r.process_cpu {
+        writeln!(
+            out,
+            "plumb itself: user {:.2} s · system {:.2} s · {} CPU per I/O · {} syscalls per I/O",
+            p.user_s,
+            p.system_s,
+            p.cpu_per_io_s
+                .map(|s| format!("{:.2} µs", s * 1e6))
+                .unwrap_or_else(|| UNKNOWN.into()),
+            p.syscalls_per_io
+                .map(|s| format!("{s:.2}"))
+                .unwrap_or_else(|| UNKNOWN.into())
+        )?;
+    }
+    writeln!(out)?;
+
+    for (title, rows, show) in [
+        ("Total IO", &r.tables.total, true),
+        ("Read IO", &r.tables.read, j.write_pct < 100),
+        ("Write IO", &r.tables.write, j.write_pct > 0),
+    ] {
+        if !show {
+            continue;
+        }
+        write_table(out, title, rows, r.targets.len() > 1)?;
+        writeln!(out)?;
+    }
+    if j.durability.sync_every().is_some() {
+        writeln!(out, "sync calls completed after writes: {}", r.fsyncs)?;
+        writeln!(out)?;
+    }
+
+    write_percentiles(
+        out,
+        &r.percentiles,
+        if r.paced {
+            " (from intended start)"
+        } else {
+            ""
+        },
+    )?;
+    if let Some(s) = &r.service_percentiles {
+        writeln!(out)?;
+        write_percentiles(out, s, " (service time, from actual submission)")?;
+    }
+    let ios: Vec<u64> = r.series.iter().map(|s| s.read_ios + s.write_ios).collect();
+    if ios.len() > 1 {
+        let mut sorted = ios.clone();
+        sorted.sort_unstable();
+        writeln!(
+            out,
+            "\nper second: I/Os min {} · median {} · max {} over {} s (the full series is in --json)",
+            sorted[0],
+            sorted[sorted.len() / 2],
+            sorted[sorted.len() - 1],
+            sorted.len()
+        )?;
+    }
+    Ok(())
+}
+
+fn write_table(
+    out: &mut dyn Write,
+    title: &str,
+    rows: &[IoRow],
+    show_target: bool,
+) -> io::Result<()> {
+    writeln!(out, "{title}")?;
+    let header = format!(
+        "thread |          bytes |        I/Os |     MiB/s |  I/O per s | AvgLat(ms) | LatStdDev(ms){}",
+        if show_target { " | target" } else { "" }
+    );
+    let line = "-".repeat(header.chars().count());
+    writeln!(out, "{header}")?;
+    writeln!(out, "{line}")?;
+    let fmt_row = |r: &IoRow, label: String| {
+        format!(
+            "{label:>6} | {:>14} | {:>11} | {:>9.2} | {:>10.2} | {:>10} | {:>13}{}",
+            r.bytes,
+            r.ios,
+            r.bytes_per_s / MIB,
+            r.iops,
+            ms(r.lat_mean_s),
+            ms(r.lat_stddev_s),
+            match (show_target, r.target) {
+                (true, Some(t)) => format!(" | {t}"),
+                _ => String::new(),
+            }
+        )
+    };
+    for r in rows.iter().filter(|r| r.thread.is_some()) {
+        writeln!(out, "{}", fmt_row(r, r.thread.unwrap_or(0).to_string()))?;
+    }
+    writeln!(out, "{line}")?;
+    if let Some(t) = rows.iter().find(|r| r.thread.is_none()) {
+        writeln!(out, "{}", fmt_row(t, "total:".into()))?;
+    }
+    Ok(())
+}
+
+fn write_percentiles(out: &mut dyn Write, rows: &[PercentileRow], what: &str) -> io::Result<()> {
+    writeln!(out, "Latency{what}")?;
+    writeln!(out, "  %-ile |  Read (ms) | Write (ms) | Total (ms)")?;
+    writeln!(out, "{}", "-".repeat(45))?;
+    for p in rows {
+        writeln!(
+            out,
+            "{:>7} | {:>10} | {:>10} | {:>10}",
+            p.label,
+            ms(p.read_s),
+            ms(p.write_s),
+            ms(p.total_s)
+        )?;
+    }
+    writeln!(out, "(N/A: no I/Os of that kind, or too few to support the percentile: the 99.9th needs 1,000, 8-nines 100,000,000)")?;
+    Ok(())
+}
+
+fn csv_table(r: &IoReport) -> Table {
+    let headers = [
+        "direction",
+        "thread",
+        "target",
+        "bytes",
+        "ios",
+        "bytes_per_s",
+        "iops",
+        "lat_mean_s",
+        "lat_stddev_s",
+        "lat_p50_s",
+        "lat_p99_s",
+        "lat_max_s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let f = |v: Option<f64>| v.map(|x| format!("{x:.9}")).unwrap_or_default();
+    let mut rows = Vec::new();
+    for (dir, table) in [
+        ("total", &r.tables.total),
+        ("read", &r.tables.read),
+        ("write", &r.tables.write),
+    ] {
+        for x in table {
+            rows.push(vec![
+                dir.to_string(),
+                x.thread
+                    .map(|t| t.to_string())
+                    .unwrap_or_else(|| "all".into()),
+                x.target
+                    .map(|t| r.targets[t].path.display().to_string())
+                    .unwrap_or_else(|| "all".into()),
+                x.bytes.to_string(),
+                x.ios.to_string(),
+                format!("{:.1}", x.bytes_per_s),
+                format!("{:.2}", x.iops),
+                f(x.lat_mean_s),
+                f(x.lat_stddev_s),
+                f(x.lat_p50_s),
+                f(x.lat_p99_s),
+                f(x.lat_max_s),
+            ]);
+        }
+    }
+    Table { headers, rows }
+}
+
+impl Render for PresetList {
+    const KIND: &'static str = "io_presets";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        for p in &self.presets {
+            writeln!(out, "{:<17} {}", p.name, p.models)?;
+        }
+        writeln!(out, "\nRun one with: plumb io run --preset NAME FILE (any flag overrides the preset's setting)")
+    }
+
+    fn table(&self) -> Option<Table> {
+        Some(Table {
+            headers: [
+                "name",
+                "threads",
+                "queue_depth",
+                "block_size",
+                "pattern",
+                "write_pct",
+                "durability",
+                "models",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: self
+                .presets
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.name.clone(),
+                        p.job.threads.to_string(),
+                        p.job.queue_depth.to_string(),
+                        p.job.block_size.to_string(),
+                        match p.job.pattern {
+                            Pattern::Random => "random".into(),
+                            Pattern::Sequential => "sequential".into(),
+                        },
+                        p.job.write_pct.to_string(),
+                        p.job.durability.to_string(),
+                        p.models.clone(),
+                    ]
+                })
+                .collect(),
+        })
+    }
+}

@@ -1,0 +1,515 @@
+//! `plumb io` end to end: the real binary, the null engine for exact counts, real files for the
+//! safety rules and Ctrl-C.
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn plumb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_plumb"))
+}
+
+fn run(args: &[&str]) -> Output {
+    plumb().args(args).output().expect("run plumb")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = run(args);
+    assert!(o.status.success(), "plumb {args:?}: {}", stderr(&o));
+    serde_json::from_slice(&o.stdout).expect("valid JSON")
+}
+
+/// A scratch directory on a real filesystem (the target dir), where O_DIRECT works.
+fn scratch() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn total_row(j: &Value, table: &str) -> Value {
+    j["tables"][table]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["thread"].is_null())
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn null_engine_rate_limit_within_2_percent_over_5_s() {
+    let d = scratch();
+    let f = d.path().join("null.dat");
+    let j = json(&[
+        "io",
+        "run",
+        "--json",
+        "--engine",
+        "null",
+        "--rate",
+        "2000iops",
+        "--threads",
+        "2",
+        "--qd",
+        "4",
+        "--duration",
+        "5s",
+        "--warmup",
+        "0",
+        "--size",
+        "1M",
+        "--bs",
+        "4K",
+        s(&f),
+    ]);
+    let ios = total_row(&j, "total")["ios"].as_u64().unwrap();
+    assert!(
+        (9800..=10200).contains(&ios),
+        "{ios} I/Os for 2000 IOPS x 5 s"
+    );
+    assert_eq!(j["paced"], true);
+    let series: u64 = j["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["read_ios"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series, ios, "the per-second series adds up to the total");
+    assert_eq!(j["series"].as_array().unwrap().len(), 5);
+    assert!(!f.exists(), "the created file is removed");
+}
+
+#[test]
+fn percentiles_appear_only_with_enough_samples() {
+    let d = scratch();
+    let f = d.path().join("p.dat");
+    // A rate of 1500 IOPS for 2 s: 3000 samples support the 99.9th but not the 99.99th.
+    let j = json(&[
+        "io",
+        "run",
+        "--json",
+        "--engine",
+        "null",
+        "--rate",
+        "1500iops",
+        "--duration",
+        "2s",
+        "--warmup",
+        "0",
+        "--size",
+        "1M",
+        "--bs",
+        "4K",
+        "--write-pct",
+        "100",
+        s(&f),
+    ]);
+    let n = total_row(&j, "total")["ios"].as_u64().unwrap();
+    assert!((2940..=3060).contains(&n), "{n}");
+    let rows = j["percentiles"].as_array().unwrap();
+    let get = |label: &str| rows.iter().find(|r| r["label"] == label).unwrap().clone();
+    assert!(get("3-nines")["write_s"].is_number());
+    assert!(get("4-nines")["write_s"].is_null());
+    assert!(get("8-nines")["total_s"].is_null());
+    assert!(get("max")["total_s"].is_number());
+    assert!(
+        get("50th")["read_s"].is_null(),
+        "no reads in a write-only job"
+    );
+    let text = String::from_utf8(
+        run(&[
+            "io",
+            "run",
+            "--engine",
+            "null",
+            "--rate",
+            "1500iops",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--size",
+            "1M",
+            "--bs",
+            "4K",
+            s(&d.path().join("q.dat")),
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(text.contains("4-nines |        N/A"), "{text}");
+}
+
+#[test]
+fn diskspd_command_line_runs_as_typed() {
+    let d = scratch();
+    let f = d.path().join("ds.dat");
+    let j = json(&[
+        "--json",
+        "io",
+        "diskspd",
+        "--engine",
+        "null",
+        "--",
+        "-d1",
+        "-W0",
+        "-o4",
+        "-t2",
+        "-b8K",
+        "-r",
+        "-w30",
+        "-c1M",
+        "-L",
+        "-Rxml",
+        s(&f),
+    ]);
+    assert_eq!(j["job"]["threads"], 2);
+    assert_eq!(j["job"]["queue_depth"], 4);
+    assert_eq!(j["job"]["block_size"], 8192);
+    assert_eq!(j["job"]["write_pct"], 30);
+    assert_eq!(j["job"]["pattern"], "random");
+    assert!(j["command_line"]
+        .as_str()
+        .unwrap()
+        .contains("-d1 -W0 -o4 -t2 -b8K -r -w30"));
+    assert!(j["input_notes"][0].as_str().unwrap().contains("-Rxml"));
+    // Two thread rows and the total.
+    assert_eq!(j["tables"]["total"].as_array().unwrap().len(), 3);
+    let w = total_row(&j, "write")["ios"].as_f64().unwrap();
+    let t = total_row(&j, "total")["ios"].as_f64().unwrap();
+    assert!((w / t - 0.30).abs() < 0.02, "write share {}", w / t);
+
+    let o = run(&["io", "diskspd", "--", "-d1", "-Q7", s(&f)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("-Q7"), "{}", stderr(&o));
+}
+
+#[test]
+fn csv_has_one_row_per_thread_and_direction() {
+    let d = scratch();
+    let f = d.path().join("c.dat");
+    let o = run(&[
+        "io",
+        "run",
+        "--format",
+        "csv",
+        "--engine",
+        "null",
+        "--threads",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--size",
+        "1M",
+        "--bs",
+        "4K",
+        "--rate",
+        "100iops",
+        s(&f),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[0].starts_with("direction,thread,target,bytes,ios,bytes_per_s,iops,lat_mean_s"));
+    // (2 threads + total) x (total, read, write)
+    assert_eq!(lines.len(), 1 + 9, "{t}");
+}
+
+#[test]
+fn real_io_uring_direct_reads() {
+    let d = scratch();
+    let f = d.path().join("r.dat");
+    let o = run(&[
+        "io",
+        "run",
+        "--json",
+        "--preset",
+        "data-read",
+        "--duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--size",
+        "64M",
+        s(&f),
+    ]);
+    if !o.status.success() && stderr(&o).contains("O_DIRECT") {
+        eprintln!("skipped: {}", stderr(&o));
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(j["engine"].as_str().unwrap().starts_with("io_uring"));
+    assert!(total_row(&j, "read")["ios"].as_u64().unwrap() > 500);
+    assert!(
+        j["cpu"].as_array().unwrap().len() >= 2,
+        "per-CPU rows and the average"
+    );
+    assert!(!f.exists());
+}
+
+#[test]
+fn existing_file_is_never_written_without_overwrite() {
+    let d = scratch();
+    let f = d.path().join("customer.db");
+    std::fs::write(&f, vec![42u8; 1 << 20]).unwrap();
+    let o = run(&[
+        "io",
+        "run",
+        "--engine",
+        "psync",
+        "--write-pct",
+        "50",
+        "--duration",
+        "1s",
+        "--durability",
+        "none",
+        s(&f),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--overwrite"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&f).unwrap(), vec![42u8; 1 << 20], "untouched");
+    // Reading it is fine and leaves it in place.
+    let o = run(&[
+        "io",
+        "run",
+        "--engine",
+        "psync",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--durability",
+        "none",
+        "--bs",
+        "4K",
+        s(&f),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(f.exists());
+    assert_eq!(std::fs::read(&f).unwrap(), vec![42u8; 1 << 20]);
+}
+
+#[test]
+fn wrong_input_names_the_flag() {
+    let d = scratch();
+    let f = d.path().join("x.dat");
+    for (args, needle) in [
+        (vec!["--bs", "huge"], "--bs"),
+        (vec!["--durability", "fua"], "--durability"),
+        (vec!["--preset", "nosuch"], "--preset nosuch"),
+        (vec!["--rate", "fast"], "--rate"),
+        (vec!["--qd", "0"], "--qd 0"),
+        (vec!["--burst", "5"], "--burst and --think"),
+        (vec!["--engine", "libaio"], "--engine"),
+    ] {
+        let mut a = vec!["io", "run"];
+        a.extend(args.iter());
+        a.push(s(&f));
+        let o = run(&a);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+        assert!(!f.exists(), "nothing created on bad input");
+    }
+    let o = run(&[
+        "io",
+        "run",
+        "--duration",
+        "1s",
+        d.path().join("no/such/dir/x.dat").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+}
+
+fn wait_for(p: &Path, timeout: Duration) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < timeout {
+        if p.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: sending a signal to our own child.
+    unsafe {
+        libc_kill(child.id() as i32, 2);
+    }
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, sig: i32) -> i32;
+}
+
+#[test]
+fn ctrl_c_during_the_run_leaves_nothing_behind() {
+    let d = scratch();
+    let f = d.path().join("cc.dat");
+    let child = plumb()
+        .args([
+            "io",
+            "run",
+            "--engine",
+            "psync",
+            "--durability",
+            "none",
+            "--write-pct",
+            "50",
+            "--duration",
+            "60s",
+            "--size",
+            "8M",
+            s(&f),
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(&f, Duration::from_secs(10)), "file never created");
+    std::thread::sleep(Duration::from_millis(700));
+    interrupt(&child);
+    let t0 = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10), "stopped promptly");
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(stderr(&out).contains("interrupted"), "{}", stderr(&out));
+    assert!(!f.exists(), "the created file is removed on Ctrl-C");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn ctrl_c_during_prefill_leaves_nothing_behind() {
+    let d = scratch();
+    let f = d.path().join("big.dat");
+    let child = plumb()
+        .args(["io", "run", "--duration", "60s", "--size", "4G", s(&f)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if !wait_for(&f, Duration::from_secs(10)) {
+        let out = child.wait_with_output().unwrap();
+        // Not enough space for 4 GiB here: refused before creating anything, which is also right.
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("free space"), "{}", stderr(&out));
+        return;
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    interrupt(&child);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(!f.exists(), "a partly written file is removed");
+}
+
+/// Root only: a loop device with an ext4 signature is refused, and only --destroy-data-on
+/// with its exact path lets plumb write to it.
+#[test]
+fn block_device_needs_destroy_data_on() {
+    if unsafe { geteuid() } != 0 {
+        eprintln!("skipped: needs root to set up a loop device");
+        return;
+    }
+    let d = scratch();
+    let backing = d.path().join("disk.img");
+    let mut img = vec![0u8; 16 << 20];
+    img[1080] = 0x53;
+    img[1081] = 0xEF;
+    std::fs::write(&backing, &img).unwrap();
+    let Ok(o) = Command::new("losetup")
+        .args(["--find", "--show", s(&backing)])
+        .output()
+    else {
+        eprintln!("skipped: losetup is not installed");
+        return;
+    };
+    if !o.status.success() {
+        eprintln!(
+            "skipped: losetup failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        return;
+    }
+    let dev = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim());
+    let detach = Detach(dev.clone());
+    let o = run(&[
+        "io",
+        "run",
+        "--write-pct",
+        "100",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--bs",
+        "4K",
+        s(&dev),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(
+        e.contains("--destroy-data-on") && e.contains("ext2/3/4"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read(&backing).unwrap()[1080..1082],
+        [0x53, 0xEF],
+        "not written"
+    );
+    // Reading a device needs no flag.
+    let o = run(&[
+        "io",
+        "run",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--bs",
+        "4K",
+        s(&dev),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[
+        "io",
+        "run",
+        "--write-pct",
+        "100",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--bs",
+        "4K",
+        "--destroy-data-on",
+        s(&dev),
+        s(&dev),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    drop(detach);
+}
+
+extern "C" {
+    fn geteuid() -> u32;
+}
+
+struct Detach(PathBuf);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        let _ = Command::new("losetup")
+            .args(["-d", self.0.to_str().unwrap()])
+            .status();
+    }
+}

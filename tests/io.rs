@@ -513,3 +513,78 @@ impl Drop for Detach {
             .status();
     }
 }
+
+#[test]
+fn durability_probe_reports_every_mode_and_cleans_up() {
+    let d = scratch();
+    let o = run(&[
+        "io",
+        "durability",
+        s(d.path()),
+        "--duration",
+        "300ms",
+        "--bs",
+        "8K",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    let modes: Vec<&str> = rows.iter().map(|r| r["mode"].as_str().unwrap()).collect();
+    assert_eq!(
+        modes,
+        [
+            "fdatasync",
+            "fsync",
+            "dsync",
+            "direct-dsync",
+            "direct-fdatasync",
+            "none",
+            "direct"
+        ]
+    );
+    let get = |m: &str| rows.iter().find(|r| r["mode"] == m).unwrap();
+    let fd = get("fdatasync");
+    assert!(fd["writes"].as_u64().unwrap() > 10);
+    assert_eq!(fd["sync_calls"], fd["writes"], "one fdatasync per write");
+    assert_eq!(
+        get("direct-dsync")["sync_calls"],
+        0,
+        "O_DSYNC needs no sync call"
+    );
+    assert_eq!(get("none")["durable"], false);
+    assert_eq!(get("dsync")["durable"], true);
+    let concl = j["conclusions"].as_array().unwrap();
+    assert!(
+        concl
+            .iter()
+            .any(|c| c.as_str().unwrap().contains("wal_sync_method")),
+        "{concl:?}"
+    );
+    // As root, the block layer shows what the device received.
+    if let Some(dev) = fd["device"].as_object() {
+        assert_eq!(
+            get("direct")["device"]["flushes"],
+            0,
+            "plain O_DIRECT writes send no FLUSH"
+        );
+        let wc = j["storage"]["layers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find_map(|l| l["queue"]["write_cache"].as_str().map(String::from));
+        if wc.as_deref() == Some("write back") {
+            assert!(
+                dev["flushes"].as_u64().unwrap() > 0,
+                "fdatasync on a write-back cache sends FLUSHes"
+            );
+        }
+    } else {
+        eprintln!("no block-layer evidence here: {}", j["trace_unavailable"]);
+    }
+    assert_eq!(
+        std::fs::read_dir(d.path()).unwrap().count(),
+        0,
+        "the probe file is removed"
+    );
+}

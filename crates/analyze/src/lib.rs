@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub mod durability;
 pub mod io;
 pub mod os;
 pub mod units;

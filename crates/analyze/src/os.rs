@@ -377,7 +377,7 @@ fn disk_io(d: &DiskStats, uptime_s: Option<f64>) -> DiskIo {
     }
 }
 
-fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
+pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
     let layers: Vec<DeviceLayer> = p
         .stack
         .as_ref()

@@ -22,8 +22,31 @@ pub enum IoCmd {
     Run(Box<RunArgs>),
     /// Run a diskspd command line as written: plumb io diskspd -- -d15 -o32 -t2 -b64K -h -r -L -w0 FILE
     Diskspd(DiskspdArgs),
+    /// What one durable write costs in each mode (fdatasync, fsync, O_DSYNC, O_DIRECT|O_DSYNC,
+    /// forced flush), for 8K and 60K writes, with what the device received (as root), and what
+    /// it means for PostgreSQL's wal_sync_method and SQL Server's FUA setting.
+    Durability(DurabilityArgs),
     /// List the database-shaped presets.
     Presets,
+}
+
+#[derive(Debug, Args)]
+pub struct DurabilityArgs {
+    /// Directory to probe (a test file is created there and removed), e.g. the WAL directory.
+    #[arg(value_name = "PATH", default_value = ".")]
+    pub path: PathBuf,
+    /// Measured time per mode and block size.
+    #[arg(long, value_name = "TIME", default_value = "2s")]
+    pub duration: String,
+    /// Shorter: 1 s per mode.
+    #[arg(long)]
+    pub quick: bool,
+    /// Block sizes to probe, comma-separated.
+    #[arg(long, value_name = "SIZES", default_value = "8K,60K")]
+    pub bs: String,
+    /// Leave the test file in place.
+    #[arg(long)]
+    pub keep: bool,
 }
 
 /// Settings for a job; each one overrides the preset's.
@@ -343,9 +366,83 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             j.validate().map_err(|e| anyhow!(e))?;
             report_run(g, &j, &d.safety.safety(), p.notes)
         }
+        IoCmd::Durability(d) => durability(g, d),
         IoCmd::Presets => {
             crate::emit(g, &plumb_analyze::io::preset_list())?;
             Ok(0)
         }
+    }
+}
+
+fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
+    plumb_load::signal::install();
+    let meta = std::fs::metadata(&a.path).map_err(|e| anyhow!("{}: {e}", a.path.display()))?;
+    if !meta.is_dir() {
+        bail!(
+            "{}: not a directory; name the directory to probe (plumb creates its test file there)",
+            a.path.display()
+        );
+    }
+    let per_mode = if a.quick {
+        std::time::Duration::from_secs(1)
+    } else {
+        flag("--duration", parse_duration(&a.duration))?
+    };
+    let mut block_sizes = Vec::new();
+    for b in a.bs.split(',') {
+        let v = flag("--bs", parse_size(b))?;
+        if v == 0 || v % 512 != 0 || v > 16 << 20 {
+            bail!("--bs {b}: use multiples of 512 bytes up to 16M (O_DIRECT needs sector-aligned sizes)");
+        }
+        block_sizes.push(v as u32);
+    }
+    // Device facts under the path, and its whole disks for tracing.
+    let root = plumb_sys::Root::host();
+    let storage = plumb_sys::mount::read_mountinfo(&root, None)
+        .ok()
+        .and_then(|m| plumb_sys::snapshot::path_snapshot(&root, &m, &a.path).ok());
+    let devs: Vec<plumb_sys::DevNum> = storage
+        .as_ref()
+        .and_then(|p| p.stack.as_ref())
+        .map(|st| {
+            st.disks
+                .iter()
+                .filter_map(|d| st.layer(d).and_then(|l| l.dev))
+                .collect()
+        })
+        .unwrap_or_default();
+    let uptime = plumb_sys::host::read(&root).ok().and_then(|h| h.uptime_s);
+    let storage = storage.map(|p| plumb_analyze::os::storage_section(&p, uptime));
+    let opts = plumb_load::durability::ProbeOptions {
+        path: a.path.clone(),
+        block_sizes,
+        per_mode,
+        warmup: std::time::Duration::from_millis(300),
+        trace_devs: devs,
+        keep: a.keep,
+    };
+    let n = (opts.block_sizes.len() * plumb_load::durability::modes().len()) as u64;
+    let pb = progress_bar(n, "plumb io durability");
+    let r = plumb_load::durability::run_probe(&opts, &|i, _, label| {
+        pb.set_position(i as u64);
+        pb.set_message(format!("plumb io durability: {label}"));
+    });
+    pb.finish_and_clear();
+    match r {
+        Ok(p) => {
+            let rep = plumb_analyze::durability::build(
+                &p,
+                a.path.clone(),
+                storage,
+                per_mode.as_secs_f64(),
+            );
+            crate::emit(g, &rep)?;
+            Ok(0)
+        }
+        Err(plumb_load::Error::Interrupted) => {
+            eprintln!("plumb: interrupted; the probe file was removed");
+            Ok(INTERRUPTED)
+        }
+        Err(e) => Err(e.into()),
     }
 }

@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 pub mod diskspd;
+pub mod durability;
 pub mod engine;
 pub mod job;
 pub mod rng;

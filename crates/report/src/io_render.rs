@@ -385,3 +385,145 @@ impl Render for PresetList {
         })
     }
 }
+
+impl Render for plumb_analyze::durability::DurabilityReport {
+    const KIND: &'static str = "io_durability";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let where_ = match &self.storage {
+            Some(s) => format!(
+                "{} on {}{}",
+                s.fs_type,
+                s.mount_point,
+                s.device
+                    .as_ref()
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            ),
+            None => "unknown filesystem".into(),
+        };
+        writeln!(
+            out,
+            "Durability probe in {} · {where_}",
+            self.path.display()
+        )?;
+        writeln!(
+            out,
+            "test file {} (removed afterwards) · {:.1} s per mode · 1 thread, 1 write at a time, sequential",
+            self.file.display(),
+            self.per_mode_s
+        )?;
+        let us = |v: Option<f64>| {
+            v.map(|s| format!("{:.0} µs", s * 1e6))
+                .unwrap_or_else(|| "N/A".into())
+        };
+        let mut sizes: Vec<u32> = self.rows.iter().map(|r| r.block_size).collect();
+        sizes.dedup();
+        for bs in sizes {
+            writeln!(out)?;
+            let head = format!(
+                "{:<18} | durable | {:>9} | {:>9} | {:>9} | {:>9} | device received",
+                format!("{} KiB writes", bs / 1024),
+                "writes/s",
+                "mean",
+                "p50",
+                "p99"
+            );
+            writeln!(out, "{head}")?;
+            writeln!(out, "{}", "-".repeat(head.chars().count() + 20))?;
+            for r in self.rows.iter().filter(|r| r.block_size == bs) {
+                let dev = match &r.device {
+                    Some(d) => {
+                        let mut s = format!("{} W", d.writes);
+                        if d.fua_writes > 0 {
+                            s.push_str(&format!(" ({} FUA)", d.fua_writes));
+                        }
+                        s.push_str(&format!(", {} FLUSH", d.flushes + d.preflush_writes));
+                        if d.meta_writes > 0 {
+                            s.push_str(&format!(", {} meta", d.meta_writes));
+                        }
+                        if d.lost_events > 0 {
+                            s.push_str(&format!(" (≥; {} events lost)", d.lost_events));
+                        }
+                        s
+                    }
+                    None => "-".into(),
+                };
+                writeln!(
+                    out,
+                    "{:<18} | {:^7} | {:>9.0} | {:>9} | {:>9} | {:>9} | {dev}",
+                    r.mode.to_string(),
+                    if r.durable { "yes" } else { "no" },
+                    r.writes_per_s,
+                    us(r.mean_s),
+                    us(r.p50_s),
+                    us(r.p99_s)
+                )?;
+            }
+        }
+        writeln!(out)?;
+        if let Some(w) = &self.trace_unavailable {
+            writeln!(out, "device received: not traced ({w})")?;
+            writeln!(out)?;
+        }
+        writeln!(out, "What it means")?;
+        for c in &self.conclusions {
+            writeln!(out, "  - {c}")?;
+        }
+        Ok(())
+    }
+
+    fn table(&self) -> Option<Table> {
+        let f = |v: Option<f64>| v.map(|x| format!("{x:.9}")).unwrap_or_default();
+        Some(Table {
+            headers: [
+                "block_size",
+                "mode",
+                "durable",
+                "writes",
+                "writes_per_s",
+                "mean_s",
+                "p50_s",
+                "p99_s",
+                "max_s",
+                "sync_calls",
+                "dev_writes",
+                "dev_fua_writes",
+                "dev_flushes",
+                "dev_preflush_writes",
+                "dev_meta_writes",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows: self
+                .rows
+                .iter()
+                .map(|r| {
+                    let d = |g: fn(&plumb_sys::tracefs::RqCounts) -> u64| {
+                        r.device
+                            .as_ref()
+                            .map(|c| g(c).to_string())
+                            .unwrap_or_default()
+                    };
+                    vec![
+                        r.block_size.to_string(),
+                        r.mode.to_string(),
+                        r.durable.to_string(),
+                        r.writes.to_string(),
+                        format!("{:.2}", r.writes_per_s),
+                        f(r.mean_s),
+                        f(r.p50_s),
+                        f(r.p99_s),
+                        f(r.max_s),
+                        r.sync_calls.to_string(),
+                        d(|c| c.writes),
+                        d(|c| c.fua_writes),
+                        d(|c| c.flushes),
+                        d(|c| c.preflush_writes),
+                        d(|c| c.meta_writes),
+                    ]
+                })
+                .collect(),
+        })
+    }
+}

@@ -19,6 +19,7 @@ pub mod mount;
 pub mod pressure;
 pub mod process;
 pub mod snapshot;
+pub mod tracefs;
 
 /// Errors from the readers. Every variant names the file it concerns.
 #[derive(Debug, thiserror::Error)]

@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub mod durability;
+pub mod sweep;
 pub mod io;
 pub mod os;
 pub mod units;

@@ -26,8 +26,37 @@ pub enum IoCmd {
     /// forced flush), for 8K and 60K writes, with what the device received (as root), and what
     /// it means for PostgreSQL's wal_sync_method and SQL Server's FUA setting.
     Durability(DurabilityArgs),
+    /// Run one job at several queue depths or rate limits, N times each: median/min/max per
+    /// level, the knee where latency starts to grow faster than throughput, and an SVG chart.
+    Sweep(Box<SweepArgs>),
     /// List the database-shaped presets.
     Presets,
+}
+
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub job: JobFlags,
+    #[command(flatten)]
+    pub safety: SafetyFlags,
+    /// Queue depths to sweep (default 1,2,4,8,16,32,64).
+    #[arg(long = "qd-levels", value_name = "LIST", conflicts_with = "rates")]
+    pub qd_levels: Option<String>,
+    /// Rate limits to sweep instead, e.g. unthrottled,1200MB/s,800MB/s,400MB/s,200MB/s.
+    #[arg(long, value_name = "LIST")]
+    pub rates: Option<String>,
+    /// Repetitions per level.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub reps: u32,
+    /// Where to write the latency-vs-throughput chart (default: plumb-sweep-TIME.svg here).
+    #[arg(long, value_name = "FILE.svg")]
+    pub chart: Option<PathBuf>,
+    /// Do not write a chart.
+    #[arg(long, conflicts_with = "chart")]
+    pub no_chart: bool,
+    /// Files (created if missing, once for the whole sweep) or block devices to test.
+    #[arg(value_name = "TARGET", required = true)]
+    pub targets: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +396,7 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             report_run(g, &j, &d.safety.safety(), p.notes)
         }
         IoCmd::Durability(d) => durability(g, d),
+        IoCmd::Sweep(a) => sweep(g, a),
         IoCmd::Presets => {
             crate::emit(g, &plumb_analyze::io::preset_list())?;
             Ok(0)
@@ -445,4 +475,150 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
+    use plumb_analyze::sweep::{find_knee, rep_of, Level, SweepKind, SweepReport};
+    plumb_load::signal::install();
+    if a.reps == 0 || a.reps > 100 {
+        bail!("--reps {}: use 1 to 100", a.reps);
+    }
+    let mut flags = a.job.clone();
+    // Sweeps run many jobs: shorter runs than a single test unless the user says otherwise.
+    flags.duration.get_or_insert_with(|| "5s".into());
+    flags.warmup.get_or_insert_with(|| "1s".into());
+    let base = build_job(&flags, a.targets.clone())?;
+    // Levels in order of increasing load.
+    let (kind, levels): (SweepKind, Vec<(String, Option<f64>, Job)>) = match &a.rates {
+        Some(list) => {
+            let mut v = Vec::new();
+            for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+                if item == "unthrottled" || item == "max" || item == "none" {
+                    let mut j = base.clone();
+                    j.rate = None;
+                    v.push(("unthrottled".to_string(), None, j));
+                } else {
+                    let r = flag("--rates", parse_rate(item))?;
+                    let bps = match r {
+                        plumb_load::units::Rate::BytesPerS(b) => b,
+                        plumb_load::units::Rate::Iops(i) => i * base.block_size as f64,
+                    };
+                    let mut j = base.clone();
+                    j.rate = Some(r);
+                    j.rate_per_thread = false;
+                    v.push((item.to_string(), Some(bps), j));
+                }
+            }
+            v.sort_by(|x, y| match (x.1, y.1) {
+                (Some(a), Some(b)) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, None) => std::cmp::Ordering::Equal,
+            });
+            (SweepKind::Rate, v)
+        }
+        None => {
+            let list = a.qd_levels.as_deref().unwrap_or("1,2,4,8,16,32,64");
+            let mut qds = Vec::new();
+            for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+                let q: u32 = item.parse().map_err(|_| anyhow!("--qd-levels: {item:?} is not a queue depth"))?;
+                if q == 0 || q > 4096 {
+                    bail!("--qd-levels: {q} must be 1 to 4096");
+                }
+                qds.push(q);
+            }
+            qds.sort_unstable();
+            qds.dedup();
+            let v = qds
+                .into_iter()
+                .map(|q| {
+                    let mut j = base.clone();
+                    j.queue_depth = q;
+                    j.batch_complete = j.batch_complete.min(q);
+                    (q.to_string(), Some(q as f64), j)
+                })
+                .collect();
+            (SweepKind::QueueDepth, v)
+        }
+    };
+    if levels.len() < 2 {
+        bail!("a sweep needs at least two levels");
+    }
+    for (_, _, j) in &levels {
+        j.validate().map_err(|e| anyhow!(e))?;
+    }
+    // Create missing files once for the whole sweep; runs then reuse them.
+    let mut scratch = Vec::new();
+    let mut safety = a.safety.safety();
+    for t in &base.targets {
+        if !t.exists() {
+            eprintln!("plumb: creating {} ({} of random data; removed afterwards)", t.display(), plumb_report::fmt::bytes(base.file_size));
+        }
+        match target::scratch_file(t, base.file_size, base.seed, a.safety.keep, &plumb_load::signal::stop_requested) {
+            Ok(Some(s)) => {
+                safety.overwrite.push(t.clone());
+                scratch.push(s);
+            }
+            Ok(None) => {}
+            Err(plumb_load::Error::Interrupted) => {
+                eprintln!("plumb: interrupted; files plumb created were removed");
+                return Ok(INTERRUPTED);
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let total_runs = (levels.len() as u32 * a.reps) as u64;
+    let pb = progress_bar(total_runs, "plumb io sweep");
+    let mut out_levels = Vec::new();
+    for (label, value, j) in &levels {
+        let mut reps = Vec::new();
+        for rep in 0..a.reps {
+            pb.set_message(format!("plumb io sweep: level {label}, run {}/{}", rep + 1, a.reps));
+            let targets = target::prepare(j, &safety, &plumb_load::signal::stop_requested);
+            let r = targets.and_then(|t| plumb_load::run::run(j, &t));
+            match r {
+                Ok(r) => reps.push(rep_of(&r)),
+                Err(plumb_load::Error::Interrupted) => {
+                    pb.finish_and_clear();
+                    eprintln!("plumb: interrupted; files plumb created were removed");
+                    return Ok(INTERRUPTED);
+                }
+                Err(e) => {
+                    pb.finish_and_clear();
+                    return Err(e.into());
+                }
+            }
+            pb.inc(1);
+        }
+        out_levels.push(Level::new(label.clone(), *value, reps));
+    }
+    pb.finish_and_clear();
+    drop(scratch);
+    let knee = find_knee(&out_levels);
+    let mut rep = SweepReport {
+        command_line: command_line(),
+        kind,
+        job: base,
+        repetitions: a.reps,
+        levels: out_levels,
+        knee,
+        chart: None,
+    };
+    if !a.no_chart {
+        let path = match &a.chart {
+            Some(p) => p.clone(),
+            None => PathBuf::from(format!(
+                "plumb-sweep-{}.svg",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            )),
+        };
+        std::fs::write(&path, plumb_report::io_render::sweep_chart(&rep))
+            .map_err(|e| anyhow!("--chart {}: {e}", path.display()))?;
+        rep.chart = Some(path);
+    }
+    crate::emit(g, &rep)?;
+    Ok(0)
 }

@@ -3,7 +3,7 @@
 
 use crate::job::{Durability, EngineKind, Job, Pattern};
 use crate::run::RunResult;
-use crate::target::{create_file, prepare, Safety};
+use crate::target::{prepare, scratch_file, Safety};
 use crate::{signal, Error, Result};
 use plumb_sys::tracefs::{BlockTrace, RqCounts};
 use plumb_sys::DevNum;
@@ -58,20 +58,6 @@ pub struct ProbeResult {
     pub trace_unavailable: Option<String>,
 }
 
-/// Removes the probe file on drop (Ctrl-C and errors included) unless kept.
-struct FileGuard {
-    path: PathBuf,
-    keep: bool,
-}
-
-impl Drop for FileGuard {
-    fn drop(&mut self) {
-        if !self.keep {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
-
 /// Size of the region the probe writes into, again and again (a WAL segment is 16 MiB).
 const PROBE_FILE: u64 = 64 << 20;
 
@@ -91,11 +77,7 @@ pub fn run_probe(o: &ProbeOptions, progress: &dyn Fn(usize, usize, &str)) -> Res
             file.display()
         )));
     }
-    create_file(&file, PROBE_FILE, 0xd0_7ab1e, &signal::stop_requested)?;
-    let _guard = FileGuard {
-        path: file.clone(),
-        keep: o.keep,
-    };
+    let _guard = scratch_file(&file, PROBE_FILE, 0xd0_7ab1e, o.keep, &signal::stop_requested)?;
     let (mut trace, trace_unavailable) = if o.trace_devs.is_empty() {
         (
             None,

@@ -31,3 +31,4 @@ pub fn install() {
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
+

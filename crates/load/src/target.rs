@@ -263,6 +263,35 @@ pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -
     Ok(())
 }
 
+/// A file created for a series of runs (a sweep, the durability probe): removed on drop,
+/// Ctrl-C and errors included, unless kept.
+#[derive(Debug)]
+pub struct Scratch {
+    pub path: PathBuf,
+    keep: bool,
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Create `path` for a series of runs if it does not exist. Returns the guard that removes it,
+/// or None when the file was already there (and so is not plumb's to remove).
+pub fn scratch_file(path: &Path, size: u64, seed: u64, keep: bool, stop: &dyn Fn() -> bool) -> Result<Option<Scratch>> {
+    if path.exists() {
+        return Ok(None);
+    }
+    create_file(path, size, seed, stop)?;
+    Ok(Some(Scratch {
+        path: path.to_path_buf(),
+        keep,
+    }))
+}
+
 /// Open every target of a job under the safety rules. `stop` is polled during prefill.
 pub fn prepare(job: &Job, safety: &Safety, stop: &dyn Fn() -> bool) -> Result<Vec<Target>> {
     let writes = job.write_pct > 0;

@@ -527,3 +527,204 @@ impl Render for plumb_analyze::durability::DurabilityReport {
         })
     }
 }
+
+fn spread_ms(s: Option<plumb_analyze::sweep::Spread>) -> String {
+    s.map(|s| format!("{:.3} ({:.3}–{:.3})", s.median * 1e3, s.min * 1e3, s.max * 1e3))
+        .unwrap_or_else(|| "N/A".into())
+}
+
+fn spread_n(s: Option<plumb_analyze::sweep::Spread>, div: f64, dp: usize) -> String {
+    s.map(|s| format!("{:.dp$} ({:.dp$}–{:.dp$})", s.median / div, s.min / div, s.max / div))
+        .unwrap_or_else(|| "N/A".into())
+}
+
+impl Render for plumb_analyze::sweep::SweepReport {
+    const KIND: &'static str = "io_sweep";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let j = &self.job;
+        writeln!(out, "Command line: {}", self.command_line)?;
+        writeln!(
+            out,
+            "Sweep over {} · {} repetition(s) per level · {} s each after {} s warm-up",
+            match self.kind {
+                plumb_analyze::sweep::SweepKind::QueueDepth => "queue depth (outstanding I/Os per thread)",
+                plumb_analyze::sweep::SweepKind::Rate => "rate limit (latency from intended start)",
+            },
+            self.repetitions,
+            j.duration.as_secs_f64(),
+            j.warmup.as_secs_f64()
+        )?;
+        writeln!(
+            out,
+            "job {} · {} thread(s) · {} {} · {}% writes · durability {} · engine {}",
+            j.name,
+            j.threads,
+            bytes(j.block_size as u64),
+            match j.pattern {
+                Pattern::Random => "random",
+                Pattern::Sequential => "sequential",
+            },
+            j.write_pct,
+            j.durability,
+            j.engine.name()
+        )?;
+        writeln!(out, "Values are median (min–max) over repetitions.")?;
+        writeln!(out)?;
+        let head = format!(
+            "{:>12} | {:>28} | {:>26} | {:>26} | {:>26}",
+            "level", "IOPS", "MiB/s", "mean latency (ms)", "p99 latency (ms)"
+        );
+        writeln!(out, "{head}")?;
+        writeln!(out, "{}", "-".repeat(head.chars().count()))?;
+        for l in &self.levels {
+            writeln!(
+                out,
+                "{:>12} | {:>28} | {:>26} | {:>26} | {:>26}",
+                l.label,
+                spread_n(l.iops, 1.0, 0),
+                spread_n(l.bytes_per_s, MIB, 1),
+                spread_ms(l.lat_mean_s),
+                spread_ms(l.lat_p99_s)
+            )?;
+        }
+        writeln!(out)?;
+        match &self.knee {
+            Some(k) => writeln!(
+                out,
+                "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency: past it the device queues instead of working faster.",
+                k.level, k.next, k.throughput_change_pct, k.latency_change_pct
+            )?,
+            None => writeln!(out, "No knee within these levels: latency never grew faster than throughput.")?,
+        }
+        if let Some(c) = &self.chart {
+            writeln!(out, "Chart: {}", c.display())?;
+        }
+        Ok(())
+    }
+
+    fn table(&self) -> Option<Table> {
+        let mut rows = Vec::new();
+        for l in &self.levels {
+            for (i, r) in l.reps.iter().enumerate() {
+                let f = |v: Option<f64>| v.map(|x| format!("{x:.9}")).unwrap_or_default();
+                rows.push(vec![
+                    l.label.clone(),
+                    (i + 1).to_string(),
+                    r.ios.to_string(),
+                    format!("{:.2}", r.iops),
+                    format!("{:.1}", r.bytes_per_s),
+                    f(r.lat_mean_s),
+                    f(r.lat_p99_s),
+                ]);
+            }
+        }
+        Some(Table {
+            headers: ["level", "repetition", "ios", "iops", "bytes_per_s", "lat_mean_s", "lat_p99_s"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        })
+    }
+}
+
+/// The latency-vs-throughput curve of a sweep, with whiskers for the spread of repetitions and
+/// the knee marked.
+pub fn sweep_chart(r: &plumb_analyze::sweep::SweepReport) -> String {
+    use crate::svg::{render, Chart, Mark, Point, Series, PALETTE};
+    let pts = |f: fn(&plumb_analyze::sweep::Level) -> Option<plumb_analyze::sweep::Spread>| -> Vec<Point> {
+        r.levels
+            .iter()
+            .filter_map(|l| {
+                let t = l.iops?;
+                let y = f(l)?;
+                Some(Point {
+                    x: t.median,
+                    y: y.median * 1e3,
+                    y_lo: Some(y.min * 1e3),
+                    y_hi: Some(y.max * 1e3),
+                    label: Some(l.label.clone()),
+                })
+            })
+            .collect()
+    };
+    let mean = pts(|l| l.lat_mean_s);
+    let p99 = pts(|l| l.lat_p99_s);
+    let marks = r
+        .knee
+        .as_ref()
+        .and_then(|k| {
+            let l = r.levels.iter().find(|l| l.label == k.level)?;
+            Some(Mark {
+                x: l.iops?.median,
+                y: l.lat_mean_s?.median * 1e3,
+                label: format!("knee: {}", k.level),
+            })
+        })
+        .into_iter()
+        .collect();
+    let span = |v: &[Point]| {
+        let lo = v.iter().map(|p| p.y_lo.unwrap_or(p.y)).fold(f64::INFINITY, f64::min);
+        let hi = v.iter().map(|p| p.y_hi.unwrap_or(p.y)).fold(0.0, f64::max);
+        (lo, hi)
+    };
+    let (lo, hi) = span(&[mean.clone(), p99.clone()].concat());
+    let j = &r.job;
+    render(&Chart {
+        title: format!("Latency vs throughput: {} sweep", match r.kind {
+            plumb_analyze::sweep::SweepKind::QueueDepth => "queue depth",
+            plumb_analyze::sweep::SweepKind::Rate => "rate limit",
+        }),
+        subtitle: format!(
+            "{} · {} {} · {}% writes · {} · {} thread(s) · median of {} run(s), whiskers min–max",
+            j.name,
+            bytes(j.block_size as u64),
+            match j.pattern {
+                Pattern::Random => "random",
+                Pattern::Sequential => "sequential",
+            },
+            j.write_pct,
+            j.durability,
+            j.threads,
+            r.repetitions
+        ),
+        x_label: "I/O per second".into(),
+        y_label: "latency (ms)".into(),
+        x_log: false,
+        // Latency spans decades between QD 1 and saturation: a log axis keeps both readable.
+        y_log: lo > 0.0 && hi / lo > 20.0,
+        series: vec![
+            Series {
+                name: "mean latency".into(),
+                color: PALETTE[0],
+                dashed: false,
+                points: mean,
+            },
+            Series {
+                name: "p99 latency".into(),
+                color: PALETTE[1],
+                dashed: true,
+                points: p99,
+            },
+        ],
+        marks,
+        x_fmt: |v| {
+            if v >= 1e6 {
+                format!("{:.1}M", v / 1e6)
+            } else if v >= 1e3 {
+                format!("{:.0}k", v / 1e3)
+            } else {
+                format!("{v:.0}")
+            }
+        },
+        y_fmt: |v| {
+            if v >= 10.0 {
+                format!("{v:.0}")
+            } else if v >= 1.0 {
+                format!("{v:.1}")
+            } else {
+                format!("{v:.2}")
+            }
+        },
+    })
+}

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 pub mod fmt;
 pub mod io_render;
+pub mod svg;
 pub mod os;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).

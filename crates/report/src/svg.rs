@@ -1,0 +1,285 @@
+//! Self-contained SVG charts: no fonts to load, no scripts, nothing fetched. An XY chart with
+//! several series, optional log axes, min–max whiskers and labelled marks.
+
+use std::fmt::Write;
+
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub x: f64,
+    pub y: f64,
+    /// Whisker for the spread of repetitions.
+    pub y_lo: Option<f64>,
+    pub y_hi: Option<f64>,
+    pub label: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Series {
+    pub name: String,
+    pub color: &'static str,
+    pub dashed: bool,
+    pub points: Vec<Point>,
+}
+
+/// A point to call out (the knee).
+#[derive(Debug, Clone)]
+pub struct Mark {
+    pub x: f64,
+    pub y: f64,
+    pub label: String,
+}
+
+pub struct Chart {
+    pub title: String,
+    pub subtitle: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub x_log: bool,
+    pub y_log: bool,
+    pub series: Vec<Series>,
+    pub marks: Vec<Mark>,
+    pub x_fmt: fn(f64) -> String,
+    pub y_fmt: fn(f64) -> String,
+}
+
+pub const PALETTE: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
+
+const W: f64 = 820.0;
+const H: f64 = 500.0;
+const L: f64 = 80.0;
+const R: f64 = 30.0;
+const T: f64 = 70.0;
+const B: f64 = 60.0;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// Round numbers for ticks: 1, 2 or 5 times a power of ten.
+pub fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
+    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+        return vec![lo];
+    }
+    let raw = (hi - lo) / want.max(1) as f64;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let start = (lo / step).ceil() * step;
+    let mut v = Vec::new();
+    let mut x = start;
+    while x <= hi + step * 1e-9 {
+        v.push(if x.abs() < step * 1e-9 { 0.0 } else { x });
+        x += step;
+    }
+    v
+}
+
+fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
+    let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    let mut v = Vec::new();
+    for e in a..=b {
+        for m in [1.0, 2.0, 5.0] {
+            let x = m * 10f64.powi(e);
+            if x >= lo * 0.999 && x <= hi * 1.001 {
+                v.push(x);
+            }
+        }
+    }
+    v
+}
+
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+}
+
+impl Axis {
+    fn new(mut lo: f64, mut hi: f64, log: bool) -> Axis {
+        if log {
+            lo = lo.max(1e-12);
+            hi = hi.max(lo * 10.0);
+            Axis {
+                lo: 10f64.powf(lo.log10().floor()),
+                hi: 10f64.powf(hi.log10().ceil()),
+                log,
+            }
+        } else {
+            if hi <= lo {
+                hi = lo + 1.0;
+            }
+            // Start linear axes at zero when the data is not far from it: honest proportions.
+            if lo > 0.0 && lo < hi * 0.5 {
+                lo = 0.0;
+            }
+            let pad = (hi - lo) * 0.05;
+            Axis {
+                lo: if lo == 0.0 { 0.0 } else { lo - pad },
+                hi: hi + pad,
+                log,
+            }
+        }
+    }
+
+    fn frac(&self, v: f64) -> f64 {
+        if self.log {
+            (v.max(self.lo).log10() - self.lo.log10()) / (self.hi.log10() - self.lo.log10())
+        } else {
+            (v - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    fn ticks(&self) -> Vec<f64> {
+        if self.log {
+            log_ticks(self.lo, self.hi)
+        } else {
+            nice_ticks(self.lo, self.hi, 6)
+        }
+    }
+}
+
+pub fn render(c: &Chart) -> String {
+    let pts = c.series.iter().flat_map(|s| s.points.iter());
+    let xs: Vec<f64> = pts.clone().map(|p| p.x).filter(|v| v.is_finite()).collect();
+    let ys: Vec<f64> = pts
+        .flat_map(|p| [Some(p.y), p.y_lo, p.y_hi])
+        .flatten()
+        .filter(|v| v.is_finite())
+        .collect();
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = |v: &[f64]| v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let (xa, ya) = if xs.is_empty() || ys.is_empty() {
+        (Axis::new(0.0, 1.0, false), Axis::new(0.0, 1.0, false))
+    } else {
+        (Axis::new(min(&xs), max(&xs), c.x_log), Axis::new(min(&ys), max(&ys), c.y_log))
+    };
+    let pw = W - L - R;
+    let ph = H - T - B;
+    let px = |v: f64| L + xa.frac(v) * pw;
+    let py = |v: f64| T + ph - ya.frac(v) * ph;
+
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = write!(s, r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##, esc(&c.title));
+    let _ = write!(s, r##"<text x="{L}" y="44" fill="#555">{}</text>"##, esc(&c.subtitle));
+    // Grid and ticks.
+    for t in xa.ticks() {
+        let x = px(t);
+        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##, T + ph);
+        let _ = write!(s, r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##, T + ph + 18.0, esc(&(c.x_fmt)(t)));
+    }
+    for t in ya.ticks() {
+        let y = py(t);
+        let _ = write!(s, r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##, L + pw);
+        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##, L - 8.0, y + 4.0, esc(&(c.y_fmt)(t)));
+    }
+    let _ = write!(s, r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##);
+    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, L + pw / 2.0, H - 14.0, esc(&c.x_label));
+    let _ = write!(
+        s,
+        r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+        T + ph / 2.0,
+        esc(&c.y_label)
+    );
+    // Series.
+    for (i, se) in c.series.iter().enumerate() {
+        let path: Vec<String> = se.points.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        if path.len() > 1 {
+            let _ = write!(
+                s,
+                r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"##,
+                path.join(" "),
+                se.color,
+                if se.dashed { r#" stroke-dasharray="6 4""# } else { "" }
+            );
+        }
+        for p in &se.points {
+            let (x, y) = (px(p.x), py(p.y));
+            if let (Some(lo), Some(hi)) = (p.y_lo, p.y_hi) {
+                let _ = write!(
+                    s,
+                    r##"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{}" stroke-width="1"/>"##,
+                    py(lo),
+                    py(hi),
+                    se.color
+                );
+            }
+            let _ = write!(s, r##"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"/>"##, se.color);
+            if let Some(l) = &p.label {
+                if i == 0 {
+                    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" fill="#333" font-size="11">{}</text>"##, x + 6.0, y - 6.0, esc(l));
+                }
+            }
+        }
+        // Legend.
+        let ly = T + 14.0 + i as f64 * 18.0;
+        let lx = L + 12.0;
+        let _ = write!(
+            s,
+            r##"<line x1="{lx}" y1="{ly}" x2="{:.1}" y2="{ly}" stroke="{}" stroke-width="2"{}/><text x="{:.1}" y="{:.1}">{}</text>"##,
+            lx + 24.0,
+            se.color,
+            if se.dashed { r#" stroke-dasharray="6 4""# } else { "" },
+            lx + 30.0,
+            ly + 4.0,
+            esc(&se.name)
+        );
+    }
+    for m in &c.marks {
+        let (x, y) = (px(m.x), py(m.y));
+        let _ = write!(s, r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/>"##);
+        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" font-weight="bold">{}</text>"##, x + 10.0, y + 18.0, esc(&m.label));
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_are_round() {
+        assert_eq!(nice_ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+        assert_eq!(nice_ticks(0.0, 47000.0, 6), vec![0.0, 10000.0, 20000.0, 30000.0, 40000.0]);
+        assert_eq!(log_ticks(1.0, 100.0), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+    }
+
+    #[test]
+    fn renders_valid_looking_svg_with_escaped_text() {
+        let c = Chart {
+            title: "Latency vs <throughput>".into(),
+            subtitle: "a & b".into(),
+            x_label: "IOPS".into(),
+            y_label: "ms".into(),
+            x_log: false,
+            y_log: true,
+            series: vec![Series {
+                name: "mean".into(),
+                color: PALETTE[0],
+                dashed: false,
+                points: (1..=4)
+                    .map(|i| Point {
+                        x: i as f64 * 1000.0,
+                        y: i as f64 * 0.5,
+                        y_lo: Some(i as f64 * 0.4),
+                        y_hi: Some(i as f64 * 0.6),
+                        label: Some(format!("QD {i}")),
+                    })
+                    .collect(),
+            }],
+            marks: vec![Mark { x: 2000.0, y: 1.0, label: "knee".into() }],
+            x_fmt: |v| format!("{v:.0}"),
+            y_fmt: |v| format!("{v}"),
+        };
+        let s = render(&c);
+        assert!(s.starts_with("<svg") && s.trim_end().ends_with("</svg>"));
+        assert!(s.contains("Latency vs &lt;throughput&gt;") && s.contains("a &amp; b"));
+        assert_eq!(s.matches("<circle").count(), 5);
+        assert!(s.contains("QD 4") && s.contains("knee"));
+        assert!(!s.contains("NaN"));
+    }
+}

@@ -588,3 +588,100 @@ fn durability_probe_reports_every_mode_and_cleans_up() {
         "the probe file is removed"
     );
 }
+
+#[test]
+fn sweep_over_rates_orders_levels_and_writes_the_chart() {
+    let d = scratch();
+    let f = d.path().join("sw.dat");
+    let chart = d.path().join("curve.svg");
+    let j = json(&[
+        "io",
+        "sweep",
+        "--json",
+        "--engine",
+        "null",
+        "--rates",
+        "unthrottled,1000iops,500iops",
+        "--reps",
+        "2",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--size",
+        "1M",
+        "--bs",
+        "4K",
+        "--chart",
+        s(&chart),
+        s(&f),
+    ]);
+    assert_eq!(j["kind"], "io_sweep");
+    let levels = j["levels"].as_array().unwrap();
+    let labels: Vec<&str> = levels
+        .iter()
+        .map(|l| l["label"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        labels,
+        ["500iops", "1000iops", "unthrottled"],
+        "in order of increasing load"
+    );
+    for (l, want) in levels.iter().zip([500.0, 1000.0]) {
+        assert_eq!(l["reps"].as_array().unwrap().len(), 2);
+        let med = l["iops"]["median"].as_f64().unwrap();
+        assert!((med / want - 1.0).abs() < 0.02, "{med} vs {want}");
+        assert!(
+            l["iops"]["min"].as_f64().unwrap() <= med && med <= l["iops"]["max"].as_f64().unwrap()
+        );
+    }
+    assert!(
+        levels[2]["iops"]["median"].as_f64().unwrap() > 10_000.0,
+        "the null engine unthrottled is fast"
+    );
+    let svg = std::fs::read_to_string(&chart).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("Latency vs throughput"));
+    assert_eq!(j["chart"], s(&chart));
+    assert!(!f.exists(), "the sweep's file is removed at the end");
+}
+
+#[test]
+fn sweep_over_queue_depths_with_real_io() {
+    let d = scratch();
+    let f = d.path().join("qd.dat");
+    let o = run(&[
+        "io",
+        "sweep",
+        "--json",
+        "--no-chart",
+        "--qd-levels",
+        "1,8",
+        "--reps",
+        "1",
+        "--duration",
+        "500ms",
+        "--warmup",
+        "100ms",
+        "--size",
+        "32M",
+        "--bs",
+        "4K",
+        s(&f),
+    ]);
+    if !o.status.success() && stderr(&o).contains("O_DIRECT") {
+        eprintln!("skipped: {}", stderr(&o));
+        return;
+    }
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let l = j["levels"].as_array().unwrap();
+    assert_eq!(l[0]["label"], "1");
+    assert_eq!(l[1]["label"], "8");
+    // Little's law: 8 outstanding I/Os cannot take less time each than 1 does.
+    assert!(
+        l[1]["lat_mean_s"]["median"].as_f64().unwrap()
+            >= l[0]["lat_mean_s"]["median"].as_f64().unwrap() * 0.9
+    );
+    assert!(j["chart"].is_null());
+    assert!(!f.exists());
+}

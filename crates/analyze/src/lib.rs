@@ -4,9 +4,9 @@
 use serde::Serialize;
 
 pub mod durability;
-pub mod sweep;
 pub mod io;
 pub mod os;
+pub mod sweep;
 pub mod units;
 
 /// How much a note matters.

@@ -55,7 +55,11 @@ pub fn spread(v: &[f64]) -> Option<Spread> {
     }
     s.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
     let n = s.len();
-    let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
     Some(Spread {
         median,
         min: s[0],
@@ -77,7 +81,8 @@ pub struct Level {
 
 impl Level {
     pub fn new(label: String, value: Option<f64>, reps: Vec<Rep>) -> Level {
-        let col = |f: fn(&Rep) -> Option<f64>| spread(&reps.iter().filter_map(f).collect::<Vec<_>>());
+        let col =
+            |f: fn(&Rep) -> Option<f64>| spread(&reps.iter().filter_map(f).collect::<Vec<_>>());
         Level {
             iops: col(|r| Some(r.iops)),
             bytes_per_s: col(|r| Some(r.bytes_per_s)),
@@ -102,7 +107,7 @@ pub struct Knee {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SweepReport {
     pub command_line: String,
-    pub kind: SweepKind,
+    pub sweep_over: SweepKind,
     pub job: Job,
     pub repetitions: u32,
     pub levels: Vec<Level>,
@@ -118,7 +123,8 @@ const KNEE_MIN_LATENCY_GROWTH: f64 = 0.05;
 pub fn find_knee(levels: &[Level]) -> Option<Knee> {
     for w in levels.windows(2) {
         let (a, b) = (&w[0], &w[1]);
-        let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s) else {
+        let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s)
+        else {
             continue;
         };
         if ta.median <= 0.0 || la.median <= 0.0 {
@@ -173,7 +179,9 @@ mod tests {
         assert_eq!(k.next, "16");
         assert!(k.latency_change_pct > k.throughput_change_pct);
         // A device that scales to the end has no knee.
-        let flat: Vec<Level> = (0..5).map(|i| lvl(&i.to_string(), 1000.0 * 2f64.powi(i), 0.1)).collect();
+        let flat: Vec<Level> = (0..5)
+            .map(|i| lvl(&i.to_string(), 1000.0 * 2f64.powi(i), 0.1))
+            .collect();
         assert!(find_knee(&flat).is_none());
     }
 

@@ -521,7 +521,9 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             let list = a.qd_levels.as_deref().unwrap_or("1,2,4,8,16,32,64");
             let mut qds = Vec::new();
             for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-                let q: u32 = item.parse().map_err(|_| anyhow!("--qd-levels: {item:?} is not a queue depth"))?;
+                let q: u32 = item
+                    .parse()
+                    .map_err(|_| anyhow!("--qd-levels: {item:?} is not a queue depth"))?;
                 if q == 0 || q > 4096 {
                     bail!("--qd-levels: {q} must be 1 to 4096");
                 }
@@ -552,9 +554,19 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     let mut safety = a.safety.safety();
     for t in &base.targets {
         if !t.exists() {
-            eprintln!("plumb: creating {} ({} of random data; removed afterwards)", t.display(), plumb_report::fmt::bytes(base.file_size));
+            eprintln!(
+                "plumb: creating {} ({} of random data; removed afterwards)",
+                t.display(),
+                plumb_report::fmt::bytes(base.file_size)
+            );
         }
-        match target::scratch_file(t, base.file_size, base.seed, a.safety.keep, &plumb_load::signal::stop_requested) {
+        match target::scratch_file(
+            t,
+            base.file_size,
+            base.seed,
+            a.safety.keep,
+            &plumb_load::signal::stop_requested,
+        ) {
             Ok(Some(s)) => {
                 safety.overwrite.push(t.clone());
                 scratch.push(s);
@@ -573,7 +585,11 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     for (label, value, j) in &levels {
         let mut reps = Vec::new();
         for rep in 0..a.reps {
-            pb.set_message(format!("plumb io sweep: level {label}, run {}/{}", rep + 1, a.reps));
+            pb.set_message(format!(
+                "plumb io sweep: level {label}, run {}/{}",
+                rep + 1,
+                a.reps
+            ));
             let targets = target::prepare(j, &safety, &plumb_load::signal::stop_requested);
             let r = targets.and_then(|t| plumb_load::run::run(j, &t));
             match r {
@@ -597,7 +613,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     let knee = find_knee(&out_levels);
     let mut rep = SweepReport {
         command_line: command_line(),
-        kind,
+        sweep_over: kind,
         job: base,
         repetitions: a.reps,
         levels: out_levels,

@@ -77,7 +77,13 @@ pub fn run_probe(o: &ProbeOptions, progress: &dyn Fn(usize, usize, &str)) -> Res
             file.display()
         )));
     }
-    let _guard = scratch_file(&file, PROBE_FILE, 0xd0_7ab1e, o.keep, &signal::stop_requested)?;
+    let _guard = scratch_file(
+        &file,
+        PROBE_FILE,
+        0xd0_7ab1e,
+        o.keep,
+        &signal::stop_requested,
+    )?;
     let (mut trace, trace_unavailable) = if o.trace_devs.is_empty() {
         (
             None,

@@ -31,4 +31,3 @@ pub fn install() {
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
-

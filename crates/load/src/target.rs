@@ -281,7 +281,13 @@ impl Drop for Scratch {
 
 /// Create `path` for a series of runs if it does not exist. Returns the guard that removes it,
 /// or None when the file was already there (and so is not plumb's to remove).
-pub fn scratch_file(path: &Path, size: u64, seed: u64, keep: bool, stop: &dyn Fn() -> bool) -> Result<Option<Scratch>> {
+pub fn scratch_file(
+    path: &Path,
+    size: u64,
+    seed: u64,
+    keep: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<Scratch>> {
     if path.exists() {
         return Ok(None);
     }

@@ -529,13 +529,27 @@ impl Render for plumb_analyze::durability::DurabilityReport {
 }
 
 fn spread_ms(s: Option<plumb_analyze::sweep::Spread>) -> String {
-    s.map(|s| format!("{:.3} ({:.3}–{:.3})", s.median * 1e3, s.min * 1e3, s.max * 1e3))
-        .unwrap_or_else(|| "N/A".into())
+    s.map(|s| {
+        format!(
+            "{:.3} ({:.3}–{:.3})",
+            s.median * 1e3,
+            s.min * 1e3,
+            s.max * 1e3
+        )
+    })
+    .unwrap_or_else(|| "N/A".into())
 }
 
 fn spread_n(s: Option<plumb_analyze::sweep::Spread>, div: f64, dp: usize) -> String {
-    s.map(|s| format!("{:.dp$} ({:.dp$}–{:.dp$})", s.median / div, s.min / div, s.max / div))
-        .unwrap_or_else(|| "N/A".into())
+    s.map(|s| {
+        format!(
+            "{:.dp$} ({:.dp$}–{:.dp$})",
+            s.median / div,
+            s.min / div,
+            s.max / div
+        )
+    })
+    .unwrap_or_else(|| "N/A".into())
 }
 
 impl Render for plumb_analyze::sweep::SweepReport {
@@ -547,8 +561,9 @@ impl Render for plumb_analyze::sweep::SweepReport {
         writeln!(
             out,
             "Sweep over {} · {} repetition(s) per level · {} s each after {} s warm-up",
-            match self.kind {
-                plumb_analyze::sweep::SweepKind::QueueDepth => "queue depth (outstanding I/Os per thread)",
+            match self.sweep_over {
+                plumb_analyze::sweep::SweepKind::QueueDepth =>
+                    "queue depth (outstanding I/Os per thread)",
                 plumb_analyze::sweep::SweepKind::Rate => "rate limit (latency from intended start)",
             },
             self.repetitions,
@@ -620,9 +635,17 @@ impl Render for plumb_analyze::sweep::SweepReport {
             }
         }
         Some(Table {
-            headers: ["level", "repetition", "ios", "iops", "bytes_per_s", "lat_mean_s", "lat_p99_s"]
-                .map(String::from)
-                .to_vec(),
+            headers: [
+                "level",
+                "repetition",
+                "ios",
+                "iops",
+                "bytes_per_s",
+                "lat_mean_s",
+                "lat_p99_s",
+            ]
+            .map(String::from)
+            .to_vec(),
             rows,
         })
     }
@@ -658,23 +681,32 @@ pub fn sweep_chart(r: &plumb_analyze::sweep::SweepReport) -> String {
             Some(Mark {
                 x: l.iops?.median,
                 y: l.lat_mean_s?.median * 1e3,
-                label: format!("knee: {}", k.level),
+                label: match r.sweep_over {
+                    plumb_analyze::sweep::SweepKind::QueueDepth => format!("knee: QD {}", k.level),
+                    plumb_analyze::sweep::SweepKind::Rate => format!("knee: {}", k.level),
+                },
             })
         })
         .into_iter()
         .collect();
     let span = |v: &[Point]| {
-        let lo = v.iter().map(|p| p.y_lo.unwrap_or(p.y)).fold(f64::INFINITY, f64::min);
+        let lo = v
+            .iter()
+            .map(|p| p.y_lo.unwrap_or(p.y))
+            .fold(f64::INFINITY, f64::min);
         let hi = v.iter().map(|p| p.y_hi.unwrap_or(p.y)).fold(0.0, f64::max);
         (lo, hi)
     };
     let (lo, hi) = span(&[mean.clone(), p99.clone()].concat());
     let j = &r.job;
     render(&Chart {
-        title: format!("Latency vs throughput: {} sweep", match r.kind {
-            plumb_analyze::sweep::SweepKind::QueueDepth => "queue depth",
-            plumb_analyze::sweep::SweepKind::Rate => "rate limit",
-        }),
+        title: format!(
+            "Latency vs throughput: {} sweep",
+            match r.sweep_over {
+                plumb_analyze::sweep::SweepKind::QueueDepth => "queue depth",
+                plumb_analyze::sweep::SweepKind::Rate => "rate limit",
+            }
+        ),
         subtitle: format!(
             "{} · {} {} · {}% writes · {} · {} thread(s) · median of {} run(s), whiskers min–max",
             j.name,

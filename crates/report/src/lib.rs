@@ -7,8 +7,8 @@ use std::io::{self, Write};
 
 pub mod fmt;
 pub mod io_render;
-pub mod svg;
 pub mod os;
+pub mod svg;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -64,6 +64,15 @@ pub fn emit<R: Render>(r: &R, format: Format, out: &mut dyn Write) -> Result<(),
     match format {
         Format::Text => r.text(out)?,
         Format::Json => {
+            debug_assert!(
+                !serde_json::to_value(r)
+                    .ok()
+                    .and_then(|v| v
+                        .as_object()
+                        .map(|o| o.contains_key("kind") || o.contains_key("schema_version")))
+                    .unwrap_or(false),
+                "a result field collides with the JSON envelope"
+            );
             let env = Envelope {
                 schema_version: SCHEMA_VERSION,
                 plumb_version: PLUMB_VERSION,

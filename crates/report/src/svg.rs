@@ -42,7 +42,9 @@ pub struct Chart {
     pub y_fmt: fn(f64) -> String,
 }
 
-pub const PALETTE: [&str; 6] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
+pub const PALETTE: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf",
+];
 
 const W: f64 = 820.0;
 const H: f64 = 500.0;
@@ -52,7 +54,10 @@ const T: f64 = 70.0;
 const B: f64 = 60.0;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// Round numbers for ticks: 1, 2 or 5 times a power of ten.
@@ -62,7 +67,11 @@ pub fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
     }
     let raw = (hi - lo) / want.max(1) as f64;
     let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * mag).find(|s| *s >= raw).unwrap_or(10.0 * mag);
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag);
     let start = (lo / step).ceil() * step;
     let mut v = Vec::new();
     let mut x = start;
@@ -150,7 +159,10 @@ pub fn render(c: &Chart) -> String {
     let (xa, ya) = if xs.is_empty() || ys.is_empty() {
         (Axis::new(0.0, 1.0, false), Axis::new(0.0, 1.0, false))
     } else {
-        (Axis::new(min(&xs), max(&xs), c.x_log), Axis::new(min(&ys), max(&ys), c.y_log))
+        (
+            Axis::new(min(&xs), max(&xs), c.x_log),
+            Axis::new(min(&ys), max(&ys), c.y_log),
+        )
     };
     let pw = W - L - R;
     let ph = H - T - B;
@@ -163,21 +175,57 @@ pub fn render(c: &Chart) -> String {
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
     );
     let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(s, r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##, esc(&c.title));
-    let _ = write!(s, r##"<text x="{L}" y="44" fill="#555">{}</text>"##, esc(&c.subtitle));
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##,
+        esc(&c.title)
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="44" fill="#555">{}</text>"##,
+        esc(&c.subtitle)
+    );
     // Grid and ticks.
     for t in xa.ticks() {
         let x = px(t);
-        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##, T + ph);
-        let _ = write!(s, r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##, T + ph + 18.0, esc(&(c.x_fmt)(t)));
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##,
+            T + ph
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+            T + ph + 18.0,
+            esc(&(c.x_fmt)(t))
+        );
     }
     for t in ya.ticks() {
         let y = py(t);
-        let _ = write!(s, r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##, L + pw);
-        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##, L - 8.0, y + 4.0, esc(&(c.y_fmt)(t)));
+        let _ = write!(
+            s,
+            r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##,
+            L + pw
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+            L - 8.0,
+            y + 4.0,
+            esc(&(c.y_fmt)(t))
+        );
     }
-    let _ = write!(s, r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##);
-    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##, L + pw / 2.0, H - 14.0, esc(&c.x_label));
+    let _ = write!(
+        s,
+        r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+        L + pw / 2.0,
+        H - 14.0,
+        esc(&c.x_label)
+    );
     let _ = write!(
         s,
         r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
@@ -186,14 +234,22 @@ pub fn render(c: &Chart) -> String {
     );
     // Series.
     for (i, se) in c.series.iter().enumerate() {
-        let path: Vec<String> = se.points.iter().map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y))).collect();
+        let path: Vec<String> = se
+            .points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y)))
+            .collect();
         if path.len() > 1 {
             let _ = write!(
                 s,
                 r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"##,
                 path.join(" "),
                 se.color,
-                if se.dashed { r#" stroke-dasharray="6 4""# } else { "" }
+                if se.dashed {
+                    r#" stroke-dasharray="6 4""#
+                } else {
+                    ""
+                }
             );
         }
         for p in &se.points {
@@ -207,10 +263,20 @@ pub fn render(c: &Chart) -> String {
                     se.color
                 );
             }
-            let _ = write!(s, r##"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"/>"##, se.color);
+            let _ = write!(
+                s,
+                r##"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"/>"##,
+                se.color
+            );
             if let Some(l) = &p.label {
                 if i == 0 {
-                    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" fill="#333" font-size="11">{}</text>"##, x + 6.0, y - 6.0, esc(l));
+                    let _ = write!(
+                        s,
+                        r##"<text x="{:.1}" y="{:.1}" fill="#333" font-size="11">{}</text>"##,
+                        x + 6.0,
+                        y - 6.0,
+                        esc(l)
+                    );
                 }
             }
         }
@@ -222,7 +288,11 @@ pub fn render(c: &Chart) -> String {
             r##"<line x1="{lx}" y1="{ly}" x2="{:.1}" y2="{ly}" stroke="{}" stroke-width="2"{}/><text x="{:.1}" y="{:.1}">{}</text>"##,
             lx + 24.0,
             se.color,
-            if se.dashed { r#" stroke-dasharray="6 4""# } else { "" },
+            if se.dashed {
+                r#" stroke-dasharray="6 4""#
+            } else {
+                ""
+            },
             lx + 30.0,
             ly + 4.0,
             esc(&se.name)
@@ -230,8 +300,17 @@ pub fn render(c: &Chart) -> String {
     }
     for m in &c.marks {
         let (x, y) = (px(m.x), py(m.y));
-        let _ = write!(s, r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/>"##);
-        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" font-weight="bold">{}</text>"##, x + 10.0, y + 18.0, esc(&m.label));
+        let _ = write!(
+            s,
+            r##"<circle cx="{x:.1}" cy="{y:.1}" r="8" fill="none" stroke="#000" stroke-width="2"/>"##
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" font-weight="bold">{}</text>"##,
+            x + 10.0,
+            y + 18.0,
+            esc(&m.label)
+        );
     }
     s.push_str("</svg>\n");
     s
@@ -243,9 +322,18 @@ mod tests {
 
     #[test]
     fn ticks_are_round() {
-        assert_eq!(nice_ticks(0.0, 10.0, 5), vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
-        assert_eq!(nice_ticks(0.0, 47000.0, 6), vec![0.0, 10000.0, 20000.0, 30000.0, 40000.0]);
-        assert_eq!(log_ticks(1.0, 100.0), vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]);
+        assert_eq!(
+            nice_ticks(0.0, 10.0, 5),
+            vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+        );
+        assert_eq!(
+            nice_ticks(0.0, 47000.0, 6),
+            vec![0.0, 10000.0, 20000.0, 30000.0, 40000.0]
+        );
+        assert_eq!(
+            log_ticks(1.0, 100.0),
+            vec![1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0]
+        );
     }
 
     #[test]
@@ -271,7 +359,11 @@ mod tests {
                     })
                     .collect(),
             }],
-            marks: vec![Mark { x: 2000.0, y: 1.0, label: "knee".into() }],
+            marks: vec![Mark {
+                x: 2000.0,
+                y: 1.0,
+                label: "knee".into(),
+            }],
             x_fmt: |v| format!("{v:.0}"),
             y_fmt: |v| format!("{v}"),
         };

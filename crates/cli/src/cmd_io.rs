@@ -143,6 +143,9 @@ pub struct JobFlags {
     /// early completions late.
     #[arg(long, value_name = "N")]
     pub batch_complete: Option<u32>,
+    /// Requests handed to the kernel together (io_uring; default a quarter of the queue depth).
+    #[arg(long, value_name = "N")]
+    pub batch_submit: Option<u32>,
 }
 
 #[derive(Debug, Args, Default, Clone)]
@@ -287,6 +290,9 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
     }
     if let Some(v) = f.batch_complete {
         j.batch_complete = v;
+    }
+    if let Some(v) = f.batch_submit {
+        j.batch_submit = Some(v);
     }
     j.validate().map_err(|e| anyhow!(e))?;
     Ok(j)
@@ -537,6 +543,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
                     let mut j = base.clone();
                     j.queue_depth = q;
                     j.batch_complete = j.batch_complete.min(q);
+                    j.batch_submit = j.batch_submit.map(|b| b.min(q));
                     (q.to_string(), Some(q as f64), j)
                 })
                 .collect();

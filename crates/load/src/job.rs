@@ -207,6 +207,9 @@ pub struct Job {
     pub seed: u64,
     /// Completions to wait for per io_uring_enter (1: each I/O timed as it completes).
     pub batch_complete: u32,
+    /// Requests handed to the kernel together (fio's iodepth_batch_submit); None: a quarter of
+    /// the queue depth, at least 1.
+    pub batch_submit: Option<u32>,
 }
 
 impl Job {
@@ -232,7 +235,14 @@ impl Job {
             burst: None,
             seed: 0x706c756d62,
             batch_complete: 1,
+            batch_submit: None,
         }
+    }
+
+    pub fn submit_batch(&self) -> u32 {
+        self.batch_submit
+            .unwrap_or(self.queue_depth / 4)
+            .clamp(1, self.queue_depth.max(1))
     }
 
     pub fn total_threads(&self) -> u32 {
@@ -274,6 +284,14 @@ impl Job {
         if let Some(a) = self.align {
             if a == 0 {
                 return Err("--align must be more than 0".into());
+            }
+        }
+        if let Some(b) = self.batch_submit {
+            if b == 0 || b > self.queue_depth {
+                return Err(format!(
+                    "--batch-submit {b} must be 1 to the queue depth {}",
+                    self.queue_depth
+                ));
             }
         }
         if self.batch_complete == 0 || self.batch_complete > self.queue_depth {

@@ -491,11 +491,17 @@ fn worker(
     abort: &AtomicBool,
     series: &Mutex<Series>,
 ) -> Result<(WorkerStats, String)> {
-    let mut eng: Box<dyn Engine> = engine::make(job.engine, plan.fd, plan.qd, job.block_size)
-        .map_err(|e| Error::Engine {
-            engine: job.engine.name(),
-            message: e.to_string(),
-        })?;
+    let mut eng: Box<dyn Engine> = engine::make(
+        job.engine,
+        plan.fd,
+        plan.qd,
+        job.block_size,
+        job.submit_batch(),
+    )
+    .map_err(|e| Error::Engine {
+        engine: job.engine.name(),
+        message: e.to_string(),
+    })?;
     let setup = eng.describe();
     let mut rng = Rng::new(plan.seed);
     let block = job.block_size as u64;

@@ -151,9 +151,15 @@ impl Slots {
 
 /// Make the engine a job asked for. `qd` is the outstanding I/Os this engine instance carries
 /// (always 1 for psync, whose parallelism comes from threads).
-pub fn make(kind: EngineKind, fd: RawFd, qd: u32, block: u32) -> io::Result<Box<dyn Engine>> {
+pub fn make(
+    kind: EngineKind,
+    fd: RawFd,
+    qd: u32,
+    block: u32,
+    batch_submit: u32,
+) -> io::Result<Box<dyn Engine>> {
     Ok(match kind {
-        EngineKind::IoUring => Box::new(UringEngine::new(fd, qd, block)?),
+        EngineKind::IoUring => Box::new(UringEngine::new(fd, qd, block, batch_submit)?),
         EngineKind::Psync => Box::new(PsyncEngine::new(fd, block)),
         EngineKind::Null => Box::new(NullEngine::new(qd, block)),
     })

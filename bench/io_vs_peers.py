@@ -81,6 +81,8 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=15)
     ap.add_argument("--out")
+    ap.add_argument("--cases", default="qd32,qd1,logwrite,durability",
+                    help="comma-separated subset of qd32,qd1,logwrite,durability")
     a = ap.parse_args()
     for tool in ("fio",):
         if not shutil.which(tool):
@@ -93,9 +95,10 @@ def main():
     secs = str(a.seconds)
     results = []
 
+    cases = set(a.cases.split(","))
     try:
         # One 2 GiB file of random data for both tools: plumb creates and keeps it.
-        if not os.path.exists(data):
+        if cases & {"qd32", "qd1", "logwrite"} and not os.path.exists(data):
             sh([PLUMB, "io", "run", "--engine", "null", "--duration", "1s", "--warmup", "0", "--size", "2G",
                 "--keep", data], log)
 
@@ -117,14 +120,16 @@ def main():
                 f_p50.append(f["lat_p50_ms"])
             return p_iops, p_cpu, p_p50, f_iops, f_cpu, f_p50
 
-        p_iops, p_cpu, _, f_iops, f_cpu, _ = rr(32)
-        results.append(("4K randread QD32: IOPS", med(p_iops), med(f_iops), "plumb/fio", ">= 1.00"))
-        results.append(("4K randread QD32: CPU µs per I/O", med(p_cpu), med(f_cpu), "plumb/fio", "<= 0.90"))
-        _, _, p_p50, _, _, f_p50 = rr(1)
-        results.append(("4K randread QD1: p50 latency (ms)", med(p_p50), med(f_p50), "plumb/fio", "0.95–1.05"))
+        if "qd32" in cases:
+            p_iops, p_cpu, _, f_iops, f_cpu, _ = rr(32)
+            results.append(("4K randread QD32: IOPS", med(p_iops), med(f_iops), "plumb/fio", ">= 1.00"))
+            results.append(("4K randread QD32: CPU µs per I/O", med(p_cpu), med(f_cpu), "plumb/fio", "<= 0.90"))
+        if "qd1" in cases:
+            _, _, p_p50, _, _, f_p50 = rr(1)
+            results.append(("4K randread QD1: p50 latency (ms)", med(p_p50), med(f_p50), "plumb/fio", "0.95–1.05"))
 
         p_iops, p_p99, f_iops, f_p99 = [], [], [], []
-        for _ in range(a.reps):
+        for _ in range(a.reps if "logwrite" in cases else 0):
             j = plumb_json(["io", "run", "--preset", "log-write", "--duration", f"{secs}s", "--warmup", "2s", data],
                            log)
             p_iops.append(total_row(j)["iops"])
@@ -134,13 +139,16 @@ def main():
                                   "--ramp_time=2", "--time_based", "--lat_percentiles=1"], log), "write")
             f_iops.append(f["iops"])
             f_p99.append(f["lat_p99_ms"])
-        results.append(("log-write (60K seq, QD1, O_DIRECT|O_DSYNC): IOPS", med(p_iops), med(f_iops), "plumb/fio", "0.95–1.05"))
-        results.append(("log-write: p99 latency (ms)", med(p_p99), med(f_p99), "plumb/fio", "0.95–1.05"))
+        if "logwrite" in cases:
+            results.append(("log-write (60K seq, QD1, O_DIRECT|O_DSYNC): IOPS", med(p_iops), med(f_iops), "plumb/fio", "0.95–1.05"))
+            results.append(("log-write: p99 latency (ms)", med(p_p99), med(f_p99), "plumb/fio", "0.95–1.05"))
     finally:
         if os.path.exists(data):
             os.remove(data)
 
-    if os.path.exists(PG_TEST_FSYNC):
+    if "durability" not in cases:
+        pass
+    elif os.path.exists(PG_TEST_FSYNC):
         p_mean, g_mean = [], []
         for _ in range(a.reps):
             j = plumb_json(["io", "durability", a.dir, "--bs", "8K", "--duration", "5s"], log)

@@ -105,7 +105,7 @@ pub struct JobFlags {
     /// Offsets: random or sequential.
     #[arg(long, value_name = "random|sequential")]
     pub pattern: Option<String>,
-    /// Sequential step between one thread's I/Os (default: the block size).
+    /// Sequential step between one thread's I/Os (default: the block size; 0 rewrites the same block).
     #[arg(long, value_name = "SIZE")]
     pub stride: Option<String>,
     /// Random offsets are multiples of this (default: the block size).

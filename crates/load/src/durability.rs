@@ -58,8 +58,9 @@ pub struct ProbeResult {
     pub trace_unavailable: Option<String>,
 }
 
-/// Size of the region the probe writes into, again and again (a WAL segment is 16 MiB).
-const PROBE_FILE: u64 = 64 << 20;
+/// The probe file. Every write goes to its first block, as pg_test_fsync does and as small
+/// commits rewrite the current WAL page: one durable write, measured again and again.
+const PROBE_FILE: u64 = 1 << 20;
 
 pub fn probe_file_path(path: &Path) -> PathBuf {
     if path.is_dir() {
@@ -117,6 +118,7 @@ pub fn run_probe(o: &ProbeOptions, progress: &dyn Fn(usize, usize, &str)) -> Res
                 queue_depth: 1,
                 block_size: bs,
                 pattern: Pattern::Sequential,
+                stride: Some(0),
                 write_pct: 100,
                 file_size: PROBE_FILE,
                 durability: mode,

@@ -191,7 +191,8 @@ pub struct Job {
     pub queue_depth: u32,
     pub block_size: u32,
     pub pattern: Pattern,
-    /// Sequential step between I/Os of one thread (default: the block size).
+    /// Sequential step between I/Os of one thread (default: the block size; 0 rewrites the
+    /// same block, as small commits rewrite the current WAL page).
     pub stride: Option<u64>,
     /// Random offsets are multiples of this (default: the block size).
     pub align: Option<u64>,
@@ -280,6 +281,11 @@ impl Job {
                 "--bs {} is larger than --size {}",
                 self.block_size, self.file_size
             ));
+        }
+        if self.stride == Some(0) && self.pattern != Pattern::Sequential {
+            return Err(
+                "--stride 0 (the same block again and again) needs --pattern sequential".into(),
+            );
         }
         if let Some(a) = self.align {
             if a == 0 {

@@ -513,7 +513,7 @@ fn worker(
         lo,
         hi,
         next: lo,
-        stride: job.stride.unwrap_or(block).max(1),
+        stride: job.stride.unwrap_or(block),
         align,
         block,
         slots: if span >= block {

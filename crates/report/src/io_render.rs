@@ -409,7 +409,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
         )?;
         writeln!(
             out,
-            "test file {} (removed afterwards) · {:.1} s per mode · 1 thread, 1 write at a time, sequential",
+            "test file {} (removed afterwards) · {:.1} s per mode · 1 thread, 1 write at a time, each rewriting the same block (as pg_test_fsync does)",
             self.file.display(),
             self.per_mode_s
         )?;

@@ -26,6 +26,9 @@ pub struct UringEngine {
     pending_write: Vec<i64>,
     enters: u64,
     batch_submit: usize,
+    /// Entries the kernel holds (submitted, completion not yet reaped).
+    in_kernel: usize,
+    half_qd: usize,
 }
 
 fn build_ring(entries: u32) -> io::Result<(IoUring<squeue::Entry, cqueue::Entry>, &'static str)> {
@@ -73,6 +76,8 @@ impl UringEngine {
             pending_write: vec![0; qd as usize],
             enters: 0,
             batch_submit: batch_submit.max(1) as usize,
+            in_kernel: 0,
+            half_qd: (qd as usize / 2).max(1),
         })
     }
 
@@ -157,12 +162,14 @@ impl Engine for UringEngine {
                 }
             }
         }
-        // Hand requests to the kernel in small groups as they are queued: waiting for the whole
-        // refill before submitting lets the device's queue run low (measured: -15% IOPS at QD32
-        // on a virtio disk), while submitting each one alone costs a syscall per I/O.
-        if self.ring.submission().len() >= self.batch_submit {
+        // Feed the device at once while its queue is short; once it holds half the queue depth,
+        // gather requests into groups. Submitting only at the next wait lets the device queue
+        // run dry between refills (measured: -15% IOPS at QD32 on a virtio disk); submitting
+        // every request alone costs a syscall per I/O.
+        let queued = self.ring.submission().len();
+        if queued >= self.batch_submit || self.in_kernel < self.half_qd {
             self.enters += 1;
-            self.ring.submitter().submit()?;
+            self.in_kernel += self.ring.submitter().submit()?;
         }
         Ok(Submit::Queued)
     }
@@ -179,6 +186,9 @@ impl Engine for UringEngine {
             }
             None => self.ring.submitter().submit_and_wait(min as usize),
         };
+        if let Ok(n) = r {
+            self.in_kernel += n;
+        }
         match r {
             Ok(_) => Ok(()),
             // Timeout, a signal (Ctrl-C), or a full completion ring: the caller reaps and loops.
@@ -196,6 +206,7 @@ impl Engine for UringEngine {
 
     fn reap(&mut self, out: &mut Vec<Done>) {
         for cqe in self.ring.completion() {
+            self.in_kernel = self.in_kernel.saturating_sub(1);
             let ud = cqe.user_data();
             let slot = (ud & 0xffff_ffff) as u32;
             let res = cqe.result() as i64;

@@ -77,6 +77,9 @@ pub struct Level {
     pub bytes_per_s: Option<Spread>,
     pub lat_mean_s: Option<Spread>,
     pub lat_p99_s: Option<Spread>,
+    /// Relative latency growth over relative throughput growth from the previous level,
+    /// ln(L2/L1) / ln(T2/T1) on medians: below 1 the device scales, above 1 it queues.
+    pub latency_elasticity: Option<f64>,
 }
 
 impl Level {
@@ -91,7 +94,29 @@ impl Level {
             label,
             value,
             reps,
+            latency_elasticity: None,
         }
+    }
+}
+
+/// Fill in each level's latency elasticity from the one before it.
+pub fn set_elasticity(levels: &mut [Level]) {
+    for i in 1..levels.len() {
+        let (a, b) = (&levels[i - 1], &levels[i]);
+        levels[i].latency_elasticity = match (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s) {
+            (Some(ta), Some(tb), Some(la), Some(lb))
+                if ta.median > 0.0 && tb.median > 0.0 && la.median > 0.0 && lb.median > 0.0 =>
+            {
+                let dt = (tb.median / ta.median).ln();
+                let dl = (lb.median / la.median).ln();
+                if dt.abs() < 1e-9 {
+                    None
+                } else {
+                    Some(dl / dt)
+                }
+            }
+            _ => None,
+        };
     }
 }
 
@@ -118,8 +143,14 @@ pub struct SweepReport {
 /// Latency growth below this is noise, whatever throughput does.
 const KNEE_MIN_LATENCY_GROWTH: f64 = 0.05;
 
-/// The knee over levels in order of increasing load: the first level where going one step
-/// further raises mean latency (median over repetitions) by more, relatively, than throughput.
+/// Past the knee, each step buys latency at more than this many times the relative gain in
+/// throughput. At 1 latency merely keeps pace (a virtual disk can sit there over a wide range
+/// of queue depths); at 2 and beyond the device is queueing, not working faster.
+pub const KNEE_ELASTICITY: f64 = 2.0;
+
+/// The knee over levels in order of increasing load: the last level before the first step whose
+/// relative latency growth exceeds KNEE_ELASTICITY times its relative throughput growth (or where
+/// throughput stops growing while latency rises).
 pub fn find_knee(levels: &[Level]) -> Option<Knee> {
     for w in levels.windows(2) {
         let (a, b) = (&w[0], &w[1]);
@@ -127,12 +158,16 @@ pub fn find_knee(levels: &[Level]) -> Option<Knee> {
         else {
             continue;
         };
-        if ta.median <= 0.0 || la.median <= 0.0 {
+        if ta.median <= 0.0 || la.median <= 0.0 || tb.median <= 0.0 {
             continue;
         }
         let gt = tb.median / ta.median - 1.0;
         let gl = lb.median / la.median - 1.0;
-        if gl > KNEE_MIN_LATENCY_GROWTH && gl > gt {
+        if gl <= KNEE_MIN_LATENCY_GROWTH {
+            continue;
+        }
+        let queueing = gt <= 0.0 || (1.0 + gl).ln() > KNEE_ELASTICITY * (1.0 + gt).ln();
+        if queueing {
             return Some(Knee {
                 level: a.label.clone(),
                 next: b.label.clone(),
@@ -175,14 +210,31 @@ mod tests {
             lvl("64", 50500.0, 1.27),
         ];
         let k = find_knee(&levels).unwrap();
-        assert_eq!(k.level, "8");
-        assert_eq!(k.next, "16");
+        assert_eq!(k.level, "16");
+        assert_eq!(k.next, "32");
         assert!(k.latency_change_pct > k.throughput_change_pct);
         // A device that scales to the end has no knee.
         let flat: Vec<Level> = (0..5)
             .map(|i| lvl(&i.to_string(), 1000.0 * 2f64.powi(i), 0.1))
             .collect();
         assert!(find_knee(&flat).is_none());
+        // A virtual disk whose latency keeps pace with throughput (elasticity ~1.3) until it
+        // saturates: the knee is where it saturates, not the first step above 1.
+        let virt = vec![
+            lvl("1", 12774.0, 0.078),
+            lvl("2", 18968.0, 0.105),
+            lvl("4", 25673.0, 0.156),
+            lvl("8", 34903.0, 0.232),
+            lvl("16", 46219.0, 0.346),
+            lvl("32", 51083.0, 0.626),
+            lvl("64", 56859.0, 1.126),
+        ];
+        assert_eq!(find_knee(&virt).unwrap().level, "16");
+        let mut v = virt.clone();
+        set_elasticity(&mut v);
+        assert!(v[0].latency_elasticity.is_none());
+        let e = v[2].latency_elasticity.unwrap();
+        assert!((1.2..1.5).contains(&e), "{e}");
     }
 
     #[test]

@@ -617,6 +617,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     }
     pb.finish_and_clear();
     drop(scratch);
+    plumb_analyze::sweep::set_elasticity(&mut out_levels);
     let knee = find_knee(&out_levels);
     let mut rep = SweepReport {
         command_line: command_line(),

@@ -587,30 +587,40 @@ impl Render for plumb_analyze::sweep::SweepReport {
         writeln!(out, "Values are median (min–max) over repetitions.")?;
         writeln!(out)?;
         let head = format!(
-            "{:>12} | {:>28} | {:>26} | {:>26} | {:>26}",
-            "level", "IOPS", "MiB/s", "mean latency (ms)", "p99 latency (ms)"
+            "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10}",
+            "level", "IOPS", "MiB/s", "mean latency (ms)", "p99 latency (ms)", "lat/thr"
         );
         writeln!(out, "{head}")?;
         writeln!(out, "{}", "-".repeat(head.chars().count()))?;
         for l in &self.levels {
             writeln!(
                 out,
-                "{:>12} | {:>28} | {:>26} | {:>26} | {:>26}",
+                "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10}",
                 l.label,
                 spread_n(l.iops, 1.0, 0),
                 spread_n(l.bytes_per_s, MIB, 1),
                 spread_ms(l.lat_mean_s),
-                spread_ms(l.lat_p99_s)
+                spread_ms(l.lat_p99_s),
+                match l.latency_elasticity {
+                    // Negative: throughput fell while latency rose (or the reverse).
+                    Some(e) if e < 0.0 => "thr fell".to_string(),
+                    Some(e) => format!("{e:.2}"),
+                    None => "-".into(),
+                }
             )?;
         }
         writeln!(out)?;
+        writeln!(
+            out,
+            "lat/thr: relative latency growth per relative throughput growth from the level above (log ratio); under 1 the device scales, over 1 it queues."
+        )?;
         match &self.knee {
             Some(k) => writeln!(
                 out,
-                "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency: past it the device queues instead of working faster.",
+                "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency (more than twice as fast, relatively): past it the device queues instead of working faster.",
                 k.level, k.next, k.throughput_change_pct, k.latency_change_pct
             )?,
-            None => writeln!(out, "No knee within these levels: latency never grew faster than throughput.")?,
+            None => writeln!(out, "No knee within these levels: latency never grew more than twice as fast as throughput.")?,
         }
         if let Some(c) = &self.chart {
             writeln!(out, "Chart: {}", c.display())?;

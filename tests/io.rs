@@ -33,6 +33,14 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
+/// Tests that move real data share the disk; running them one at a time keeps their timings
+/// from disturbing each other.
+static REAL_IO: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn real_io() -> std::sync::MutexGuard<'static, ()> {
+    REAL_IO.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn total_row(j: &Value, table: &str) -> Value {
     j["tables"][table]
         .as_array()
@@ -226,6 +234,7 @@ fn csv_has_one_row_per_thread_and_direction() {
 
 #[test]
 fn real_io_uring_direct_reads() {
+    let _serial = real_io();
     let d = scratch();
     let f = d.path().join("r.dat");
     let o = run(&[
@@ -356,6 +365,7 @@ extern "C" {
 
 #[test]
 fn ctrl_c_during_the_run_leaves_nothing_behind() {
+    let _serial = real_io();
     let d = scratch();
     let f = d.path().join("cc.dat");
     let child = plumb()
@@ -392,6 +402,7 @@ fn ctrl_c_during_the_run_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_during_prefill_leaves_nothing_behind() {
+    let _serial = real_io();
     let d = scratch();
     let f = d.path().join("big.dat");
     let child = plumb()
@@ -418,6 +429,7 @@ fn ctrl_c_during_prefill_leaves_nothing_behind() {
 /// with its exact path lets plumb write to it.
 #[test]
 fn block_device_needs_destroy_data_on() {
+    let _serial = real_io();
     if unsafe { geteuid() } != 0 {
         eprintln!("skipped: needs root to set up a loop device");
         return;
@@ -516,6 +528,7 @@ impl Drop for Detach {
 
 #[test]
 fn durability_probe_reports_every_mode_and_cleans_up() {
+    let _serial = real_io();
     let d = scratch();
     let o = run(&[
         "io",
@@ -647,6 +660,7 @@ fn sweep_over_rates_orders_levels_and_writes_the_chart() {
 
 #[test]
 fn sweep_over_queue_depths_with_real_io() {
+    let _serial = real_io();
     let d = scratch();
     let f = d.path().join("qd.dat");
     let o = run(&[

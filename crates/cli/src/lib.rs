@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 mod cmd_io;
+mod cmd_mem;
 mod cmd_os;
 mod docs;
 
@@ -85,6 +86,10 @@ pub enum Command {
     /// backup-read, checkpoint-burst, spill-flood), diskspd command lines, and custom jobs, with
     /// diskspd's four result sections.
     Io(Box<cmd_io::IoArgs>),
+    /// Memory truth: each database process's resident and swapped memory (smaps counts swapped
+    /// shared memory, VmSwap does not) next to what the engine believes it caches; what an
+    /// engine will assume here (`assume`); and built-in memory pressure (`pressure`).
+    Mem(Box<cmd_mem::MemArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -138,6 +143,7 @@ pub fn run(cli: Cli) -> Result<i32> {
     match &cli.command {
         Command::Os(a) => cmd_os::run(&cli.global, a),
         Command::Io(a) => cmd_io::run(&cli.global, a),
+        Command::Mem(a) => cmd_mem::run(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

@@ -4,7 +4,8 @@
 
 use std::time::Duration;
 
-/// `4096`, `8K`, `8k`, `64KiB`, `1M`, `2G`, `1T`, `512b` (512-byte sectors are not a unit here).
+/// `4096`, `8K`, `8k`, `64KiB`, `3Gi`, `1M`, `2G`, `1T`: all binary (K = 1024), as diskspd, fio
+/// and Kubernetes' Ki/Mi/Gi are. (Kubernetes' decimal M and G are parsed by the k8s commands.)
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let bad = || {
@@ -20,10 +21,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
     let mult: u64 = match unit.trim() {
         "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
+        "k" | "kb" | "kib" | "ki" => 1 << 10,
+        "m" | "mb" | "mib" | "mi" => 1 << 20,
+        "g" | "gb" | "gib" | "gi" => 1 << 30,
+        "t" | "tb" | "tib" | "ti" => 1 << 40,
         _ => return Err(bad()),
     };
     if num.contains('.') {
@@ -117,6 +118,10 @@ mod tests {
         assert_eq!(parse_size("2G"), Ok(2 << 30));
         assert_eq!(parse_size("512"), Ok(512));
         assert_eq!(parse_size("1.5M"), Ok(1572864));
+        assert_eq!(parse_size("4667840Ki"), Ok(4667840 * 1024));
+        assert_eq!(parse_size("3Gi"), Ok(3 << 30));
+        assert!(parse_size("12XB").is_err());
+        assert!(parse_size("-1G").is_err());
         assert!(parse_size("lots").is_err());
         assert!(parse_size("8Q").is_err());
         assert!(parse_size("").is_err());

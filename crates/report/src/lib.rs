@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 pub mod fmt;
 pub mod io_render;
+pub mod mem_render;
 pub mod os;
 pub mod svg;
 
@@ -87,6 +88,24 @@ pub fn emit<R: Render>(r: &R, format: Format, out: &mut dyn Write) -> Result<(),
             write_csv(&t, out)?;
         }
     }
+    out.flush()?;
+    Ok(())
+}
+
+/// One JSON Lines record of a stream, with the same envelope as a whole result.
+pub fn write_json_line<T: Serialize>(
+    r: &T,
+    kind: &'static str,
+    out: &mut dyn Write,
+) -> Result<(), Error> {
+    let env = Envelope {
+        schema_version: SCHEMA_VERSION,
+        plumb_version: PLUMB_VERSION,
+        kind,
+        data: r,
+    };
+    serde_json::to_writer(&mut *out, &env)?;
+    writeln!(out)?;
     out.flush()?;
     Ok(())
 }

@@ -124,6 +124,20 @@ impl CgroupMounts {
         CgroupMounts { mode, v1, v2 }
     }
 
+    /// Where the memory controller's hierarchy is mounted: a v1 `memory` mount, else the v2 one
+    /// when it offers `memory`.
+    pub fn memory_mount(&self) -> Option<PathBuf> {
+        if let Some(m) = self.v1_mount("memory") {
+            return Some(PathBuf::from(&m.mount_point));
+        }
+        let v2 = self.v2.as_ref()?;
+        let ctl =
+            std::fs::read_to_string(Path::new(&v2.mount_point).join("cgroup.controllers")).ok()?;
+        ctl.split_whitespace()
+            .any(|c| c == "memory")
+            .then(|| PathBuf::from(&v2.mount_point))
+    }
+
     fn v1_mount(&self, controller: &str) -> Option<&MountEntry> {
         self.v1
             .iter()

@@ -13,11 +13,14 @@ pub mod block;
 pub mod cgroup;
 pub mod container;
 pub mod cpu;
+pub mod engine_conf;
 pub mod host;
 pub mod mem;
+pub mod memsnap;
 pub mod mount;
 pub mod pressure;
 pub mod process;
+pub mod smaps;
 pub mod snapshot;
 pub mod tracefs;
 

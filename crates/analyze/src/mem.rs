@@ -1,0 +1,657 @@
+//! `plumb mem`: the kernel's truth about a database's memory next to what the engine believes,
+//! and what an engine will assume about the memory it may use here.
+
+use crate::units::bytes;
+use crate::{Level, Note};
+use plumb_sys::cgroup::{CgroupMode, ProcessCgroups};
+use plumb_sys::engine_conf::EngineSettings;
+use plumb_sys::memsnap::{EngineSample, MemSample, ProcMemSample};
+use plumb_sys::pressure::Psi;
+use plumb_sys::smaps::{EngineKind, Mapping};
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HostMem {
+    pub total_bytes: Option<u64>,
+    pub available_bytes: Option<u64>,
+    pub swap_total_bytes: Option<u64>,
+    pub swap_used_bytes: Option<u64>,
+    /// Rates over the sampling interval (None for a single sample).
+    pub swap_in_bytes_per_s: Option<f64>,
+    pub swap_out_bytes_per_s: Option<f64>,
+    pub major_faults_per_s: Option<f64>,
+    pub pressure: Option<Psi>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CgroupMem {
+    pub version: u8,
+    pub path: String,
+    /// The tightest limit up the tree, if below host RAM.
+    pub limit_bytes: Option<u64>,
+    pub usage_bytes: Option<u64>,
+    pub anon_bytes: Option<u64>,
+    pub file_bytes: Option<u64>,
+    pub shmem_bytes: Option<u64>,
+    pub swap_bytes: Option<u64>,
+    pub failcnt: Option<u64>,
+    pub oom_kills: Option<u64>,
+    pub pressure: Option<Psi>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ProcMem {
+    pub pid: u32,
+    pub name: Option<String>,
+    pub vm_size_bytes: Option<u64>,
+    pub vm_rss_bytes: Option<u64>,
+    pub rss_anon_bytes: Option<u64>,
+    pub rss_file_bytes: Option<u64>,
+    pub rss_shmem_bytes: Option<u64>,
+    pub vm_data_bytes: Option<u64>,
+    /// Private memory in swap (the kernel leaves swapped shared memory out of VmSwap).
+    pub vm_swap_bytes: Option<u64>,
+    /// All memory in swap, shared included (smaps_rollup).
+    pub smaps_swap_bytes: Option<u64>,
+    pub smaps_swap_pss_bytes: Option<u64>,
+    pub largest_mappings: Vec<Mapping>,
+    pub cgroup: Option<CgroupMem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineMem {
+    pub engine: EngineKind,
+    pub main_pid: u32,
+    pub processes: usize,
+    /// Resident memory of all its processes, shared pages counted once (sum of Pss).
+    pub resident_bytes: u64,
+    /// Swapped memory of all its processes, shared pages counted once (sum of SwapPss).
+    pub swapped_bytes: u64,
+    /// What the engine believes it holds in memory as cache, and where that figure comes from.
+    pub believed_cache_bytes: Option<u64>,
+    pub belief_source: Option<String>,
+    /// Of that cache, what the kernel says is resident and in swap.
+    pub cache_resident_bytes: Option<u64>,
+    pub cache_swapped_bytes: Option<u64>,
+    pub settings: EngineSettings,
+    pub assumption: Assumption,
+}
+
+/// What an engine will take as its memory here, and whether its caches fit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Assumption {
+    pub engine: EngineKind,
+    pub host_memory_bytes: u64,
+    pub cgroup_limit_bytes: Option<u64>,
+    pub cgroup_mode: CgroupMode,
+    /// SQL Server: the memory it will use (the "Detected N MB of RAM" figure), in MB.
+    pub mssql_detected_mb: Option<u64>,
+    /// SQL Server builds before 2022 CU20 on a cgroup-v2 host: they ignore the limit.
+    pub mssql_old_build_detected_mb: Option<u64>,
+    /// The engine's main cache (shared_buffers, the InnoDB buffer pool, the SQL Server target).
+    pub cache_bytes: Option<u64>,
+    pub cache_name: String,
+    /// A rough ceiling on what the engine may use (PostgreSQL: shared_buffers plus work_mem per
+    /// connection plus maintenance_work_mem).
+    pub peak_estimate_bytes: Option<u64>,
+    pub statements: Vec<Note>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MemReport {
+    pub interval_s: Option<f64>,
+    pub host: HostMem,
+    pub engines: Vec<EngineMem>,
+    pub processes: Vec<ProcMem>,
+    pub findings: Vec<Note>,
+    pub missing: Vec<plumb_sys::process::Missing>,
+}
+
+fn mb(b: u64) -> u64 {
+    b / (1024 * 1024)
+}
+
+/// Overrides for `plumb mem assume`: values the user gives win over what was read.
+#[derive(Debug, Clone, Default)]
+pub struct AssumeInputs {
+    pub host_memory_bytes: Option<u64>,
+    pub cgroup_limit_bytes: Option<u64>,
+    pub memory_limit_mb: Option<u64>,
+    pub shared_buffers_bytes: Option<u64>,
+    pub work_mem_bytes: Option<u64>,
+    pub max_connections: Option<u64>,
+    pub innodb_buffer_pool_size_bytes: Option<u64>,
+}
+
+/// The engine rules (facts/memory.md §1).
+pub fn assume(
+    engine: EngineKind,
+    host_memory_bytes: u64,
+    cgroup_limit_bytes: Option<u64>,
+    cgroup_mode: CgroupMode,
+    settings: &EngineSettings,
+) -> Assumption {
+    let visible = cgroup_limit_bytes.map_or(host_memory_bytes, |l| l.min(host_memory_bytes));
+    let mut st = Vec::new();
+    let limit_words = match cgroup_limit_bytes {
+        Some(l) => format!("a cgroup limit of {}", bytes(l)),
+        None => "no cgroup memory limit".to_string(),
+    };
+    let mut a = Assumption {
+        engine,
+        host_memory_bytes,
+        cgroup_limit_bytes,
+        cgroup_mode,
+        mssql_detected_mb: None,
+        mssql_old_build_detected_mb: None,
+        cache_bytes: None,
+        cache_name: String::new(),
+        peak_estimate_bytes: None,
+        statements: Vec::new(),
+    };
+    match engine {
+        EngineKind::Mssql => {
+            a.cache_name = "memory limit (memorylimitmb)".into();
+            let eighty = |b: u64| ((b as f64 / 1048576.0) * 0.8).round() as u64;
+            let detected = match settings.memory_limit_mb {
+                Some(m) => {
+                    let capped = m.min(mb(host_memory_bytes));
+                    st.push(Note::new(Level::Info, format!(
+                        "memorylimitmb / MSSQL_MEMORY_LIMIT_MB is {m} MB: SQL Server uses {capped} MB, whatever the host or cgroup offers"
+                    )));
+                    capped
+                }
+                None => {
+                    let d = eighty(visible);
+                    st.push(Note::new(Level::Info, format!(
+                        "no memorylimitmb: SQL Server takes 80% of the lesser of host RAM ({}) and the cgroup limit ({}): it will log \"Detected {d} MB of RAM\"",
+                        bytes(host_memory_bytes),
+                        cgroup_limit_bytes.map(bytes).unwrap_or_else(|| "none".into())
+                    )));
+                    d
+                }
+            };
+            a.mssql_detected_mb = Some(detected);
+            a.cache_bytes = Some(detected * 1048576);
+            if cgroup_mode == CgroupMode::V2
+                && cgroup_limit_bytes.is_some()
+                && settings.memory_limit_mb.is_none()
+            {
+                let old = eighty(host_memory_bytes);
+                a.mssql_old_build_detected_mb = Some(old);
+                st.push(Note::new(Level::Warn, format!(
+                    "cgroup v2: builds before SQL Server 2022 CU20 (and 2017/2019) ignore the limit here and assume {old} MB, then get OOM-killed; set MSSQL_MEMORY_LIMIT_MB or use 2022 CU20+ / 2025"
+                )));
+            }
+            match (cgroup_limit_bytes, settings.memory_limit_mb) {
+                (Some(l), Some(m)) if m * 1048576 >= l => st.push(Note::new(Level::Warn, format!(
+                    "memorylimitmb {m} MB leaves no headroom under {limit_words}: the OS and SQLPAL need 10-20%, so the container will be OOM-killed; use about {} MB",
+                    mb(l) * 85 / 100
+                ))),
+                (Some(l), Some(m)) if (m as f64) > mb(l) as f64 * 0.9 => st.push(Note::new(Level::Warn, format!(
+                    "memorylimitmb {m} MB is above 90% of {limit_words}: Microsoft advises 10-20% headroom; about {} MB",
+                    mb(l) * 85 / 100
+                ))),
+                (None, _) => st.push(Note::new(Level::Info, format!(
+                    "{limit_words}: in a container SQL Server sizes itself from host RAM ({} MB), which the node's allocatable memory may not cover",
+                    detected
+                ))),
+                _ => {}
+            }
+            st.push(Note::new(
+                Level::Info,
+                "set max server memory below memorylimitmb: it caps only the buffer pool"
+                    .to_string(),
+            ));
+        }
+        EngineKind::Postgres => {
+            a.cache_name = "shared_buffers".into();
+            let sb = settings.shared_buffers_bytes.unwrap_or(128 << 20);
+            a.cache_bytes = Some(sb);
+            let conns = settings.max_connections.unwrap_or(100);
+            let wm = settings.work_mem_bytes.unwrap_or(4 << 20);
+            let mwm = settings.maintenance_work_mem_bytes.unwrap_or(64 << 20);
+            let peak = sb + conns * wm + mwm;
+            a.peak_estimate_bytes = Some(peak);
+            st.push(Note::new(Level::Info, format!(
+                "PostgreSQL does not size itself from RAM: shared_buffers is {} (shared memory, charged to the cgroup), and each of up to {conns} connections may use work_mem {} per sort or hash: about {} at most, plus the page cache, which is charged to the cgroup too",
+                bytes(sb),
+                bytes(wm),
+                bytes(peak)
+            )));
+            if sb >= visible {
+                st.push(Note::new(Level::Warn, format!("shared_buffers {} is at or above the memory it can have ({}): it cannot stay resident", bytes(sb), bytes(visible))));
+            } else if sb as f64 > visible as f64 * 0.4 {
+                st.push(Note::new(Level::Warn, format!(
+                    "shared_buffers {} is over 40% of {} ({}): the PostgreSQL docs find little gain past 40%, and the page cache needs room under the same limit; about {}",
+                    bytes(sb),
+                    if cgroup_limit_bytes.is_some() { "the cgroup limit" } else { "host RAM" },
+                    bytes(visible),
+                    bytes(visible / 4)
+                )));
+            }
+            if peak > visible {
+                st.push(Note::new(Level::Warn, format!(
+                    "shared_buffers + max_connections x work_mem + maintenance_work_mem = {} exceeds {}: a busy moment can hit the OOM killer",
+                    bytes(peak),
+                    bytes(visible)
+                )));
+            }
+        }
+        EngineKind::Mariadb => {
+            a.cache_name = "innodb_buffer_pool_size".into();
+            let pool = settings.innodb_buffer_pool_size_bytes.unwrap_or(128 << 20);
+            a.cache_bytes = Some(pool);
+            st.push(Note::new(Level::Info, format!(
+                "MariaDB does not size itself from RAM: innodb_buffer_pool_size is {} (private memory); MariaDB advises 60-70% of the memory available to it ({} here: about {})",
+                bytes(pool),
+                bytes(visible),
+                bytes(visible * 65 / 100)
+            )));
+            if pool >= visible {
+                st.push(Note::new(Level::Warn, format!("the buffer pool {} is at or above the memory it can have ({}): it will swap or be OOM-killed", bytes(pool), bytes(visible))));
+            } else if pool as f64 > visible as f64 * 0.75 {
+                st.push(Note::new(Level::Warn, format!("the buffer pool {} is over 75% of {}: leave room for connections and the OS", bytes(pool), bytes(visible))));
+            }
+            if cgroup_mode != CgroupMode::V2 {
+                st.push(Note::new(Level::Info, "InnoDB shrinks its pool on memory pressure only on a pure cgroup-v2 host (and only down to innodb_buffer_pool_size_auto_min); not here".to_string()));
+            }
+        }
+    }
+    a.statements = st;
+    a
+}
+
+fn cgroup_mem(cg: &ProcessCgroups, mem_total: Option<u64>) -> Option<CgroupMem> {
+    let m = cg.memory.as_ref()?;
+    Some(CgroupMem {
+        version: m.at.version,
+        path: m.at.cgroup_path.clone(),
+        limit_bytes: crate::os::applied_memory_limit(cg, mem_total),
+        usage_bytes: m.usage_bytes,
+        anon_bytes: m.anon_bytes,
+        file_bytes: m.file_bytes,
+        shmem_bytes: m.shmem_bytes,
+        swap_bytes: m.swap_bytes,
+        failcnt: m.failcnt,
+        oom_kills: m.oom_kill_events,
+        pressure: cg.pressure.as_ref().and_then(|p| p.memory.clone()),
+    })
+}
+
+fn proc_mem(p: &ProcMemSample, mem_total: Option<u64>) -> ProcMem {
+    let st = p.sample.status.as_ref();
+    let sm = p.sample.smaps_rollup.as_ref();
+    ProcMem {
+        pid: p.sample.pid,
+        name: st
+            .and_then(|s| s.name.clone())
+            .or_else(|| p.sample.stat.as_ref().map(|s| s.comm.clone())),
+        vm_size_bytes: st.and_then(|s| s.vm_size_bytes),
+        vm_rss_bytes: st.and_then(|s| s.vm_rss_bytes),
+        rss_anon_bytes: st.and_then(|s| s.rss_anon_bytes),
+        rss_file_bytes: st.and_then(|s| s.rss_file_bytes),
+        rss_shmem_bytes: st.and_then(|s| s.rss_shmem_bytes),
+        vm_data_bytes: st.and_then(|s| s.vm_data_bytes),
+        vm_swap_bytes: st.and_then(|s| s.vm_swap_bytes),
+        smaps_swap_bytes: sm.and_then(|s| s.swap_bytes),
+        smaps_swap_pss_bytes: sm.and_then(|s| s.swap_pss_bytes),
+        largest_mappings: p.largest.clone(),
+        cgroup: cgroup_mem(&p.cgroups, mem_total),
+    }
+}
+
+fn rate(prev: Option<u64>, cur: Option<u64>, secs: f64, mult: f64) -> Option<f64> {
+    match (prev, cur) {
+        // A counter that went backwards (reset) gives no rate rather than a negative one.
+        (Some(a), Some(b)) if b >= a && secs > 0.0 => Some((b - a) as f64 * mult / secs),
+        _ => None,
+    }
+}
+
+fn engine_mem(
+    e: &EngineSample,
+    main: Option<&ProcMemSample>,
+    host: u64,
+    mode: CgroupMode,
+    mem_total: Option<u64>,
+) -> EngineMem {
+    // (The main process's sample gives the cgroup limit and, for private pools, RssAnon.)
+    let limit = main.and_then(|m| crate::os::applied_memory_limit(&m.cgroups, mem_total));
+    let assumption = assume(e.procs.kind, host, limit, mode, &e.settings);
+    let (mut believed, mut source, mut res, mut swp) = (None, None, None, None);
+    match e.procs.kind {
+        EngineKind::Postgres => {
+            // shared_buffers lives in the postmaster's largest shared anonymous mapping.
+            if let Some(seg) = &e.shared_segment {
+                believed = Some(seg.size_bytes);
+                source = Some(format!(
+                    "its shared memory segment ({}, holding shared_buffers = {})",
+                    if seg.name.is_empty() {
+                        "anonymous".to_string()
+                    } else {
+                        seg.name.clone()
+                    },
+                    e.settings
+                        .shared_buffers_bytes
+                        .map(bytes)
+                        .unwrap_or_else(|| "unknown".into())
+                ));
+                swp = Some(seg.swap_bytes);
+                res = Some(seg.resident_bytes);
+            }
+        }
+        EngineKind::Mssql | EngineKind::Mariadb => {
+            // Private pools: the engine believes its configured cache is in memory.
+            believed = assumption.cache_bytes;
+            source = Some(format!("its configured {}", assumption.cache_name));
+            if let Some(st) = main.and_then(|m| m.sample.status.as_ref()) {
+                res = st.rss_anon_bytes;
+                swp = st.vm_swap_bytes;
+            }
+        }
+    }
+    EngineMem {
+        engine: e.procs.kind,
+        main_pid: e.procs.main_pid,
+        processes: e.procs.pids.len(),
+        resident_bytes: e.pss_bytes,
+        swapped_bytes: e.swap_pss_bytes,
+        believed_cache_bytes: believed,
+        belief_source: source,
+        cache_resident_bytes: res,
+        cache_swapped_bytes: swp,
+        settings: e.settings.clone(),
+        assumption,
+    }
+}
+
+/// Build the report from a sample, with rates when an earlier sample is given.
+pub fn build(cur: &MemSample, prev: Option<&MemSample>) -> MemReport {
+    let m = &cur.meminfo;
+    let secs = match (prev.and_then(|p| p.taken), cur.taken) {
+        (Some(a), Some(b)) => Some(b.duration_since(a).as_secs_f64()),
+        _ => None,
+    };
+    let page = plumb_sys::host::page_size_bytes().unwrap_or(4096) as f64;
+    let v = |s: &MemSample, f: fn(&plumb_sys::mem::Vmstat) -> Option<u64>| {
+        s.vmstat.as_ref().and_then(f)
+    };
+    let host = HostMem {
+        total_bytes: m.mem_total_bytes,
+        available_bytes: m.mem_available_bytes,
+        swap_total_bytes: m.swap_total_bytes,
+        swap_used_bytes: match (m.swap_total_bytes, m.swap_free_bytes) {
+            (Some(t), Some(f)) => Some(t.saturating_sub(f)),
+            _ => None,
+        },
+        swap_in_bytes_per_s: prev.and_then(|p| {
+            rate(
+                v(p, |x| x.pswpin_pages),
+                v(cur, |x| x.pswpin_pages),
+                secs?,
+                page,
+            )
+        }),
+        swap_out_bytes_per_s: prev.and_then(|p| {
+            rate(
+                v(p, |x| x.pswpout_pages),
+                v(cur, |x| x.pswpout_pages),
+                secs?,
+                page,
+            )
+        }),
+        major_faults_per_s: prev
+            .and_then(|p| rate(v(p, |x| x.pgmajfault), v(cur, |x| x.pgmajfault), secs?, 1.0)),
+        pressure: cur.pressure.as_ref().and_then(|p| p.memory.clone()),
+    };
+    let total = m.mem_total_bytes.unwrap_or(0);
+    let engines: Vec<EngineMem> = cur
+        .engines
+        .iter()
+        .map(|e| {
+            let main = cur
+                .processes
+                .iter()
+                .find(|p| p.sample.pid == e.procs.main_pid);
+            engine_mem(e, main, total, cur.cgroup_mode, m.mem_total_bytes)
+        })
+        .collect();
+    let processes: Vec<ProcMem> = cur
+        .processes
+        .iter()
+        .map(|p| proc_mem(p, m.mem_total_bytes))
+        .collect();
+    let findings = findings(&host, &engines, &processes);
+    MemReport {
+        interval_s: secs,
+        host,
+        engines,
+        processes,
+        findings,
+        missing: cur.missing.clone(),
+    }
+}
+
+fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Note> {
+    let mut n = Vec::new();
+    for e in engines {
+        if let (Some(b), Some(r), Some(s)) = (
+            e.believed_cache_bytes,
+            e.cache_resident_bytes,
+            e.cache_swapped_bytes,
+        ) {
+            let lvl = if s > b / 20 { Level::Warn } else { Level::Info };
+            let untouched = b.saturating_sub(r + s);
+            n.push(Note::new(lvl, format!(
+                "{} (PID {}) believes {} are cached ({}); {} are resident; {} are in swap{}{}",
+                e.engine.name(),
+                e.main_pid,
+                bytes(b),
+                e.belief_source.as_deref().unwrap_or("its settings"),
+                bytes(r),
+                bytes(s),
+                if untouched > b / 20 { format!("; {} not yet touched", bytes(untouched)) } else { String::new() },
+                if lvl == Level::Warn { ": reads of that cache now wait for swap-in, and the engine's wait statistics will not say why" } else { "" }
+            )));
+        }
+        for st in &e.assumption.statements {
+            if st.level == Level::Warn {
+                n.push(Note::new(
+                    Level::Warn,
+                    format!("{}: {}", e.engine.name(), st.text),
+                ));
+            }
+        }
+    }
+    for p in procs {
+        if let (Some(vs), Some(ss)) = (p.vm_swap_bytes, p.smaps_swap_bytes) {
+            if ss > vs + (1 << 20) {
+                n.push(Note::new(Level::Warn, format!(
+                    "PID {}: {} in swap by smaps_rollup, but VmSwap shows {}: the difference is swapped shared memory, which VmSwap never counts",
+                    p.pid,
+                    bytes(ss),
+                    bytes(vs)
+                )));
+            }
+        }
+        if let Some(cg) = &p.cgroup {
+            if cg.oom_kills.unwrap_or(0) > 0 {
+                n.push(Note::new(
+                    Level::Warn,
+                    format!(
+                        "PID {}: its memory cgroup has had {} OOM kill(s)",
+                        p.pid,
+                        cg.oom_kills.unwrap_or(0)
+                    ),
+                ));
+            }
+            if let Some(ps) = cg.pressure.as_ref().and_then(|x| x.full.as_ref()) {
+                if ps.avg10_pct >= 10.0 {
+                    n.push(Note::new(Level::Warn, format!(
+                        "PID {}: its cgroup's tasks were all stalled on memory {:.0}% of the last 10 s (PSI full)",
+                        p.pid, ps.avg10_pct
+                    )));
+                }
+            }
+        }
+    }
+    if let Some(r) = host.swap_in_bytes_per_s {
+        if r > 0.0 {
+            n.push(Note::new(
+                Level::Warn,
+                format!("the host is reading {}/s back from swap", bytes(r as u64)),
+            ));
+        }
+    }
+    if let Some(p) = &host.pressure {
+        if let Some(s) = &p.some {
+            if s.avg10_pct >= 10.0 {
+                n.push(Note::new(
+                    Level::Warn,
+                    format!(
+                        "host memory pressure: some task stalled on memory {:.0}% of the last 10 s",
+                        s.avg10_pct
+                    ),
+                ));
+            }
+        }
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings() -> EngineSettings {
+        EngineSettings::default()
+    }
+
+    #[test]
+    fn mssql_detected_matches_the_seed() {
+        // A 7 GB AKS node (capacity 7113152Ki) without a limit: "Detected 5557 MB of RAM".
+        let a = assume(
+            EngineKind::Mssql,
+            7113152 * 1024,
+            None,
+            CgroupMode::V1,
+            &settings(),
+        );
+        assert_eq!(a.mssql_detected_mb, Some(5557));
+        // With a 3Gi limit: "Detected 2458 MB of RAM".
+        let a = assume(
+            EngineKind::Mssql,
+            7113152 * 1024,
+            Some(3 << 30),
+            CgroupMode::V1,
+            &settings(),
+        );
+        assert_eq!(a.mssql_detected_mb, Some(2458));
+        assert!(a.mssql_old_build_detected_mb.is_none());
+        // On cgroup v2, old builds see the host.
+        let a = assume(
+            EngineKind::Mssql,
+            16 << 30,
+            Some(3 << 30),
+            CgroupMode::V2,
+            &settings(),
+        );
+        assert_eq!(a.mssql_detected_mb, Some(2458));
+        assert_eq!(a.mssql_old_build_detected_mb, Some(13107));
+    }
+
+    #[test]
+    fn mssql_memorylimitmb_and_headroom() {
+        let s = EngineSettings {
+            memory_limit_mb: Some(12288),
+            ..Default::default()
+        };
+        let a = assume(
+            EngineKind::Mssql,
+            16 << 30,
+            Some(12 << 30),
+            CgroupMode::V2,
+            &s,
+        );
+        assert_eq!(a.mssql_detected_mb, Some(12288));
+        assert!(
+            a.statements
+                .iter()
+                .any(|n| n.level == Level::Warn && n.text.contains("no headroom")),
+            "{:?}",
+            a.statements
+        );
+        let s = EngineSettings {
+            memory_limit_mb: Some(10240),
+            ..Default::default()
+        };
+        let a = assume(
+            EngineKind::Mssql,
+            16 << 30,
+            Some(12 << 30),
+            CgroupMode::V2,
+            &s,
+        );
+        assert!(
+            !a.statements.iter().any(|n| n.level == Level::Warn),
+            "{:?}",
+            a.statements
+        );
+    }
+
+    #[test]
+    fn postgres_and_mariadb_caches_against_the_limit() {
+        let s = EngineSettings {
+            shared_buffers_bytes: Some(4 << 30),
+            work_mem_bytes: Some(64 << 20),
+            max_connections: Some(200),
+            maintenance_work_mem_bytes: Some(1 << 30),
+            ..Default::default()
+        };
+        let a = assume(
+            EngineKind::Postgres,
+            32 << 30,
+            Some(2 << 30),
+            CgroupMode::V2,
+            &s,
+        );
+        let w: Vec<&str> = a
+            .statements
+            .iter()
+            .filter(|n| n.level == Level::Warn)
+            .map(|n| n.text.as_str())
+            .collect();
+        assert!(
+            w.iter().any(|t| t.contains("cannot stay resident")),
+            "{w:?}"
+        );
+        assert!(w.iter().any(|t| t.contains("OOM")), "{w:?}");
+        assert_eq!(
+            a.peak_estimate_bytes,
+            Some((4u64 << 30) + 200 * (64 << 20) + (1 << 30))
+        );
+        let m = EngineSettings {
+            innodb_buffer_pool_size_bytes: Some(7 << 30),
+            ..Default::default()
+        };
+        let a = assume(
+            EngineKind::Mariadb,
+            64 << 30,
+            Some(8 << 30),
+            CgroupMode::V1,
+            &m,
+        );
+        assert!(a
+            .statements
+            .iter()
+            .any(|n| n.level == Level::Warn && n.text.contains("over 75%")));
+    }
+
+    #[test]
+    fn rates_never_go_negative() {
+        assert_eq!(rate(Some(10), Some(5), 1.0, 1.0), None);
+        assert_eq!(rate(Some(10), Some(20), 2.0, 4096.0), Some(20480.0));
+        assert_eq!(rate(None, Some(20), 2.0, 1.0), None);
+    }
+}

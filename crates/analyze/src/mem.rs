@@ -63,10 +63,9 @@ pub struct EngineMem {
     pub engine: EngineKind,
     pub main_pid: u32,
     pub processes: usize,
-    /// Resident memory of all its processes, shared pages counted once (sum of Pss).
-    pub resident_bytes: u64,
-    /// Swapped memory of all its processes, shared pages counted once (sum of SwapPss).
-    pub swapped_bytes: u64,
+    /// Private memory of all its processes: resident (RssAnon) and in swap (VmSwap), summed.
+    pub private_resident_bytes: u64,
+    pub private_swapped_bytes: u64,
     /// What the engine believes it holds in memory as cache, and where that figure comes from.
     pub believed_cache_bytes: Option<u64>,
     pub belief_source: Option<String>,
@@ -339,6 +338,11 @@ fn engine_mem(
                 ));
                 swp = Some(seg.swap_bytes);
                 res = Some(seg.resident_bytes);
+                if !seg.resident_exact {
+                    source = source.map(|s| {
+                        format!("{s}; resident is a lower bound: counting it exactly needs root")
+                    });
+                }
             }
         }
         EngineKind::Mssql | EngineKind::Mariadb => {
@@ -355,8 +359,8 @@ fn engine_mem(
         engine: e.procs.kind,
         main_pid: e.procs.main_pid,
         processes: e.procs.pids.len(),
-        resident_bytes: e.pss_bytes,
-        swapped_bytes: e.swap_pss_bytes,
+        private_resident_bytes: e.private_resident_bytes,
+        private_swapped_bytes: e.private_swap_bytes,
         believed_cache_bytes: believed,
         belief_source: source,
         cache_resident_bytes: res,

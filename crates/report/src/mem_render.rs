@@ -91,11 +91,11 @@ fn write_engine(out: &mut dyn Write, e: &EngineMem) -> io::Result<()> {
         out,
         e.engine.name(),
         &format!(
-            "PID {} · {} process(es) · resident {} · in swap {} (shared pages counted once)",
+            "PID {} · {} process(es) · private memory {} resident, {} in swap",
             e.main_pid,
             e.processes,
-            bytes(e.resident_bytes),
-            bytes(e.swapped_bytes)
+            bytes(e.private_resident_bytes),
+            bytes(e.private_swapped_bytes)
         ),
     )?;
     if let Some(b) = e.believed_cache_bytes {
@@ -346,7 +346,7 @@ pub fn watch_line(r: &MemReport, header: bool, out: &mut dyn Write) -> io::Resul
     if header {
         writeln!(
             out,
-            "{:>8} {:>10} {:>10} {:>11} {:>11} {:>7}  engines: resident / in swap / cache in swap",
+            "{:>8} {:>10} {:>10} {:>11} {:>11} {:>7}  engines: cache resident / cache in swap / private in swap",
             "time", "available", "swap used", "swap-in/s", "swap-out/s", "psi10"
         )?;
     }
@@ -363,9 +363,9 @@ pub fn watch_line(r: &MemReport, header: bool, out: &mut dyn Write) -> io::Resul
                 "{} {}: {} / {} / {}",
                 e.engine.name(),
                 e.main_pid,
-                bytes(e.resident_bytes),
-                bytes(e.swapped_bytes),
-                opt_bytes(e.cache_swapped_bytes)
+                opt_bytes(e.cache_resident_bytes),
+                opt_bytes(e.cache_swapped_bytes),
+                bytes(e.private_swapped_bytes)
             )
         })
         .collect();

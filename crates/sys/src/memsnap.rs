@@ -28,19 +28,21 @@ pub struct SharedSegment {
     pub size_bytes: u64,
     /// Pages of the segment in swap (smaps counts these for the whole shared object).
     pub swap_bytes: u64,
-    /// Resident pages mapped by at least one process: the sum over processes of the mapping's
-    /// Pss, which splits each shared page among its users.
+    /// Resident pages of the segment.
     pub resident_bytes: u64,
+    /// True when counted exactly (mincore through map_files, root); false when it is the sum
+    /// of the live processes' Pss, which misses pages no live process has mapped.
+    pub resident_exact: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineSample {
     pub procs: EngineProcs,
     pub settings: EngineSettings,
-    /// smaps_rollup sums over every process of the engine (Pss and SwapPss split shared pages
-    /// among their users, so the sums count shared memory once).
-    pub pss_bytes: u64,
-    pub swap_pss_bytes: u64,
+    /// Private (anonymous) memory of all the engine's processes: RssAnon and VmSwap summed.
+    /// Shared memory is in `shared_segment`.
+    pub private_resident_bytes: u64,
+    pub private_swap_bytes: u64,
     pub processes_read: usize,
     pub shared_segment: Option<SharedSegment>,
 }
@@ -133,16 +135,15 @@ pub fn collect(root: &Root, pids: &[u32], find_engines: bool) -> Result<MemSampl
     }
     let mut engines = Vec::new();
     for e in engines_found {
-        let mut pss = 0;
-        let mut swap_pss = 0;
+        let mut anon = 0;
+        let mut vm_swap = 0;
         let mut n = 0;
         for &p in &e.pids {
-            if let Ok(t) = root.read(format!("/proc/{p}/smaps_rollup")) {
-                if let Ok(r) =
-                    process::parse_smaps_rollup(&root.path(format!("/proc/{p}/smaps_rollup")), &t)
-                {
-                    pss += r.pss_bytes.unwrap_or(0);
-                    swap_pss += r.swap_pss_bytes.unwrap_or(0);
+            let f = root.path(format!("/proc/{p}/status"));
+            if let Ok(t) = std::fs::read_to_string(&f) {
+                if let Ok(st) = process::parse_status(&f, &t) {
+                    anon += st.rss_anon_bytes.unwrap_or(0);
+                    vm_swap += st.vm_swap_bytes.unwrap_or(0);
                     n += 1;
                 }
             }
@@ -153,29 +154,38 @@ pub fn collect(root: &Root, pids: &[u32], find_engines: bool) -> Result<MemSampl
             .find(|p| p.sample.pid == e.main_pid)
             .and_then(|p| p.largest.iter().find(|m| m.shared_anonymous()).cloned())
             .map(|seg| {
-                let mut resident = 0;
-                for &p in &e.pids {
-                    if let Ok(maps) = smaps::read_smaps(root, p) {
-                        resident += maps
-                            .iter()
-                            .filter(|m| m.start == seg.start && m.name == seg.name)
-                            .map(|m| m.pss_bytes)
-                            .sum::<u64>();
+                let exact = if root.is_host() {
+                    smaps::shared_resident_bytes(e.main_pid, &seg).ok()
+                } else {
+                    None
+                };
+                let resident = exact.unwrap_or_else(|| {
+                    let mut r = 0;
+                    for &p in &e.pids {
+                        if let Ok(maps) = smaps::read_smaps(root, p) {
+                            r += maps
+                                .iter()
+                                .filter(|m| m.start == seg.start && m.name == seg.name)
+                                .map(|m| m.pss_bytes)
+                                .sum::<u64>();
+                        }
                     }
-                }
+                    r
+                });
                 SharedSegment {
                     name: seg.name.clone(),
                     size_bytes: seg.size_bytes,
                     swap_bytes: seg.swap_bytes,
                     resident_bytes: resident,
+                    resident_exact: exact.is_some(),
                 }
             });
         engines.push(EngineSample {
             shared_segment: segment,
             procs: e,
             settings,
-            pss_bytes: pss,
-            swap_pss_bytes: swap_pss,
+            private_resident_bytes: anon,
+            private_swap_bytes: vm_swap,
             processes_read: n,
         });
     }

@@ -116,6 +116,43 @@ pub fn read_smaps(root: &Root, pid: u32) -> Result<Vec<Mapping>> {
     parse_smaps(&root.path(&abs), &text)
 }
 
+/// Resident pages of another process's shared mapping, counted exactly: open the mapping through
+/// /proc/PID/map_files (root), map it read-only here and ask mincore(2). No page is touched, so
+/// nothing is swapped back in. Swapped and never-touched pages count as not resident.
+pub fn shared_resident_bytes(pid: u32, m: &Mapping) -> std::io::Result<u64> {
+    use std::os::fd::AsRawFd;
+    let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+    let f = std::fs::File::open(&path)?;
+    let len = (m.end - m.start) as usize;
+    // SAFETY: a read-only shared mapping of a file we opened; unmapped below.
+    let addr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    if addr == libc::MAP_FAILED {
+        return Err(std::io::Error::last_os_error());
+    }
+    let page = crate::host::page_size_bytes().unwrap_or(4096) as usize;
+    let mut vec = vec![0u8; len.div_ceil(page)];
+    // SAFETY: addr/len is our mapping; vec has one byte per page.
+    let r = unsafe { libc::mincore(addr, len, vec.as_mut_ptr()) };
+    let err = std::io::Error::last_os_error();
+    // SAFETY: unmapping what we mapped.
+    unsafe {
+        libc::munmap(addr, len);
+    }
+    if r != 0 {
+        return Err(err);
+    }
+    Ok(vec.iter().filter(|b| **b & 1 == 1).count() as u64 * page as u64)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
@@ -258,6 +295,36 @@ Swap:                  0 kB
         assert_eq!(shm.swap_pss_bytes, 32521 * 1024);
         assert!(!m[2].shared() && m[2].name.is_empty());
         assert_eq!(m[2].anonymous_bytes, 1 << 20);
+    }
+
+    #[test]
+    fn mincore_counts_our_own_shared_pages() {
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: /proc/PID/map_files needs root");
+            return;
+        }
+        let len = 64 << 12;
+        // SAFETY: anonymous shared mapping, touched in part, then unmapped.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let page = crate::host::page_size_bytes().unwrap() as usize;
+        for i in 0..16 {
+            unsafe { *(p as *mut u8).add(i * page) = 1 };
+        }
+        let maps = read_smaps(&Root::host(), std::process::id()).unwrap();
+        let m = maps.iter().find(|m| m.start == p as u64).unwrap();
+        let r = shared_resident_bytes(std::process::id(), m).unwrap();
+        unsafe { libc::munmap(p, len) };
+        assert_eq!(r, 16 * page as u64);
     }
 
     #[test]

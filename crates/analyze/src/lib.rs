@@ -5,6 +5,7 @@ use serde::Serialize;
 
 pub mod durability;
 pub mod io;
+pub mod k8s;
 pub mod mem;
 pub mod os;
 pub mod sweep;

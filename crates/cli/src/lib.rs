@@ -8,6 +8,7 @@ use std::io::{self, Write};
 use std::path::PathBuf;
 
 mod cmd_io;
+mod cmd_k8s;
 mod cmd_mem;
 mod cmd_os;
 mod docs;
@@ -90,6 +91,9 @@ pub enum Command {
     /// shared memory, VmSwap does not) next to what the engine believes it caches; what an
     /// engine will assume here (`assume`); and built-in memory pressure (`pressure`).
     Mem(Box<cmd_mem::MemArgs>),
+    /// Kubernetes memory for databases: node allocatable and the pod that fits (`advise`),
+    /// manifest checks (`lint`), and a manifest that passes them (`manifest`).
+    K8s(Box<cmd_k8s::K8sArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -144,6 +148,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Os(a) => cmd_os::run(&cli.global, a),
         Command::Io(a) => cmd_io::run(&cli.global, a),
         Command::Mem(a) => cmd_mem::run(&cli.global, a),
+        Command::K8s(a) => cmd_k8s::run(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 pub mod fmt;
 pub mod io_render;
+pub mod k8s_render;
 pub mod mem_render;
 pub mod os;
 pub mod svg;

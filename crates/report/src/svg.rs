@@ -62,7 +62,10 @@ fn esc(s: &str) -> String {
 
 /// Round numbers for ticks: 1, 2 or 5 times a power of ten.
 pub fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater)
+        || !lo.is_finite()
+        || !hi.is_finite()
+    {
         return vec![lo];
     }
     let raw = (hi - lo) / want.max(1) as f64;

@@ -1,0 +1,1034 @@
+//! Kubernetes memory for databases: node allocatable and a pod size that fits (advise), a linter
+//! for manifests, and the plan for a manifest that passes it.
+
+use crate::units::bytes;
+use marked_yaml::{Node, Span};
+use plumb_sys::smaps::EngineKind;
+use serde::Serialize;
+
+const KI: u64 = 1024;
+const MI: u64 = 1024 * 1024;
+const GI: u64 = 1024 * 1024 * 1024;
+
+/// A Kubernetes quantity in bytes: `4667840Ki`, `3Gi`, `500Mi`, `1G` (decimal), `128974848`,
+/// `129e6`. Fractions of a byte round up, as the API server does.
+pub fn parse_quantity(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_matches('"').trim_matches('\'');
+    let bad =
+        || format!("{s:?} is not a Kubernetes memory quantity (e.g. 3Gi, 500Mi, 4667840Ki, 2G)");
+    if t.is_empty() || t.starts_with('-') {
+        return Err(bad());
+    }
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, suffix) = t.split_at(end);
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let mult: f64 = match suffix {
+        "" => 1.0,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "m" => 1e-3,
+        x if x.starts_with('e') || x.starts_with('E') => {
+            10f64.powi(x[1..].parse::<i32>().map_err(|_| bad())?)
+        }
+        _ => return Err(bad()),
+    };
+    let b = (v * mult).ceil();
+    if !b.is_finite() || b < 0.0 || b > u64::MAX as f64 {
+        return Err(bad());
+    }
+    Ok(b as u64)
+}
+
+/// Bytes as a Kubernetes quantity: exact Gi or Mi when whole, else Ki.
+pub fn quantity(b: u64) -> String {
+    if b == 0 {
+        "0".to_string()
+    } else if b % GI == 0 {
+        format!("{}Gi", b / GI)
+    } else if b % MI == 0 && b > 0 {
+        format!("{}Mi", b / MI)
+    } else {
+        format!("{}Ki", b / KI)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Preset {
+    /// kubeadm / upstream kubelet defaults: no reservations, eviction-hard 100Mi.
+    Kubeadm,
+    /// AKS 1.29+: kube-reserved min(20 MiB x max pods + 50 MiB, 25% of memory), eviction 100Mi.
+    Aks,
+    /// AKS before 1.29: the regressive table, eviction 750Mi.
+    AksPre129,
+    /// GKE: the regressive table, eviction 100Mi.
+    Gke,
+    /// EKS AMIs: kube-reserved 255 MiB + 11 MiB x max pods, eviction 100Mi.
+    Eks,
+}
+
+impl Preset {
+    pub fn parse(s: &str) -> Option<Preset> {
+        match s {
+            "kubeadm" | "default" | "upstream" => Some(Preset::Kubeadm),
+            "aks" => Some(Preset::Aks),
+            "aks-pre-1.29" | "aks-1.28" | "aks-old" => Some(Preset::AksPre129),
+            "gke" => Some(Preset::Gke),
+            "eks" => Some(Preset::Eks),
+            _ => None,
+        }
+    }
+}
+
+/// 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above.
+pub fn regressive(mem: u64) -> (u64, String) {
+    let bands: [(u64, f64, &str); 5] = [
+        (4 * GI, 0.25, "25% of the first 4 GiB"),
+        (4 * GI, 0.20, "20% of the next 4 GiB"),
+        (8 * GI, 0.10, "10% of the next 8 GiB"),
+        (112 * GI, 0.06, "6% of the next 112 GiB"),
+        (u64::MAX, 0.02, "2% above 128 GiB"),
+    ];
+    let mut left = mem;
+    let mut total = 0f64;
+    let mut parts = Vec::new();
+    for (size, pct, label) in bands {
+        if left == 0 {
+            break;
+        }
+        let take = left.min(size);
+        total += take as f64 * pct;
+        parts.push(format!(
+            "{label} ({} of {})",
+            bytes((take as f64 * pct) as u64),
+            bytes(take)
+        ));
+        left -= take;
+    }
+    // The kubelet takes whole MiB.
+    ((total as u64) / MI * MI, parts.join(" + "))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Reservations {
+    pub kube_reserved_bytes: u64,
+    pub system_reserved_bytes: u64,
+    pub eviction_hard_bytes: u64,
+    /// How each figure was reached.
+    pub explain: Vec<String>,
+}
+
+pub fn reservations(preset: Preset, node_memory: u64, max_pods: u32) -> Reservations {
+    let mut e = Vec::new();
+    let (kube, evict) = match preset {
+        Preset::Kubeadm => {
+            e.push("kubeadm / kubelet defaults: no kube-reserved or system-reserved, eviction-hard memory.available<100Mi".into());
+            (0, 100 * MI)
+        }
+        Preset::Aks => {
+            let per_pods = 20 * MI * max_pods as u64 + 50 * MI;
+            let quarter = node_memory / 4 / MI * MI;
+            let k = per_pods.min(quarter);
+            e.push(format!(
+                "AKS 1.29+: kube-reserved = min(20 MiB x {max_pods} pods + 50 MiB = {}, 25% of {} = {}) = {}; eviction-hard 100Mi",
+                bytes(per_pods),
+                bytes(node_memory),
+                bytes(quarter),
+                bytes(k)
+            ));
+            (k, 100 * MI)
+        }
+        Preset::AksPre129 | Preset::Gke => {
+            let (k, how) = regressive(node_memory);
+            let ev = if preset == Preset::AksPre129 {
+                750 * MI
+            } else {
+                100 * MI
+            };
+            e.push(format!(
+                "{}: kube-reserved = {how} = {} (whole MiB); eviction-hard {}",
+                if preset == Preset::Gke {
+                    "GKE"
+                } else {
+                    "AKS before 1.29"
+                },
+                quantity(k),
+                quantity(ev)
+            ));
+            (k, ev)
+        }
+        Preset::Eks => {
+            let k = 255 * MI + 11 * MI * max_pods as u64;
+            e.push(format!("EKS AMI: kube-reserved = 255 MiB + 11 MiB x {max_pods} pods = {}; eviction-hard 100Mi", quantity(k)));
+            (k, 100 * MI)
+        }
+    };
+    Reservations {
+        kube_reserved_bytes: kube,
+        system_reserved_bytes: 0,
+        eviction_hard_bytes: evict,
+        explain: e,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineSettingsAdvice {
+    pub engine: EngineKind,
+    /// (setting, value, why) in the engine's own syntax.
+    pub settings: Vec<(String, String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Advice {
+    pub capacity_bytes: u64,
+    pub reservations: Reservations,
+    pub allocatable_bytes: u64,
+    pub other_requests_bytes: u64,
+    /// What is left for the database pod on this node.
+    pub available_bytes: u64,
+    /// The Guaranteed pod's memory request = limit.
+    pub pod_limit_bytes: u64,
+    pub arithmetic: Vec<String>,
+    pub engine: Option<EngineSettingsAdvice>,
+    /// What happens without a limit.
+    pub without_limit: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+pub struct AdviseInputs {
+    pub capacity: u64,
+    pub node_memory: u64,
+    pub reservations: Reservations,
+    pub other_requests: u64,
+    pub limit: Option<u64>,
+    pub engine: Option<EngineKind>,
+    pub max_connections: u64,
+}
+
+fn mssql_settings(limit: u64) -> EngineSettingsAdvice {
+    // Headroom for the OS and non-SQL processes: 15%, at least 512 MiB, at most 16 GiB.
+    let headroom = (limit as f64 * 0.15).clamp(512.0 * MI as f64, 16.0 * GI as f64) as u64;
+    let mlm = limit.saturating_sub(headroom) / MI;
+    let msm = mlm * 9 / 10;
+    let default = ((limit as f64 / MI as f64) * 0.8).round() as u64;
+    EngineSettingsAdvice {
+        engine: EngineKind::Mssql,
+        settings: vec![
+            (
+                "(unset: 80% of the limit)".into(),
+                default.to_string(),
+                format!("what SQL Server takes when MSSQL_MEMORY_LIMIT_MB is not set: it logs \"Detected {default} MB of RAM\""),
+            ),
+            (
+                "MSSQL_MEMORY_LIMIT_MB".into(),
+                mlm.to_string(),
+                format!("the limit {} less {} headroom for the OS and SQLPAL (15%, at least 512 MiB): SQL Server will log \"Detected {mlm} MB of RAM\"", quantity(limit), bytes(headroom)),
+            ),
+            (
+                "max server memory (MB)".into(),
+                msm.to_string(),
+                "90% of memorylimitmb: it caps only the buffer pool, which must leave room for the rest of SQL Server".into(),
+            ),
+        ],
+    }
+}
+
+fn postgres_settings(limit: u64, conns: u64) -> EngineSettingsAdvice {
+    let sb = limit / 4 / MI * MI;
+    // In a container the page cache is charged to the same limit, so do not count the whole
+    // host's RAM as cache as pgtune's 75% does.
+    let ecs = limit / 2 / MI * MI;
+    let wm = ((limit - sb) / (conns.max(1) * 3) / MI * MI).max(4 * MI);
+    let mwm = (limit / 16 / MI * MI).min(2 * GI);
+    let mb = |b: u64| format!("{}MB", b / MI);
+    EngineSettingsAdvice {
+        engine: EngineKind::Postgres,
+        settings: vec![
+            (
+                "shared_buffers".into(),
+                mb(sb),
+                "25% of the limit (shared memory, charged to the pod)".into(),
+            ),
+            (
+                "effective_cache_size".into(),
+                mb(ecs),
+                "50% of the limit: the page cache lives under the same limit".into(),
+            ),
+            (
+                "work_mem".into(),
+                mb(wm),
+                format!("(limit - shared_buffers) / ({conns} connections x 3), at least 4MB"),
+            ),
+            (
+                "maintenance_work_mem".into(),
+                mb(mwm),
+                "1/16 of the limit, at most 2GB".into(),
+            ),
+            (
+                "max_connections".into(),
+                conns.to_string(),
+                "as given (--max-connections)".into(),
+            ),
+        ],
+    }
+}
+
+fn mariadb_settings(limit: u64) -> EngineSettingsAdvice {
+    let pool = (limit as f64 * 0.65) as u64 / (128 * MI) * (128 * MI);
+    EngineSettingsAdvice {
+        engine: EngineKind::Mariadb,
+        settings: vec![(
+            "innodb_buffer_pool_size".into(),
+            format!("{}M", pool / MI),
+            "65% of the limit, in 128 MiB steps (MariaDB advises 60-70% of the memory available)"
+                .into(),
+        )],
+    }
+}
+
+pub fn engine_settings(engine: EngineKind, limit: u64, conns: u64) -> EngineSettingsAdvice {
+    match engine {
+        EngineKind::Mssql => mssql_settings(limit),
+        EngineKind::Postgres => postgres_settings(limit, conns),
+        EngineKind::Mariadb => mariadb_settings(limit),
+    }
+}
+
+pub fn advise(i: &AdviseInputs) -> Advice {
+    let r = &i.reservations;
+    let reserved = r.kube_reserved_bytes + r.system_reserved_bytes + r.eviction_hard_bytes;
+    let allocatable = i.capacity.saturating_sub(reserved);
+    let available = allocatable.saturating_sub(i.other_requests);
+    let mut arith = vec![format!(
+        "allocatable = capacity {} - kube-reserved {} - system-reserved {} - eviction-hard {} = {} ({})",
+        quantity(i.capacity),
+        quantity(r.kube_reserved_bytes),
+        quantity(r.system_reserved_bytes),
+        quantity(r.eviction_hard_bytes),
+        quantity(allocatable),
+        bytes(allocatable)
+    )];
+    if i.other_requests > 0 {
+        arith.push(format!(
+            "left for the database = allocatable {} - other pods' requests {} = {}",
+            quantity(allocatable),
+            quantity(i.other_requests),
+            quantity(available)
+        ));
+    }
+    let mut warnings = Vec::new();
+    // The pod gets whole MiB, and never more than is left on the node.
+    let pod = match i.limit {
+        Some(l) => {
+            if l > available {
+                warnings.push(format!(
+                    "the requested limit {} is more than the {} left on this node: the pod will not schedule there (request = limit)",
+                    quantity(l),
+                    quantity(available)
+                ));
+            }
+            l
+        }
+        None => available / MI * MI,
+    };
+    arith.push(format!(
+        "pod memory request = limit = {} (Guaranteed QoS: evicted last, oom_score_adj -997, no swap under LimitedSwap)",
+        quantity(pod)
+    ));
+    let engine = i.engine.map(|e| engine_settings(e, pod, i.max_connections));
+    let mut without = Vec::new();
+    if let Some(e) = i.engine {
+        let assumes = match e {
+            EngineKind::Mssql => {
+                let d = ((i.capacity as f64 / MI as f64) * 0.8).round() as u64;
+                without.push(format!(
+                    "Without a limit SQL Server sees the node: 80% of {} = \"Detected {d} MB of RAM\"",
+                    quantity(i.capacity)
+                ));
+                d * MI
+            }
+            EngineKind::Postgres | EngineKind::Mariadb => {
+                without.push(format!(
+                    "Without a limit {} keeps its configured caches, but nothing stops its page cache and connections from growing past the node's allocatable memory",
+                    e.name()
+                ));
+                0
+            }
+        };
+        if assumes > allocatable {
+            without.push(format!(
+                "That is more than the node's allocatable {} ({}): as the engine fills its cache the node crosses eviction-hard, the kubelet reports MemoryPressure and evicts the pod first (BestEffort: usage above its request of 0); the Deployment starts a new pod, the scheduler puts it back on the same node, and the loop repeats, as in the seed (13 pods, 12 of them Evicted)",
+                quantity(allocatable),
+                bytes(allocatable)
+            ));
+        }
+    }
+    Advice {
+        capacity_bytes: i.capacity,
+        reservations: r.clone(),
+        allocatable_bytes: allocatable,
+        other_requests_bytes: i.other_requests,
+        available_bytes: available,
+        pod_limit_bytes: pod,
+        arithmetic: arith,
+        engine,
+        without_limit: without,
+        warnings,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Lint
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Finding {
+    pub file: String,
+    pub line: usize,
+    pub severity: Severity,
+    pub rule: &'static str,
+    pub object: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LintOptions {
+    /// Node allocatable memory: limits above it can never schedule.
+    pub allocatable: Option<u64>,
+}
+
+/// A manifest that could not be read, with file and line.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct YamlError {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for YamlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}: {}", self.file, self.line, self.message)
+    }
+}
+
+fn line_of(span: &Span, offset: usize) -> usize {
+    span.start().map(|m| m.line()).unwrap_or(1) + offset
+}
+
+/// Split a multi-document stream on `---` lines; each document with the line it starts on.
+fn documents(text: &str) -> Vec<(usize, String)> {
+    let mut docs = Vec::new();
+    let mut cur = String::new();
+    let mut start = 0usize;
+    for (i, line) in text.lines().enumerate() {
+        let t = line.trim_end();
+        if t == "---" || t.starts_with("--- ") || t == "..." {
+            if cur
+                .lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+            {
+                docs.push((start, std::mem::take(&mut cur)));
+            } else {
+                cur.clear();
+            }
+            start = i + 1;
+            continue;
+        }
+        cur.push_str(line);
+        cur.push('\n');
+    }
+    if cur
+        .lines()
+        .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+    {
+        docs.push((start, cur));
+    }
+    docs
+}
+
+fn load_error(file: &str, offset: usize, e: &marked_yaml::LoadError) -> YamlError {
+    use marked_yaml::LoadError::*;
+    let m = match e {
+        TopLevelMustBeMapping(m)
+        | TopLevelMustBeSequence(m)
+        | UnexpectedAnchor(m)
+        | MappingKeyMustBeScalar(m)
+        | UnexpectedTag(m)
+        | ScanError(m, _) => Some(m.line()),
+        _ => None,
+    };
+    let msg = match e {
+        TopLevelMustBeMapping(_) => "a Kubernetes object must be a mapping".to_string(),
+        ScanError(_, s) => format!("not valid YAML: {s}"),
+        other => other.to_string(),
+    };
+    YamlError {
+        file: file.to_string(),
+        line: m.unwrap_or(1) + offset,
+        message: msg,
+    }
+}
+
+fn get<'a>(n: &'a Node, path: &[&str]) -> Option<&'a Node> {
+    let mut cur = n;
+    for k in path {
+        cur = cur.as_mapping()?.get_node(k)?;
+    }
+    Some(cur)
+}
+
+fn scalar<'a>(n: &'a Node, path: &[&str]) -> Option<&'a str> {
+    get(n, path)?.as_scalar().map(|s| s.as_str())
+}
+
+fn seq<'a>(n: &'a Node, path: &[&str]) -> Vec<&'a Node> {
+    get(n, path)
+        .and_then(|s| s.as_sequence())
+        .map(|s| s.iter().collect())
+        .unwrap_or_default()
+}
+
+/// Which engine an image runs, if a database.
+pub fn engine_of_image(image: &str) -> Option<EngineKind> {
+    let i = image.to_ascii_lowercase();
+    let name = i.rsplit('/').next().unwrap_or(&i);
+    if i.contains("mssql") || i.contains("sqlserver") || i.contains("sql-server") {
+        Some(EngineKind::Mssql)
+    } else if name.starts_with("postgres")
+        || name.starts_with("postgis")
+        || i.contains("timescale")
+        || i.contains("cloudnative-pg")
+        || i.contains("bitnami/postgresql")
+    {
+        Some(EngineKind::Postgres)
+    } else if name.starts_with("mariadb")
+        || name.starts_with("mysql")
+        || i.contains("bitnami/mariadb")
+    {
+        Some(EngineKind::Mariadb)
+    } else {
+        None
+    }
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    offset: usize,
+    object: String,
+    out: Vec<Finding>,
+}
+
+impl Ctx<'_> {
+    fn add(&mut self, node: &Node, severity: Severity, rule: &'static str, message: String) {
+        self.out.push(Finding {
+            file: self.file.to_string(),
+            line: line_of(node.span(), self.offset),
+            severity,
+            rule,
+            object: self.object.clone(),
+            message,
+        });
+    }
+}
+
+const SECRETISH: [&str; 5] = ["PASSWORD", "PASSWD", "SECRET", "_PWD", "TOKEN"];
+
+/// Lint one file's text. Returns findings, or the first YAML error.
+pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, YamlError> {
+    let mut docs = Vec::new();
+    for (offset, d) in documents(text) {
+        let n = marked_yaml::parse_yaml(0, &d).map_err(|e| load_error(file, offset, &e))?;
+        docs.push((offset, n));
+    }
+    // PVC access modes by name, across the file.
+    let mut rwo_claims: Vec<String> = Vec::new();
+    for (_, d) in &docs {
+        if scalar(d, &["kind"]) == Some("PersistentVolumeClaim") {
+            let modes: Vec<&str> = seq(d, &["spec", "accessModes"])
+                .iter()
+                .filter_map(|m| m.as_scalar().map(|s| s.as_str()))
+                .collect();
+            if modes.contains(&"ReadWriteOnce") || modes.contains(&"ReadWriteOncePod") {
+                if let Some(name) = scalar(d, &["metadata", "name"]) {
+                    rwo_claims.push(name.to_string());
+                }
+            }
+        }
+    }
+    let mut findings = Vec::new();
+    for (offset, d) in &docs {
+        let kind = scalar(d, &["kind"]).unwrap_or("").to_string();
+        let name = scalar(d, &["metadata", "name"])
+            .unwrap_or("(unnamed)")
+            .to_string();
+        let pod_spec = match kind.as_str() {
+            "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
+                get(d, &["spec", "template", "spec"])
+            }
+            "CronJob" => get(d, &["spec", "jobTemplate", "spec", "template", "spec"]),
+            "Pod" => get(d, &["spec"]),
+            _ => None,
+        };
+        let Some(ps) = pod_spec else { continue };
+        let mut cx = Ctx {
+            file,
+            offset: *offset,
+            object: format!("{kind}/{name}"),
+            out: Vec::new(),
+        };
+        // volume name -> claim name
+        let volumes: Vec<(String, Option<String>)> = seq(ps, &["volumes"])
+            .iter()
+            .map(|v| {
+                (
+                    scalar(v, &["name"]).unwrap_or("").to_string(),
+                    scalar(v, &["persistentVolumeClaim", "claimName"]).map(str::to_string),
+                )
+            })
+            .collect();
+        let mut is_db = false;
+        for c in seq(ps, &["containers"]) {
+            let cname = scalar(c, &["name"]).unwrap_or("?");
+            let image = scalar(c, &["image"]).unwrap_or("");
+            let engine = engine_of_image(image);
+            is_db |= engine.is_some();
+            let req = scalar(c, &["resources", "requests", "memory"]);
+            let lim = scalar(c, &["resources", "limits", "memory"]);
+            let at = |p: &[&str]| get(c, p).unwrap_or(c);
+            let lim_b = lim.and_then(|v| parse_quantity(v).ok());
+            let req_b = req.and_then(|v| parse_quantity(v).ok()).or(lim_b);
+            for (v, p) in [
+                (req, &["resources", "requests", "memory"][..]),
+                (lim, &["resources", "limits", "memory"][..]),
+            ] {
+                if let Some(v) = v {
+                    if let Err(e) = parse_quantity(v) {
+                        cx.add(
+                            at(p),
+                            Severity::Error,
+                            "bad-quantity",
+                            format!("container {cname}: {e}"),
+                        );
+                    }
+                }
+            }
+            match (req, lim) {
+                (None, None) => cx.add(
+                    c,
+                    if engine.is_some() { Severity::Error } else { Severity::Warning },
+                    "memory-limits",
+                    format!(
+                        "container {cname} has no memory request or limit: the pod is BestEffort, evicted first under MemoryPressure{}",
+                        match engine {
+                            Some(EngineKind::Mssql) => ", and SQL Server sizes itself from the node's RAM (the seed's eviction loop)",
+                            Some(_) => ", and the database's caches are bounded by nothing but the node",
+                            None => "",
+                        }
+                    ),
+                ),
+                (Some(_), None) => cx.add(
+                    at(&["resources"]),
+                    if engine.is_some() { Severity::Error } else { Severity::Warning },
+                    "memory-limits",
+                    format!("container {cname} has a memory request but no limit: it can grow past the request until the node evicts it"),
+                ),
+                _ => {}
+            }
+            if let (Some(e), Some(r), Some(l)) = (engine, req_b, lim_b) {
+                if r != l {
+                    cx.add(
+                        at(&["resources", "requests", "memory"]),
+                        Severity::Warning,
+                        "request-equals-limit",
+                        format!(
+                            "container {cname} ({}): memory request {} differs from limit {}: Burstable, so it is evicted before Guaranteed pods and may swap under LimitedSwap; set request = limit",
+                            e.name(),
+                            quantity(r),
+                            quantity(l)
+                        ),
+                    );
+                }
+            }
+            if let (Some(l), Some(alloc)) = (lim_b, opts.allocatable) {
+                if l > alloc {
+                    cx.add(
+                        at(&["resources", "limits", "memory"]),
+                        Severity::Error,
+                        "limit-above-allocatable",
+                        format!(
+                            "container {cname}: memory limit {} is above the node's allocatable {}",
+                            quantity(l),
+                            quantity(alloc)
+                        ),
+                    );
+                }
+            }
+            // Environment.
+            let env = seq(c, &["env"]);
+            let env_val = |k: &str| {
+                env.iter()
+                    .find(|e| scalar(e, &["name"]) == Some(k))
+                    .copied()
+            };
+            for e in &env {
+                let n = scalar(e, &["name"]).unwrap_or("");
+                let upper = n.to_ascii_uppercase();
+                if SECRETISH.iter().any(|s| upper.contains(s)) && get(e, &["value"]).is_some() {
+                    cx.add(
+                        get(e, &["value"]).unwrap_or(e),
+                        Severity::Error,
+                        "plaintext-secret",
+                        format!("container {cname}: {n} is given as a plain value; use valueFrom.secretKeyRef"),
+                    );
+                }
+            }
+            let args: Vec<String> = seq(c, &["args"])
+                .iter()
+                .chain(seq(c, &["command"]).iter())
+                .filter_map(|a| a.as_scalar().map(|s| s.to_string()))
+                .collect();
+            match engine {
+                Some(EngineKind::Mssql) => match env_val("MSSQL_MEMORY_LIMIT_MB") {
+                    None => cx.add(
+                        c,
+                        Severity::Warning,
+                        "engine-memory",
+                        format!(
+                            "container {cname}: no MSSQL_MEMORY_LIMIT_MB: SQL Server takes 80% of {}; set it below the limit explicitly",
+                            lim_b.map(quantity).unwrap_or_else(|| "the node's RAM".into())
+                        ),
+                    ),
+                    Some(ev) => {
+                        let v = scalar(ev, &["value"]).and_then(|v| v.trim().parse::<u64>().ok());
+                        if let (Some(mb), Some(l)) = (v, lim_b) {
+                            if mb * MI >= l {
+                                cx.add(ev, Severity::Error, "engine-memory", format!("container {cname}: MSSQL_MEMORY_LIMIT_MB {mb} is not below the memory limit {}: no headroom, OOM kills", quantity(l)));
+                            } else if mb as f64 * MI as f64 > l as f64 * 0.9 {
+                                cx.add(ev, Severity::Warning, "engine-memory", format!("container {cname}: MSSQL_MEMORY_LIMIT_MB {mb} leaves under 10% of the limit {} for the OS and SQLPAL; Microsoft advises 10-20%", quantity(l)));
+                            }
+                        }
+                    }
+                },
+                Some(EngineKind::Postgres) => {
+                    let sb = args.iter().find_map(|a| a.strip_prefix("shared_buffers=")).or_else(|| args.windows(1).find_map(|w| w[0].strip_prefix("-cshared_buffers=")));
+                    match sb {
+                        None => cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: shared_buffers is not set in args (-c shared_buffers=...); the default 128MB ignores the pod's memory")),
+                        Some(v) => {
+                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::pg_memory(v, 8192), lim_b) {
+                                if b as f64 > l as f64 * 0.4 {
+                                    cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: shared_buffers {v} is over 40% of the limit {}; the page cache is charged to the same limit", quantity(l)));
+                                }
+                            }
+                        }
+                    }
+                }
+                Some(EngineKind::Mariadb) => {
+                    let pool = args.iter().find_map(|a| a.strip_prefix("--innodb-buffer-pool-size=").or_else(|| a.strip_prefix("--innodb_buffer_pool_size=")));
+                    match pool {
+                        None => cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: innodb_buffer_pool_size is not set in args; the default 128M ignores the pod's memory")),
+                        Some(v) => {
+                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::my_size(v), lim_b) {
+                                if b as f64 > l as f64 * 0.75 {
+                                    cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: innodb_buffer_pool_size {v} is over 75% of the limit {}", quantity(l)));
+                                }
+                            }
+                        }
+                    }
+                }
+                None => {}
+            }
+            // Storage layout for SQL Server: system, data and log on separate volumes.
+            if engine == Some(EngineKind::Mssql) {
+                let mounts: Vec<(String, String)> = seq(c, &["volumeMounts"])
+                    .iter()
+                    .map(|m| {
+                        (
+                            scalar(m, &["name"]).unwrap_or("").to_string(),
+                            scalar(m, &["mountPath"]).unwrap_or("").to_string(),
+                        )
+                    })
+                    .collect();
+                let vol_for = |path: &str| {
+                    mounts
+                        .iter()
+                        .filter(|(_, mp)| {
+                            path == mp
+                                || path.starts_with(&format!("{}/", mp.trim_end_matches('/')))
+                        })
+                        .max_by_key(|(_, mp)| mp.len())
+                        .map(|(n, _)| n.clone())
+                };
+                let path_of = |k: &str, default: &str| {
+                    env_val(k)
+                        .and_then(|e| scalar(e, &["value"]))
+                        .unwrap_or(default)
+                        .to_string()
+                };
+                let sys = vol_for("/var/opt/mssql");
+                let data = vol_for(&path_of("MSSQL_DATA_DIR", "/var/opt/mssql/data"));
+                let log = vol_for(&path_of("MSSQL_LOG_DIR", "/var/opt/mssql/data"));
+                if sys.is_some() && (sys == data || data == log) {
+                    cx.add(
+                        get(c, &["volumeMounts"]).unwrap_or(c),
+                        Severity::Warning,
+                        "separate-volumes",
+                        format!("container {cname}: system, data and log files share one volume; give data and log their own volumes with MSSQL_DATA_DIR and MSSQL_LOG_DIR"),
+                    );
+                }
+            }
+        }
+        // RWO volumes and rolling updates.
+        if kind == "Deployment" && is_db {
+            let strategy = scalar(d, &["spec", "strategy", "type"]).unwrap_or("RollingUpdate");
+            let replicas = scalar(d, &["spec", "replicas"])
+                .and_then(|r| r.parse::<u64>().ok())
+                .unwrap_or(1);
+            let rwo: Vec<&String> = volumes
+                .iter()
+                .filter_map(|(_, c)| c.as_ref())
+                .filter(|c| rwo_claims.contains(c))
+                .collect();
+            if strategy == "RollingUpdate" && !rwo.is_empty() {
+                cx.add(
+                    get(d, &["spec", "strategy"]).unwrap_or(d),
+                    Severity::Error,
+                    "rwo-rolling-update",
+                    format!(
+                        "strategy {strategy} (the default) with ReadWriteOnce claim {}: the new pod cannot mount the volume while the old one runs, or two database instances share it; use strategy Recreate or a StatefulSet",
+                        rwo.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                );
+            }
+            if replicas > 1 && !rwo.is_empty() {
+                cx.add(d, Severity::Error, "rwo-replicas", format!("{replicas} replicas share ReadWriteOnce claims: one database, one replica (use a StatefulSet for replicas)"));
+            }
+        }
+        findings.extend(cx.out);
+    }
+    findings.sort_by(|a, b| a.line.cmp(&b.line));
+    Ok(findings)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Manifest plan
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkloadKind {
+    Deployment,
+    StatefulSet,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManifestPlan {
+    pub engine: EngineKind,
+    pub kind: WorkloadKind,
+    pub name: String,
+    pub image: String,
+    pub memory_limit_bytes: u64,
+    pub cpu: Option<String>,
+    pub storage_class: Option<String>,
+    pub system_size: String,
+    pub data_size: String,
+    pub log_size: String,
+    pub secret_name: String,
+    pub max_connections: u64,
+    pub settings: EngineSettingsAdvice,
+}
+
+pub fn default_image(e: EngineKind) -> &'static str {
+    match e {
+        EngineKind::Mssql => "mcr.microsoft.com/mssql/server:2022-latest",
+        EngineKind::Postgres => "postgres:16",
+        EngineKind::Mariadb => "mariadb:11",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("4667840Ki"), Ok(4667840 * KI));
+        assert_eq!(parse_quantity("3Gi"), Ok(3 * GI));
+        assert_eq!(parse_quantity("500Mi"), Ok(500 * MI));
+        assert_eq!(parse_quantity("1G"), Ok(1_000_000_000));
+        assert_eq!(parse_quantity("128974848"), Ok(128974848));
+        assert_eq!(parse_quantity("129e6"), Ok(129_000_000));
+        assert!(parse_quantity("12XB").is_err());
+        assert!(parse_quantity("-1Gi").is_err());
+        assert_eq!(quantity(3 * GI), "3Gi");
+        assert_eq!(quantity(4667840 * KI), "4667840Ki");
+        assert_eq!(quantity(1638 * MI), "1638Mi");
+    }
+
+    #[test]
+    fn seed_node_allocatable() {
+        // A Standard_DS2_v2 (7 GiB) on AKS before 1.29; the kubelet reported capacity 7113152Ki.
+        let r = reservations(Preset::AksPre129, 7 * GI, 110);
+        assert_eq!(r.kube_reserved_bytes, 1638 * MI);
+        assert_eq!(r.eviction_hard_bytes, 750 * MI);
+        let a = advise(&AdviseInputs {
+            capacity: 7113152 * KI,
+            node_memory: 7 * GI,
+            reservations: r,
+            other_requests: 0,
+            limit: Some(3 * GI),
+            engine: Some(EngineKind::Mssql),
+            max_connections: 100,
+        });
+        assert_eq!(a.allocatable_bytes, 4667840 * KI);
+        assert!(
+            a.without_limit
+                .iter()
+                .any(|l| l.contains("Detected 5557 MB")),
+            "{:?}",
+            a.without_limit
+        );
+        assert!(a.without_limit.iter().any(|l| l.contains("evicts the pod")));
+    }
+
+    #[test]
+    fn kubernetes_docs_example() {
+        let r = Reservations {
+            kube_reserved_bytes: 2 * GI,
+            system_reserved_bytes: GI,
+            eviction_hard_bytes: 500 * MI,
+            explain: vec![],
+        };
+        let a = advise(&AdviseInputs {
+            capacity: 32 * GI,
+            node_memory: 32 * GI,
+            reservations: r,
+            other_requests: 0,
+            limit: None,
+            engine: None,
+            max_connections: 100,
+        });
+        // 32Gi - 2Gi - 1Gi - 500Mi = 29196Mi, which the documentation rounds to 28.5Gi.
+        assert_eq!(a.allocatable_bytes, 29196 * MI);
+        assert_eq!(crate::units::bytes(a.allocatable_bytes), "28.5 GiB");
+    }
+
+    #[test]
+    fn aks_129_example() {
+        // 8 GB, 30 pods: 20 MiB x 30 + 50 MiB = 650 MiB, less than 25%.
+        let r = reservations(Preset::Aks, 8 * GI, 30);
+        assert_eq!(r.kube_reserved_bytes, 650 * MI);
+        let r = reservations(Preset::Aks, 2 * GI, 110);
+        assert_eq!(r.kube_reserved_bytes, 512 * MI, "capped at 25%");
+    }
+
+    const SEED_NO_LIMITS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: mssql-deployment-2017
+spec:
+  replicas: 1
+  strategy:
+    type: Recreate
+  selector:
+    matchLabels:
+        app: mssql-2017
+  template:
+    metadata:
+      labels:
+        app: mssql-2017
+    spec:
+      containers:
+      - name: mssql
+        image: 'mcr.microsoft.com/mssql/server:2017-CU16-ubuntu'
+        env:
+        - name: SA_PASSWORD
+          valueFrom:
+            secretKeyRef:
+              name: mssql
+              key: SA_PASSWORD
+        volumeMounts:
+        - name: mssqldb
+          mountPath: /var/opt/mssql
+      volumes:
+      - name: mssqldb
+        persistentVolumeClaim:
+          claimName: pvc-sql-2017
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: pvc-sql-2017
+spec:
+  accessModes:
+  - ReadWriteOnce
+";
+
+    #[test]
+    fn lint_flags_the_seed_manifest_with_lines() {
+        let f = lint("seed.yaml", SEED_NO_LIMITS, &LintOptions::default()).unwrap();
+        let limits = f.iter().find(|x| x.rule == "memory-limits").unwrap();
+        assert_eq!(limits.severity, Severity::Error);
+        assert_eq!(limits.line, 18, "{limits:?}");
+        assert!(f.iter().any(|x| x.rule == "separate-volumes"));
+        assert!(f.iter().any(|x| x.rule == "engine-memory"));
+        assert!(!f.iter().any(|x| x.rule == "plaintext-secret"));
+        assert!(
+            !f.iter().any(|x| x.rule == "rwo-rolling-update"),
+            "Recreate is fine"
+        );
+        let rolling = SEED_NO_LIMITS.replace("    type: Recreate\n", "    type: RollingUpdate\n");
+        let f = lint("seed.yaml", &rolling, &LintOptions::default()).unwrap();
+        assert!(f
+            .iter()
+            .any(|x| x.rule == "rwo-rolling-update" && x.severity == Severity::Error));
+    }
+
+    #[test]
+    fn plaintext_password_and_bad_yaml() {
+        let t = "kind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: db\n    image: postgres:16\n    env:\n    - name: POSTGRES_PASSWORD\n      value: hunter2\n";
+        let f = lint("p.yaml", t, &LintOptions::default()).unwrap();
+        let s = f.iter().find(|x| x.rule == "plaintext-secret").unwrap();
+        assert_eq!(s.line, 10);
+        let e = lint(
+            "bad.yaml",
+            "---\nkind: Pod\nspec: [unclosed\n",
+            &LintOptions::default(),
+        )
+        .unwrap_err();
+        assert_eq!(e.file, "bad.yaml");
+        assert!(e.line >= 2, "{e}");
+        let e = lint("list.yaml", "- a\n- b\n", &LintOptions::default()).unwrap_err();
+        assert!(e.message.contains("mapping"), "{e}");
+    }
+
+    #[test]
+    fn images() {
+        assert_eq!(
+            engine_of_image("mcr.microsoft.com/mssql/server:2022-latest"),
+            Some(EngineKind::Mssql)
+        );
+        assert_eq!(engine_of_image("postgres:16"), Some(EngineKind::Postgres));
+        assert_eq!(
+            engine_of_image("docker.io/bitnami/mariadb:11"),
+            Some(EngineKind::Mariadb)
+        );
+        assert_eq!(engine_of_image("nginx:1.25"), None);
+    }
+}

@@ -55,9 +55,9 @@ pub fn parse_quantity(s: &str) -> Result<u64, String> {
 pub fn quantity(b: u64) -> String {
     if b == 0 {
         "0".to_string()
-    } else if b % GI == 0 {
+    } else if b.is_multiple_of(GI) {
         format!("{}Gi", b / GI)
-    } else if b % MI == 0 && b > 0 {
+    } else if b.is_multiple_of(MI) {
         format!("{}Mi", b / MI)
     } else {
         format!("{}Ki", b / KI)
@@ -823,7 +823,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
         }
         findings.extend(cx.out);
     }
-    findings.sort_by(|a, b| a.line.cmp(&b.line));
+    findings.sort_by_key(|f| f.line);
     Ok(findings)
 }
 

@@ -353,8 +353,13 @@ fn swapped_shared_memory_is_seen_by_smaps_not_vmswap() {
 #[test]
 fn finds_a_real_postgres_and_its_shared_buffers() {
     let bin = Path::new("/usr/lib/postgresql/15/bin");
-    if !is_root() || !bin.join("postgres").exists() {
-        eprintln!("skipped: needs root and PostgreSQL 15 server binaries");
+    let has_user = Command::new("id")
+        .arg("postgres")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !is_root() || !bin.join("postgres").exists() || !has_user {
+        eprintln!("skipped: needs root, PostgreSQL 15 server binaries and a postgres user");
         return;
     }
     let d = tempfile::tempdir_in("/tmp").unwrap();

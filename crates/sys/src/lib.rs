@@ -21,6 +21,7 @@ pub mod mount;
 pub mod pressure;
 pub mod process;
 pub mod smaps;
+pub mod rawsample;
 pub mod snapshot;
 pub mod tracefs;
 

@@ -1,0 +1,204 @@
+//! One recording tick: every raw counter and gauge the recorder keeps, as (name, kind, value).
+//! Names follow the metric naming rule (dotted, unit in the name); rates are derived on read.
+
+use crate::{block, cgroup, cpu, mem, mount, pressure, process, Root};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawKind {
+    Counter,
+    Gauge,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawValue {
+    pub name: String,
+    pub kind: RawKind,
+    pub value: u64,
+}
+
+/// What to sample besides the host.
+#[derive(Debug, Clone, Default)]
+pub struct Scope {
+    pub pids: Vec<u32>,
+}
+
+/// Devices worth recording: whole disks and dm/md devices, but not idle loop or ram devices.
+fn device_wanted(root: &Root, d: &block::DiskStats) -> bool {
+    if !root.exists(format!("/sys/block/{}", d.name)) {
+        return false; // a partition
+    }
+    if d.name.starts_with("loop") || d.name.starts_with("ram") {
+        return d.reads + d.writes > 0;
+    }
+    true
+}
+
+pub struct Sampler {
+    root: Root,
+    scope: Scope,
+    cg_mounts: Option<cgroup::CgroupMounts>,
+}
+
+impl Sampler {
+    pub fn new(root: Root, scope: Scope) -> Sampler {
+        let cg_mounts = mount::read_mountinfo(&root, None).ok().map(|m| cgroup::CgroupMounts::from_mounts(&m));
+        Sampler { root, scope, cg_mounts }
+    }
+
+    /// Processes that have exited are dropped from the scope (and reported).
+    pub fn take(&mut self) -> (Vec<RawValue>, Vec<u32>) {
+        let mut out = Vec::with_capacity(160);
+        let mut push = |name: String, kind: RawKind, value: Option<u64>| {
+            if let Some(v) = value {
+                out.push(RawValue { name, kind, value: v });
+            }
+        };
+        use RawKind::{Counter as C, Gauge as G};
+        let r = &self.root;
+        if let Ok(st) = cpu::read_stat(r) {
+            let mut ticks = |prefix: &str, t: &cpu::CpuTicks| {
+                push(format!("{prefix}.user_ticks"), C, t.user_ticks.map(|u| u + t.nice_ticks.unwrap_or(0)));
+                push(format!("{prefix}.system_ticks"), C, t.system_ticks);
+                push(format!("{prefix}.irq_ticks"), C, t.irq_ticks.map(|i| i + t.softirq_ticks.unwrap_or(0)));
+                push(format!("{prefix}.iowait_ticks"), C, t.iowait_ticks);
+                push(format!("{prefix}.steal_ticks"), C, t.steal_ticks);
+                push(format!("{prefix}.idle_ticks"), C, t.idle_ticks);
+            };
+            ticks("cpu.all", &st.total);
+            for (id, t) in &st.cpus {
+                ticks(&format!("cpu.cpu{id}"), t);
+            }
+            push("sched.context_switches".into(), C, st.context_switches);
+            push("sched.procs_running".into(), G, st.procs_running);
+            push("sched.procs_blocked".into(), G, st.procs_blocked);
+        }
+        if let Ok(l) = cpu::read_loadavg(r) {
+            push("sched.load1_centi".into(), G, Some((l.load1 * 100.0).round() as u64));
+        }
+        if let Ok(Some(s)) = cpu::read_schedstat(r) {
+            for c in &s.cpus {
+                push(format!("sched.cpu{}.run_delay_ns", c.cpu), C, Some(c.run_delay_ns));
+                push(format!("sched.cpu{}.running_ns", c.cpu), C, Some(c.running_ns));
+            }
+        }
+        if let Ok(Some(p)) = pressure::read_host(r) {
+            for (n, v) in [("cpu", &p.cpu), ("memory", &p.memory), ("io", &p.io)] {
+                if let Some(v) = v {
+                    push(format!("psi.{n}.some_us"), C, v.some.as_ref().map(|l| l.total_us));
+                    push(format!("psi.{n}.full_us"), C, v.full.as_ref().map(|l| l.total_us));
+                }
+            }
+        }
+        if let Ok(m) = mem::read_meminfo(r) {
+            push("mem.total_bytes".into(), G, m.mem_total_bytes);
+            push("mem.free_bytes".into(), G, m.mem_free_bytes);
+            push("mem.available_bytes".into(), G, m.mem_available_bytes);
+            let cache = match (m.cached_bytes, m.buffers_bytes, m.s_reclaimable_bytes) {
+                (None, None, None) => None,
+                (a, b, c) => Some(a.unwrap_or(0) + b.unwrap_or(0) + c.unwrap_or(0)),
+            };
+            push("mem.cache_bytes".into(), G, cache);
+            push("mem.anon_bytes".into(), G, m.anon_pages_bytes);
+            push("mem.shmem_bytes".into(), G, m.shmem_bytes);
+            push("mem.dirty_bytes".into(), G, m.dirty_bytes);
+            push("mem.swap_total_bytes".into(), G, m.swap_total_bytes);
+            push(
+                "mem.swap_used_bytes".into(),
+                G,
+                match (m.swap_total_bytes, m.swap_free_bytes) {
+                    (Some(t), Some(f)) => Some(t.saturating_sub(f)),
+                    _ => None,
+                },
+            );
+        }
+        if let Ok(v) = mem::read_vmstat(r) {
+            push("mem.swap_in_pages".into(), C, v.pswpin_pages);
+            push("mem.swap_out_pages".into(), C, v.pswpout_pages);
+            push("mem.major_faults".into(), C, v.pgmajfault);
+        }
+        if let Ok(disks) = block::read_diskstats(r) {
+            for d in disks.iter().filter(|d| device_wanted(r, d)) {
+                let n = &d.name;
+                push(format!("disk.{n}.reads"), C, Some(d.reads));
+                push(format!("disk.{n}.writes"), C, Some(d.writes));
+                push(format!("disk.{n}.read_bytes"), C, Some(d.read_bytes));
+                push(format!("disk.{n}.write_bytes"), C, Some(d.write_bytes));
+                push(format!("disk.{n}.read_time_ms"), C, Some(d.read_time_ms));
+                push(format!("disk.{n}.write_time_ms"), C, Some(d.write_time_ms));
+                push(format!("disk.{n}.busy_time_ms"), C, Some(d.busy_time_ms));
+                push(format!("disk.{n}.weighted_time_ms"), C, Some(d.weighted_time_ms));
+                push(format!("disk.{n}.flushes"), C, d.flushes);
+                push(format!("disk.{n}.in_flight"), G, Some(d.in_flight));
+            }
+        }
+        let mut gone = Vec::new();
+        for &pid in &self.scope.pids {
+            let p = match process::read(r, pid) {
+                Ok(p) => p,
+                Err(_) => {
+                    gone.push(pid);
+                    continue;
+                }
+            };
+            let pre = format!("proc.{pid}");
+            if let Some(s) = &p.stat {
+                push(format!("{pre}.cpu_ticks"), C, Some(s.utime_ticks + s.stime_ticks));
+                push(format!("{pre}.major_faults"), C, Some(s.major_faults));
+            }
+            if let Some(s) = &p.status {
+                push(format!("{pre}.rss_bytes"), G, s.vm_rss_bytes);
+                push(format!("{pre}.rss_anon_bytes"), G, s.rss_anon_bytes);
+                push(format!("{pre}.rss_shmem_bytes"), G, s.rss_shmem_bytes);
+                push(format!("{pre}.threads"), G, s.threads);
+            }
+            if let Some(s) = &p.smaps_rollup {
+                push(format!("{pre}.swap_bytes"), G, s.swap_bytes);
+            }
+            if let Some(io) = &p.io {
+                push(format!("{pre}.read_bytes"), C, io.read_bytes);
+                push(format!("{pre}.write_bytes"), C, io.write_bytes);
+            }
+            if let Some(s) = &p.schedstat {
+                push(format!("{pre}.run_delay_ns"), C, Some(s.run_delay_ns));
+            }
+            if let Some(cm) = &self.cg_mounts {
+                let cg = cgroup::read_for_process(r, cm, &p.cgroups);
+                if let Some(m) = &cg.memory {
+                    push(format!("{pre}.cgroup_usage_bytes"), G, m.usage_bytes);
+                    push(format!("{pre}.cgroup_swap_bytes"), G, m.swap_bytes);
+                    push(format!("{pre}.cgroup_limit_bytes"), G, m.effective_limit.and_then(|l| l.value()));
+                }
+            }
+        }
+        self.scope.pids.retain(|p| !gone.contains(p));
+        (out, gone)
+    }
+
+    pub fn add_pid(&mut self, pid: u32) {
+        if !self.scope.pids.contains(&pid) {
+            self.scope.pids.push(pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn live_sample_has_the_os_set_with_units_in_names() {
+        let mut s = Sampler::new(Root::host(), Scope { pids: vec![std::process::id()] });
+        let (v, gone) = s.take();
+        assert!(gone.is_empty());
+        let has = |n: &str| v.iter().any(|x| x.name == n);
+        assert!(has("cpu.all.user_ticks") && has("mem.available_bytes") && has("sched.procs_running"));
+        assert!(has(&format!("proc.{}.rss_bytes", std::process::id())));
+        for x in &v {
+            assert!(
+                x.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_' || c == '-'),
+                "{}",
+                x.name
+            );
+        }
+    }
+}

@@ -11,6 +11,7 @@ mod cmd_io;
 mod cmd_k8s;
 mod cmd_mem;
 mod cmd_os;
+mod cmd_record;
 mod docs;
 
 #[derive(Debug, Parser)]
@@ -94,6 +95,17 @@ pub enum Command {
     /// Kubernetes memory for databases: node allocatable and the pod that fits (`advise`),
     /// manifest checks (`lint`), and a manifest that passes them (`manifest`).
     K8s(Box<cmd_k8s::K8sArgs>),
+    /// Record OS (and process) counters at a steady interval into an append-only file; with
+    /// `-- CMD`, while the command runs.
+    Record(Box<cmd_record::RecordArgs>),
+    /// Add a named mark (a phase start or end) to a recording, also while it is recorded.
+    Mark(cmd_record::MarkArgs),
+    /// Turn recordings into a self-contained HTML page of SVG charts (several overlay as runs).
+    Report(cmd_record::ReportArgs),
+    /// Draw chosen metrics of recordings into one SVG chart.
+    Plot(cmd_record::PlotArgs),
+    /// Write a recording's derived metrics as CSV (or JSON Lines with --json).
+    Export(cmd_record::ExportArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -149,6 +161,11 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Io(a) => cmd_io::run(&cli.global, a),
         Command::Mem(a) => cmd_mem::run(&cli.global, a),
         Command::K8s(a) => cmd_k8s::run(&cli.global, a),
+        Command::Record(a) => cmd_record::record(&cli.global, a),
+        Command::Mark(a) => cmd_record::mark(a),
+        Command::Report(a) => cmd_record::report(a),
+        Command::Plot(a) => cmd_record::plot(a),
+        Command::Export(a) => cmd_record::export(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

@@ -18,6 +18,8 @@ pub struct Series {
     pub name: String,
     pub color: &'static str,
     pub dashed: bool,
+    /// Join the points with a line (false: a scatter plot).
+    pub line: bool,
     pub points: Vec<Point>,
 }
 
@@ -87,9 +89,11 @@ pub fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
 
 fn log_ticks(lo: f64, hi: f64) -> Vec<f64> {
     let (a, b) = (lo.log10().floor() as i32, hi.log10().ceil() as i32);
+    // 1-2-5 steps while they fit; only powers of ten over many decades.
+    let mults: &[f64] = if b - a > 3 { &[1.0] } else { &[1.0, 2.0, 5.0] };
     let mut v = Vec::new();
     for e in a..=b {
-        for m in [1.0, 2.0, 5.0] {
+        for &m in mults {
             let x = m * 10f64.powi(e);
             if x >= lo * 0.999 && x <= hi * 1.001 {
                 v.push(x);
@@ -242,7 +246,7 @@ pub fn render(c: &Chart) -> String {
             .iter()
             .map(|p| format!("{:.1},{:.1}", px(p.x), py(p.y)))
             .collect();
-        if path.len() > 1 {
+        if path.len() > 1 && se.line {
             let _ = write!(
                 s,
                 r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"##,
@@ -352,6 +356,7 @@ mod tests {
                 name: "mean".into(),
                 color: PALETTE[0],
                 dashed: false,
+                line: true,
                 points: (1..=4)
                     .map(|i| Point {
                         x: i as f64 * 1000.0,
@@ -377,4 +382,228 @@ mod tests {
         assert!(s.contains("QD 4") && s.contains("knee"));
         assert!(!s.contains("NaN"));
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time charts: lines and stacked areas over time, an optional second axis, marks.
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Draw {
+    Line,
+    /// Stacked on the areas before it (same axis).
+    Area,
+}
+
+#[derive(Debug, Clone)]
+pub struct TimeSeries {
+    pub name: String,
+    pub color: &'static str,
+    pub dashed: bool,
+    pub draw: Draw,
+    /// On the right-hand axis.
+    pub right: bool,
+    /// (seconds from start, value); NaN values are gaps.
+    pub points: Vec<(f64, f64)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct TimeMark {
+    pub t_s: f64,
+    pub label: String,
+}
+
+pub struct TimeChart {
+    pub title: String,
+    pub subtitle: String,
+    pub y_label: String,
+    pub y2_label: Option<String>,
+    pub y_log: bool,
+    pub series: Vec<TimeSeries>,
+    pub marks: Vec<TimeMark>,
+    pub y_fmt: fn(f64) -> String,
+    pub y2_fmt: fn(f64) -> String,
+}
+
+/// Average points into at most `buckets` time buckets (NaNs ignored), keeping charts of long
+/// recordings light.
+pub fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+    if points.len() <= buckets * 2 || buckets == 0 {
+        return points.to_vec();
+    }
+    let (t0, t1) = (points[0].0, points[points.len() - 1].0);
+    let w = ((t1 - t0) / buckets as f64).max(1e-9);
+    let mut out = Vec::with_capacity(buckets);
+    let mut i = 0;
+    for b in 0..buckets {
+        let end = t0 + w * (b + 1) as f64;
+        let (mut sum, mut n, mut tsum, mut cnt) = (0.0, 0usize, 0.0, 0usize);
+        while i < points.len() && (points[i].0 < end || b == buckets - 1) {
+            tsum += points[i].0;
+            cnt += 1;
+            if points[i].1.is_finite() {
+                sum += points[i].1;
+                n += 1;
+            }
+            i += 1;
+        }
+        if cnt > 0 {
+            out.push((tsum / cnt as f64, if n > 0 { sum / n as f64 } else { f64::NAN }));
+        }
+    }
+    out
+}
+
+pub fn fmt_clock(t: f64) -> String {
+    let s = t.max(0.0) as u64;
+    if s >= 3600 {
+        format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
+    } else {
+        format!("{}:{:02}", s / 60, s % 60)
+    }
+}
+
+fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {
+    let span = (t1 - t0).max(1.0);
+    let steps = [1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0];
+    let step = steps.iter().copied().find(|s| span / s <= 8.0).unwrap_or(86400.0);
+    let mut v = Vec::new();
+    let mut t = (t0 / step).ceil() * step;
+    while t <= t1 + 1e-9 {
+        v.push(t);
+        t += step;
+    }
+    v
+}
+
+pub fn render_time(c: &TimeChart) -> String {
+    // Stack areas first (cumulative sums on their own timestamps: all series of a chart share them).
+    let mut drawn: Vec<(usize, Vec<(f64, f64)>, Vec<(f64, f64)>)> = Vec::new(); // (series, top, bottom)
+    let mut base: Vec<(f64, f64)> = Vec::new();
+    for (i, s) in c.series.iter().enumerate() {
+        if s.draw == Draw::Area {
+            let bottom: Vec<(f64, f64)> = if base.len() == s.points.len() { base.clone() } else { s.points.iter().map(|p| (p.0, 0.0)).collect() };
+            let top: Vec<(f64, f64)> = s
+                .points
+                .iter()
+                .zip(bottom.iter())
+                .map(|(p, b)| (p.0, if p.1.is_finite() { b.1 + p.1 } else { b.1 }))
+                .collect();
+            base = top.clone();
+            drawn.push((i, top, bottom));
+        } else {
+            drawn.push((i, s.points.clone(), Vec::new()));
+        }
+    }
+    let all_t: Vec<f64> = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
+    let t0 = all_t.iter().cloned().fold(f64::INFINITY, f64::min).min(c.marks.iter().map(|m| m.t_s).fold(f64::INFINITY, f64::min));
+    let t1 = all_t.iter().cloned().fold(f64::NEG_INFINITY, f64::max).max(c.marks.iter().map(|m| m.t_s).fold(f64::NEG_INFINITY, f64::max));
+    let (t0, t1) = if t0.is_finite() && t1.is_finite() && t1 > t0 { (t0, t1) } else { (0.0, 1.0) };
+    let vals = |right: bool| -> Vec<f64> {
+        drawn
+            .iter()
+            .filter(|(i, _, _)| c.series[*i].right == right)
+            .flat_map(|(_, top, _)| top.iter().map(|p| p.1))
+            .filter(|v| v.is_finite() && (!c.y_log || right || *v > 0.0))
+            .collect()
+    };
+    let (l, r) = (vals(false), vals(true));
+    let range = |v: &[f64]| (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
+    let ya = if l.is_empty() { Axis::new(0.0, 1.0, false) } else { let (a, b) = range(&l); Axis::new(if c.y_log { a } else { a.min(0.0) }, b, c.y_log) };
+    let y2 = if r.is_empty() { None } else { let (a, b) = range(&r); Some(Axis::new(a.min(0.0), b, false)) };
+    let right_pad = if y2.is_some() { 90.0 } else { R };
+    let pw = W - L - right_pad;
+    let ph = H - T - B;
+    let px = |t: f64| L + (t - t0) / (t1 - t0) * pw;
+    let py = |a: &Axis, v: f64| T + ph - a.frac(v).clamp(-0.02, 1.02) * ph;
+
+    let mut s = String::new();
+    let _ = write!(s, r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##);
+    let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = write!(s, r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##, esc(&c.title));
+    let _ = write!(s, r##"<text x="{L}" y="44" fill="#555">{}</text>"##, esc(&c.subtitle));
+    for t in time_ticks(t0, t1) {
+        let x = px(t);
+        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#eeeeee"/>"##, T + ph);
+        let _ = write!(s, r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##, T + ph + 18.0, fmt_clock(t));
+    }
+    for t in ya.ticks() {
+        let y = py(&ya, t);
+        let _ = write!(s, r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##, L + pw);
+        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##, L - 8.0, y + 4.0, esc(&(c.y_fmt)(t)));
+    }
+    if let Some(a2) = &y2 {
+        for t in a2.ticks() {
+            let y = py(a2, t);
+            let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##, L + pw + 6.0, y + 4.0, esc(&(c.y2_fmt)(t)));
+        }
+        if let Some(lbl) = &c.y2_label {
+            let _ = write!(s, r##"<text transform="translate({:.1},{:.1}) rotate(90)" text-anchor="middle">{}</text>"##, W - 8.0, T + ph / 2.0, esc(lbl));
+        }
+    }
+    let _ = write!(s, r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##);
+    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since start (m:ss)</text>"##, L + pw / 2.0, H - 14.0);
+    let _ = write!(s, r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##, T + ph / 2.0, esc(&c.y_label));
+    // Areas first (bottom to top), then lines over them.
+    for pass in [Draw::Area, Draw::Line] {
+        for (i, top, bottom) in &drawn {
+            let se = &c.series[*i];
+            if se.draw != pass {
+                continue;
+            }
+            let axis = if se.right { y2.as_ref().unwrap_or(&ya) } else { &ya };
+            if pass == Draw::Area {
+                let mut d = String::new();
+                for (k, p) in top.iter().enumerate() {
+                    let _ = write!(d, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, px(p.0), py(axis, p.1));
+                }
+                for p in bottom.iter().rev() {
+                    let _ = write!(d, "L{:.1},{:.1} ", px(p.0), py(axis, p.1));
+                }
+                d.push('Z');
+                let _ = write!(s, r##"<path d="{d}" fill="{}" fill-opacity="0.75" stroke="none"/>"##, se.color);
+            } else {
+                // Break the line at gaps.
+                let mut d = String::new();
+                let mut pen_up = true;
+                for p in top {
+                    if !p.1.is_finite() || (c.y_log && !se.right && p.1 <= 0.0) {
+                        pen_up = true;
+                        continue;
+                    }
+                    let _ = write!(d, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, px(p.0), py(axis, p.1));
+                    pen_up = false;
+                }
+                let _ = write!(
+                    s,
+                    r##"<path d="{d}" fill="none" stroke="{}" stroke-width="1.6"{}/>"##,
+                    se.color,
+                    if se.dashed { r#" stroke-dasharray="6 4""# } else { "" }
+                );
+            }
+        }
+    }
+    for m in &c.marks {
+        let x = px(m.t_s);
+        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-dasharray="3 3"/>"##, T + ph);
+        let _ = write!(s, r##"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="end" font-size="11">{}</text>"##, x + 4.0, T + 4.0, esc(&m.label));
+    }
+    // Legend along the top.
+    let mut lx = L;
+    for se in &c.series {
+        let label = format!("{}{}", se.name, if se.right { " (right)" } else { "" });
+        let w = 34.0 + label.len() as f64 * 6.4;
+        if lx + w > W - 10.0 {
+            break;
+        }
+        let ly = T - 10.0;
+        if se.draw == Draw::Area {
+            let _ = write!(s, r##"<rect x="{lx:.1}" y="{:.1}" width="18" height="10" fill="{}"/>"##, ly - 8.0, se.color);
+        } else {
+            let _ = write!(s, r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2"{}/>"##, ly - 3.0, lx + 18.0, ly - 3.0, se.color, if se.dashed { r#" stroke-dasharray="6 4""# } else { "" });
+        }
+        let _ = write!(s, r##"<text x="{:.1}" y="{ly:.1}">{}</text>"##, lx + 22.0, esc(&label));
+        lx += w;
+    }
+    s.push_str("</svg>\n");
+    s
 }

@@ -6,13 +6,14 @@
 //! record  := len:u32le crc:u32le type:u8 payload[len]      crc = crc32(type ++ payload)
 //! type 1  header   JSON Header
 //! type 2  metrics  JSON [MetricDef]           new metric names, before the sample using them
-//! type 3  sample   varint t_ms, varint n, n × (varint id_delta, zigzag varint value_delta)
+//! type 3  sample   varint t_ms, varint n, n × (varint (id_delta << 1 | gone), [zigzag varint value_delta])
 //! type 4  mark     JSON Mark
 //! ```
 //!
 //! Samples store raw counters and gauges as deltas from the previous value of the same metric
-//! (ids ascending within a sample), so a one-second OS sample takes a few hundred bytes. Rates
-//! are derived on read. Every record is written with a single write(2) on an O_APPEND file, so
+//! (ids ascending within a sample). A metric whose value did not change is left out (it keeps its
+//! value); one that disappeared (a process exited) is written once with the `gone` bit. So a
+//! one-second OS sample takes a hundred-odd bytes. Rates are derived on read. Every record is written with a single write(2) on an O_APPEND file, so
 //! other processes (marks) can append to a recording in progress.
 
 use serde::{Deserialize, Serialize};
@@ -144,6 +145,8 @@ pub struct Writer {
     file: File,
     ids: HashMap<String, u32>,
     prev: Vec<u64>,
+    /// Whether each metric had a value in the last sample written.
+    present: Vec<bool>,
     pub bytes_written: u64,
 }
 
@@ -160,6 +163,7 @@ impl Writer {
             file,
             ids: HashMap::new(),
             prev: Vec::new(),
+            present: Vec::new(),
             bytes_written: 0,
         };
         let mut first = MAGIC.to_vec();
@@ -186,6 +190,7 @@ impl Writer {
                     let id = self.ids.len() as u32;
                     self.ids.insert(name.to_string(), id);
                     self.prev.push(0);
+                    self.present.push(false);
                     new_defs.push(MetricDef { id, name: name.to_string(), kind: *kind });
                     id
                 }
@@ -198,17 +203,39 @@ impl Writer {
         if !new_defs.is_empty() {
             buf.extend(frame(T_METRICS, &serde_json::to_vec(&new_defs).expect("defs serialise")));
         }
-        let mut p = Vec::with_capacity(pairs.len() * 3 + 8);
-        put_varint(&mut p, t_ms);
-        put_varint(&mut p, pairs.len() as u64);
-        let mut last_id = 0u32;
-        for (i, (id, v)) in pairs.iter().enumerate() {
-            put_varint(&mut p, if i == 0 { *id as u64 } else { (*id - last_id) as u64 });
-            last_id = *id;
-            let prev = self.prev[*id as usize];
-            put_varint(&mut p, zigzag(v.wrapping_sub(prev) as i64));
-            self.prev[*id as usize] = *v;
+        // What changed: new or different values, and metrics that are gone.
+        let mut now_present = vec![false; self.prev.len()];
+        let mut entries: Vec<(u32, Option<u64>)> = Vec::with_capacity(pairs.len());
+        for (id, v) in &pairs {
+            now_present[*id as usize] = true;
+            if !self.present[*id as usize] || self.prev[*id as usize] != *v {
+                entries.push((*id, Some(*v)));
+            }
         }
+        for (id, was) in self.present.iter().enumerate() {
+            if *was && !now_present[id] {
+                entries.push((id as u32, None));
+            }
+        }
+        entries.sort_unstable_by_key(|e| e.0);
+        let mut p = Vec::with_capacity(entries.len() * 3 + 8);
+        put_varint(&mut p, t_ms);
+        put_varint(&mut p, entries.len() as u64);
+        let mut last_id = 0u32;
+        for (i, (id, v)) in entries.iter().enumerate() {
+            let d = if i == 0 { *id as u64 } else { (*id - last_id) as u64 };
+            last_id = *id;
+            match v {
+                Some(v) => {
+                    put_varint(&mut p, d << 1);
+                    let prev = self.prev[*id as usize];
+                    put_varint(&mut p, zigzag(v.wrapping_sub(prev) as i64));
+                    self.prev[*id as usize] = *v;
+                }
+                None => put_varint(&mut p, (d << 1) | 1),
+            }
+        }
+        self.present = now_present;
         buf.extend(frame(T_SAMPLE, &p));
         self.write(&buf)
     }
@@ -272,6 +299,7 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
     let mut times = Vec::new();
     let mut columns: Vec<Vec<u64>> = Vec::new();
     let mut prev: Vec<u64> = Vec::new();
+    let mut present: Vec<bool> = Vec::new();
     let mut marks = Vec::new();
     let mut damage = None;
     while pos < data.len() {
@@ -324,6 +352,7 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                         metrics.push(d);
                         columns.push(vec![MISSING; times.len()]);
                         prev.push(0);
+                        present.push(false);
                     }
                     if damage.is_some() {
                         break;
@@ -343,28 +372,37 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                 };
                 let row = times.len();
                 times.push(t);
-                for c in columns.iter_mut() {
-                    c.push(MISSING);
-                }
                 let mut id = 0u64;
                 let mut ok = true;
                 for i in 0..n {
-                    let (Some(d), Some(v)) = (get_varint(payload, &mut p), get_varint(payload, &mut p)) else {
+                    let Some(d) = get_varint(payload, &mut p) else {
                         ok = false;
                         break;
                     };
-                    id = if i == 0 { d } else { id + d };
+                    id = if i == 0 { d >> 1 } else { id + (d >> 1) };
                     let Some(slot) = prev.get_mut(id as usize) else {
                         ok = false;
                         break;
                     };
+                    if d & 1 == 1 {
+                        present[id as usize] = false;
+                        continue;
+                    }
+                    let Some(v) = get_varint(payload, &mut p) else {
+                        ok = false;
+                        break;
+                    };
                     *slot = slot.wrapping_add(unzigzag(v) as u64);
-                    columns[id as usize][row] = *slot;
+                    present[id as usize] = true;
+                }
+                // Unchanged metrics keep their value; gone ones are missing from here on.
+                for (c, (v, here)) in columns.iter_mut().zip(prev.iter().zip(present.iter())) {
+                    c.push(if *here { *v } else { MISSING });
                 }
                 if !ok || p != payload.len() {
                     times.pop();
                     for c in columns.iter_mut() {
-                        c.pop();
+                        c.truncate(row);
                     }
                     damage = bad("values do not match the metric definitions");
                     break;
@@ -497,5 +535,23 @@ mod tests {
         // 120 slowly moving counters: a few hundred bytes per sample.
         let per_sample = w.bytes_written / 600;
         assert!(per_sample < 400, "{per_sample} bytes per sample");
+        let r = read(&p).unwrap();
+        assert_eq!(r.column("m.7").unwrap()[599], 599 * (7 * 50 + 3));
+    }
+
+    #[test]
+    fn unchanged_values_carry_and_gone_ones_go_missing() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.plumb");
+        let mut w = Writer::create(&p, &header()).unwrap();
+        w.sample(0, &[("a", Kind::Gauge, 5), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
+        let before = w.bytes_written;
+        w.sample(1000, &[("a", Kind::Gauge, 5), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
+        assert!(w.bytes_written - before < 16, "an unchanged sample is a few bytes");
+        w.sample(2000, &[("a", Kind::Gauge, 6)]).unwrap();
+        w.sample(3000, &[("a", Kind::Gauge, 6), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
+        let r = read(&p).unwrap();
+        assert_eq!(r.column("a").unwrap(), &[5, 5, 6, 6]);
+        assert_eq!(r.column("proc.9.rss_bytes").unwrap(), &[100, 100, MISSING, 100]);
     }
 }

@@ -1,0 +1,317 @@
+//! `plumb record`, `mark`, `report`, `plot`, `export`: 1-second recordings and their charts.
+
+use crate::GlobalArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use plumb_load::units::parse_duration;
+use plumb_report::record_render::{self, Run};
+use plumb_store::{Header, Kind, Mark, Writer};
+use plumb_sys::rawsample::{RawKind, Sampler, Scope};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+#[derive(Debug, Args)]
+pub struct RecordArgs {
+    /// Time between samples.
+    #[arg(long, value_name = "TIME", default_value = "1s")]
+    pub interval: String,
+    /// Stop after this long (default: until Ctrl-C, or until CMD exits).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Also record this process: CPU, RSS and swap, I/O, run-queue delay, its memory cgroup.
+    #[arg(long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Vec<u32>,
+    /// The recording file (default: plumb-DATE-TIME.plumb here). Never overwritten.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// A name for this run, shown when several recordings are overlaid.
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// Run this command, record it with the host while it runs, and stop when it exits.
+    #[arg(last = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct MarkArgs {
+    /// The recording (in progress or finished).
+    pub file: PathBuf,
+    /// The mark's name, e.g. "checkpoint start".
+    pub name: String,
+    #[arg(long)]
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Recordings; several are overlaid as runs.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Directory for index.html (created; an existing index.html there is not overwritten).
+    #[arg(long, value_name = "DIR", default_value = "plumb-report")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Metric names (see `plumb export FILE --list`); repeat for several.
+    #[arg(long = "metric", value_name = "NAME", required = true)]
+    pub metrics: Vec<String>,
+    /// The SVG to write.
+    #[arg(long, value_name = "FILE.svg")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    pub file: PathBuf,
+    /// Only metrics whose name starts with one of these (e.g. disk.vda. or mem.).
+    #[arg(long = "metric", value_name = "PREFIX")]
+    pub metrics: Vec<String>,
+    /// List the metric names with units instead of exporting.
+    #[arg(long)]
+    pub list: bool,
+}
+
+fn now_unix_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn default_out() -> PathBuf {
+    let secs = now_unix_ms() / 1000;
+    // UTC date and time without a date crate: days since the epoch to a civil date.
+    let days = (secs / 86400) as i64;
+    let (y, m, d) = civil(days);
+    let t = secs % 86400;
+    PathBuf::from(format!("plumb-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.plumb", t / 3600, (t / 60) % 60, t % 60))
+}
+
+/// Howard Hinnant's days-to-civil algorithm.
+fn civil(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z.rem_euclid(146097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
+    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if interval < Duration::from_millis(100) {
+        bail!("--interval {}: use 100ms or more", a.interval);
+    }
+    let duration = a.duration.as_deref().map(parse_duration).transpose().map_err(|e| anyhow!("--duration: {e}"))?;
+    let root = g.root()?;
+    for &p in &a.pids {
+        plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
+    }
+    let out = a.out.clone().unwrap_or_else(default_out);
+    if out.exists() {
+        bail!("--out {}: exists; plumb never overwrites a recording", out.display());
+    }
+    let host = plumb_sys::host::read(&root).ok();
+    let cpus = plumb_sys::cpu::read_online_cpus(&root).ok().flatten();
+    let mut labels = std::collections::HashMap::new();
+    labels.insert("run".to_string(), a.name.clone().unwrap_or_else(|| out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()));
+    if !a.cmd.is_empty() {
+        labels.insert("command".to_string(), a.cmd.join(" "));
+    }
+    let started = now_unix_ms();
+    let header = Header {
+        format_version: plumb_store::FORMAT_VERSION,
+        plumb_version: plumb_report::PLUMB_VERSION.to_string(),
+        started_unix_ms: started,
+        interval_ms: interval.as_millis() as u64,
+        hostname: host.as_ref().and_then(|h| h.hostname.clone()),
+        kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
+        cpus,
+        clock_ticks_per_s: plumb_sys::host::clock_ticks_per_s(),
+        page_size_bytes: plumb_sys::host::page_size_bytes(),
+        command_line: crate::cmd_io::command_line(),
+        labels,
+    };
+    plumb_load::signal::install();
+    let mut child = None;
+    let mut scope = Scope { pids: a.pids.clone() };
+    if !a.cmd.is_empty() {
+        let c = std::process::Command::new(&a.cmd[0])
+            .args(&a.cmd[1..])
+            .spawn()
+            .map_err(|e| anyhow!("cannot run {}: {e}", a.cmd[0]))?;
+        scope.pids.push(c.id());
+        child = Some(c);
+    }
+    let mut w = Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
+    if let Some(c) = &child {
+        plumb_store::append_mark(&out, &Mark { t_ms: now_unix_ms().saturating_sub(started), name: "command started".into(), detail: Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))) })?;
+    }
+    eprintln!(
+        "plumb: recording to {} every {:?}{}; Ctrl-C to stop",
+        out.display(),
+        interval,
+        duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
+    );
+    let mut sampler = Sampler::new(root, scope);
+    let t0 = Instant::now();
+    let mut k: u32 = 0;
+    let mut samples = 0u64;
+    let mut late = 0u64;
+    let mut exit_code = None;
+    loop {
+        // Drift-free: the k-th sample is due at start + k x interval; the actual time is stored.
+        let due = t0 + interval * k;
+        while Instant::now() < due {
+            if plumb_load::signal::stop_requested() {
+                break;
+            }
+            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(100)));
+        }
+        if plumb_load::signal::stop_requested() {
+            break;
+        }
+        let t_ms = now_unix_ms().saturating_sub(started);
+        let (vals, gone) = sampler.take();
+        let rows: Vec<(&str, Kind, u64)> = vals
+            .iter()
+            .map(|v| (v.name.as_str(), if v.kind == RawKind::Counter { Kind::Counter } else { Kind::Gauge }, v.value))
+            .collect();
+        w.sample(t_ms, &rows)?;
+        samples += 1;
+        for p in gone {
+            plumb_store::append_mark(&out, &Mark { t_ms, name: format!("PID {p} exited"), detail: None })?;
+        }
+        if let Some(c) = child.as_mut() {
+            if let Some(st) = c.try_wait()? {
+                exit_code = Some(st.code().unwrap_or(128 + 2));
+                plumb_store::append_mark(&out, &Mark { t_ms, name: "command exited".into(), detail: Some(format!("{st}")) })?;
+                break;
+            }
+        }
+        if duration.is_some_and(|d| t0.elapsed() >= d) {
+            break;
+        }
+        // Skip ticks we slept through (a suspended VM, an overloaded host) rather than bunch up.
+        let next = ((t0.elapsed().as_nanos() / interval.as_nanos()) as u32 + 1).max(k + 1);
+        late += (next - k - 1) as u64;
+        k = next;
+    }
+    if let Some(mut c) = child {
+        if exit_code.is_none() {
+            // Ctrl-C reached the command too (same terminal); wait for it.
+            let st = c.wait()?;
+            exit_code = Some(st.code().unwrap_or(130));
+        }
+    }
+    let per = w.bytes_written / samples.max(1);
+    eprintln!(
+        "plumb: {samples} samples in {} ({} bytes, about {} bytes per sample: {:.1} MB per day at this interval){}",
+        out.display(),
+        w.bytes_written,
+        per,
+        per as f64 * 86_400_000.0 / interval.as_millis() as f64 / 1e6,
+        if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
+    );
+    Ok(exit_code.unwrap_or(0))
+}
+
+pub fn mark(a: &MarkArgs) -> Result<i32> {
+    let rec = plumb_store::read(&a.file).map_err(|e| anyhow!("{e}"))?;
+    let t_ms = now_unix_ms().saturating_sub(rec.header.started_unix_ms);
+    plumb_store::append_mark(&a.file, &Mark { t_ms, name: a.name.clone(), detail: a.detail.clone() }).map_err(|e| anyhow!("{e}"))?;
+    Ok(0)
+}
+
+fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
+    let mut v = Vec::new();
+    for f in files {
+        let r = plumb_store::read(f).map_err(|e| anyhow!("{e}"))?;
+        if let Some(d) = &r.damage {
+            eprintln!("plumb: {}: read up to offset {}: {} ({} samples kept)", f.display(), d.offset, d.reason, r.times_ms.len());
+        }
+        v.push(r);
+    }
+    Ok(v)
+}
+
+fn label(r: &plumb_store::Recording, path: &Path, i: usize, n: usize) -> String {
+    let base = r.header.labels.get("run").cloned().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+    if n > 1 && base.is_empty() {
+        format!("run {}", i + 1)
+    } else {
+        base
+    }
+}
+
+pub fn report(a: &ReportArgs) -> Result<i32> {
+    let recs = load(&a.files)?;
+    let runs: Vec<Run> = recs.iter().enumerate().map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len()))).collect();
+    std::fs::create_dir_all(&a.out).with_context(|| format!("--out {}", a.out.display()))?;
+    let index = a.out.join("index.html");
+    if index.exists() {
+        bail!("{} exists; choose another --out directory", index.display());
+    }
+    let html = record_render::html(&runs);
+    std::fs::write(&index, html).with_context(|| format!("cannot write {}", index.display()))?;
+    println!("{}", index.display());
+    Ok(0)
+}
+
+pub fn plot(a: &PlotArgs) -> Result<i32> {
+    let recs = load(&a.files)?;
+    let runs: Vec<Run> = recs.iter().enumerate().map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len()))).collect();
+    for m in &a.metrics {
+        if !runs.iter().any(|r| plumb_analyze::series::find(&r.catalog, m).is_some()) {
+            bail!("--metric {m}: not in the recording (list them with: plumb export {} --list)", a.files[0].display());
+        }
+    }
+    if a.out.exists() {
+        bail!("--out {}: exists; plumb does not overwrite it", a.out.display());
+    }
+    std::fs::write(&a.out, record_render::plot(&runs, &a.metrics)).with_context(|| format!("--out {}", a.out.display()))?;
+    println!("{}", a.out.display());
+    Ok(0)
+}
+
+pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
+    let recs = load(std::slice::from_ref(&a.file))?;
+    let run = Run::new(&recs[0], label(&recs[0], &a.file, 0, 1));
+    let metrics: Vec<_> = run
+        .catalog
+        .iter()
+        .filter(|m| a.metrics.is_empty() || a.metrics.iter().any(|p| m.name.starts_with(p.as_str())))
+        .cloned()
+        .collect();
+    if metrics.is_empty() {
+        bail!("--metric {}: no metric in the recording starts with that", a.metrics.join(", "));
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    use std::io::Write;
+    if a.list {
+        for m in &metrics {
+            writeln!(out, "{:<40} {:<9} {}", m.name, m.unit, m.help)?;
+        }
+    } else if g.format() == plumb_report::Format::Json {
+        record_render::export_jsonl(&run, &metrics, &mut out)?;
+    } else {
+        record_render::export_csv(&run, &metrics, &mut out)?;
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::civil(0), (1970, 1, 1));
+        assert_eq!(super::civil(20779), (2026, 11, 22));
+    }
+}

@@ -1,0 +1,480 @@
+//! Recordings as charts: the self-contained HTML report, single SVG plots, and CSV / JSON Lines
+//! export. Rates come from `plumb_analyze::series`, the one metric list.
+
+use crate::fmt::bytes;
+use crate::svg::{self, Draw, TimeChart, TimeMark, TimeSeries, PALETTE};
+use plumb_analyze::series::{self, MetricInfo};
+use plumb_store::Recording;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// One recording with its derived-metric catalog and a label for overlays.
+pub struct Run<'a> {
+    pub label: String,
+    pub rec: &'a Recording,
+    pub catalog: Vec<MetricInfo>,
+    pub t: Vec<f64>,
+}
+
+impl<'a> Run<'a> {
+    pub fn new(rec: &'a Recording, label: String) -> Run<'a> {
+        Run {
+            label,
+            catalog: series::catalog(rec),
+            t: series::times_s(rec),
+            rec,
+        }
+    }
+
+    pub fn values(&self, name: &str) -> Option<Vec<f64>> {
+        series::find(&self.catalog, name).map(|m| series::compute(self.rec, m))
+    }
+
+    fn points(&self, name: &str) -> Option<Vec<(f64, f64)>> {
+        let v = self.values(name)?;
+        Some(svg::downsample(&self.t.iter().cloned().zip(v).collect::<Vec<_>>(), 800))
+    }
+
+    fn objects(&self, family: &str, suffix: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .catalog
+            .iter()
+            .filter_map(|m| {
+                let rest = m.name.strip_prefix(&format!("{family}."))?;
+                let (obj, field) = rest.split_once('.')?;
+                (field == suffix).then(|| obj.to_string())
+            })
+            .collect();
+        v.dedup();
+        v
+    }
+
+    fn marks(&self, prefix: bool) -> Vec<TimeMark> {
+        self.rec
+            .marks
+            .iter()
+            .map(|m| TimeMark {
+                t_s: m.t_ms as f64 / 1000.0,
+                label: if prefix { format!("{}: {}", self.label, m.name) } else { m.name.clone() },
+            })
+            .collect()
+    }
+}
+
+fn pct(v: f64) -> String {
+    format!("{v:.0}%")
+}
+
+fn count(v: f64) -> String {
+    if v.abs() >= 1e6 {
+        format!("{:.1}M", v / 1e6)
+    } else if v.abs() >= 1e3 {
+        format!("{:.1}k", v / 1e3)
+    } else {
+        format!("{v:.1}")
+    }
+}
+
+fn byte_axis(v: f64) -> String {
+    bytes(v.max(0.0) as u64)
+}
+
+fn byte_rate(v: f64) -> String {
+    format!("{}/s", bytes(v.max(0.0) as u64))
+}
+
+fn ms(v: f64) -> String {
+    if v == 0.0 || v >= 1.0 {
+        format!("{v:.1} ms")
+    } else if v >= 0.1 {
+        format!("{v:.2} ms")
+    } else {
+        format!("{v:.3} ms")
+    }
+}
+
+/// A log axis when a chart's values span more than three decades.
+fn wants_log(series: &[TimeSeries]) -> bool {
+    let v: Vec<f64> = series.iter().filter(|s| !s.right).flat_map(|s| s.points.iter().map(|p| p.1)).filter(|v| v.is_finite() && *v > 0.0).collect();
+    if v.len() < 2 {
+        return false;
+    }
+    let (lo, hi) = (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(0.0, f64::max));
+    hi / lo > 1000.0
+}
+
+fn cpu_chart(r: &Run) -> Option<String> {
+    let parts = [("user", PALETTE[0]), ("system", PALETTE[1]), ("irq", PALETTE[4]), ("iowait", PALETTE[3]), ("steal", "#7f7f7f")];
+    let mut series = Vec::new();
+    for (n, c) in parts {
+        if let Some(p) = r.points(&format!("cpu.all.{n}_pct")) {
+            series.push(TimeSeries { name: n.into(), color: c, dashed: false, draw: Draw::Area, right: false, points: p });
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    if let Some(p) = r.points("sched.runnable_count") {
+        series.push(TimeSeries { name: "runnable tasks".into(), color: "#000000", dashed: false, draw: Draw::Line, right: true, points: p });
+    }
+    Some(svg::render_time(&TimeChart {
+        title: format!("CPU by state — {}", r.label),
+        subtitle: format!("all {} CPUs, % of CPU time; runnable tasks (running or waiting for a CPU) on the right", r.rec.header.cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into())),
+        y_label: "% of CPU time".into(),
+        y2_label: Some("runnable tasks".into()),
+        y_log: false,
+        series,
+        marks: r.marks(false),
+        y_fmt: pct,
+        y2_fmt: count,
+    }))
+}
+
+fn mem_chart(r: &Run) -> Option<String> {
+    let parts = [("anon", "mem.anon_bytes", PALETTE[1]), ("cache", "mem.cache_bytes", PALETTE[0]), ("free", "mem.free_bytes", "#c7e9c0"), ("swap used", "mem.swap_used_bytes", PALETTE[3])];
+    let mut series = Vec::new();
+    for (n, m, c) in parts {
+        if let Some(p) = r.points(m) {
+            series.push(TimeSeries { name: n.into(), color: c, dashed: false, draw: Draw::Area, right: false, points: p });
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    if let Some(p) = r.points("mem.swap_in_bytes_per_s") {
+        if p.iter().any(|x| x.1 > 0.0) {
+            series.push(TimeSeries { name: "swap-in".into(), color: "#000000", dashed: true, draw: Draw::Line, right: true, points: p });
+        }
+    }
+    Some(svg::render_time(&TimeChart {
+        title: format!("Memory — {}", r.label),
+        subtitle: "anon + cache + free ≈ RAM; swap used stacked on top".into(),
+        y_label: "bytes".into(),
+        y2_label: Some("swap-in per second".into()),
+        y_log: false,
+        series,
+        marks: r.marks(false),
+        y_fmt: byte_axis,
+        y2_fmt: byte_rate,
+    }))
+}
+
+fn overlay_marks(runs: &[Run]) -> Vec<TimeMark> {
+    let prefix = runs.len() > 1;
+    runs.iter().flat_map(|r| r.marks(prefix)).collect()
+}
+
+fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
+    let mut series = Vec::new();
+    for (k, r) in runs.iter().enumerate() {
+        let dashed = k % 2 == 1;
+        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        for (m, n, c, right) in [
+            ("read_bytes_per_s", "read", PALETTE[0], false),
+            ("write_bytes_per_s", "write", PALETTE[1], false),
+            ("read_await_ms", "read await", PALETTE[2], true),
+            ("write_await_ms", "write await", PALETTE[4], true),
+        ] {
+            if let Some(p) = r.points(&format!("disk.{dev}.{m}")) {
+                series.push(TimeSeries { name: format!("{n}{tag}"), color: c, dashed, draw: Draw::Line, right, points: p });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let log = wants_log(&series);
+    Some(svg::render_time(&TimeChart {
+        title: format!("Disk {dev}: throughput and latency"),
+        subtitle: "bytes per second (left); mean time per I/O, queued and in service (right)".into(),
+        y_label: "bytes per second".into(),
+        y2_label: Some("await (ms)".into()),
+        y_log: log,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: byte_rate,
+        y2_fmt: ms,
+    }))
+}
+
+fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
+    let mut series = Vec::new();
+    for (k, r) in runs.iter().enumerate() {
+        let (Some(ri), Some(wi)) = (r.values(&format!("disk.{dev}.read_iops")), r.values(&format!("disk.{dev}.write_iops"))) else { continue };
+        let ra = r.values(&format!("disk.{dev}.read_await_ms")).unwrap_or_default();
+        let wa = r.values(&format!("disk.{dev}.write_await_ms")).unwrap_or_default();
+        let mut pts = Vec::new();
+        for i in 0..ri.len() {
+            let (a, b) = (ri[i], wi[i]);
+            let iops = a.max(0.0) + b.max(0.0);
+            if !(iops > 0.0) {
+                continue;
+            }
+            // Mean service time over both directions, weighted by their I/Os.
+            let ra_i = ra.get(i).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
+            let wa_i = wa.get(i).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
+            let lat = (ra_i * a.max(0.0) + wa_i * b.max(0.0)) / iops;
+            pts.push(svg::Point { x: iops, y: lat, y_lo: None, y_hi: None, label: None });
+        }
+        if pts.len() > 4000 {
+            let step = pts.len() / 4000 + 1;
+            pts = pts.into_iter().step_by(step).collect();
+        }
+        if !pts.is_empty() {
+            series.push(svg::Series { name: r.label.clone(), color: PALETTE[k % PALETTE.len()], dashed: false, line: false, points: pts });
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render(&svg::Chart {
+        title: format!("Disk {dev}: IOPS against service time"),
+        subtitle: "one point per second; service time rising with IOPS shows the device queueing".into(),
+        x_label: "I/O per second (reads + writes)".into(),
+        y_label: "mean time per I/O (ms)".into(),
+        x_log: false,
+        y_log: false,
+        series,
+        marks: vec![],
+        x_fmt: |v| count(v),
+        y_fmt: |v| if v == 0.0 || v >= 1.0 { format!("{v:.1}") } else if v >= 0.1 { format!("{v:.2}") } else { format!("{v:.3}") },
+    }))
+}
+
+fn psi_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    for (k, r) in runs.iter().enumerate() {
+        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        for (i, res) in ["cpu", "memory", "io"].iter().enumerate() {
+            for (kind, dashed) in [("some", false), ("full", true)] {
+                if let Some(p) = r.points(&format!("psi.{res}.{kind}_pct")) {
+                    series.push(TimeSeries {
+                        name: format!("{res} {kind}{tag}"),
+                        color: PALETTE[(i + 3 * k) % PALETTE.len()],
+                        dashed,
+                        draw: Draw::Line,
+                        right: false,
+                        points: p,
+                    });
+                }
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Pressure stall information".into(),
+        subtitle: "% of time some task (solid) or all tasks (dashed) stalled on the resource".into(),
+        y_label: "% of time stalled".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: pct,
+        y2_fmt: pct,
+    }))
+}
+
+fn proc_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    for r in runs.iter() {
+        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        for (j, pid) in r.objects("proc", "rss_bytes").iter().enumerate() {
+            if let Some(p) = r.points(&format!("proc.{pid}.rss_bytes")) {
+                series.push(TimeSeries { name: format!("PID {pid} RSS{tag}"), color: PALETTE[(2 * j) % PALETTE.len()], dashed: false, draw: Draw::Line, right: false, points: p });
+            }
+            if let Some(p) = r.points(&format!("proc.{pid}.swap_bytes")) {
+                series.push(TimeSeries { name: format!("PID {pid} swap{tag}"), color: PALETTE[(2 * j + 1) % PALETTE.len()], dashed: true, draw: Draw::Line, right: false, points: p });
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Processes: resident vs swapped".into(),
+        subtitle: "VmRSS (solid) and smaps_rollup Swap, which counts swapped shared memory (dashed)".into(),
+        y_label: "bytes".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: byte_axis,
+        y2_fmt: byte_axis,
+    }))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+}
+
+fn mean(v: &[f64]) -> Option<f64> {
+    let f: Vec<f64> = v.iter().cloned().filter(|x| x.is_finite()).collect();
+    (!f.is_empty()).then(|| f.iter().sum::<f64>() / f.len() as f64)
+}
+
+fn max(v: &[f64]) -> Option<f64> {
+    v.iter().cloned().filter(|x| x.is_finite()).reduce(f64::max)
+}
+
+fn summary(r: &Run) -> String {
+    let h = &r.rec.header;
+    let dur = r.t.last().copied().unwrap_or(0.0);
+    let busy = r.values("cpu.all.idle_pct").and_then(|v| mean(&v)).map(|i| format!("{:.1}%", 100.0 - i)).unwrap_or_else(|| "n/a".into());
+    let steal = r.values("cpu.all.steal_pct").and_then(|v| mean(&v)).map(|v| format!("{v:.1}%")).unwrap_or_else(|| "n/a".into());
+    let rq = r.values("sched.runnable_count").and_then(|v| max(&v)).map(|v| format!("{v:.0}")).unwrap_or_else(|| "n/a".into());
+    let swap = r.values("mem.swap_used_bytes").and_then(|v| max(&v)).map(|v| bytes(v as u64)).unwrap_or_else(|| "n/a".into());
+    let mut s = format!(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{busy}</td><td>{steal}</td><td>{rq}</td><td>{swap}</td></tr>",
+        esc(&r.label),
+        esc(h.hostname.as_deref().unwrap_or("?")),
+        svg::fmt_clock(dur),
+        r.t.len(),
+        bytes(r.rec.file_bytes),
+        r.rec.marks.len()
+    );
+    if let Some(d) = &r.rec.damage {
+        let _ = write!(s, "<tr><td colspan=\"10\" class=\"warn\">{}: read up to offset {}: {}</td></tr>", esc(&r.rec.path.display().to_string()), d.offset, esc(&d.reason));
+    }
+    s
+}
+
+/// The whole report: one self-contained page.
+pub fn html(runs: &[Run]) -> String {
+    let mut body = String::new();
+    let _ = write!(
+        body,
+        "<h1>plumb report</h1><p class=\"sub\">{} recording(s); charts are SVG; everything needed is in this file.</p>",
+        runs.len()
+    );
+    body.push_str("<table><tr><th>run</th><th>host</th><th>length</th><th>samples</th><th>file</th><th>marks</th><th>CPU busy (mean)</th><th>steal (mean)</th><th>runnable (max)</th><th>swap used (max)</th></tr>");
+    for r in runs {
+        body.push_str(&summary(r));
+    }
+    body.push_str("</table>");
+    let mut charts: Vec<(String, String)> = Vec::new();
+    for r in runs {
+        if let Some(c) = cpu_chart(r) {
+            charts.push(("cpu".into(), c));
+        }
+        if let Some(c) = mem_chart(r) {
+            charts.push(("memory".into(), c));
+        }
+    }
+    let mut devs: Vec<String> = runs.iter().flat_map(|r| r.objects("disk", "read_iops")).collect();
+    devs.sort();
+    devs.dedup();
+    // Devices that did nothing add nothing.
+    devs.retain(|d| runs.iter().any(|r| r.values(&format!("disk.{d}.write_iops")).into_iter().chain(r.values(&format!("disk.{d}.read_iops"))).any(|v| max(&v).unwrap_or(0.0) > 0.0)));
+    for d in &devs {
+        if let Some(c) = disk_chart(runs, d) {
+            charts.push((format!("disk-{d}"), c));
+        }
+        if let Some(c) = iops_vs_latency(runs, d) {
+            charts.push((format!("iops-{d}"), c));
+        }
+    }
+    if let Some(c) = psi_chart(runs) {
+        charts.push(("psi".into(), c));
+    }
+    if let Some(c) = proc_chart(runs) {
+        charts.push(("processes".into(), c));
+    }
+    for (id, c) in &charts {
+        let _ = write!(body, "<div class=\"chart\" id=\"{id}\">{c}</div>");
+    }
+    let marks: Vec<String> = runs
+        .iter()
+        .flat_map(|r| r.rec.marks.iter().map(move |m| format!("<li>{} {} — {}{}</li>", esc(&r.label), svg::fmt_clock(m.t_ms as f64 / 1000.0), esc(&m.name), m.detail.as_ref().map(|d| format!(": {}", esc(d))).unwrap_or_default())))
+        .collect();
+    if !marks.is_empty() {
+        let _ = write!(body, "<h2>Marks</h2><ul>{}</ul>", marks.join(""));
+    }
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>plumb report</title><style>\
+body{{font-family:sans-serif;margin:24px;color:#222;max-width:880px}}h1{{margin:0}}.sub{{color:#555}}\
+table{{border-collapse:collapse;margin:16px 0;font-size:13px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
+.warn{{background:#fff3cd}}.chart{{margin:18px 0}}</style></head><body>{body}</body></html>\n"
+    )
+}
+
+/// One chart of chosen metrics over time, runs overlaid.
+pub fn plot(runs: &[Run], metrics: &[String]) -> String {
+    let mut series = Vec::new();
+    for (k, r) in runs.iter().enumerate() {
+        for (j, m) in metrics.iter().enumerate() {
+            if let Some(p) = r.points(m) {
+                series.push(TimeSeries {
+                    name: if runs.len() > 1 { format!("{m} {}", r.label) } else { m.clone() },
+                    color: PALETTE[j % PALETTE.len()],
+                    dashed: k % 2 == 1,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
+            }
+        }
+    }
+    let log = wants_log(&series);
+    svg::render_time(&TimeChart {
+        title: metrics.join(", "),
+        subtitle: runs.iter().map(|r| r.label.clone()).collect::<Vec<_>>().join(" vs "),
+        y_label: metrics.first().cloned().unwrap_or_default(),
+        y2_label: None,
+        y_log: log,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: count,
+        y2_fmt: count,
+    })
+}
+
+/// Wide CSV: one row per sample, one column per derived metric (the metric list's names).
+pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::Result<()> {
+    let cols: Vec<Vec<f64>> = metrics.iter().map(|m| series::compute(r.rec, m)).collect();
+    write!(out, "t_s,unix_ms")?;
+    for m in metrics {
+        write!(out, ",{}", m.name)?;
+    }
+    writeln!(out)?;
+    for i in 0..r.t.len() {
+        write!(out, "{:.3},{}", r.t[i], r.rec.header.started_unix_ms + r.rec.times_ms[i])?;
+        for c in &cols {
+            if c[i].is_finite() {
+                write!(out, ",{}", trim(c[i]))?;
+            } else {
+                write!(out, ",")?;
+            }
+        }
+        writeln!(out)?;
+    }
+    Ok(())
+}
+
+fn trim(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string()
+    }
+}
+
+/// JSON Lines: a sample per line (and a line per mark), each with the JSON envelope.
+pub fn export_jsonl(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> Result<(), crate::Error> {
+    let cols: Vec<Vec<f64>> = metrics.iter().map(|m| series::compute(r.rec, m)).collect();
+    #[derive(serde::Serialize)]
+    struct Sample<'a> {
+        t_s: f64,
+        unix_ms: u64,
+        values: std::collections::BTreeMap<&'a str, f64>,
+    }
+    for i in 0..r.t.len() {
+        let values = metrics.iter().zip(cols.iter()).filter(|(_, c)| c[i].is_finite()).map(|(m, c)| (m.name.as_str(), c[i])).collect();
+        crate::write_json_line(&Sample { t_s: r.t[i], unix_ms: r.rec.header.started_unix_ms + r.rec.times_ms[i], values }, "sample", out)?;
+    }
+    for m in &r.rec.marks {
+        crate::write_json_line(m, "mark", out)?;
+    }
+    Ok(())
+}

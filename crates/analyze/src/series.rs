@@ -37,61 +37,444 @@ pub struct Rule {
     pub help: &'static str,
 }
 
-const CPU_FIELDS: [&str; 6] = ["user_ticks", "system_ticks", "irq_ticks", "iowait_ticks", "steal_ticks", "idle_ticks"];
+const CPU_FIELDS: [&str; 6] = [
+    "user_ticks",
+    "system_ticks",
+    "irq_ticks",
+    "iowait_ticks",
+    "steal_ticks",
+    "idle_ticks",
+];
 
 macro_rules! r {
     ($f:expr, $o:expr, $raw:expr, $d:expr, $how:expr, $u:expr, $h:expr) => {
-        Rule { family: $f, per_object: $o, raw: $raw, derived: $d, how: $how, unit: $u, help: $h }
+        Rule {
+            family: $f,
+            per_object: $o,
+            raw: $raw,
+            derived: $d,
+            how: $how,
+            unit: $u,
+            help: $h,
+        }
     };
 }
 
 pub const RULES: &[Rule] = &[
-    r!("cpu", true, "user_ticks", "user_pct", How::PctOfTicks, "%", "time in user mode (with nice)"),
-    r!("cpu", true, "system_ticks", "system_pct", How::PctOfTicks, "%", "time in the kernel"),
-    r!("cpu", true, "irq_ticks", "irq_pct", How::PctOfTicks, "%", "time in hard and soft interrupts"),
-    r!("cpu", true, "iowait_ticks", "iowait_pct", How::PctOfTicks, "%", "idle with I/O outstanding"),
-    r!("cpu", true, "steal_ticks", "steal_pct", How::PctOfTicks, "%", "time the hypervisor ran something else"),
-    r!("cpu", true, "idle_ticks", "idle_pct", How::PctOfTicks, "%", "idle"),
-    r!("sched", false, "procs_running", "runnable_count", How::Gauge(1.0), "tasks", "tasks running or waiting for a CPU"),
-    r!("sched", false, "procs_blocked", "blocked_count", How::Gauge(1.0), "tasks", "tasks in uninterruptible sleep (I/O)"),
-    r!("sched", false, "context_switches", "context_switches_per_s", How::Rate(1.0), "/s", "context switches"),
-    r!("sched", false, "load1_centi", "load1_tasks", How::Gauge(0.01), "tasks", "1-minute load average"),
-    r!("sched", true, "run_delay_ns", "run_delay_pct", How::PctOfTime(1e9), "%", "task time spent waiting for this CPU, per wall time (over 100 when several wait)"),
-    r!("psi", true, "some_us", "some_pct", How::PctOfTime(1e6), "%", "time some task stalled (PSI)"),
-    r!("psi", true, "full_us", "full_pct", How::PctOfTime(1e6), "%", "time all non-idle tasks stalled (PSI)"),
-    r!("mem", false, "total_bytes", "total_bytes", How::Gauge(1.0), "B", "MemTotal"),
-    r!("mem", false, "free_bytes", "free_bytes", How::Gauge(1.0), "B", "MemFree"),
-    r!("mem", false, "available_bytes", "available_bytes", How::Gauge(1.0), "B", "MemAvailable"),
-    r!("mem", false, "cache_bytes", "cache_bytes", How::Gauge(1.0), "B", "Buffers + Cached + SReclaimable"),
-    r!("mem", false, "anon_bytes", "anon_bytes", How::Gauge(1.0), "B", "AnonPages"),
-    r!("mem", false, "shmem_bytes", "shmem_bytes", How::Gauge(1.0), "B", "Shmem"),
-    r!("mem", false, "dirty_bytes", "dirty_bytes", How::Gauge(1.0), "B", "Dirty"),
-    r!("mem", false, "swap_used_bytes", "swap_used_bytes", How::Gauge(1.0), "B", "swap in use"),
-    r!("mem", false, "swap_in_pages", "swap_in_bytes_per_s", How::PagesPerS, "B/s", "read back from swap"),
-    r!("mem", false, "swap_out_pages", "swap_out_bytes_per_s", How::PagesPerS, "B/s", "written to swap"),
-    r!("mem", false, "major_faults", "major_faults_per_s", How::Rate(1.0), "/s", "page faults that needed I/O"),
-    r!("disk", true, "reads", "read_iops", How::Rate(1.0), "IOPS", "reads completed"),
-    r!("disk", true, "writes", "write_iops", How::Rate(1.0), "IOPS", "writes completed"),
-    r!("disk", true, "read_bytes", "read_bytes_per_s", How::Rate(1.0), "B/s", "bytes read"),
-    r!("disk", true, "write_bytes", "write_bytes_per_s", How::Rate(1.0), "B/s", "bytes written"),
-    r!("disk", true, "read_time_ms", "read_await_ms", How::PerOp("reads"), "ms", "mean time per read, queued and in service"),
-    r!("disk", true, "write_time_ms", "write_await_ms", How::PerOp("writes"), "ms", "mean time per write, queued and in service"),
-    r!("disk", true, "weighted_time_ms", "queue_requests", How::Rate(1e-3), "requests", "mean requests in flight (aqu-sz)"),
-    r!("disk", true, "busy_time_ms", "util_pct", How::PctOfTime(1e3), "%", "time with at least one request in flight"),
-    r!("disk", true, "flushes", "flushes_per_s", How::Rate(1.0), "/s", "cache FLUSH requests completed"),
-    r!("proc", true, "cpu_ticks", "cpu_pct", How::TicksPct, "%", "CPU time, in percent of one CPU"),
-    r!("proc", true, "major_faults", "major_faults_per_s", How::Rate(1.0), "/s", "page faults that needed I/O"),
-    r!("proc", true, "rss_bytes", "rss_bytes", How::Gauge(1.0), "B", "VmRSS"),
-    r!("proc", true, "rss_anon_bytes", "rss_anon_bytes", How::Gauge(1.0), "B", "RssAnon"),
-    r!("proc", true, "rss_shmem_bytes", "rss_shmem_bytes", How::Gauge(1.0), "B", "RssShmem"),
-    r!("proc", true, "swap_bytes", "swap_bytes", How::Gauge(1.0), "B", "smaps_rollup Swap (shared memory included)"),
-    r!("proc", true, "threads", "threads_count", How::Gauge(1.0), "threads", "threads"),
-    r!("proc", true, "read_bytes", "read_bytes_per_s", How::Rate(1.0), "B/s", "bytes read from storage"),
-    r!("proc", true, "write_bytes", "write_bytes_per_s", How::Rate(1.0), "B/s", "bytes written to storage"),
-    r!("proc", true, "run_delay_ns", "run_delay_pct", How::PctOfTime(1e9), "%", "time waiting for a CPU"),
-    r!("proc", true, "cgroup_usage_bytes", "cgroup_usage_bytes", How::Gauge(1.0), "B", "its memory cgroup's usage"),
-    r!("proc", true, "cgroup_swap_bytes", "cgroup_swap_bytes", How::Gauge(1.0), "B", "its memory cgroup's swap"),
-    r!("proc", true, "cgroup_limit_bytes", "cgroup_limit_bytes", How::Gauge(1.0), "B", "its memory cgroup's effective limit"),
+    r!(
+        "cpu",
+        true,
+        "user_ticks",
+        "user_pct",
+        How::PctOfTicks,
+        "%",
+        "time in user mode (with nice)"
+    ),
+    r!(
+        "cpu",
+        true,
+        "system_ticks",
+        "system_pct",
+        How::PctOfTicks,
+        "%",
+        "time in the kernel"
+    ),
+    r!(
+        "cpu",
+        true,
+        "irq_ticks",
+        "irq_pct",
+        How::PctOfTicks,
+        "%",
+        "time in hard and soft interrupts"
+    ),
+    r!(
+        "cpu",
+        true,
+        "iowait_ticks",
+        "iowait_pct",
+        How::PctOfTicks,
+        "%",
+        "idle with I/O outstanding"
+    ),
+    r!(
+        "cpu",
+        true,
+        "steal_ticks",
+        "steal_pct",
+        How::PctOfTicks,
+        "%",
+        "time the hypervisor ran something else"
+    ),
+    r!(
+        "cpu",
+        true,
+        "idle_ticks",
+        "idle_pct",
+        How::PctOfTicks,
+        "%",
+        "idle"
+    ),
+    r!(
+        "sched",
+        false,
+        "procs_running",
+        "runnable_count",
+        How::Gauge(1.0),
+        "tasks",
+        "tasks running or waiting for a CPU"
+    ),
+    r!(
+        "sched",
+        false,
+        "procs_blocked",
+        "blocked_count",
+        How::Gauge(1.0),
+        "tasks",
+        "tasks in uninterruptible sleep (I/O)"
+    ),
+    r!(
+        "sched",
+        false,
+        "context_switches",
+        "context_switches_per_s",
+        How::Rate(1.0),
+        "/s",
+        "context switches"
+    ),
+    r!(
+        "sched",
+        false,
+        "load1_centi",
+        "load1_tasks",
+        How::Gauge(0.01),
+        "tasks",
+        "1-minute load average"
+    ),
+    r!(
+        "sched",
+        true,
+        "run_delay_ns",
+        "run_delay_pct",
+        How::PctOfTime(1e9),
+        "%",
+        "task time spent waiting for this CPU, per wall time (over 100 when several wait)"
+    ),
+    r!(
+        "psi",
+        true,
+        "some_us",
+        "some_pct",
+        How::PctOfTime(1e6),
+        "%",
+        "time some task stalled (PSI)"
+    ),
+    r!(
+        "psi",
+        true,
+        "full_us",
+        "full_pct",
+        How::PctOfTime(1e6),
+        "%",
+        "time all non-idle tasks stalled (PSI)"
+    ),
+    r!(
+        "mem",
+        false,
+        "total_bytes",
+        "total_bytes",
+        How::Gauge(1.0),
+        "B",
+        "MemTotal"
+    ),
+    r!(
+        "mem",
+        false,
+        "free_bytes",
+        "free_bytes",
+        How::Gauge(1.0),
+        "B",
+        "MemFree"
+    ),
+    r!(
+        "mem",
+        false,
+        "available_bytes",
+        "available_bytes",
+        How::Gauge(1.0),
+        "B",
+        "MemAvailable"
+    ),
+    r!(
+        "mem",
+        false,
+        "cache_bytes",
+        "cache_bytes",
+        How::Gauge(1.0),
+        "B",
+        "Buffers + Cached + SReclaimable"
+    ),
+    r!(
+        "mem",
+        false,
+        "anon_bytes",
+        "anon_bytes",
+        How::Gauge(1.0),
+        "B",
+        "AnonPages"
+    ),
+    r!(
+        "mem",
+        false,
+        "shmem_bytes",
+        "shmem_bytes",
+        How::Gauge(1.0),
+        "B",
+        "Shmem"
+    ),
+    r!(
+        "mem",
+        false,
+        "dirty_bytes",
+        "dirty_bytes",
+        How::Gauge(1.0),
+        "B",
+        "Dirty"
+    ),
+    r!(
+        "mem",
+        false,
+        "swap_used_bytes",
+        "swap_used_bytes",
+        How::Gauge(1.0),
+        "B",
+        "swap in use"
+    ),
+    r!(
+        "mem",
+        false,
+        "swap_in_pages",
+        "swap_in_bytes_per_s",
+        How::PagesPerS,
+        "B/s",
+        "read back from swap"
+    ),
+    r!(
+        "mem",
+        false,
+        "swap_out_pages",
+        "swap_out_bytes_per_s",
+        How::PagesPerS,
+        "B/s",
+        "written to swap"
+    ),
+    r!(
+        "mem",
+        false,
+        "major_faults",
+        "major_faults_per_s",
+        How::Rate(1.0),
+        "/s",
+        "page faults that needed I/O"
+    ),
+    r!(
+        "disk",
+        true,
+        "reads",
+        "read_iops",
+        How::Rate(1.0),
+        "IOPS",
+        "reads completed"
+    ),
+    r!(
+        "disk",
+        true,
+        "writes",
+        "write_iops",
+        How::Rate(1.0),
+        "IOPS",
+        "writes completed"
+    ),
+    r!(
+        "disk",
+        true,
+        "read_bytes",
+        "read_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes read"
+    ),
+    r!(
+        "disk",
+        true,
+        "write_bytes",
+        "write_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes written"
+    ),
+    r!(
+        "disk",
+        true,
+        "read_time_ms",
+        "read_await_ms",
+        How::PerOp("reads"),
+        "ms",
+        "mean time per read, queued and in service"
+    ),
+    r!(
+        "disk",
+        true,
+        "write_time_ms",
+        "write_await_ms",
+        How::PerOp("writes"),
+        "ms",
+        "mean time per write, queued and in service"
+    ),
+    r!(
+        "disk",
+        true,
+        "weighted_time_ms",
+        "queue_requests",
+        How::Rate(1e-3),
+        "requests",
+        "mean requests in flight (aqu-sz)"
+    ),
+    r!(
+        "disk",
+        true,
+        "busy_time_ms",
+        "util_pct",
+        How::PctOfTime(1e3),
+        "%",
+        "time with at least one request in flight"
+    ),
+    r!(
+        "disk",
+        true,
+        "flushes",
+        "flushes_per_s",
+        How::Rate(1.0),
+        "/s",
+        "cache FLUSH requests completed"
+    ),
+    r!(
+        "proc",
+        true,
+        "cpu_ticks",
+        "cpu_pct",
+        How::TicksPct,
+        "%",
+        "CPU time, in percent of one CPU"
+    ),
+    r!(
+        "proc",
+        true,
+        "major_faults",
+        "major_faults_per_s",
+        How::Rate(1.0),
+        "/s",
+        "page faults that needed I/O"
+    ),
+    r!(
+        "proc",
+        true,
+        "rss_bytes",
+        "rss_bytes",
+        How::Gauge(1.0),
+        "B",
+        "VmRSS"
+    ),
+    r!(
+        "proc",
+        true,
+        "rss_anon_bytes",
+        "rss_anon_bytes",
+        How::Gauge(1.0),
+        "B",
+        "RssAnon"
+    ),
+    r!(
+        "proc",
+        true,
+        "rss_shmem_bytes",
+        "rss_shmem_bytes",
+        How::Gauge(1.0),
+        "B",
+        "RssShmem"
+    ),
+    r!(
+        "proc",
+        true,
+        "swap_bytes",
+        "swap_bytes",
+        How::Gauge(1.0),
+        "B",
+        "smaps_rollup Swap (shared memory included)"
+    ),
+    r!(
+        "proc",
+        true,
+        "threads",
+        "threads_count",
+        How::Gauge(1.0),
+        "threads",
+        "threads"
+    ),
+    r!(
+        "proc",
+        true,
+        "read_bytes",
+        "read_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes read from storage"
+    ),
+    r!(
+        "proc",
+        true,
+        "write_bytes",
+        "write_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes written to storage"
+    ),
+    r!(
+        "proc",
+        true,
+        "run_delay_ns",
+        "run_delay_pct",
+        How::PctOfTime(1e9),
+        "%",
+        "time waiting for a CPU"
+    ),
+    r!(
+        "proc",
+        true,
+        "cgroup_usage_bytes",
+        "cgroup_usage_bytes",
+        How::Gauge(1.0),
+        "B",
+        "its memory cgroup's usage"
+    ),
+    r!(
+        "proc",
+        true,
+        "cgroup_swap_bytes",
+        "cgroup_swap_bytes",
+        How::Gauge(1.0),
+        "B",
+        "its memory cgroup's swap"
+    ),
+    r!(
+        "proc",
+        true,
+        "cgroup_limit_bytes",
+        "cgroup_limit_bytes",
+        How::Gauge(1.0),
+        "B",
+        "its memory cgroup's effective limit"
+    ),
 ];
 
 /// A derived metric available in a recording.
@@ -121,7 +504,9 @@ fn split(raw: &str) -> Option<(&str, Option<&str>, &str)> {
 pub fn catalog(rec: &Recording) -> Vec<MetricInfo> {
     let mut out: Vec<MetricInfo> = Vec::new();
     for m in &rec.metrics {
-        let Some((fam, obj, field)) = split(&m.name) else { continue };
+        let Some((fam, obj, field)) = split(&m.name) else {
+            continue;
+        };
         for (i, r) in RULES.iter().enumerate() {
             if r.family == fam && r.raw == field && r.per_object == obj.is_some() {
                 let prefix = match obj {
@@ -169,9 +554,12 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
     let r = &RULES[info.rule];
     let n = rec.times_ms.len();
     let mut out = vec![f64::NAN; n];
-    let Some(raw) = col(rec, &format!("{}{}", info.prefix, r.raw)) else { return out };
+    let Some(raw) = col(rec, &format!("{}{}", info.prefix, r.raw)) else {
+        return out;
+    };
     let dt = |i: usize| -> Option<f64> {
-        (i > 0 && rec.times_ms[i] > rec.times_ms[i - 1]).then(|| (rec.times_ms[i] - rec.times_ms[i - 1]) as f64 / 1000.0)
+        (i > 0 && rec.times_ms[i] > rec.times_ms[i - 1])
+            .then(|| (rec.times_ms[i] - rec.times_ms[i - 1]) as f64 / 1000.0)
     };
     let hz = rec.header.clock_ticks_per_s.unwrap_or(100) as f64;
     let page = rec.header.page_size_bytes.unwrap_or(4096) as f64;
@@ -197,7 +585,10 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
             }
         }
         How::PctOfTicks => {
-            let fields: Vec<&[u64]> = CPU_FIELDS.iter().filter_map(|f| col(rec, &format!("{}{f}", info.prefix))).collect();
+            let fields: Vec<&[u64]> = CPU_FIELDS
+                .iter()
+                .filter_map(|f| col(rec, &format!("{}{f}", info.prefix)))
+                .collect();
             for i in 1..n {
                 let total: Option<f64> = fields.iter().map(|c| delta(c, i)).sum();
                 if let (Some(d), Some(t)) = (delta(raw, i), total) {
@@ -256,12 +647,37 @@ mod tests {
 
     #[test]
     fn names_follow_the_rule_and_are_unique() {
-        let units = ["_pct", "_bytes", "_bytes_per_s", "_per_s", "_iops", "_ms", "_count", "_tasks", "_requests"];
+        let units = [
+            "_pct",
+            "_bytes",
+            "_bytes_per_s",
+            "_per_s",
+            "_iops",
+            "_ms",
+            "_count",
+            "_tasks",
+            "_requests",
+        ];
         let mut seen = std::collections::HashSet::new();
         for r in RULES {
-            assert!(units.iter().any(|u| r.derived.ends_with(u)), "{} has no unit suffix", r.derived);
-            assert!(r.derived.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'), "{}", r.derived);
-            assert!(seen.insert((r.family, r.derived)), "{}.{} twice", r.family, r.derived);
+            assert!(
+                units.iter().any(|u| r.derived.ends_with(u)),
+                "{} has no unit suffix",
+                r.derived
+            );
+            assert!(
+                r.derived
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{}",
+                r.derived
+            );
+            assert!(
+                seen.insert((r.family, r.derived)),
+                "{}.{} twice",
+                r.family,
+                r.derived
+            );
         }
     }
 
@@ -269,14 +685,60 @@ mod tests {
     fn rates_shares_and_resets() {
         use Kind::*;
         let r = rec(&[
-            (0, vec![("disk.vda.reads", Counter, 100), ("disk.vda.read_time_ms", Counter, 1000), ("cpu.all.user_ticks", Counter, 0), ("cpu.all.idle_ticks", Counter, 0), ("mem.swap_in_pages", Counter, 10)]),
-            (1000, vec![("disk.vda.reads", Counter, 300), ("disk.vda.read_time_ms", Counter, 1400), ("cpu.all.user_ticks", Counter, 25), ("cpu.all.idle_ticks", Counter, 75), ("mem.swap_in_pages", Counter, 12)]),
+            (
+                0,
+                vec![
+                    ("disk.vda.reads", Counter, 100),
+                    ("disk.vda.read_time_ms", Counter, 1000),
+                    ("cpu.all.user_ticks", Counter, 0),
+                    ("cpu.all.idle_ticks", Counter, 0),
+                    ("mem.swap_in_pages", Counter, 10),
+                ],
+            ),
+            (
+                1000,
+                vec![
+                    ("disk.vda.reads", Counter, 300),
+                    ("disk.vda.read_time_ms", Counter, 1400),
+                    ("cpu.all.user_ticks", Counter, 25),
+                    ("cpu.all.idle_ticks", Counter, 75),
+                    ("mem.swap_in_pages", Counter, 12),
+                ],
+            ),
             // The counter resets (a device re-added): no negative rate.
-            (2000, vec![("disk.vda.reads", Counter, 5), ("disk.vda.read_time_ms", Counter, 5), ("cpu.all.user_ticks", Counter, 50), ("cpu.all.idle_ticks", Counter, 150), ("mem.swap_in_pages", Counter, 12)]),
-            (4000, vec![("disk.vda.reads", Counter, 45), ("disk.vda.read_time_ms", Counter, 85), ("cpu.all.user_ticks", Counter, 50), ("cpu.all.idle_ticks", Counter, 150), ("mem.swap_in_pages", Counter, 12)]),
+            (
+                2000,
+                vec![
+                    ("disk.vda.reads", Counter, 5),
+                    ("disk.vda.read_time_ms", Counter, 5),
+                    ("cpu.all.user_ticks", Counter, 50),
+                    ("cpu.all.idle_ticks", Counter, 150),
+                    ("mem.swap_in_pages", Counter, 12),
+                ],
+            ),
+            (
+                4000,
+                vec![
+                    ("disk.vda.reads", Counter, 45),
+                    ("disk.vda.read_time_ms", Counter, 85),
+                    ("cpu.all.user_ticks", Counter, 50),
+                    ("cpu.all.idle_ticks", Counter, 150),
+                    ("mem.swap_in_pages", Counter, 12),
+                ],
+            ),
         ]);
         let cat = catalog(&r);
-        let v = |n: &str| compute(&r, find(&cat, n).unwrap_or_else(|| panic!("{n} not in {:?}", cat.iter().map(|m| &m.name).collect::<Vec<_>>())));
+        let v = |n: &str| {
+            compute(
+                &r,
+                find(&cat, n).unwrap_or_else(|| {
+                    panic!(
+                        "{n} not in {:?}",
+                        cat.iter().map(|m| &m.name).collect::<Vec<_>>()
+                    )
+                }),
+            )
+        };
         let iops = v("disk.vda.read_iops");
         assert!(iops[0].is_nan());
         assert_eq!(iops[1], 200.0);
@@ -287,6 +749,9 @@ mod tests {
         assert_eq!(aw[3], 2.0);
         assert_eq!(v("cpu.all.user_pct")[1], 25.0);
         assert_eq!(v("mem.swap_in_bytes_per_s")[1], 8192.0);
-        assert!(cat.iter().all(|m| !m.name.contains("_ticks")), "raw names stay raw");
+        assert!(
+            cat.iter().all(|m| !m.name.contains("_ticks")),
+            "raw names stay raw"
+        );
     }
 }

@@ -76,7 +76,10 @@ pub struct ExportArgs {
 }
 
 fn now_unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 fn default_out() -> PathBuf {
@@ -85,7 +88,12 @@ fn default_out() -> PathBuf {
     let days = (secs / 86400) as i64;
     let (y, m, d) = civil(days);
     let t = secs % 86400;
-    PathBuf::from(format!("plumb-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.plumb", t / 3600, (t / 60) % 60, t % 60))
+    PathBuf::from(format!(
+        "plumb-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.plumb",
+        t / 3600,
+        (t / 60) % 60,
+        t % 60
+    ))
 }
 
 /// Howard Hinnant's days-to-civil algorithm.
@@ -107,19 +115,34 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     if interval < Duration::from_millis(100) {
         bail!("--interval {}: use 100ms or more", a.interval);
     }
-    let duration = a.duration.as_deref().map(parse_duration).transpose().map_err(|e| anyhow!("--duration: {e}"))?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| anyhow!("--duration: {e}"))?;
     let root = g.root()?;
     for &p in &a.pids {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
     }
     let out = a.out.clone().unwrap_or_else(default_out);
     if out.exists() {
-        bail!("--out {}: exists; plumb never overwrites a recording", out.display());
+        bail!(
+            "--out {}: exists; plumb never overwrites a recording",
+            out.display()
+        );
     }
     let host = plumb_sys::host::read(&root).ok();
     let cpus = plumb_sys::cpu::read_online_cpus(&root).ok().flatten();
     let mut labels = std::collections::HashMap::new();
-    labels.insert("run".to_string(), a.name.clone().unwrap_or_else(|| out.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()));
+    labels.insert(
+        "run".to_string(),
+        a.name.clone().unwrap_or_else(|| {
+            out.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }),
+    );
     if !a.cmd.is_empty() {
         labels.insert("command".to_string(), a.cmd.join(" "));
     }
@@ -139,7 +162,9 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     };
     plumb_load::signal::install();
     let mut child = None;
-    let mut scope = Scope { pids: a.pids.clone() };
+    let mut scope = Scope {
+        pids: a.pids.clone(),
+    };
     if !a.cmd.is_empty() {
         let c = std::process::Command::new(&a.cmd[0])
             .args(&a.cmd[1..])
@@ -148,9 +173,17 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         scope.pids.push(c.id());
         child = Some(c);
     }
-    let mut w = Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
+    let mut w =
+        Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
     if let Some(c) = &child {
-        plumb_store::append_mark(&out, &Mark { t_ms: now_unix_ms().saturating_sub(started), name: "command started".into(), detail: Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))) })?;
+        plumb_store::append_mark(
+            &out,
+            &Mark {
+                t_ms: now_unix_ms().saturating_sub(started),
+                name: "command started".into(),
+                detail: Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))),
+            },
+        )?;
     }
     eprintln!(
         "plumb: recording to {} every {:?}{}; Ctrl-C to stop",
@@ -180,17 +213,41 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         let (vals, gone) = sampler.take();
         let rows: Vec<(&str, Kind, u64)> = vals
             .iter()
-            .map(|v| (v.name.as_str(), if v.kind == RawKind::Counter { Kind::Counter } else { Kind::Gauge }, v.value))
+            .map(|v| {
+                (
+                    v.name.as_str(),
+                    if v.kind == RawKind::Counter {
+                        Kind::Counter
+                    } else {
+                        Kind::Gauge
+                    },
+                    v.value,
+                )
+            })
             .collect();
         w.sample(t_ms, &rows)?;
         samples += 1;
         for p in gone {
-            plumb_store::append_mark(&out, &Mark { t_ms, name: format!("PID {p} exited"), detail: None })?;
+            plumb_store::append_mark(
+                &out,
+                &Mark {
+                    t_ms,
+                    name: format!("PID {p} exited"),
+                    detail: None,
+                },
+            )?;
         }
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
                 exit_code = Some(st.code().unwrap_or(128 + 2));
-                plumb_store::append_mark(&out, &Mark { t_ms, name: "command exited".into(), detail: Some(format!("{st}")) })?;
+                plumb_store::append_mark(
+                    &out,
+                    &Mark {
+                        t_ms,
+                        name: "command exited".into(),
+                        detail: Some(format!("{st}")),
+                    },
+                )?;
                 break;
             }
         }
@@ -224,7 +281,15 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
 pub fn mark(a: &MarkArgs) -> Result<i32> {
     let rec = plumb_store::read(&a.file).map_err(|e| anyhow!("{e}"))?;
     let t_ms = now_unix_ms().saturating_sub(rec.header.started_unix_ms);
-    plumb_store::append_mark(&a.file, &Mark { t_ms, name: a.name.clone(), detail: a.detail.clone() }).map_err(|e| anyhow!("{e}"))?;
+    plumb_store::append_mark(
+        &a.file,
+        &Mark {
+            t_ms,
+            name: a.name.clone(),
+            detail: a.detail.clone(),
+        },
+    )
+    .map_err(|e| anyhow!("{e}"))?;
     Ok(0)
 }
 
@@ -233,7 +298,13 @@ fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
     for f in files {
         let r = plumb_store::read(f).map_err(|e| anyhow!("{e}"))?;
         if let Some(d) = &r.damage {
-            eprintln!("plumb: {}: read up to offset {}: {} ({} samples kept)", f.display(), d.offset, d.reason, r.times_ms.len());
+            eprintln!(
+                "plumb: {}: read up to offset {}: {} ({} samples kept)",
+                f.display(),
+                d.offset,
+                d.reason,
+                r.times_ms.len()
+            );
         }
         v.push(r);
     }
@@ -241,7 +312,11 @@ fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
 }
 
 fn label(r: &plumb_store::Recording, path: &Path, i: usize, n: usize) -> String {
-    let base = r.header.labels.get("run").cloned().unwrap_or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
+    let base = r.header.labels.get("run").cloned().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
     if n > 1 && base.is_empty() {
         format!("run {}", i + 1)
     } else {
@@ -251,7 +326,11 @@ fn label(r: &plumb_store::Recording, path: &Path, i: usize, n: usize) -> String 
 
 pub fn report(a: &ReportArgs) -> Result<i32> {
     let recs = load(&a.files)?;
-    let runs: Vec<Run> = recs.iter().enumerate().map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len()))).collect();
+    let runs: Vec<Run> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len())))
+        .collect();
     std::fs::create_dir_all(&a.out).with_context(|| format!("--out {}", a.out.display()))?;
     let index = a.out.join("index.html");
     if index.exists() {
@@ -265,16 +344,30 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
 
 pub fn plot(a: &PlotArgs) -> Result<i32> {
     let recs = load(&a.files)?;
-    let runs: Vec<Run> = recs.iter().enumerate().map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len()))).collect();
+    let runs: Vec<Run> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len())))
+        .collect();
     for m in &a.metrics {
-        if !runs.iter().any(|r| plumb_analyze::series::find(&r.catalog, m).is_some()) {
-            bail!("--metric {m}: not in the recording (list them with: plumb export {} --list)", a.files[0].display());
+        if !runs
+            .iter()
+            .any(|r| plumb_analyze::series::find(&r.catalog, m).is_some())
+        {
+            bail!(
+                "--metric {m}: not in the recording (list them with: plumb export {} --list)",
+                a.files[0].display()
+            );
         }
     }
     if a.out.exists() {
-        bail!("--out {}: exists; plumb does not overwrite it", a.out.display());
+        bail!(
+            "--out {}: exists; plumb does not overwrite it",
+            a.out.display()
+        );
     }
-    std::fs::write(&a.out, record_render::plot(&runs, &a.metrics)).with_context(|| format!("--out {}", a.out.display()))?;
+    std::fs::write(&a.out, record_render::plot(&runs, &a.metrics))
+        .with_context(|| format!("--out {}", a.out.display()))?;
     println!("{}", a.out.display());
     Ok(0)
 }
@@ -285,11 +378,16 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
     let metrics: Vec<_> = run
         .catalog
         .iter()
-        .filter(|m| a.metrics.is_empty() || a.metrics.iter().any(|p| m.name.starts_with(p.as_str())))
+        .filter(|m| {
+            a.metrics.is_empty() || a.metrics.iter().any(|p| m.name.starts_with(p.as_str()))
+        })
         .cloned()
         .collect();
     if metrics.is_empty() {
-        bail!("--metric {}: no metric in the recording starts with that", a.metrics.join(", "));
+        bail!(
+            "--metric {}: no metric in the recording starts with that",
+            a.metrics.join(", ")
+        );
     }
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());

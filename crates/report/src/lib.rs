@@ -9,8 +9,8 @@ pub mod fmt;
 pub mod io_render;
 pub mod k8s_render;
 pub mod mem_render;
-pub mod record_render;
 pub mod os;
+pub mod record_render;
 pub mod svg;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).

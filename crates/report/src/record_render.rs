@@ -32,7 +32,10 @@ impl<'a> Run<'a> {
 
     fn points(&self, name: &str) -> Option<Vec<(f64, f64)>> {
         let v = self.values(name)?;
-        Some(svg::downsample(&self.t.iter().cloned().zip(v).collect::<Vec<_>>(), 800))
+        Some(svg::downsample(
+            &self.t.iter().cloned().zip(v).collect::<Vec<_>>(),
+            800,
+        ))
     }
 
     fn objects(&self, family: &str, suffix: &str) -> Vec<String> {
@@ -55,7 +58,11 @@ impl<'a> Run<'a> {
             .iter()
             .map(|m| TimeMark {
                 t_s: m.t_ms as f64 / 1000.0,
-                label: if prefix { format!("{}: {}", self.label, m.name) } else { m.name.clone() },
+                label: if prefix {
+                    format!("{}: {}", self.label, m.name)
+                } else {
+                    m.name.clone()
+                },
             })
             .collect()
     }
@@ -95,27 +102,55 @@ fn ms(v: f64) -> String {
 
 /// A log axis when a chart's values span more than three decades.
 fn wants_log(series: &[TimeSeries]) -> bool {
-    let v: Vec<f64> = series.iter().filter(|s| !s.right).flat_map(|s| s.points.iter().map(|p| p.1)).filter(|v| v.is_finite() && *v > 0.0).collect();
+    let v: Vec<f64> = series
+        .iter()
+        .filter(|s| !s.right)
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .collect();
     if v.len() < 2 {
         return false;
     }
-    let (lo, hi) = (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(0.0, f64::max));
+    let (lo, hi) = (
+        v.iter().cloned().fold(f64::INFINITY, f64::min),
+        v.iter().cloned().fold(0.0, f64::max),
+    );
     hi / lo > 1000.0
 }
 
 fn cpu_chart(r: &Run) -> Option<String> {
-    let parts = [("user", PALETTE[0]), ("system", PALETTE[1]), ("irq", PALETTE[4]), ("iowait", PALETTE[3]), ("steal", "#7f7f7f")];
+    let parts = [
+        ("user", PALETTE[0]),
+        ("system", PALETTE[1]),
+        ("irq", PALETTE[4]),
+        ("iowait", PALETTE[3]),
+        ("steal", "#7f7f7f"),
+    ];
     let mut series = Vec::new();
     for (n, c) in parts {
         if let Some(p) = r.points(&format!("cpu.all.{n}_pct")) {
-            series.push(TimeSeries { name: n.into(), color: c, dashed: false, draw: Draw::Area, right: false, points: p });
+            series.push(TimeSeries {
+                name: n.into(),
+                color: c,
+                dashed: false,
+                draw: Draw::Area,
+                right: false,
+                points: p,
+            });
         }
     }
     if series.is_empty() {
         return None;
     }
     if let Some(p) = r.points("sched.runnable_count") {
-        series.push(TimeSeries { name: "runnable tasks".into(), color: "#000000", dashed: false, draw: Draw::Line, right: true, points: p });
+        series.push(TimeSeries {
+            name: "runnable tasks".into(),
+            color: "#000000",
+            dashed: false,
+            draw: Draw::Line,
+            right: true,
+            points: p,
+        });
     }
     Some(svg::render_time(&TimeChart {
         title: format!("CPU by state — {}", r.label),
@@ -131,11 +166,23 @@ fn cpu_chart(r: &Run) -> Option<String> {
 }
 
 fn mem_chart(r: &Run) -> Option<String> {
-    let parts = [("anon", "mem.anon_bytes", PALETTE[1]), ("cache", "mem.cache_bytes", PALETTE[0]), ("free", "mem.free_bytes", "#c7e9c0"), ("swap used", "mem.swap_used_bytes", PALETTE[3])];
+    let parts = [
+        ("anon", "mem.anon_bytes", PALETTE[1]),
+        ("cache", "mem.cache_bytes", PALETTE[0]),
+        ("free", "mem.free_bytes", "#c7e9c0"),
+        ("swap used", "mem.swap_used_bytes", PALETTE[3]),
+    ];
     let mut series = Vec::new();
     for (n, m, c) in parts {
         if let Some(p) = r.points(m) {
-            series.push(TimeSeries { name: n.into(), color: c, dashed: false, draw: Draw::Area, right: false, points: p });
+            series.push(TimeSeries {
+                name: n.into(),
+                color: c,
+                dashed: false,
+                draw: Draw::Area,
+                right: false,
+                points: p,
+            });
         }
     }
     if series.is_empty() {
@@ -143,7 +190,14 @@ fn mem_chart(r: &Run) -> Option<String> {
     }
     if let Some(p) = r.points("mem.swap_in_bytes_per_s") {
         if p.iter().any(|x| x.1 > 0.0) {
-            series.push(TimeSeries { name: "swap-in".into(), color: "#000000", dashed: true, draw: Draw::Line, right: true, points: p });
+            series.push(TimeSeries {
+                name: "swap-in".into(),
+                color: "#000000",
+                dashed: true,
+                draw: Draw::Line,
+                right: true,
+                points: p,
+            });
         }
     }
     Some(svg::render_time(&TimeChart {
@@ -168,7 +222,11 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
     let mut series = Vec::new();
     for (k, r) in runs.iter().enumerate() {
         let dashed = k % 2 == 1;
-        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
         for (m, n, c, right) in [
             ("read_bytes_per_s", "read", PALETTE[0], false),
             ("write_bytes_per_s", "write", PALETTE[1], false),
@@ -176,7 +234,14 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
             ("write_await_ms", "write await", PALETTE[4], true),
         ] {
             if let Some(p) = r.points(&format!("disk.{dev}.{m}")) {
-                series.push(TimeSeries { name: format!("{n}{tag}"), color: c, dashed, draw: Draw::Line, right, points: p });
+                series.push(TimeSeries {
+                    name: format!("{n}{tag}"),
+                    color: c,
+                    dashed,
+                    draw: Draw::Line,
+                    right,
+                    points: p,
+                });
             }
         }
     }
@@ -186,7 +251,8 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
     let log = wants_log(&series);
     Some(svg::render_time(&TimeChart {
         title: format!("Disk {dev}: throughput and latency"),
-        subtitle: "bytes per second (left); mean time per I/O, queued and in service (right)".into(),
+        subtitle: "bytes per second (left); mean time per I/O, queued and in service (right)"
+            .into(),
         y_label: "bytes per second".into(),
         y2_label: Some("await (ms)".into()),
         y_log: log,
@@ -200,9 +266,18 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
 fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
     let mut series = Vec::new();
     for (k, r) in runs.iter().enumerate() {
-        let (Some(ri), Some(wi)) = (r.values(&format!("disk.{dev}.read_iops")), r.values(&format!("disk.{dev}.write_iops"))) else { continue };
-        let ra = r.values(&format!("disk.{dev}.read_await_ms")).unwrap_or_default();
-        let wa = r.values(&format!("disk.{dev}.write_await_ms")).unwrap_or_default();
+        let (Some(ri), Some(wi)) = (
+            r.values(&format!("disk.{dev}.read_iops")),
+            r.values(&format!("disk.{dev}.write_iops")),
+        ) else {
+            continue;
+        };
+        let ra = r
+            .values(&format!("disk.{dev}.read_await_ms"))
+            .unwrap_or_default();
+        let wa = r
+            .values(&format!("disk.{dev}.write_await_ms"))
+            .unwrap_or_default();
         let mut pts = Vec::new();
         for i in 0..ri.len() {
             let (a, b) = (ri[i], wi[i]);
@@ -214,14 +289,26 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
             let ra_i = ra.get(i).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
             let wa_i = wa.get(i).copied().filter(|v| v.is_finite()).unwrap_or(0.0);
             let lat = (ra_i * a.max(0.0) + wa_i * b.max(0.0)) / iops;
-            pts.push(svg::Point { x: iops, y: lat, y_lo: None, y_hi: None, label: None });
+            pts.push(svg::Point {
+                x: iops,
+                y: lat,
+                y_lo: None,
+                y_hi: None,
+                label: None,
+            });
         }
         if pts.len() > 4000 {
             let step = pts.len() / 4000 + 1;
             pts = pts.into_iter().step_by(step).collect();
         }
         if !pts.is_empty() {
-            series.push(svg::Series { name: r.label.clone(), color: PALETTE[k % PALETTE.len()], dashed: false, line: false, points: pts });
+            series.push(svg::Series {
+                name: r.label.clone(),
+                color: PALETTE[k % PALETTE.len()],
+                dashed: false,
+                line: false,
+                points: pts,
+            });
         }
     }
     if series.is_empty() {
@@ -229,7 +316,8 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
     }
     Some(svg::render(&svg::Chart {
         title: format!("Disk {dev}: IOPS against service time"),
-        subtitle: "one point per second; service time rising with IOPS shows the device queueing".into(),
+        subtitle: "one point per second; service time rising with IOPS shows the device queueing"
+            .into(),
         x_label: "I/O per second (reads + writes)".into(),
         y_label: "mean time per I/O (ms)".into(),
         x_log: false,
@@ -237,14 +325,26 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
         series,
         marks: vec![],
         x_fmt: |v| count(v),
-        y_fmt: |v| if v == 0.0 || v >= 1.0 { format!("{v:.1}") } else if v >= 0.1 { format!("{v:.2}") } else { format!("{v:.3}") },
+        y_fmt: |v| {
+            if v == 0.0 || v >= 1.0 {
+                format!("{v:.1}")
+            } else if v >= 0.1 {
+                format!("{v:.2}")
+            } else {
+                format!("{v:.3}")
+            }
+        },
     }))
 }
 
 fn psi_chart(runs: &[Run]) -> Option<String> {
     let mut series = Vec::new();
     for (k, r) in runs.iter().enumerate() {
-        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
         for (i, res) in ["cpu", "memory", "io"].iter().enumerate() {
             for (kind, dashed) in [("some", false), ("full", true)] {
                 if let Some(p) = r.points(&format!("psi.{res}.{kind}_pct")) {
@@ -265,7 +365,8 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
     }
     Some(svg::render_time(&TimeChart {
         title: "Pressure stall information".into(),
-        subtitle: "% of time some task (solid) or all tasks (dashed) stalled on the resource".into(),
+        subtitle: "% of time some task (solid) or all tasks (dashed) stalled on the resource"
+            .into(),
         y_label: "% of time stalled".into(),
         y2_label: None,
         y_log: false,
@@ -279,13 +380,31 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
 fn proc_chart(runs: &[Run]) -> Option<String> {
     let mut series = Vec::new();
     for r in runs.iter() {
-        let tag = if runs.len() > 1 { format!(" {}", r.label) } else { String::new() };
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
         for (j, pid) in r.objects("proc", "rss_bytes").iter().enumerate() {
             if let Some(p) = r.points(&format!("proc.{pid}.rss_bytes")) {
-                series.push(TimeSeries { name: format!("PID {pid} RSS{tag}"), color: PALETTE[(2 * j) % PALETTE.len()], dashed: false, draw: Draw::Line, right: false, points: p });
+                series.push(TimeSeries {
+                    name: format!("PID {pid} RSS{tag}"),
+                    color: PALETTE[(2 * j) % PALETTE.len()],
+                    dashed: false,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
             }
             if let Some(p) = r.points(&format!("proc.{pid}.swap_bytes")) {
-                series.push(TimeSeries { name: format!("PID {pid} swap{tag}"), color: PALETTE[(2 * j + 1) % PALETTE.len()], dashed: true, draw: Draw::Line, right: false, points: p });
+                series.push(TimeSeries {
+                    name: format!("PID {pid} swap{tag}"),
+                    color: PALETTE[(2 * j + 1) % PALETTE.len()],
+                    dashed: true,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
             }
         }
     }
@@ -294,7 +413,9 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
     }
     Some(svg::render_time(&TimeChart {
         title: "Processes: resident vs swapped".into(),
-        subtitle: "VmRSS (solid) and smaps_rollup Swap, which counts swapped shared memory (dashed)".into(),
+        subtitle:
+            "VmRSS (solid) and smaps_rollup Swap, which counts swapped shared memory (dashed)"
+                .into(),
         y_label: "bytes".into(),
         y2_label: None,
         y_log: false,
@@ -306,7 +427,9 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
 }
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 fn mean(v: &[f64]) -> Option<f64> {
@@ -321,10 +444,26 @@ fn max(v: &[f64]) -> Option<f64> {
 fn summary(r: &Run) -> String {
     let h = &r.rec.header;
     let dur = r.t.last().copied().unwrap_or(0.0);
-    let busy = r.values("cpu.all.idle_pct").and_then(|v| mean(&v)).map(|i| format!("{:.1}%", 100.0 - i)).unwrap_or_else(|| "n/a".into());
-    let steal = r.values("cpu.all.steal_pct").and_then(|v| mean(&v)).map(|v| format!("{v:.1}%")).unwrap_or_else(|| "n/a".into());
-    let rq = r.values("sched.runnable_count").and_then(|v| max(&v)).map(|v| format!("{v:.0}")).unwrap_or_else(|| "n/a".into());
-    let swap = r.values("mem.swap_used_bytes").and_then(|v| max(&v)).map(|v| bytes(v as u64)).unwrap_or_else(|| "n/a".into());
+    let busy = r
+        .values("cpu.all.idle_pct")
+        .and_then(|v| mean(&v))
+        .map(|i| format!("{:.1}%", 100.0 - i))
+        .unwrap_or_else(|| "n/a".into());
+    let steal = r
+        .values("cpu.all.steal_pct")
+        .and_then(|v| mean(&v))
+        .map(|v| format!("{v:.1}%"))
+        .unwrap_or_else(|| "n/a".into());
+    let rq = r
+        .values("sched.runnable_count")
+        .and_then(|v| max(&v))
+        .map(|v| format!("{v:.0}"))
+        .unwrap_or_else(|| "n/a".into());
+    let swap = r
+        .values("mem.swap_used_bytes")
+        .and_then(|v| max(&v))
+        .map(|v| bytes(v as u64))
+        .unwrap_or_else(|| "n/a".into());
     let mut s = format!(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{busy}</td><td>{steal}</td><td>{rq}</td><td>{swap}</td></tr>",
         esc(&r.label),
@@ -335,7 +474,13 @@ fn summary(r: &Run) -> String {
         r.rec.marks.len()
     );
     if let Some(d) = &r.rec.damage {
-        let _ = write!(s, "<tr><td colspan=\"10\" class=\"warn\">{}: read up to offset {}: {}</td></tr>", esc(&r.rec.path.display().to_string()), d.offset, esc(&d.reason));
+        let _ = write!(
+            s,
+            "<tr><td colspan=\"10\" class=\"warn\">{}: read up to offset {}: {}</td></tr>",
+            esc(&r.rec.path.display().to_string()),
+            d.offset,
+            esc(&d.reason)
+        );
     }
     s
 }
@@ -362,11 +507,21 @@ pub fn html(runs: &[Run]) -> String {
             charts.push(("memory".into(), c));
         }
     }
-    let mut devs: Vec<String> = runs.iter().flat_map(|r| r.objects("disk", "read_iops")).collect();
+    let mut devs: Vec<String> = runs
+        .iter()
+        .flat_map(|r| r.objects("disk", "read_iops"))
+        .collect();
     devs.sort();
     devs.dedup();
     // Devices that did nothing add nothing.
-    devs.retain(|d| runs.iter().any(|r| r.values(&format!("disk.{d}.write_iops")).into_iter().chain(r.values(&format!("disk.{d}.read_iops"))).any(|v| max(&v).unwrap_or(0.0) > 0.0)));
+    devs.retain(|d| {
+        runs.iter().any(|r| {
+            r.values(&format!("disk.{d}.write_iops"))
+                .into_iter()
+                .chain(r.values(&format!("disk.{d}.read_iops")))
+                .any(|v| max(&v).unwrap_or(0.0) > 0.0)
+        })
+    });
     for d in &devs {
         if let Some(c) = disk_chart(runs, d) {
             charts.push((format!("disk-{d}"), c));
@@ -386,7 +541,20 @@ pub fn html(runs: &[Run]) -> String {
     }
     let marks: Vec<String> = runs
         .iter()
-        .flat_map(|r| r.rec.marks.iter().map(move |m| format!("<li>{} {} — {}{}</li>", esc(&r.label), svg::fmt_clock(m.t_ms as f64 / 1000.0), esc(&m.name), m.detail.as_ref().map(|d| format!(": {}", esc(d))).unwrap_or_default())))
+        .flat_map(|r| {
+            r.rec.marks.iter().map(move |m| {
+                format!(
+                    "<li>{} {} — {}{}</li>",
+                    esc(&r.label),
+                    svg::fmt_clock(m.t_ms as f64 / 1000.0),
+                    esc(&m.name),
+                    m.detail
+                        .as_ref()
+                        .map(|d| format!(": {}", esc(d)))
+                        .unwrap_or_default()
+                )
+            })
+        })
         .collect();
     if !marks.is_empty() {
         let _ = write!(body, "<h2>Marks</h2><ul>{}</ul>", marks.join(""));
@@ -406,7 +574,11 @@ pub fn plot(runs: &[Run], metrics: &[String]) -> String {
         for (j, m) in metrics.iter().enumerate() {
             if let Some(p) = r.points(m) {
                 series.push(TimeSeries {
-                    name: if runs.len() > 1 { format!("{m} {}", r.label) } else { m.clone() },
+                    name: if runs.len() > 1 {
+                        format!("{m} {}", r.label)
+                    } else {
+                        m.clone()
+                    },
                     color: PALETTE[j % PALETTE.len()],
                     dashed: k % 2 == 1,
                     draw: Draw::Line,
@@ -419,7 +591,11 @@ pub fn plot(runs: &[Run], metrics: &[String]) -> String {
     let log = wants_log(&series);
     svg::render_time(&TimeChart {
         title: metrics.join(", "),
-        subtitle: runs.iter().map(|r| r.label.clone()).collect::<Vec<_>>().join(" vs "),
+        subtitle: runs
+            .iter()
+            .map(|r| r.label.clone())
+            .collect::<Vec<_>>()
+            .join(" vs "),
         y_label: metrics.first().cloned().unwrap_or_default(),
         y2_label: None,
         y_log: log,
@@ -439,7 +615,12 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
     }
     writeln!(out)?;
     for i in 0..r.t.len() {
-        write!(out, "{:.3},{}", r.t[i], r.rec.header.started_unix_ms + r.rec.times_ms[i])?;
+        write!(
+            out,
+            "{:.3},{}",
+            r.t[i],
+            r.rec.header.started_unix_ms + r.rec.times_ms[i]
+        )?;
         for c in &cols {
             if c[i].is_finite() {
                 write!(out, ",{}", trim(c[i]))?;
@@ -456,12 +637,19 @@ fn trim(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
-        format!("{v:.6}").trim_end_matches('0').trim_end_matches('.').to_string()
+        format!("{v:.6}")
+            .trim_end_matches('0')
+            .trim_end_matches('.')
+            .to_string()
     }
 }
 
 /// JSON Lines: a sample per line (and a line per mark), each with the JSON envelope.
-pub fn export_jsonl(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> Result<(), crate::Error> {
+pub fn export_jsonl(
+    r: &Run,
+    metrics: &[MetricInfo],
+    out: &mut dyn Write,
+) -> Result<(), crate::Error> {
     let cols: Vec<Vec<f64>> = metrics.iter().map(|m| series::compute(r.rec, m)).collect();
     #[derive(serde::Serialize)]
     struct Sample<'a> {
@@ -470,8 +658,21 @@ pub fn export_jsonl(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> Res
         values: std::collections::BTreeMap<&'a str, f64>,
     }
     for i in 0..r.t.len() {
-        let values = metrics.iter().zip(cols.iter()).filter(|(_, c)| c[i].is_finite()).map(|(m, c)| (m.name.as_str(), c[i])).collect();
-        crate::write_json_line(&Sample { t_s: r.t[i], unix_ms: r.rec.header.started_unix_ms + r.rec.times_ms[i], values }, "sample", out)?;
+        let values = metrics
+            .iter()
+            .zip(cols.iter())
+            .filter(|(_, c)| c[i].is_finite())
+            .map(|(m, c)| (m.name.as_str(), c[i]))
+            .collect();
+        crate::write_json_line(
+            &Sample {
+                t_s: r.t[i],
+                unix_ms: r.rec.header.started_unix_ms + r.rec.times_ms[i],
+                values,
+            },
+            "sample",
+            out,
+        )?;
     }
     for m in &r.rec.marks {
         crate::write_json_line(m, "mark", out)?;

@@ -447,7 +447,10 @@ pub fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
             i += 1;
         }
         if cnt > 0 {
-            out.push((tsum / cnt as f64, if n > 0 { sum / n as f64 } else { f64::NAN }));
+            out.push((
+                tsum / cnt as f64,
+                if n > 0 { sum / n as f64 } else { f64::NAN },
+            ));
         }
     }
     out
@@ -464,8 +467,15 @@ pub fn fmt_clock(t: f64) -> String {
 
 fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {
     let span = (t1 - t0).max(1.0);
-    let steps = [1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0, 10800.0, 21600.0, 43200.0];
-    let step = steps.iter().copied().find(|s| span / s <= 8.0).unwrap_or(86400.0);
+    let steps = [
+        1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
+        10800.0, 21600.0, 43200.0,
+    ];
+    let step = steps
+        .iter()
+        .copied()
+        .find(|s| span / s <= 8.0)
+        .unwrap_or(86400.0);
     let mut v = Vec::new();
     let mut t = (t0 / step).ceil() * step;
     while t <= t1 + 1e-9 {
@@ -481,7 +491,11 @@ pub fn render_time(c: &TimeChart) -> String {
     let mut base: Vec<(f64, f64)> = Vec::new();
     for (i, s) in c.series.iter().enumerate() {
         if s.draw == Draw::Area {
-            let bottom: Vec<(f64, f64)> = if base.len() == s.points.len() { base.clone() } else { s.points.iter().map(|p| (p.0, 0.0)).collect() };
+            let bottom: Vec<(f64, f64)> = if base.len() == s.points.len() {
+                base.clone()
+            } else {
+                s.points.iter().map(|p| (p.0, 0.0)).collect()
+            };
             let top: Vec<(f64, f64)> = s
                 .points
                 .iter()
@@ -494,10 +508,27 @@ pub fn render_time(c: &TimeChart) -> String {
             drawn.push((i, s.points.clone(), Vec::new()));
         }
     }
-    let all_t: Vec<f64> = c.series.iter().flat_map(|s| s.points.iter().map(|p| p.0)).collect();
-    let t0 = all_t.iter().cloned().fold(f64::INFINITY, f64::min).min(c.marks.iter().map(|m| m.t_s).fold(f64::INFINITY, f64::min));
-    let t1 = all_t.iter().cloned().fold(f64::NEG_INFINITY, f64::max).max(c.marks.iter().map(|m| m.t_s).fold(f64::NEG_INFINITY, f64::max));
-    let (t0, t1) = if t0.is_finite() && t1.is_finite() && t1 > t0 { (t0, t1) } else { (0.0, 1.0) };
+    let all_t: Vec<f64> = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.0))
+        .collect();
+    let t0 = all_t
+        .iter()
+        .cloned()
+        .fold(f64::INFINITY, f64::min)
+        .min(c.marks.iter().map(|m| m.t_s).fold(f64::INFINITY, f64::min));
+    let t1 = all_t.iter().cloned().fold(f64::NEG_INFINITY, f64::max).max(
+        c.marks
+            .iter()
+            .map(|m| m.t_s)
+            .fold(f64::NEG_INFINITY, f64::max),
+    );
+    let (t0, t1) = if t0.is_finite() && t1.is_finite() && t1 > t0 {
+        (t0, t1)
+    } else {
+        (0.0, 1.0)
+    };
     let vals = |right: bool| -> Vec<f64> {
         drawn
             .iter()
@@ -507,9 +538,24 @@ pub fn render_time(c: &TimeChart) -> String {
             .collect()
     };
     let (l, r) = (vals(false), vals(true));
-    let range = |v: &[f64]| (v.iter().cloned().fold(f64::INFINITY, f64::min), v.iter().cloned().fold(f64::NEG_INFINITY, f64::max));
-    let ya = if l.is_empty() { Axis::new(0.0, 1.0, false) } else { let (a, b) = range(&l); Axis::new(if c.y_log { a } else { a.min(0.0) }, b, c.y_log) };
-    let y2 = if r.is_empty() { None } else { let (a, b) = range(&r); Some(Axis::new(a.min(0.0), b, false)) };
+    let range = |v: &[f64]| {
+        (
+            v.iter().cloned().fold(f64::INFINITY, f64::min),
+            v.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+        )
+    };
+    let ya = if l.is_empty() {
+        Axis::new(0.0, 1.0, false)
+    } else {
+        let (a, b) = range(&l);
+        Axis::new(if c.y_log { a } else { a.min(0.0) }, b, c.y_log)
+    };
+    let y2 = if r.is_empty() {
+        None
+    } else {
+        let (a, b) = range(&r);
+        Some(Axis::new(a.min(0.0), b, false))
+    };
     let right_pad = if y2.is_some() { 90.0 } else { R };
     let pw = W - L - right_pad;
     let ph = H - T - B;
@@ -517,32 +563,87 @@ pub fn render_time(c: &TimeChart) -> String {
     let py = |a: &Axis, v: f64| T + ph - a.frac(v).clamp(-0.02, 1.02) * ph;
 
     let mut s = String::new();
-    let _ = write!(s, r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##);
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
+    );
     let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(s, r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##, esc(&c.title));
-    let _ = write!(s, r##"<text x="{L}" y="44" fill="#555">{}</text>"##, esc(&c.subtitle));
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##,
+        esc(&c.title)
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="44" fill="#555">{}</text>"##,
+        esc(&c.subtitle)
+    );
     for t in time_ticks(t0, t1) {
         let x = px(t);
-        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#eeeeee"/>"##, T + ph);
-        let _ = write!(s, r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##, T + ph + 18.0, fmt_clock(t));
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#eeeeee"/>"##,
+            T + ph
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+            T + ph + 18.0,
+            fmt_clock(t)
+        );
     }
     for t in ya.ticks() {
         let y = py(&ya, t);
-        let _ = write!(s, r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##, L + pw);
-        let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##, L - 8.0, y + 4.0, esc(&(c.y_fmt)(t)));
+        let _ = write!(
+            s,
+            r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##,
+            L + pw
+        );
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+            L - 8.0,
+            y + 4.0,
+            esc(&(c.y_fmt)(t))
+        );
     }
     if let Some(a2) = &y2 {
         for t in a2.ticks() {
             let y = py(a2, t);
-            let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##, L + pw + 6.0, y + 4.0, esc(&(c.y2_fmt)(t)));
+            let _ = write!(
+                s,
+                r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##,
+                L + pw + 6.0,
+                y + 4.0,
+                esc(&(c.y2_fmt)(t))
+            );
         }
         if let Some(lbl) = &c.y2_label {
-            let _ = write!(s, r##"<text transform="translate({:.1},{:.1}) rotate(90)" text-anchor="middle">{}</text>"##, W - 8.0, T + ph / 2.0, esc(lbl));
+            let _ = write!(
+                s,
+                r##"<text transform="translate({:.1},{:.1}) rotate(90)" text-anchor="middle">{}</text>"##,
+                W - 8.0,
+                T + ph / 2.0,
+                esc(lbl)
+            );
         }
     }
-    let _ = write!(s, r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##);
-    let _ = write!(s, r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since start (m:ss)</text>"##, L + pw / 2.0, H - 14.0);
-    let _ = write!(s, r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##, T + ph / 2.0, esc(&c.y_label));
+    let _ = write!(
+        s,
+        r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since start (m:ss)</text>"##,
+        L + pw / 2.0,
+        H - 14.0
+    );
+    let _ = write!(
+        s,
+        r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+        T + ph / 2.0,
+        esc(&c.y_label)
+    );
     // Areas first (bottom to top), then lines over them.
     for pass in [Draw::Area, Draw::Line] {
         for (i, top, bottom) in &drawn {
@@ -550,17 +651,31 @@ pub fn render_time(c: &TimeChart) -> String {
             if se.draw != pass {
                 continue;
             }
-            let axis = if se.right { y2.as_ref().unwrap_or(&ya) } else { &ya };
+            let axis = if se.right {
+                y2.as_ref().unwrap_or(&ya)
+            } else {
+                &ya
+            };
             if pass == Draw::Area {
                 let mut d = String::new();
                 for (k, p) in top.iter().enumerate() {
-                    let _ = write!(d, "{}{:.1},{:.1} ", if k == 0 { "M" } else { "L" }, px(p.0), py(axis, p.1));
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1} ",
+                        if k == 0 { "M" } else { "L" },
+                        px(p.0),
+                        py(axis, p.1)
+                    );
                 }
                 for p in bottom.iter().rev() {
                     let _ = write!(d, "L{:.1},{:.1} ", px(p.0), py(axis, p.1));
                 }
                 d.push('Z');
-                let _ = write!(s, r##"<path d="{d}" fill="{}" fill-opacity="0.75" stroke="none"/>"##, se.color);
+                let _ = write!(
+                    s,
+                    r##"<path d="{d}" fill="{}" fill-opacity="0.75" stroke="none"/>"##,
+                    se.color
+                );
             } else {
                 // Break the line at gaps.
                 let mut d = String::new();
@@ -570,22 +685,42 @@ pub fn render_time(c: &TimeChart) -> String {
                         pen_up = true;
                         continue;
                     }
-                    let _ = write!(d, "{}{:.1},{:.1} ", if pen_up { "M" } else { "L" }, px(p.0), py(axis, p.1));
+                    let _ = write!(
+                        d,
+                        "{}{:.1},{:.1} ",
+                        if pen_up { "M" } else { "L" },
+                        px(p.0),
+                        py(axis, p.1)
+                    );
                     pen_up = false;
                 }
                 let _ = write!(
                     s,
                     r##"<path d="{d}" fill="none" stroke="{}" stroke-width="1.6"{}/>"##,
                     se.color,
-                    if se.dashed { r#" stroke-dasharray="6 4""# } else { "" }
+                    if se.dashed {
+                        r#" stroke-dasharray="6 4""#
+                    } else {
+                        ""
+                    }
                 );
             }
         }
     }
     for m in &c.marks {
         let x = px(m.t_s);
-        let _ = write!(s, r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-dasharray="3 3"/>"##, T + ph);
-        let _ = write!(s, r##"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="end" font-size="11">{}</text>"##, x + 4.0, T + 4.0, esc(&m.label));
+        let _ = write!(
+            s,
+            r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#000" stroke-dasharray="3 3"/>"##,
+            T + ph
+        );
+        let _ = write!(
+            s,
+            r##"<text transform="translate({:.1},{:.1}) rotate(-90)" text-anchor="end" font-size="11">{}</text>"##,
+            x + 4.0,
+            T + 4.0,
+            esc(&m.label)
+        );
     }
     // Legend along the top.
     let mut lx = L;
@@ -597,11 +732,33 @@ pub fn render_time(c: &TimeChart) -> String {
         }
         let ly = T - 10.0;
         if se.draw == Draw::Area {
-            let _ = write!(s, r##"<rect x="{lx:.1}" y="{:.1}" width="18" height="10" fill="{}"/>"##, ly - 8.0, se.color);
+            let _ = write!(
+                s,
+                r##"<rect x="{lx:.1}" y="{:.1}" width="18" height="10" fill="{}"/>"##,
+                ly - 8.0,
+                se.color
+            );
         } else {
-            let _ = write!(s, r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2"{}/>"##, ly - 3.0, lx + 18.0, ly - 3.0, se.color, if se.dashed { r#" stroke-dasharray="6 4""# } else { "" });
+            let _ = write!(
+                s,
+                r##"<line x1="{lx:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{}" stroke-width="2"{}/>"##,
+                ly - 3.0,
+                lx + 18.0,
+                ly - 3.0,
+                se.color,
+                if se.dashed {
+                    r#" stroke-dasharray="6 4""#
+                } else {
+                    ""
+                }
+            );
         }
-        let _ = write!(s, r##"<text x="{:.1}" y="{ly:.1}">{}</text>"##, lx + 22.0, esc(&label));
+        let _ = write!(
+            s,
+            r##"<text x="{:.1}" y="{ly:.1}">{}</text>"##,
+            lx + 22.0,
+            esc(&label)
+        );
         lx += w;
     }
     s.push_str("</svg>\n");

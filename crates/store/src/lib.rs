@@ -157,7 +157,10 @@ impl Writer {
             .append(true)
             .create_new(true)
             .open(path)
-            .map_err(|e| Error::Io { path: path.into(), source: e })?;
+            .map_err(|e| Error::Io {
+                path: path.into(),
+                source: e,
+            })?;
         let mut w = Writer {
             path: path.into(),
             file,
@@ -167,14 +170,20 @@ impl Writer {
             bytes_written: 0,
         };
         let mut first = MAGIC.to_vec();
-        first.extend(frame(T_HEADER, &serde_json::to_vec(header).expect("header serialises")));
+        first.extend(frame(
+            T_HEADER,
+            &serde_json::to_vec(header).expect("header serialises"),
+        ));
         w.write(&first)?;
         Ok(w)
     }
 
     fn write(&mut self, b: &[u8]) -> Result<()> {
         // One write per record: a crash cuts at most this record short.
-        self.file.write_all(b).map_err(|e| Error::Io { path: self.path.clone(), source: e })?;
+        self.file.write_all(b).map_err(|e| Error::Io {
+            path: self.path.clone(),
+            source: e,
+        })?;
         self.bytes_written += b.len() as u64;
         Ok(())
     }
@@ -191,7 +200,11 @@ impl Writer {
                     self.ids.insert(name.to_string(), id);
                     self.prev.push(0);
                     self.present.push(false);
-                    new_defs.push(MetricDef { id, name: name.to_string(), kind: *kind });
+                    new_defs.push(MetricDef {
+                        id,
+                        name: name.to_string(),
+                        kind: *kind,
+                    });
                     id
                 }
             };
@@ -201,7 +214,10 @@ impl Writer {
         pairs.dedup_by_key(|p| p.0);
         let mut buf = Vec::new();
         if !new_defs.is_empty() {
-            buf.extend(frame(T_METRICS, &serde_json::to_vec(&new_defs).expect("defs serialise")));
+            buf.extend(frame(
+                T_METRICS,
+                &serde_json::to_vec(&new_defs).expect("defs serialise"),
+            ));
         }
         // What changed: new or different values, and metrics that are gone.
         let mut now_present = vec![false; self.prev.len()];
@@ -223,7 +239,11 @@ impl Writer {
         put_varint(&mut p, entries.len() as u64);
         let mut last_id = 0u32;
         for (i, (id, v)) in entries.iter().enumerate() {
-            let d = if i == 0 { *id as u64 } else { (*id - last_id) as u64 };
+            let d = if i == 0 {
+                *id as u64
+            } else {
+                (*id - last_id) as u64
+            };
             last_id = *id;
             match v {
                 Some(v) => {
@@ -246,9 +266,15 @@ pub fn append_mark(path: &Path, mark: &Mark) -> Result<()> {
     let mut f = OpenOptions::new()
         .append(true)
         .open(path)
-        .map_err(|e| Error::Io { path: path.into(), source: e })?;
+        .map_err(|e| Error::Io {
+            path: path.into(),
+            source: e,
+        })?;
     let b = frame(T_MARK, &serde_json::to_vec(mark).expect("mark serialises"));
-    f.write_all(&b).map_err(|e| Error::Io { path: path.into(), source: e })
+    f.write_all(&b).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })
 }
 
 /// Where and why reading stopped early.
@@ -279,13 +305,17 @@ impl Recording {
     }
 
     pub fn column(&self, name: &str) -> Option<&[u64]> {
-        self.metric(name).map(|m| self.columns[m.id as usize].as_slice())
+        self.metric(name)
+            .map(|m| self.columns[m.id as usize].as_slice())
     }
 }
 
 /// Read a recording, stopping at the first damaged or cut-off record with a note naming its offset.
 pub fn read(path: &Path) -> Result<Recording> {
-    let data = std::fs::read(path).map_err(|e| Error::Io { path: path.into(), source: e })?;
+    let data = std::fs::read(path).map_err(|e| Error::Io {
+        path: path.into(),
+        source: e,
+    })?;
     decode(path, &data)
 }
 
@@ -313,12 +343,18 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
         let crc = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4 bytes"));
         let kind = data[pos + 8];
         if len > MAX_RECORD {
-            damage = stop(format!("record length {len} is impossible: the file is damaged here"));
+            damage = stop(format!(
+                "record length {len} is impossible: the file is damaged here"
+            ));
             break;
         }
         let end = pos + 9 + len as usize;
         if end > data.len() {
-            damage = stop(format!("the last record is cut short ({} of {} bytes): the recording was interrupted", data.len() - pos - 9, len));
+            damage = stop(format!(
+                "the last record is cut short ({} of {} bytes): the recording was interrupted",
+                data.len() - pos - 9,
+                len
+            ));
             break;
         }
         let payload = &data[pos + 9..end];
@@ -333,7 +369,10 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
             T_HEADER => match serde_json::from_slice::<Header>(payload) {
                 Ok(hd) => {
                     if hd.format_version > FORMAT_VERSION {
-                        return Err(Error::NewerFormat { path: path.into(), found: hd.format_version });
+                        return Err(Error::NewerFormat {
+                            path: path.into(),
+                            found: hd.format_version,
+                        });
                     }
                     header = Some(hd)
                 }
@@ -346,7 +385,11 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                 Ok(defs) => {
                     for d in defs {
                         if d.id as usize != metrics.len() {
-                            damage = stop(format!("metric id {} out of order (expected {})", d.id, metrics.len()));
+                            damage = stop(format!(
+                                "metric id {} out of order (expected {})",
+                                d.id,
+                                metrics.len()
+                            ));
                             break;
                         }
                         metrics.push(d);
@@ -365,8 +408,14 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
             },
             T_SAMPLE => {
                 let mut p = 0;
-                let bad = |what: &str| Some(Damage { offset: at, reason: format!("malformed sample: {what}") });
-                let (Some(t), Some(n)) = (get_varint(payload, &mut p), get_varint(payload, &mut p)) else {
+                let bad = |what: &str| {
+                    Some(Damage {
+                        offset: at,
+                        reason: format!("malformed sample: {what}"),
+                    })
+                };
+                let (Some(t), Some(n)) = (get_varint(payload, &mut p), get_varint(payload, &mut p))
+                else {
                     damage = bad("no time or count");
                     break;
                 };
@@ -456,7 +505,10 @@ mod tests {
     fn write_some(p: &Path, n: u64) {
         let mut w = Writer::create(p, &header()).unwrap();
         for i in 0..n {
-            let mut v = vec![("cpu.all.user_ticks", Kind::Counter, 1000 + i * 37), ("mem.available_bytes", Kind::Gauge, 8_000_000_000 - i * 4096)];
+            let mut v = vec![
+                ("cpu.all.user_ticks", Kind::Counter, 1000 + i * 37),
+                ("mem.available_bytes", Kind::Gauge, 8_000_000_000 - i * 4096),
+            ];
             if i >= 2 {
                 v.push(("disk.vda.reads", Kind::Counter, i * 10));
             }
@@ -469,11 +521,22 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.plumb");
         write_some(&p, 5);
-        append_mark(&p, &Mark { t_ms: 2500, name: "phase 1".into(), detail: None }).unwrap();
+        append_mark(
+            &p,
+            &Mark {
+                t_ms: 2500,
+                name: "phase 1".into(),
+                detail: None,
+            },
+        )
+        .unwrap();
         let r = read(&p).unwrap();
         assert_eq!(r.times_ms, vec![3, 1003, 2003, 3003, 4003]);
         assert_eq!(r.column("cpu.all.user_ticks").unwrap()[4], 1000 + 4 * 37);
-        assert_eq!(r.column("mem.available_bytes").unwrap()[1], 8_000_000_000 - 4096);
+        assert_eq!(
+            r.column("mem.available_bytes").unwrap()[1],
+            8_000_000_000 - 4096
+        );
         let reads = r.column("disk.vda.reads").unwrap();
         assert_eq!(reads[0], MISSING);
         assert_eq!(reads[3], 30);
@@ -500,10 +563,16 @@ mod tests {
         bad[mid] ^= 0x10;
         let r = decode(&p, &bad).unwrap();
         let dmg = r.damage.unwrap();
-        assert!(dmg.offset as usize <= mid && dmg.reason.contains("checksum"), "{dmg:?}");
+        assert!(
+            dmg.offset as usize <= mid && dmg.reason.contains("checksum"),
+            "{dmg:?}"
+        );
         assert!(r.times_ms.len() < 10 && r.times_ms.len() >= 3);
         // Not a recording at all.
-        assert!(matches!(decode(&p, b"hello world"), Err(Error::NotARecording { .. })));
+        assert!(matches!(
+            decode(&p, b"hello world"),
+            Err(Error::NotARecording { .. })
+        ));
         assert!(matches!(decode(&p, MAGIC), Err(Error::NoHeader { .. })));
     }
 
@@ -529,7 +598,11 @@ mod tests {
         let mut w = Writer::create(&p, &header()).unwrap();
         let names: Vec<String> = (0..120).map(|i| format!("m.{i}")).collect();
         for s in 0..600u64 {
-            let vals: Vec<(&str, Kind, u64)> = names.iter().enumerate().map(|(i, n)| (n.as_str(), Kind::Counter, s * (i as u64 * 50 + 3))).collect();
+            let vals: Vec<(&str, Kind, u64)> = names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| (n.as_str(), Kind::Counter, s * (i as u64 * 50 + 3)))
+                .collect();
             w.sample(s * 1000, &vals).unwrap();
         }
         // 120 slowly moving counters: a few hundred bytes per sample.
@@ -544,14 +617,41 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("r.plumb");
         let mut w = Writer::create(&p, &header()).unwrap();
-        w.sample(0, &[("a", Kind::Gauge, 5), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
+        w.sample(
+            0,
+            &[
+                ("a", Kind::Gauge, 5),
+                ("proc.9.rss_bytes", Kind::Gauge, 100),
+            ],
+        )
+        .unwrap();
         let before = w.bytes_written;
-        w.sample(1000, &[("a", Kind::Gauge, 5), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
-        assert!(w.bytes_written - before < 16, "an unchanged sample is a few bytes");
+        w.sample(
+            1000,
+            &[
+                ("a", Kind::Gauge, 5),
+                ("proc.9.rss_bytes", Kind::Gauge, 100),
+            ],
+        )
+        .unwrap();
+        assert!(
+            w.bytes_written - before < 16,
+            "an unchanged sample is a few bytes"
+        );
         w.sample(2000, &[("a", Kind::Gauge, 6)]).unwrap();
-        w.sample(3000, &[("a", Kind::Gauge, 6), ("proc.9.rss_bytes", Kind::Gauge, 100)]).unwrap();
+        w.sample(
+            3000,
+            &[
+                ("a", Kind::Gauge, 6),
+                ("proc.9.rss_bytes", Kind::Gauge, 100),
+            ],
+        )
+        .unwrap();
         let r = read(&p).unwrap();
         assert_eq!(r.column("a").unwrap(), &[5, 5, 6, 6]);
-        assert_eq!(r.column("proc.9.rss_bytes").unwrap(), &[100, 100, MISSING, 100]);
+        assert_eq!(
+            r.column("proc.9.rss_bytes").unwrap(),
+            &[100, 100, MISSING, 100]
+        );
     }
 }

@@ -20,8 +20,8 @@ pub mod memsnap;
 pub mod mount;
 pub mod pressure;
 pub mod process;
-pub mod smaps;
 pub mod rawsample;
+pub mod smaps;
 pub mod snapshot;
 pub mod tracefs;
 

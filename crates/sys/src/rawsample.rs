@@ -41,8 +41,14 @@ pub struct Sampler {
 
 impl Sampler {
     pub fn new(root: Root, scope: Scope) -> Sampler {
-        let cg_mounts = mount::read_mountinfo(&root, None).ok().map(|m| cgroup::CgroupMounts::from_mounts(&m));
-        Sampler { root, scope, cg_mounts }
+        let cg_mounts = mount::read_mountinfo(&root, None)
+            .ok()
+            .map(|m| cgroup::CgroupMounts::from_mounts(&m));
+        Sampler {
+            root,
+            scope,
+            cg_mounts,
+        }
     }
 
     /// Processes that have exited are dropped from the scope (and reported).
@@ -50,16 +56,28 @@ impl Sampler {
         let mut out = Vec::with_capacity(160);
         let mut push = |name: String, kind: RawKind, value: Option<u64>| {
             if let Some(v) = value {
-                out.push(RawValue { name, kind, value: v });
+                out.push(RawValue {
+                    name,
+                    kind,
+                    value: v,
+                });
             }
         };
         use RawKind::{Counter as C, Gauge as G};
         let r = &self.root;
         if let Ok(st) = cpu::read_stat(r) {
             let mut ticks = |prefix: &str, t: &cpu::CpuTicks| {
-                push(format!("{prefix}.user_ticks"), C, t.user_ticks.map(|u| u + t.nice_ticks.unwrap_or(0)));
+                push(
+                    format!("{prefix}.user_ticks"),
+                    C,
+                    t.user_ticks.map(|u| u + t.nice_ticks.unwrap_or(0)),
+                );
                 push(format!("{prefix}.system_ticks"), C, t.system_ticks);
-                push(format!("{prefix}.irq_ticks"), C, t.irq_ticks.map(|i| i + t.softirq_ticks.unwrap_or(0)));
+                push(
+                    format!("{prefix}.irq_ticks"),
+                    C,
+                    t.irq_ticks.map(|i| i + t.softirq_ticks.unwrap_or(0)),
+                );
                 push(format!("{prefix}.iowait_ticks"), C, t.iowait_ticks);
                 push(format!("{prefix}.steal_ticks"), C, t.steal_ticks);
                 push(format!("{prefix}.idle_ticks"), C, t.idle_ticks);
@@ -73,19 +91,39 @@ impl Sampler {
             push("sched.procs_blocked".into(), G, st.procs_blocked);
         }
         if let Ok(l) = cpu::read_loadavg(r) {
-            push("sched.load1_centi".into(), G, Some((l.load1 * 100.0).round() as u64));
+            push(
+                "sched.load1_centi".into(),
+                G,
+                Some((l.load1 * 100.0).round() as u64),
+            );
         }
         if let Ok(Some(s)) = cpu::read_schedstat(r) {
             for c in &s.cpus {
-                push(format!("sched.cpu{}.run_delay_ns", c.cpu), C, Some(c.run_delay_ns));
-                push(format!("sched.cpu{}.running_ns", c.cpu), C, Some(c.running_ns));
+                push(
+                    format!("sched.cpu{}.run_delay_ns", c.cpu),
+                    C,
+                    Some(c.run_delay_ns),
+                );
+                push(
+                    format!("sched.cpu{}.running_ns", c.cpu),
+                    C,
+                    Some(c.running_ns),
+                );
             }
         }
         if let Ok(Some(p)) = pressure::read_host(r) {
             for (n, v) in [("cpu", &p.cpu), ("memory", &p.memory), ("io", &p.io)] {
                 if let Some(v) = v {
-                    push(format!("psi.{n}.some_us"), C, v.some.as_ref().map(|l| l.total_us));
-                    push(format!("psi.{n}.full_us"), C, v.full.as_ref().map(|l| l.total_us));
+                    push(
+                        format!("psi.{n}.some_us"),
+                        C,
+                        v.some.as_ref().map(|l| l.total_us),
+                    );
+                    push(
+                        format!("psi.{n}.full_us"),
+                        C,
+                        v.full.as_ref().map(|l| l.total_us),
+                    );
                 }
             }
         }
@@ -126,7 +164,11 @@ impl Sampler {
                 push(format!("disk.{n}.read_time_ms"), C, Some(d.read_time_ms));
                 push(format!("disk.{n}.write_time_ms"), C, Some(d.write_time_ms));
                 push(format!("disk.{n}.busy_time_ms"), C, Some(d.busy_time_ms));
-                push(format!("disk.{n}.weighted_time_ms"), C, Some(d.weighted_time_ms));
+                push(
+                    format!("disk.{n}.weighted_time_ms"),
+                    C,
+                    Some(d.weighted_time_ms),
+                );
                 push(format!("disk.{n}.flushes"), C, d.flushes);
                 push(format!("disk.{n}.in_flight"), G, Some(d.in_flight));
             }
@@ -142,7 +184,11 @@ impl Sampler {
             };
             let pre = format!("proc.{pid}");
             if let Some(s) = &p.stat {
-                push(format!("{pre}.cpu_ticks"), C, Some(s.utime_ticks + s.stime_ticks));
+                push(
+                    format!("{pre}.cpu_ticks"),
+                    C,
+                    Some(s.utime_ticks + s.stime_ticks),
+                );
                 push(format!("{pre}.major_faults"), C, Some(s.major_faults));
             }
             if let Some(s) = &p.status {
@@ -166,7 +212,11 @@ impl Sampler {
                 if let Some(m) = &cg.memory {
                     push(format!("{pre}.cgroup_usage_bytes"), G, m.usage_bytes);
                     push(format!("{pre}.cgroup_swap_bytes"), G, m.swap_bytes);
-                    push(format!("{pre}.cgroup_limit_bytes"), G, m.effective_limit.and_then(|l| l.value()));
+                    push(
+                        format!("{pre}.cgroup_limit_bytes"),
+                        G,
+                        m.effective_limit.and_then(|l| l.value()),
+                    );
                 }
             }
         }
@@ -187,15 +237,26 @@ mod tests {
 
     #[test]
     fn live_sample_has_the_os_set_with_units_in_names() {
-        let mut s = Sampler::new(Root::host(), Scope { pids: vec![std::process::id()] });
+        let mut s = Sampler::new(
+            Root::host(),
+            Scope {
+                pids: vec![std::process::id()],
+            },
+        );
         let (v, gone) = s.take();
         assert!(gone.is_empty());
         let has = |n: &str| v.iter().any(|x| x.name == n);
-        assert!(has("cpu.all.user_ticks") && has("mem.available_bytes") && has("sched.procs_running"));
+        assert!(
+            has("cpu.all.user_ticks") && has("mem.available_bytes") && has("sched.procs_running")
+        );
         assert!(has(&format!("proc.{}.rss_bytes", std::process::id())));
         for x in &v {
             assert!(
-                x.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '_' || c == '-'),
+                x.name.chars().all(|c| c.is_ascii_lowercase()
+                    || c.is_ascii_digit()
+                    || c == '.'
+                    || c == '_'
+                    || c == '-'),
                 "{}",
                 x.name
             );

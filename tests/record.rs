@@ -1,0 +1,291 @@
+//! `plumb record` / `report` / `export` / `plot` / `mark` end to end: real recordings, kill -9,
+//! damaged files, and the report rendered in headless Chromium when it is installed.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn plumb() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_plumb"))
+}
+
+fn run(args: &[&str]) -> Output {
+    plumb().args(args).output().expect("run plumb")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Record `secs` seconds at 250 ms while a command writes to disk.
+fn make_recording(dir: &Path) -> PathBuf {
+    let f = dir.join("r.plumb");
+    let data = dir.join("junk.dat");
+    let o = run(&[
+        "record",
+        "--interval",
+        "250ms",
+        "--out",
+        s(&f),
+        "--name",
+        "test run",
+        "--",
+        "sh",
+        "-c",
+        &format!(
+            "sleep 0.6; dd if=/dev/urandom of={} bs=1M count=32 conv=fsync 2>/dev/null; sleep 0.6",
+            data.display()
+        ),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("samples in"), "{}", stderr(&o));
+    f
+}
+
+#[test]
+fn record_export_and_marks() {
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let o = run(&["mark", s(&f), "after the fact", "--detail", "a note"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["export", s(&f)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = String::from_utf8(o.stdout).unwrap();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert_eq!(&head[..2], &["t_s", "unix_ms"]);
+    for m in [
+        "cpu.all.user_pct",
+        "mem.available_bytes",
+        "sched.runnable_count",
+    ] {
+        assert!(head.contains(&m), "{m} missing from {head:?}");
+    }
+    let rows: Vec<&str> = lines.collect();
+    assert!(rows.len() >= 5, "{} rows", rows.len());
+    // Rates need two samples: the first row has no CPU share, later rows do.
+    let col = head.iter().position(|h| *h == "cpu.all.idle_pct").unwrap();
+    let v: f64 = rows[2].split(',').nth(col).unwrap().parse().unwrap();
+    assert!((0.0..=100.0).contains(&v));
+    // The command's writes reached some disk.
+    let o = run(&["export", s(&f), "--metric", "disk.", "--list"]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("write_bytes_per_s"));
+    // JSON Lines with marks.
+    let o = run(&["export", s(&f), "--json", "--metric", "mem."]);
+    let t = String::from_utf8(o.stdout).unwrap();
+    let marks: Vec<serde_json::Value> = t
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|j| j["kind"] == "mark")
+        .collect();
+    let names: Vec<&str> = marks.iter().map(|m| m["name"].as_str().unwrap()).collect();
+    assert!(
+        names.contains(&"command started")
+            && names.contains(&"command exited")
+            && names.contains(&"after the fact"),
+        "{names:?}"
+    );
+}
+
+#[test]
+fn report_and_plot_are_self_contained_svg() {
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let out = d.path().join("rep");
+    let o = run(&["report", s(&f), s(&f), "--out", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("<svg") && html.contains("CPU by state") && html.contains("Memory"),
+        "charts"
+    );
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").count()
+                == html.matches("http://www.w3.org/2000/svg").count(),
+        "no network references"
+    );
+    assert!(!html.contains("<script src") && !html.contains("<link "));
+    assert!(html.contains("command started"), "marks are drawn");
+    assert!(!html.contains("NaN"), "no NaN in the SVG");
+    // A second report into the same directory does not overwrite the first.
+    let o = run(&["report", s(&f), "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(2));
+    let svg = d.path().join("p.svg");
+    let o = run(&[
+        "plot",
+        s(&f),
+        "--metric",
+        "cpu.all.user_pct",
+        "--metric",
+        "cpu.all.system_pct",
+        "--out",
+        s(&svg),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+    let o = run(&[
+        "plot",
+        s(&f),
+        "--metric",
+        "cpu.all.bogus_pct",
+        "--out",
+        s(&d.path().join("q.svg")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("cpu.all.bogus_pct"));
+}
+
+#[test]
+fn kill_9_leaves_a_readable_recording() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("k.plumb");
+    let mut child = plumb()
+        .args(["record", "--interval", "200ms", "--out", s(&f)])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let o = run(&["export", s(&f), "--metric", "mem.available_bytes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = String::from_utf8(o.stdout).unwrap().lines().count() - 1;
+    assert!(rows >= 5, "{rows} samples survived");
+}
+
+#[test]
+fn damaged_files_report_what_is_readable() {
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let full = std::fs::read(&f).unwrap();
+    // Truncated in the middle of the last record.
+    let t = d.path().join("trunc.plumb");
+    std::fs::write(&t, &full[..full.len() - 5]).unwrap();
+    let o = run(&["report", s(&t), "--out", s(&d.path().join("rt"))]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(
+        e.contains("read up to offset") && e.contains("cut short"),
+        "{e}"
+    );
+    // A flipped bit near the end.
+    let b = d.path().join("flip.plumb");
+    let mut bad = full.clone();
+    let at = full.len() - 40;
+    bad[at] ^= 0x04;
+    std::fs::write(&b, &bad).unwrap();
+    let o = run(&["export", s(&b), "--metric", "mem.available_bytes"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("offset"), "{}", stderr(&o));
+    assert!(String::from_utf8(o.stdout).unwrap().lines().count() > 3);
+    // Not a recording at all: exit 2 naming the file.
+    let n = d.path().join("notes.txt");
+    std::fs::write(&n, "hello").unwrap();
+    let o = run(&["report", s(&n), "--out", s(&d.path().join("rn"))]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("notes.txt") && stderr(&o).contains("not a plumb recording"));
+}
+
+#[test]
+fn bad_record_input_exits_2() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("x.plumb");
+    std::fs::write(&f, "keep me").unwrap();
+    let o = run(&["record", "--out", s(&f), "--duration", "1s"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(&f).unwrap(),
+        "keep me",
+        "never overwritten"
+    );
+    for (args, needle) in [
+        (
+            vec!["record", "--interval", "1ms", "--duration", "1s"],
+            "--interval",
+        ),
+        (
+            vec!["record", "--pid", "999999999", "--duration", "1s"],
+            "--pid 999999999",
+        ),
+        (vec!["record", "--duration", "soon"], "--duration"),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// The report as a user sees it: rendered by headless Chromium (installed by scripts/setup
+/// --test). The page must load with its charts laid out: the screenshot is a real image.
+#[test]
+fn report_renders_in_chromium() {
+    let Some(chrome) = ["chromium", "chromium-browser", "google-chrome"]
+        .iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        })
+    else {
+        eprintln!("skipped: no chromium installed (scripts/setup --test installs it)");
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let out = d.path().join("rep");
+    assert!(run(&["report", s(&f), "--out", s(&out)]).status.success());
+    let png = d.path().join("shot.png");
+    let profile = d.path().join("profile");
+    let url = format!("file://{}", out.join("index.html").display());
+    let base = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+    ];
+    let o = Command::new(chrome)
+        .args(base)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg("--window-size=930,2400")
+        .arg(&url)
+        .output()
+        .unwrap();
+    assert!(
+        png.exists(),
+        "no screenshot: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let img = std::fs::read(&png).unwrap();
+    assert_eq!(&img[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        img.len() > 40_000,
+        "a blank page would be tiny: {} bytes",
+        img.len()
+    );
+    // The DOM Chromium built has the SVG charts in it.
+    let o = Command::new(chrome)
+        .args(base)
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg("--dump-dom")
+        .arg(&url)
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        dom.matches("<svg").count() >= 3,
+        "{} charts in the DOM",
+        dom.matches("<svg").count()
+    );
+}

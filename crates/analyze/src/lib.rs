@@ -8,6 +8,7 @@ pub mod io;
 pub mod k8s;
 pub mod mem;
 pub mod os;
+pub mod sched;
 pub mod series;
 pub mod sweep;
 pub mod units;

@@ -413,3 +413,73 @@ mod tests {
         assert_eq!(super::civil(20779), (2026, 11, 22));
     }
 }
+
+#[derive(Debug, Args)]
+pub struct CpuArgs {
+    /// Also show this process's threads: CPU use and time runnable but waiting for a CPU.
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pid: Option<u32>,
+    #[arg(long, value_name = "TIME", default_value = "1s")]
+    pub interval: String,
+    /// Keep going, one report per interval, until Ctrl-C.
+    #[arg(long)]
+    pub watch: bool,
+}
+
+fn sched_sample(
+    root: &plumb_sys::Root,
+    pid: Option<u32>,
+) -> Result<plumb_analyze::sched::SchedSample> {
+    let threads = match pid {
+        Some(p) => Some((
+            p,
+            plumb_sys::process::read_threads(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?,
+        )),
+        None => None,
+    };
+    Ok(plumb_analyze::sched::SchedSample {
+        stat: plumb_sys::cpu::read_stat(root)?,
+        schedstat: plumb_sys::cpu::read_schedstat(root).ok().flatten(),
+        psi_cpu: plumb_sys::pressure::read_host(root)
+            .ok()
+            .flatten()
+            .and_then(|p| p.cpu),
+        threads,
+        at: Instant::now(),
+    })
+}
+
+pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
+    let root = g.root()?;
+    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if interval < Duration::from_millis(100) {
+        bail!("--interval {}: use 100ms or more", a.interval);
+    }
+    let hz = plumb_sys::host::clock_ticks_per_s().unwrap_or(100);
+    plumb_load::signal::install();
+    let mut prev = sched_sample(&root, a.pid)?;
+    loop {
+        let t0 = Instant::now();
+        while t0.elapsed() < interval && !plumb_load::signal::stop_requested() {
+            std::thread::sleep(Duration::from_millis(50).min(interval));
+        }
+        if plumb_load::signal::stop_requested() {
+            return Ok(0);
+        }
+        let cur = match sched_sample(&root, a.pid) {
+            Ok(c) => c,
+            Err(e) if a.watch => {
+                eprintln!("plumb: {e:#}");
+                return Ok(2);
+            }
+            Err(e) => return Err(e),
+        };
+        let rep = plumb_analyze::sched::build(&prev, &cur, hz);
+        crate::emit(g, &rep)?;
+        if !a.watch {
+            return Ok(0);
+        }
+        println!();
+        prev = cur;
+    }
+}

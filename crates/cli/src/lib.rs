@@ -106,6 +106,9 @@ pub enum Command {
     Plot(cmd_record::PlotArgs),
     /// Write a recording's derived metrics as CSV (or JSON Lines with --json).
     Export(cmd_record::ExportArgs),
+    /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
+    /// steal, and the threads of a process that wait for a CPU.
+    Cpu(cmd_record::CpuArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -166,6 +169,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Report(a) => cmd_record::report(a),
         Command::Plot(a) => cmd_record::plot(a),
         Command::Export(a) => cmd_record::export(&cli.global, a),
+        Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

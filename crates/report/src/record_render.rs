@@ -679,3 +679,90 @@ pub fn export_jsonl(
     }
     Ok(())
 }
+
+impl crate::Render for plumb_analyze::sched::CpuReport {
+    const KIND: &'static str = "cpu";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "Over {:.1} s: {} runnable now on {} CPUs, {} blocked on I/O · PSI cpu some {}",
+            self.interval_s,
+            self.runnable_now
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "?".into()),
+            self.online_cpus,
+            self.blocked_now
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "?".into()),
+            self.psi_cpu_some_pct
+                .map(|v| format!("{v:.1}%"))
+                .unwrap_or_else(|| "n/a".into())
+        )?;
+        writeln!(
+            out,
+            "\n  CPU |  busy |  user | system | steal | iowait | run-queue delay"
+        )?;
+        for c in &self.cpus {
+            writeln!(
+                out,
+                "{:>5} | {:>4.0}% | {:>4.0}% | {:>5.0}% | {:>4.0}% | {:>5.0}% | {}",
+                c.cpu.map(|x| x.to_string()).unwrap_or_else(|| "all".into()),
+                c.busy_pct,
+                c.user_pct,
+                c.system_pct,
+                c.steal_pct,
+                c.iowait_pct,
+                c.run_delay_pct
+                    .map(|v| format!("{v:.1}% of the time"))
+                    .unwrap_or_else(|| "n/a".into())
+            )?;
+        }
+        if let Some(p) = self.pid {
+            writeln!(
+                out,
+                "\nThreads of PID {p} (most time waiting for a CPU first)"
+            )?;
+            writeln!(
+                out,
+                "{:>8}  {:<16} {:>7} {:>16}",
+                "TID", "name", "CPU", "waiting for CPU"
+            )?;
+            for t in self.threads.iter().take(20) {
+                writeln!(
+                    out,
+                    "{:>8}  {:<16} {:>6.1}% {:>16}",
+                    t.tid,
+                    t.comm,
+                    t.cpu_pct,
+                    t.runnable_waiting_pct
+                        .map(|v| format!("{v:.1}%"))
+                        .unwrap_or_else(|| "n/a".into())
+                )?;
+            }
+            if self.threads.len() > 20 {
+                writeln!(
+                    out,
+                    "  ... {} more (all in --json)",
+                    self.threads.len() - 20
+                )?;
+            }
+        }
+        if !self.notes.is_empty() {
+            writeln!(out)?;
+            for n in &self.notes {
+                writeln!(
+                    out,
+                    "{} {}",
+                    if n.level == plumb_analyze::Level::Warn {
+                        "!"
+                    } else {
+                        "-"
+                    },
+                    n.text
+                )?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -498,3 +498,46 @@ mod tests {
         assert!(e.to_string().contains("/proc/999999999"), "{e}");
     }
 }
+
+/// One thread of a process, for scheduling views.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ThreadSample {
+    pub tid: u32,
+    pub comm: String,
+    /// utime + stime, in USER_HZ ticks.
+    pub cpu_ticks: u64,
+    /// Time spent runnable but waiting for a CPU (None without schedstats).
+    pub run_delay_ns: Option<u64>,
+}
+
+/// The threads of a process (from /proc/PID/task). Threads that exit while being read are
+/// skipped.
+pub fn read_threads(root: &Root, pid: u32) -> Result<Vec<ThreadSample>> {
+    check_pid(root, pid)?;
+    let dir = root.path(format!("/proc/{pid}/task"));
+    let rd = std::fs::read_dir(&dir).map_err(|e| crate::io_err(&dir, e))?;
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let Some(tid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let sp = e.path().join("stat");
+        let Ok(st) = std::fs::read_to_string(&sp) else {
+            continue;
+        };
+        let Ok(st) = parse_stat(&sp, &st) else {
+            continue;
+        };
+        let sch = std::fs::read_to_string(e.path().join("schedstat"))
+            .ok()
+            .and_then(|t| parse_schedstat(&e.path().join("schedstat"), &t).ok());
+        out.push(ThreadSample {
+            tid,
+            comm: st.comm,
+            cpu_ticks: st.utime_ticks + st.stime_ticks,
+            run_delay_ns: sch.map(|s| s.run_delay_ns),
+        });
+    }
+    out.sort_by_key(|t| t.tid);
+    Ok(out)
+}

@@ -550,6 +550,7 @@ pub fn times_s(rec: &Recording) -> Vec<f64> {
 }
 
 /// Compute one derived metric; NaN where it cannot be known.
+#[allow(clippy::needless_range_loop)] // rows index several columns at once
 pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
     let r = &RULES[info.rule];
     let n = rec.times_ms.len();

@@ -282,7 +282,7 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
         for i in 0..ri.len() {
             let (a, b) = (ri[i], wi[i]);
             let iops = a.max(0.0) + b.max(0.0);
-            if !(iops > 0.0) {
+            if iops.is_nan() || iops <= 0.0 {
                 continue;
             }
             // Mean service time over both directions, weighted by their I/Os.

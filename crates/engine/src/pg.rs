@@ -1,0 +1,408 @@
+//! PostgreSQL: connect, detect the version, and read metric sets chosen by version (pg_stat_io
+//! from 16, pg_stat_checkpointer from 17, pg_stat_wal's timing columns gone in 18).
+
+use crate::{redact, Error, Result};
+use postgres::{Client, Config, NoTls};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Parse a `postgres://` URL (or key=value string); the password may also come from PGPASSWORD.
+pub fn parse_url(url: &str) -> Result<Config> {
+    let mut c = Config::from_str(url)
+        .map_err(|e| Error::Url(format!("{}: not a PostgreSQL URL: {e}", redact(url))))?;
+    if c.get_password().is_none() {
+        if let Ok(p) = std::env::var("PGPASSWORD") {
+            c.password(p);
+        }
+    }
+    if c.get_connect_timeout().is_none() {
+        c.connect_timeout(Duration::from_secs(10));
+    }
+    if c.get_application_name().is_none() {
+        c.application_name("plumb");
+    }
+    Ok(c)
+}
+
+pub struct Conn {
+    pub client: Client,
+    pub label: String,
+    pub version_num: u32,
+    pub backend_pid: u32,
+}
+
+fn qerr(what: &str, e: postgres::Error) -> Error {
+    if e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|d| d.code().code().starts_with("57P"))
+    {
+        Error::Gone(format!("{what}: {e}"))
+    } else {
+        Error::Query {
+            what: what.to_string(),
+            message: e
+                .as_db_error()
+                .map(|d| d.message().to_string())
+                .unwrap_or_else(|| e.to_string()),
+        }
+    }
+}
+
+impl Conn {
+    /// Connect. `observer` sessions are read-only with a statement timeout; workload sessions run
+    /// whatever the user asks.
+    pub fn connect(cfg: &Config, label: &str, observer: bool) -> Result<Conn> {
+        let mut client = cfg.connect(NoTls).map_err(|e| Error::Connect {
+            url: label.to_string(),
+            message: e.to_string(),
+        })?;
+        if observer {
+            client
+                .batch_execute("SET default_transaction_read_only = on; SET statement_timeout = '30s'; SET lock_timeout = '5s'")
+                .map_err(|e| qerr("session setup", e))?;
+        }
+        let row = client
+            .query_one(
+                "SELECT current_setting('server_version_num')::int4, pg_backend_pid()",
+                &[],
+            )
+            .map_err(|e| qerr("version", e))?;
+        Ok(Conn {
+            version_num: row.get::<_, i32>(0) as u32,
+            backend_pid: row.get::<_, i32>(1) as u32,
+            client,
+            label: label.to_string(),
+        })
+    }
+
+    /// Rows of (key columns..., float values...) as text keys and f64s.
+    fn rows(&mut self, what: &str, sql: &str, keys: usize) -> Result<Vec<(Vec<String>, Vec<f64>)>> {
+        let rows = self.client.query(sql, &[]).map_err(|e| qerr(what, e))?;
+        let mut out = Vec::new();
+        for r in rows {
+            let n = r.len();
+            let k: Vec<String> = (0..keys)
+                .map(|i| r.get::<_, Option<String>>(i).unwrap_or_default())
+                .collect();
+            let v: Vec<f64> = (keys..n)
+                .map(|i| r.get::<_, Option<f64>>(i).unwrap_or(0.0))
+                .collect();
+            out.push((k, v));
+        }
+        Ok(out)
+    }
+}
+
+/// Counters of one moment: flat ones (`db.blks_read`), and per-object tables
+/// (`table` → `public.t` → `heap_blks_read`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub version_num: u32,
+    /// Changes when the server restarts.
+    pub postmaster_start: String,
+    /// stats_reset of the views read: a change means someone reset statistics in between.
+    pub resets: BTreeMap<String, String>,
+    pub counters: BTreeMap<String, f64>,
+    pub objects: BTreeMap<String, BTreeMap<String, BTreeMap<String, f64>>>,
+    pub settings: BTreeMap<String, String>,
+    /// Sets this server version or configuration does not offer.
+    pub unavailable: Vec<String>,
+}
+
+fn put(s: &mut Snapshot, prefix: &str, names: &[&str], vals: &[f64]) {
+    for (n, v) in names.iter().zip(vals) {
+        s.counters.insert(format!("{prefix}.{n}"), *v);
+    }
+}
+
+/// Read every metric set the server offers.
+pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
+    let v = c.version_num;
+    let mut s = Snapshot {
+        version_num: v,
+        ..Default::default()
+    };
+    // A fresh view of the statistics, not the one cached in this transaction.
+    c.client
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .map_err(|e| qerr("pg_stat_clear_snapshot", e))?;
+    let r = c
+        .client
+        .query_one(
+            "SELECT pg_postmaster_start_time()::text, current_setting('shared_buffers'), current_setting('work_mem'), current_database()::text, current_setting('block_size')",
+            &[],
+        )
+        .map_err(|e| qerr("server settings", e))?;
+    s.postmaster_start = r.get(0);
+    s.settings.insert("shared_buffers".into(), r.get(1));
+    s.settings.insert("work_mem".into(), r.get(2));
+    s.settings.insert("database".into(), r.get(3));
+    s.settings.insert("block_size".into(), r.get(4));
+
+    let db = c.client.query_one(
+        "SELECT blks_read::float8, blks_hit::float8, tup_returned::float8, tup_fetched::float8, tup_inserted::float8, tup_updated::float8, tup_deleted::float8, temp_files::float8, temp_bytes::float8, xact_commit::float8, xact_rollback::float8, blk_read_time::float8, blk_write_time::float8, deadlocks::float8, coalesce(stats_reset::text, '') FROM pg_stat_database WHERE datname = current_database()",
+        &[],
+    ).map_err(|e| qerr("pg_stat_database", e))?;
+    let names = [
+        "blks_read",
+        "blks_hit",
+        "tup_returned",
+        "tup_fetched",
+        "tup_inserted",
+        "tup_updated",
+        "tup_deleted",
+        "temp_files",
+        "temp_bytes",
+        "xact_commit",
+        "xact_rollback",
+        "blk_read_time_ms",
+        "blk_write_time_ms",
+        "deadlocks",
+    ];
+    let vals: Vec<f64> = (0..names.len()).map(|i| db.get::<_, f64>(i)).collect();
+    put(&mut s, "db", &names, &vals);
+    s.resets
+        .insert("pg_stat_database".into(), db.get(names.len()));
+
+    if v >= 170000 {
+        let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8 FROM pg_stat_checkpointer", 1)?;
+        if let Some((k, vals)) = r.first() {
+            s.resets.insert("pg_stat_checkpointer".into(), k[0].clone());
+            put(
+                &mut s,
+                "checkpointer",
+                &[
+                    "checkpoints_timed",
+                    "checkpoints_requested",
+                    "write_time_ms",
+                    "sync_time_ms",
+                    "buffers_written",
+                ],
+                vals,
+            );
+        }
+        let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), buffers_clean::float8, maxwritten_clean::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
+        if let Some((k, vals)) = r.first() {
+            s.resets.insert("pg_stat_bgwriter".into(), k[0].clone());
+            put(
+                &mut s,
+                "bgwriter",
+                &["buffers_clean", "maxwritten_clean", "buffers_alloc"],
+                vals,
+            );
+        }
+    } else {
+        let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), checkpoints_timed::float8, checkpoints_req::float8, checkpoint_write_time::float8, checkpoint_sync_time::float8, buffers_checkpoint::float8, buffers_clean::float8, maxwritten_clean::float8, buffers_backend::float8, buffers_backend_fsync::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
+        if let Some((k, vals)) = r.first() {
+            s.resets.insert("pg_stat_bgwriter".into(), k[0].clone());
+            put(
+                &mut s,
+                "checkpointer",
+                &[
+                    "checkpoints_timed",
+                    "checkpoints_requested",
+                    "write_time_ms",
+                    "sync_time_ms",
+                    "buffers_written",
+                ],
+                &vals[..5],
+            );
+            put(
+                &mut s,
+                "bgwriter",
+                &[
+                    "buffers_clean",
+                    "maxwritten_clean",
+                    "buffers_backend",
+                    "buffers_backend_fsync",
+                    "buffers_alloc",
+                ],
+                &vals[5..],
+            );
+        }
+    }
+    if v >= 140000 {
+        let cols = if v >= 180000 {
+            "wal_records::float8, wal_fpi::float8, wal_bytes::float8, wal_buffers_full::float8"
+        } else {
+            "wal_records::float8, wal_fpi::float8, wal_bytes::float8, wal_buffers_full::float8, wal_write::float8, wal_sync::float8, wal_write_time::float8, wal_sync_time::float8"
+        };
+        let r = c.rows(
+            "pg_stat_wal",
+            &format!("SELECT coalesce(stats_reset::text,''), {cols} FROM pg_stat_wal"),
+            1,
+        )?;
+        if let Some((k, vals)) = r.first() {
+            s.resets.insert("pg_stat_wal".into(), k[0].clone());
+            put(
+                &mut s,
+                "wal",
+                &[
+                    "records",
+                    "fpi",
+                    "bytes",
+                    "buffers_full",
+                    "writes",
+                    "syncs",
+                    "write_time_ms",
+                    "sync_time_ms",
+                ],
+                vals,
+            );
+        }
+    } else {
+        s.unavailable.push("pg_stat_wal (PostgreSQL 14+)".into());
+    }
+    if v >= 160000 {
+        let r = c.rows(
+            "pg_stat_io",
+            "SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8 FROM pg_stat_io",
+            1,
+        )?;
+        let names = [
+            "reads",
+            "read_time_ms",
+            "writes",
+            "write_time_ms",
+            "extends",
+            "hits",
+            "evictions",
+            "fsyncs",
+        ];
+        let t = s.objects.entry("io".into()).or_default();
+        for (k, vals) in r {
+            t.insert(
+                k[0].clone(),
+                names.iter().map(|n| n.to_string()).zip(vals).collect(),
+            );
+        }
+    } else {
+        s.unavailable.push(
+            "pg_stat_io (PostgreSQL 16+); per-table I/O from pg_statio_user_tables instead".into(),
+        );
+    }
+    let r = c.rows(
+        "pg_statio_user_tables",
+        "SELECT schemaname || '.' || relname || ' (' || pg_relation_filepath(relid) || ')', coalesce(heap_blks_read,0)::float8, coalesce(heap_blks_hit,0)::float8, coalesce(idx_blks_read,0)::float8, coalesce(idx_blks_hit,0)::float8, coalesce(toast_blks_read,0)::float8, coalesce(toast_blks_hit,0)::float8 FROM pg_statio_user_tables",
+        1,
+    )?;
+    let names = [
+        "heap_blks_read",
+        "heap_blks_hit",
+        "idx_blks_read",
+        "idx_blks_hit",
+        "toast_blks_read",
+        "toast_blks_hit",
+    ];
+    let t = s.objects.entry("table".into()).or_default();
+    for (k, vals) in r {
+        t.insert(
+            k[0].clone(),
+            names.iter().map(|n| n.to_string()).zip(vals).collect(),
+        );
+    }
+    // pg_buffercache, where installed: what the cache holds now.
+    let has = c
+        .client
+        .query_opt(
+            "SELECT 1 FROM pg_extension WHERE extname = 'pg_buffercache'",
+            &[],
+        )
+        .map_err(|e| qerr("pg_extension", e))?
+        .is_some();
+    if has {
+        let r = c.rows("pg_buffercache", "SELECT count(*) FILTER (WHERE relfilenode IS NOT NULL)::float8, count(*) FILTER (WHERE isdirty)::float8, count(*)::float8 FROM pg_buffercache", 0)?;
+        if let Some((_, vals)) = r.first() {
+            put(
+                &mut s,
+                "buffercache",
+                &["used_buffers", "dirty_buffers", "total_buffers"],
+                vals,
+            );
+        }
+    } else {
+        s.unavailable.push(
+            "pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into(),
+        );
+    }
+    Ok(s)
+}
+
+/// One sample of what a backend is waiting on (None: running on CPU, or idle).
+pub fn wait_of(c: &mut Conn, pid: u32) -> Result<Option<(String, String)>> {
+    let r = c
+        .client
+        .query_opt(
+            "SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1",
+            &[&(pid as i32)],
+        )
+        .map_err(|e| qerr("pg_stat_activity", e))?;
+    Ok(r.and_then(|row| {
+        let state: Option<String> = row.get(0);
+        if state.as_deref() != Some("active") {
+            return None;
+        }
+        let (t, e): (String, String) = (row.get(1), row.get(2));
+        Some(if t.is_empty() {
+            ("CPU".to_string(), "running".to_string())
+        } else {
+            (t, e)
+        })
+    }))
+}
+
+/// Make the workload session's statistics visible to other sessions now.
+pub fn flush_stats(c: &mut Conn) {
+    if c.version_num >= 150000 {
+        let _ = c.client.batch_execute("SELECT pg_stat_force_next_flush()");
+    }
+    // The flush happens when the session goes idle after a transaction.
+    let _ = c.client.batch_execute("SELECT 1");
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    pub version: String,
+    pub version_num: u32,
+    pub settings: BTreeMap<String, String>,
+}
+
+pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
+    let r = c
+        .client
+        .query_one("SELECT version()", &[])
+        .map_err(|e| qerr("version()", e))?;
+    let mut settings = BTreeMap::new();
+    for name in [
+        "shared_buffers",
+        "work_mem",
+        "maintenance_work_mem",
+        "effective_cache_size",
+        "max_connections",
+        "wal_sync_method",
+        "synchronous_commit",
+        "fsync",
+        "full_page_writes",
+        "checkpoint_timeout",
+        "max_wal_size",
+        "data_directory",
+    ] {
+        if let Ok(row) = c
+            .client
+            .query_one("SELECT current_setting($1, true)", &[&name])
+        {
+            let v: Option<String> = row.get(0);
+            settings.insert(
+                name.to_string(),
+                v.unwrap_or_else(|| "(hidden: needs pg_read_all_settings)".into()),
+            );
+        }
+    }
+    Ok(ServerInfo {
+        version: r.get(0),
+        version_num: c.version_num,
+        settings,
+    })
+}

@@ -1,0 +1,64 @@
+//! The private PostgreSQL instance and the reader against it: real server, real statistics.
+
+use plumb_engine::{pg, private};
+use std::path::Path;
+
+fn skip() -> Option<String> {
+    if let Err(e) = private::find_bin() {
+        return Some(format!("{e}"));
+    }
+    None
+}
+
+#[test]
+fn start_status_snapshot_stop() {
+    if let Some(why) = skip() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-pg-test")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path().join("pg");
+    let _guard = private::StopOnDrop(dir.clone());
+    let opts = private::StartOptions {
+        settings: vec![("shared_buffers".into(), "16MB".into())],
+    };
+    let r = private::start(&dir, &opts).expect("start");
+    assert!(r.port > 0 && r.pid > 0);
+    assert!(Path::new(&format!("/proc/{}", r.pid)).exists());
+    // A second start finds the running one instead of starting another.
+    let again = private::start(&dir, &opts).expect("second start");
+    assert_eq!(again.pid, r.pid);
+    assert_eq!(private::status(&dir).unwrap().map(|s| s.pid), Some(r.pid));
+
+    let mut c = pg::Conn::connect(&r.config("postgres"), "private", true).expect("connect");
+    assert!(c.version_num >= 100000);
+    let s = pg::snapshot(&mut c).expect("snapshot");
+    assert_eq!(s.settings["shared_buffers"], "16MB");
+    assert!(s.counters.contains_key("db.blks_read"));
+    assert!(s.counters.contains_key("checkpointer.checkpoints_timed"));
+    // The observer session is read-only.
+    let err = c
+        .client
+        .batch_execute("CREATE TABLE nope (x int)")
+        .unwrap_err();
+    let msg = err
+        .as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_default();
+    assert!(msg.contains("read-only"), "{msg}");
+    drop(c);
+
+    assert!(private::stop(&dir).unwrap());
+    assert!(private::status(&dir).unwrap().is_none());
+    assert!(
+        !Path::new(&format!("/proc/{}", r.pid)).exists()
+            || std::fs::read_to_string(format!("/proc/{}/stat", r.pid))
+                .map(|s| s.contains(") Z"))
+                .unwrap_or(true)
+    );
+    // Stopping a stopped instance is not an error.
+    assert!(!private::stop(&dir).unwrap());
+}

@@ -1,8 +1,14 @@
-//! Database readers (PostgreSQL today) and plumb's private PostgreSQL instance.
+//! Database readers behind one interface, and plumb's private PostgreSQL instance.
 //!
-//! A reader connects from a URL, reads named metric sets into flat counters and per-object
-//! tables, and leaves formatting to the renderers. Passwords come from the URL or the
-//! environment and are never printed: `redact` masks them in anything shown.
+//! A reader connects from a URL (`postgres://`, `mysql://`/`mariadb://`, `mssql://`), opens a
+//! read-only observer session with connect and statement timeouts, and reads the metric sets the
+//! server offers into one engine-neutral [`Snapshot`]: cumulative counters, point-in-time gauges
+//! and per-object tables (per file, per wait type, per latch class). Analysis turns two snapshots
+//! into deltas. Passwords come from the URL, the environment or a password file and are never
+//! printed: [`redact`] masks them in anything shown.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
 
 pub mod pg;
 pub mod private;
@@ -22,6 +28,199 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// Which engine a URL points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Postgres,
+    Mariadb,
+    Sqlserver,
+}
+
+impl Kind {
+    pub fn from_url(url: &str) -> Result<Kind> {
+        let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+        match scheme.as_deref() {
+            Some("postgres") | Some("postgresql") => Ok(Kind::Postgres),
+            Some("mysql") | Some("mariadb") => Ok(Kind::Mariadb),
+            Some("mssql") | Some("sqlserver") => Ok(Kind::Sqlserver),
+            // libpq's key=value form
+            None if url.contains('=') => Ok(Kind::Postgres),
+            _ => Err(Error::Url(format!(
+                "{}: not a database URL plumb knows (postgres://, mysql://, mariadb://, mssql://)",
+                redact(url)
+            ))),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Postgres => "PostgreSQL",
+            Kind::Mariadb => "MariaDB",
+            Kind::Sqlserver => "SQL Server",
+        }
+    }
+}
+
+/// Counters of one moment, the same shape for every engine.
+///
+/// Names are `set.metric` (`db.blks_read`, `wal.bytes`); the unit follows from the suffix
+/// (`_bytes`, `_ms`, `_s`, `_pct`; none is a count). Per-object tables are
+/// `set` → object → metric: `file` → `base/5/16384` → `reads`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Snapshot {
+    pub engine: String,
+    pub version: String,
+    /// Changes when the server restarts: every counter starts again from zero.
+    pub server_start: String,
+    /// Reset time of each statistics view read: a change means someone reset it in between.
+    pub resets: BTreeMap<String, String>,
+    /// Cumulative counters (deltas are meaningful).
+    pub counters: BTreeMap<String, f64>,
+    /// Values of the moment (shown before and after, never subtracted).
+    pub gauges: BTreeMap<String, f64>,
+    /// Cumulative per-object counters.
+    pub objects: BTreeMap<String, BTreeMap<String, BTreeMap<String, f64>>>,
+    pub settings: BTreeMap<String, String>,
+    /// Sets this server version, configuration or the observer's privileges do not offer.
+    pub unavailable: Vec<String>,
+}
+
+impl Snapshot {
+    pub fn put(&mut self, prefix: &str, names: &[&str], vals: &[f64]) {
+        for (n, v) in names.iter().zip(vals) {
+            self.counters.insert(format!("{prefix}.{n}"), *v);
+        }
+    }
+
+    pub fn put_object(&mut self, set: &str, object: &str, names: &[&str], vals: &[f64]) {
+        let row = self
+            .objects
+            .entry(set.to_string())
+            .or_default()
+            .entry(object.to_string())
+            .or_default();
+        for (n, v) in names.iter().zip(vals) {
+            *row.entry(n.to_string()).or_insert(0.0) += *v;
+        }
+    }
+
+    /// The reset key a counter or object set belongs to (`wal.bytes` → the `wal` view's reset).
+    pub fn reset_of(&self, set: &str) -> Option<&String> {
+        self.resets.get(set)
+    }
+}
+
+/// A read-only session that reads metric sets.
+pub trait Observer: Send {
+    fn kind(&self) -> Kind;
+    /// Read every metric set the server offers.
+    fn snapshot(&mut self) -> Result<Snapshot>;
+    /// Version string and settings a report should show.
+    fn info(&mut self) -> Result<ServerInfo>;
+    /// What session `id` is waiting on right now (engines whose waits are sampled, not
+    /// cumulative). `None`: idle or not found; `("CPU", "running")`: active, not waiting.
+    fn sample_wait(&mut self, _id: u64) -> Result<Option<(String, String)>> {
+        Ok(None)
+    }
+    /// Whether waits must be sampled (PostgreSQL) rather than read as cumulative counters.
+    fn samples_waits(&self) -> bool {
+        false
+    }
+}
+
+/// A session that runs the workload.
+pub trait Session: Send {
+    /// Run SQL (one or more statements); rows are read and dropped. Returns rows seen.
+    fn execute(&mut self, sql: &str) -> Result<u64>;
+    /// The server's id for this session (backend PID, connection id, session_id).
+    fn id(&self) -> u64;
+    /// The OS process serving this session when the server runs on this host.
+    fn local_pid(&self) -> Option<u32> {
+        None
+    }
+    /// Push this session's statistics where other sessions can see them.
+    fn flush(&mut self) {}
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ServerInfo {
+    pub engine: String,
+    pub version: String,
+    pub settings: BTreeMap<String, String>,
+}
+
+/// Where to connect: a URL and, apart from it, a password (from a file or the environment).
+#[derive(Clone, Default)]
+pub struct Target {
+    pub url: String,
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Target({})", redact(&self.url))
+    }
+}
+
+impl Target {
+    pub fn new(url: &str) -> Target {
+        Target {
+            url: url.to_string(),
+            password: None,
+        }
+    }
+
+    pub fn kind(&self) -> Result<Kind> {
+        Kind::from_url(&self.url)
+    }
+
+    /// The URL as it may be shown.
+    pub fn shown(&self) -> String {
+        redact(&self.url)
+    }
+}
+
+/// Open an observer session.
+pub fn observer(t: &Target) -> Result<Box<dyn Observer>> {
+    let url = &t.url;
+    match Kind::from_url(url)? {
+        Kind::Postgres => Ok(Box::new(pg::PgObserver::connect(t)?)),
+        Kind::Mariadb => Err(Error::Url(format!("{}: MariaDB support is not built yet", redact(url)))),
+        Kind::Sqlserver => Err(Error::Url(format!("{}: SQL Server support is not built yet", redact(url)))),
+    }
+}
+
+/// Open a workload session.
+pub fn session(t: &Target) -> Result<Box<dyn Session>> {
+    let url = &t.url;
+    match Kind::from_url(url)? {
+        Kind::Postgres => Ok(Box::new(pg::PgSession::connect(t)?)),
+        Kind::Mariadb => Err(Error::Url(format!("{}: MariaDB support is not built yet", redact(url)))),
+        Kind::Sqlserver => Err(Error::Url(format!("{}: SQL Server support is not built yet", redact(url)))),
+    }
+}
+
+/// Whether a host named in a URL is this machine (so /proc can see the server's processes).
+pub fn is_local_host(host: &str) -> bool {
+    host.is_empty() || host.starts_with('/') || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+}
+
+/// Read a password file: refused when others can read it.
+pub fn read_password_file(path: &std::path::Path) -> Result<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(Error::Setup(format!(
+            "{}: readable by others (mode {:o}); chmod 600 it",
+            path.display(),
+            meta.permissions().mode() & 0o777
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
+    Ok(text.lines().next().unwrap_or("").to_string())
+}
 
 /// The URL with any password replaced by `***`.
 pub fn redact(url: &str) -> String {

@@ -1,18 +1,22 @@
 //! PostgreSQL: connect, detect the version, and read metric sets chosen by version (pg_stat_io
 //! from 16, pg_stat_checkpointer from 17, pg_stat_wal's timing columns gone in 18).
 
-use crate::{redact, Error, Result};
+use crate::{redact, Error, Kind, Result, ServerInfo, Snapshot, Target};
+use postgres::config::Host;
 use postgres::{Client, Config, NoTls};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
-/// Parse a `postgres://` URL (or key=value string); the password may also come from PGPASSWORD.
-pub fn parse_url(url: &str) -> Result<Config> {
+/// Parse a `postgres://` URL (or key=value string). The password: the target's own (from a
+/// file), else the URL's, else PGPASSWORD.
+pub fn parse_url(t: &Target) -> Result<Config> {
+    let url = &t.url;
     let mut c = Config::from_str(url)
         .map_err(|e| Error::Url(format!("{}: not a PostgreSQL URL: {e}", redact(url))))?;
-    if c.get_password().is_none() {
+    if let Some(p) = &t.password {
+        c.password(p.as_str());
+    } else if c.get_password().is_none() {
         if let Ok(p) = std::env::var("PGPASSWORD") {
             c.password(p);
         }
@@ -24,6 +28,16 @@ pub fn parse_url(url: &str) -> Result<Config> {
         c.application_name("plumb");
     }
     Ok(c)
+}
+
+/// Whether every host in the configuration is this machine.
+pub fn is_local(c: &Config) -> bool {
+    let hosts = c.get_hosts();
+    !hosts.is_empty()
+        && hosts.iter().all(|h| match h {
+            Host::Unix(_) => true,
+            Host::Tcp(name) => crate::is_local_host(name),
+        })
 }
 
 pub struct Conn {
@@ -95,162 +109,81 @@ impl Conn {
     }
 }
 
-/// Counters of one moment: flat ones (`db.blks_read`), and per-object tables
-/// (`table` → `public.t` → `heap_blks_read`).
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Snapshot {
-    pub version_num: u32,
-    /// Changes when the server restarts.
-    pub postmaster_start: String,
-    /// stats_reset of the views read: a change means someone reset statistics in between.
-    pub resets: BTreeMap<String, String>,
-    pub counters: BTreeMap<String, f64>,
-    pub objects: BTreeMap<String, BTreeMap<String, BTreeMap<String, f64>>>,
-    pub settings: BTreeMap<String, String>,
-    /// Sets this server version or configuration does not offer.
-    pub unavailable: Vec<String>,
-}
-
-fn put(s: &mut Snapshot, prefix: &str, names: &[&str], vals: &[f64]) {
-    for (n, v) in names.iter().zip(vals) {
-        s.counters.insert(format!("{prefix}.{n}"), *v);
-    }
-}
-
 /// Read every metric set the server offers.
 pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
     let v = c.version_num;
     let mut s = Snapshot {
-        version_num: v,
+        engine: "postgresql".into(),
+        version: format!("{}.{}", v / 10000, v % 10000),
         ..Default::default()
     };
-    // A fresh view of the statistics, not the one cached in this transaction.
+    // A fresh view of the statistics, not one cached earlier in this session.
     c.client
         .batch_execute("SELECT pg_stat_clear_snapshot()")
         .map_err(|e| qerr("pg_stat_clear_snapshot", e))?;
     let r = c
         .client
         .query_one(
-            "SELECT pg_postmaster_start_time()::text, current_setting('shared_buffers'), current_setting('work_mem'), current_database()::text, current_setting('block_size')",
+            "SELECT pg_postmaster_start_time()::text, current_setting('shared_buffers'), current_setting('work_mem'), current_database()::text, current_setting('block_size'), current_setting('track_io_timing')",
             &[],
         )
         .map_err(|e| qerr("server settings", e))?;
-    s.postmaster_start = r.get(0);
-    s.settings.insert("shared_buffers".into(), r.get(1));
-    s.settings.insert("work_mem".into(), r.get(2));
-    s.settings.insert("database".into(), r.get(3));
-    s.settings.insert("block_size".into(), r.get(4));
+    s.server_start = r.get(0);
+    for (i, k) in ["shared_buffers", "work_mem", "database", "block_size", "track_io_timing"].iter().enumerate() {
+        s.settings.insert(k.to_string(), r.get(i + 1));
+    }
+    if s.settings.get("track_io_timing").map(String::as_str) != Some("on") {
+        s.unavailable.push("read and write times (track_io_timing is off)".into());
+    }
 
-    let db = c.client.query_one(
-        "SELECT blks_read::float8, blks_hit::float8, tup_returned::float8, tup_fetched::float8, tup_inserted::float8, tup_updated::float8, tup_deleted::float8, temp_files::float8, temp_bytes::float8, xact_commit::float8, xact_rollback::float8, blk_read_time::float8, blk_write_time::float8, deadlocks::float8, coalesce(stats_reset::text, '') FROM pg_stat_database WHERE datname = current_database()",
-        &[],
-    ).map_err(|e| qerr("pg_stat_database", e))?;
     let names = [
-        "blks_read",
-        "blks_hit",
-        "tup_returned",
-        "tup_fetched",
-        "tup_inserted",
-        "tup_updated",
-        "tup_deleted",
-        "temp_files",
-        "temp_bytes",
-        "xact_commit",
-        "xact_rollback",
-        "blk_read_time_ms",
-        "blk_write_time_ms",
-        "deadlocks",
+        "blks_read", "blks_hit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted",
+        "temp_files", "temp_bytes", "xact_commit", "xact_rollback", "blk_read_time_ms", "blk_write_time_ms", "deadlocks",
     ];
-    let vals: Vec<f64> = (0..names.len()).map(|i| db.get::<_, f64>(i)).collect();
-    put(&mut s, "db", &names, &vals);
-    s.resets
-        .insert("pg_stat_database".into(), db.get(names.len()));
+    let sql = format!(
+        "SELECT coalesce(stats_reset::text, ''), {} FROM pg_stat_database WHERE datname = current_database()",
+        names.iter().map(|n| format!("{}::float8", n.trim_end_matches("_ms"))).collect::<Vec<_>>().join(", ")
+    );
+    if let Some((k, vals)) = c.rows("pg_stat_database", &sql, 1)?.first() {
+        s.put("db", &names, vals);
+        s.resets.insert("db".into(), k[0].clone());
+    }
 
+    let ckpt = ["checkpoints_timed", "checkpoints_requested", "write_time_ms", "sync_time_ms", "buffers_written"];
     if v >= 170000 {
         let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8 FROM pg_stat_checkpointer", 1)?;
         if let Some((k, vals)) = r.first() {
-            s.resets.insert("pg_stat_checkpointer".into(), k[0].clone());
-            put(
-                &mut s,
-                "checkpointer",
-                &[
-                    "checkpoints_timed",
-                    "checkpoints_requested",
-                    "write_time_ms",
-                    "sync_time_ms",
-                    "buffers_written",
-                ],
-                vals,
-            );
+            s.resets.insert("checkpointer".into(), k[0].clone());
+            s.put("checkpointer", &ckpt, vals);
         }
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), buffers_clean::float8, maxwritten_clean::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {
-            s.resets.insert("pg_stat_bgwriter".into(), k[0].clone());
-            put(
-                &mut s,
-                "bgwriter",
-                &["buffers_clean", "maxwritten_clean", "buffers_alloc"],
-                vals,
-            );
+            s.resets.insert("bgwriter".into(), k[0].clone());
+            s.put("bgwriter", &["buffers_clean", "maxwritten_clean", "buffers_alloc"], vals);
         }
     } else {
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), checkpoints_timed::float8, checkpoints_req::float8, checkpoint_write_time::float8, checkpoint_sync_time::float8, buffers_checkpoint::float8, buffers_clean::float8, maxwritten_clean::float8, buffers_backend::float8, buffers_backend_fsync::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {
-            s.resets.insert("pg_stat_bgwriter".into(), k[0].clone());
-            put(
-                &mut s,
-                "checkpointer",
-                &[
-                    "checkpoints_timed",
-                    "checkpoints_requested",
-                    "write_time_ms",
-                    "sync_time_ms",
-                    "buffers_written",
-                ],
-                &vals[..5],
-            );
-            put(
-                &mut s,
-                "bgwriter",
-                &[
-                    "buffers_clean",
-                    "maxwritten_clean",
-                    "buffers_backend",
-                    "buffers_backend_fsync",
-                    "buffers_alloc",
-                ],
-                &vals[5..],
-            );
+            s.resets.insert("checkpointer".into(), k[0].clone());
+            s.resets.insert("bgwriter".into(), k[0].clone());
+            s.put("checkpointer", &ckpt, &vals[..5]);
+            s.put("bgwriter", &["buffers_clean", "maxwritten_clean", "buffers_backend", "buffers_backend_fsync", "buffers_alloc"], &vals[5..]);
         }
     }
     if v >= 140000 {
-        let cols = if v >= 180000 {
-            "wal_records::float8, wal_fpi::float8, wal_bytes::float8, wal_buffers_full::float8"
+        let (cols, names): (&str, &[&str]) = if v >= 180000 {
+            ("wal_records, wal_fpi, wal_bytes, wal_buffers_full", &["records", "fpi", "bytes", "buffers_full"])
         } else {
-            "wal_records::float8, wal_fpi::float8, wal_bytes::float8, wal_buffers_full::float8, wal_write::float8, wal_sync::float8, wal_write_time::float8, wal_sync_time::float8"
+            (
+                "wal_records, wal_fpi, wal_bytes, wal_buffers_full, wal_write, wal_sync, wal_write_time, wal_sync_time",
+                &["records", "fpi", "bytes", "buffers_full", "writes", "syncs", "write_time_ms", "sync_time_ms"],
+            )
         };
-        let r = c.rows(
-            "pg_stat_wal",
-            &format!("SELECT coalesce(stats_reset::text,''), {cols} FROM pg_stat_wal"),
-            1,
-        )?;
+        let cols: Vec<String> = cols.split(", ").map(|c| format!("{c}::float8")).collect();
+        let r = c.rows("pg_stat_wal", &format!("SELECT coalesce(stats_reset::text,''), {} FROM pg_stat_wal", cols.join(", ")), 1)?;
         if let Some((k, vals)) = r.first() {
-            s.resets.insert("pg_stat_wal".into(), k[0].clone());
-            put(
-                &mut s,
-                "wal",
-                &[
-                    "records",
-                    "fpi",
-                    "bytes",
-                    "buffers_full",
-                    "writes",
-                    "syncs",
-                    "write_time_ms",
-                    "sync_time_ms",
-                ],
-                vals,
-            );
+            s.resets.insert("wal".into(), k[0].clone());
+            s.put("wal", names, vals);
         }
     } else {
         s.unavailable.push("pg_stat_wal (PostgreSQL 14+)".into());
@@ -261,71 +194,37 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
             "SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8 FROM pg_stat_io",
             1,
         )?;
-        let names = [
-            "reads",
-            "read_time_ms",
-            "writes",
-            "write_time_ms",
-            "extends",
-            "hits",
-            "evictions",
-            "fsyncs",
-        ];
-        let t = s.objects.entry("io".into()).or_default();
+        let names = ["reads", "read_time_ms", "writes", "write_time_ms", "extends", "hits", "evictions", "fsyncs"];
         for (k, vals) in r {
-            t.insert(
-                k[0].clone(),
-                names.iter().map(|n| n.to_string()).zip(vals).collect(),
-            );
+            s.put_object("io", &k[0], &names, &vals);
         }
     } else {
-        s.unavailable.push(
-            "pg_stat_io (PostgreSQL 16+); per-table I/O from pg_statio_user_tables instead".into(),
-        );
+        s.unavailable.push("pg_stat_io (PostgreSQL 16+); per-table block reads from pg_statio_user_tables instead".into());
     }
     let r = c.rows(
         "pg_statio_user_tables",
-        "SELECT schemaname || '.' || relname || ' (' || pg_relation_filepath(relid) || ')', coalesce(heap_blks_read,0)::float8, coalesce(heap_blks_hit,0)::float8, coalesce(idx_blks_read,0)::float8, coalesce(idx_blks_hit,0)::float8, coalesce(toast_blks_read,0)::float8, coalesce(toast_blks_hit,0)::float8 FROM pg_statio_user_tables",
+        "SELECT schemaname || '.' || relname || ' (' || coalesce(pg_relation_filepath(relid), '?') || ')', coalesce(heap_blks_read,0)::float8, coalesce(heap_blks_hit,0)::float8, coalesce(idx_blks_read,0)::float8, coalesce(idx_blks_hit,0)::float8, coalesce(toast_blks_read,0)::float8, coalesce(toast_blks_hit,0)::float8 FROM pg_statio_user_tables",
         1,
     )?;
-    let names = [
-        "heap_blks_read",
-        "heap_blks_hit",
-        "idx_blks_read",
-        "idx_blks_hit",
-        "toast_blks_read",
-        "toast_blks_hit",
-    ];
-    let t = s.objects.entry("table".into()).or_default();
+    let names = ["heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit", "toast_blks_read", "toast_blks_hit"];
     for (k, vals) in r {
-        t.insert(
-            k[0].clone(),
-            names.iter().map(|n| n.to_string()).zip(vals).collect(),
-        );
+        s.put_object("table", &k[0], &names, &vals);
     }
     // pg_buffercache, where installed: what the cache holds now.
     let has = c
         .client
-        .query_opt(
-            "SELECT 1 FROM pg_extension WHERE extname = 'pg_buffercache'",
-            &[],
-        )
+        .query_opt("SELECT 1 FROM pg_extension WHERE extname = 'pg_buffercache'", &[])
         .map_err(|e| qerr("pg_extension", e))?
         .is_some();
     if has {
-        let r = c.rows("pg_buffercache", "SELECT count(*) FILTER (WHERE relfilenode IS NOT NULL)::float8, count(*) FILTER (WHERE isdirty)::float8, count(*)::float8 FROM pg_buffercache", 0)?;
+        let r = c.rows("pg_buffercache", "SELECT '', count(*) FILTER (WHERE relfilenode IS NOT NULL)::float8, count(*) FILTER (WHERE isdirty)::float8, count(*)::float8 FROM pg_buffercache", 1)?;
         if let Some((_, vals)) = r.first() {
-            put(
-                &mut s,
-                "buffercache",
-                &["used_buffers", "dirty_buffers", "total_buffers"],
-                vals,
-            );
+            for (n, v) in ["buffercache.used_buffers", "buffercache.dirty_buffers", "buffercache.total_buffers"].iter().zip(vals) {
+                s.gauges.insert(n.to_string(), *v);
+            }
         }
     } else {
-        s.unavailable.push(
-            "pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into(),
-        );
+        s.unavailable.push("pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into());
     }
     Ok(s)
 }
@@ -362,13 +261,6 @@ pub fn flush_stats(c: &mut Conn) {
     let _ = c.client.batch_execute("SELECT 1");
 }
 
-#[derive(Debug, Clone, Serialize)]
-pub struct ServerInfo {
-    pub version: String,
-    pub version_num: u32,
-    pub settings: BTreeMap<String, String>,
-}
-
 pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
     let r = c
         .client
@@ -401,8 +293,81 @@ pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
         }
     }
     Ok(ServerInfo {
+        engine: "PostgreSQL".into(),
         version: r.get(0),
-        version_num: c.version_num,
         settings,
     })
+}
+
+/// The read-only observer for PostgreSQL.
+pub struct PgObserver {
+    conn: Conn,
+}
+
+impl PgObserver {
+    pub fn connect(t: &Target) -> Result<PgObserver> {
+        let cfg = parse_url(t)?;
+        Ok(PgObserver {
+            conn: Conn::connect(&cfg, &t.shown(), true)?,
+        })
+    }
+
+    pub fn from_conn(conn: Conn) -> PgObserver {
+        PgObserver { conn }
+    }
+}
+
+impl crate::Observer for PgObserver {
+    fn kind(&self) -> Kind {
+        Kind::Postgres
+    }
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        snapshot(&mut self.conn)
+    }
+    fn info(&mut self) -> Result<ServerInfo> {
+        server_info(&mut self.conn)
+    }
+    fn sample_wait(&mut self, id: u64) -> Result<Option<(String, String)>> {
+        wait_of(&mut self.conn, id as u32)
+    }
+    fn samples_waits(&self) -> bool {
+        true
+    }
+}
+
+/// A workload session for PostgreSQL.
+pub struct PgSession {
+    conn: Conn,
+    local: bool,
+}
+
+impl PgSession {
+    pub fn connect(t: &Target) -> Result<PgSession> {
+        let cfg = parse_url(t)?;
+        let local = is_local(&cfg);
+        Ok(PgSession {
+            conn: Conn::connect(&cfg, &t.shown(), false)?,
+            local,
+        })
+    }
+}
+
+impl crate::Session for PgSession {
+    fn execute(&mut self, sql: &str) -> Result<u64> {
+        let msgs = self.conn.client.simple_query(sql).map_err(|e| qerr("the workload", e))?;
+        Ok(msgs.iter().filter(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))).count() as u64)
+    }
+    fn id(&self) -> u64 {
+        self.conn.backend_pid as u64
+    }
+    fn local_pid(&self) -> Option<u32> {
+        if !self.local {
+            return None;
+        }
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.conn.backend_pid)).ok()?;
+        (comm.trim() == "postgres").then_some(self.conn.backend_pid)
+    }
+    fn flush(&mut self) {
+        flush_stats(&mut self.conn)
+    }
 }

@@ -35,13 +35,17 @@ impl Running {
         c
     }
 
-    /// A URL for other tools and plumb's own `--engine`.
+    /// A URL for plumb's own `--engine` and for libpq tools (`psql "URL"`).
     pub fn url(&self) -> String {
         format!(
-            "postgres://{SUPERUSER}@localhost:{}/postgres?host={}",
-            self.port,
-            self.dir.display()
+            "postgresql:///postgres?host={}&port={}&user={SUPERUSER}",
+            self.dir.display(),
+            self.port
         )
+    }
+
+    pub fn target(&self) -> crate::Target {
+        crate::Target::new(&self.url())
     }
 }
 

@@ -33,12 +33,20 @@ fn start_status_snapshot_stop() {
     assert_eq!(again.pid, r.pid);
     assert_eq!(private::status(&dir).unwrap().map(|s| s.pid), Some(r.pid));
 
+    let cfg = pg::parse_url(&r.target()).expect("the instance's own URL parses");
+    assert!(pg::is_local(&cfg));
+    let mut obs = plumb_engine::observer(&r.target()).expect("observer");
+    let s = obs.snapshot().expect("snapshot via the trait");
+    assert_eq!(s.engine, "postgresql");
     let mut c = pg::Conn::connect(&r.config("postgres"), "private", true).expect("connect");
     assert!(c.version_num >= 100000);
     let s = pg::snapshot(&mut c).expect("snapshot");
     assert_eq!(s.settings["shared_buffers"], "16MB");
     assert!(s.counters.contains_key("db.blks_read"));
     assert!(s.counters.contains_key("checkpointer.checkpoints_timed"));
+    assert!(!s.server_start.is_empty());
+    assert!(s.resets.contains_key("db"));
+    drop(obs);
     // The observer session is read-only.
     let err = c
         .client

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub mod delta;
 pub mod durability;
 pub mod io;
 pub mod k8s;

@@ -273,6 +273,8 @@ pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
         "maintenance_work_mem",
         "effective_cache_size",
         "max_connections",
+        "block_size",
+        "track_io_timing",
         "wal_sync_method",
         "synchronous_commit",
         "fsync",

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use std::io::{self, Write};
 
+pub mod delta_render;
 pub mod fmt;
 pub mod io_render;
 pub mod k8s_render;

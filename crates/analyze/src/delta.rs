@@ -1,0 +1,492 @@
+//! Before/after deltas around a workload (`plumb delta`): two snapshots of the OS and of the
+//! engine become one run's figures; repeated runs become a median and a spread per figure; cold
+//! and warm runs sit side by side.
+//!
+//! Counters that went backwards, views reset in between and a server that restarted are found
+//! and said, and never shown as negative deltas: the figure then counts only since the reset,
+//! which is a lower bound.
+
+use crate::{Level, Note};
+use plumb_engine::{ServerInfo, Snapshot};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// (group, object, metric). The object is empty for server-wide figures.
+pub type Key = (String, String, String);
+
+/// What one run measured, before the medians.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RunDelta {
+    pub elapsed_s: f64,
+    #[serde(serialize_with = "ser_values")]
+    pub values: BTreeMap<Key, f64>,
+    pub notes: Vec<String>,
+}
+
+fn ser_values<S: serde::Serializer>(v: &BTreeMap<Key, f64>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(v.len()))?;
+    for ((g, o, n), x) in v {
+        let k = if o.is_empty() { format!("{g}.{n}") } else { format!("{g}[{o}].{n}") };
+        m.serialize_entry(&k, x)?;
+    }
+    m.end()
+}
+
+/// Wait events seen by sampling a session (PostgreSQL): count per `type:event`.
+#[derive(Debug, Clone, Default)]
+pub struct WaitSamples {
+    pub interval_ms: f64,
+    pub taken: u64,
+    pub seen: BTreeMap<String, u64>,
+}
+
+/// Subtract one snapshot from another, set by set, guarding against resets.
+pub fn subtract(before: &Snapshot, after: &Snapshot, out: &mut RunDelta) {
+    let restarted = !before.server_start.is_empty()
+        && !after.server_start.is_empty()
+        && before.server_start != after.server_start;
+    if restarted {
+        out.notes.push(format!(
+            "{} restarted during the run (started {} before, {} after): its figures count only since the restart",
+            engine_name(&after.engine),
+            before.server_start,
+            after.server_start
+        ));
+    }
+    let mut reset_sets = BTreeSet::new();
+    for (set, r) in &after.resets {
+        if let Some(b) = before.resets.get(set) {
+            if b != r && !restarted {
+                out.notes.push(format!(
+                    "{set} statistics were reset during the run (at {r}): its figures count only since then"
+                ));
+                reset_sets.insert(set.clone());
+            }
+        }
+    }
+    let mut backwards = Vec::new();
+    let mut diff = |set: &str, name: &str, b: Option<f64>, a: f64| -> f64 {
+        if restarted || reset_sets.contains(set) {
+            return a.max(0.0);
+        }
+        match b {
+            None => a.max(0.0),
+            Some(b) if a >= b => a - b,
+            Some(_) => {
+                backwards.push(name.to_string());
+                a.max(0.0)
+            }
+        }
+    };
+    for (k, a) in &after.counters {
+        let (set, metric) = k.split_once('.').unwrap_or(("", k));
+        let d = diff(set, k, before.counters.get(k).copied(), *a);
+        out.values.insert((set.to_string(), String::new(), metric.to_string()), d);
+    }
+    for (set, objs) in &after.objects {
+        for (obj, row) in objs {
+            let brow = before.objects.get(set).and_then(|o| o.get(obj));
+            for (metric, a) in row {
+                let d = diff(set, &format!("{set}[{obj}].{metric}"), brow.and_then(|r| r.get(metric)).copied(), *a);
+                out.values.insert((set.clone(), obj.clone(), metric.clone()), d);
+            }
+        }
+    }
+    for (k, a) in &after.gauges {
+        let (set, metric) = k.split_once('.').unwrap_or(("", k));
+        if let Some(b) = before.gauges.get(k) {
+            out.values.insert((set.to_string(), String::new(), format!("{metric} before")), *b);
+        }
+        out.values.insert((set.to_string(), String::new(), format!("{metric} after")), *a);
+    }
+    if !backwards.is_empty() {
+        let shown: Vec<&str> = backwards.iter().take(5).map(String::as_str).collect();
+        out.notes.push(format!(
+            "{} counter(s) went backwards without a reset on record ({}{}): shown as counted since zero, a lower bound",
+            backwards.len(),
+            shown.join(", "),
+            if backwards.len() > 5 { ", ..." } else { "" }
+        ));
+    }
+}
+
+fn engine_name(e: &str) -> &str {
+    match e {
+        "postgresql" => "PostgreSQL",
+        "mariadb" => "MariaDB",
+        "sqlserver" => "SQL Server",
+        "os" => "the host",
+        other => other,
+    }
+}
+
+/// Figures computed from others in the same run: hit ratio, latency per read and write,
+/// estimated wait time from samples.
+pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
+    let v = &mut run.values;
+    let get = |v: &BTreeMap<Key, f64>, g: &str, o: &str, m: &str| v.get(&(g.to_string(), o.to_string(), m.to_string())).copied();
+    if let (Some(hit), Some(read)) = (get(v, "db", "", "blks_hit"), get(v, "db", "", "blks_read")) {
+        if hit + read > 0.0 {
+            v.insert(("db".into(), String::new(), "hit_pct".into()), 100.0 * hit / (hit + read));
+        }
+    }
+    // Per-object latency wherever an object has counts and stall times.
+    let objs: BTreeSet<(String, String)> = v.keys().filter(|k| !k.1.is_empty()).map(|k| (k.0.clone(), k.1.clone())).collect();
+    for (g, o) in objs {
+        for (n, t, out) in [
+            ("reads", "read_stall_ms", "avg_read_ms"),
+            ("writes", "write_stall_ms", "avg_write_ms"),
+            ("reads", "read_time_ms", "avg_read_ms"),
+            ("writes", "write_time_ms", "avg_write_ms"),
+            ("count", "wait_ms", "avg_wait_ms"),
+        ] {
+            if let (Some(n), Some(t)) = (get(v, &g, &o, n), get(v, &g, &o, t)) {
+                if n > 0.0 {
+                    v.insert((g.clone(), o.clone(), out.into()), t / n);
+                }
+            }
+        }
+    }
+    if let Some(w) = waits {
+        for (ev, n) in &w.seen {
+            v.insert(("waits".into(), ev.clone(), "samples".into()), *n as f64);
+            v.insert(("waits".into(), ev.clone(), "est_ms".into()), *n as f64 * w.interval_ms);
+            if w.taken > 0 {
+                v.insert(("waits".into(), ev.clone(), "share_pct".into()), 100.0 * *n as f64 / w.taken as f64);
+            }
+        }
+    }
+    v.insert(("run".into(), String::new(), "elapsed_s".into()), run.elapsed_s);
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Stat {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub values: Vec<f64>,
+}
+
+impl Stat {
+    pub fn of(values: &[f64]) -> Option<Stat> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut s = values.to_vec();
+        s.sort_by(|a, b| a.total_cmp(b));
+        let n = s.len();
+        let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+        Some(Stat {
+            median,
+            min: s[0],
+            max: s[n - 1],
+            values: values.to_vec(),
+        })
+    }
+
+    /// Spread as a share of the median (max − min over median).
+    pub fn spread_pct(&self) -> Option<f64> {
+        (self.median.abs() > 0.0 && self.values.len() > 1).then(|| 100.0 * (self.max - self.min) / self.median.abs())
+    }
+}
+
+/// One mode's runs: cold, warm, or as found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModeRuns {
+    pub mode: String,
+    /// What was done before each run to get this mode (restart, drop_caches, a warm-up run).
+    pub preparation: Vec<String>,
+    pub runs: Vec<RunDelta>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub group: String,
+    pub object: String,
+    pub metric: String,
+    pub unit: String,
+    /// One per mode, in the order of `modes`.
+    pub stats: Vec<Option<Stat>>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DeltaReport {
+    pub target: String,
+    pub engine: Option<ServerInfo>,
+    pub workload: String,
+    pub repeat: usize,
+    pub modes: Vec<ModeRuns>,
+    pub rows: Vec<Row>,
+    /// Rows left out: zero in every mode, or waits/latches under the threshold.
+    pub hidden_rows: usize,
+    pub threshold_ms: f64,
+    pub unavailable: Vec<String>,
+    pub notes: Vec<Note>,
+}
+
+/// The unit a metric name implies.
+pub fn unit_of(metric: &str) -> &'static str {
+    let m = metric.trim_end_matches(" before").trim_end_matches(" after");
+    if m.ends_with("_bytes") {
+        "bytes"
+    } else if m.ends_with("_ms") {
+        "ms"
+    } else if m.ends_with("_s") {
+        "s"
+    } else if m.ends_with("_pct") {
+        "%"
+    } else {
+        "count"
+    }
+}
+
+/// Groups whose rows are waits (weighed by wait time against the threshold).
+const WAIT_GROUPS: &[(&str, &str)] = &[
+    ("waits", "est_ms"),
+    ("wait", "wait_ms"),
+    ("latch", "wait_ms"),
+    ("spinlock", "sleep_time_ms"),
+];
+
+/// Medians and spreads per figure over every mode's runs; rows that are zero everywhere, and
+/// wait-like objects whose wait time stays under `threshold_ms` in every mode, are hidden
+/// unless `all`.
+pub fn summarize(
+    target: String,
+    engine: Option<ServerInfo>,
+    workload: String,
+    repeat: usize,
+    modes: Vec<ModeRuns>,
+    unavailable: Vec<String>,
+    threshold_ms: f64,
+    all: bool,
+) -> DeltaReport {
+    let mut keys: BTreeSet<Key> = BTreeSet::new();
+    for m in &modes {
+        for r in &m.runs {
+            keys.extend(r.values.keys().cloned());
+        }
+    }
+    // Wait-like objects under the threshold in every mode.
+    let mut below: BTreeSet<(String, String)> = BTreeSet::new();
+    for (g, weight) in WAIT_GROUPS {
+        let objs: BTreeSet<String> = keys.iter().filter(|k| k.0 == *g && !k.1.is_empty()).map(|k| k.1.clone()).collect();
+        for o in objs {
+            let key = (g.to_string(), o.clone(), weight.to_string());
+            let max_median = modes
+                .iter()
+                .filter_map(|m| Stat::of(&m.runs.iter().map(|r| r.values.get(&key).copied().unwrap_or(0.0)).collect::<Vec<_>>()))
+                .map(|s| s.median)
+                .fold(0.0, f64::max);
+            if max_median < threshold_ms {
+                below.insert((g.to_string(), o));
+            }
+        }
+    }
+    let mut rows = Vec::new();
+    let mut hidden = 0;
+    for k in keys {
+        let stats: Vec<Option<Stat>> = modes
+            .iter()
+            .map(|m| Stat::of(&m.runs.iter().map(|r| r.values.get(&k).copied().unwrap_or(0.0)).collect::<Vec<_>>()))
+            .collect();
+        let zero = stats.iter().flatten().all(|s| s.max == 0.0 && s.min == 0.0);
+        let is_gauge = k.2.ends_with(" before") || k.2.ends_with(" after");
+        if !all && ((zero && !is_gauge && k.0 != "run") || below.contains(&(k.0.clone(), k.1.clone()))) {
+            hidden += 1;
+            continue;
+        }
+        rows.push(Row {
+            unit: unit_of(&k.2).to_string(),
+            group: k.0,
+            object: k.1,
+            metric: k.2,
+            stats,
+        });
+    }
+    let mut notes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for m in &modes {
+        for r in &m.runs {
+            for n in &r.notes {
+                if seen.insert(n.clone()) {
+                    notes.push(Note::new(Level::Warn, n.clone()));
+                }
+            }
+        }
+    }
+    // PostgreSQL's block size, for turning block counts into bytes.
+    let block = engine
+        .as_ref()
+        .and_then(|e| e.settings.get("block_size"))
+        .and_then(|b| b.parse::<f64>().ok())
+        .unwrap_or(8192.0);
+    notes.extend(findings(&modes, &rows, block));
+    DeltaReport {
+        target,
+        engine,
+        workload,
+        repeat,
+        modes,
+        rows,
+        hidden_rows: hidden,
+        threshold_ms,
+        unavailable,
+        notes,
+    }
+}
+
+fn median_of(rows: &[Row], g: &str, o: &str, m: &str, mode: usize) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.group == g && r.object == o && r.metric == m)
+        .and_then(|r| r.stats.get(mode).cloned().flatten())
+        .map(|s| s.median)
+}
+
+/// Plain statements a DBA can act on, drawn from the medians.
+fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
+    let mut out = Vec::new();
+    for (i, m) in modes.iter().enumerate() {
+        let label = if modes.len() > 1 { format!("{}: ", m.mode) } else { String::new() };
+        if let Some(t) = median_of(rows, "db", "", "temp_bytes", i) {
+            if t > 0.0 {
+                out.push(Note::new(
+                    Level::Warn,
+                    format!(
+                        "{label}the workload spilled {} to temporary files (a sort or hash larger than work_mem)",
+                        crate::units::bytes(t as u64)
+                    ),
+                ));
+            }
+        }
+        let disk_read: f64 = rows
+            .iter()
+            .filter(|r| r.group == "disk" && r.metric == "read_bytes")
+            .filter_map(|r| r.stats.get(i).cloned().flatten())
+            .map(|s| s.median)
+            .sum();
+        let blks = median_of(rows, "db", "", "blks_read", i).unwrap_or(0.0);
+        if blks > 0.0 && disk_read < blks * block * 0.1 {
+            out.push(Note::new(
+                Level::Info,
+                format!(
+                    "{label}the engine read {} blocks ({}) but the disk delivered only {}: the OS page cache served the rest, so the engine's \"reads\" were not disk reads",
+                    blks as u64,
+                    crate::units::bytes((blks * block) as u64),
+                    crate::units::bytes(disk_read as u64)
+                ),
+            ));
+        }
+    }
+    if modes.len() == 2 {
+        if let (Some(a), Some(b)) = (
+            median_of(rows, "run", "", "elapsed_s", 0),
+            median_of(rows, "run", "", "elapsed_s", 1),
+        ) {
+            if a > 0.0 && b > 0.0 {
+                let (slow, fast, r) = if a >= b { (0, 1, a / b) } else { (1, 0, b / a) };
+                out.push(Note::new(
+                    Level::Info,
+                    format!(
+                        "{} took {:.2}x as long as {} (median elapsed)",
+                        modes[slow].mode, r, modes[fast].mode
+                    ),
+                ));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(start: &str, reset: &str, reads: f64) -> Snapshot {
+        let mut s = Snapshot {
+            engine: "postgresql".into(),
+            server_start: start.into(),
+            ..Default::default()
+        };
+        s.resets.insert("db".into(), reset.into());
+        s.counters.insert("db.blks_read".into(), reads);
+        s.counters.insert("db.blks_hit".into(), 300.0);
+        s.put_object("file", "base/1", &["reads", "read_stall_ms"], &[reads / 10.0, reads]);
+        s
+    }
+
+    fn run(b: &Snapshot, a: &Snapshot) -> RunDelta {
+        let mut r = RunDelta { elapsed_s: 1.0, ..Default::default() };
+        subtract(b, a, &mut r);
+        derive(&mut r, None);
+        r
+    }
+
+    fn val(r: &RunDelta, g: &str, o: &str, m: &str) -> f64 {
+        r.values[&(g.to_string(), o.to_string(), m.to_string())]
+    }
+
+    #[test]
+    fn plain_delta_and_derived_figures() {
+        let r = run(&snap("t0", "r0", 100.0), &snap("t0", "r0", 400.0));
+        assert_eq!(val(&r, "db", "", "blks_read"), 300.0);
+        assert_eq!(val(&r, "db", "", "blks_hit"), 0.0);
+        assert_eq!(val(&r, "db", "", "hit_pct"), 0.0);
+        assert_eq!(val(&r, "file", "base/1", "reads"), 30.0);
+        assert_eq!(val(&r, "file", "base/1", "avg_read_ms"), 10.0);
+        assert!(r.notes.is_empty());
+    }
+
+    #[test]
+    fn restart_is_said_and_never_negative() {
+        let r = run(&snap("t0", "r0", 1000.0), &snap("t1", "r0", 50.0));
+        assert_eq!(val(&r, "db", "", "blks_read"), 50.0);
+        assert_eq!(val(&r, "db", "", "blks_hit"), 300.0);
+        assert!(r.notes[0].contains("restarted"), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn stats_reset_is_said() {
+        let r = run(&snap("t0", "r0", 1000.0), &snap("t0", "r1", 70.0));
+        assert_eq!(val(&r, "db", "", "blks_read"), 70.0);
+        assert!(r.notes.iter().any(|n| n.contains("db statistics were reset")), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn counter_backwards_without_reset_is_a_lower_bound() {
+        let r = run(&snap("t0", "r0", 1000.0), &snap("t0", "r0", 10.0));
+        assert_eq!(val(&r, "db", "", "blks_read"), 10.0);
+        assert!(r.values.values().all(|v| *v >= 0.0));
+        assert!(r.notes.iter().any(|n| n.contains("went backwards")), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn medians_spread_threshold_and_side_by_side() {
+        let mk = |reads: f64, wait: f64| {
+            let mut r = RunDelta { elapsed_s: reads / 100.0, ..Default::default() };
+            r.values.insert(("db".into(), String::new(), "blks_read".into()), reads);
+            r.values.insert(("db".into(), String::new(), "temp_bytes".into()), 0.0);
+            r.values.insert(("latch".into(), "BUFFER".into(), "wait_ms".into()), wait);
+            r.values.insert(("latch".into(), "ACCESS_METHODS".into(), "wait_ms".into()), 0.2);
+            derive(&mut r, None);
+            r
+        };
+        let cold = ModeRuns { mode: "cold".into(), preparation: vec![], runs: vec![mk(500.0, 9.0), mk(700.0, 11.0), mk(600.0, 10.0)] };
+        let warm = ModeRuns { mode: "warm".into(), preparation: vec![], runs: vec![mk(100.0, 0.0), mk(100.0, 0.0), mk(100.0, 0.0)] };
+        let rep = summarize("t".into(), None, "w".into(), 3, vec![cold, warm], vec![], 1.0, false);
+        let row = rep.rows.iter().find(|r| r.metric == "blks_read").unwrap();
+        let c = row.stats[0].as_ref().unwrap();
+        assert_eq!((c.median, c.min, c.max), (600.0, 500.0, 700.0));
+        assert!((c.spread_pct().unwrap() - 33.33).abs() < 0.1);
+        assert_eq!(row.stats[1].as_ref().unwrap().median, 100.0);
+        // Zero everywhere and waits under the threshold are hidden; the rest stays.
+        assert!(!rep.rows.iter().any(|r| r.metric == "temp_bytes"));
+        assert!(!rep.rows.iter().any(|r| r.object == "ACCESS_METHODS"));
+        assert!(rep.rows.iter().any(|r| r.object == "BUFFER"));
+        assert_eq!(rep.hidden_rows, 2);
+        assert!(rep.notes.iter().any(|n| n.text.contains("cold took 6.00x as long as warm")), "{:?}", rep.notes);
+        let all = summarize("t".into(), None, "w".into(), 3, rep.modes.clone(), vec![], 1.0, true);
+        assert_eq!(all.hidden_rows, 0);
+    }
+}

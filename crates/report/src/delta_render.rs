@@ -1,0 +1,221 @@
+//! Text and table forms of `plumb delta`: figures grouped by where they come from, one column
+//! per mode (cold, warm), the median with the range over repeated runs.
+
+use crate::fmt::{bytes, pct};
+use crate::{Render, Table};
+use plumb_analyze::delta::{DeltaReport, Row, Stat};
+use plumb_analyze::Level;
+use std::io::{self, Write};
+
+/// Display order and titles of the groups; unknown groups follow in name order.
+const GROUPS: &[(&str, &str)] = &[
+    ("run", "run"),
+    ("command", "command (the workload process and its children)"),
+    ("backend", "backend (the workload session's server process)"),
+    ("server", "server processes (all of the instance's processes on this host)"),
+    ("host_cpu", "host CPU (/proc/stat)"),
+    ("disk", "disk (/proc/diskstats, the device under the data directory)"),
+    ("db", "database (pg_stat_database)"),
+    ("io", "I/O by backend type, object and context (pg_stat_io)"),
+    ("table", "tables (pg_statio_user_tables; the file under the data directory)"),
+    ("file", "file I/O per file"),
+    ("wal", "WAL (pg_stat_wal)"),
+    ("checkpointer", "checkpoints"),
+    ("bgwriter", "background writer (pg_stat_bgwriter)"),
+    ("buffercache", "buffer cache (pg_buffercache)"),
+    ("waits", "waits (sampled from pg_stat_activity)"),
+    ("wait", "waits"),
+    ("latch", "latches"),
+    ("spinlock", "spinlocks"),
+    ("memory", "memory"),
+    ("scheduler", "schedulers"),
+    ("perf", "performance counters"),
+    ("innodb", "InnoDB"),
+    ("status", "server status counters"),
+];
+
+fn title(g: &str) -> String {
+    GROUPS.iter().find(|(k, _)| *k == g).map(|(_, t)| t.to_string()).unwrap_or_else(|| g.to_string())
+}
+
+fn order(g: &str) -> usize {
+    GROUPS.iter().position(|(k, _)| *k == g).unwrap_or(GROUPS.len())
+}
+
+/// A count with thousands separators, or two decimals when it has a fraction.
+fn count(v: f64) -> String {
+    if v.fract() != 0.0 && v.abs() < 1000.0 {
+        return format!("{v:.2}");
+    }
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+pub fn value(unit: &str, v: f64) -> String {
+    match unit {
+        "bytes" => bytes(v.max(0.0) as u64),
+        "ms" => {
+            if v >= 10_000.0 {
+                format!("{:.1} s", v / 1000.0)
+            } else if v >= 10.0 {
+                format!("{v:.0} ms")
+            } else {
+                format!("{v:.2} ms")
+            }
+        }
+        "s" => {
+            if v < 1.0 {
+                format!("{:.1} ms", v * 1000.0)
+            } else {
+                format!("{v:.2} s")
+            }
+        }
+        "%" => pct(v),
+        _ => count(v),
+    }
+}
+
+fn cell(r: &Row, s: &Option<Stat>) -> String {
+    match s {
+        None => "-".into(),
+        Some(s) if s.values.len() > 1 && s.min != s.max => {
+            format!("{} [{}..{}]", value(&r.unit, s.median), value(&r.unit, s.min), value(&r.unit, s.max))
+        }
+        Some(s) => value(&r.unit, s.median),
+    }
+}
+
+const LABEL: usize = 34;
+
+impl Render for DeltaReport {
+    const KIND: &'static str = "delta";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let engine = self
+            .engine
+            .as_ref()
+            .map(|e| format!("{} · ", e.version.split(" on ").next().unwrap_or(&e.version)))
+            .unwrap_or_default();
+        writeln!(out, "plumb delta · {engine}{}", self.target)?;
+        writeln!(out, "workload    {}", self.workload)?;
+        let runs = if self.repeat == 1 { "1 run".to_string() } else { format!("{} runs, median [min..max]", self.repeat) };
+        writeln!(out, "runs        {runs} per mode")?;
+        for m in &self.modes {
+            if !m.preparation.is_empty() {
+                writeln!(out, "{:<12}{}", m.mode, m.preparation.join("; "))?;
+            }
+        }
+        writeln!(out)?;
+        // Column widths from the cells.
+        let cells: Vec<Vec<String>> = self.rows.iter().map(|r| r.stats.iter().map(|s| cell(r, s)).collect()).collect();
+        let widths: Vec<usize> = (0..self.modes.len())
+            .map(|i| cells.iter().map(|c| c[i].chars().count()).chain([self.modes[i].mode.len()]).max().unwrap_or(8).max(10))
+            .collect();
+        let mut header = format!("{:<LABEL$}", "");
+        for (m, w) in self.modes.iter().zip(&widths) {
+            header.push_str(&format!("  {:>w$}", m.mode, w = w));
+        }
+        writeln!(out, "{}", header.trim_end())?;
+        let mut idx: Vec<usize> = (0..self.rows.len()).collect();
+        idx.sort_by(|a, b| {
+            let (ra, rb) = (&self.rows[*a], &self.rows[*b]);
+            (order(&ra.group), &ra.group, &ra.object).cmp(&(order(&rb.group), &rb.group, &rb.object))
+        });
+        let (mut group, mut object) = (None::<&str>, None::<&str>);
+        for i in idx {
+            let r = &self.rows[i];
+            if group != Some(r.group.as_str()) {
+                writeln!(out, "{}", title(&r.group))?;
+                group = Some(&r.group);
+                object = None;
+            }
+            let indent = if r.object.is_empty() {
+                "  "
+            } else {
+                if object != Some(r.object.as_str()) {
+                    writeln!(out, "  {}", r.object)?;
+                    object = Some(&r.object);
+                }
+                "    "
+            };
+            let mut line = format!("{indent}{}", r.metric);
+            let pad = LABEL.saturating_sub(line.chars().count());
+            line.push_str(&" ".repeat(pad));
+            for (c, w) in cells[i].iter().zip(&widths) {
+                line.push_str(&format!("  {:>w$}", c, w = w));
+            }
+            writeln!(out, "{}", line.trim_end())?;
+        }
+        if self.hidden_rows > 0 {
+            writeln!(
+                out,
+                "({} figures hidden: zero in every run, or waits under {} ms; --all shows them)",
+                self.hidden_rows, self.threshold_ms
+            )?;
+        }
+        if !self.notes.is_empty() {
+            writeln!(out, "\nnotes")?;
+            for n in &self.notes {
+                writeln!(out, "  {} {}", if n.level == Level::Warn { "!" } else { "-" }, n.text)?;
+            }
+        }
+        if !self.unavailable.is_empty() {
+            writeln!(out, "\nnot measured")?;
+            for u in &self.unavailable {
+                writeln!(out, "  - {u}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn table(&self) -> Option<Table> {
+        let mut headers: Vec<String> = ["group", "object", "metric", "unit"].iter().map(|s| s.to_string()).collect();
+        for m in &self.modes {
+            for s in ["median", "min", "max"] {
+                headers.push(format!("{}_{s}", m.mode));
+            }
+        }
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut row = vec![r.group.clone(), r.object.clone(), r.metric.clone(), r.unit.clone()];
+                for s in &r.stats {
+                    match s {
+                        Some(s) => row.extend([s.median, s.min, s.max].iter().map(|v| v.to_string())),
+                        None => row.extend(["", "", ""].iter().map(|v| v.to_string())),
+                    }
+                }
+                row
+            })
+            .collect();
+        Some(Table { headers, rows })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_read_as_people_read_them() {
+        assert_eq!(count(1234567.0), "1,234,567");
+        assert_eq!(count(12.5), "12.50");
+        assert_eq!(value("bytes", 41.0 * 1048576.0), "41.0 MiB");
+        assert_eq!(value("ms", 3.456), "3.46 ms");
+        assert_eq!(value("ms", 12500.0), "12.5 s");
+        assert_eq!(value("s", 0.25), "250.0 ms");
+        assert_eq!(value("%", 97.25), "97.2%");
+    }
+}

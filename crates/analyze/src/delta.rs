@@ -27,7 +27,11 @@ fn ser_values<S: serde::Serializer>(v: &BTreeMap<Key, f64>, s: S) -> Result<S::O
     use serde::ser::SerializeMap;
     let mut m = s.serialize_map(Some(v.len()))?;
     for ((g, o, n), x) in v {
-        let k = if o.is_empty() { format!("{g}.{n}") } else { format!("{g}[{o}].{n}") };
+        let k = if o.is_empty() {
+            format!("{g}.{n}")
+        } else {
+            format!("{g}[{o}].{n}")
+        };
         m.serialize_entry(&k, x)?;
     }
     m.end()
@@ -82,23 +86,36 @@ pub fn subtract(before: &Snapshot, after: &Snapshot, out: &mut RunDelta) {
     for (k, a) in &after.counters {
         let (set, metric) = k.split_once('.').unwrap_or(("", k));
         let d = diff(set, k, before.counters.get(k).copied(), *a);
-        out.values.insert((set.to_string(), String::new(), metric.to_string()), d);
+        out.values
+            .insert((set.to_string(), String::new(), metric.to_string()), d);
     }
     for (set, objs) in &after.objects {
         for (obj, row) in objs {
             let brow = before.objects.get(set).and_then(|o| o.get(obj));
             for (metric, a) in row {
-                let d = diff(set, &format!("{set}[{obj}].{metric}"), brow.and_then(|r| r.get(metric)).copied(), *a);
-                out.values.insert((set.clone(), obj.clone(), metric.clone()), d);
+                let d = diff(
+                    set,
+                    &format!("{set}[{obj}].{metric}"),
+                    brow.and_then(|r| r.get(metric)).copied(),
+                    *a,
+                );
+                out.values
+                    .insert((set.clone(), obj.clone(), metric.clone()), d);
             }
         }
     }
     for (k, a) in &after.gauges {
         let (set, metric) = k.split_once('.').unwrap_or(("", k));
         if let Some(b) = before.gauges.get(k) {
-            out.values.insert((set.to_string(), String::new(), format!("{metric} before")), *b);
+            out.values.insert(
+                (set.to_string(), String::new(), format!("{metric} before")),
+                *b,
+            );
         }
-        out.values.insert((set.to_string(), String::new(), format!("{metric} after")), *a);
+        out.values.insert(
+            (set.to_string(), String::new(), format!("{metric} after")),
+            *a,
+        );
     }
     if !backwards.is_empty() {
         let shown: Vec<&str> = backwards.iter().take(5).map(String::as_str).collect();
@@ -125,14 +142,24 @@ fn engine_name(e: &str) -> &str {
 /// estimated wait time from samples.
 pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
     let v = &mut run.values;
-    let get = |v: &BTreeMap<Key, f64>, g: &str, o: &str, m: &str| v.get(&(g.to_string(), o.to_string(), m.to_string())).copied();
+    let get = |v: &BTreeMap<Key, f64>, g: &str, o: &str, m: &str| {
+        v.get(&(g.to_string(), o.to_string(), m.to_string()))
+            .copied()
+    };
     if let (Some(hit), Some(read)) = (get(v, "db", "", "blks_hit"), get(v, "db", "", "blks_read")) {
         if hit + read > 0.0 {
-            v.insert(("db".into(), String::new(), "hit_pct".into()), 100.0 * hit / (hit + read));
+            v.insert(
+                ("db".into(), String::new(), "hit_pct".into()),
+                100.0 * hit / (hit + read),
+            );
         }
     }
     // Per-object latency wherever an object has counts and stall times.
-    let objs: BTreeSet<(String, String)> = v.keys().filter(|k| !k.1.is_empty()).map(|k| (k.0.clone(), k.1.clone())).collect();
+    let objs: BTreeSet<(String, String)> = v
+        .keys()
+        .filter(|k| !k.1.is_empty())
+        .map(|k| (k.0.clone(), k.1.clone()))
+        .collect();
     for (g, o) in objs {
         for (n, t, out) in [
             ("reads", "read_stall_ms", "avg_read_ms"),
@@ -151,13 +178,22 @@ pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
     if let Some(w) = waits {
         for (ev, n) in &w.seen {
             v.insert(("waits".into(), ev.clone(), "samples".into()), *n as f64);
-            v.insert(("waits".into(), ev.clone(), "est_ms".into()), *n as f64 * w.interval_ms);
+            v.insert(
+                ("waits".into(), ev.clone(), "est_ms".into()),
+                *n as f64 * w.interval_ms,
+            );
             if w.taken > 0 {
-                v.insert(("waits".into(), ev.clone(), "share_pct".into()), 100.0 * *n as f64 / w.taken as f64);
+                v.insert(
+                    ("waits".into(), ev.clone(), "share_pct".into()),
+                    100.0 * *n as f64 / w.taken as f64,
+                );
             }
         }
     }
-    v.insert(("run".into(), String::new(), "elapsed_s".into()), run.elapsed_s);
+    v.insert(
+        ("run".into(), String::new(), "elapsed_s".into()),
+        run.elapsed_s,
+    );
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
@@ -176,7 +212,11 @@ impl Stat {
         let mut s = values.to_vec();
         s.sort_by(|a, b| a.total_cmp(b));
         let n = s.len();
-        let median = if n % 2 == 1 { s[n / 2] } else { (s[n / 2 - 1] + s[n / 2]) / 2.0 };
+        let median = if n % 2 == 1 {
+            s[n / 2]
+        } else {
+            (s[n / 2 - 1] + s[n / 2]) / 2.0
+        };
         Some(Stat {
             median,
             min: s[0],
@@ -187,7 +227,8 @@ impl Stat {
 
     /// Spread as a share of the median (max − min over median).
     pub fn spread_pct(&self) -> Option<f64> {
-        (self.median.abs() > 0.0 && self.values.len() > 1).then(|| 100.0 * (self.max - self.min) / self.median.abs())
+        (self.median.abs() > 0.0 && self.values.len() > 1)
+            .then(|| 100.0 * (self.max - self.min) / self.median.abs())
     }
 }
 
@@ -227,7 +268,9 @@ pub struct DeltaReport {
 
 /// The unit a metric name implies.
 pub fn unit_of(metric: &str) -> &'static str {
-    let m = metric.trim_end_matches(" before").trim_end_matches(" after");
+    let m = metric
+        .trim_end_matches(" before")
+        .trim_end_matches(" after");
     if m.ends_with("_bytes") {
         "bytes"
     } else if m.ends_with("_ms") {
@@ -271,12 +314,23 @@ pub fn summarize(
     // Wait-like objects under the threshold in every mode.
     let mut below: BTreeSet<(String, String)> = BTreeSet::new();
     for (g, weight) in WAIT_GROUPS {
-        let objs: BTreeSet<String> = keys.iter().filter(|k| k.0 == *g && !k.1.is_empty()).map(|k| k.1.clone()).collect();
+        let objs: BTreeSet<String> = keys
+            .iter()
+            .filter(|k| k.0 == *g && !k.1.is_empty())
+            .map(|k| k.1.clone())
+            .collect();
         for o in objs {
             let key = (g.to_string(), o.clone(), weight.to_string());
             let max_median = modes
                 .iter()
-                .filter_map(|m| Stat::of(&m.runs.iter().map(|r| r.values.get(&key).copied().unwrap_or(0.0)).collect::<Vec<_>>()))
+                .filter_map(|m| {
+                    Stat::of(
+                        &m.runs
+                            .iter()
+                            .map(|r| r.values.get(&key).copied().unwrap_or(0.0))
+                            .collect::<Vec<_>>(),
+                    )
+                })
                 .map(|s| s.median)
                 .fold(0.0, f64::max);
             if max_median < threshold_ms {
@@ -289,11 +343,20 @@ pub fn summarize(
     for k in keys {
         let stats: Vec<Option<Stat>> = modes
             .iter()
-            .map(|m| Stat::of(&m.runs.iter().map(|r| r.values.get(&k).copied().unwrap_or(0.0)).collect::<Vec<_>>()))
+            .map(|m| {
+                Stat::of(
+                    &m.runs
+                        .iter()
+                        .map(|r| r.values.get(&k).copied().unwrap_or(0.0))
+                        .collect::<Vec<_>>(),
+                )
+            })
             .collect();
         let zero = stats.iter().flatten().all(|s| s.max == 0.0 && s.min == 0.0);
         let is_gauge = k.2.ends_with(" before") || k.2.ends_with(" after");
-        if !all && ((zero && !is_gauge && k.0 != "run") || below.contains(&(k.0.clone(), k.1.clone()))) {
+        if !all
+            && ((zero && !is_gauge && k.0 != "run") || below.contains(&(k.0.clone(), k.1.clone())))
+        {
             hidden += 1;
             continue;
         }
@@ -348,7 +411,11 @@ fn median_of(rows: &[Row], g: &str, o: &str, m: &str, mode: usize) -> Option<f64
 fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
     let mut out = Vec::new();
     for (i, m) in modes.iter().enumerate() {
-        let label = if modes.len() > 1 { format!("{}: ", m.mode) } else { String::new() };
+        let label = if modes.len() > 1 {
+            format!("{}: ", m.mode)
+        } else {
+            String::new()
+        };
         if let Some(t) = median_of(rows, "db", "", "temp_bytes", i) {
             if t > 0.0 {
                 out.push(Note::new(
@@ -412,12 +479,20 @@ mod tests {
         s.resets.insert("db".into(), reset.into());
         s.counters.insert("db.blks_read".into(), reads);
         s.counters.insert("db.blks_hit".into(), 300.0);
-        s.put_object("file", "base/1", &["reads", "read_stall_ms"], &[reads / 10.0, reads]);
+        s.put_object(
+            "file",
+            "base/1",
+            &["reads", "read_stall_ms"],
+            &[reads / 10.0, reads],
+        );
         s
     }
 
     fn run(b: &Snapshot, a: &Snapshot) -> RunDelta {
-        let mut r = RunDelta { elapsed_s: 1.0, ..Default::default() };
+        let mut r = RunDelta {
+            elapsed_s: 1.0,
+            ..Default::default()
+        };
         subtract(b, a, &mut r);
         derive(&mut r, None);
         r
@@ -450,7 +525,13 @@ mod tests {
     fn stats_reset_is_said() {
         let r = run(&snap("t0", "r0", 1000.0), &snap("t0", "r1", 70.0));
         assert_eq!(val(&r, "db", "", "blks_read"), 70.0);
-        assert!(r.notes.iter().any(|n| n.contains("db statistics were reset")), "{:?}", r.notes);
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("db statistics were reset")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]
@@ -458,23 +539,53 @@ mod tests {
         let r = run(&snap("t0", "r0", 1000.0), &snap("t0", "r0", 10.0));
         assert_eq!(val(&r, "db", "", "blks_read"), 10.0);
         assert!(r.values.values().all(|v| *v >= 0.0));
-        assert!(r.notes.iter().any(|n| n.contains("went backwards")), "{:?}", r.notes);
+        assert!(
+            r.notes.iter().any(|n| n.contains("went backwards")),
+            "{:?}",
+            r.notes
+        );
     }
 
     #[test]
     fn medians_spread_threshold_and_side_by_side() {
         let mk = |reads: f64, wait: f64| {
-            let mut r = RunDelta { elapsed_s: reads / 100.0, ..Default::default() };
-            r.values.insert(("db".into(), String::new(), "blks_read".into()), reads);
-            r.values.insert(("db".into(), String::new(), "temp_bytes".into()), 0.0);
-            r.values.insert(("latch".into(), "BUFFER".into(), "wait_ms".into()), wait);
-            r.values.insert(("latch".into(), "ACCESS_METHODS".into(), "wait_ms".into()), 0.2);
+            let mut r = RunDelta {
+                elapsed_s: reads / 100.0,
+                ..Default::default()
+            };
+            r.values
+                .insert(("db".into(), String::new(), "blks_read".into()), reads);
+            r.values
+                .insert(("db".into(), String::new(), "temp_bytes".into()), 0.0);
+            r.values
+                .insert(("latch".into(), "BUFFER".into(), "wait_ms".into()), wait);
+            r.values.insert(
+                ("latch".into(), "ACCESS_METHODS".into(), "wait_ms".into()),
+                0.2,
+            );
             derive(&mut r, None);
             r
         };
-        let cold = ModeRuns { mode: "cold".into(), preparation: vec![], runs: vec![mk(500.0, 9.0), mk(700.0, 11.0), mk(600.0, 10.0)] };
-        let warm = ModeRuns { mode: "warm".into(), preparation: vec![], runs: vec![mk(100.0, 0.0), mk(100.0, 0.0), mk(100.0, 0.0)] };
-        let rep = summarize("t".into(), None, "w".into(), 3, vec![cold, warm], vec![], 1.0, false);
+        let cold = ModeRuns {
+            mode: "cold".into(),
+            preparation: vec![],
+            runs: vec![mk(500.0, 9.0), mk(700.0, 11.0), mk(600.0, 10.0)],
+        };
+        let warm = ModeRuns {
+            mode: "warm".into(),
+            preparation: vec![],
+            runs: vec![mk(100.0, 0.0), mk(100.0, 0.0), mk(100.0, 0.0)],
+        };
+        let rep = summarize(
+            "t".into(),
+            None,
+            "w".into(),
+            3,
+            vec![cold, warm],
+            vec![],
+            1.0,
+            false,
+        );
         let row = rep.rows.iter().find(|r| r.metric == "blks_read").unwrap();
         let c = row.stats[0].as_ref().unwrap();
         assert_eq!((c.median, c.min, c.max), (600.0, 500.0, 700.0));
@@ -485,8 +596,23 @@ mod tests {
         assert!(!rep.rows.iter().any(|r| r.object == "ACCESS_METHODS"));
         assert!(rep.rows.iter().any(|r| r.object == "BUFFER"));
         assert_eq!(rep.hidden_rows, 2);
-        assert!(rep.notes.iter().any(|n| n.text.contains("cold took 6.00x as long as warm")), "{:?}", rep.notes);
-        let all = summarize("t".into(), None, "w".into(), 3, rep.modes.clone(), vec![], 1.0, true);
+        assert!(
+            rep.notes
+                .iter()
+                .any(|n| n.text.contains("cold took 6.00x as long as warm")),
+            "{:?}",
+            rep.notes
+        );
+        let all = summarize(
+            "t".into(),
+            None,
+            "w".into(),
+            3,
+            rep.modes.clone(),
+            vec![],
+            1.0,
+            true,
+        );
         assert_eq!(all.hidden_rows, 0);
     }
 }

@@ -7,6 +7,8 @@ use plumb_report::Format;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
+mod cmd_delta;
+mod cmd_engine;
 mod cmd_io;
 mod cmd_k8s;
 mod cmd_mem;
@@ -109,6 +111,13 @@ pub enum Command {
     /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
     /// steal, and the threads of a process that wait for a CPU.
     Cpu(cmd_record::CpuArgs),
+    /// plumb's private PostgreSQL: start, stop, status, psql. The embedded default engine for
+    /// `delta`, the lab and the tests.
+    Engine(cmd_engine::EngineArgs),
+    /// Before/after deltas around a workload (SQL, a file of SQL, or a command): engine
+    /// counters, waits, file I/O, temp spill, and the OS's CPU and disk figures; cold, warm or
+    /// both, repeated, median and range.
+    Delta(Box<cmd_delta::DeltaArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -170,6 +179,8 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Plot(a) => cmd_record::plot(a),
         Command::Export(a) => cmd_record::export(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
+        Command::Engine(a) => cmd_engine::run(&cli.global, a),
+        Command::Delta(a) => cmd_delta::run(&cli.global, a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut out = io::stdout().lock();

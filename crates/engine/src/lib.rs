@@ -119,14 +119,23 @@ pub trait Observer: Send {
     fn snapshot(&mut self) -> Result<Snapshot>;
     /// Version string and settings a report should show.
     fn info(&mut self) -> Result<ServerInfo>;
-    /// What session `id` is waiting on right now (engines whose waits are sampled, not
-    /// cumulative). `None`: idle or not found; `("CPU", "running")`: active, not waiting.
-    fn sample_wait(&mut self, _id: u64) -> Result<Option<(String, String)>> {
-        Ok(None)
+    /// What sessions are waiting on right now, for engines whose waits are sampled rather than
+    /// cumulative: the session `id`, or every other client session when `None`. Each entry is
+    /// (type, event); ("CPU", "running") is an active session not waiting.
+    fn sample_waits(&mut self, _id: Option<u64>) -> Result<Vec<(String, String)>> {
+        Ok(Vec::new())
     }
     /// Whether waits must be sampled (PostgreSQL) rather than read as cumulative counters.
     fn samples_waits(&self) -> bool {
         false
+    }
+    /// The server's main process when it runs on this host (its children are the server).
+    fn local_server_pid(&self) -> Option<u32> {
+        None
+    }
+    /// The OS process of this observer session, left out of server totals.
+    fn own_pid(&self) -> Option<u32> {
+        None
     }
 }
 
@@ -142,6 +151,10 @@ pub trait Session: Send {
     }
     /// Push this session's statistics where other sessions can see them.
     fn flush(&mut self) {}
+    /// Something another thread can call to cancel the running statement (Ctrl-C).
+    fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        None
+    }
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -187,8 +200,14 @@ pub fn observer(t: &Target) -> Result<Box<dyn Observer>> {
     let url = &t.url;
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgObserver::connect(t)?)),
-        Kind::Mariadb => Err(Error::Url(format!("{}: MariaDB support is not built yet", redact(url)))),
-        Kind::Sqlserver => Err(Error::Url(format!("{}: SQL Server support is not built yet", redact(url)))),
+        Kind::Mariadb => Err(Error::Url(format!(
+            "{}: MariaDB support is not built yet",
+            redact(url)
+        ))),
+        Kind::Sqlserver => Err(Error::Url(format!(
+            "{}: SQL Server support is not built yet",
+            redact(url)
+        ))),
     }
 }
 
@@ -197,20 +216,29 @@ pub fn session(t: &Target) -> Result<Box<dyn Session>> {
     let url = &t.url;
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgSession::connect(t)?)),
-        Kind::Mariadb => Err(Error::Url(format!("{}: MariaDB support is not built yet", redact(url)))),
-        Kind::Sqlserver => Err(Error::Url(format!("{}: SQL Server support is not built yet", redact(url)))),
+        Kind::Mariadb => Err(Error::Url(format!(
+            "{}: MariaDB support is not built yet",
+            redact(url)
+        ))),
+        Kind::Sqlserver => Err(Error::Url(format!(
+            "{}: SQL Server support is not built yet",
+            redact(url)
+        ))),
     }
 }
 
 /// Whether a host named in a URL is this machine (so /proc can see the server's processes).
 pub fn is_local_host(host: &str) -> bool {
-    host.is_empty() || host.starts_with('/') || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+    host.is_empty()
+        || host.starts_with('/')
+        || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
 }
 
 /// Read a password file: refused when others can read it.
 pub fn read_password_file(path: &std::path::Path) -> Result<String> {
     use std::os::unix::fs::PermissionsExt;
-    let meta = std::fs::metadata(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
+    let meta =
+        std::fs::metadata(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
     if meta.permissions().mode() & 0o077 != 0 {
         return Err(Error::Setup(format!(
             "{}: readable by others (mode {:o}); chmod 600 it",
@@ -218,7 +246,8 @@ pub fn read_password_file(path: &std::path::Path) -> Result<String> {
             meta.permissions().mode() & 0o777
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
     Ok(text.lines().next().unwrap_or("").to_string())
 }
 

@@ -129,16 +129,38 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
         )
         .map_err(|e| qerr("server settings", e))?;
     s.server_start = r.get(0);
-    for (i, k) in ["shared_buffers", "work_mem", "database", "block_size", "track_io_timing"].iter().enumerate() {
+    for (i, k) in [
+        "shared_buffers",
+        "work_mem",
+        "database",
+        "block_size",
+        "track_io_timing",
+    ]
+    .iter()
+    .enumerate()
+    {
         s.settings.insert(k.to_string(), r.get(i + 1));
     }
     if s.settings.get("track_io_timing").map(String::as_str) != Some("on") {
-        s.unavailable.push("read and write times (track_io_timing is off)".into());
+        s.unavailable
+            .push("read and write times (track_io_timing is off)".into());
     }
 
     let names = [
-        "blks_read", "blks_hit", "tup_returned", "tup_fetched", "tup_inserted", "tup_updated", "tup_deleted",
-        "temp_files", "temp_bytes", "xact_commit", "xact_rollback", "blk_read_time_ms", "blk_write_time_ms", "deadlocks",
+        "blks_read",
+        "blks_hit",
+        "tup_returned",
+        "tup_fetched",
+        "tup_inserted",
+        "tup_updated",
+        "tup_deleted",
+        "temp_files",
+        "temp_bytes",
+        "xact_commit",
+        "xact_rollback",
+        "blk_read_time_ms",
+        "blk_write_time_ms",
+        "deadlocks",
     ];
     let sql = format!(
         "SELECT coalesce(stats_reset::text, ''), {} FROM pg_stat_database WHERE datname = current_database()",
@@ -149,7 +171,13 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
         s.resets.insert("db".into(), k[0].clone());
     }
 
-    let ckpt = ["checkpoints_timed", "checkpoints_requested", "write_time_ms", "sync_time_ms", "buffers_written"];
+    let ckpt = [
+        "checkpoints_timed",
+        "checkpoints_requested",
+        "write_time_ms",
+        "sync_time_ms",
+        "buffers_written",
+    ];
     if v >= 170000 {
         let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8 FROM pg_stat_checkpointer", 1)?;
         if let Some((k, vals)) = r.first() {
@@ -159,7 +187,11 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), buffers_clean::float8, maxwritten_clean::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {
             s.resets.insert("bgwriter".into(), k[0].clone());
-            s.put("bgwriter", &["buffers_clean", "maxwritten_clean", "buffers_alloc"], vals);
+            s.put(
+                "bgwriter",
+                &["buffers_clean", "maxwritten_clean", "buffers_alloc"],
+                vals,
+            );
         }
     } else {
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), checkpoints_timed::float8, checkpoints_req::float8, checkpoint_write_time::float8, checkpoint_sync_time::float8, buffers_checkpoint::float8, buffers_clean::float8, maxwritten_clean::float8, buffers_backend::float8, buffers_backend_fsync::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
@@ -167,12 +199,25 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
             s.resets.insert("checkpointer".into(), k[0].clone());
             s.resets.insert("bgwriter".into(), k[0].clone());
             s.put("checkpointer", &ckpt, &vals[..5]);
-            s.put("bgwriter", &["buffers_clean", "maxwritten_clean", "buffers_backend", "buffers_backend_fsync", "buffers_alloc"], &vals[5..]);
+            s.put(
+                "bgwriter",
+                &[
+                    "buffers_clean",
+                    "maxwritten_clean",
+                    "buffers_backend",
+                    "buffers_backend_fsync",
+                    "buffers_alloc",
+                ],
+                &vals[5..],
+            );
         }
     }
     if v >= 140000 {
         let (cols, names): (&str, &[&str]) = if v >= 180000 {
-            ("wal_records, wal_fpi, wal_bytes, wal_buffers_full", &["records", "fpi", "bytes", "buffers_full"])
+            (
+                "wal_records, wal_fpi, wal_bytes, wal_buffers_full",
+                &["records", "fpi", "bytes", "buffers_full"],
+            )
         } else {
             (
                 "wal_records, wal_fpi, wal_bytes, wal_buffers_full, wal_write, wal_sync, wal_write_time, wal_sync_time",
@@ -180,7 +225,14 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
             )
         };
         let cols: Vec<String> = cols.split(", ").map(|c| format!("{c}::float8")).collect();
-        let r = c.rows("pg_stat_wal", &format!("SELECT coalesce(stats_reset::text,''), {} FROM pg_stat_wal", cols.join(", ")), 1)?;
+        let r = c.rows(
+            "pg_stat_wal",
+            &format!(
+                "SELECT coalesce(stats_reset::text,''), {} FROM pg_stat_wal",
+                cols.join(", ")
+            ),
+            1,
+        )?;
         if let Some((k, vals)) = r.first() {
             s.resets.insert("wal".into(), k[0].clone());
             s.put("wal", names, vals);
@@ -194,62 +246,96 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
             "SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8 FROM pg_stat_io",
             1,
         )?;
-        let names = ["reads", "read_time_ms", "writes", "write_time_ms", "extends", "hits", "evictions", "fsyncs"];
+        let names = [
+            "reads",
+            "read_time_ms",
+            "writes",
+            "write_time_ms",
+            "extends",
+            "hits",
+            "evictions",
+            "fsyncs",
+        ];
         for (k, vals) in r {
             s.put_object("io", &k[0], &names, &vals);
         }
     } else {
-        s.unavailable.push("pg_stat_io (PostgreSQL 16+); per-table block reads from pg_statio_user_tables instead".into());
+        s.unavailable.push(
+            "pg_stat_io (PostgreSQL 16+); per-table block reads from pg_statio_user_tables instead"
+                .into(),
+        );
     }
     let r = c.rows(
         "pg_statio_user_tables",
         "SELECT schemaname || '.' || relname || ' (' || coalesce(pg_relation_filepath(relid), '?') || ')', coalesce(heap_blks_read,0)::float8, coalesce(heap_blks_hit,0)::float8, coalesce(idx_blks_read,0)::float8, coalesce(idx_blks_hit,0)::float8, coalesce(toast_blks_read,0)::float8, coalesce(toast_blks_hit,0)::float8 FROM pg_statio_user_tables",
         1,
     )?;
-    let names = ["heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit", "toast_blks_read", "toast_blks_hit"];
+    let names = [
+        "heap_blks_read",
+        "heap_blks_hit",
+        "idx_blks_read",
+        "idx_blks_hit",
+        "toast_blks_read",
+        "toast_blks_hit",
+    ];
     for (k, vals) in r {
         s.put_object("table", &k[0], &names, &vals);
     }
     // pg_buffercache, where installed: what the cache holds now.
     let has = c
         .client
-        .query_opt("SELECT 1 FROM pg_extension WHERE extname = 'pg_buffercache'", &[])
+        .query_opt(
+            "SELECT 1 FROM pg_extension WHERE extname = 'pg_buffercache'",
+            &[],
+        )
         .map_err(|e| qerr("pg_extension", e))?
         .is_some();
     if has {
         let r = c.rows("pg_buffercache", "SELECT '', count(*) FILTER (WHERE relfilenode IS NOT NULL)::float8, count(*) FILTER (WHERE isdirty)::float8, count(*)::float8 FROM pg_buffercache", 1)?;
         if let Some((_, vals)) = r.first() {
-            for (n, v) in ["buffercache.used_buffers", "buffercache.dirty_buffers", "buffercache.total_buffers"].iter().zip(vals) {
+            for (n, v) in [
+                "buffercache.used_buffers",
+                "buffercache.dirty_buffers",
+                "buffercache.total_buffers",
+            ]
+            .iter()
+            .zip(vals)
+            {
                 s.gauges.insert(n.to_string(), *v);
             }
         }
     } else {
-        s.unavailable.push("pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into());
+        s.unavailable.push(
+            "pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into(),
+        );
     }
     Ok(s)
 }
 
-/// One sample of what a backend is waiting on (None: running on CPU, or idle).
-pub fn wait_of(c: &mut Conn, pid: u32) -> Result<Option<(String, String)>> {
-    let r = c
-        .client
-        .query_opt(
-            "SELECT state, coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1",
-            &[&(pid as i32)],
-        )
-        .map_err(|e| qerr("pg_stat_activity", e))?;
-    Ok(r.and_then(|row| {
-        let state: Option<String> = row.get(0);
-        if state.as_deref() != Some("active") {
-            return None;
-        }
-        let (t, e): (String, String) = (row.get(1), row.get(2));
-        Some(if t.is_empty() {
-            ("CPU".to_string(), "running".to_string())
-        } else {
-            (t, e)
+/// What backends are waiting on now: one backend, or every active client backend but our own.
+pub fn waits_now(c: &mut Conn, pid: Option<u32>) -> Result<Vec<(String, String)>> {
+    let rows = match pid {
+        Some(p) => c.client.query(
+            "SELECT coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
+            &[&(p as i32)],
+        ),
+        None => c.client.query(
+            "SELECT coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND state = 'active' AND backend_type = 'client backend'",
+            &[],
+        ),
+    }
+    .map_err(|e| qerr("pg_stat_activity", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| {
+            let (t, e): (String, String) = (r.get(0), r.get(1));
+            if t.is_empty() {
+                ("CPU".to_string(), "running".to_string())
+            } else {
+                (t, e)
+            }
         })
-    }))
+        .collect())
 }
 
 /// Make the workload session's statistics visible to other sessions now.
@@ -304,6 +390,7 @@ pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
 /// The read-only observer for PostgreSQL.
 pub struct PgObserver {
     conn: Conn,
+    local: bool,
 }
 
 impl PgObserver {
@@ -311,11 +398,8 @@ impl PgObserver {
         let cfg = parse_url(t)?;
         Ok(PgObserver {
             conn: Conn::connect(&cfg, &t.shown(), true)?,
+            local: is_local(&cfg),
         })
-    }
-
-    pub fn from_conn(conn: Conn) -> PgObserver {
-        PgObserver { conn }
     }
 }
 
@@ -329,11 +413,26 @@ impl crate::Observer for PgObserver {
     fn info(&mut self) -> Result<ServerInfo> {
         server_info(&mut self.conn)
     }
-    fn sample_wait(&mut self, id: u64) -> Result<Option<(String, String)>> {
-        wait_of(&mut self.conn, id as u32)
+    fn sample_waits(&mut self, id: Option<u64>) -> Result<Vec<(String, String)>> {
+        waits_now(&mut self.conn, id.map(|i| i as u32))
     }
     fn samples_waits(&self) -> bool {
         true
+    }
+    fn local_server_pid(&self) -> Option<u32> {
+        let pid = self.own_pid()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let ppid = stat
+            .rsplit_once(')')?
+            .1
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()?;
+        Some(ppid)
+    }
+    fn own_pid(&self) -> Option<u32> {
+        local_postgres(self.local, self.conn.backend_pid)
     }
 }
 
@@ -356,20 +455,38 @@ impl PgSession {
 
 impl crate::Session for PgSession {
     fn execute(&mut self, sql: &str) -> Result<u64> {
-        let msgs = self.conn.client.simple_query(sql).map_err(|e| qerr("the workload", e))?;
-        Ok(msgs.iter().filter(|m| matches!(m, postgres::SimpleQueryMessage::Row(_))).count() as u64)
+        let msgs = self
+            .conn
+            .client
+            .simple_query(sql)
+            .map_err(|e| qerr("the workload", e))?;
+        Ok(msgs
+            .iter()
+            .filter(|m| matches!(m, postgres::SimpleQueryMessage::Row(_)))
+            .count() as u64)
     }
     fn id(&self) -> u64 {
         self.conn.backend_pid as u64
     }
     fn local_pid(&self) -> Option<u32> {
-        if !self.local {
-            return None;
-        }
-        let comm = std::fs::read_to_string(format!("/proc/{}/comm", self.conn.backend_pid)).ok()?;
-        (comm.trim() == "postgres").then_some(self.conn.backend_pid)
+        local_postgres(self.local, self.conn.backend_pid)
     }
     fn flush(&mut self) {
         flush_stats(&mut self.conn)
     }
+    fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        let token = self.conn.client.cancel_token();
+        Some(Box::new(move || {
+            let _ = token.cancel_query(NoTls);
+        }))
+    }
+}
+
+/// The backend's PID when the server is on this host and the PID is a postgres process here.
+fn local_postgres(local: bool, pid: u32) -> Option<u32> {
+    if !local {
+        return None;
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+    (comm.trim() == "postgres").then_some(pid)
 }

@@ -20,6 +20,9 @@ pub struct Running {
     pub version: String,
     /// The OS user the server runs as.
     pub user: String,
+    /// Settings given on the command line at start.
+    #[serde(default)]
+    pub settings: Vec<(String, String)>,
 }
 
 impl Running {
@@ -152,7 +155,17 @@ pub fn status(dir: &Path) -> Result<Option<Running>> {
     let Some(pid) = lines.next().and_then(|l| l.trim().parse::<u32>().ok()) else {
         return Ok(None);
     };
-    if !Path::new(&format!("/proc/{pid}")).exists() {
+    // A live postgres process: not a zombie nobody reaped, not a reused PID.
+    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            let (head, rest) = st.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1;
+            let state = rest.split_whitespace().next()?;
+            Some((comm == "postgres" || comm == "postmaster") && state != "Z")
+        })
+        .unwrap_or(false);
+    if !alive {
         return Ok(None);
     }
     let port = text
@@ -171,7 +184,8 @@ pub fn status(dir: &Path) -> Result<Option<Running>> {
             .as_ref()
             .map(|s| s.version.clone())
             .unwrap_or_default(),
-        user: saved.map(|s| s.user).unwrap_or_default(),
+        user: saved.as_ref().map(|s| s.user.clone()).unwrap_or_default(),
+        settings: saved.map(|s| s.settings).unwrap_or_default(),
     }))
 }
 
@@ -179,6 +193,8 @@ pub fn status(dir: &Path) -> Result<Option<Running>> {
 pub struct StartOptions {
     /// `-c name=value` settings, e.g. ("shared_buffers", "128MB").
     pub settings: Vec<(String, String)>,
+    /// The port to use if it is free (a restart keeps its port); else a free one.
+    pub port: Option<u16>,
 }
 
 /// Start the instance in `dir` (initdb on first use). A running one is returned as it is.
@@ -203,6 +219,12 @@ pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
         }
     }
     let data = dir.join("data");
+    // A postmaster.pid whose process is dead (killed, or a zombie nobody reaped) would make
+    // PostgreSQL refuse to start; status() found no live postgres behind it.
+    let pidfile = data.join("postmaster.pid");
+    if pidfile.exists() {
+        let _ = std::fs::remove_file(&pidfile);
+    }
     if !data.join("PG_VERSION").exists() {
         let mut c = cmd(&bin, "initdb", &who);
         c.arg("-D")
@@ -214,7 +236,13 @@ pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
         .unwrap_or_default()
         .trim()
         .to_string();
-    let port = free_port()?;
+    let port = match opts
+        .port
+        .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+    {
+        Some(p) => p,
+        None => free_port()?,
+    };
     let mut o = format!(
         "-p {port} -k {} -c listen_addresses=127.0.0.1",
         dir.display()
@@ -262,11 +290,66 @@ pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
         .as_ref()
         .map(|u| u.name.clone())
         .unwrap_or_else(|| std::env::var("USER").unwrap_or_default());
+    r.settings = opts.settings.clone();
     let _ = std::fs::write(
         state_file(&dir),
         serde_json::to_string_pretty(&r).unwrap_or_default(),
     );
     Ok(r)
+}
+
+/// The default directory: `PLUMB_PG_DIR`, else /var/tmp/plumb-pg-USER (reachable by the
+/// `postgres` user, unlike a home directory).
+pub fn default_dir() -> PathBuf {
+    if let Ok(d) = std::env::var("PLUMB_PG_DIR") {
+        return PathBuf::from(d);
+    }
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty() && uid != 0)
+        .unwrap_or_else(|| {
+            if uid == 0 {
+                "root".into()
+            } else {
+                uid.to_string()
+            }
+        });
+    PathBuf::from(format!("/var/tmp/plumb-pg-{user}"))
+}
+
+/// Whether `dir` is a directory plumb made for an instance (so removing it destroys nothing else).
+pub fn is_plumb_dir(dir: &Path) -> bool {
+    state_file(dir).exists()
+        || (dir.join("data/PG_VERSION").exists()
+            && std::fs::read_dir(dir)
+                .map(|rd| {
+                    rd.flatten().all(|e| {
+                        let n = e.file_name();
+                        let n = n.to_string_lossy();
+                        n == "data"
+                            || n == "postgresql.log"
+                            || n.starts_with(".s.PGSQL")
+                            || n == "plumb-instance.json"
+                    })
+                })
+                .unwrap_or(false))
+}
+
+/// Stop the instance and delete its directory (only a directory plumb made).
+pub fn remove(dir: &Path) -> Result<()> {
+    if !dir.exists() {
+        return Ok(());
+    }
+    if !is_plumb_dir(dir) {
+        return Err(Error::Setup(format!(
+            "{}: not a plumb instance directory (no plumb-instance.json); left alone",
+            dir.display()
+        )));
+    }
+    stop(dir)?;
+    std::fs::remove_dir_all(dir).map_err(|e| Error::Setup(format!("{}: {e}", dir.display())))
 }
 
 /// Stop the instance in `dir` (fast shutdown). Not running is not an error.
@@ -284,31 +367,22 @@ pub fn stop(dir: &Path) -> Result<bool> {
     Ok(true)
 }
 
-/// Restart with the same settings it was started with (for cold runs).
+/// Restart with the same settings and port (for cold runs). Not `pg_ctl restart`: that would
+/// forget the log file and leave the server writing into plumb's pipe.
 pub fn restart(dir: &Path) -> Result<Running> {
-    let bin = find_bin()?;
-    let who = run_as()?;
-    let mut c = cmd(&bin, "pg_ctl", &who);
-    c.arg("-D")
-        .arg(dir.join("data"))
-        .args(["-m", "fast", "-w", "-t", "60", "restart"]);
-    unsafe {
-        c.pre_exec(|| {
-            libc::setsid();
-            Ok(())
-        });
-    }
-    output(c, "pg_ctl restart")?;
-    let mut r = status(dir)?
-        .ok_or_else(|| Error::Setup("the server did not come back after restart".into()))?;
     let saved: Option<Running> = std::fs::read_to_string(state_file(dir))
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
-    if let Some(s) = saved {
-        r.version = s.version;
-        r.user = s.user;
-    }
-    Ok(r)
+    let was = status(dir)?;
+    stop(dir)?;
+    let opts = StartOptions {
+        settings: saved
+            .as_ref()
+            .map(|s| s.settings.clone())
+            .unwrap_or_default(),
+        port: was.map(|r| r.port).or(saved.map(|s| s.port)),
+    };
+    start(dir, &opts)
 }
 
 /// Stops an instance this process started, on drop (errors, Ctrl-C unwinding through callers).

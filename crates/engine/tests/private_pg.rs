@@ -24,6 +24,7 @@ fn start_status_snapshot_stop() {
     let _guard = private::StopOnDrop(dir.clone());
     let opts = private::StartOptions {
         settings: vec![("shared_buffers".into(), "16MB".into())],
+        port: None,
     };
     let r = private::start(&dir, &opts).expect("start");
     assert!(r.port > 0 && r.pid > 0);
@@ -58,6 +59,13 @@ fn start_status_snapshot_stop() {
         .unwrap_or_default();
     assert!(msg.contains("read-only"), "{msg}");
     drop(c);
+
+    // A restart keeps the settings and the port, and comes back with a new postmaster.
+    let again = private::restart(&dir).expect("restart");
+    assert_eq!(again.port, r.port);
+    assert_ne!(again.pid, r.pid);
+    assert_eq!(again.settings, opts.settings);
+    let r = again;
 
     assert!(private::stop(&dir).unwrap());
     assert!(private::status(&dir).unwrap().is_none());

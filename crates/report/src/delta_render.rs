@@ -12,12 +12,21 @@ const GROUPS: &[(&str, &str)] = &[
     ("run", "run"),
     ("command", "command (the workload process and its children)"),
     ("backend", "backend (the workload session's server process)"),
-    ("server", "server processes (all of the instance's processes on this host)"),
+    (
+        "server",
+        "server processes (all of the instance's processes on this host)",
+    ),
     ("host_cpu", "host CPU (/proc/stat)"),
-    ("disk", "disk (/proc/diskstats, the device under the data directory)"),
+    (
+        "disk",
+        "disk (/proc/diskstats, the device under the data directory)",
+    ),
     ("db", "database (pg_stat_database)"),
     ("io", "I/O by backend type, object and context (pg_stat_io)"),
-    ("table", "tables (pg_statio_user_tables; the file under the data directory)"),
+    (
+        "table",
+        "tables (pg_statio_user_tables; the file under the data directory)",
+    ),
     ("file", "file I/O per file"),
     ("wal", "WAL (pg_stat_wal)"),
     ("checkpointer", "checkpoints"),
@@ -35,11 +44,18 @@ const GROUPS: &[(&str, &str)] = &[
 ];
 
 fn title(g: &str) -> String {
-    GROUPS.iter().find(|(k, _)| *k == g).map(|(_, t)| t.to_string()).unwrap_or_else(|| g.to_string())
+    GROUPS
+        .iter()
+        .find(|(k, _)| *k == g)
+        .map(|(_, t)| t.to_string())
+        .unwrap_or_else(|| g.to_string())
 }
 
 fn order(g: &str) -> usize {
-    GROUPS.iter().position(|(k, _)| *k == g).unwrap_or(GROUPS.len())
+    GROUPS
+        .iter()
+        .position(|(k, _)| *k == g)
+        .unwrap_or(GROUPS.len())
 }
 
 /// A count with thousands separators, or two decimals when it has a fraction.
@@ -90,7 +106,12 @@ fn cell(r: &Row, s: &Option<Stat>) -> String {
     match s {
         None => "-".into(),
         Some(s) if s.values.len() > 1 && s.min != s.max => {
-            format!("{} [{}..{}]", value(&r.unit, s.median), value(&r.unit, s.min), value(&r.unit, s.max))
+            format!(
+                "{} [{}..{}]",
+                value(&r.unit, s.median),
+                value(&r.unit, s.min),
+                value(&r.unit, s.max)
+            )
         }
         Some(s) => value(&r.unit, s.median),
     }
@@ -105,11 +126,20 @@ impl Render for DeltaReport {
         let engine = self
             .engine
             .as_ref()
-            .map(|e| format!("{} · ", e.version.split(" on ").next().unwrap_or(&e.version)))
+            .map(|e| {
+                format!(
+                    "{} · ",
+                    e.version.split(" on ").next().unwrap_or(&e.version)
+                )
+            })
             .unwrap_or_default();
         writeln!(out, "plumb delta · {engine}{}", self.target)?;
         writeln!(out, "workload    {}", self.workload)?;
-        let runs = if self.repeat == 1 { "1 run".to_string() } else { format!("{} runs, median [min..max]", self.repeat) };
+        let runs = if self.repeat == 1 {
+            "1 run".to_string()
+        } else {
+            format!("{} runs, median [min..max]", self.repeat)
+        };
         writeln!(out, "runs        {runs} per mode")?;
         for m in &self.modes {
             if !m.preparation.is_empty() {
@@ -118,9 +148,21 @@ impl Render for DeltaReport {
         }
         writeln!(out)?;
         // Column widths from the cells.
-        let cells: Vec<Vec<String>> = self.rows.iter().map(|r| r.stats.iter().map(|s| cell(r, s)).collect()).collect();
+        let cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.stats.iter().map(|s| cell(r, s)).collect())
+            .collect();
         let widths: Vec<usize> = (0..self.modes.len())
-            .map(|i| cells.iter().map(|c| c[i].chars().count()).chain([self.modes[i].mode.len()]).max().unwrap_or(8).max(10))
+            .map(|i| {
+                cells
+                    .iter()
+                    .map(|c| c[i].chars().count())
+                    .chain([self.modes[i].mode.len()])
+                    .max()
+                    .unwrap_or(8)
+                    .max(10)
+            })
             .collect();
         let mut header = format!("{:<LABEL$}", "");
         for (m, w) in self.modes.iter().zip(&widths) {
@@ -130,7 +172,11 @@ impl Render for DeltaReport {
         let mut idx: Vec<usize> = (0..self.rows.len()).collect();
         idx.sort_by(|a, b| {
             let (ra, rb) = (&self.rows[*a], &self.rows[*b]);
-            (order(&ra.group), &ra.group, &ra.object).cmp(&(order(&rb.group), &rb.group, &rb.object))
+            (order(&ra.group), &ra.group, &ra.object).cmp(&(
+                order(&rb.group),
+                &rb.group,
+                &rb.object,
+            ))
         });
         let (mut group, mut object) = (None::<&str>, None::<&str>);
         for i in idx {
@@ -167,7 +213,12 @@ impl Render for DeltaReport {
         if !self.notes.is_empty() {
             writeln!(out, "\nnotes")?;
             for n in &self.notes {
-                writeln!(out, "  {} {}", if n.level == Level::Warn { "!" } else { "-" }, n.text)?;
+                writeln!(
+                    out,
+                    "  {} {}",
+                    if n.level == Level::Warn { "!" } else { "-" },
+                    n.text
+                )?;
             }
         }
         if !self.unavailable.is_empty() {
@@ -180,7 +231,10 @@ impl Render for DeltaReport {
     }
 
     fn table(&self) -> Option<Table> {
-        let mut headers: Vec<String> = ["group", "object", "metric", "unit"].iter().map(|s| s.to_string()).collect();
+        let mut headers: Vec<String> = ["group", "object", "metric", "unit"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         for m in &self.modes {
             for s in ["median", "min", "max"] {
                 headers.push(format!("{}_{s}", m.mode));
@@ -190,10 +244,17 @@ impl Render for DeltaReport {
             .rows
             .iter()
             .map(|r| {
-                let mut row = vec![r.group.clone(), r.object.clone(), r.metric.clone(), r.unit.clone()];
+                let mut row = vec![
+                    r.group.clone(),
+                    r.object.clone(),
+                    r.metric.clone(),
+                    r.unit.clone(),
+                ];
                 for s in &r.stats {
                     match s {
-                        Some(s) => row.extend([s.median, s.min, s.max].iter().map(|v| v.to_string())),
+                        Some(s) => {
+                            row.extend([s.median, s.min, s.max].iter().map(|v| v.to_string()))
+                        }
                         None => row.extend(["", "", ""].iter().map(|v| v.to_string())),
                     }
                 }

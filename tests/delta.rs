@@ -1,0 +1,439 @@
+//! `plumb engine` and `plumb delta` end to end against a real PostgreSQL that plumb starts
+//! itself: cold against warm, a sort that spills, a server killed mid-run, Ctrl-C, bad input.
+
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+fn plumb() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    c.env_remove("PLUMB_ENGINE").env_remove("PLUMB_PG_DIR");
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    plumb().args(args).output().expect("run plumb")
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn no_postgres() -> Option<String> {
+    let has = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| rd.flatten().any(|e| e.path().join("bin/initdb").exists()))
+        .unwrap_or(false);
+    (!has && std::env::var("PLUMB_PG_BIN").is_err())
+        .then(|| "no PostgreSQL server binaries (apt-get install postgresql)".to_string())
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Processes whose command line names `dir` (the instance's postgres processes).
+fn processes_in(dir: &Path) -> Vec<String> {
+    let needle = dir.to_str().unwrap();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if e.file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+                let c = String::from_utf8_lossy(&c).replace('\0', " ");
+                // The postmaster names the directory; its children work in it.
+                let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+                if c.contains(needle) || cwd.starts_with(dir) {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The median of a figure in one mode's column.
+fn median(
+    report: &Value,
+    group: &str,
+    object: Option<&str>,
+    metric: &str,
+    mode: usize,
+) -> Option<f64> {
+    report["rows"].as_array()?.iter().find_map(|r| {
+        let ok = r["group"] == group
+            && r["metric"] == metric
+            && object.is_none_or(|o| r["object"].as_str().is_some_and(|x| x.contains(o)));
+        if ok {
+            r["stats"][mode]["median"].as_f64()
+        } else {
+            None
+        }
+    })
+}
+
+fn delta_json(dir: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["delta", "--dir", dir, "--json"];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    let (out, err) = text(&o);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "plumb {args:?}\nstdout: {out}\nstderr: {err}"
+    );
+    serde_json::from_str(&out).expect("delta --json is JSON")
+}
+
+#[test]
+fn delta_against_a_private_postgres() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-delta")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let d = tmp.path().join("pg");
+    let dir = d.to_str().unwrap();
+
+    // Start, and a second start finds the running one.
+    let o = run(&[
+        "engine",
+        "start",
+        "--dir",
+        dir,
+        "--shared-buffers",
+        "16MB",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let first: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pid = first["instance"]["pid"].as_u64().unwrap();
+    let o = run(&["engine", "start", "--dir", dir]);
+    let (out, _) = text(&o);
+    assert!(
+        out.contains("already running") && out.contains(&format!("PID {pid}")),
+        "{out}"
+    );
+    assert_eq!(
+        run(&["engine", "status", "--dir", dir]).status.code(),
+        Some(0)
+    );
+
+    // A table three times shared_buffers.
+    let o = run(&[
+        "engine",
+        "psql",
+        "--dir",
+        dir,
+        "--",
+        "-q",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        "CREATE TABLE t AS SELECT g, repeat('x', 80) AS pad FROM generate_series(1, 400000) g",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+
+    // Cold against warm: the cold run reads the table from the disk, the warm one from caches.
+    if is_root() {
+        let r = delta_json(
+            dir,
+            &["--sql", "SELECT count(*) FROM t", "--both", "--repeat", "2"],
+        );
+        assert_eq!(r["modes"][0]["mode"], "cold");
+        assert_eq!(r["modes"][1]["mode"], "warm");
+        let table = 40.0 * 1048576.0;
+        let cold_disk = median(&r, "disk", None, "read_bytes", 0).expect("cold disk reads");
+        let warm_disk = median(&r, "disk", None, "read_bytes", 1).unwrap_or(0.0);
+        assert!(cold_disk > table * 0.8, "cold disk read {cold_disk}");
+        assert!(
+            warm_disk < cold_disk * 0.1,
+            "warm disk read {warm_disk} vs cold {cold_disk}"
+        );
+        let cold_be = median(&r, "backend", None, "storage_read_bytes", 0).unwrap_or(0.0)
+            + median(&r, "server", None, "storage_read_bytes", 0).unwrap_or(0.0);
+        assert!(
+            cold_be > table * 0.8,
+            "the server's processes read {cold_be} bytes from storage when cold"
+        );
+        assert!(median(&r, "server", None, "storage_read_bytes", 1).unwrap_or(0.0) < cold_be * 0.1);
+        // The engine counted block reads in both: the warm ones came from the page cache.
+        let cold_blks =
+            median(&r, "table", Some("public.t"), "heap_blks_read", 0).expect("per-table reads");
+        assert!(cold_blks * 8192.0 > table * 0.8, "{cold_blks}");
+        assert!(median(&r, "db", None, "blk_read_time_ms", 0).unwrap() > 0.0);
+        let notes = r["notes"].to_string();
+        assert!(notes.contains("page cache served the rest"), "{notes}");
+        assert!(r["modes"][0]["preparation"]
+            .to_string()
+            .contains("drop_caches"));
+    } else {
+        eprintln!("cold run skipped: dropping the page cache needs root");
+    }
+
+    // A sort larger than work_mem spills to temporary files.
+    let r = delta_json(
+        dir,
+        &[
+            "--sql",
+            "SET work_mem = '1MB'; SELECT g FROM t ORDER BY md5(g::text) OFFSET 400000",
+        ],
+    );
+    let temp = median(&r, "db", None, "temp_bytes", 0).expect("temp_bytes");
+    assert!(temp > 4.0 * 1048576.0, "temp bytes {temp}");
+    assert!(r["notes"].to_string().contains("spilled"));
+    // The same sort in enough memory does not.
+    let r = delta_json(
+        dir,
+        &[
+            "--sql",
+            "SET work_mem = '256MB'; SELECT g FROM t ORDER BY md5(g::text) OFFSET 400000",
+        ],
+    );
+    assert_eq!(
+        median(&r, "db", None, "temp_bytes", 0),
+        None,
+        "no spill row when nothing spilled"
+    );
+
+    // The text report: side by side, grouped, with the notes.
+    let o = run(&[
+        "delta",
+        "--dir",
+        dir,
+        "--sql",
+        "SELECT count(*) FROM t",
+        "--warm",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        out.contains("database (pg_stat_database)")
+            && out.contains("warm")
+            && out.contains("tup_returned"),
+        "{out}"
+    );
+
+    // A command as the workload gets the connection in its environment.
+    let o = run(&[
+        "delta",
+        "--dir",
+        dir,
+        "--",
+        "psql",
+        "-qAt",
+        "-c",
+        "SELECT count(*) FROM t",
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("400000"), "psql printed the count: {out}");
+    assert!(out.contains("command: psql"), "{out}");
+
+    // A statement that fails: its error, exit 2.
+    let o = run(&[
+        "delta",
+        "--dir",
+        dir,
+        "--sql",
+        "SELECT * FROM no_such_table",
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("no_such_table"), "{err}");
+
+    // The server goes away mid-run: a clear error, exit 2, nothing left running.
+    let child = plumb()
+        .args(["delta", "--dir", dir, "--sql", "SELECT pg_sleep(30)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let st: Value =
+        serde_json::from_slice(&run(&["engine", "status", "--dir", dir, "--json"]).stdout).unwrap();
+    let pm = st["instance"]["pid"].as_u64().unwrap() as i32;
+    // SAFETY: killing the postmaster plumb started for this test.
+    unsafe { libc::kill(pm, libc::SIGKILL) };
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("went away") || err.contains("connection"),
+        "{err}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        processes_in(&d).is_empty(),
+        "left behind: {:?}",
+        processes_in(&d)
+    );
+    assert_eq!(
+        run(&["engine", "status", "--dir", dir]).status.code(),
+        Some(1)
+    );
+
+    // Start again (the data survives), then stop --remove deletes only what plumb made.
+    let o = run(&["engine", "start", "--dir", dir]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let o = run(&["engine", "stop", "--dir", dir, "--remove"]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert!(!d.exists());
+    assert!(processes_in(&d).is_empty());
+}
+
+#[test]
+fn delta_starts_and_stops_the_private_instance_and_ctrl_c_cleans_up() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-delta-own")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let d = tmp.path().join("pg");
+    let dir = d.to_str().unwrap();
+    // Not running before: delta starts it for the run and stops it after.
+    let o = run(&[
+        "delta",
+        "--dir",
+        dir,
+        "--sql",
+        "SELECT 1",
+        "--set",
+        "shared_buffers=16MB",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    assert_eq!(
+        run(&["engine", "status", "--dir", dir]).status.code(),
+        Some(1)
+    );
+    assert!(processes_in(&d).is_empty());
+
+    // Ctrl-C in the middle of a statement: cancelled, exit 130, the instance it started stopped.
+    let child = plumb()
+        .args(["delta", "--dir", dir, "--sql", "SELECT pg_sleep(30)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for the statement to be running (its backend's title says SELECT).
+    let t0 = std::time::Instant::now();
+    while processes_in(&d).iter().all(|p| !p.contains("SELECT"))
+        && t0.elapsed() < Duration::from_secs(20)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        processes_in(&d).iter().any(|p| p.contains("SELECT")),
+        "the statement never ran"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{:?}", text(&o));
+    assert!(
+        t0.elapsed() < Duration::from_secs(25),
+        "the statement was cancelled, not waited out"
+    );
+    assert!(
+        processes_in(&d).is_empty(),
+        "left behind: {:?}",
+        processes_in(&d)
+    );
+}
+
+#[test]
+fn bad_targets_are_named_and_exit_2() {
+    let o = run(&["delta", "--engine", "oracle://x@y/z", "--sql", "SELECT 1"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        err.contains("oracle://x@y/z") && err.contains("not a database URL"),
+        "{err}"
+    );
+
+    // Nothing listens there: the URL is named, the password is not.
+    let o = run(&[
+        "delta",
+        "--engine",
+        "postgres://app:s3cret@127.0.0.1:1/db",
+        "--sql",
+        "SELECT 1",
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("postgres://app:***@127.0.0.1:1/db"), "{err}");
+    assert!(!err.contains("s3cret"), "the password was printed: {err}");
+
+    // A password file others can read is refused.
+    let tmp = tempfile::tempdir().unwrap();
+    let pw = tmp.path().join("pw");
+    std::fs::write(&pw, "s3cret\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let o = run(&[
+        "delta",
+        "--engine",
+        "postgres://app@127.0.0.1:1/db",
+        "--password-file",
+        pw.to_str().unwrap(),
+        "--sql",
+        "SELECT 1",
+    ]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("readable by others"), "{err}");
+
+    // No workload, two workloads, an empty statement, a missing file.
+    assert_eq!(run(&["delta"]).status.code(), Some(2));
+    assert_eq!(
+        run(&["delta", "--sql", "SELECT 1", "--file", "x.sql"])
+            .status
+            .code(),
+        Some(2)
+    );
+    let o = run(&["delta", "--sql", "  "]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&["delta", "--file", "/nonexistent/q.sql"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err.contains("/nonexistent/q.sql"), "{err}");
+    assert_eq!(
+        run(&["delta", "--sql", "SELECT 1", "--cold", "--warm"])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        run(&["delta", "--sql", "SELECT 1", "--repeat", "0"])
+            .status
+            .code(),
+        Some(2)
+    );
+
+    // stop --remove refuses a directory plumb did not make.
+    let foreign = tmp.path().join("mine");
+    std::fs::create_dir(&foreign).unwrap();
+    std::fs::write(foreign.join("precious.txt"), "keep").unwrap();
+    let o = run(&[
+        "engine",
+        "stop",
+        "--dir",
+        foreign.to_str().unwrap(),
+        "--remove",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(foreign.join("precious.txt").exists());
+}

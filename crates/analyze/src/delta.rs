@@ -167,6 +167,8 @@ pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
             ("reads", "read_time_ms", "avg_read_ms"),
             ("writes", "write_time_ms", "avg_write_ms"),
             ("count", "wait_ms", "avg_wait_ms"),
+            // SQL Server PERF_AVERAGE_BULK counters: Δvalue / Δbase.
+            ("count", "total", "average"),
         ] {
             if let (Some(n), Some(t)) = (get(v, &g, &o, n), get(v, &g, &o, t)) {
                 if n > 0.0 {
@@ -189,6 +191,25 @@ pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
                 );
             }
         }
+    }
+    // Per-second rates of cumulative performance counters (SQL Server's /sec counters).
+    if run.elapsed_s > 0.0 {
+        let rates: Vec<(Key, f64)> = v
+            .iter()
+            .filter(|(k, _)| {
+                k.0 == "perf"
+                    && k.1.is_empty()
+                    && !k.2.ends_with(" before")
+                    && !k.2.ends_with(" after")
+            })
+            .map(|(k, x)| {
+                (
+                    (k.0.clone(), String::new(), format!("{}_per_s", k.2)),
+                    x / run.elapsed_s,
+                )
+            })
+            .collect();
+        v.extend(rates);
     }
     v.insert(
         ("run".into(), String::new(), "elapsed_s".into()),
@@ -354,8 +375,11 @@ pub fn summarize(
             .collect();
         let zero = stats.iter().flatten().all(|s| s.max == 0.0 && s.min == 0.0);
         let is_gauge = k.2.ends_with(" before") || k.2.ends_with(" after");
+        let ignorable = k.0.ends_with("_ignorable");
         if !all
-            && ((zero && !is_gauge && k.0 != "run") || below.contains(&(k.0.clone(), k.1.clone())))
+            && ((zero && !is_gauge && k.0 != "run")
+                || ignorable
+                || below.contains(&(k.0.clone(), k.1.clone())))
         {
             hidden += 1;
             continue;

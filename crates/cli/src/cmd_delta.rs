@@ -287,10 +287,15 @@ fn make_cold(wh: &Where, is_root: bool) -> Result<Vec<String>> {
                 .map_err(|e| anyhow!("restarting the private instance for a cold run: {e}"))?;
             done.push("restarted the private instance (empty shared_buffers)".to_string());
         }
-        None => done.push(
-            "the engine's own cache was NOT emptied (only plumb's private instance is restarted)"
-                .to_string(),
-        ),
+        None => {
+            // The engine's own way, where it has one (SQL Server: DBCC DROPCLEANBUFFERS).
+            let mut sess = plumb_engine::session(&wh.target).map_err(|e| anyhow!("{e}"))?;
+            match sess.empty_cache() {
+                Some(Ok(what)) => done.push(what),
+                Some(Err(why)) => done.push(format!("the engine's cache was NOT emptied: {why}")),
+                None => done.push("the engine's own cache was NOT emptied (it has no statement for it; only plumb's private instance is restarted)".to_string()),
+            }
+        }
     }
     if is_root {
         // SAFETY: sync has no failure mode worth reporting.

@@ -10,6 +10,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod mssql;
 pub mod pg;
 pub mod private;
 
@@ -151,6 +152,11 @@ pub trait Session: Send {
     }
     /// Push this session's statistics where other sessions can see them.
     fn flush(&mut self) {}
+    /// Empty the engine's data cache from SQL where the engine allows it (SQL Server's DBCC
+    /// DROPCLEANBUFFERS). None: the engine has no such statement; Err: it was refused.
+    fn empty_cache(&mut self) -> Option<std::result::Result<String, String>> {
+        None
+    }
     /// Something another thread can call to cancel the running statement (Ctrl-C).
     fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         None

@@ -1,0 +1,967 @@
+//! SQL Server: the DMV queries plumb runs, and the parsers that turn their result sets into a
+//! [`Snapshot`].
+//!
+//! **Not tested against a live server**: no SQL Server can run on plumb's test machines. The
+//! queries are written from Microsoft's documentation of each DMV; the parsers are tested on
+//! result sets shaped as the documentation describes (tests/fixtures/mssql). The connection
+//! (TDS via tiberius) compiles and handles errors, and has never talked to a real server here.
+
+use crate::{Error, Kind, Result, ServerInfo, Snapshot, Target};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// One cell of a result set.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum Cell {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(String),
+}
+
+impl Cell {
+    pub fn f64(&self) -> Option<f64> {
+        match self {
+            Cell::Int(i) => Some(*i as f64),
+            Cell::Float(f) => Some(*f),
+            Cell::Text(t) => t.trim().parse().ok(),
+            Cell::Null => None,
+        }
+    }
+
+    pub fn text(&self) -> String {
+        match self {
+            Cell::Int(i) => i.to_string(),
+            Cell::Float(f) => f.to_string(),
+            Cell::Text(t) => t.trim_end().to_string(),
+            Cell::Null => String::new(),
+        }
+    }
+}
+
+/// A result set: column names and rows, as the server returned them.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ResultSet {
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<Cell>>,
+}
+
+impl ResultSet {
+    fn col(&self, name: &str) -> Result<usize> {
+        self.columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case(name))
+            .ok_or_else(|| Error::Query {
+                what: "SQL Server result".into(),
+                message: format!("column {name} missing (have: {})", self.columns.join(", ")),
+            })
+    }
+
+    /// Rows as (key text, values) for the named columns; missing numbers read as 0.
+    fn pick(&self, key: &str, nums: &[&str]) -> Result<Vec<(String, Vec<f64>)>> {
+        let k = self.col(key)?;
+        let idx: Vec<usize> = nums.iter().map(|n| self.col(n)).collect::<Result<_>>()?;
+        Ok(self
+            .rows
+            .iter()
+            .map(|r| {
+                (
+                    r.get(k).map(Cell::text).unwrap_or_default(),
+                    idx.iter()
+                        .map(|i| r.get(*i).and_then(Cell::f64).unwrap_or(0.0))
+                        .collect(),
+                )
+            })
+            .collect())
+    }
+
+    fn first_f64(&self, name: &str) -> Result<Option<f64>> {
+        let i = self.col(name)?;
+        Ok(self.rows.first().and_then(|r| r.get(i)).and_then(Cell::f64))
+    }
+
+    fn first_text(&self, name: &str) -> Result<Option<String>> {
+        let i = self.col(name)?;
+        Ok(self.rows.first().and_then(|r| r.get(i)).map(Cell::text))
+    }
+}
+
+/// The metric sets and their queries. `{cpu}` in the scheduler query becomes the
+/// total_cpu_usage_ms column where the server has it (probed, as sp_BlitzFirst does).
+pub mod queries {
+    pub const SERVER: &str =
+        "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS int) AS major_version, \
+CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_version, @@VERSION AS version, \
+CONVERT(varchar(33), sqlserver_start_time, 126) AS start_time, cpu_count, \
+physical_memory_kb, committed_target_kb FROM sys.dm_os_sys_info";
+
+    pub const WAITS: &str =
+        "SELECT wait_type, waiting_tasks_count, wait_time_ms, max_wait_time_ms, \
+signal_wait_time_ms FROM sys.dm_os_wait_stats WHERE waiting_tasks_count > 0 OR wait_time_ms > 0";
+
+    pub const WAITING_TASKS: &str = "SELECT wt.session_id, wt.wait_type, wt.wait_duration_ms, \
+wt.blocking_session_id FROM sys.dm_os_waiting_tasks AS wt WHERE wt.session_id > 50";
+
+    pub const FILES: &str =
+        "SELECT DB_NAME(vfs.database_id) AS database_name, mf.name AS logical_name, \
+mf.physical_name, mf.type_desc, vfs.num_of_reads, vfs.num_of_bytes_read, vfs.io_stall_read_ms, \
+vfs.num_of_writes, vfs.num_of_bytes_written, vfs.io_stall_write_ms, vfs.io_stall_queued_read_ms, \
+vfs.io_stall_queued_write_ms, vfs.size_on_disk_bytes \
+FROM sys.dm_io_virtual_file_stats(NULL, NULL) AS vfs \
+JOIN sys.master_files AS mf ON mf.database_id = vfs.database_id AND mf.file_id = vfs.file_id";
+
+    pub const LATCHES: &str =
+        "SELECT latch_class, waiting_requests_count, wait_time_ms, max_wait_time_ms \
+FROM sys.dm_os_latch_stats WHERE waiting_requests_count > 0";
+
+    pub const SPINLOCKS: &str =
+        "SELECT name, collisions, spins, spins_per_collision, sleep_time, backoffs \
+FROM sys.dm_os_spinlock_stats WHERE collisions > 0";
+
+    pub const HAS_SCHEDULER_CPU: &str = "SELECT COUNT(*) AS n FROM sys.all_columns \
+WHERE object_id = OBJECT_ID('sys.dm_os_schedulers') AND name = 'total_cpu_usage_ms'";
+
+    pub const SCHEDULERS: &str = "SELECT scheduler_id, current_tasks_count, runnable_tasks_count, \
+work_queue_count, pending_disk_io_count{cpu} FROM sys.dm_os_schedulers WHERE scheduler_id < 255 AND status = 'VISIBLE ONLINE'";
+
+    /// SQL Server 2012 and later (pages_kb); 2008 R2 had single_pages_kb + multi_pages_kb.
+    pub const CLERKS: &str =
+        "SELECT type, SUM(pages_kb) AS pages_kb FROM sys.dm_os_memory_clerks GROUP BY type";
+    pub const CLERKS_2008: &str = "SELECT type, SUM(single_pages_kb + multi_pages_kb) AS pages_kb \
+FROM sys.dm_os_memory_clerks GROUP BY type";
+
+    pub const PROCESS_MEMORY: &str = "SELECT physical_memory_in_use_kb, locked_page_allocations_kb, \
+memory_utilization_percentage, page_fault_count, process_physical_memory_low, process_virtual_memory_low \
+FROM sys.dm_os_process_memory";
+
+    pub const PERF: &str =
+        "SELECT RTRIM(object_name) AS object_name, RTRIM(counter_name) AS counter_name, \
+RTRIM(instance_name) AS instance_name, cntr_value, cntr_type FROM sys.dm_os_performance_counters \
+WHERE (object_name LIKE '%Memory Manager%' OR object_name LIKE '%Buffer Manager%' \
+OR object_name LIKE '%SQL Statistics%' OR object_name LIKE '%General Statistics%' \
+OR object_name LIKE '%Access Methods%' OR object_name LIKE '%Latches%' \
+OR object_name LIKE '%Transactions%' \
+OR (object_name LIKE '%:Databases%' AND instance_name = '_Total') \
+OR (object_name LIKE '%:Locks%' AND instance_name = '_Total'))";
+
+    pub const TEMPDB: &str = "SELECT SUM(user_object_reserved_page_count) * 8 AS user_objects_kb, \
+SUM(internal_object_reserved_page_count) * 8 AS internal_objects_kb, \
+SUM(version_store_reserved_page_count) * 8 AS version_store_kb, \
+SUM(unallocated_extent_page_count) * 8 AS free_kb FROM tempdb.sys.dm_db_file_space_usage";
+
+    /// The seed's @@io_busy: ticks of @@TIMETICKS microseconds each.
+    pub const BUSY: &str = "SELECT @@CPU_BUSY AS cpu_busy, @@IO_BUSY AS io_busy, @@IDLE AS idle, @@TIMETICKS AS timeticks";
+
+    /// What a session is doing now (for sampling): its request's wait, or none.
+    pub const REQUEST_WAIT: &str =
+        "SELECT wait_type FROM sys.dm_exec_requests WHERE session_id = @P1";
+}
+
+/// Waits that mean nothing for a workload (idle queues, background sleeps): left out of the
+/// wait figures by default, the way Paul Randal's and sp_BlitzFirst's lists do. Maintained by
+/// hand; `--all` shows them under `wait_ignorable`.
+pub const IGNORABLE_WAITS: &[&str] = &[
+    "BROKER_EVENTHANDLER",
+    "BROKER_RECEIVE_WAITFOR",
+    "BROKER_TASK_STOP",
+    "BROKER_TO_FLUSH",
+    "BROKER_TRANSMITTER",
+    "CHECKPOINT_QUEUE",
+    "CHKPT",
+    "CLR_AUTO_EVENT",
+    "CLR_MANUAL_EVENT",
+    "CLR_SEMAPHORE",
+    "DBMIRROR_DBM_EVENT",
+    "DBMIRROR_EVENTS_QUEUE",
+    "DBMIRROR_WORKER_QUEUE",
+    "DBMIRRORING_CMD",
+    "DIRTY_PAGE_POLL",
+    "DISPATCHER_QUEUE_SEMAPHORE",
+    "EXECSYNC",
+    "FSAGENT",
+    "FT_IFTS_SCHEDULER_IDLE_WAIT",
+    "FT_IFTSHC_MUTEX",
+    "HADR_CLUSAPI_CALL",
+    "HADR_FILESTREAM_IOMGR_IOCOMPLETION",
+    "HADR_LOGCAPTURE_WAIT",
+    "HADR_NOTIFICATION_DEQUEUE",
+    "HADR_TIMER_TASK",
+    "HADR_WORK_QUEUE",
+    "KSOURCE_WAKEUP",
+    "LAZYWRITER_SLEEP",
+    "LOGMGR_QUEUE",
+    "MEMORY_ALLOCATION_EXT",
+    "ONDEMAND_TASK_QUEUE",
+    "PARALLEL_REDO_DRAIN_WORKER",
+    "PARALLEL_REDO_LOG_CACHE",
+    "PARALLEL_REDO_TRAN_LIST",
+    "PARALLEL_REDO_WORKER_SYNC",
+    "PARALLEL_REDO_WORKER_WAIT_WORK",
+    "PREEMPTIVE_XE_GETTARGETSTATE",
+    "PVS_PREALLOCATE",
+    "PWAIT_ALL_COMPONENTS_INITIALIZED",
+    "PWAIT_DIRECTLOGCONSUMER_GETNEXT",
+    "PWAIT_EXTENSIBILITY_CLEANUP_TASK",
+    "QDS_PERSIST_TASK_MAIN_LOOP_SLEEP",
+    "QDS_ASYNC_QUEUE",
+    "QDS_CLEANUP_STALE_QUERIES_TASK_MAIN_LOOP_SLEEP",
+    "QDS_SHUTDOWN_QUEUE",
+    "REDO_THREAD_PENDING_WORK",
+    "REQUEST_FOR_DEADLOCK_SEARCH",
+    "RESOURCE_QUEUE",
+    "SERVER_IDLE_CHECK",
+    "SLEEP_BPOOL_FLUSH",
+    "SLEEP_DBSTARTUP",
+    "SLEEP_DCOMSTARTUP",
+    "SLEEP_MASTERDBREADY",
+    "SLEEP_MASTERMDREADY",
+    "SLEEP_MASTERUPGRADED",
+    "SLEEP_MSDBSTARTUP",
+    "SLEEP_SYSTEMTASK",
+    "SLEEP_TASK",
+    "SLEEP_TEMPDBSTARTUP",
+    "SNI_HTTP_ACCEPT",
+    "SOS_WORK_DISPATCHER",
+    "SP_SERVER_DIAGNOSTICS_SLEEP",
+    "SQLTRACE_BUFFER_FLUSH",
+    "SQLTRACE_INCREMENTAL_FLUSH_SLEEP",
+    "SQLTRACE_WAIT_ENTRIES",
+    "VDI_CLIENT_OTHER",
+    "WAIT_FOR_RESULTS",
+    "WAITFOR",
+    "WAITFOR_TASKSHUTDOWN",
+    "WAIT_XTP_RECOVERY",
+    "WAIT_XTP_HOST_WAIT",
+    "WAIT_XTP_OFFLINE_CKPT_NEW_LOG",
+    "WAIT_XTP_CKPT_CLOSE",
+    "XE_DISPATCHER_JOIN",
+    "XE_DISPATCHER_WAIT",
+    "XE_TIMER_EVENT",
+    "XE_LIVE_TARGET_TVF",
+];
+
+pub fn is_ignorable(wait: &str) -> bool {
+    IGNORABLE_WAITS.contains(&wait)
+}
+
+pub fn parse_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    for (w, v) in rs.pick(
+        "wait_type",
+        &["waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"],
+    )? {
+        let set = if is_ignorable(&w) {
+            "wait_ignorable"
+        } else {
+            "wait"
+        };
+        // Resource wait = total − signal (the time before the task was signalled).
+        s.put_object(
+            set,
+            &w,
+            &["count", "wait_ms", "signal_ms", "resource_ms"],
+            &[v[0], v[1], v[2], (v[1] - v[2]).max(0.0)],
+        );
+    }
+    Ok(())
+}
+
+pub fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let rows = rs.pick("wait_type", &["wait_duration_ms", "blocking_session_id"])?;
+    s.gauges
+        .insert("waiting_tasks.tasks".into(), rows.len() as f64);
+    s.gauges.insert(
+        "waiting_tasks.blocked".into(),
+        rows.iter().filter(|r| r.1[1] > 0.0).count() as f64,
+    );
+    s.gauges.insert(
+        "waiting_tasks.longest_ms".into(),
+        rows.iter().map(|r| r.1[0]).fold(0.0, f64::max),
+    );
+    Ok(())
+}
+
+pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let (db, ln, pn, ty) = (
+        rs.col("database_name")?,
+        rs.col("logical_name")?,
+        rs.col("physical_name")?,
+        rs.col("type_desc")?,
+    );
+    let names = [
+        "num_of_reads",
+        "num_of_bytes_read",
+        "io_stall_read_ms",
+        "num_of_writes",
+        "num_of_bytes_written",
+        "io_stall_write_ms",
+        "io_stall_queued_read_ms",
+        "io_stall_queued_write_ms",
+    ];
+    let idx: Vec<usize> = names.iter().map(|n| rs.col(n)).collect::<Result<_>>()?;
+    let size = rs.col("size_on_disk_bytes")?;
+    for r in &rs.rows {
+        let t = |i: usize| r.get(i).map(Cell::text).unwrap_or_default();
+        let key = format!("{}/{} {} ({})", t(db), t(ln), t(ty), t(pn));
+        let v: Vec<f64> = idx
+            .iter()
+            .map(|i| r.get(*i).and_then(Cell::f64).unwrap_or(0.0))
+            .collect();
+        s.put_object(
+            "file",
+            &key,
+            &[
+                "reads",
+                "read_bytes",
+                "read_stall_ms",
+                "writes",
+                "write_bytes",
+                "write_stall_ms",
+                "queued_read_stall_ms",
+                "queued_write_stall_ms",
+            ],
+            &v,
+        );
+        if let Some(b) = r.get(size).and_then(Cell::f64) {
+            *s.gauges
+                .entry("file.size_on_disk_bytes".into())
+                .or_insert(0.0) += b;
+        }
+    }
+    Ok(())
+}
+
+pub fn parse_latches(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    for (c, v) in rs.pick("latch_class", &["waiting_requests_count", "wait_time_ms"])? {
+        s.put_object("latch", &c, &["count", "wait_ms"], &v);
+    }
+    Ok(())
+}
+
+pub fn parse_spinlocks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    for (n, v) in rs.pick("name", &["collisions", "spins", "sleep_time", "backoffs"])? {
+        s.put_object(
+            "spinlock",
+            &n,
+            &["collisions", "spins", "sleep_time_ms", "backoffs"],
+            &v,
+        );
+    }
+    Ok(())
+}
+
+pub fn parse_schedulers(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let rows = rs.pick(
+        "scheduler_id",
+        &[
+            "current_tasks_count",
+            "runnable_tasks_count",
+            "work_queue_count",
+            "pending_disk_io_count",
+        ],
+    )?;
+    for (i, n) in [
+        "current_tasks",
+        "runnable_tasks",
+        "work_queue",
+        "pending_disk_io",
+    ]
+    .iter()
+    .enumerate()
+    {
+        s.gauges
+            .insert(format!("scheduler.{n}"), rows.iter().map(|r| r.1[i]).sum());
+    }
+    s.gauges
+        .insert("scheduler.schedulers".into(), rows.len() as f64);
+    if rs.col("total_cpu_usage_ms").is_ok() {
+        let cpu: f64 = rs
+            .pick("scheduler_id", &["total_cpu_usage_ms"])?
+            .iter()
+            .map(|r| r.1[0])
+            .sum();
+        s.counters.insert("scheduler.cpu_ms".into(), cpu);
+    }
+    Ok(())
+}
+
+pub fn parse_clerks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let mut rows = rs.pick("type", &["pages_kb"])?;
+    rows.sort_by(|a, b| b.1[0].total_cmp(&a.1[0]));
+    let total: f64 = rows.iter().map(|r| r.1[0] * 1024.0).sum();
+    s.gauges.insert("memory.clerks_total_bytes".into(), total);
+    // The ten largest clerks; the rest are small change.
+    for (t, v) in rows.iter().take(10) {
+        s.gauges.insert(
+            format!("memory.{}_bytes", t.to_ascii_lowercase()),
+            v[0] * 1024.0,
+        );
+    }
+    Ok(())
+}
+
+pub fn parse_process_memory(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    if let Some(v) = rs.first_f64("physical_memory_in_use_kb")? {
+        s.gauges
+            .insert("memory.process_in_use_bytes".into(), v * 1024.0);
+    }
+    if let Some(v) = rs.first_f64("locked_page_allocations_kb")? {
+        s.gauges
+            .insert("memory.locked_pages_bytes".into(), v * 1024.0);
+    }
+    if let Some(v) = rs.first_f64("memory_utilization_percentage")? {
+        s.gauges.insert("memory.utilization_pct".into(), v);
+    }
+    if let Some(v) = rs.first_f64("page_fault_count")? {
+        s.counters.insert("memory.page_faults".into(), v);
+    }
+    if rs.first_f64("process_physical_memory_low")? == Some(1.0) {
+        s.gauges.insert("memory.physical_memory_low".into(), 1.0);
+    }
+    Ok(())
+}
+
+/// `cntr_type` values of sys.dm_os_performance_counters (the Windows perf counter types).
+pub mod cntr_type {
+    /// PERF_COUNTER_LARGE_RAWCOUNT: a value of the moment.
+    pub const RAW: i64 = 65792;
+    /// PERF_COUNTER_RAWCOUNT (32-bit): a value of the moment.
+    pub const RAW_32: i64 = 65536;
+    /// PERF_COUNTER_BULK_COUNT: cumulative; per second = delta / seconds.
+    pub const PER_SECOND: i64 = 272696576;
+    /// PERF_COUNTER_COUNTER (32-bit): cumulative; per second = delta / seconds.
+    pub const PER_SECOND_32: i64 = 272696320;
+    /// PERF_LARGE_RAW_FRACTION: value / base of the moment (a ratio).
+    pub const RATIO: i64 = 537003264;
+    /// PERF_AVERAGE_BULK: cumulative; average = delta value / delta base.
+    pub const AVERAGE: i64 = 1073874176;
+    /// PERF_LARGE_RAW_BASE: the base of a ratio or an average.
+    pub const BASE: i64 = 1073939712;
+}
+
+/// A counter name as a metric name: `Page life expectancy` → `page_life_expectancy`;
+/// `(KB)` becomes a `_bytes` suffix (the value is multiplied), `(ms)` a `_ms` suffix.
+pub fn slug(name: &str) -> (String, f64) {
+    let mut n = name.trim().to_ascii_lowercase();
+    let mut scale = 1.0;
+    let mut suffix = "";
+    if let Some(x) = n.strip_suffix("(kb)") {
+        n = x.to_string();
+        scale = 1024.0;
+        suffix = "_bytes";
+    } else if let Some(x) = n.strip_suffix("(ms)") {
+        n = x.to_string();
+        suffix = "_ms";
+    }
+    n = n.replace("/sec", "");
+    let mut out = String::new();
+    for c in n.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c);
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    (format!("{}{suffix}", out.trim_matches('_')), scale)
+}
+
+/// The name a base counter's partner has: "Buffer cache hit ratio base" → "buffer cache hit
+/// ratio"; "Average Wait Time Base" partners "Average Wait Time (ms)".
+fn base_key(name: &str) -> String {
+    let l = name.trim().to_ascii_lowercase().replace("(ms)", "");
+    let l = l.trim();
+    l.strip_suffix(" base").unwrap_or(l).trim().to_string()
+}
+
+/// Performance counters with the arithmetic their cntr_type asks for (as SQLWATCH does):
+/// raw values are gauges; per-second counters are cumulative counters (analysis divides the
+/// delta by the seconds); ratios are value/base now; averages keep value and base as
+/// cumulative counters so the delta's average is Δvalue/Δbase.
+pub fn parse_perf(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let (o, c, i, v, t) = (
+        rs.col("object_name")?,
+        rs.col("counter_name")?,
+        rs.col("instance_name")?,
+        rs.col("cntr_value")?,
+        rs.col("cntr_type")?,
+    );
+    // Bases by (object, instance, partner name).
+    let mut bases: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+    for r in &rs.rows {
+        if r.get(t).and_then(Cell::f64) == Some(cntr_type::BASE as f64) {
+            let key = (obj_short(&r[o].text()), r[i].text(), base_key(&r[c].text()));
+            bases.insert(key, r.get(v).and_then(Cell::f64).unwrap_or(0.0));
+        }
+    }
+    for r in &rs.rows {
+        let (obj, name, inst) = (obj_short(&r[o].text()), r[c].text(), r[i].text());
+        let Some(value) = r.get(v).and_then(Cell::f64) else {
+            continue;
+        };
+        let Some(ty) = r.get(t).and_then(Cell::f64).map(|x| x as i64) else {
+            continue;
+        };
+        let (slug, scale) = slug(&name);
+        let obj_slug = slug_plain(&obj);
+        let inst_part = if inst.is_empty() || inst == "_Total" {
+            String::new()
+        } else {
+            format!(".{}", slug_plain(&inst))
+        };
+        let key = format!("perf.{obj_slug}.{slug}{inst_part}");
+        match ty {
+            cntr_type::RAW | cntr_type::RAW_32 => {
+                s.gauges.insert(key, value * scale);
+            }
+            cntr_type::PER_SECOND | cntr_type::PER_SECOND_32 => {
+                s.counters.insert(key, value * scale);
+            }
+            cntr_type::RATIO => {
+                if let Some(b) = bases.get(&(obj.clone(), inst.clone(), base_key(&name))) {
+                    if *b > 0.0 {
+                        s.gauges.insert(format!("{key}_pct"), 100.0 * value / b);
+                    }
+                }
+            }
+            cntr_type::AVERAGE => {
+                if let Some(b) = bases.get(&(obj.clone(), inst.clone(), base_key(&name))) {
+                    let object = format!("{obj_slug}.{slug}{inst_part}");
+                    s.put_object("perf_avg", &object, &["total", "count"], &[value, *b]);
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// `SQLServer:Buffer Manager` or `MSSQL$INST:Buffer Manager` → `Buffer Manager`.
+fn obj_short(o: &str) -> String {
+    o.rsplit_once(':')
+        .map(|(_, r)| r)
+        .unwrap_or(o)
+        .trim()
+        .to_string()
+}
+
+fn slug_plain(s: &str) -> String {
+    slug(s).0
+}
+
+pub fn parse_tempdb(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    for (col, name) in [
+        ("user_objects_kb", "user_objects_bytes"),
+        ("internal_objects_kb", "internal_objects_bytes"),
+        ("version_store_kb", "version_store_bytes"),
+        ("free_kb", "free_bytes"),
+    ] {
+        if let Some(v) = rs.first_f64(col)? {
+            s.gauges.insert(format!("tempdb.{name}"), v * 1024.0);
+        }
+    }
+    Ok(())
+}
+
+/// @@CPU_BUSY and @@IO_BUSY in milliseconds (ticks × @@TIMETICKS µs). They are 32-bit and
+/// wrap after about 49 days of busy time: a wrap shows as a counter going backwards.
+pub fn parse_busy(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    let tick_us = rs.first_f64("timeticks")?.unwrap_or(31.25);
+    for (col, name) in [
+        ("cpu_busy", "cpu_ms"),
+        ("io_busy", "io_ms"),
+        ("idle", "idle_ms"),
+    ] {
+        if let Some(v) = rs.first_f64(col)? {
+            s.counters
+                .insert(format!("busy.{name}"), v * tick_us / 1000.0);
+        }
+    }
+    Ok(())
+}
+
+/// The server row: version and start time.
+pub fn parse_server(rs: &ResultSet, s: &mut Snapshot) -> Result<u32> {
+    let major = rs.first_f64("major_version")?.unwrap_or(0.0) as u32;
+    s.version = rs.first_text("product_version")?.unwrap_or_default();
+    s.server_start = rs.first_text("start_time")?.unwrap_or_default();
+    if let Some(kb) = rs.first_f64("committed_target_kb")? {
+        s.gauges.insert("memory.target_bytes".into(), kb * 1024.0);
+    }
+    if let Some(kb) = rs.first_f64("physical_memory_kb")? {
+        s.settings
+            .insert("physical_memory_bytes".into(), format!("{}", kb * 1024.0));
+    }
+    Ok(major)
+}
+
+/// Every metric set, by name, in the order they are read.
+pub const SETS: &[&str] = &[
+    "server",
+    "waits",
+    "waiting_tasks",
+    "files",
+    "latches",
+    "spinlocks",
+    "schedulers",
+    "clerks",
+    "process_memory",
+    "perf",
+    "tempdb",
+    "busy",
+];
+
+/// Build a snapshot from result sets by set name (live, or recorded). A set that is missing is
+/// listed as unavailable; a set whose columns are wrong is an error naming the column.
+pub fn snapshot_from(sets: &BTreeMap<String, ResultSet>) -> Result<Snapshot> {
+    let mut s = Snapshot {
+        engine: "sqlserver".into(),
+        ..Default::default()
+    };
+    for name in SETS {
+        let Some(rs) = sets.get(*name) else {
+            s.unavailable.push(format!(
+                "SQL Server {name} (not readable: VIEW SERVER STATE missing, or the query failed)"
+            ));
+            continue;
+        };
+        match *name {
+            "server" => {
+                parse_server(rs, &mut s)?;
+            }
+            "waits" => parse_waits(rs, &mut s)?,
+            "waiting_tasks" => parse_waiting_tasks(rs, &mut s)?,
+            "files" => parse_files(rs, &mut s)?,
+            "latches" => parse_latches(rs, &mut s)?,
+            "spinlocks" => parse_spinlocks(rs, &mut s)?,
+            "schedulers" => parse_schedulers(rs, &mut s)?,
+            "clerks" => parse_clerks(rs, &mut s)?,
+            "process_memory" => parse_process_memory(rs, &mut s)?,
+            "perf" => parse_perf(rs, &mut s)?,
+            "tempdb" => parse_tempdb(rs, &mut s)?,
+            "busy" => parse_busy(rs, &mut s)?,
+            _ => {}
+        }
+    }
+    Ok(s)
+}
+
+/// The query for a set on a server of this major version (and scheduler CPU column or not).
+pub fn query_for(set: &str, major: u32, scheduler_cpu: bool) -> String {
+    match set {
+        "server" => queries::SERVER.into(),
+        "waits" => queries::WAITS.into(),
+        "waiting_tasks" => queries::WAITING_TASKS.into(),
+        "files" => queries::FILES.into(),
+        "latches" => queries::LATCHES.into(),
+        "spinlocks" => queries::SPINLOCKS.into(),
+        "schedulers" => queries::SCHEDULERS.replace(
+            "{cpu}",
+            if scheduler_cpu {
+                ", total_cpu_usage_ms"
+            } else {
+                ""
+            },
+        ),
+        "clerks" => if major >= 11 {
+            queries::CLERKS
+        } else {
+            queries::CLERKS_2008
+        }
+        .into(),
+        "process_memory" => queries::PROCESS_MEMORY.into(),
+        "perf" => queries::PERF.into(),
+        "tempdb" => queries::TEMPDB.into(),
+        "busy" => queries::BUSY.into(),
+        _ => String::new(),
+    }
+}
+
+// ---- the connection (tiberius over TDS) ----
+
+/// Parse `mssql://user:password@host:port/database?trust_server_certificate=true&encrypt=on`.
+pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
+    let shown = t.shown();
+    let bad = |m: &str| Error::Url(format!("{shown}: {m}"));
+    let rest = t
+        .url
+        .split_once("://")
+        .map(|(_, r)| r)
+        .ok_or_else(|| bad("not a URL"))?;
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (auth, hostpart) = main
+        .rsplit_once('@')
+        .ok_or_else(|| bad("needs user@host"))?;
+    let (user, pw) = match auth.split_once(':') {
+        Some((u, p)) => (u.to_string(), Some(p.to_string())),
+        None => (auth.to_string(), None),
+    };
+    let (hostport, db) = hostpart.split_once('/').unwrap_or((hostpart, ""));
+    let (host, port) = match hostport.rsplit_once(':') {
+        Some((h, p)) => (
+            h,
+            p.parse::<u16>()
+                .map_err(|_| bad("the port is not a number"))?,
+        ),
+        None => (hostport, 1433),
+    };
+    if host.is_empty() || user.is_empty() {
+        return Err(bad("needs user@host"));
+    }
+    let password = t
+        .password
+        .clone()
+        .or(pw)
+        .or_else(|| std::env::var("MSSQL_PASSWORD").ok())
+        .unwrap_or_default();
+    let mut c = tiberius::Config::new();
+    c.host(host);
+    c.port(port);
+    c.authentication(tiberius::AuthMethod::sql_server(&user, &password));
+    if !db.is_empty() {
+        c.database(db);
+    }
+    c.application_name("plumb");
+    for kv in query.split('&').filter(|s| !s.is_empty()) {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
+        match k.to_ascii_lowercase().as_str() {
+            "trust_server_certificate" | "trustservercertificate" if v == "true" => c.trust_cert(),
+            "encrypt" => c.encryption(match v {
+                "off" | "false" => tiberius::EncryptionLevel::Off,
+                "not_supported" => tiberius::EncryptionLevel::NotSupported,
+                _ => tiberius::EncryptionLevel::Required,
+            }),
+            _ => return Err(bad(&format!("unknown option {k}"))),
+        }
+    }
+    Ok(c)
+}
+
+type TdsClient = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
+
+/// A SQL Server session driven from synchronous code through its own small runtime.
+pub struct MssqlConn {
+    rt: tokio::runtime::Runtime,
+    client: TdsClient,
+    label: String,
+    pub session_id: u64,
+}
+
+fn terr(what: &str, e: tiberius::error::Error) -> Error {
+    match e {
+        tiberius::error::Error::Io { .. } => Error::Gone(format!("{what}: {e}")),
+        other => Error::Query {
+            what: what.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+impl MssqlConn {
+    pub fn connect(t: &Target) -> Result<MssqlConn> {
+        use tokio_util::compat::TokioAsyncWriteCompatExt;
+        let cfg = parse_url(t)?;
+        let label = t.shown();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Setup(e.to_string()))?;
+        let client = rt.block_on(async {
+            let addr = cfg.get_addr();
+            let tcp = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                tokio::net::TcpStream::connect(addr),
+            )
+            .await
+            .map_err(|_| "connect timed out after 10 s".to_string())?
+            .map_err(|e| e.to_string())?;
+            tcp.set_nodelay(true).map_err(|e| e.to_string())?;
+            tiberius::Client::connect(cfg, tcp.compat_write())
+                .await
+                .map_err(|e| e.to_string())
+        });
+        let client = client.map_err(|m| Error::Connect {
+            url: label.clone(),
+            message: m,
+        })?;
+        let mut c = MssqlConn {
+            rt,
+            client,
+            label,
+            session_id: 0,
+        };
+        let id = c.query("@@SPID", "SELECT CAST(@@SPID AS int) AS spid")?;
+        c.session_id = id.first_f64("spid")?.unwrap_or(0.0) as u64;
+        Ok(c)
+    }
+
+    /// Run a query and read its first result set into cells.
+    pub fn query(&mut self, what: &str, sql: &str) -> Result<ResultSet> {
+        let client = &mut self.client;
+        self.rt.block_on(async {
+            let stream =
+                tokio::time::timeout(std::time::Duration::from_secs(30), client.simple_query(sql))
+                    .await
+                    .map_err(|_| Error::Query {
+                        what: what.into(),
+                        message: "timed out after 30 s".into(),
+                    })?
+                    .map_err(|e| terr(what, e))?;
+            let rows = stream
+                .into_first_result()
+                .await
+                .map_err(|e| terr(what, e))?;
+            let mut rs = ResultSet::default();
+            if let Some(r) = rows.first() {
+                rs.columns = r.columns().iter().map(|c| c.name().to_string()).collect();
+            }
+            for r in rows {
+                rs.rows.push(r.into_iter().map(cell_of).collect());
+            }
+            Ok(rs)
+        })
+    }
+
+    pub fn execute(&mut self, sql: &str) -> Result<u64> {
+        let client = &mut self.client;
+        self.rt.block_on(async {
+            let stream = client
+                .simple_query(sql)
+                .await
+                .map_err(|e| terr("the workload", e))?;
+            let all = stream
+                .into_results()
+                .await
+                .map_err(|e| terr("the workload", e))?;
+            Ok(all.iter().map(|r| r.len() as u64).sum())
+        })
+    }
+}
+
+fn cell_of(d: tiberius::ColumnData<'static>) -> Cell {
+    use tiberius::ColumnData as D;
+    match d {
+        D::U8(Some(v)) => Cell::Int(v as i64),
+        D::I16(Some(v)) => Cell::Int(v as i64),
+        D::I32(Some(v)) => Cell::Int(v as i64),
+        D::I64(Some(v)) => Cell::Int(v),
+        D::F32(Some(v)) => Cell::Float(v as f64),
+        D::F64(Some(v)) => Cell::Float(v),
+        D::Bit(Some(b)) => Cell::Int(b as i64),
+        D::Numeric(Some(n)) => Cell::Float(n.value() as f64 / 10f64.powi(n.scale() as i32)),
+        D::String(Some(s)) => Cell::Text(s.into_owned()),
+        _ => Cell::Null,
+    }
+}
+
+pub struct MssqlObserver {
+    conn: MssqlConn,
+    major: u32,
+    scheduler_cpu: bool,
+}
+
+impl MssqlObserver {
+    pub fn connect(t: &Target) -> Result<MssqlObserver> {
+        let mut conn = MssqlConn::connect(t)?;
+        // Observe without blocking anyone: read uncommitted, short lock timeout.
+        conn.execute("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED; SET LOCK_TIMEOUT 5000")?;
+        let server = conn.query("server", queries::SERVER)?;
+        let major = server.first_f64("major_version")?.unwrap_or(0.0) as u32;
+        let scheduler_cpu = conn
+            .query("scheduler probe", queries::HAS_SCHEDULER_CPU)
+            .ok()
+            .and_then(|r| r.first_f64("n").ok().flatten())
+            .is_some_and(|n| n > 0.0);
+        Ok(MssqlObserver {
+            conn,
+            major,
+            scheduler_cpu,
+        })
+    }
+}
+
+impl crate::Observer for MssqlObserver {
+    fn kind(&self) -> Kind {
+        Kind::Sqlserver
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        let mut sets = BTreeMap::new();
+        for set in SETS {
+            let q = query_for(set, self.major, self.scheduler_cpu);
+            match self.conn.query(set, &q) {
+                Ok(rs) => {
+                    sets.insert(set.to_string(), rs);
+                }
+                Err(e @ Error::Gone(_)) => return Err(e),
+                // Permission denied on one DMV: the set is listed as unavailable.
+                Err(_) => {}
+            }
+        }
+        snapshot_from(&sets)
+    }
+
+    fn info(&mut self) -> Result<ServerInfo> {
+        let rs = self.conn.query("server", queries::SERVER)?;
+        let mut settings = BTreeMap::new();
+        if let Ok(cfg) = self.conn.query(
+            "sys.configurations",
+            "SELECT name, CAST(value_in_use AS nvarchar(64)) AS value FROM sys.configurations WHERE name IN ('max server memory (MB)', 'min server memory (MB)', 'max degree of parallelism', 'cost threshold for parallelism')",
+        ) {
+            for r in &cfg.rows {
+                settings.insert(r[0].text(), r.get(1).map(Cell::text).unwrap_or_default());
+            }
+        }
+        Ok(ServerInfo {
+            engine: "SQL Server".into(),
+            version: rs
+                .first_text("version")?
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string(),
+            settings,
+        })
+    }
+
+    fn own_pid(&self) -> Option<u32> {
+        None
+    }
+}
+
+pub struct MssqlSession {
+    conn: MssqlConn,
+}
+
+impl MssqlSession {
+    pub fn connect(t: &Target) -> Result<MssqlSession> {
+        Ok(MssqlSession {
+            conn: MssqlConn::connect(t)?,
+        })
+    }
+}
+
+impl crate::Session for MssqlSession {
+    fn execute(&mut self, sql: &str) -> Result<u64> {
+        self.conn.execute(sql)
+    }
+    fn id(&self) -> u64 {
+        self.conn.session_id
+    }
+    fn empty_cache(&mut self) -> Option<std::result::Result<String, String>> {
+        Some(
+            self.conn
+                .execute("CHECKPOINT; DBCC DROPCLEANBUFFERS WITH NO_INFOMSGS;")
+                .map(|_| {
+                    "CHECKPOINT; DBCC DROPCLEANBUFFERS (the buffer pool's clean pages)".to_string()
+                })
+                .map_err(|e| format!("DBCC DROPCLEANBUFFERS was refused ({e}); it needs sysadmin")),
+        )
+    }
+}
+
+impl std::fmt::Debug for MssqlConn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MssqlConn({}, session {})", self.label, self.session_id)
+    }
+}

@@ -47,9 +47,16 @@ pub struct WaitSamples {
 
 /// Subtract one snapshot from another, set by set, guarding against resets.
 pub fn subtract(before: &Snapshot, after: &Snapshot, out: &mut RunDelta) {
+    // Start times given as Unix seconds (MariaDB's, from Uptime) may move by a second.
     let restarted = !before.server_start.is_empty()
         && !after.server_start.is_empty()
-        && before.server_start != after.server_start;
+        && match (
+            before.server_start.parse::<f64>(),
+            after.server_start.parse::<f64>(),
+        ) {
+            (Ok(b), Ok(a)) => (a - b).abs() > 2.0,
+            _ => before.server_start != after.server_start,
+        };
     if restarted {
         out.notes.push(format!(
             "{} restarted during the run (started {} before, {} after): its figures count only since the restart",
@@ -135,6 +142,19 @@ fn engine_name(e: &str) -> &str {
         "sqlserver" => "SQL Server",
         "os" => "the host",
         other => other,
+    }
+}
+
+/// Take plumb's own footprint out of a run: `own` is the delta between two snapshots taken back
+/// to back with nothing else running (the observer's queries count in global counters:
+/// MariaDB's Questions and Created_tmp_tables, PostgreSQL's xact_commit). Never below zero.
+pub fn discount(run: &mut RunDelta, own: &RunDelta) {
+    for (k, o) in &own.values {
+        if *o > 0.0 && !k.2.ends_with(" before") && !k.2.ends_with(" after") {
+            if let Some(v) = run.values.get_mut(k) {
+                *v = (*v - o).max(0.0);
+            }
+        }
     }
 }
 
@@ -359,9 +379,33 @@ pub fn summarize(
             }
         }
     }
+    // Gauges that did not move in any run: one row with the value, not a before and an after.
+    let unchanged: BTreeSet<Key> = keys
+        .iter()
+        .filter_map(|k| k.2.strip_suffix(" before").map(|m| (k, m)))
+        .filter(|(k, m)| {
+            let after = (k.0.clone(), k.1.clone(), format!("{m} after"));
+            modes.iter().all(|md| {
+                md.runs
+                    .iter()
+                    .all(|r| r.values.get(k) == r.values.get(&after))
+            })
+        })
+        .map(|(k, _)| k.clone())
+        .collect();
     let mut rows = Vec::new();
     let mut hidden = 0;
     for k in keys {
+        if unchanged.contains(&k) {
+            continue;
+        }
+        let before_key =
+            k.2.strip_suffix(" after")
+                .map(|m| (k.0.clone(), k.1.clone(), format!("{m} before")));
+        let shown_metric = match &before_key {
+            Some(b) if unchanged.contains(b) => k.2.trim_end_matches(" after").to_string(),
+            _ => k.2.clone(),
+        };
         let stats: Vec<Option<Stat>> = modes
             .iter()
             .map(|m| {
@@ -388,7 +432,7 @@ pub fn summarize(
             unit: unit_of(&k.2).to_string(),
             group: k.0,
             object: k.1,
-            metric: k.2,
+            metric: shown_metric,
             stats,
         });
     }
@@ -567,6 +611,33 @@ mod tests {
             r.notes.iter().any(|n| n.contains("went backwards")),
             "{:?}",
             r.notes
+        );
+    }
+
+    #[test]
+    fn own_footprint_is_taken_out_never_below_zero() {
+        let mut r = RunDelta::default();
+        r.values
+            .insert(("status".into(), String::new(), "questions".into()), 9.0);
+        r.values.insert(
+            ("status".into(), String::new(), "created_tmp_tables".into()),
+            1.0,
+        );
+        let mut own = RunDelta::default();
+        own.values
+            .insert(("status".into(), String::new(), "questions".into()), 6.0);
+        own.values.insert(
+            ("status".into(), String::new(), "created_tmp_tables".into()),
+            2.0,
+        );
+        discount(&mut r, &own);
+        assert_eq!(
+            r.values[&("status".into(), String::new(), "questions".into())],
+            3.0
+        );
+        assert_eq!(
+            r.values[&("status".into(), String::new(), "created_tmp_tables".into())],
+            0.0
         );
     }
 

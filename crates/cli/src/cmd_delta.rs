@@ -213,6 +213,17 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     let info = observer.info().map_err(|e| anyhow!("{e}"))?;
     let first = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
     let mut unavailable = first.unavailable.clone();
+    // What plumb's own snapshot queries add to the global counters, measured with nothing
+    // else of ours running; taken out of every run.
+    let own = {
+        observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+        let a = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+        std::thread::sleep(Duration::from_millis(100));
+        let b = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+        let mut d = RunDelta::default();
+        delta::subtract(&a, &b, &mut d);
+        d
+    };
     let mut results = Vec::new();
     for mode in &modes {
         let mut prep = Vec::new();
@@ -240,9 +251,10 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
             if i == 0 && ctx.server_pid.is_none() {
                 push_once(&mut unavailable, "OS figures for the server's processes (the server is not on this host, or not visible)");
             }
-            let r = measured_run(&wh, &workload, &mut *observer, &ctx, a.sample_ms).with_context(
-                || format!("{mode} run {} of {} against {}", i + 1, a.repeat, wh.shown),
-            )?;
+            let r = measured_run(&wh, &workload, &mut *observer, &ctx, a.sample_ms, &own)
+                .with_context(|| {
+                    format!("{mode} run {} of {} against {}", i + 1, a.repeat, wh.shown)
+                })?;
             runs.push(r);
         }
         results.push(ModeRuns {
@@ -435,12 +447,28 @@ fn proc_counters(pid: u32) -> Option<BTreeMap<String, f64>> {
             }
         }
     }
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-        if let Ok(s) = plumb_sys::process::parse_schedstat(Path::new("/proc/PID/schedstat"), &text)
-        {
-            m.insert("cpu_wait_ms".to_string(), s.run_delay_ns as f64 / 1e6);
-            // Nanoseconds on CPU: finer than the 10 ms ticks of utime + stime.
-            m.insert("cpu_s".to_string(), s.running_ns as f64 / 1e9);
+    // Time on CPU and waiting for one, summed over the threads (MariaDB and SQL Server run one
+    // process of many threads); nanoseconds, finer than the 10 ms ticks of utime + stime.
+    let (mut run_ns, mut delay_ns, mut any) = (0u64, 0u64, false);
+    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in rd.flatten() {
+            if let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) {
+                if let Ok(s) = plumb_sys::process::parse_schedstat(
+                    Path::new("/proc/PID/task/TID/schedstat"),
+                    &text,
+                ) {
+                    run_ns += s.running_ns;
+                    delay_ns += s.run_delay_ns;
+                    any = true;
+                }
+            }
+        }
+    }
+    if any {
+        m.insert("cpu_wait_ms".to_string(), delay_ns as f64 / 1e6);
+        // Threads that ended during the run take their time with them; the ticks do not lose it.
+        if st.num_threads <= 1 {
+            m.insert("cpu_s".to_string(), run_ns as f64 / 1e9);
         }
     }
     Some(m)
@@ -579,6 +607,7 @@ fn measured_run(
     obs: &mut dyn Observer,
     ctx: &OsContext,
     sample_ms: u64,
+    own: &RunDelta,
 ) -> Result<RunDelta> {
     let root = Root::host();
     let mut session = match w {
@@ -610,6 +639,7 @@ fn measured_run(
     };
     delta::subtract(&os_before, &os_after, &mut run);
     delta::subtract(&eng_before, &eng_after, &mut run);
+    delta::discount(&mut run, own);
     fold_server(&os_before, &mut run);
     if let Workload::Cmd(_) = w {
         let after = children_cpu();

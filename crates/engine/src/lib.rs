@@ -10,6 +10,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod mariadb;
 pub mod mssql;
 pub mod pg;
 pub mod private;
@@ -206,10 +207,7 @@ pub fn observer(t: &Target) -> Result<Box<dyn Observer>> {
     let url = &t.url;
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgObserver::connect(t)?)),
-        Kind::Mariadb => Err(Error::Url(format!(
-            "{}: MariaDB support is not built yet",
-            redact(url)
-        ))),
+        Kind::Mariadb => Ok(Box::new(mariadb::MariaObserver::connect(t)?)),
         Kind::Sqlserver => Err(Error::Url(format!(
             "{}: SQL Server support is not built yet",
             redact(url)
@@ -222,10 +220,7 @@ pub fn session(t: &Target) -> Result<Box<dyn Session>> {
     let url = &t.url;
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgSession::connect(t)?)),
-        Kind::Mariadb => Err(Error::Url(format!(
-            "{}: MariaDB support is not built yet",
-            redact(url)
-        ))),
+        Kind::Mariadb => Ok(Box::new(mariadb::MariaSession::connect(t)?)),
         Kind::Sqlserver => Err(Error::Url(format!(
             "{}: SQL Server support is not built yet",
             redact(url)

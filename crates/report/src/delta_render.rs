@@ -33,10 +33,7 @@ const GROUPS: &[(&str, &str)] = &[
     ("bgwriter", "background writer (pg_stat_bgwriter)"),
     ("buffercache", "buffer cache (pg_buffercache)"),
     ("waits", "waits (sampled from pg_stat_activity)"),
-    (
-        "wait",
-        "waits (sys.dm_os_wait_stats / events_waits_summary_global_by_event_name)",
-    ),
+    ("wait", "waits"),
     (
         "wait_ignorable",
         "benign waits (idle queues and background sleeps)",
@@ -60,7 +57,24 @@ const GROUPS: &[(&str, &str)] = &[
     ("status", "server status counters"),
 ];
 
-fn title(g: &str) -> String {
+/// The group's title, naming the source the engine's figures come from.
+fn title(g: &str, engine: &str) -> String {
+    let source = match (g, engine) {
+        ("wait", "SQL Server") => Some("sys.dm_os_wait_stats, ignorable waits left out"),
+        ("wait", "MariaDB") => Some("performance_schema.events_waits_summary_global_by_event_name"),
+        ("latch", "MariaDB") => Some("mutex, rwlock and sx-lock waits from performance_schema"),
+        ("file", "SQL Server") => Some("sys.dm_io_virtual_file_stats"),
+        ("file", "MariaDB") => Some("performance_schema.file_summary_by_instance"),
+        _ => None,
+    };
+    let base = title_of(g);
+    match source {
+        Some(s) => format!("{base} ({s})"),
+        None => base,
+    }
+}
+
+fn title_of(g: &str) -> String {
     GROUPS
         .iter()
         .find(|(k, _)| *k == g)
@@ -101,6 +115,8 @@ pub fn value(unit: &str, v: f64) -> String {
         "ms" => {
             if v >= 10_000.0 {
                 format!("{:.1} s", v / 1000.0)
+            } else if v > 0.0 && v < 0.01 {
+                format!("{:.2} µs", v * 1000.0)
             } else if v >= 10.0 {
                 format!("{v:.0} ms")
             } else {
@@ -122,7 +138,7 @@ pub fn value(unit: &str, v: f64) -> String {
 fn cell(r: &Row, s: &Option<Stat>) -> String {
     match s {
         None => "-".into(),
-        Some(s) if s.values.len() > 1 && s.min != s.max => {
+        Some(s) if s.values.len() > 1 && value(&r.unit, s.min) != value(&r.unit, s.max) => {
             format!(
                 "{} [{}..{}]",
                 value(&r.unit, s.median),
@@ -199,7 +215,17 @@ impl Render for DeltaReport {
         for i in idx {
             let r = &self.rows[i];
             if group != Some(r.group.as_str()) {
-                writeln!(out, "{}", title(&r.group))?;
+                writeln!(
+                    out,
+                    "{}",
+                    title(
+                        &r.group,
+                        self.engine
+                            .as_ref()
+                            .map(|e| e.engine.as_str())
+                            .unwrap_or("")
+                    )
+                )?;
                 group = Some(&r.group);
                 object = None;
             }
@@ -292,6 +318,7 @@ mod tests {
         assert_eq!(count(12.5), "12.50");
         assert_eq!(value("bytes", 41.0 * 1048576.0), "41.0 MiB");
         assert_eq!(value("ms", 3.456), "3.46 ms");
+        assert_eq!(value("ms", 0.00015), "0.15 µs");
         assert_eq!(value("ms", 12500.0), "12.5 s");
         assert_eq!(value("s", 0.25), "250.0 ms");
         assert_eq!(value("%", 97.25), "97.2%");

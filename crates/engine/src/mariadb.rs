@@ -1,0 +1,422 @@
+//! MariaDB (and MySQL): global status counters, the InnoDB buffer pool, and performance_schema's
+//! wait and file summaries. performance_schema is off by default in MariaDB: without it the
+//! wait, latch and file sets are listed as unavailable, with how to turn it on.
+
+use crate::{redact, Error, Kind, Result, ServerInfo, Snapshot, Target};
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder, Value};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// performance_schema timers count picoseconds.
+const PS_PER_MS: f64 = 1e9;
+
+/// Global status counters read as cumulative counters: (status name, plumb name).
+const STATUS: &[(&str, &str)] = &[
+    (
+        "Innodb_buffer_pool_read_requests",
+        "innodb.buffer_pool_read_requests",
+    ),
+    ("Innodb_buffer_pool_reads", "innodb.buffer_pool_reads"),
+    (
+        "Innodb_buffer_pool_read_ahead",
+        "innodb.buffer_pool_read_ahead",
+    ),
+    (
+        "Innodb_buffer_pool_write_requests",
+        "innodb.buffer_pool_write_requests",
+    ),
+    (
+        "Innodb_buffer_pool_pages_flushed",
+        "innodb.buffer_pool_pages_flushed",
+    ),
+    (
+        "Innodb_buffer_pool_wait_free",
+        "innodb.buffer_pool_wait_free",
+    ),
+    ("Innodb_data_reads", "innodb.data_reads"),
+    ("Innodb_data_read", "innodb.data_read_bytes"),
+    ("Innodb_data_writes", "innodb.data_writes"),
+    ("Innodb_data_written", "innodb.data_written_bytes"),
+    ("Innodb_data_fsyncs", "innodb.data_fsyncs"),
+    ("Innodb_os_log_written", "innodb.log_written_bytes"),
+    ("Innodb_log_writes", "innodb.log_writes"),
+    ("Innodb_log_waits", "innodb.log_waits"),
+    ("Innodb_rows_read", "innodb.rows_read"),
+    ("Innodb_rows_inserted", "innodb.rows_inserted"),
+    ("Innodb_rows_updated", "innodb.rows_updated"),
+    ("Innodb_rows_deleted", "innodb.rows_deleted"),
+    ("Innodb_row_lock_waits", "innodb.row_lock_waits"),
+    ("Innodb_row_lock_time", "innodb.row_lock_time_ms"),
+    ("Created_tmp_tables", "status.created_tmp_tables"),
+    ("Created_tmp_disk_tables", "status.created_tmp_disk_tables"),
+    ("Created_tmp_files", "status.created_tmp_files"),
+    ("Sort_merge_passes", "status.sort_merge_passes"),
+    ("Sort_rows", "status.sort_rows"),
+    ("Sort_scan", "status.sort_scan"),
+    ("Handler_read_rnd_next", "status.handler_read_rnd_next"),
+    ("Handler_read_next", "status.handler_read_next"),
+    ("Handler_read_key", "status.handler_read_key"),
+    ("Select_scan", "status.select_scan"),
+    ("Select_full_join", "status.select_full_join"),
+    ("Questions", "status.questions"),
+    ("Com_select", "status.com_select"),
+    ("Bytes_sent", "status.sent_bytes"),
+    ("Bytes_received", "status.received_bytes"),
+    ("Slow_queries", "status.slow_queries"),
+];
+
+/// Values of the moment.
+const STATUS_GAUGES: &[(&str, &str)] = &[
+    (
+        "Innodb_buffer_pool_pages_total",
+        "innodb.buffer_pool_pages_total",
+    ),
+    (
+        "Innodb_buffer_pool_pages_data",
+        "innodb.buffer_pool_pages_data",
+    ),
+    (
+        "Innodb_buffer_pool_pages_dirty",
+        "innodb.buffer_pool_pages_dirty",
+    ),
+    (
+        "Innodb_buffer_pool_pages_free",
+        "innodb.buffer_pool_pages_free",
+    ),
+    (
+        "Innodb_buffer_pool_bytes_data",
+        "innodb.buffer_pool_data_bytes",
+    ),
+    (
+        "Innodb_buffer_pool_bytes_dirty",
+        "innodb.buffer_pool_dirty_bytes",
+    ),
+    ("Threads_running", "status.threads_running"),
+    ("Threads_connected", "status.threads_connected"),
+];
+
+pub const WAITS: &str = "SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema.events_waits_summary_global_by_event_name WHERE COUNT_STAR > 0";
+pub const FILES: &str = "SELECT FILE_NAME, COUNT_READ, SUM_NUMBER_OF_BYTES_READ, SUM_TIMER_READ, COUNT_WRITE, SUM_NUMBER_OF_BYTES_WRITE, SUM_TIMER_WRITE, COUNT_MISC, SUM_TIMER_MISC FROM performance_schema.file_summary_by_instance WHERE COUNT_STAR > 0";
+
+fn num(v: &Value) -> f64 {
+    match v {
+        Value::Int(i) => *i as f64,
+        Value::UInt(u) => *u as f64,
+        Value::Float(f) => *f as f64,
+        Value::Double(d) => *d,
+        Value::Bytes(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::Bytes(b) => String::from_utf8_lossy(b).into_owned(),
+        Value::NULL => String::new(),
+        other => format!("{}", num(other)),
+    }
+}
+
+/// Parse `mysql://` or `mariadb://USER:PASS@HOST:PORT/DB` (`?socket=PATH` for a Unix socket).
+/// The password: the target's own (from a file), else the URL's, else MYSQL_PWD.
+pub fn parse_url(t: &Target) -> Result<Opts> {
+    let url = match t.url.split_once("://") {
+        Some((_, rest)) => format!("mysql://{rest}"),
+        None => t.url.clone(),
+    };
+    let opts = Opts::from_url(&url)
+        .map_err(|e| Error::Url(format!("{}: not a MariaDB/MySQL URL: {e}", redact(&t.url))))?;
+    let mut b = OptsBuilder::from_opts(opts.clone())
+        .tcp_connect_timeout(Some(Duration::from_secs(10)))
+        .read_timeout(Some(Duration::from_secs(60)))
+        .write_timeout(Some(Duration::from_secs(60)));
+    if let Some(p) = &t.password {
+        b = b.pass(Some(p.clone()));
+    } else if opts.get_pass().is_none() {
+        if let Ok(p) = std::env::var("MYSQL_PWD") {
+            b = b.pass(Some(p));
+        }
+    }
+    Ok(Opts::from(b))
+}
+
+fn is_local(o: &Opts) -> bool {
+    o.get_socket().is_some() || crate::is_local_host(&o.get_ip_or_hostname())
+}
+
+fn merr(what: &str, e: mysql::Error) -> Error {
+    match e {
+        mysql::Error::IoError(_)
+        | mysql::Error::DriverError(mysql::DriverError::ConnectTimeout) => {
+            Error::Gone(format!("{what}: {e}"))
+        }
+        mysql::Error::MySqlError(ref m)
+            if m.code == 2006 || m.code == 2013 || m.code == 1927 || m.code == 1053 =>
+        {
+            Error::Gone(format!("{what}: {e}"))
+        }
+        other => Error::Query {
+            what: what.to_string(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn connect(t: &Target) -> Result<(Conn, Opts)> {
+    let opts = parse_url(t)?;
+    let c = Conn::new(opts.clone()).map_err(|e| Error::Connect {
+        url: t.shown(),
+        message: e.to_string(),
+    })?;
+    Ok((c, opts))
+}
+
+pub struct MariaObserver {
+    conn: Conn,
+    server_pid: Option<u32>,
+}
+
+impl MariaObserver {
+    pub fn connect(t: &Target) -> Result<MariaObserver> {
+        let (mut conn, opts) = connect(t)?;
+        // Read-only, and a statement limit (MariaDB's max_statement_time; MySQL has another).
+        conn.query_drop("SET SESSION TRANSACTION READ ONLY")
+            .map_err(|e| merr("session setup", e))?;
+        let _ = conn.query_drop("SET SESSION max_statement_time = 30");
+        // On this host, the pid file names the server's process.
+        let server_pid = if is_local(&opts) {
+            conn.query_first::<String, _>("SELECT @@pid_file")
+                .ok()
+                .flatten()
+                .and_then(|pf| std::fs::read_to_string(pf).ok())
+                .and_then(|p| p.trim().parse::<u32>().ok())
+                .filter(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|c| matches!(c.trim(), "mariadbd" | "mysqld"))
+                })
+        } else {
+            None
+        };
+        Ok(MariaObserver { conn, server_pid })
+    }
+
+    fn rows(&mut self, what: &str, sql: &str) -> Result<Vec<Vec<Value>>> {
+        let rows: Vec<mysql::Row> = self.conn.query(sql).map_err(|e| merr(what, e))?;
+        Ok(rows.into_iter().map(|r| r.unwrap()).collect())
+    }
+}
+
+/// Turn the status rows and performance_schema rows into a snapshot (separate from the
+/// connection so tests can feed it rows).
+pub fn snapshot_from(
+    status: &BTreeMap<String, f64>,
+    waits: Option<&[Vec<Value>]>,
+    files: Option<&[Vec<Value>]>,
+    version: &str,
+    now_unix_s: f64,
+) -> Snapshot {
+    let mut s = Snapshot {
+        engine: "mariadb".into(),
+        version: version.to_string(),
+        ..Default::default()
+    };
+    let get = |k: &str| status.get(&k.to_ascii_lowercase()).copied();
+    for (k, n) in STATUS {
+        if let Some(v) = get(k) {
+            s.counters.insert(n.to_string(), v);
+        }
+    }
+    for (k, n) in STATUS_GAUGES {
+        if let Some(v) = get(k) {
+            s.gauges.insert(n.to_string(), v);
+        }
+    }
+    // The start time from Uptime, in whole seconds (±1 s: analysis allows for it).
+    if let Some(up) = get("Uptime") {
+        s.server_start = format!("{:.0}", now_unix_s - up);
+    }
+    match waits {
+        Some(rows) => {
+            for r in rows {
+                let (name, count, ps) = (text(&r[0]), num(&r[1]), num(&r[2]));
+                // Mutexes, rwlocks and sx-locks are MariaDB's latches.
+                let set = if name.starts_with("wait/synch/") {
+                    "latch"
+                } else if name == "idle" {
+                    // Sessions waiting for the client's next statement.
+                    "wait_ignorable"
+                } else {
+                    "wait"
+                };
+                let short = name.trim_start_matches("wait/");
+                s.put_object(set, short, &["count", "wait_ms"], &[count, ps / PS_PER_MS]);
+            }
+        }
+        None => s.unavailable.push("waits and latches (performance_schema is OFF: set performance_schema=ON in my.cnf and restart)".into()),
+    }
+    match files {
+        Some(rows) => {
+            for r in rows {
+                let v: Vec<f64> = r[1..].iter().map(num).collect();
+                s.put_object(
+                    "file",
+                    &text(&r[0]),
+                    &[
+                        "reads",
+                        "read_bytes",
+                        "read_stall_ms",
+                        "writes",
+                        "write_bytes",
+                        "write_stall_ms",
+                        "misc",
+                        "misc_ms",
+                    ],
+                    &[
+                        v[0],
+                        v[1],
+                        v[2] / PS_PER_MS,
+                        v[3],
+                        v[4],
+                        v[5] / PS_PER_MS,
+                        v[6],
+                        v[7] / PS_PER_MS,
+                    ],
+                );
+            }
+        }
+        None => s
+            .unavailable
+            .push("file I/O per file (performance_schema is OFF)".into()),
+    }
+    s
+}
+
+impl crate::Observer for MariaObserver {
+    fn kind(&self) -> Kind {
+        Kind::Mariadb
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        let version: Option<String> = self
+            .conn
+            .query_first("SELECT VERSION()")
+            .map_err(|e| merr("VERSION()", e))?;
+        let rows = self.rows("SHOW GLOBAL STATUS", "SHOW GLOBAL STATUS")?;
+        let status: BTreeMap<String, f64> = rows
+            .iter()
+            .filter(|r| r.len() >= 2)
+            .map(|r| (text(&r[0]).to_ascii_lowercase(), num(&r[1])))
+            .collect();
+        let ps: Option<i64> = self
+            .conn
+            .query_first("SELECT @@performance_schema")
+            .map_err(|e| merr("@@performance_schema", e))?;
+        let (waits, files) = if ps == Some(1) {
+            (
+                Some(self.rows("events_waits_summary_global_by_event_name", WAITS)?),
+                Some(self.rows("file_summary_by_instance", FILES)?),
+            )
+        } else {
+            (None, None)
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        let mut s = snapshot_from(
+            &status,
+            waits.as_deref(),
+            files.as_deref(),
+            &version.unwrap_or_default(),
+            now,
+        );
+        for (k, v) in self.settings()? {
+            s.settings.insert(k, v);
+        }
+        Ok(s)
+    }
+
+    fn info(&mut self) -> Result<ServerInfo> {
+        let version: Option<String> = self
+            .conn
+            .query_first("SELECT CONCAT(@@version, ' ', @@version_comment)")
+            .map_err(|e| merr("version", e))?;
+        Ok(ServerInfo {
+            engine: "MariaDB".into(),
+            version: format!("MariaDB {}", version.unwrap_or_default()),
+            settings: self.settings()?,
+        })
+    }
+
+    fn local_server_pid(&self) -> Option<u32> {
+        self.server_pid
+    }
+}
+
+impl MariaObserver {
+    fn settings(&mut self) -> Result<BTreeMap<String, String>> {
+        let mut out = BTreeMap::new();
+        let rows = self.rows(
+            "server variables",
+            "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN ('INNODB_BUFFER_POOL_SIZE','INNODB_PAGE_SIZE','TMP_TABLE_SIZE','MAX_HEAP_TABLE_SIZE','SORT_BUFFER_SIZE','INNODB_FLUSH_LOG_AT_TRX_COMMIT','INNODB_FLUSH_METHOD','PERFORMANCE_SCHEMA','DATADIR')",
+        )?;
+        for r in rows {
+            out.insert(text(&r[0]).to_ascii_lowercase(), text(&r[1]));
+        }
+        Ok(out)
+    }
+}
+
+pub struct MariaSession {
+    conn: Conn,
+    opts: Opts,
+    local: bool,
+}
+
+impl MariaSession {
+    pub fn connect(t: &Target) -> Result<MariaSession> {
+        let (conn, opts) = connect(t)?;
+        Ok(MariaSession {
+            local: is_local(&opts),
+            conn,
+            opts,
+        })
+    }
+}
+
+impl crate::Session for MariaSession {
+    fn execute(&mut self, sql: &str) -> Result<u64> {
+        let mut n = 0u64;
+        let mut res = self
+            .conn
+            .query_iter(sql)
+            .map_err(|e| merr("the workload", e))?;
+        while let Some(set) = res.iter() {
+            for row in set {
+                row.map_err(|e| merr("the workload", e))?;
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+    fn id(&self) -> u64 {
+        self.conn.connection_id() as u64
+    }
+    fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        let (opts, id) = (self.opts.clone(), self.conn.connection_id());
+        Some(Box::new(move || {
+            if let Ok(mut c) = Conn::new(opts.clone()) {
+                let _ = c.query_drop(format!("KILL QUERY {id}"));
+            }
+        }))
+    }
+    fn local_pid(&self) -> Option<u32> {
+        // Sessions are threads of one process: no per-session process to read.
+        let _ = self.local;
+        None
+    }
+}

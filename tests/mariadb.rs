@@ -1,0 +1,278 @@
+//! `plumb delta` against a real MariaDB that this test starts (apt-get install mariadb-server;
+//! `scripts/setup --test` installs it): performance_schema on, a 64 MiB buffer pool (the 10 MiB table fits).
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn plumb() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    c.env_remove("PLUMB_ENGINE").env_remove("MYSQL_PWD");
+    c
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A MariaDB server of this test's own, in a temporary directory.
+struct Maria {
+    dir: tempfile::TempDir,
+    child: Option<Child>,
+}
+
+impl Maria {
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+    fn sock(&self) -> PathBuf {
+        self.dir.path().join("mysqld.sock")
+    }
+    fn url(&self, db: &str) -> String {
+        format!(
+            "mysql://root@localhost/{db}?socket={}",
+            self.sock().display()
+        )
+    }
+
+    fn start() -> Result<Maria, String> {
+        if !Path::new("/usr/sbin/mariadbd").exists() {
+            return Err("no MariaDB server (apt-get install mariadb-server)".into());
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("plumb-maria")
+            .tempdir_in("/tmp")
+            .map_err(|e| e.to_string())?;
+        if is_root() {
+            // mariadbd drops to the mysql user, who must reach the directory.
+            let st = Command::new("chown")
+                .args(["mysql:mysql"])
+                .arg(dir.path())
+                .status()
+                .map_err(|e| e.to_string())?;
+            if !st.success() {
+                return Err("chown mysql failed (no mysql user?)".into());
+            }
+        }
+        let mut m = Maria { dir, child: None };
+        let o = Command::new("mariadb-install-db")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", m.data().display()))
+            .args([
+                "--user=mysql",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+            ])
+            .output()
+            .map_err(|e| format!("mariadb-install-db: {e}"))?;
+        if !o.status.success() {
+            return Err(format!(
+                "mariadb-install-db failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            ));
+        }
+        m.launch()?;
+        Ok(m)
+    }
+
+    fn launch(&mut self) -> Result<(), String> {
+        let d = self.dir.path();
+        let child = Command::new("/usr/sbin/mariadbd")
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", self.data().display()))
+            .arg(format!("--socket={}", self.sock().display()))
+            .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
+            .arg(format!("--log-error={}", d.join("error.log").display()))
+            .arg(format!("--tmpdir={}", d.display()))
+            .args([
+                "--user=mysql",
+                "--skip-networking",
+                "--performance_schema=ON",
+                "--performance-schema-instrument=%=ON",
+                "--innodb-buffer-pool-size=64M",
+                "--innodb-flush-method=O_DIRECT",
+                // A restart must start with an empty buffer pool (no dump and reload).
+                "--innodb-buffer-pool-dump-at-shutdown=OFF",
+                "--innodb-buffer-pool-load-at-startup=OFF",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("mariadbd: {e}"))?;
+        self.child = Some(child);
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(60) {
+            if self.sql("SELECT 1").is_ok() {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Err(format!(
+            "mariadbd did not come up: {}",
+            std::fs::read_to_string(d.join("error.log")).unwrap_or_default()
+        ))
+    }
+
+    fn sql(&self, sql: &str) -> Result<String, String> {
+        let o = Command::new("mariadb")
+            .arg(format!("--socket={}", self.sock().display()))
+            .args(["-uroot", "-N", "-B", "-e", sql])
+            .output()
+            .map_err(|e| e.to_string())?;
+        if o.status.success() {
+            Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+        } else {
+            Err(String::from_utf8_lossy(&o.stderr).into_owned())
+        }
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signalling the server this test started.
+            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(30) {
+                if c.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
+    }
+}
+
+impl Drop for Maria {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn delta(m: &Maria, extra: &[&str]) -> Value {
+    let url = m.url("lab");
+    let mut args = vec!["delta", "--engine", &url, "--json"];
+    args.extend_from_slice(extra);
+    let o: Output = plumb().args(&args).output().unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "plumb {args:?}\nstdout: {out}\nstderr: {err}"
+    );
+    serde_json::from_str(&out).expect("JSON")
+}
+
+fn median(r: &Value, group: &str, object: Option<&str>, metric: &str) -> Option<f64> {
+    r["rows"].as_array()?.iter().find_map(|x| {
+        let ok = x["group"] == group
+            && x["metric"] == metric
+            && object.is_none_or(|o| x["object"].as_str().is_some_and(|s| s.contains(o)));
+        if ok {
+            x["stats"][0]["median"].as_f64()
+        } else {
+            None
+        }
+    })
+}
+
+#[test]
+fn delta_against_mariadb() {
+    let mut m = match Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    m.sql("CREATE DATABASE lab; CREATE TABLE lab.t (id INT PRIMARY KEY, pad CHAR(200) NOT NULL) ENGINE=InnoDB; USE lab; INSERT INTO lab.t SELECT seq, REPEAT('x', 200) FROM seq_1_to_40000")
+        .expect("create the table");
+
+    // Cold: a fresh server (empty buffer pool) and, as root, no page cache. The scan reads the
+    // table's file; the warm run that follows does not.
+    m.stop();
+    if is_root() {
+        std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    }
+    m.launch().unwrap();
+    let q = "SELECT count(*) FROM lab.t FORCE INDEX (PRIMARY) WHERE pad <> ''";
+    let cold = delta(&m, &["--sql", q]);
+    // Pages come in one by one or by read-ahead.
+    let reads = median(&cold, "innodb", None, "buffer_pool_reads")
+        .expect("buffer pool reads when cold")
+        + median(&cold, "innodb", None, "buffer_pool_read_ahead").unwrap_or(0.0);
+    assert!(reads > 100.0, "{reads}");
+    assert!(median(&cold, "innodb", None, "data_read_bytes").unwrap() > 4.0 * 1048576.0);
+    let file_bytes =
+        median(&cold, "file", Some("lab/t.ibd"), "read_bytes").expect("file I/O on t.ibd");
+    assert!(file_bytes > 4.0 * 1048576.0, "{file_bytes}");
+    assert!(median(&cold, "file", Some("lab/t.ibd"), "read_stall_ms").unwrap_or(0.0) > 0.0);
+    assert_eq!(cold["engine"]["engine"], "MariaDB");
+    let warm = delta(&m, &["--sql", q, "--warm"]);
+    assert_eq!(
+        median(&warm, "innodb", None, "buffer_pool_reads"),
+        None,
+        "no buffer pool reads when warm"
+    );
+    assert_eq!(
+        median(&warm, "file", Some("lab/t.ibd"), "read_bytes"),
+        None,
+        "no file reads when warm"
+    );
+    assert!(
+        median(&warm, "status", None, "handler_read_next").unwrap_or(0.0)
+            + median(&warm, "status", None, "handler_read_rnd_next").unwrap_or(0.0)
+            >= 40000.0,
+        "{}",
+        warm["rows"]
+    );
+
+    // A sort larger than the sort buffer: merge passes through temporary files.
+    let sort = delta(&m, &["--sql", "SET SESSION sort_buffer_size = 32768; SELECT id FROM lab.t ORDER BY pad DESC, id DESC LIMIT 1 OFFSET 39000"]);
+    assert!(
+        median(&sort, "status", None, "sort_merge_passes").unwrap_or(0.0) > 0.0,
+        "{}",
+        sort["rows"]
+    );
+    assert!(median(&sort, "status", None, "created_tmp_files").unwrap_or(0.0) > 0.0);
+
+    // Waits and latches from performance_schema.
+    assert!(
+        cold["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["group"] == "wait"
+                && r["object"].as_str().unwrap().starts_with("io/file/innodb")),
+        "no file waits"
+    );
+
+    // The server killed mid-run: a clear error, exit 2.
+    let url = m.url("lab");
+    let child = plumb()
+        .args(["delta", "--engine", &url, "--sql", "SELECT SLEEP(30)"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: killing the server this test started.
+    unsafe { libc::kill(m.pid().unwrap() as i32, libc::SIGKILL) };
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("went away") || err.contains("connection") || err.contains("Connection"),
+        "{err}"
+    );
+    let _ = m.child.take().map(|mut c| c.wait());
+}

@@ -514,6 +514,30 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
             ));
         }
     }
+    // A warm run that reads as much from disk as a cold one kept nothing cached.
+    let disk_reads = |i: usize| -> f64 {
+        rows.iter()
+            .filter(|r| r.group == "disk" && r.metric == "read_bytes")
+            .filter_map(|r| r.stats.get(i).cloned().flatten())
+            .map(|s| s.median)
+            .sum()
+    };
+    if let (Some(c), Some(w)) = (
+        modes.iter().position(|m| m.mode == "cold"),
+        modes.iter().position(|m| m.mode == "warm"),
+    ) {
+        let (cold, warm) = (disk_reads(c), disk_reads(w));
+        if cold >= 1048576.0 && warm >= cold * 0.5 {
+            out.push(Note::new(
+                Level::Warn,
+                format!(
+                    "warm: still read {} from disk (cold: {}): the data did not stay cached between runs. The working set is larger than the engine's cache, and the OS page cache did not hold it either (or the engine bypasses it with O_DIRECT)",
+                    crate::units::bytes(warm as u64),
+                    crate::units::bytes(cold as u64)
+                ),
+            ));
+        }
+    }
     if modes.len() == 2 {
         if let (Some(a), Some(b)) = (
             median_of(rows, "run", "", "elapsed_s", 0),
@@ -709,5 +733,46 @@ mod tests {
             true,
         );
         assert_eq!(all.hidden_rows, 0);
+    }
+
+    #[test]
+    fn warm_reading_as_much_disk_as_cold_is_noted() {
+        let mk = |disk: f64| {
+            let mut r = RunDelta {
+                elapsed_s: 0.3,
+                ..Default::default()
+            };
+            r.values
+                .insert(("disk".into(), "vda".into(), "read_bytes".into()), disk);
+            r
+        };
+        let modes = |warm_disk: f64| {
+            vec![
+                ModeRuns {
+                    mode: "cold".into(),
+                    preparation: vec![],
+                    runs: vec![mk(100.0 * 1048576.0)],
+                },
+                ModeRuns {
+                    mode: "warm".into(),
+                    preparation: vec![],
+                    runs: vec![mk(warm_disk)],
+                },
+            ]
+        };
+        let sum = |m| summarize("t".into(), None, "w".into(), 1, m, vec![], 1.0, false);
+        let big = sum(modes(96.0 * 1048576.0));
+        assert!(
+            big.notes
+                .iter()
+                .any(|n| n.text.contains("did not stay cached")),
+            "{:?}",
+            big.notes
+        );
+        let cached = sum(modes(0.0));
+        assert!(!cached
+            .notes
+            .iter()
+            .any(|n| n.text.contains("did not stay cached")));
     }
 }

@@ -243,8 +243,12 @@ pub fn snapshot_from(
         Some(rows) => {
             for r in rows {
                 let (name, count, ps) = (text(&r[0]), num(&r[1]), num(&r[2]));
-                // Mutexes, rwlocks and sx-locks are MariaDB's latches.
-                let set = if name.starts_with("wait/synch/") {
+                // Mutexes, rwlocks and sx-locks are MariaDB's latches. Condition
+                // variables are threads asleep until signalled (timers, the thread
+                // cache, idle background threads): benign like idle, shown with --all.
+                let set = if name.starts_with("wait/synch/cond/") {
+                    "wait_ignorable"
+                } else if name.starts_with("wait/synch/") {
                     "latch"
                 } else if name == "idle" {
                     // Sessions waiting for the client's next statement.

@@ -42,8 +42,8 @@ const GROUPS: &[(&str, &str)] = &[
         "waiting_tasks",
         "waiting tasks now (sys.dm_os_waiting_tasks)",
     ),
-    ("latch", "latches (sys.dm_os_latch_stats)"),
-    ("spinlock", "spinlocks (sys.dm_os_spinlock_stats)"),
+    ("latch", "latches"),
+    ("spinlock", "spinlocks"),
     ("memory", "memory"),
     ("scheduler", "schedulers (sys.dm_os_schedulers)"),
     (
@@ -62,7 +62,10 @@ fn title(g: &str, engine: &str) -> String {
     let source = match (g, engine) {
         ("wait", "SQL Server") => Some("sys.dm_os_wait_stats, ignorable waits left out"),
         ("wait", "MariaDB") => Some("performance_schema.events_waits_summary_global_by_event_name"),
+        ("latch", "SQL Server") => Some("sys.dm_os_latch_stats"),
+        ("spinlock", "SQL Server") => Some("sys.dm_os_spinlock_stats"),
         ("latch", "MariaDB") => Some("mutex, rwlock and sx-lock waits from performance_schema"),
+        ("wait_ignorable", "MariaDB") => Some("idle sessions and condition-variable sleeps"),
         ("file", "SQL Server") => Some("sys.dm_io_virtual_file_stats"),
         ("file", "MariaDB") => Some("performance_schema.file_summary_by_instance"),
         _ => None,

@@ -7,6 +7,7 @@ pub mod delta;
 pub mod durability;
 pub mod io;
 pub mod k8s;
+pub mod lab;
 pub mod mem;
 pub mod os;
 pub mod sched;

@@ -298,6 +298,67 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
     Ok(j)
 }
 
+/// The storage section for a path (filesystem, device stack, write cache, FUA) and the device
+/// numbers of its whole disks, for block-layer tracing.
+pub fn storage_under(
+    path: &std::path::Path,
+) -> (
+    Option<plumb_analyze::os::StorageSection>,
+    Vec<plumb_sys::DevNum>,
+) {
+    let root = plumb_sys::Root::host();
+    let storage = plumb_sys::mount::read_mountinfo(&root, None)
+        .ok()
+        .and_then(|m| plumb_sys::snapshot::path_snapshot(&root, &m, path).ok());
+    let devs: Vec<plumb_sys::DevNum> = storage
+        .as_ref()
+        .and_then(|p| p.stack.as_ref())
+        .map(|st| {
+            st.disks
+                .iter()
+                .filter_map(|d| st.layer(d).and_then(|l| l.dev))
+                .collect()
+        })
+        .unwrap_or_default();
+    let uptime = plumb_sys::host::read(&root).ok().and_then(|h| h.uptime_s);
+    let storage = storage.map(|p| plumb_analyze::os::storage_section(&p, uptime));
+    (storage, devs)
+}
+
+/// Run every level `reps` times on prepared targets; `None` when interrupted (Ctrl-C).
+pub fn run_levels(
+    levels: &[(String, Option<f64>, Job)],
+    reps: u32,
+    safety: &Safety,
+    pb: &indicatif::ProgressBar,
+    what: &str,
+) -> Result<Option<Vec<plumb_analyze::sweep::Level>>> {
+    use plumb_analyze::sweep::{rep_of, Level};
+    let mut out_levels = Vec::new();
+    for (label, value, j) in levels {
+        let mut runs = Vec::new();
+        for rep in 0..reps {
+            pb.set_message(format!("{what}: level {label}, run {}/{reps}", rep + 1));
+            let targets = target::prepare(j, safety, &plumb_load::signal::stop_requested);
+            match targets.and_then(|t| plumb_load::run::run(j, &t)) {
+                Ok(r) => runs.push(rep_of(&r)),
+                Err(plumb_load::Error::Interrupted) => {
+                    pb.finish_and_clear();
+                    return Ok(None);
+                }
+                Err(e) => {
+                    pb.finish_and_clear();
+                    return Err(e.into());
+                }
+            }
+            pb.inc(1);
+        }
+        out_levels.push(Level::new(label.clone(), *value, runs));
+    }
+    pb.finish_and_clear();
+    Ok(Some(out_levels))
+}
+
 /// The command line as typed, quoted where a shell would need it.
 pub fn command_line() -> String {
     std::env::args()
@@ -432,23 +493,7 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         }
         block_sizes.push(v as u32);
     }
-    // Device facts under the path, and its whole disks for tracing.
-    let root = plumb_sys::Root::host();
-    let storage = plumb_sys::mount::read_mountinfo(&root, None)
-        .ok()
-        .and_then(|m| plumb_sys::snapshot::path_snapshot(&root, &m, &a.path).ok());
-    let devs: Vec<plumb_sys::DevNum> = storage
-        .as_ref()
-        .and_then(|p| p.stack.as_ref())
-        .map(|st| {
-            st.disks
-                .iter()
-                .filter_map(|d| st.layer(d).and_then(|l| l.dev))
-                .collect()
-        })
-        .unwrap_or_default();
-    let uptime = plumb_sys::host::read(&root).ok().and_then(|h| h.uptime_s);
-    let storage = storage.map(|p| plumb_analyze::os::storage_section(&p, uptime));
+    let (storage, devs) = storage_under(&a.path);
     let opts = plumb_load::durability::ProbeOptions {
         path: a.path.clone(),
         block_sizes,
@@ -484,7 +529,7 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
 }
 
 fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
-    use plumb_analyze::sweep::{find_knee, rep_of, Level, SweepKind, SweepReport};
+    use plumb_analyze::sweep::{find_knee, SweepKind, SweepReport};
     plumb_load::signal::install();
     if a.reps == 0 || a.reps > 100 {
         bail!("--reps {}: use 1 to 100", a.reps);
@@ -586,37 +631,16 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             Err(e) => return Err(e.into()),
         }
     }
-    let total_runs = (levels.len() as u32 * a.reps) as u64;
-    let pb = progress_bar(total_runs, "plumb io sweep");
-    let mut out_levels = Vec::new();
-    for (label, value, j) in &levels {
-        let mut reps = Vec::new();
-        for rep in 0..a.reps {
-            pb.set_message(format!(
-                "plumb io sweep: level {label}, run {}/{}",
-                rep + 1,
-                a.reps
-            ));
-            let targets = target::prepare(j, &safety, &plumb_load::signal::stop_requested);
-            let r = targets.and_then(|t| plumb_load::run::run(j, &t));
-            match r {
-                Ok(r) => reps.push(rep_of(&r)),
-                Err(plumb_load::Error::Interrupted) => {
-                    pb.finish_and_clear();
-                    eprintln!("plumb: interrupted; files plumb created were removed");
-                    return Ok(INTERRUPTED);
-                }
-                Err(e) => {
-                    pb.finish_and_clear();
-                    return Err(e.into());
-                }
-            }
-            pb.inc(1);
+    let pb = progress_bar((levels.len() as u32 * a.reps) as u64, "plumb io sweep");
+    let out_levels = match run_levels(&levels, a.reps, &safety, &pb, "plumb io sweep")? {
+        Some(l) => l,
+        None => {
+            eprintln!("plumb: interrupted; files plumb created were removed");
+            return Ok(INTERRUPTED);
         }
-        out_levels.push(Level::new(label.clone(), *value, reps));
-    }
-    pb.finish_and_clear();
+    };
     drop(scratch);
+    let mut out_levels = out_levels;
     plumb_analyze::sweep::set_elasticity(&mut out_levels);
     let knee = find_knee(&out_levels);
     let mut rep = SweepReport {

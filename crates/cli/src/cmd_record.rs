@@ -75,7 +75,7 @@ pub struct ExportArgs {
     pub list: bool,
 }
 
-fn now_unix_ms() -> u64 {
+pub(crate) fn now_unix_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
@@ -97,7 +97,7 @@ fn default_out() -> PathBuf {
 }
 
 /// Howard Hinnant's days-to-civil algorithm.
-fn civil(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil(z: i64) -> (i64, u32, u32) {
     let z = z + 719468;
     let era = z.div_euclid(146097);
     let doe = z.rem_euclid(146097);
@@ -108,6 +108,28 @@ fn civil(z: i64) -> (i64, u32, u32) {
     let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// A recording's header for a recording that starts now.
+pub fn new_header(
+    root: &plumb_sys::Root,
+    interval: Duration,
+    labels: std::collections::HashMap<String, String>,
+) -> Header {
+    let host = plumb_sys::host::read(root).ok();
+    Header {
+        format_version: plumb_store::FORMAT_VERSION,
+        plumb_version: plumb_report::PLUMB_VERSION.to_string(),
+        started_unix_ms: now_unix_ms(),
+        interval_ms: interval.as_millis() as u64,
+        hostname: host.as_ref().and_then(|h| h.hostname.clone()),
+        kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
+        cpus: plumb_sys::cpu::read_online_cpus(root).ok().flatten(),
+        clock_ticks_per_s: plumb_sys::host::clock_ticks_per_s(),
+        page_size_bytes: plumb_sys::host::page_size_bytes(),
+        command_line: crate::cmd_io::command_line(),
+        labels,
+    }
 }
 
 pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
@@ -132,8 +154,6 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             out.display()
         );
     }
-    let host = plumb_sys::host::read(&root).ok();
-    let cpus = plumb_sys::cpu::read_online_cpus(&root).ok().flatten();
     let mut labels = std::collections::HashMap::new();
     labels.insert(
         "run".to_string(),
@@ -146,20 +166,8 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     if !a.cmd.is_empty() {
         labels.insert("command".to_string(), a.cmd.join(" "));
     }
-    let started = now_unix_ms();
-    let header = Header {
-        format_version: plumb_store::FORMAT_VERSION,
-        plumb_version: plumb_report::PLUMB_VERSION.to_string(),
-        started_unix_ms: started,
-        interval_ms: interval.as_millis() as u64,
-        hostname: host.as_ref().and_then(|h| h.hostname.clone()),
-        kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
-        cpus,
-        clock_ticks_per_s: plumb_sys::host::clock_ticks_per_s(),
-        page_size_bytes: plumb_sys::host::page_size_bytes(),
-        command_line: crate::cmd_io::command_line(),
-        labels,
-    };
+    let header = new_header(&root, interval, labels);
+    let started = header.started_unix_ms;
     plumb_load::signal::install();
     let mut child = None;
     let mut scope = Scope {

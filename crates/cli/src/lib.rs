@@ -11,6 +11,7 @@ mod cmd_delta;
 mod cmd_engine;
 mod cmd_io;
 mod cmd_k8s;
+mod cmd_lab;
 mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
@@ -82,6 +83,10 @@ impl GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole lab in one command: the host, the storage under the data (durability, a
+    /// queue-depth sweep, sequential reads), pgbench and the seed 003 insert/CHECKPOINT loops
+    /// per wal_sync_method on a private PostgreSQL while recording, findings, and an HTML report.
+    Lab(Box<cmd_lab::LabArgs>),
     /// Snapshot of the host a database runs on: kernel, CPUs, steal, memory, swap, PSI, run
     /// queue, the cgroup and container limits on plumb and on given PIDs, and the filesystem
     /// and block device under a path.
@@ -169,6 +174,7 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 
 pub fn run(cli: Cli) -> Result<i32> {
     match &cli.command {
+        Command::Lab(a) => cmd_lab::run(&cli.global, a),
         Command::Os(a) => cmd_os::run(&cli.global, a),
         Command::Io(a) => cmd_io::run(&cli.global, a),
         Command::Mem(a) => cmd_mem::run(&cli.global, a),

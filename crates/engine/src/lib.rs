@@ -208,10 +208,7 @@ pub fn observer(t: &Target) -> Result<Box<dyn Observer>> {
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgObserver::connect(t)?)),
         Kind::Mariadb => Ok(Box::new(mariadb::MariaObserver::connect(t)?)),
-        Kind::Sqlserver => Err(Error::Url(format!(
-            "{}: SQL Server support is not built yet",
-            redact(url)
-        ))),
+        Kind::Sqlserver => Ok(Box::new(mssql::MssqlObserver::connect(t)?)),
     }
 }
 
@@ -221,10 +218,7 @@ pub fn session(t: &Target) -> Result<Box<dyn Session>> {
     match Kind::from_url(url)? {
         Kind::Postgres => Ok(Box::new(pg::PgSession::connect(t)?)),
         Kind::Mariadb => Ok(Box::new(mariadb::MariaSession::connect(t)?)),
-        Kind::Sqlserver => Err(Error::Url(format!(
-            "{}: SQL Server support is not built yet",
-            redact(url)
-        ))),
+        Kind::Sqlserver => Ok(Box::new(mssql::MssqlSession::connect(t)?)),
     }
 }
 

@@ -170,7 +170,8 @@ fn mounted_at(rdev: u64) -> Option<String> {
         .map(|m| m.mount_point.clone())
 }
 
-fn free_bytes(dir: &Path) -> Option<u64> {
+/// Bytes free for an unprivileged writer on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
     let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: valid path and output struct.

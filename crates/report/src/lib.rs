@@ -9,6 +9,7 @@ pub mod delta_render;
 pub mod fmt;
 pub mod io_render;
 pub mod k8s_render;
+pub mod lab_render;
 pub mod mem_render;
 pub mod os;
 pub mod record_render;

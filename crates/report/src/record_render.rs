@@ -426,7 +426,7 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
     }))
 }
 
-fn esc(s: &str) -> String {
+pub fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
@@ -498,6 +498,13 @@ pub fn html(runs: &[Run]) -> String {
         body.push_str(&summary(r));
     }
     body.push_str("</table>");
+    body.push_str(&charts_html(runs));
+    page("plumb report", &body)
+}
+
+/// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.
+pub fn charts_html(runs: &[Run]) -> String {
+    let mut body = String::new();
     let mut charts: Vec<(String, String)> = Vec::new();
     for r in runs {
         if let Some(c) = cpu_chart(r) {
@@ -559,11 +566,17 @@ pub fn html(runs: &[Run]) -> String {
     if !marks.is_empty() {
         let _ = write!(body, "<h2>Marks</h2><ul>{}</ul>", marks.join(""));
     }
+    body
+}
+
+/// A self-contained page around a body.
+pub fn page(title: &str, body: &str) -> String {
     format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>plumb report</title><style>\
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\
 body{{font-family:sans-serif;margin:24px;color:#222;max-width:880px}}h1{{margin:0}}.sub{{color:#555}}\
 table{{border-collapse:collapse;margin:16px 0;font-size:13px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
-.warn{{background:#fff3cd}}.chart{{margin:18px 0}}</style></head><body>{body}</body></html>\n"
+.warn{{background:#fff3cd}}.crit{{background:#f8d7da}}.chart{{margin:18px 0}}td.n{{text-align:right}}</style></head><body>{body}</body></html>\n",
+        esc(title)
     )
 }
 

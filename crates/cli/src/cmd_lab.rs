@@ -1,0 +1,994 @@
+//! `plumb lab`: one command that looks at the host, probes the storage where the data lives,
+//! runs database workloads on a private PostgreSQL while recording, and writes the report.
+//! Everything it creates is removed at the end (and on Ctrl-C and errors) except the report.
+
+use crate::cmd_io::{progress_bar, run_levels, storage_under, INTERRUPTED};
+use crate::cmd_record::{new_header, now_unix_ms};
+use crate::GlobalArgs;
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use plumb_analyze::lab::{self, LabReport, Latency, LoopResult, Pgbench, SeqRead, Window};
+use plumb_engine::{private, Observer, Session};
+use plumb_load::signal::stop_requested;
+use plumb_load::units::parse_duration;
+use plumb_store::{Kind, Mark, Writer};
+use plumb_sys::rawsample::{RawKind, Sampler, Scope};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub struct LabArgs {
+    /// The filesystem to assess: plumb works in a new directory under DIR (the private
+    /// PostgreSQL's data and WAL, the storage probe's files) and removes it at the end.
+    #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
+    pub dir: PathBuf,
+    /// Where to write the report (index.html, report.json, summary.txt, recording.plumb).
+    /// Default: ./plumb-lab-DATE-TIME. Must not exist or be empty.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// A shorter lab (about a minute): fewer levels, shorter runs, a smaller pgbench.
+    #[arg(long)]
+    pub quick: bool,
+    /// How long pgbench runs (default 40s; --quick 10s).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+}
+
+/// How big and how long each step is.
+struct Plan {
+    shared_buffers: &'static str,
+    durability_per_mode: Duration,
+    sweep_qds: Vec<u32>,
+    sweep_run: Duration,
+    probe_file: u64,
+    seq_run: Duration,
+    scale: u32,
+    pgbench: Duration,
+    bulk_iterations: u32,
+    single_iterations: u32,
+}
+
+impl Plan {
+    fn new(quick: bool) -> Plan {
+        if quick {
+            Plan {
+                shared_buffers: "128MB",
+                durability_per_mode: Duration::from_millis(400),
+                sweep_qds: vec![1, 4, 16, 32],
+                sweep_run: Duration::from_secs(1),
+                probe_file: 256 << 20,
+                seq_run: Duration::from_millis(1500),
+                scale: 5,
+                pgbench: Duration::from_secs(10),
+                bulk_iterations: 3,
+                single_iterations: 40,
+            }
+        } else {
+            Plan {
+                shared_buffers: "256MB",
+                durability_per_mode: Duration::from_secs(1),
+                sweep_qds: vec![1, 2, 4, 8, 16, 32, 64],
+                sweep_run: Duration::from_secs(2),
+                probe_file: 1 << 30,
+                seq_run: Duration::from_secs(3),
+                scale: 30,
+                pgbench: Duration::from_secs(40),
+                bulk_iterations: 10,
+                single_iterations: 250,
+            }
+        }
+    }
+
+    /// Disk space the lab needs at most: the probe file, pgbench's tables and indexes (about
+    /// 16 MB per scale unit), the loops' table and WAL up to max_wal_size.
+    fn space_needed(&self) -> u64 {
+        self.probe_file + self.scale as u64 * (16 << 20) + (1 << 30)
+    }
+}
+
+/// Removes what the lab created, on every way out.
+struct Cleanup {
+    work: Option<PathBuf>,
+    instance: Option<PathBuf>,
+    /// The report directory, removed unless the lab finished.
+    out: Option<PathBuf>,
+}
+
+impl Cleanup {
+    fn finish(&mut self) {
+        if let Some(d) = self.instance.take() {
+            if let Err(e) = private::stop(&d) {
+                eprintln!("plumb: warning: stopping the lab's PostgreSQL: {e}");
+            }
+        }
+        if let Some(w) = self.work.take() {
+            if let Err(e) = std::fs::remove_dir_all(&w) {
+                eprintln!("plumb: warning: removing {}: {e}", w.display());
+            }
+        }
+        if let Some(o) = self.out.take() {
+            let _ = std::fs::remove_dir_all(&o);
+        }
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+/// A 1-second recording taken on a thread of its own while the lab runs.
+struct Recorder {
+    path: PathBuf,
+    started_unix_ms: u64,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Result<u64>>>,
+}
+
+impl Recorder {
+    fn start(path: &Path, pids: Vec<u32>, labels: Vec<(&str, String)>) -> Result<Recorder> {
+        let root = plumb_sys::Root::host();
+        let interval = Duration::from_secs(1);
+        let header = new_header(
+            &root,
+            interval,
+            labels
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        );
+        let started = header.started_unix_ms;
+        let mut w = Writer::create(path, &header).map_err(|e| anyhow!("{e}"))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || -> Result<u64> {
+            let mut sampler = Sampler::new(root, Scope { pids });
+            let t0 = Instant::now();
+            let mut k = 0u32;
+            let mut n = 0u64;
+            loop {
+                let due = t0 + interval * k;
+                while Instant::now() < due && !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep((due - Instant::now()).min(Duration::from_millis(50)));
+                }
+                let (vals, _) = sampler.take();
+                let rows: Vec<(&str, Kind, u64)> = vals
+                    .iter()
+                    .map(|v| {
+                        let kind = if v.kind == RawKind::Counter {
+                            Kind::Counter
+                        } else {
+                            Kind::Gauge
+                        };
+                        (v.name.as_str(), kind, v.value)
+                    })
+                    .collect();
+                w.sample(now_unix_ms().saturating_sub(started), &rows)?;
+                n += 1;
+                if flag.load(Ordering::Relaxed) {
+                    return Ok(n);
+                }
+                k = ((t0.elapsed().as_nanos() / interval.as_nanos()) as u32 + 1).max(k + 1);
+            }
+        });
+        Ok(Recorder {
+            path: path.to_path_buf(),
+            started_unix_ms: started,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Seconds since the recording started.
+    fn now_s(&self) -> f64 {
+        now_unix_ms().saturating_sub(self.started_unix_ms) as f64 / 1000.0
+    }
+
+    fn mark(&self, name: &str, detail: Option<String>) -> f64 {
+        let t_ms = now_unix_ms().saturating_sub(self.started_unix_ms);
+        if let Err(e) = plumb_store::append_mark(
+            &self.path,
+            &Mark {
+                t_ms,
+                name: name.to_string(),
+                detail,
+            },
+        ) {
+            eprintln!("plumb: warning: cannot mark the recording: {e}");
+        }
+        t_ms as f64 / 1000.0
+    }
+
+    fn stop(&mut self) -> Result<u64> {
+        self.stop.store(true, Ordering::Relaxed);
+        match self.handle.take() {
+            Some(h) => h
+                .join()
+                .map_err(|_| anyhow!("the recorder thread panicked"))?,
+            None => Ok(0),
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+/// Phase boundaries, for the windows drawn from the recording.
+struct Phases(Vec<(String, f64, f64)>);
+
+fn step(pb: &indicatif::ProgressBar, n: u32, of: u32, what: &str) {
+    pb.set_message(format!("plumb lab [{n}/{of}] {what}"));
+    if pb.is_hidden() {
+        eprintln!("plumb lab [{n}/{of}] {what}");
+    }
+}
+
+fn interrupted() -> Result<i32> {
+    eprintln!("plumb: interrupted; the lab's PostgreSQL was stopped and its files removed");
+    Ok(INTERRUPTED)
+}
+
+fn default_out() -> PathBuf {
+    let secs = now_unix_ms() / 1000;
+    let (y, mo, d) = crate::cmd_record::civil((secs / 86400) as i64);
+    let t = secs % 86400;
+    PathBuf::from(format!(
+        "plumb-lab-{y:04}{mo:02}{d:02}-{:02}{:02}{:02}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    ))
+}
+
+pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
+    plumb_load::signal::install();
+    let mut plan = Plan::new(a.quick);
+    if let Some(d) = &a.duration {
+        let d = parse_duration(d).map_err(|e| anyhow!("--duration {d}: {e}"))?;
+        if d < Duration::from_secs(2) {
+            bail!("--duration: use 2s or more (pgbench needs time to settle)");
+        }
+        plan.pgbench = d;
+    }
+    let meta = std::fs::metadata(&a.dir).map_err(|e| anyhow!("--dir {}: {e}", a.dir.display()))?;
+    if !meta.is_dir() {
+        bail!("--dir {}: not a directory", a.dir.display());
+    }
+    let out = a.out.clone().unwrap_or_else(default_out);
+    if out.exists() {
+        let empty = std::fs::read_dir(&out)
+            .map(|mut d| d.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            bail!(
+                "--out {}: exists and is not empty; plumb never overwrites a report",
+                out.display()
+            );
+        }
+    }
+    let free = plumb_load::target::free_bytes(&a.dir).unwrap_or(u64::MAX);
+    // Shrink pgbench to the space there is, down to scale 1; below that, say so.
+    let base = plan.space_needed() - plan.scale as u64 * (16 << 20);
+    if free < plan.space_needed() {
+        let fit = free.saturating_sub(base) / (16 << 20) / 2;
+        if fit < 1 {
+            bail!(
+                "--dir {}: only {} free; the lab needs about {} there",
+                a.dir.display(),
+                plumb_report::fmt::bytes(free),
+                plumb_report::fmt::bytes(base + (32 << 20))
+            );
+        }
+        plan.scale = plan.scale.min(fit as u32);
+    }
+    let bin = private::find_bin().map_err(|e| anyhow!("{e}"))?;
+    let pgbench_bin = bin.join("pgbench");
+    if !pgbench_bin.exists() {
+        bail!(
+            "{}: not found (apt-get install postgresql)",
+            pgbench_bin.display()
+        );
+    }
+
+    let started = Instant::now();
+    let started_unix_ms = now_unix_ms();
+    let mut cleanup = Cleanup {
+        work: None,
+        instance: None,
+        out: None,
+    };
+    let work = a.dir.join(format!("plumb-lab-{}", std::process::id()));
+    std::fs::create_dir(&work)
+        .map_err(|e| anyhow!("--dir: cannot create {}: {e}", work.display()))?;
+    cleanup.work = Some(work.clone());
+    if !out.exists() {
+        std::fs::create_dir_all(&out).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
+        cleanup.out = Some(out.clone());
+    } else {
+        // An empty directory of the user's: remove what plumb puts there on failure only.
+        cleanup.out = None;
+    }
+    let mut skipped = Vec::new();
+    let pb = progress_bar(7, "plumb lab");
+    pb.enable_steady_tick(Duration::from_millis(200));
+
+    // 1. The private instance, and the host it runs on.
+    step(&pb, 1, 7, "starting a private PostgreSQL");
+    let pg_dir = work.join("pg");
+    cleanup.instance = Some(pg_dir.clone());
+    let settings: Vec<(String, String)> = [
+        ("shared_buffers", plan.shared_buffers),
+        ("max_wal_size", "2GB"),
+        // Checkpoints come when the loops ask for them, as in the seed (trace flag 3505).
+        ("checkpoint_timeout", "30min"),
+        ("track_wal_io_timing", "on"),
+        ("max_connections", "40"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    let running = private::start(
+        &pg_dir,
+        &private::StartOptions {
+            settings,
+            port: None,
+        },
+    )
+    .map_err(|e| anyhow!("starting the lab's PostgreSQL in {}: {e}", pg_dir.display()))?;
+    pb.inc(1);
+    if stop_requested() {
+        return interrupted();
+    }
+    let root = plumb_sys::Root::host();
+    let data_dir = running.dir.join("data");
+    let sample = plumb_sys::snapshot::collect(&root, &[running.pid], Some(&data_dir))
+        .context("reading the host")?;
+    let host =
+        plumb_analyze::os::build(&sample, plumb_sys::host::page_size_bytes().unwrap_or(4096));
+    let memory = {
+        let settings = plumb_sys::engine_conf::read(
+            &root,
+            plumb_sys::smaps::EngineKind::Postgres,
+            Some(running.pid),
+        );
+        let total = host.memory.total_bytes.unwrap_or(0);
+        let limit = host.processes.first().and_then(|p| p.memory_limit_bytes);
+        (total > 0).then(|| {
+            plumb_analyze::mem::assume(
+                plumb_sys::smaps::EngineKind::Postgres,
+                total,
+                limit,
+                host.cgroup_mode,
+                &settings,
+            )
+        })
+    };
+    let (storage, trace_devs) = storage_under(&data_dir);
+    let disk = storage.as_ref().and_then(|s| s.disks.first().cloned());
+    let mut recorder = Recorder::start(
+        &out.join("recording.plumb"),
+        vec![running.pid],
+        vec![
+            ("run", "lab".to_string()),
+            ("engine", format!("PostgreSQL {}", running.version)),
+        ],
+    )
+    .context("starting the recording")?;
+    recorder.mark(
+        "lab started",
+        Some(format!(
+            "PostgreSQL {} in {}",
+            running.version,
+            running.dir.display()
+        )),
+    );
+    let mut phases = Phases(Vec::new());
+
+    // 2. Storage where the data and WAL live.
+    step(&pb, 2, 7, "durability: what one durable write costs");
+    let t = recorder.mark("durability probe", None);
+    let probe = plumb_load::durability::run_probe(
+        &plumb_load::durability::ProbeOptions {
+            // The work directory: the same filesystem as the data and WAL.
+            path: work.clone(),
+            block_sizes: vec![8192],
+            per_mode: plan.durability_per_mode,
+            warmup: Duration::from_millis(200),
+            trace_devs,
+            keep: false,
+        },
+        &|_, _, _| {},
+    );
+    let durability = match probe {
+        Ok(p) => Some(plumb_analyze::durability::build(
+            &p,
+            data_dir.join("pg_wal"),
+            storage.clone(),
+            plan.durability_per_mode.as_secs_f64(),
+        )),
+        Err(plumb_load::Error::Interrupted) => return interrupted(),
+        Err(e) => return Err(anyhow!("durability probe in {}: {e}", data_dir.display())),
+    };
+    phases
+        .0
+        .push(("durability probe".into(), t, recorder.now_s()));
+    pb.inc(1);
+
+    step(
+        &pb,
+        3,
+        7,
+        "random-read queue-depth sweep and sequential read",
+    );
+    let t = recorder.mark("queue-depth sweep", None);
+    let probe_file = work.join("plumb-lab-probe.dat");
+    let (sweep, seq_read) = match sweep_and_seq(&plan, &probe_file)? {
+        Some(v) => v,
+        None => return interrupted(),
+    };
+    phases.0.push(("storage sweep".into(), t, recorder.now_s()));
+    pb.inc(1);
+
+    // 3. Database workloads.
+    let target = running.target();
+    let mut admin = plumb_engine::session(&target).map_err(|e| anyhow!("{e}"))?;
+    admin
+        .execute("CREATE DATABASE plumb_lab")
+        .map_err(|e| anyhow!("creating the lab database: {e}"))?;
+    let lab_target = plumb_engine::Target::new(&format!(
+        "postgresql:///plumb_lab?host={}&port={}&user={}",
+        running.dir.display(),
+        running.port,
+        private::SUPERUSER
+    ));
+    step(
+        &pb,
+        4,
+        7,
+        &format!("pgbench: initialising scale {}", plan.scale),
+    );
+    let env = [
+        ("PGHOST", running.dir.display().to_string()),
+        ("PGPORT", running.port.to_string()),
+        ("PGUSER", private::SUPERUSER.to_string()),
+        ("PGDATABASE", "plumb_lab".to_string()),
+    ];
+    let t = recorder.mark("pgbench init", Some(format!("scale {}", plan.scale)));
+    let t0 = Instant::now();
+    match run_child(
+        Command::new(&pgbench_bin)
+            .args(["-i", "-q", "-s", &plan.scale.to_string()])
+            .envs(env.iter().cloned())
+            .current_dir(&work),
+    )? {
+        Child::Done(o) => {
+            if !o.status.success() {
+                bail!(
+                    "pgbench -i failed: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                );
+            }
+        }
+        Child::Interrupted => return interrupted(),
+    }
+    let init_s = t0.elapsed().as_secs_f64();
+    phases.0.push(("pgbench init".into(), t, recorder.now_s()));
+    let cpus = host.cpu.online_cpus.unwrap_or(1).max(1);
+    let clients = (cpus * 2).min(32);
+    step(
+        &pb,
+        5,
+        7,
+        &format!(
+            "pgbench: {clients} clients for {}",
+            plumb_report::fmt::duration(plan.pgbench.as_secs_f64())
+        ),
+    );
+    let t = recorder.mark(
+        "pgbench run",
+        Some(format!("{clients} clients, scale {}", plan.scale)),
+    );
+    let mut pgbench = match run_pgbench(&pgbench_bin, &env, &work, clients, cpus, plan.pgbench)? {
+        Some(p) => p,
+        None => return interrupted(),
+    };
+    pgbench.scale = plan.scale;
+    pgbench.init_s = init_s;
+    pgbench.database_bytes = Some(dir_bytes(&data_dir.join("base")));
+    phases.0.push(("pgbench".into(), t, recorder.now_s()));
+    pb.inc(1);
+
+    step(
+        &pb,
+        6,
+        7,
+        "seed 003 loops: inserts and CHECKPOINT per wal_sync_method",
+    );
+    let mut loops = Vec::new();
+    let mut obs = plumb_engine::observer(&lab_target).map_err(|e| anyhow!("{e}"))?;
+    let mut sess = plumb_engine::session(&lab_target).map_err(|e| anyhow!("{e}"))?;
+    sess.execute(
+        "CREATE TABLE dummy_test (id serial, col1 varchar(2000) DEFAULT repeat('T', 2000)); \
+         ALTER TABLE dummy_test ALTER col1 SET STORAGE PLAIN",
+    )
+    .map_err(|e| anyhow!("creating the loops' table: {e}"))?;
+    for method in ["fdatasync", "open_datasync"] {
+        for sql in [
+            format!("ALTER SYSTEM SET wal_sync_method = '{method}'"),
+            "SELECT pg_reload_conf()".to_string(),
+        ] {
+            admin
+                .execute(&sql)
+                .map_err(|e| anyhow!("setting wal_sync_method = {method}: {e}"))?;
+        }
+        // The reload reaches every backend at its next statement; wait until ours sees it.
+        let t1 = Instant::now();
+        loop {
+            sess.execute("SELECT 1").map_err(|e| anyhow!("{e}"))?;
+            let now = obs.info().map_err(|e| anyhow!("{e}"))?;
+            if now.settings.get("wal_sync_method").map(String::as_str) == Some(method) {
+                break;
+            }
+            if t1.elapsed() > Duration::from_secs(10) {
+                bail!("wal_sync_method = {method} did not take effect within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for scenario in ["bulk", "single"] {
+            recorder.mark(&format!("loop {scenario} {method}"), None);
+            let r = run_loop(
+                scenario,
+                method,
+                if scenario == "bulk" {
+                    plan.bulk_iterations
+                } else {
+                    plan.single_iterations
+                },
+                sess.as_mut(),
+                obs.as_mut(),
+                storage
+                    .as_ref()
+                    .map(|s| s.disks.clone())
+                    .unwrap_or_default(),
+                &|| recorder.now_s(),
+            )?;
+            let Some((r, t0, t1)) = r else {
+                return interrupted();
+            };
+            let what = if scenario == "bulk" {
+                "10,000-row transactions"
+            } else {
+                "single-row commits"
+            };
+            phases.0.push((format!("{what}, {method}"), t0, t1));
+            loops.push(r);
+        }
+    }
+    for sql in [
+        "ALTER SYSTEM RESET wal_sync_method",
+        "SELECT pg_reload_conf()",
+    ] {
+        admin.execute(sql).map_err(|e| anyhow!("{e}"))?;
+    }
+    drop(sess);
+    drop(obs);
+    drop(admin);
+    pb.inc(1);
+
+    // 4. The report.
+    step(&pb, 7, 7, "writing the report");
+    recorder.mark("lab finished", None);
+    recorder.stop().context("the recording")?;
+    let rec = plumb_store::read(&recorder.path).map_err(|e| anyhow!("{e}"))?;
+    let windows: Vec<Window> = phases
+        .0
+        .iter()
+        .map(|(name, s, e)| {
+            let workload = !name.starts_with("durability") && !name.starts_with("storage");
+            lab::window(
+                &rec,
+                name,
+                workload,
+                *s,
+                *e,
+                disk.as_deref(),
+                Some(running.pid),
+            )
+        })
+        .collect();
+    let mut report = LabReport {
+        report_schema: lab::REPORT_SCHEMA,
+        command_line: crate::cmd_io::command_line(),
+        started_unix_ms,
+        elapsed_s: started.elapsed().as_secs_f64(),
+        quick: a.quick,
+        target: format!(
+            "plumb's private PostgreSQL {} (removed after the lab)",
+            running.version
+        ),
+        engine_version: Some(running.version.clone()),
+        data_dir: data_dir.clone(),
+        out_dir: out.clone(),
+        host,
+        memory,
+        durability,
+        sweep,
+        seq_read,
+        pgbench: Some(pgbench),
+        loops,
+        experiments: Vec::new(),
+        windows,
+        findings: Vec::new(),
+        skipped: std::mem::take(&mut skipped),
+        recording: Some(out.join("recording.plumb")),
+    };
+    report.findings = lab::findings(&report);
+    pb.finish_and_clear();
+    write_report(&report, &rec, &out)?;
+    // The instance and the work directory go; the report stays.
+    cleanup.out = None;
+    cleanup.finish();
+    report.elapsed_s = started.elapsed().as_secs_f64();
+    crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;
+    eprintln!("plumb: report in {}", out.join("index.html").display());
+    Ok(0)
+}
+
+fn write_report(r: &LabReport, rec: &plumb_store::Recording, out: &Path) -> Result<()> {
+    use plumb_report::lab_render::{html, LabOutput};
+    let w = |name: &str, body: Vec<u8>| -> Result<()> {
+        std::fs::write(out.join(name), body)
+            .map_err(|e| anyhow!("{}: {e}", out.join(name).display()))
+    };
+    let mut json = Vec::new();
+    plumb_report::emit(&LabOutput(r), plumb_report::Format::Json, &mut json)?;
+    w("report.json", json)?;
+    let mut text = Vec::new();
+    plumb_report::emit(&LabOutput(r), plumb_report::Format::Text, &mut text)?;
+    w("summary.txt", text)?;
+    w("index.html", html(r, rec).into_bytes())?;
+    Ok(())
+}
+
+enum Child {
+    Done(std::process::Output),
+    Interrupted,
+}
+
+/// Run a child in its own process group (the terminal's Ctrl-C reaches plumb, which stops it).
+fn run_child(cmd: &mut Command) -> Result<Child> {
+    use std::os::unix::process::CommandExt;
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    let mut c = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow!("cannot run {prog}: {e}"))?;
+    // Drain the pipes on threads so a chatty child never blocks.
+    let mut so = c.stdout.take().expect("piped");
+    let mut se = c.stderr.take().expect("piped");
+    let ho = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut so, &mut v);
+        v
+    });
+    let he = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut se, &mut v);
+        v
+    });
+    loop {
+        if let Some(status) = c.try_wait()? {
+            return Ok(Child::Done(std::process::Output {
+                status,
+                stdout: ho.join().unwrap_or_default(),
+                stderr: he.join().unwrap_or_default(),
+            }));
+        }
+        if stop_requested() {
+            let _ = c.kill();
+            let _ = c.wait();
+            return Ok(Child::Interrupted);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn run_pgbench(
+    bin: &Path,
+    env: &[(&str, String)],
+    work: &Path,
+    clients: u32,
+    threads: u32,
+    d: Duration,
+) -> Result<Option<Pgbench>> {
+    let prefix = work.join("pgbench_log");
+    let o = match run_child(
+        Command::new(bin)
+            .args([
+                "-n",
+                "-c",
+                &clients.to_string(),
+                "-j",
+                &threads.min(clients).to_string(),
+                "-T",
+                &d.as_secs().max(1).to_string(),
+                "-l",
+                "--log-prefix",
+            ])
+            .arg(&prefix)
+            .envs(env.iter().cloned())
+            .current_dir(work),
+    )? {
+        Child::Done(o) => o,
+        Child::Interrupted => return Ok(None),
+    };
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    if !o.status.success() {
+        bail!(
+            "pgbench failed ({}): {}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" / ")
+        );
+    }
+    let mut p =
+        parse_pgbench(&stdout).ok_or_else(|| anyhow!("cannot read pgbench's summary: {stdout}"))?;
+    p.clients = clients;
+    p.threads = threads.min(clients);
+    p.duration_s = d.as_secs() as f64;
+    // Per-transaction latencies from the transaction logs (the third field, µs).
+    let mut lat = Vec::new();
+    for e in std::fs::read_dir(work)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("pgbench_log") {
+            let text = std::fs::read_to_string(e.path())?;
+            lat.extend(
+                text.lines()
+                    .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok()),
+            );
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    p.latency = Latency::from_us(&lat);
+    Ok(Some(p))
+}
+
+/// pgbench's summary lines: transactions processed, failed, tps.
+pub fn parse_pgbench(s: &str) -> Option<Pgbench> {
+    let after = |key: &str| -> Option<&str> {
+        s.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+    };
+    let num = |t: &str| -> Option<f64> { t.split_whitespace().next()?.parse().ok() };
+    let transactions = after("number of transactions actually processed:")
+        .and_then(|t| t.split('/').next())
+        .and_then(num)? as u64;
+    let failed = after("number of failed transactions:")
+        .and_then(num)
+        .unwrap_or(0.0) as u64;
+    let tps = s
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tps = "))
+        .find(|l| !l.contains("including connections establishing"))
+        .and_then(num)?;
+    Some(Pgbench {
+        scale: 0,
+        clients: 0,
+        threads: 0,
+        duration_s: 0.0,
+        init_s: 0.0,
+        database_bytes: None,
+        transactions,
+        failed,
+        tps,
+        latency: None,
+        wal_sync_method: "fdatasync".into(),
+    })
+}
+
+/// Bytes of the files under a directory (the database's size on disk).
+fn dir_bytes(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn disk_counts(disks: &[String]) -> (Option<u64>, Option<u64>) {
+    let Ok(all) = plumb_sys::block::read_diskstats(&plumb_sys::Root::host()) else {
+        return (None, None);
+    };
+    let mine: Vec<_> = all.iter().filter(|d| disks.contains(&d.name)).collect();
+    if mine.is_empty() {
+        return (None, None);
+    }
+    let writes = mine.iter().map(|d| d.writes).sum();
+    let flushes = mine.iter().map(|d| d.flushes).sum::<Option<u64>>();
+    (Some(writes), flushes)
+}
+
+/// One of seed 003's loops: `bulk` (10,000 inserts in one transaction, then CHECKPOINT) or
+/// `single` (100 single-row transactions, then CHECKPOINT), `iterations` times. None: Ctrl-C.
+fn run_loop(
+    scenario: &str,
+    method: &str,
+    iterations: u32,
+    sess: &mut dyn Session,
+    obs: &mut dyn Observer,
+    disks: Vec<String>,
+    clock: &dyn Fn() -> f64,
+) -> Result<Option<(LoopResult, f64, f64)>> {
+    let (rows, commits) = if scenario == "bulk" {
+        (10_000u32, 1u32)
+    } else {
+        (100, 100)
+    };
+    let db =
+        |e: plumb_engine::Error| anyhow!("{scenario} inserts with wal_sync_method={method}: {e}");
+    sess.execute("TRUNCATE dummy_test").map_err(db)?;
+    sess.execute("CHECKPOINT").map_err(db)?;
+    sess.flush();
+    let before = obs.snapshot().map_err(db)?;
+    let work_start = clock();
+    let (w0, f0) = disk_counts(&disks);
+    let mut ins = Vec::new();
+    let mut chk = Vec::new();
+    let mut commit = Vec::new();
+    for _ in 0..iterations {
+        if stop_requested() {
+            return Ok(None);
+        }
+        let t = Instant::now();
+        if scenario == "bulk" {
+            sess.execute(&format!(
+                "DO $$ BEGIN FOR i IN 1..{rows} LOOP INSERT INTO dummy_test DEFAULT VALUES; END LOOP; END $$"
+            ))
+            .map_err(db)?;
+        } else {
+            for _ in 0..rows {
+                let c = Instant::now();
+                sess.execute("INSERT INTO dummy_test DEFAULT VALUES")
+                    .map_err(db)?;
+                commit.push(c.elapsed().as_micros() as u64);
+            }
+        }
+        ins.push(t.elapsed().as_micros() as u64);
+        let t = Instant::now();
+        sess.execute("CHECKPOINT").map_err(db)?;
+        chk.push(t.elapsed().as_micros() as u64);
+    }
+    let work_end = clock();
+    // Backends report WAL statistics when idle, the WAL writer about once a second.
+    sess.flush();
+    std::thread::sleep(Duration::from_millis(1100));
+    let after = obs.snapshot().map_err(db)?;
+    let (w1, f1) = disk_counts(&disks);
+    let d = |k: &str| -> Option<f64> {
+        Some(after.counters.get(k)? - before.counters.get(k)?).filter(|v| *v >= 0.0)
+    };
+    let total_commits = (commits * iterations) as f64;
+    let flushes = f0.zip(f1).map(|(a, b)| b.saturating_sub(a));
+    Ok(Some((
+        LoopResult {
+            scenario: scenario.to_string(),
+            wal_sync_method: method.to_string(),
+            iterations,
+            rows_per_iteration: rows,
+            commits_per_iteration: commits,
+            insert_ms: Latency::from_us(&ins),
+            checkpoint_ms: Latency::from_us(&chk),
+            commit: Latency::from_us(&commit),
+            wal_bytes: d("wal.bytes"),
+            wal_syncs: d("wal.syncs"),
+            wal_sync_ms: d("wal.sync_time_ms"),
+            disk_writes: w0.zip(w1).map(|(a, b)| b.saturating_sub(a)),
+            disk_flushes: flushes,
+            flushes_per_commit: flushes.map(|f| f as f64 / total_commits),
+        },
+        work_start,
+        work_end,
+    )))
+}
+
+/// The random-read sweep over queue depths and one sequential read, on a file of random data
+/// that is removed afterwards. None: Ctrl-C.
+fn sweep_and_seq(
+    plan: &Plan,
+    file: &Path,
+) -> Result<Option<(Option<plumb_analyze::sweep::SweepReport>, Option<SeqRead>)>> {
+    use plumb_analyze::sweep::{find_knee, set_elasticity, SweepKind, SweepReport};
+    use plumb_load::job::preset;
+    let mut base = preset("data-read").ok_or_else(|| anyhow!("no data-read preset"))?;
+    base.targets = vec![file.to_path_buf()];
+    base.file_size = plan.probe_file;
+    base.duration = plan.sweep_run;
+    base.warmup = Duration::from_millis(500);
+    let scratch = match plumb_load::target::scratch_file(
+        file,
+        base.file_size,
+        base.seed,
+        false,
+        &stop_requested,
+    ) {
+        Ok(s) => s,
+        Err(plumb_load::Error::Interrupted) => return Ok(None),
+        Err(e) => return Err(anyhow!("creating {}: {e}", file.display())),
+    };
+    let safety = plumb_load::target::Safety {
+        overwrite: vec![file.to_path_buf()],
+        ..Default::default()
+    };
+    let levels: Vec<(String, Option<f64>, plumb_load::job::Job)> = plan
+        .sweep_qds
+        .iter()
+        .map(|&q| {
+            let mut j = base.clone();
+            j.queue_depth = q;
+            j.batch_complete = j.batch_complete.min(q);
+            j.batch_submit = j.batch_submit.map(|b| b.min(q));
+            (q.to_string(), Some(q as f64), j)
+        })
+        .collect();
+    let hidden = indicatif::ProgressBar::hidden();
+    let Some(mut out_levels) = run_levels(&levels, 1, &safety, &hidden, "sweep")? else {
+        return Ok(None);
+    };
+    set_elasticity(&mut out_levels);
+    let knee = find_knee(&out_levels);
+    let sweep = SweepReport {
+        command_line: "plumb lab (random 8 KiB reads, O_DIRECT, one run per queue depth)".into(),
+        sweep_over: SweepKind::QueueDepth,
+        job: base.clone(),
+        repetitions: 1,
+        levels: out_levels,
+        knee,
+        chart: None,
+    };
+    let mut seq = preset("backup-read").ok_or_else(|| anyhow!("no backup-read preset"))?;
+    seq.targets = vec![file.to_path_buf()];
+    seq.file_size = plan.probe_file;
+    seq.duration = plan.seq_run;
+    seq.warmup = Duration::from_millis(300);
+    let targets = match plumb_load::target::prepare(&seq, &safety, &stop_requested) {
+        Ok(t) => t,
+        Err(plumb_load::Error::Interrupted) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let r = match plumb_load::run::run(&seq, &targets) {
+        Ok(r) => r,
+        Err(plumb_load::Error::Interrupted) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    drop(targets);
+    drop(scratch);
+    let rep = plumb_analyze::sweep::rep_of(&r);
+    Ok(Some((
+        Some(sweep),
+        Some(SeqRead {
+            block_size: seq.block_size,
+            queue_depth: seq.queue_depth * seq.threads,
+            bytes_per_s: rep.bytes_per_s,
+            lat_mean_ms: rep.lat_mean_s.map(|s| s * 1000.0),
+        }),
+    )))
+}

@@ -1,0 +1,610 @@
+//! `plumb lab`'s summary (text), report.json and index.html. Both text and HTML are drawn from
+//! the same tables, so they always say the same thing.
+
+use crate::fmt::{bytes, duration, UNKNOWN};
+use crate::record_render::{charts_html, esc, page, Run};
+use crate::Render;
+use plumb_analyze::lab::{LabReport, Latency, Severity};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// The lab's report as output: text summary, or JSON with the envelope.
+#[derive(Serialize)]
+#[serde(transparent)]
+pub struct LabOutput<'a>(pub &'a LabReport);
+
+/// One table of the report.
+struct Table {
+    id: &'static str,
+    title: String,
+    headers: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+    /// Lines under the table.
+    notes: Vec<String>,
+}
+
+fn ms(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} ms")
+    } else if v >= 1.0 {
+        format!("{v:.1} ms")
+    } else {
+        format!("{:.0} µs", v * 1000.0)
+    }
+}
+
+fn opt_ms(v: Option<f64>) -> String {
+    v.map(ms).unwrap_or_else(|| "-".into())
+}
+
+fn opt1(v: Option<f64>, unit: &str) -> String {
+    v.map(|v| format!("{v:.1}{unit}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn count(v: f64) -> String {
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn lat_cols(l: &Option<Latency>) -> [String; 4] {
+    match l {
+        Some(l) => [
+            ms(l.p50_ms),
+            opt_ms(l.p95_ms),
+            opt_ms(l.p99_ms),
+            ms(l.max_ms),
+        ],
+        None => ["-".into(), "-".into(), "-".into(), "-".into()],
+    }
+}
+
+fn header_lines(r: &LabReport) -> Vec<(&'static str, String)> {
+    let h = &r.host;
+    let mut v = vec![("target", r.target.clone())];
+    v.push((
+        "host",
+        format!(
+            "{} · {} · {} CPUs · {} memory{}",
+            h.host.hostname.clone().unwrap_or_else(|| UNKNOWN.into()),
+            h.host
+                .kernel_release
+                .clone()
+                .map(|k| format!("Linux {k}"))
+                .unwrap_or_else(|| UNKNOWN.into()),
+            h.cpu
+                .online_cpus
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| UNKNOWN.into()),
+            h.memory
+                .total_bytes
+                .map(bytes)
+                .unwrap_or_else(|| UNKNOWN.into()),
+            if h.host.virtualization_evidence.is_empty() {
+                String::new()
+            } else {
+                " · virtual machine".to_string()
+            }
+        ),
+    ));
+    if let Some(s) = r.durability.as_ref().and_then(|d| d.storage.as_ref()) {
+        v.push((
+            "data",
+            format!(
+                "{} · {} on {} · disks {}",
+                r.data_dir.display(),
+                s.fs_type,
+                s.source,
+                s.disks.join(", ")
+            ),
+        ));
+        if let Some(d) = &s.durability {
+            v.push(("device", d.clone()));
+        }
+    } else {
+        v.push(("data", r.data_dir.display().to_string()));
+    }
+    if let Some(m) = &r.memory {
+        v.push((
+            "memory",
+            format!(
+                "{} {} · limit {} · peak estimate {}",
+                m.cache_name,
+                m.cache_bytes.map(bytes).unwrap_or_else(|| UNKNOWN.into()),
+                m.cgroup_limit_bytes
+                    .map(bytes)
+                    .unwrap_or_else(|| "none".into()),
+                m.peak_estimate_bytes
+                    .map(bytes)
+                    .unwrap_or_else(|| UNKNOWN.into())
+            ),
+        ));
+    }
+    v.push((
+        "run",
+        format!(
+            "{}{} · {}",
+            duration(r.elapsed_s),
+            if r.quick { " (--quick)" } else { "" },
+            r.command_line
+        ),
+    ));
+    v
+}
+
+fn tables(r: &LabReport) -> Vec<Table> {
+    let mut out = Vec::new();
+    if let Some(d) = &r.durability {
+        let rows = d
+            .rows
+            .iter()
+            .map(|m| {
+                vec![
+                    m.mode.to_string(),
+                    bytes(m.block_size as u64),
+                    if m.durable { "yes" } else { "no" }.into(),
+                    count(m.writes_per_s),
+                    m.mean_s
+                        .map(|s| ms(s * 1000.0))
+                        .unwrap_or_else(|| "-".into()),
+                    m.p99_s
+                        .map(|s| ms(s * 1000.0))
+                        .unwrap_or_else(|| "-".into()),
+                    m.device
+                        .as_ref()
+                        .map(|c| {
+                            format!(
+                                "{} writes ({} FUA), {} FLUSH",
+                                count(c.writes as f64),
+                                count(c.fua_writes as f64),
+                                count(c.flushes as f64)
+                            )
+                        })
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        let mut notes = d.conclusions.clone();
+        if let Some(t) = &d.trace_unavailable {
+            notes.push(format!("no block-layer evidence: {t}"));
+        }
+        out.push(Table {
+            id: "durability",
+            title: "Durability: what one durable write costs".into(),
+            headers: vec![
+                "mode",
+                "block",
+                "durable",
+                "writes/s",
+                "mean",
+                "p99",
+                "the device received",
+            ],
+            rows,
+            notes,
+        });
+    }
+    if let Some(s) = &r.sweep {
+        let rows = s
+            .levels
+            .iter()
+            .map(|l| {
+                vec![
+                    l.label.clone(),
+                    l.iops
+                        .as_ref()
+                        .map(|x| count(x.median))
+                        .unwrap_or_else(|| "-".into()),
+                    l.bytes_per_s
+                        .as_ref()
+                        .map(|x| format!("{}/s", bytes(x.median as u64)))
+                        .unwrap_or_else(|| "-".into()),
+                    l.lat_mean_s
+                        .as_ref()
+                        .map(|x| ms(x.median * 1000.0))
+                        .unwrap_or_else(|| "-".into()),
+                    l.lat_p99_s
+                        .as_ref()
+                        .map(|x| ms(x.median * 1000.0))
+                        .unwrap_or_else(|| "-".into()),
+                    l.latency_elasticity
+                        .map(|e| format!("{e:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        let mut notes = vec![match &s.knee {
+            Some(k) => format!(
+                "knee at queue depth {}: from {} to {} throughput {:+.0}%, latency {:+.0}%",
+                k.level, k.level, k.next, k.throughput_change_pct, k.latency_change_pct
+            ),
+            None => "no knee: latency never outgrew throughput over these queue depths".into(),
+        }];
+        if let Some(q) = &r.seq_read {
+            notes.push(format!(
+                "sequential {} reads, {} outstanding: {}/s{}",
+                bytes(q.block_size as u64),
+                q.queue_depth,
+                bytes(q.bytes_per_s as u64),
+                q.lat_mean_ms
+                    .map(|m| format!(", {} mean", ms(m)))
+                    .unwrap_or_default()
+            ));
+        }
+        out.push(Table {
+            id: "sweep",
+            title: format!(
+                "Random {} reads by queue depth (O_DIRECT, {} per level)",
+                bytes(s.job.block_size as u64),
+                duration(s.job.duration.as_secs_f64())
+            ),
+            headers: vec![
+                "queue depth",
+                "IOPS",
+                "throughput",
+                "mean",
+                "p99",
+                "latency elasticity",
+            ],
+            rows,
+            notes,
+        });
+    }
+    if let Some(p) = &r.pgbench {
+        let l = lat_cols(&p.latency);
+        out.push(Table {
+            id: "pgbench",
+            title: "pgbench (TPC-B-like)".into(),
+            headers: vec![
+                "scale", "size", "clients", "time", "transactions", "failed", "tps", "p50", "p95",
+                "p99", "max",
+            ],
+            rows: vec![vec![
+                p.scale.to_string(),
+                p.database_bytes.map(bytes).unwrap_or_else(|| "-".into()),
+                format!("{} ({} threads)", p.clients, p.threads),
+                duration(p.duration_s),
+                count(p.transactions as f64),
+                count(p.failed as f64),
+                format!("{:.0}", p.tps),
+                l[0].clone(),
+                l[1].clone(),
+                l[2].clone(),
+                l[3].clone(),
+            ]],
+            notes: vec![format!(
+                "latency per transaction from pgbench's transaction log; initialised in {}; wal_sync_method={}",
+                duration(p.init_s),
+                p.wal_sync_method
+            )],
+        });
+    }
+    if !r.loops.is_empty() {
+        let rows = r
+            .loops
+            .iter()
+            .map(|l| {
+                let name = if l.scenario == "bulk" {
+                    format!(
+                        "{} inserts in 1 transaction",
+                        count(l.rows_per_iteration as f64)
+                    )
+                } else {
+                    format!("{} single-row commits", l.commits_per_iteration)
+                };
+                let c = lat_cols(&l.commit);
+                vec![
+                    name,
+                    l.wal_sync_method.clone(),
+                    l.iterations.to_string(),
+                    l.insert_ms
+                        .as_ref()
+                        .map(|x| ms(x.p50_ms))
+                        .unwrap_or_else(|| "-".into()),
+                    l.checkpoint_ms
+                        .as_ref()
+                        .map(|x| ms(x.p50_ms))
+                        .unwrap_or_else(|| "-".into()),
+                    l.checkpoint_ms
+                        .as_ref()
+                        .map(|x| ms(x.max_ms))
+                        .unwrap_or_else(|| "-".into()),
+                    if l.commit.is_some() {
+                        c[0].clone()
+                    } else {
+                        "-".into()
+                    },
+                    if l.commit.is_some() {
+                        c[2].clone()
+                    } else {
+                        "-".into()
+                    },
+                    l.flushes_per_commit
+                        .map(|f| format!("{f:.2}"))
+                        .unwrap_or_else(|| "-".into()),
+                    l.wal_syncs.map(count).unwrap_or_else(|| "-".into()),
+                    l.wal_bytes
+                        .map(|b| bytes(b as u64))
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        out.push(Table {
+            id: "loops",
+            title: "Seed 003's loops: inserts, then CHECKPOINT".into(),
+            headers: vec![
+                "loop",
+                "wal_sync_method",
+                "iterations",
+                "INS median",
+                "CHKPT median",
+                "CHKPT max",
+                "commit p50",
+                "commit p99",
+                "FLUSH per commit",
+                "WAL syncs",
+                "WAL",
+            ],
+            rows,
+            notes: vec![
+                "INS: the inserts with their commit(s), per iteration; CHKPT: the CHECKPOINT after them; commits timed one by one at the client; FLUSH from /proc/diskstats on the data disk; WAL from pg_stat_wal".into(),
+            ],
+        });
+    }
+    for e in &r.experiments {
+        let row = |label: &str, p: &Option<plumb_analyze::lab::Pgbench>| {
+            let l = p.as_ref().map(|p| lat_cols(&p.latency));
+            vec![
+                label.to_string(),
+                p.as_ref()
+                    .map(|p| format!("{:.0}", p.tps))
+                    .unwrap_or_else(|| "-".into()),
+                l.as_ref()
+                    .map(|l| l[0].clone())
+                    .unwrap_or_else(|| "-".into()),
+                l.as_ref()
+                    .map(|l| l[2].clone())
+                    .unwrap_or_else(|| "-".into()),
+            ]
+        };
+        out.push(Table {
+            id: "experiment",
+            title: format!("Experiment: {} ({})", e.name, e.setting),
+            headers: vec!["run", "tps", "p50", "p99"],
+            rows: vec![row("without", &e.baseline), row("with", &e.changed)],
+            notes: e.notes.clone(),
+        });
+    }
+    if !r.windows.is_empty() {
+        let rows = r
+            .windows
+            .iter()
+            .map(|w| {
+                vec![
+                    w.phase.clone(),
+                    duration(w.end_s - w.start_s),
+                    opt1(w.cpu_busy_pct, "%"),
+                    opt1(w.steal_pct, "%"),
+                    match (w.runnable_mean, w.runnable_max) {
+                        (Some(a), Some(b)) => format!("{a:.1} / {b:.0}"),
+                        _ => "-".into(),
+                    },
+                    opt1(w.disk_queue_mean, ""),
+                    opt_ms(w.disk_write_await_ms),
+                    opt1(w.disk_util_pct, "%"),
+                    w.swap_in_bytes_per_s_max
+                        .map(|b| format!("{}/s", bytes(b as u64)))
+                        .unwrap_or_else(|| "-".into()),
+                    w.engine_swap_bytes_max
+                        .map(|b| bytes(b as u64))
+                        .unwrap_or_else(|| "-".into()),
+                ]
+            })
+            .collect();
+        let disk = r
+            .windows
+            .iter()
+            .find_map(|w| w.disk.clone())
+            .unwrap_or_else(|| "disk".into());
+        out.push(Table {
+            id: "phases",
+            title: format!("The host during each phase (recorded every second; disk {disk})"),
+            headers: vec![
+                "phase",
+                "length",
+                "CPU busy",
+                "steal",
+                "runnable mean / max",
+                "disk queue",
+                "write await",
+                "disk busy",
+                "swap-in max",
+                "server swap",
+            ],
+            rows,
+            notes: Vec::new(),
+        });
+    }
+    out
+}
+
+fn sev(s: Severity) -> &'static str {
+    match s {
+        Severity::Critical => "critical",
+        Severity::Warn => "warn",
+        Severity::Info => "info",
+    }
+}
+
+fn text_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
+    writeln!(out, "{}", t.title)?;
+    let n = t.headers.len();
+    let mut w: Vec<usize> = t.headers.iter().map(|h| h.chars().count()).collect();
+    for r in &t.rows {
+        for (i, c) in r.iter().enumerate().take(n) {
+            w[i] = w[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| -> String {
+        let mut s = String::from(" ");
+        for (i, c) in cells.iter().enumerate() {
+            let pad = w[i] - c.chars().count();
+            if i == 0 {
+                s.push_str(&format!(" {c}{}", " ".repeat(pad)));
+            } else {
+                s.push_str(&format!("  {}{c}", " ".repeat(pad)));
+            }
+        }
+        s.trim_end().to_string()
+    };
+    writeln!(out, "{}", line(t.headers.to_vec()))?;
+    for r in &t.rows {
+        writeln!(out, "{}", line(r.iter().map(String::as_str).collect()))?;
+    }
+    for note in &t.notes {
+        writeln!(out, "  - {note}")?;
+    }
+    writeln!(out)
+}
+
+impl Render for LabOutput<'_> {
+    const KIND: &'static str = "lab";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let r = self.0;
+        writeln!(out, "plumb lab")?;
+        for (k, v) in header_lines(r) {
+            writeln!(out, "{k:<9} {v}")?;
+        }
+        writeln!(out)?;
+        writeln!(out, "Findings")?;
+        if r.findings.is_empty() {
+            writeln!(out, "  none: nothing crossed a threshold")?;
+        }
+        for f in &r.findings {
+            let mark = match f.severity {
+                Severity::Critical => "!!",
+                Severity::Warn => "! ",
+                Severity::Info => "- ",
+            };
+            writeln!(out, "  {mark} [{}] {}", sev(f.severity), f.statement)?;
+            for e in &f.evidence {
+                writeln!(out, "       {e}")?;
+            }
+        }
+        writeln!(out)?;
+        for t in tables(r) {
+            text_table(out, &t)?;
+        }
+        if !r.skipped.is_empty() {
+            writeln!(out, "Not run")?;
+            for s in &r.skipped {
+                writeln!(out, "  - {s}")?;
+            }
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "report    {} (index.html, report.json, summary.txt, recording.plumb)",
+            r.out_dir.display()
+        )
+    }
+}
+
+/// index.html: findings first, then the storage, the workloads, the phases and the charts.
+pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
+    let mut b = String::new();
+    let _ = write!(b, "<h1>plumb lab</h1><table>");
+    for (k, v) in header_lines(r) {
+        let _ = write!(b, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
+    }
+    b.push_str("</table><h2 id=\"findings\">Findings</h2>");
+    if r.findings.is_empty() {
+        b.push_str("<p>None: nothing crossed a threshold.</p>");
+    } else {
+        b.push_str("<table><tr><th>severity</th><th>finding</th><th>evidence</th></tr>");
+        for f in &r.findings {
+            let class = match f.severity {
+                Severity::Critical => " class=\"crit\"",
+                Severity::Warn => " class=\"warn\"",
+                Severity::Info => "",
+            };
+            let _ = write!(
+                b,
+                "<tr{class}><td>{}</td><td>{}</td><td>{}</td></tr>",
+                sev(f.severity),
+                esc(&f.statement),
+                f.evidence
+                    .iter()
+                    .map(|e| esc(e))
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            );
+        }
+        b.push_str("</table>");
+    }
+    for t in tables(r) {
+        let _ = write!(b, "<h2 id=\"{}\">{}</h2><table><tr>", t.id, esc(&t.title));
+        for h in &t.headers {
+            let _ = write!(b, "<th>{}</th>", esc(h));
+        }
+        b.push_str("</tr>");
+        for row in &t.rows {
+            b.push_str("<tr>");
+            for (i, c) in row.iter().enumerate() {
+                let _ = write!(
+                    b,
+                    "<td{}>{}</td>",
+                    if i > 0 { " class=\"n\"" } else { "" },
+                    esc(c)
+                );
+            }
+            b.push_str("</tr>");
+        }
+        b.push_str("</table>");
+        if !t.notes.is_empty() {
+            let _ = write!(
+                b,
+                "<ul>{}</ul>",
+                t.notes
+                    .iter()
+                    .map(|n| format!("<li>{}</li>", esc(n)))
+                    .collect::<String>()
+            );
+        }
+        if t.id == "sweep" {
+            if let Some(s) = &r.sweep {
+                let _ = write!(
+                    b,
+                    "<div class=\"chart\" id=\"sweep-chart\">{}</div>",
+                    crate::io_render::sweep_chart(s)
+                );
+            }
+        }
+    }
+    if !r.skipped.is_empty() {
+        let _ = write!(
+            b,
+            "<h2>Not run</h2><ul>{}</ul>",
+            r.skipped
+                .iter()
+                .map(|n| format!("<li>{}</li>", esc(n)))
+                .collect::<String>()
+        );
+    }
+    let run = Run::new(rec, "lab".into());
+    let _ = write!(
+        b,
+        "<h2 id=\"recording\">Recording</h2><p class=\"sub\">Every second through the lab; the marks are its phases. The raw recording is recording.plumb (<code>plumb report</code>, <code>plumb export</code>).</p>{}",
+        charts_html(std::slice::from_ref(&run))
+    );
+    page("plumb lab", &b)
+}

@@ -249,6 +249,25 @@ fn default_out() -> PathBuf {
 
 pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     plumb_load::signal::install();
+    let mut cleanup = Cleanup {
+        work: None,
+        instance: None,
+        out: None,
+    };
+    let r = run_lab(g, a, &mut cleanup);
+    if let (Err(e), Some(d)) = (&r, &cleanup.instance) {
+        // A server that died explains the error better than the error does.
+        if d.join("data").exists() && matches!(private::status(d), Ok(None)) {
+            let e = anyhow!("{e:#}");
+            return Err(e.context(
+                "the lab's PostgreSQL stopped unexpectedly (killed, or out of memory or disk); the lab cannot go on, and what it created was removed",
+            ));
+        }
+    }
+    r
+}
+
+fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let mut plan = Plan::new(a.quick);
     if let Some(d) = &a.duration {
         let d = parse_duration(d).map_err(|e| anyhow!("--duration {d}: {e}"))?;
@@ -299,11 +318,6 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
 
     let started = Instant::now();
     let started_unix_ms = now_unix_ms();
-    let mut cleanup = Cleanup {
-        work: None,
-        instance: None,
-        out: None,
-    };
     let work = a.dir.join(format!("plumb-lab-{}", std::process::id()));
     std::fs::create_dir(&work)
         .map_err(|e| anyhow!("--dir: cannot create {}: {e}", work.display()))?;
@@ -513,6 +527,14 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     );
     let mut loops = Vec::new();
     let mut obs = plumb_engine::observer(&lab_target).map_err(|e| anyhow!("{e}"))?;
+    let engine_version = obs.info().ok().map(|i| {
+        // "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu, ..." → up to " on ".
+        i.version
+            .split(" on ")
+            .next()
+            .unwrap_or(&i.version)
+            .to_string()
+    });
     let mut sess = plumb_engine::session(&lab_target).map_err(|e| anyhow!("{e}"))?;
     sess.execute(
         "CREATE TABLE dummy_test (id serial, col1 varchar(2000) DEFAULT repeat('T', 2000)); \
@@ -610,10 +632,12 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         elapsed_s: started.elapsed().as_secs_f64(),
         quick: a.quick,
         target: format!(
-            "plumb's private PostgreSQL {} (removed after the lab)",
-            running.version
+            "plumb's private {} (removed after the lab)",
+            engine_version
+                .clone()
+                .unwrap_or_else(|| format!("PostgreSQL {}", running.version))
         ),
-        engine_version: Some(running.version.clone()),
+        engine_version,
         data_dir: data_dir.clone(),
         out_dir: out.clone(),
         host,
@@ -635,7 +659,6 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     // The instance and the work directory go; the report stays.
     cleanup.out = None;
     cleanup.finish();
-    report.elapsed_s = started.elapsed().as_secs_f64();
     crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;
     eprintln!("plumb: report in {}", out.join("index.html").display());
     Ok(0)
@@ -991,4 +1014,37 @@ fn sweep_and_seq(
             lat_mean_ms: rep.lat_mean_s.map(|s| s * 1000.0),
         }),
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pgbench_summary_is_read() {
+        let out = "pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: <builtin: TPC-B (sort of)>
+scaling factor: 5
+query mode: simple
+number of clients: 4
+number of threads: 2
+maximum number of tries: 1
+duration: 10 s
+number of transactions actually processed: 34210
+number of failed transactions: 3 (0.009%)
+latency average = 1.168 ms
+initial connection time = 6.123 ms
+tps = 3421.005816 (without initial connection time)
+";
+        let p = super::parse_pgbench(out).unwrap();
+        assert_eq!((p.transactions, p.failed), (34210, 3));
+        assert!((p.tps - 3421.005816).abs() < 1e-9);
+        // PostgreSQL 13 and older print two tps lines; the one without connections counts.
+        let old = "number of transactions actually processed: 100/100
+tps = 90.1 (including connections establishing)
+tps = 95.5 (excluding connections establishing)
+";
+        let p = super::parse_pgbench(old).unwrap();
+        assert_eq!(p.transactions, 100);
+        assert_eq!(p.tps, 95.5);
+        assert!(super::parse_pgbench("pgbench: error: connection refused").is_none());
+    }
 }

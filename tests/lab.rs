@@ -1,0 +1,520 @@
+//! `plumb lab --quick` end to end: a private PostgreSQL, the storage probes, pgbench and the
+//! seed 003 loops, the report (validated against docs/lab-report.schema.json and rendered in
+//! Chromium); and every way out — Ctrl-C, the server killed, a disk too small, bad input —
+//! leaving nothing behind.
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Labs take both CPUs and the disk: one at a time.
+static ONE_LAB: Mutex<()> = Mutex::new(());
+
+fn plumb() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    c.env_remove("PLUMB_ENGINE").env_remove("PLUMB_PG_DIR");
+    c
+}
+
+fn no_postgres() -> Option<String> {
+    let has = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                e.path().join("bin/initdb").exists() && e.path().join("bin/pgbench").exists()
+            })
+        })
+        .unwrap_or(false);
+    (!has).then(|| "no PostgreSQL server binaries and pgbench (apt-get install postgresql)".into())
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A scratch directory the postgres user can reach when plumb runs as root.
+fn scratch() -> tempfile::TempDir {
+    let d = tempfile::Builder::new()
+        .prefix("plumb-lab-test")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    d
+}
+
+/// Processes whose command line or working directory is under `dir`.
+fn processes_in(dir: &Path) -> Vec<String> {
+    let needle = dir.to_str().unwrap();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            continue;
+        }
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            if c.contains(needle) || cwd.starts_with(dir) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// What is left in the scratch directory (the lab's work directory must be gone).
+fn leftovers(dir: &Path, keep: &[&str]) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| !keep.contains(&n.as_str()))
+        .collect()
+}
+
+fn assert_nothing_left(d: &Path, keep: &[&str]) {
+    assert!(
+        leftovers(d, keep).is_empty(),
+        "left behind: {:?}",
+        leftovers(d, keep)
+    );
+    assert!(
+        processes_in(d).is_empty(),
+        "still running: {:?}",
+        processes_in(d)
+    );
+}
+
+/// Start a lab and wait until its progress names `step`; the child and its stderr so far.
+fn start_until(dir: &Path, out: &Path, step: &str) -> (Child, String) {
+    let mut c = plumb()
+        .args(["lab", "--quick", "--dir"])
+        .arg(dir)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(c.stderr.take().unwrap());
+    let mut seen = String::new();
+    let t0 = Instant::now();
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap() == 0 {
+            panic!("the lab ended before {step:?}: {seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(step) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(240),
+            "no {step:?}: {seen}"
+        );
+    }
+    // Keep reading stderr so the child never blocks on a full pipe.
+    let h = std::thread::spawn(move || {
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut r, &mut rest);
+        rest
+    });
+    std::mem::forget(h);
+    (c, seen)
+}
+
+fn wait(c: &mut Child, limit: Duration) -> i32 {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            return st.code().unwrap_or(-1);
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "the lab did not stop within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn validate(report: &Path) -> Option<String> {
+    let ok = Command::new("python3")
+        .args(["-c", "import jsonschema"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!(
+            "skipped schema validation: no python3-jsonschema (scripts/setup --test installs it)"
+        );
+        return None;
+    }
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab-report.schema.json");
+    let o = Command::new("python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema\n\
+             s=json.load(open(sys.argv[1])); d=json.load(open(sys.argv[2]))\n\
+             jsonschema.Draft202012Validator.check_schema(s)\n\
+             errs=[e.message for e in jsonschema.Draft202012Validator(s).iter_errors(d)]\n\
+             print('\\n'.join(errs)); sys.exit(1 if errs else 0)",
+        ])
+        .arg(&schema)
+        .arg(report)
+        .output()
+        .unwrap();
+    Some(format!(
+        "{}{}",
+        if o.status.success() { "" } else { "INVALID: " },
+        String::from_utf8_lossy(&o.stdout).trim()
+    ))
+}
+
+fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        })
+}
+
+#[test]
+fn quick_lab_end_to_end() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    let o: Output = plumb()
+        .args(["lab", "--quick", "--dir"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    // Only the report is left; the instance and its files are gone.
+    assert_nothing_left(d.path(), &["report"]);
+    for f in [
+        "index.html",
+        "report.json",
+        "summary.txt",
+        "recording.plumb",
+    ] {
+        assert!(out.join(f).exists(), "no {f}");
+    }
+    assert!(
+        stdout.contains("Findings") && stdout.contains("Seed 003's loops"),
+        "{stdout}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.join("summary.txt")).unwrap(),
+        stdout
+    );
+
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    if let Some(v) = validate(&out.join("report.json")) {
+        assert!(
+            !v.starts_with("INVALID"),
+            "report.json against its schema: {v}"
+        );
+        // The schema can fail: a report without findings is not one.
+        let mut broken = r.clone();
+        broken.as_object_mut().unwrap().remove("findings");
+        let bad = d.path().join("broken.json");
+        std::fs::write(&bad, broken.to_string()).unwrap();
+        assert!(validate(&bad).unwrap().starts_with("INVALID"));
+        std::fs::remove_file(&bad).unwrap();
+    }
+    // Real figures in every section.
+    let modes = r["durability"]["rows"].as_array().unwrap();
+    assert!(modes
+        .iter()
+        .any(|m| m["durable"] == true && m["writes"].as_u64().unwrap() > 100));
+    let levels = r["sweep"]["levels"].as_array().unwrap();
+    assert_eq!(levels.len(), 4);
+    let iops = |i: usize| levels[i]["iops"]["median"].as_f64().unwrap();
+    assert!(
+        iops(3) > iops(0),
+        "QD32 should do more IOPS than QD1: {} vs {}",
+        iops(3),
+        iops(0)
+    );
+    assert!(r["seq_read"]["bytes_per_s"].as_f64().unwrap() > 1e6);
+    let pg = &r["pgbench"];
+    assert!(pg["tps"].as_f64().unwrap() > 10.0, "{pg}");
+    assert!(pg["transactions"].as_u64().unwrap() > 100);
+    assert!(pg["latency"]["p99_ms"].as_f64().unwrap() >= pg["latency"]["p50_ms"].as_f64().unwrap());
+    let loops = r["loops"].as_array().unwrap();
+    assert_eq!(loops.len(), 4, "bulk and single under two wal_sync_methods");
+    for l in loops {
+        assert!(l["insert_ms"]["p50_ms"].as_f64().unwrap() > 0.0);
+        assert!(l["checkpoint_ms"]["p50_ms"].as_f64().unwrap() > 0.0);
+        // 10,000 rows of 2,000 bytes write WAL: the statistics were really read.
+        if l["scenario"] == "bulk" {
+            assert!(l["wal_bytes"].as_f64().unwrap() > 10e6, "{l}");
+        } else {
+            assert!(l["commit"]["count"].as_u64().unwrap() >= 100 * 40);
+        }
+    }
+    let methods: Vec<&str> = loops
+        .iter()
+        .map(|l| l["wal_sync_method"].as_str().unwrap())
+        .collect();
+    assert!(methods.contains(&"fdatasync") && methods.contains(&"open_datasync"));
+    // fdatasync issues WAL syncs; open_datasync writes with O_DSYNC and issues none.
+    let syncs = |m: &str| {
+        loops
+            .iter()
+            .find(|l| l["wal_sync_method"] == m && l["scenario"] == "single")
+            .unwrap()["wal_syncs"]
+            .as_f64()
+    };
+    if let (Some(f), Some(o)) = (syncs("fdatasync"), syncs("open_datasync")) {
+        assert!(
+            f >= 100.0 * 40.0 && o == 0.0,
+            "fdatasync {f}, open_datasync {o}"
+        );
+    }
+    let pgw = r["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["phase"] == "pgbench")
+        .unwrap();
+    assert!(pgw["cpu_busy_pct"].as_f64().unwrap() > 5.0, "{pgw}");
+    let rules: Vec<&str> = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"data-and-wal-on-one-device"), "{rules:?}");
+    assert!(rules.contains(&"wal-sync-method"), "{rules:?}");
+
+    // The recording has the phases as marks and plumb can read it back.
+    let o = plumb()
+        .arg("export")
+        .arg(out.join("recording.plumb"))
+        .arg("--metric")
+        .arg("cpu.all.user_pct")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).lines().count() > 10);
+
+    // The page, as a browser shows it.
+    let Some(chrome) = chromium() else {
+        eprintln!("skipped the browser check: no chromium (scripts/setup --test installs it)");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let o = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", out.join("index.html").display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    for id in [
+        "findings",
+        "durability",
+        "sweep",
+        "pgbench",
+        "loops",
+        "phases",
+        "recording",
+        "sweep-chart",
+    ] {
+        assert!(
+            dom.contains(&format!("id=\"{id}\"")),
+            "no section {id} in the rendered page"
+        );
+    }
+    assert!(
+        dom.matches("<svg").count() >= 4,
+        "charts: {}",
+        dom.matches("<svg").count()
+    );
+    let png = profile.path().join("lab.png");
+    Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--window-size=1000,3000",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", out.join("index.html").display()))
+        .output()
+        .unwrap();
+    assert!(
+        std::fs::metadata(&png)
+            .map(|m| m.len() > 50_000)
+            .unwrap_or(false),
+        "blank screenshot"
+    );
+}
+
+#[test]
+fn ctrl_c_mid_lab_leaves_nothing() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    let (mut c, _) = start_until(d.path(), &out, "[3/7]");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    assert_eq!(wait(&mut c, Duration::from_secs(60)), 130);
+    assert_nothing_left(d.path(), &[]);
+}
+
+#[test]
+fn server_killed_mid_lab_is_a_clear_error() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    let mut c = plumb()
+        .args(["lab", "--quick", "--dir"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(c.stderr.take().unwrap());
+    let mut all = String::new();
+    let mut killed = false;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        all.push_str(&line);
+        if !killed && line.contains("[5/7]") {
+            std::thread::sleep(Duration::from_secs(2));
+            // The postmaster: its data directory is under the scratch directory.
+            let pm = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|e| {
+                    let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+                    let c = std::fs::read(e.path().join("cmdline")).ok()?;
+                    let c = String::from_utf8_lossy(&c).into_owned();
+                    (c.contains(" -D ") || c.contains("\0-D\0"))
+                        .then_some(())
+                        .filter(|_| c.contains(d.path().to_str().unwrap()))
+                        .map(|_| pid)
+                })
+                .next()
+                .expect("the lab's postmaster");
+            // SAFETY: killing the server this test's lab started.
+            unsafe { libc::kill(pm, libc::SIGKILL) };
+            killed = true;
+        }
+    }
+    assert!(killed, "the lab never reached pgbench: {all}");
+    assert_eq!(wait(&mut c, Duration::from_secs(60)), 2, "{all}");
+    assert!(all.contains("stopped unexpectedly"), "{all}");
+    // Killed servers' children may linger as zombies here (PID 1 does not reap); wait for
+    // the live ones to go.
+    let t0 = Instant::now();
+    while !processes_in(d.path()).is_empty() && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_nothing_left(d.path(), &[]);
+}
+
+#[test]
+fn a_disk_too_small_is_refused_before_anything_starts() {
+    if !is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    let d = scratch();
+    let small: PathBuf = d.path().join("small");
+    std::fs::create_dir(&small).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64m", "plumb-lab-test"])
+        .arg(&small)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let o = plumb()
+        .args(["lab", "--quick", "--dir"])
+        .arg(&small)
+        .arg("--out")
+        .arg(d.path().join("report"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let left = leftovers(&small, &[]);
+    let _ = Command::new("umount").arg(&small).status();
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--dir") && err.contains("free"), "{err}");
+    assert!(left.is_empty(), "{left:?}");
+    assert!(!d.path().join("report").exists());
+}
+
+#[test]
+fn bad_input_is_named_and_exits_2() {
+    let d = scratch();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (
+            vec!["--dir".into(), "/nonexistent/plumb".into()],
+            "--dir /nonexistent/plumb",
+        ),
+        (vec!["--duration".into(), "soon".into()], "--duration soon"),
+        (vec!["--duration".into(), "1s".into()], "--duration"),
+        (
+            vec!["--out".into(), env!("CARGO_MANIFEST_DIR").into()],
+            "exists and is not empty",
+        ),
+    ];
+    for (mut args, want) in cases {
+        if args[0] != "--dir" {
+            args.extend(["--dir".to_string(), d.path().display().to_string()]);
+        }
+        let o = plumb().arg("lab").args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert_nothing_left(d.path(), &[]);
+    }
+}

@@ -518,3 +518,104 @@ fn bad_input_is_named_and_exits_2() {
         assert_nothing_left(d.path(), &[]);
     }
 }
+
+/// cgroup directories named plumb-lab-* anywhere under /sys/fs/cgroup.
+fn lab_cgroups() -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![PathBuf::from("/sys/fs/cgroup")];
+    dirs.extend(
+        std::fs::read_dir("/sys/fs/cgroup")
+            .map(|rd| rd.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default(),
+    );
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            out.extend(rd.flatten().map(|e| e.path()).filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("plumb-lab-"))
+            }));
+        }
+    }
+    out
+}
+
+fn swaps() -> String {
+    std::fs::read_to_string("/proc/swaps").unwrap_or_default()
+}
+
+#[test]
+fn pressure_and_write_throttle_change_the_results() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    if !is_root() {
+        eprintln!("skipped: the experiments need root (a cgroup and a zram swap device)");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let swaps_before = swaps();
+    let d = scratch();
+    let out = d.path().join("report");
+    let o = plumb()
+        .args([
+            "lab",
+            "--quick",
+            "--pressure",
+            "70%",
+            "--throttle-writes",
+            "1MB/s",
+            "--dir",
+        ])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    if err.contains("zram") && !o.status.success() {
+        eprintln!("skipped: no zram here: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_nothing_left(d.path(), &["report"]);
+    assert!(
+        lab_cgroups().is_empty(),
+        "cgroups left: {:?}",
+        lab_cgroups()
+    );
+    assert_eq!(swaps(), swaps_before, "a swap device was left on");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    if let Some(v) = validate(&out.join("report.json")) {
+        assert!(!v.starts_with("INVALID"), "{v}");
+    }
+    let ex = r["experiments"].as_array().unwrap();
+    let get = |name: &str| {
+        ex.iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {ex:?}"))
+    };
+    // Memory pressure: the server's memory went to swap, as smaps saw it.
+    let p = get("memory pressure");
+    let swapped = p["window"]["engine_swap_bytes_max"].as_f64().unwrap();
+    assert!(swapped > 10.0 * 1048576.0, "server swap {swapped}");
+    assert!(p["notes"].to_string().contains("VmSwap"));
+    let rules = r["findings"].to_string();
+    assert!(rules.contains("engine-memory-in-swap"), "{rules}");
+    // Write throttle at 1 MB/s: pgbench cannot keep its pace.
+    let t = get("write throttle");
+    let (base, with) = (
+        t["baseline"]["tps"].as_f64().unwrap(),
+        t["changed"]["tps"].as_f64().unwrap(),
+    );
+    assert!(
+        with < base * 0.5,
+        "tps {base} → {with} under a 1 MB/s write throttle"
+    );
+    // The page shows both experiments.
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("Experiment: memory pressure") && html.contains("Experiment: write throttle")
+    );
+}

@@ -142,6 +142,8 @@ pub struct Window {
 pub struct Experiment {
     pub name: String,
     pub setting: String,
+    /// The phase of the recording it ran in (its window).
+    pub phase: String,
     pub baseline: Option<Pgbench>,
     pub changed: Option<Pgbench>,
     pub window: Option<Window>,

@@ -35,6 +35,68 @@ pub struct LabArgs {
     /// How long pgbench runs (default 40s; --quick 10s).
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
+    /// Memory-pressure experiment (root): the server runs in a memory cgroup of plumb's own;
+    /// for a second pgbench run plumb limits it to shared_buffers + 256 MiB and `plumb mem
+    /// pressure` holds SIZE (or PCT of that limit) inside it, with a zram swap device.
+    #[arg(long, value_name = "SIZE|PCT")]
+    pub pressure: Option<String>,
+    /// Write-throttle experiment (root): pgbench again with the server's writes to the data
+    /// disk throttled through the cgroup io (v2) or blkio (v1) controller, once per rate.
+    #[arg(long, value_name = "RATE[,RATE...]")]
+    pub throttle_writes: Option<String>,
+}
+
+/// How much the pressure program holds.
+#[derive(Debug, Clone, Copy)]
+enum PressureSize {
+    Bytes(u64),
+    PctOfLimit(f64),
+}
+
+fn parse_pressure(s: &str) -> Result<PressureSize> {
+    if let Some(p) = s.trim().strip_suffix('%') {
+        let v: f64 = p
+            .trim()
+            .parse()
+            .map_err(|_| anyhow!("--pressure {s}: not a percentage"))?;
+        if !(1.0..=200.0).contains(&v) {
+            bail!("--pressure {s}: use 1% to 200% of the limit");
+        }
+        return Ok(PressureSize::PctOfLimit(v));
+    }
+    let b = plumb_load::units::parse_size(s).map_err(|e| anyhow!("--pressure {s}: {e}"))?;
+    if b < (16 << 20) {
+        bail!("--pressure {s}: use 16M or more");
+    }
+    Ok(PressureSize::Bytes(b))
+}
+
+/// Rates as typed (for the report) and in bytes per second.
+fn parse_rates(s: &str) -> Result<Vec<(String, f64)>> {
+    let mut v = Vec::new();
+    for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
+        match plumb_load::units::parse_rate(item) {
+            Ok(plumb_load::units::Rate::BytesPerS(b)) if b >= 65536.0 => {
+                let label = if item.to_ascii_lowercase().ends_with("/s") {
+                    item.to_string()
+                } else {
+                    format!("{item}/s")
+                };
+                v.push((label, b))
+            }
+            Ok(plumb_load::units::Rate::BytesPerS(_)) => {
+                bail!("--throttle-writes {item}: use 64KB/s or more")
+            }
+            Ok(plumb_load::units::Rate::Iops(_)) => {
+                bail!("--throttle-writes {item}: give bytes per second, e.g. 5MB/s")
+            }
+            Err(e) => bail!("--throttle-writes: {e}"),
+        }
+    }
+    if v.is_empty() {
+        bail!("--throttle-writes: no rate given (e.g. 5MB/s or 20MB/s,5MB/s)");
+    }
+    Ok(v)
 }
 
 /// How big and how long each step is.
@@ -49,6 +111,8 @@ struct Plan {
     pgbench: Duration,
     bulk_iterations: u32,
     single_iterations: u32,
+    /// pgbench runs of the experiments.
+    experiment: Duration,
 }
 
 impl Plan {
@@ -65,6 +129,7 @@ impl Plan {
                 pgbench: Duration::from_secs(10),
                 bulk_iterations: 3,
                 single_iterations: 40,
+                experiment: Duration::from_secs(10),
             }
         } else {
             Plan {
@@ -78,6 +143,7 @@ impl Plan {
                 pgbench: Duration::from_secs(40),
                 bulk_iterations: 10,
                 single_iterations: 250,
+                experiment: Duration::from_secs(20),
             }
         }
     }
@@ -95,10 +161,35 @@ struct Cleanup {
     instance: Option<PathBuf>,
     /// The report directory, removed unless the lab finished.
     out: Option<PathBuf>,
+    /// The experiments' cgroup (plumb and the server inside).
+    cgroup: Option<plumb_load::labcg::LabCgroup>,
+    /// A running `plumb mem pressure` (it removes its zram swap when it stops).
+    pressure: Option<std::process::Child>,
+}
+
+/// Stop a pressure child the way Ctrl-C would, so it takes down its swap device.
+fn stop_pressure(c: &mut std::process::Child) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(60) {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 impl Cleanup {
     fn finish(&mut self) {
+        if let Some(cg) = &self.cgroup {
+            let _ = cg.set_memory_limit(None);
+        }
+        if let Some(mut c) = self.pressure.take() {
+            stop_pressure(&mut c);
+        }
         if let Some(d) = self.instance.take() {
             if let Err(e) = private::stop(&d) {
                 eprintln!("plumb: warning: stopping the lab's PostgreSQL: {e}");
@@ -112,6 +203,8 @@ impl Cleanup {
         if let Some(o) = self.out.take() {
             let _ = std::fs::remove_dir_all(&o);
         }
+        // Last: plumb moves back out and the (now empty) cgroup goes.
+        self.cgroup = None;
     }
 }
 
@@ -253,6 +346,8 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         work: None,
         instance: None,
         out: None,
+        cgroup: None,
+        pressure: None,
     };
     let r = run_lab(g, a, &mut cleanup);
     if let (Err(e), Some(d)) = (&r, &cleanup.instance) {
@@ -275,6 +370,20 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             bail!("--duration: use 2s or more (pgbench needs time to settle)");
         }
         plan.pgbench = d;
+    }
+    let pressure = a.pressure.as_deref().map(parse_pressure).transpose()?;
+    let rates = a.throttle_writes.as_deref().map(parse_rates).transpose()?;
+    // SAFETY: geteuid cannot fail.
+    let root_user = unsafe { libc::geteuid() } == 0;
+    if (pressure.is_some() || rates.is_some()) && !root_user {
+        bail!(
+            "--pressure and --throttle-writes need root: they create a cgroup for the server{}",
+            if pressure.is_some() {
+                " and a zram swap device"
+            } else {
+                ""
+            }
+        );
     }
     let meta = std::fs::metadata(&a.dir).map_err(|e| anyhow!("--dir {}: {e}", a.dir.display()))?;
     if !meta.is_dir() {
@@ -330,11 +439,21 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         cleanup.out = None;
     }
     let mut skipped = Vec::new();
-    let pb = progress_bar(7, "plumb lab");
+    let total = 7 + pressure.is_some() as u32 + rates.is_some() as u32;
+    let pb = progress_bar(total as u64, "plumb lab");
     pb.enable_steady_tick(Duration::from_millis(200));
 
     // 1. The private instance, and the host it runs on.
-    step(&pb, 1, 7, "starting a private PostgreSQL");
+    if pressure.is_some() || rates.is_some() {
+        let cg = plumb_load::labcg::LabCgroup::create(
+            &format!("plumb-lab-{}", std::process::id()),
+            pressure.is_some(),
+            rates.is_some(),
+        )
+        .map_err(|e| anyhow!("setting up the experiments' cgroup: {e}"))?;
+        cleanup.cgroup = Some(cg);
+    }
+    step(&pb, 1, total, "starting a private PostgreSQL");
     let pg_dir = work.join("pg");
     cleanup.instance = Some(pg_dir.clone());
     let settings: Vec<(String, String)> = [
@@ -385,6 +504,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         })
     };
     let (storage, trace_devs) = storage_under(&data_dir);
+    let trace_devs_for_throttle = trace_devs.clone();
     let disk = storage.as_ref().and_then(|s| s.disks.first().cloned());
     let mut recorder = Recorder::start(
         &out.join("recording.plumb"),
@@ -406,7 +526,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let mut phases = Phases(Vec::new());
 
     // 2. Storage where the data and WAL live.
-    step(&pb, 2, 7, "durability: what one durable write costs");
+    step(&pb, 2, total, "durability: what one durable write costs");
     let t = recorder.mark("durability probe", None);
     let probe = plumb_load::durability::run_probe(
         &plumb_load::durability::ProbeOptions {
@@ -438,7 +558,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     step(
         &pb,
         3,
-        7,
+        total,
         "random-read queue-depth sweep and sequential read",
     );
     let t = recorder.mark("queue-depth sweep", None);
@@ -465,7 +585,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     step(
         &pb,
         4,
-        7,
+        total,
         &format!("pgbench: initialising scale {}", plan.scale),
     );
     let env = [
@@ -499,7 +619,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     step(
         &pb,
         5,
-        7,
+        total,
         &format!(
             "pgbench: {clients} clients for {}",
             plumb_report::fmt::duration(plan.pgbench.as_secs_f64())
@@ -522,7 +642,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     step(
         &pb,
         6,
-        7,
+        total,
         "seed 003 loops: inserts and CHECKPOINT per wal_sync_method",
     );
     let mut loops = Vec::new();
@@ -604,8 +724,105 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     drop(admin);
     pb.inc(1);
 
+    // Optional experiments: pgbench again, changed.
+    let mut experiments = Vec::new();
+    let mut n = 7;
+    let pg_env = PgbenchRun {
+        bin: &pgbench_bin,
+        env: &env,
+        work: &work,
+        clients,
+        threads: cpus,
+    };
+    if let Some(size) = pressure {
+        step(&pb, n, total, "experiment: pgbench under memory pressure");
+        n += 1;
+        let sb = plumb_load::units::parse_size(plan.shared_buffers).unwrap_or(128 << 20);
+        let limit = sb + (256 << 20);
+        let hold = match size {
+            PressureSize::Bytes(b) => b,
+            PressureSize::PctOfLimit(p) => (limit as f64 * p / 100.0) as u64,
+        };
+        let Some(mut e) = pressure_experiment(
+            cleanup,
+            &recorder,
+            &pg_env,
+            plan.experiment,
+            limit,
+            hold,
+            running.pid,
+            sb,
+        )?
+        else {
+            return interrupted();
+        };
+        e.0.baseline = Some(pgbench.clone());
+        if let Some(c) = e.0.changed.as_mut() {
+            c.scale = plan.scale;
+            e.0.notes.insert(0, compare_runs(&pgbench, c));
+        }
+        phases.0.push(e.1);
+        experiments.push(e.0);
+        pb.inc(1);
+    }
+    if let Some(rates) = &rates {
+        step(
+            &pb,
+            n,
+            total,
+            "experiment: pgbench with the server's writes throttled",
+        );
+        let dev = trace_devs_for_throttle.first().copied().ok_or_else(|| {
+            anyhow!(
+                "--throttle-writes: no disk found under {}",
+                data_dir.display()
+            )
+        })?;
+        let cg = cleanup
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| anyhow!("no cgroup for the throttle"))?;
+        for (label, bps) in rates {
+            let bps = *bps;
+            cg.set_write_bps(dev, Some(bps as u64))
+                .map_err(|e| anyhow!("--throttle-writes {label}: {e}"))?;
+            let t = recorder.mark("write throttle", Some(format!("{label} on {dev}")));
+            let r = run_pgbench(
+                pg_env.bin,
+                pg_env.env,
+                pg_env.work,
+                pg_env.clients,
+                pg_env.threads,
+                plan.experiment,
+            );
+            let t1 = recorder.mark("write throttle lifted", None);
+            cg.set_write_bps(dev, None)
+                .map_err(|e| anyhow!("lifting the write throttle: {e}"))?;
+            let Some(mut p) = r? else {
+                return interrupted();
+            };
+            p.scale = plan.scale;
+            let phase = format!("pgbench, writes throttled to {label}");
+            phases.0.push((phase.clone(), t, t1));
+
+            experiments.push(plumb_analyze::lab::Experiment {
+                name: "write throttle".into(),
+                phase: phase.clone(),
+                setting: format!(
+                    "the server's writes to {} ({dev}) limited to {label} (cgroup io/blkio throttle)",
+                    disk.clone().unwrap_or_default()
+                ),
+                notes: vec![compare_runs(&pgbench, &p)],
+                baseline: Some(pgbench.clone()),
+                changed: Some(p),
+                window: None,
+            });
+        }
+        pb.inc(1);
+    }
+
     // 4. The report.
-    step(&pb, 7, 7, "writing the report");
+    step(&pb, total, total, "writing the report");
     recorder.mark("lab finished", None);
     recorder.stop().context("the recording")?;
     let rec = plumb_store::read(&recorder.path).map_err(|e| anyhow!("{e}"))?;
@@ -625,6 +842,9 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             )
         })
         .collect();
+    for e in &mut experiments {
+        e.window = windows.iter().find(|w| w.phase == e.phase).cloned();
+    }
     let mut report = LabReport {
         report_schema: lab::REPORT_SCHEMA,
         command_line: crate::cmd_io::command_line(),
@@ -647,7 +867,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         seq_read,
         pgbench: Some(pgbench),
         loops,
-        experiments: Vec::new(),
+        experiments,
         windows,
         findings: Vec::new(),
         skipped: std::mem::take(&mut skipped),
@@ -662,6 +882,186 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;
     eprintln!("plumb: report in {}", out.join("index.html").display());
     Ok(0)
+}
+
+/// How pgbench is run for this lab.
+struct PgbenchRun<'a> {
+    bin: &'a Path,
+    env: &'a [(&'a str, String)],
+    work: &'a Path,
+    clients: u32,
+    threads: u32,
+}
+
+/// tps and tail latency, without against with.
+fn compare_runs(base: &Pgbench, with: &Pgbench) -> String {
+    let p99 = |p: &Pgbench| p.latency.as_ref().and_then(|l| l.p99_ms.or(l.p95_ms));
+    let change = if base.tps > 0.0 {
+        format!(" ({:+.0}%)", (with.tps / base.tps - 1.0) * 100.0)
+    } else {
+        String::new()
+    };
+    match (p99(base), p99(with)) {
+        (Some(a), Some(b)) => format!(
+            "tps {:.0} → {:.0}{change}; p99 latency {a:.2} ms → {b:.2} ms",
+            base.tps, with.tps
+        ),
+        _ => format!("tps {:.0} → {:.0}{change}", base.tps, with.tps),
+    }
+}
+
+/// pgbench while `plumb mem pressure` holds memory in the server's cgroup, limited. The
+/// experiment and its phase; None on Ctrl-C.
+#[allow(clippy::too_many_arguments)]
+fn pressure_experiment(
+    cleanup: &mut Cleanup,
+    recorder: &Recorder,
+    pg: &PgbenchRun,
+    duration: Duration,
+    limit: u64,
+    hold: u64,
+    server_pid: u32,
+    shared_buffers: u64,
+) -> Result<Option<(plumb_analyze::lab::Experiment, (String, f64, f64))>> {
+    use std::io::BufRead;
+    let cg = cleanup
+        .cgroup
+        .as_ref()
+        .ok_or_else(|| anyhow!("no cgroup for the pressure"))?;
+    let dir = cg
+        .memory_dir()
+        .ok_or_else(|| anyhow!("no memory cgroup for the pressure"))?
+        .to_path_buf();
+    let zram = limit + hold;
+    cg.set_memory_limit(Some(limit))
+        .map_err(|e| anyhow!("--pressure: limiting the server's cgroup: {e}"))?;
+    let exe = std::env::current_exe().context("finding plumb's own binary")?;
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        Command::new(exe)
+            .args(["--json", "mem", "pressure"])
+            .arg(hold.to_string())
+            .arg("--cgroup")
+            .arg(&dir)
+            .arg("--swap")
+            .arg(format!("zram:{zram}"))
+            .arg("--force")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| anyhow!("--pressure: cannot start plumb mem pressure: {e}"))?
+    };
+    let stdout = child.stdout.take().expect("piped");
+    let stderr = child.stderr.take().expect("piped");
+    cleanup.pressure = Some(child);
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(|l| l.ok())
+        {
+            if let Ok(v) = serde_json::from_str(&line) {
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let err_text = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+        s
+    });
+    // Wait until the pressure holds all of its memory.
+    let t0 = Instant::now();
+    let mut zram_dev = None;
+    loop {
+        if stop_requested() {
+            return Ok(None);
+        }
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(v) => {
+                if v["kind"] == "mem_pressure_setup" {
+                    zram_dev = v["zram_device"].as_str().map(str::to_string);
+                }
+                if v["kind"] == "mem_pressure_tick"
+                    && v["touched_bytes"].as_u64().unwrap_or(0) >= hold
+                {
+                    break;
+                }
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                let c = cleanup.pressure.as_mut().expect("started");
+                let st = c.wait().ok();
+                cleanup.pressure = None;
+                bail!(
+                    "--pressure: plumb mem pressure stopped ({}): {}",
+                    st.map(|s| s.to_string()).unwrap_or_default(),
+                    err_text.join().unwrap_or_default().trim()
+                );
+            }
+            Err(_) => {}
+        }
+        if t0.elapsed() > Duration::from_secs(120) {
+            bail!("--pressure: the pressure program did not fill its memory within 120 s");
+        }
+    }
+    let t = recorder.mark(
+        "memory pressure on",
+        Some(format!(
+            "limit {}, pressure holds {}",
+            plumb_report::fmt::bytes(limit),
+            plumb_report::fmt::bytes(hold)
+        )),
+    );
+    let r = run_pgbench(pg.bin, pg.env, pg.work, pg.clients, pg.threads, duration);
+    // What the kernel says about the server's memory now, before the pressure goes.
+    let ps = plumb_sys::process::read(&plumb_sys::Root::host(), server_pid).ok();
+    let t1 = recorder.mark("memory pressure off", None);
+    if let Some(cg) = &cleanup.cgroup {
+        let _ = cg.set_memory_limit(None);
+    }
+    if let Some(mut c) = cleanup.pressure.take() {
+        stop_pressure(&mut c);
+    }
+    let Some(p) = r? else {
+        return Ok(None);
+    };
+    let mut notes = Vec::new();
+    let smaps_swap = ps
+        .as_ref()
+        .and_then(|s| s.smaps_rollup.as_ref())
+        .and_then(|r| r.swap_bytes);
+    let vm_swap = ps
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.vm_swap_bytes);
+    notes.push(format!(
+        "PostgreSQL believes shared_buffers = {} is its cache; at the end of the run {} of the server's memory was in swap (smaps_rollup of the postmaster, which maps all of shared memory), while VmSwap said {} (it counts private memory only)",
+        plumb_report::fmt::bytes(shared_buffers),
+        plumb_report::fmt::opt_bytes(smaps_swap),
+        plumb_report::fmt::opt_bytes(vm_swap)
+    ));
+    Ok(Some((
+        plumb_analyze::lab::Experiment {
+            name: "memory pressure".into(),
+            phase: "pgbench under memory pressure".into(),
+            setting: format!(
+                "server's memory cgroup limited to {}; plumb mem pressure holds {} in it; swap on {} ({})",
+                plumb_report::fmt::bytes(limit),
+                plumb_report::fmt::bytes(hold),
+                zram_dev.unwrap_or_else(|| "zram".into()),
+                plumb_report::fmt::bytes(zram)
+            ),
+            baseline: None,
+            changed: Some(p),
+            window: None,
+            notes,
+        },
+        ("pgbench under memory pressure".to_string(), t, t1),
+    )))
 }
 
 fn write_report(r: &LabReport, rec: &plumb_store::Recording, out: &Path) -> Result<()> {

@@ -619,3 +619,93 @@ fn pressure_and_write_throttle_change_the_results() {
         html.contains("Experiment: memory pressure") && html.contains("Experiment: write throttle")
     );
 }
+
+#[test]
+fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
+    if let Some(why) = no_postgres() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let pg = d.path().join("server");
+    // A server of the user's: started here, and still running after the labs.
+    let o = plumb()
+        .args(["engine", "start", "--dir"])
+        .arg(&pg)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let status = plumb()
+        .args(["--json", "engine", "status", "--dir"])
+        .arg(&pg)
+        .output()
+        .unwrap();
+    let url = serde_json::from_slice::<Value>(&status.stdout).unwrap()["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let databases = || {
+        let o = plumb()
+            .args(["engine", "psql", "--dir"])
+            .arg(&pg)
+            .args(["--", "-Atc", "SELECT datname FROM pg_database ORDER BY 1"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let before = databases();
+    let lab = |extra: &[&str], out: &str| -> Value {
+        let o = plumb()
+            .args(["lab", "--quick", "--target", &url, "--dir"])
+            .arg(d.path())
+            .arg("--out")
+            .arg(d.path().join(out))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_str(
+            &std::fs::read_to_string(d.path().join(out).join("report.json")).unwrap(),
+        )
+        .unwrap()
+    };
+    let r = lab(&[], "read-only");
+    assert!(r["pgbench"].is_null() && r["loops"].as_array().unwrap().is_empty());
+    assert!(
+        r["skipped"].to_string().contains("--allow-writes"),
+        "{}",
+        r["skipped"]
+    );
+    assert!(r["durability"]["rows"]
+        .as_array()
+        .is_some_and(|v| !v.is_empty()));
+    assert_eq!(databases(), before, "a read-only lab created something");
+    let r = lab(&["--allow-writes"], "writes");
+    assert!(r["pgbench"]["tps"].as_f64().unwrap() > 0.0);
+    let loops = r["loops"].as_array().unwrap();
+    assert_eq!(loops.len(), 2, "one wal_sync_method: the server's own");
+    assert!(r["skipped"]
+        .to_string()
+        .contains("wal_sync_method comparison"));
+    assert_eq!(databases(), before, "the scratch database was not dropped");
+    // The server is the user's: still running, then stopped by the test.
+    assert!(plumb()
+        .args(["engine", "status", "--dir"])
+        .arg(&pg)
+        .status()
+        .unwrap()
+        .success());
+    assert!(plumb()
+        .args(["engine", "stop", "--remove", "--dir"])
+        .arg(&pg)
+        .status()
+        .unwrap()
+        .success());
+    assert_nothing_left(d.path(), &["read-only", "writes"]);
+}

@@ -21,6 +21,18 @@ use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
+    /// Measure an existing server instead (postgres://, mysql://, mariadb://, mssql://): the
+    /// host, the storage under --dir and the engine are read; no DDL and no workload unless
+    /// --allow-writes.
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
+    pub target: Option<String>,
+    /// Read the target's password from this file (not readable by others).
+    #[arg(long, value_name = "FILE", requires = "target")]
+    pub password_file: Option<PathBuf>,
+    /// With --target (PostgreSQL): run pgbench and the loops in a scratch database plumb creates
+    /// and drops. The loops run CHECKPOINT (superuser or pg_checkpoint).
+    #[arg(long, requires = "target")]
+    pub allow_writes: bool,
     /// The filesystem to assess: plumb works in a new directory under DIR (the private
     /// PostgreSQL's data and WAL, the storage probe's files) and removes it at the end.
     #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
@@ -165,6 +177,8 @@ struct Cleanup {
     cgroup: Option<plumb_load::labcg::LabCgroup>,
     /// A running `plumb mem pressure` (it removes its zram swap when it stops).
     pressure: Option<std::process::Child>,
+    /// A scratch database created on a --target server: dropped at the end.
+    scratch_db: Option<(plumb_engine::Target, String)>,
 }
 
 /// Stop a pressure child the way Ctrl-C would, so it takes down its swap device.
@@ -189,6 +203,18 @@ impl Cleanup {
         }
         if let Some(mut c) = self.pressure.take() {
             stop_pressure(&mut c);
+        }
+        if let Some((t, db)) = self.scratch_db.take() {
+            let dropped = plumb_engine::session(&t).and_then(|mut s| {
+                s.execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+                    .or_else(|_| s.execute(&format!("DROP DATABASE IF EXISTS {db}")))
+            });
+            if let Err(e) = dropped {
+                eprintln!(
+                    "plumb: warning: could not drop the scratch database {db} on {}: {e}; drop it by hand",
+                    t.shown()
+                );
+            }
         }
         if let Some(d) = self.instance.take() {
             if let Err(e) = private::stop(&d) {
@@ -348,6 +374,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         out: None,
         cgroup: None,
         pressure: None,
+        scratch_db: None,
     };
     let r = run_lab(g, a, &mut cleanup);
     if let (Err(e), Some(d)) = (&r, &cleanup.instance) {
@@ -375,6 +402,12 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let rates = a.throttle_writes.as_deref().map(parse_rates).transpose()?;
     // SAFETY: geteuid cannot fail.
     let root_user = unsafe { libc::geteuid() } == 0;
+    if a.target.is_some() && (pressure.is_some() || rates.is_some()) {
+        bail!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --target");
+    }
+    if let Some(url) = &a.target {
+        plumb_engine::Kind::from_url(url).map_err(|e| anyhow!("--target {e}"))?;
+    }
     if (pressure.is_some() || rates.is_some()) && !root_user {
         bail!(
             "--pressure and --throttle-writes need root: they create a cgroup for the server{}",
@@ -443,7 +476,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let pb = progress_bar(total as u64, "plumb lab");
     pb.enable_steady_tick(Duration::from_millis(200));
 
-    // 1. The private instance, and the host it runs on.
+    // 1. The server (plumb's private instance, or the --target), and the host it runs on.
     if pressure.is_some() || rates.is_some() {
         let cg = plumb_load::labcg::LabCgroup::create(
             &format!("plumb-lab-{}", std::process::id()),
@@ -453,76 +486,98 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         .map_err(|e| anyhow!("setting up the experiments' cgroup: {e}"))?;
         cleanup.cgroup = Some(cg);
     }
-    step(&pb, 1, total, "starting a private PostgreSQL");
-    let pg_dir = work.join("pg");
-    cleanup.instance = Some(pg_dir.clone());
-    let settings: Vec<(String, String)> = [
-        ("shared_buffers", plan.shared_buffers),
-        ("max_wal_size", "2GB"),
-        // Checkpoints come when the loops ask for them, as in the seed (trace flag 3505).
-        ("checkpoint_timeout", "30min"),
-        ("track_wal_io_timing", "on"),
-        ("max_connections", "40"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let running = private::start(
-        &pg_dir,
-        &private::StartOptions {
-            settings,
-            port: None,
-        },
-    )
-    .map_err(|e| anyhow!("starting the lab's PostgreSQL in {}: {e}", pg_dir.display()))?;
+    let server = match &a.target {
+        None => {
+            step(&pb, 1, total, "starting a private PostgreSQL");
+            let pg_dir = work.join("pg");
+            cleanup.instance = Some(pg_dir.clone());
+            let settings: Vec<(String, String)> = [
+                ("shared_buffers", plan.shared_buffers),
+                ("max_wal_size", "2GB"),
+                // Checkpoints come when the loops ask for them, as in the seed (trace flag 3505).
+                ("checkpoint_timeout", "30min"),
+                ("track_wal_io_timing", "on"),
+                ("max_connections", "40"),
+            ]
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+            let running = private::start(
+                &pg_dir,
+                &private::StartOptions {
+                    settings,
+                    port: None,
+                },
+            )
+            .map_err(|e| anyhow!("starting the lab's PostgreSQL in {}: {e}", pg_dir.display()))?;
+            Server::private(running)?
+        }
+        Some(url) => {
+            step(&pb, 1, total, "connecting to the target (read-only)");
+            Server::target(url, a.password_file.as_deref())?
+        }
+    };
     pb.inc(1);
     if stop_requested() {
         return interrupted();
     }
+    let engine_version = server.version.clone();
     let root = plumb_sys::Root::host();
-    let data_dir = running.dir.join("data");
-    let sample = plumb_sys::snapshot::collect(&root, &[running.pid], Some(&data_dir))
-        .context("reading the host")?;
+    let pids: Vec<u32> = server.local_pid.into_iter().collect();
+    // Where the data is when this host can see it; else where plumb probes.
+    let data_dir = server
+        .data_dir
+        .clone()
+        .filter(|d| d.exists())
+        .unwrap_or_else(|| work.clone());
+    let sample =
+        plumb_sys::snapshot::collect(&root, &pids, Some(&data_dir)).context("reading the host")?;
     let host =
         plumb_analyze::os::build(&sample, plumb_sys::host::page_size_bytes().unwrap_or(4096));
     let memory = {
-        let settings = plumb_sys::engine_conf::read(
-            &root,
-            plumb_sys::smaps::EngineKind::Postgres,
-            Some(running.pid),
-        );
+        let kind = server.mem_kind();
+        let settings = plumb_sys::engine_conf::read(&root, kind, server.local_pid);
         let total = host.memory.total_bytes.unwrap_or(0);
-        let limit = host.processes.first().and_then(|p| p.memory_limit_bytes);
-        (total > 0).then(|| {
-            plumb_analyze::mem::assume(
-                plumb_sys::smaps::EngineKind::Postgres,
-                total,
-                limit,
-                host.cgroup_mode,
-                &settings,
-            )
-        })
+        let limit = host
+            .processes
+            .iter()
+            .find(|p| p.role != "plumb")
+            .or(host.processes.first())
+            .and_then(|p| p.memory_limit_bytes);
+        (total > 0)
+            .then(|| plumb_analyze::mem::assume(kind, total, limit, host.cgroup_mode, &settings))
     };
     let (storage, trace_devs) = storage_under(&data_dir);
     let trace_devs_for_throttle = trace_devs.clone();
     let disk = storage.as_ref().and_then(|s| s.disks.first().cloned());
+    if server.private.is_none() {
+        let (probe_storage, _) = storage_under(&work);
+        let here = probe_storage.as_ref().map(|s| s.disks.clone());
+        let there = storage.as_ref().map(|s| s.disks.clone());
+        if server.data_dir.as_ref().is_some_and(|d| d.exists()) && here != there {
+            skipped.push(format!(
+                "the storage probes ran in {} (disks {}), not on the server's data disks ({}): pass --dir on the data's filesystem to probe those",
+                work.display(),
+                here.unwrap_or_default().join(", "),
+                there.unwrap_or_default().join(", ")
+            ));
+        } else if !server.data_dir.as_ref().is_some_and(|d| d.exists()) {
+            skipped.push(format!(
+                "the server's data directory is not on this host (or not readable): the storage probes ran in {} instead",
+                work.display()
+            ));
+        }
+    }
     let mut recorder = Recorder::start(
         &out.join("recording.plumb"),
-        vec![running.pid],
+        pids.clone(),
         vec![
             ("run", "lab".to_string()),
-            ("engine", format!("PostgreSQL {}", running.version)),
+            ("engine", engine_version.clone().unwrap_or_default()),
         ],
     )
     .context("starting the recording")?;
-    recorder.mark(
-        "lab started",
-        Some(format!(
-            "PostgreSQL {} in {}",
-            running.version,
-            running.dir.display()
-        )),
-    );
+    recorder.mark("lab started", Some(server.shown.clone()));
     let mut phases = Phases(Vec::new());
 
     // 2. Storage where the data and WAL live.
@@ -530,7 +585,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let t = recorder.mark("durability probe", None);
     let probe = plumb_load::durability::run_probe(
         &plumb_load::durability::ProbeOptions {
-            // The work directory: the same filesystem as the data and WAL.
+            // The work directory: on the data's filesystem for the private instance.
             path: work.clone(),
             block_sizes: vec![8192],
             per_mode: plan.durability_per_mode,
@@ -543,12 +598,16 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let durability = match probe {
         Ok(p) => Some(plumb_analyze::durability::build(
             &p,
-            data_dir.join("pg_wal"),
+            if server.private.is_some() {
+                data_dir.join("pg_wal")
+            } else {
+                work.clone()
+            },
             storage.clone(),
             plan.durability_per_mode.as_secs_f64(),
         )),
         Err(plumb_load::Error::Interrupted) => return interrupted(),
-        Err(e) => return Err(anyhow!("durability probe in {}: {e}", data_dir.display())),
+        Err(e) => return Err(anyhow!("durability probe in {}: {e}", work.display())),
     };
     phases
         .0
@@ -570,170 +629,216 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     phases.0.push(("storage sweep".into(), t, recorder.now_s()));
     pb.inc(1);
 
-    // 3. Database workloads.
-    let target = running.target();
-    let mut admin = plumb_engine::session(&target).map_err(|e| anyhow!("{e}"))?;
-    admin
-        .execute("CREATE DATABASE plumb_lab")
-        .map_err(|e| anyhow!("creating the lab database: {e}"))?;
-    let lab_target = plumb_engine::Target::new(&format!(
-        "postgresql:///plumb_lab?host={}&port={}&user={}",
-        running.dir.display(),
-        running.port,
-        private::SUPERUSER
-    ));
-    step(
-        &pb,
-        4,
-        total,
-        &format!("pgbench: initialising scale {}", plan.scale),
-    );
-    let env = [
-        ("PGHOST", running.dir.display().to_string()),
-        ("PGPORT", running.port.to_string()),
-        ("PGUSER", private::SUPERUSER.to_string()),
-        ("PGDATABASE", "plumb_lab".to_string()),
-    ];
-    let t = recorder.mark("pgbench init", Some(format!("scale {}", plan.scale)));
-    let t0 = Instant::now();
-    match run_child(
-        Command::new(&pgbench_bin)
-            .args(["-i", "-q", "-s", &plan.scale.to_string()])
-            .envs(env.iter().cloned())
-            .current_dir(&work),
-    )? {
-        Child::Done(o) => {
-            if !o.status.success() {
-                bail!(
-                    "pgbench -i failed: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-            }
-        }
-        Child::Interrupted => return interrupted(),
-    }
-    let init_s = t0.elapsed().as_secs_f64();
-    phases.0.push(("pgbench init".into(), t, recorder.now_s()));
+    // 3. Database workloads: on the private instance; on a target only with --allow-writes,
+    // in a scratch database plumb creates and drops.
     let cpus = host.cpu.online_cpus.unwrap_or(1).max(1);
     let clients = (cpus * 2).min(32);
-    step(
-        &pb,
-        5,
-        total,
-        &format!(
-            "pgbench: {clients} clients for {}",
-            plumb_report::fmt::duration(plan.pgbench.as_secs_f64())
-        ),
-    );
-    let t = recorder.mark(
-        "pgbench run",
-        Some(format!("{clients} clients, scale {}", plan.scale)),
-    );
-    let mut pgbench = match run_pgbench(&pgbench_bin, &env, &work, clients, cpus, plan.pgbench)? {
-        Some(p) => p,
-        None => return interrupted(),
-    };
-    pgbench.scale = plan.scale;
-    pgbench.init_s = init_s;
-    pgbench.database_bytes = Some(dir_bytes(&data_dir.join("base")));
-    phases.0.push(("pgbench".into(), t, recorder.now_s()));
-    pb.inc(1);
-
-    step(
-        &pb,
-        6,
-        total,
-        "seed 003 loops: inserts and CHECKPOINT per wal_sync_method",
-    );
+    let mut pgbench = None;
     let mut loops = Vec::new();
-    let mut obs = plumb_engine::observer(&lab_target).map_err(|e| anyhow!("{e}"))?;
-    let engine_version = obs.info().ok().map(|i| {
-        // "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu, ..." → up to " on ".
-        i.version
-            .split(" on ")
-            .next()
-            .unwrap_or(&i.version)
-            .to_string()
-    });
-    let mut sess = plumb_engine::session(&lab_target).map_err(|e| anyhow!("{e}"))?;
-    sess.execute(
-        "CREATE TABLE dummy_test (id serial, col1 varchar(2000) DEFAULT repeat('T', 2000)); \
-         ALTER TABLE dummy_test ALTER col1 SET STORAGE PLAIN",
-    )
-    .map_err(|e| anyhow!("creating the loops' table: {e}"))?;
-    for method in ["fdatasync", "open_datasync"] {
-        for sql in [
-            format!("ALTER SYSTEM SET wal_sync_method = '{method}'"),
-            "SELECT pg_reload_conf()".to_string(),
-        ] {
-            admin
-                .execute(&sql)
-                .map_err(|e| anyhow!("setting wal_sync_method = {method}: {e}"))?;
-        }
-        // The reload reaches every backend at its next statement; wait until ours sees it.
-        let t1 = Instant::now();
-        loop {
-            sess.execute("SELECT 1").map_err(|e| anyhow!("{e}"))?;
-            let now = obs.info().map_err(|e| anyhow!("{e}"))?;
-            if now.settings.get("wal_sync_method").map(String::as_str) == Some(method) {
-                break;
-            }
-            if t1.elapsed() > Duration::from_secs(10) {
-                bail!("wal_sync_method = {method} did not take effect within 10 s");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        for scenario in ["bulk", "single"] {
-            recorder.mark(&format!("loop {scenario} {method}"), None);
-            let r = run_loop(
-                scenario,
-                method,
-                if scenario == "bulk" {
-                    plan.bulk_iterations
-                } else {
-                    plan.single_iterations
-                },
-                sess.as_mut(),
-                obs.as_mut(),
-                storage
-                    .as_ref()
-                    .map(|s| s.disks.clone())
-                    .unwrap_or_default(),
-                &|| recorder.now_s(),
-            )?;
-            let Some((r, t0, t1)) = r else {
-                return interrupted();
-            };
-            let what = if scenario == "bulk" {
-                "10,000-row transactions"
-            } else {
-                "single-row commits"
-            };
-            phases.0.push((format!("{what}, {method}"), t0, t1));
-            loops.push(r);
-        }
+    let workloads = if server.private.is_some() {
+        true
+    } else if server.kind != plumb_engine::Kind::Postgres {
+        skipped.push(format!(
+            "workloads: pgbench and seed 003's loops are PostgreSQL's; {} was only read",
+            server.kind.name()
+        ));
+        false
+    } else if !a.allow_writes {
+        skipped.push("workloads: pgbench and seed 003's loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops)".into());
+        false
+    } else {
+        true
+    };
+    let lab_db = if server.private.is_some() {
+        "plumb_lab".to_string()
+    } else {
+        format!("plumb_lab_{}", std::process::id())
+    };
+    let (conn_url, password) = split_password(&with_database(&server.target.url, &lab_db));
+    let password = password.or_else(|| server.target.password.clone());
+    let mut env: Vec<(&str, String)> = Vec::new();
+    if let Some(p) = &password {
+        env.push(("PGPASSWORD", p.clone()));
     }
-    for sql in [
-        "ALTER SYSTEM RESET wal_sync_method",
-        "SELECT pg_reload_conf()",
-    ] {
-        admin.execute(sql).map_err(|e| anyhow!("{e}"))?;
-    }
-    drop(sess);
-    drop(obs);
-    drop(admin);
-    pb.inc(1);
-
-    // Optional experiments: pgbench again, changed.
-    let mut experiments = Vec::new();
-    let mut n = 7;
     let pg_env = PgbenchRun {
         bin: &pgbench_bin,
         env: &env,
+        conn: &conn_url,
         work: &work,
         clients,
         threads: cpus,
     };
+    if workloads {
+        let mut admin = plumb_engine::session(&server.target).map_err(|e| anyhow!("{e}"))?;
+        admin
+            .execute(&format!("CREATE DATABASE {lab_db}"))
+            .map_err(|e| anyhow!("creating the lab database {lab_db}: {e}"))?;
+        if server.private.is_none() {
+            cleanup.scratch_db = Some((server.target.clone(), lab_db.clone()));
+        }
+        let mut lab_target = plumb_engine::Target::new(&conn_url);
+        lab_target.password = password.clone();
+        step(
+            &pb,
+            4,
+            total,
+            &format!("pgbench: initialising scale {}", plan.scale),
+        );
+        let t = recorder.mark("pgbench init", Some(format!("scale {}", plan.scale)));
+        let t0 = Instant::now();
+        match run_child(
+            Command::new(&pgbench_bin)
+                .args(["-i", "-q", "-s", &plan.scale.to_string()])
+                .arg(&conn_url)
+                .envs(env.iter().cloned())
+                .current_dir(&work),
+        )? {
+            Child::Done(o) => {
+                if !o.status.success() {
+                    bail!(
+                        "pgbench -i failed: {}",
+                        String::from_utf8_lossy(&o.stderr).trim()
+                    );
+                }
+            }
+            Child::Interrupted => return interrupted(),
+        }
+        let init_s = t0.elapsed().as_secs_f64();
+        phases.0.push(("pgbench init".into(), t, recorder.now_s()));
+        step(
+            &pb,
+            5,
+            total,
+            &format!(
+                "pgbench: {clients} clients for {}",
+                plumb_report::fmt::duration(plan.pgbench.as_secs_f64())
+            ),
+        );
+        let t = recorder.mark(
+            "pgbench run",
+            Some(format!("{clients} clients, scale {}", plan.scale)),
+        );
+        let mut p = match run_pgbench(&pg_env, plan.pgbench)? {
+            Some(p) => p,
+            None => return interrupted(),
+        };
+        p.scale = plan.scale;
+        p.init_s = init_s;
+        p.wal_sync_method = server
+            .settings
+            .get("wal_sync_method")
+            .cloned()
+            .unwrap_or_else(|| "fdatasync".into());
+        p.database_bytes = server
+            .private
+            .is_some()
+            .then(|| dir_bytes(&data_dir.join("base")));
+        phases.0.push(("pgbench".into(), t, recorder.now_s()));
+        pgbench = Some(p);
+        pb.inc(1);
+
+        // The wal_sync_method comparison changes a server-wide setting: only on plumb's own.
+        let methods: Vec<String> = if server.private.is_some() {
+            vec!["fdatasync".into(), "open_datasync".into()]
+        } else {
+            skipped.push("the wal_sync_method comparison: it changes a server-wide setting, so against an existing server the loops run under its own setting only".into());
+            vec![server
+                .settings
+                .get("wal_sync_method")
+                .cloned()
+                .unwrap_or_else(|| "fdatasync".into())]
+        };
+        step(
+            &pb,
+            6,
+            total,
+            "seed 003 loops: inserts and CHECKPOINT per wal_sync_method",
+        );
+        let mut obs = plumb_engine::observer(&lab_target).map_err(|e| anyhow!("{e}"))?;
+        let mut sess = plumb_engine::session(&lab_target).map_err(|e| anyhow!("{e}"))?;
+        sess.execute(
+            "CREATE TABLE dummy_test (id serial, col1 varchar(2000) DEFAULT repeat('T', 2000)); \
+             ALTER TABLE dummy_test ALTER col1 SET STORAGE PLAIN",
+        )
+        .map_err(|e| anyhow!("creating the loops' table: {e}"))?;
+        for method in &methods {
+            let method = method.as_str();
+            if server.private.is_some() {
+                for sql in [
+                    format!("ALTER SYSTEM SET wal_sync_method = '{method}'"),
+                    "SELECT pg_reload_conf()".to_string(),
+                ] {
+                    admin
+                        .execute(&sql)
+                        .map_err(|e| anyhow!("setting wal_sync_method = {method}: {e}"))?;
+                }
+                // The reload reaches every backend at its next statement; wait until ours sees it.
+                let t1 = Instant::now();
+                loop {
+                    sess.execute("SELECT 1").map_err(|e| anyhow!("{e}"))?;
+                    let now = obs.info().map_err(|e| anyhow!("{e}"))?;
+                    if now.settings.get("wal_sync_method").map(String::as_str) == Some(method) {
+                        break;
+                    }
+                    if t1.elapsed() > Duration::from_secs(10) {
+                        bail!("wal_sync_method = {method} did not take effect within 10 s");
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            }
+            for scenario in ["bulk", "single"] {
+                recorder.mark(&format!("loop {scenario} {method}"), None);
+                let r = run_loop(
+                    scenario,
+                    method,
+                    if scenario == "bulk" {
+                        plan.bulk_iterations
+                    } else {
+                        plan.single_iterations
+                    },
+                    sess.as_mut(),
+                    obs.as_mut(),
+                    storage
+                        .as_ref()
+                        .map(|s| s.disks.clone())
+                        .unwrap_or_default(),
+                    &|| recorder.now_s(),
+                )?;
+                let Some((r, t0, t1)) = r else {
+                    return interrupted();
+                };
+                let what = if scenario == "bulk" {
+                    "10,000-row transactions"
+                } else {
+                    "single-row commits"
+                };
+                phases.0.push((format!("{what}, {method}"), t0, t1));
+                loops.push(r);
+            }
+        }
+        if server.private.is_some() {
+            for sql in [
+                "ALTER SYSTEM RESET wal_sync_method",
+                "SELECT pg_reload_conf()",
+            ] {
+                admin.execute(sql).map_err(|e| anyhow!("{e}"))?;
+            }
+        }
+        drop(sess);
+        drop(obs);
+        pb.inc(1);
+    } else {
+        pb.inc(3);
+    }
+
+    // Optional experiments: pgbench again, changed.
+    let mut experiments = Vec::new();
+    let mut n = 7;
+    // Experiments run only on the private instance (checked before anything started).
+    let base_run = pgbench.clone().unwrap_or_else(|| Pgbench {
+        scale: plan.scale,
+        ..parse_pgbench("number of transactions actually processed: 0\ntps = 0\n").expect("parses")
+    });
     if let Some(size) = pressure {
         step(&pb, n, total, "experiment: pgbench under memory pressure");
         n += 1;
@@ -750,16 +855,16 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             plan.experiment,
             limit,
             hold,
-            running.pid,
+            server.local_pid.unwrap_or(0),
             sb,
         )?
         else {
             return interrupted();
         };
-        e.0.baseline = Some(pgbench.clone());
+        e.0.baseline = Some(base_run.clone());
         if let Some(c) = e.0.changed.as_mut() {
             c.scale = plan.scale;
-            e.0.notes.insert(0, compare_runs(&pgbench, c));
+            e.0.notes.insert(0, compare_runs(&base_run, c));
         }
         phases.0.push(e.1);
         experiments.push(e.0);
@@ -784,17 +889,17 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             .ok_or_else(|| anyhow!("no cgroup for the throttle"))?;
         for (label, bps) in rates {
             let bps = *bps;
+            // Start clean: no dirty data left from the loops for the throttled writeback to
+            // drag behind the WAL (ext4's ordered mode makes a commit wait for it).
+            plumb_engine::session(&server.target)
+                .and_then(|mut s| s.execute("CHECKPOINT"))
+                .map_err(|e| anyhow!("CHECKPOINT before the write throttle: {e}"))?;
+            // SAFETY: sync has no failure mode worth reporting.
+            unsafe { libc::sync() };
             cg.set_write_bps(dev, Some(bps as u64))
                 .map_err(|e| anyhow!("--throttle-writes {label}: {e}"))?;
             let t = recorder.mark("write throttle", Some(format!("{label} on {dev}")));
-            let r = run_pgbench(
-                pg_env.bin,
-                pg_env.env,
-                pg_env.work,
-                pg_env.clients,
-                pg_env.threads,
-                plan.experiment,
-            );
+            let r = run_pgbench(&pg_env, plan.experiment);
             let t1 = recorder.mark("write throttle lifted", None);
             cg.set_write_bps(dev, None)
                 .map_err(|e| anyhow!("lifting the write throttle: {e}"))?;
@@ -812,8 +917,8 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
                     "the server's writes to {} ({dev}) limited to {label} (cgroup io/blkio throttle)",
                     disk.clone().unwrap_or_default()
                 ),
-                notes: vec![compare_runs(&pgbench, &p)],
-                baseline: Some(pgbench.clone()),
+                notes: vec![compare_runs(&base_run, &p)],
+                baseline: Some(base_run.clone()),
                 changed: Some(p),
                 window: None,
             });
@@ -838,7 +943,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
                 *s,
                 *e,
                 disk.as_deref(),
-                Some(running.pid),
+                server.local_pid,
             )
         })
         .collect();
@@ -851,12 +956,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         started_unix_ms,
         elapsed_s: started.elapsed().as_secs_f64(),
         quick: a.quick,
-        target: format!(
-            "plumb's private {} (removed after the lab)",
-            engine_version
-                .clone()
-                .unwrap_or_else(|| format!("PostgreSQL {}", running.version))
-        ),
+        target: server.shown.clone(),
         engine_version,
         data_dir: data_dir.clone(),
         out_dir: out.clone(),
@@ -865,7 +965,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         durability,
         sweep,
         seq_read,
-        pgbench: Some(pgbench),
+        pgbench,
         loops,
         experiments,
         windows,
@@ -884,10 +984,135 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     Ok(0)
 }
 
+/// The database the lab measures: plumb's private instance, or an existing server.
+struct Server {
+    /// Where plumb connects (as the private instance's superuser, or as the URL says).
+    target: plumb_engine::Target,
+    /// How the report names it (no password).
+    shown: String,
+    kind: plumb_engine::Kind,
+    local_pid: Option<u32>,
+    data_dir: Option<PathBuf>,
+    private: Option<private::Running>,
+    settings: std::collections::BTreeMap<String, String>,
+    version: Option<String>,
+}
+
+fn short_version(v: &str) -> String {
+    // "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu, ..." → up to " on ".
+    v.split(" on ").next().unwrap_or(v).to_string()
+}
+
+impl Server {
+    fn private(r: private::Running) -> Result<Server> {
+        let target = r.target();
+        let mut obs = plumb_engine::observer(&target).map_err(|e| anyhow!("{e}"))?;
+        let info = obs.info().map_err(|e| anyhow!("{e}"))?;
+        let version = short_version(&info.version);
+        Ok(Server {
+            shown: format!("plumb's private {version} (removed after the lab)"),
+            target,
+            kind: plumb_engine::Kind::Postgres,
+            local_pid: Some(r.pid),
+            data_dir: Some(r.dir.join("data")),
+            settings: info.settings,
+            version: Some(version),
+            private: Some(r),
+        })
+    }
+
+    /// Connect read-only and find what this host can see of the server.
+    fn target(url: &str, password_file: Option<&Path>) -> Result<Server> {
+        let mut target = plumb_engine::Target::new(url);
+        let kind = target.kind().map_err(|e| anyhow!("--target {e}"))?;
+        if let Some(f) = password_file {
+            target.password = Some(
+                plumb_engine::read_password_file(f).map_err(|e| anyhow!("--password-file {e}"))?,
+            );
+        }
+        let mut obs = plumb_engine::observer(&target).map_err(|e| anyhow!("--target {e}"))?;
+        let info = obs.info().map_err(|e| anyhow!("--target {e}"))?;
+        // The data directory, where this host can see it (PostgreSQL's data_directory; MariaDB's
+        // datadir).
+        let data_dir = ["data_directory", "datadir"]
+            .iter()
+            .find_map(|k| info.settings.get(*k))
+            .map(PathBuf::from);
+        Ok(Server {
+            shown: target.shown(),
+            local_pid: obs.local_server_pid(),
+            kind,
+            data_dir,
+            version: Some(short_version(&info.version)),
+            settings: info.settings,
+            private: None,
+            target,
+        })
+    }
+
+    fn mem_kind(&self) -> plumb_sys::smaps::EngineKind {
+        match self.kind {
+            plumb_engine::Kind::Postgres => plumb_sys::smaps::EngineKind::Postgres,
+            plumb_engine::Kind::Mariadb => plumb_sys::smaps::EngineKind::Mariadb,
+            plumb_engine::Kind::Sqlserver => plumb_sys::smaps::EngineKind::Mssql,
+        }
+    }
+}
+
+/// The same connection URL with another database.
+fn with_database(url: &str, db: &str) -> String {
+    if !url.contains("://") {
+        // key=value conninfo
+        let mut parts: Vec<String> = url
+            .split_whitespace()
+            .filter(|p| !p.starts_with("dbname="))
+            .map(str::to_string)
+            .collect();
+        parts.push(format!("dbname={db}"));
+        return parts.join(" ");
+    }
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let (scheme, rest) = base.split_once("://").expect("checked");
+    let authority = rest.split('/').next().unwrap_or("");
+    let q = query.map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{scheme}://{authority}/{db}{q}")
+}
+
+/// The URL without its password, and the password: a password never goes on a command line.
+fn split_password(url: &str) -> (String, Option<String>) {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        if let Some((auth, host)) = rest.split_once('@') {
+            if let Some((user, pass)) = auth.split_once(':') {
+                return (format!("{scheme}://{user}@{host}"), Some(pass.to_string()));
+            }
+        }
+    }
+    let mut pass = None;
+    let kept: Vec<&str> = url
+        .split_whitespace()
+        .filter(|p| match p.strip_prefix("password=") {
+            Some(v) => {
+                pass = Some(v.to_string());
+                false
+            }
+            None => true,
+        })
+        .collect();
+    if pass.is_some() {
+        return (kept.join(" "), pass);
+    }
+    (url.to_string(), None)
+}
+
 /// How pgbench is run for this lab.
 struct PgbenchRun<'a> {
     bin: &'a Path,
     env: &'a [(&'a str, String)],
+    /// The database, as a URL (no password in it: that goes in PGPASSWORD).
+    conn: &'a str,
     work: &'a Path,
     clients: u32,
     threads: u32,
@@ -1016,7 +1241,7 @@ fn pressure_experiment(
             plumb_report::fmt::bytes(hold)
         )),
     );
-    let r = run_pgbench(pg.bin, pg.env, pg.work, pg.clients, pg.threads, duration);
+    let r = run_pgbench(pg, duration);
     // What the kernel says about the server's memory now, before the pressure goes.
     let ps = plumb_sys::process::read(&plumb_sys::Root::host(), server_pid).ok();
     let t1 = recorder.mark("memory pressure off", None);
@@ -1126,17 +1351,11 @@ fn run_child(cmd: &mut Command) -> Result<Child> {
     }
 }
 
-fn run_pgbench(
-    bin: &Path,
-    env: &[(&str, String)],
-    work: &Path,
-    clients: u32,
-    threads: u32,
-    d: Duration,
-) -> Result<Option<Pgbench>> {
+fn run_pgbench(pg: &PgbenchRun, d: Duration) -> Result<Option<Pgbench>> {
+    let (clients, threads, work) = (pg.clients, pg.threads, pg.work);
     let prefix = work.join("pgbench_log");
     let o = match run_child(
-        Command::new(bin)
+        Command::new(pg.bin)
             .args([
                 "-n",
                 "-c",
@@ -1149,7 +1368,8 @@ fn run_pgbench(
                 "--log-prefix",
             ])
             .arg(&prefix)
-            .envs(env.iter().cloned())
+            .arg(pg.conn)
+            .envs(pg.env.iter().cloned())
             .current_dir(work),
     )? {
         Child::Done(o) => o,
@@ -1446,5 +1666,41 @@ tps = 95.5 (excluding connections establishing)
         assert_eq!(p.transactions, 100);
         assert_eq!(p.tps, 95.5);
         assert!(super::parse_pgbench("pgbench: error: connection refused").is_none());
+    }
+
+    #[test]
+    fn scratch_database_urls_keep_everything_but_the_database() {
+        use super::{split_password, with_database};
+        assert_eq!(
+            with_database(
+                "postgresql:///postgres?host=/tmp/x&port=5433&user=plumb",
+                "lab"
+            ),
+            "postgresql:///lab?host=/tmp/x&port=5433&user=plumb"
+        );
+        assert_eq!(
+            with_database("postgres://app@db:5432/shop?sslmode=require", "lab"),
+            "postgres://app@db:5432/lab?sslmode=require"
+        );
+        assert_eq!(
+            with_database("postgres://app@db", "lab"),
+            "postgres://app@db/lab"
+        );
+        assert_eq!(
+            with_database("host=db dbname=shop user=app", "lab"),
+            "host=db user=app dbname=lab"
+        );
+        assert_eq!(
+            split_password("postgres://app:s3cret@db/lab"),
+            (
+                "postgres://app@db/lab".to_string(),
+                Some("s3cret".to_string())
+            )
+        );
+        assert_eq!(
+            split_password("host=db password=s3cret dbname=lab"),
+            ("host=db dbname=lab".to_string(), Some("s3cret".to_string()))
+        );
+        assert_eq!(split_password("postgres://app@db/lab").1, None);
     }
 }

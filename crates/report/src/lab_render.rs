@@ -215,9 +215,12 @@ fn tables(r: &LabReport) -> Vec<Table> {
                         .as_ref()
                         .map(|x| ms(x.median * 1000.0))
                         .unwrap_or_else(|| "-".into()),
-                    l.latency_elasticity
-                        .map(|e| format!("{e:.2}"))
-                        .unwrap_or_else(|| "-".into()),
+                    // Throughput that did not move makes the ratio meaningless.
+                    match l.latency_elasticity {
+                        Some(e) if e.abs() <= 50.0 => format!("{e:.2}"),
+                        Some(_) => "throughput flat".into(),
+                        None => "-".into(),
+                    },
                 ]
             })
             .collect();

@@ -433,7 +433,7 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                 ),
                 r.windows
                     .iter()
-                    .filter(|w| w.workload)
+                    .filter(|w| w.workload && w.runnable_mean.is_some_and(|m| m > cpus))
                     .filter_map(|w| {
                         Some(format!(
                             "{}: runnable mean {:.1}, max {:.0}; CPU busy {:.0}%",

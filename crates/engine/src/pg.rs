@@ -70,7 +70,7 @@ impl Conn {
     pub fn connect(cfg: &Config, label: &str, observer: bool) -> Result<Conn> {
         let mut client = cfg.connect(NoTls).map_err(|e| Error::Connect {
             url: label.to_string(),
-            message: e.to_string(),
+            message: with_causes(&e),
         })?;
         if observer {
             client
@@ -489,4 +489,19 @@ fn local_postgres(local: bool, pid: u32) -> Option<u32> {
     }
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
     (comm.trim() == "postgres").then_some(pid)
+}
+
+/// An error and its causes in one line ("error connecting to server: failed to lookup address").
+pub fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(c) = src {
+        let t = c.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = c.source();
+    }
+    s
 }

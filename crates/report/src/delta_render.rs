@@ -1,7 +1,7 @@
 //! Text and table forms of `plumb delta`: figures grouped by where they come from, one column
 //! per mode (cold, warm), the median with the range over repeated runs.
 
-use crate::fmt::{bytes, pct};
+use crate::fmt::{bytes, count, pct};
 use crate::{Render, Table};
 use plumb_analyze::delta::{DeltaReport, Row, Stat};
 use plumb_analyze::Level;
@@ -90,26 +90,6 @@ fn order(g: &str) -> usize {
         .iter()
         .position(|(k, _)| *k == g)
         .unwrap_or(GROUPS.len())
-}
-
-/// A count with thousands separators, or two decimals when it has a fraction.
-fn count(v: f64) -> String {
-    if v.fract() != 0.0 && v.abs() < 1000.0 {
-        return format!("{v:.2}");
-    }
-    let s = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0.0 {
-        format!("-{out}")
-    } else {
-        out
-    }
 }
 
 pub fn value(unit: &str, v: f64) -> String {

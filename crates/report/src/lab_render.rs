@@ -43,16 +43,9 @@ fn opt1(v: Option<f64>, unit: &str) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// A whole number with thousands separators.
 fn count(v: f64) -> String {
-    let s = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    crate::fmt::count(v.round())
 }
 
 fn lat_cols(l: &Option<Latency>) -> [String; 4] {

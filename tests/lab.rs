@@ -506,6 +506,16 @@ fn bad_input_is_named_and_exits_2() {
             vec!["--out".into(), env!("CARGO_MANIFEST_DIR").into()],
             "exists and is not empty",
         ),
+        (vec!["--format".into(), "csv".into()], "--format csv"),
+        (vec!["--pressure".into(), "300%".into()], "--pressure 300%"),
+        (
+            vec!["--throttle-writes".into(), "100iops".into()],
+            "bytes per second",
+        ),
+        (
+            vec!["--target".into(), "redis://x".into()],
+            "--target redis://x",
+        ),
     ];
     for (mut args, want) in cases {
         if args[0] != "--dir" {

@@ -41,7 +41,7 @@ pub struct LabArgs {
     /// Default: ./plumb-lab-DATE-TIME. Must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// A shorter lab (about a minute): fewer levels, shorter runs, a smaller pgbench.
+    /// A shorter lab (about half a minute): fewer levels, shorter runs, a smaller pgbench.
     #[arg(long)]
     pub quick: bool,
     /// How long pgbench runs (default 40s; --quick 10s).
@@ -397,6 +397,14 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             bail!("--duration: use 2s or more (pgbench needs time to settle)");
         }
         plan.pgbench = d;
+    }
+    if g.sysroot.is_some() {
+        bail!(
+            "--sysroot: the lab measures and loads the live host; it cannot run on a captured tree"
+        );
+    }
+    if g.format() == plumb_report::Format::Csv {
+        bail!("--format csv: the lab's report is not one table; use text or json (report.json is written either way)");
     }
     let pressure = a.pressure.as_deref().map(parse_pressure).transpose()?;
     let rates = a.throttle_writes.as_deref().map(parse_rates).transpose()?;

@@ -321,6 +321,21 @@ fn quick_lab_end_to_end() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).lines().count() > 10);
 
+    // The engine's own counters are in the recording: commits per second during pgbench.
+    let o = plumb()
+        .arg("--json")
+        .arg("export")
+        .arg(out.join("recording.plumb"))
+        .args(["--metric", "engine.db.commits_per_s"])
+        .output()
+        .unwrap();
+    let best = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| v["values"]["engine.db.commits_per_s"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(best > 50.0, "engine.db.commits_per_s peaked at {best}");
+
     // The page, as a browser shows it.
     let Some(chrome) = chromium() else {
         eprintln!("skipped the browser check: no chromium (scripts/setup --test installs it)");
@@ -342,6 +357,7 @@ fn quick_lab_end_to_end() {
         .unwrap();
     let dom = String::from_utf8_lossy(&o.stdout);
     for id in [
+        "engine",
         "findings",
         "durability",
         "sweep",

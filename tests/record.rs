@@ -289,3 +289,97 @@ fn report_renders_in_chromium() {
         dom.matches("<svg").count()
     );
 }
+
+#[test]
+fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("e.plumb");
+    // Nothing listens on port 1: exit 2, the URL named, and no recording file.
+    let o = run(&[
+        "record",
+        "--duration",
+        "2s",
+        "--engine",
+        "postgres://plumb@127.0.0.1:1/postgres",
+        "--out",
+        s(&f),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--engine postgres://plumb@127.0.0.1:1/postgres"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!f.exists());
+
+    // A live PostgreSQL of plumb's own, with commits while it is recorded.
+    let has_pg = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| rd.flatten().any(|e| e.path().join("bin/initdb").exists()))
+        .unwrap_or(false);
+    if !has_pg {
+        eprintln!(
+            "skipped the live part: no PostgreSQL server binaries (apt-get install postgresql)"
+        );
+        return;
+    }
+    let pg = tempfile::Builder::new()
+        .prefix("plumb-rec-pg")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        pg.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let dir = pg.path().join("pg");
+    assert!(run(&["engine", "start", "--dir", s(&dir)]).status.success());
+    let st = run(&["--json", "engine", "status", "--dir", s(&dir)]);
+    let url = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut rec = plumb()
+        .args([
+            "record",
+            "--interval",
+            "500ms",
+            "--duration",
+            "4s",
+            "--engine",
+            &url,
+            "--out",
+            s(&f),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(3) {
+        let _ = plumb()
+            .args([
+                "engine",
+                "psql",
+                "--dir",
+                s(&dir),
+                "--",
+                "-qc",
+                "SELECT 1; SELECT 2; SELECT 3",
+            ])
+            .output();
+    }
+    assert!(rec.wait().unwrap().success());
+    let o = run(&[
+        "--json",
+        "export",
+        s(&f),
+        "--metric",
+        "engine.db.commits_per_s",
+    ]);
+    let _ = run(&["engine", "stop", "--remove", "--dir", s(&dir)]);
+    let best = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter_map(|v| v["values"]["engine.db.commits_per_s"].as_f64())
+        .fold(0.0, f64::max);
+    assert!(best > 5.0, "commits per second seen: {best}");
+}

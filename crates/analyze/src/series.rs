@@ -475,7 +475,116 @@ pub const RULES: &[Rule] = &[
         "B",
         "its memory cgroup's effective limit"
     ),
+    r!(
+        "engine",
+        true,
+        "xact_commit",
+        "commits_per_s",
+        How::Rate(1.0),
+        "/s",
+        "transactions committed (PostgreSQL, this database)"
+    ),
+    r!(
+        "engine",
+        true,
+        "xact_rollback",
+        "rollbacks_per_s",
+        How::Rate(1.0),
+        "/s",
+        "transactions rolled back (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "blks_read",
+        "blocks_read_per_s",
+        How::Rate(1.0),
+        "/s",
+        "blocks not in shared_buffers, read through the OS (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "blks_hit",
+        "blocks_hit_per_s",
+        How::Rate(1.0),
+        "/s",
+        "blocks found in shared_buffers (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "temp_bytes",
+        "temp_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes spilled to temporary files (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "bytes",
+        "bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "WAL bytes generated (PostgreSQL pg_stat_wal)"
+    ),
+    r!(
+        "engine",
+        true,
+        "syncs",
+        "syncs_per_s",
+        How::Rate(1.0),
+        "/s",
+        "WAL syncs issued (PostgreSQL pg_stat_wal, before 18)"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffers_written",
+        "buffers_written_per_s",
+        How::Rate(1.0),
+        "/s",
+        "buffers written by checkpoints (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "questions",
+        "questions_per_s",
+        How::Rate(1.0),
+        "/s",
+        "statements from clients (MariaDB Questions)"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffer_pool_reads",
+        "buffer_pool_reads_per_s",
+        How::Rate(1.0),
+        "/s",
+        "InnoDB buffer pool misses read from disk (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "data_fsyncs",
+        "data_fsyncs_per_s",
+        How::Rate(1.0),
+        "/s",
+        "InnoDB fsync() calls (MariaDB)"
+    ),
 ];
+
+/// The engine counters a recording keeps (`engine.SET.FIELD`, from an engine snapshot's
+/// `SET.FIELD` counters): the raw fields of the `engine` rules.
+pub fn engine_fields() -> Vec<&'static str> {
+    RULES
+        .iter()
+        .filter(|r| r.family == "engine")
+        .map(|r| r.raw)
+        .collect()
+}
 
 /// A derived metric available in a recording.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]

@@ -244,6 +244,8 @@ impl Drop for Cleanup {
 struct Recorder {
     path: PathBuf,
     started_unix_ms: u64,
+    /// The engine's counters, read with each sample.
+    engine: Arc<std::sync::Mutex<crate::engine_rec::EngineSampler>>,
     stop: Arc<AtomicBool>,
     handle: Option<std::thread::JoinHandle<Result<u64>>>,
 }
@@ -264,6 +266,10 @@ impl Recorder {
         let mut w = Writer::create(path, &header).map_err(|e| anyhow!("{e}"))?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let engine = Arc::new(std::sync::Mutex::new(
+            crate::engine_rec::EngineSampler::new(None),
+        ));
+        let eng = engine.clone();
         let handle = std::thread::spawn(move || -> Result<u64> {
             let mut sampler = Sampler::new(root, Scope { pids });
             let t0 = Instant::now();
@@ -275,7 +281,8 @@ impl Recorder {
                     std::thread::sleep((due - Instant::now()).min(Duration::from_millis(50)));
                 }
                 let (vals, _) = sampler.take();
-                let rows: Vec<(&str, Kind, u64)> = vals
+                let engine_vals = eng.lock().map(|mut e| e.take()).unwrap_or_default();
+                let mut rows: Vec<(&str, Kind, u64)> = vals
                     .iter()
                     .map(|v| {
                         let kind = if v.kind == RawKind::Counter {
@@ -286,6 +293,11 @@ impl Recorder {
                         (v.name.as_str(), kind, v.value)
                     })
                     .collect();
+                rows.extend(
+                    engine_vals
+                        .iter()
+                        .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
+                );
                 w.sample(now_unix_ms().saturating_sub(started), &rows)?;
                 n += 1;
                 if flag.load(Ordering::Relaxed) {
@@ -297,9 +309,24 @@ impl Recorder {
         Ok(Recorder {
             path: path.to_path_buf(),
             started_unix_ms: started,
+            engine,
             stop,
             handle: Some(handle),
         })
+    }
+
+    /// Record this engine session's counters from the next sample on.
+    fn set_engine(&self, t: &plumb_engine::Target) {
+        match plumb_engine::observer(t) {
+            Ok(o) => {
+                if let Ok(mut e) = self.engine.lock() {
+                    e.replace(o);
+                }
+            }
+            Err(e) => {
+                eprintln!("plumb: warning: the recording will not have the engine's counters: {e}")
+            }
+        }
     }
 
     /// Seconds since the recording started.
@@ -324,12 +351,17 @@ impl Recorder {
 
     fn stop(&mut self) -> Result<u64> {
         self.stop.store(true, Ordering::Relaxed);
-        match self.handle.take() {
+        let n = match self.handle.take() {
             Some(h) => h
                 .join()
                 .map_err(|_| anyhow!("the recorder thread panicked"))?,
             None => Ok(0),
+        };
+        // Close the engine session: the server (or the scratch database) may go next.
+        if let Ok(mut e) = self.engine.lock() {
+            *e = crate::engine_rec::EngineSampler::new(None);
         }
+        n
     }
 }
 
@@ -586,6 +618,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     )
     .context("starting the recording")?;
     recorder.mark("lab started", Some(server.shown.clone()));
+    recorder.set_engine(&server.target);
     let mut phases = Phases(Vec::new());
 
     // 2. Storage where the data and WAL live.
@@ -686,6 +719,8 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         }
         let mut lab_target = plumb_engine::Target::new(&conn_url);
         lab_target.password = password.clone();
+        // The database's own counters (commits, block reads) from now on.
+        recorder.set_engine(&lab_target);
         step(
             &pb,
             4,

@@ -27,6 +27,14 @@ pub struct RecordArgs {
     /// A name for this run, shown when several recordings are overlaid.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
+    /// Also record this database's counters with every sample (commits, block reads, WAL
+    /// bytes and syncs; MariaDB statements, buffer pool reads, fsyncs): postgres://, mysql://.
+    /// When the server runs here, add its PID with --pid for its processes.
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+    /// Read the engine's password from this file (not readable by others).
+    #[arg(long, value_name = "FILE", requires = "engine")]
+    pub password_file: Option<PathBuf>,
     /// Run this command, record it with the host while it runs, and stop when it exits.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -147,6 +155,21 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     for &p in &a.pids {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
     }
+    // The engine first: a wrong URL must not leave an empty recording behind.
+    let mut engine = crate::engine_rec::EngineSampler::new(match &a.engine {
+        None => None,
+        Some(url) => {
+            let mut t = plumb_engine::Target::new(url);
+            t.kind().map_err(|e| anyhow!("--engine {e}"))?;
+            if let Some(f) = &a.password_file {
+                t.password = Some(
+                    plumb_engine::read_password_file(f)
+                        .map_err(|e| anyhow!("--password-file {e}"))?,
+                );
+            }
+            Some(plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?)
+        }
+    });
     let out = a.out.clone().unwrap_or_else(default_out);
     if out.exists() {
         bail!(
@@ -199,6 +222,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         interval,
         duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
     );
+    let mut engine_gone = false;
     let mut sampler = Sampler::new(root, scope);
     let t0 = Instant::now();
     let mut k: u32 = 0;
@@ -219,7 +243,8 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         }
         let t_ms = now_unix_ms().saturating_sub(started);
         let (vals, gone) = sampler.take();
-        let rows: Vec<(&str, Kind, u64)> = vals
+        let engine_vals = engine.take();
+        let mut rows: Vec<(&str, Kind, u64)> = vals
             .iter()
             .map(|v| {
                 (
@@ -233,8 +258,30 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
                 )
             })
             .collect();
+        rows.extend(
+            engine_vals
+                .iter()
+                .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
+        );
         w.sample(t_ms, &rows)?;
         samples += 1;
+        // The engine going away (or coming back) is a mark, not an error: the host recording
+        // goes on.
+        if engine.failed.is_some() != engine_gone {
+            engine_gone = engine.failed.is_some();
+            plumb_store::append_mark(
+                &out,
+                &Mark {
+                    t_ms,
+                    name: if engine_gone {
+                        "engine unreachable".into()
+                    } else {
+                        "engine back".into()
+                    },
+                    detail: engine.failed.clone(),
+                },
+            )?;
+        }
         for p in gone {
             plumb_store::append_mark(
                 &out,

@@ -16,6 +16,7 @@ mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
 mod docs;
+mod engine_rec;
 
 #[derive(Debug, Parser)]
 #[command(

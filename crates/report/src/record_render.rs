@@ -377,6 +377,79 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
     }))
 }
 
+/// The engine's throughput over time: rates on the left (commits, statements, block reads,
+/// WAL syncs), WAL bytes per second on the right.
+fn engine_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    let left = [
+        ("db", "commits_per_s", "commits/s"),
+        (
+            "db",
+            "blocks_read_per_s",
+            "blocks read/s (not in shared_buffers)",
+        ),
+        ("wal", "syncs_per_s", "WAL syncs/s"),
+        ("status", "questions_per_s", "statements/s"),
+        ("innodb", "buffer_pool_reads_per_s", "buffer pool reads/s"),
+        ("innodb", "data_fsyncs_per_s", "InnoDB fsyncs/s"),
+    ];
+    for (k, r) in runs.iter().enumerate() {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for (i, (obj, field, name)) in left.iter().enumerate() {
+            if let Some(p) = r.points(&format!("engine.{obj}.{field}")) {
+                if p.iter().any(|(_, v)| v.is_finite()) {
+                    series.push(TimeSeries {
+                        name: format!("{name}{tag}"),
+                        color: PALETTE[(i + 3 * k) % PALETTE.len()],
+                        dashed: false,
+                        draw: Draw::Line,
+                        right: false,
+                        points: p,
+                    });
+                }
+            }
+        }
+        if let Some(p) = r.points("engine.wal.bytes_per_s") {
+            series.push(TimeSeries {
+                name: format!("WAL bytes/s{tag}"),
+                color: PALETTE[(6 + 3 * k) % PALETTE.len()],
+                dashed: true,
+                draw: Draw::Line,
+                right: true,
+                points: p,
+            });
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Database: throughput".into(),
+        subtitle: "from the engine's own counters, read with every sample (plumb's reading adds a few commits per second)".into(),
+        y_label: "per second".into(),
+        y2_label: Some("WAL bytes per second".into()),
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: per_s_axis,
+        y2_fmt: byte_rate,
+    }))
+}
+
+fn per_s_axis(v: f64) -> String {
+    if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 1000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
 fn proc_chart(runs: &[Run]) -> Option<String> {
     let mut series = Vec::new();
     for r in runs.iter() {
@@ -542,6 +615,10 @@ pub fn charts_html(runs: &[Run]) -> String {
     }
     if let Some(c) = proc_chart(runs) {
         charts.push(("processes".into(), c));
+    }
+    if let Some(c) = engine_chart(runs) {
+        // Next to the CPU chart: what the database did, then what the host did for it.
+        charts.insert(charts.len().min(1), ("engine".into(), c));
     }
     for (id, c) in &charts {
         let _ = write!(body, "<div class=\"chart\" id=\"{id}\">{c}</div>");

@@ -256,6 +256,39 @@ fn delta_against_mariadb() {
         "no file waits"
     );
 
+    // plumb mem --engine: the server's own figure for what its buffer pool holds, beside the
+    // kernel's view of the process.
+    let pid = m.pid().unwrap();
+    let o = plumb()
+        .args([
+            "--json",
+            "mem",
+            "--no-engines",
+            "--interval",
+            "100ms",
+            "--pid",
+            &pid.to_string(),
+            "--engine",
+            &m.url("lab"),
+        ])
+        .output()
+        .unwrap();
+    let mem: Value = serde_json::from_slice(&o.stdout).unwrap_or(Value::Null);
+    let e = mem["engines"]
+        .as_array()
+        .and_then(|v| v.first())
+        .cloned()
+        .unwrap_or(Value::Null);
+    assert!(
+        e["belief_source"]
+            .as_str()
+            .unwrap_or("")
+            .contains("Innodb_buffer_pool_bytes_data"),
+        "{e} / {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(e["believed_cache_bytes"].as_u64().unwrap() > 1 << 20, "{e}");
+
     // The server killed mid-run: a clear error, exit 2.
     let url = m.url("lab");
     let child = plumb()

@@ -370,6 +370,48 @@ fn engine_mem(
     }
 }
 
+/// What the server itself says its cache holds, from its own figures (an engine snapshot's
+/// gauges): InnoDB's Innodb_buffer_pool_bytes_data, SQL Server's Database Cache Memory counter,
+/// PostgreSQL's pg_buffercache (buffers holding a page). None when the server gives none.
+pub fn live_cache_belief(
+    kind: EngineKind,
+    gauges: &std::collections::BTreeMap<String, f64>,
+    block_size: u64,
+) -> Option<(u64, String)> {
+    let (v, what) = match kind {
+        EngineKind::Mariadb => (
+            *gauges.get("innodb.buffer_pool_data_bytes")?,
+            "the server's own Innodb_buffer_pool_bytes_data (buffer pool pages holding data)",
+        ),
+        EngineKind::Mssql => (
+            gauges
+                .iter()
+                .find(|(k, _)| k.ends_with(".database_cache_memory_bytes"))
+                .map(|(_, v)| *v)?,
+            "the server's own Memory Manager: Database Cache Memory counter",
+        ),
+        EngineKind::Postgres => (
+            gauges.get("buffercache.used_buffers")? * block_size as f64,
+            "pg_buffercache: shared buffers holding a page",
+        ),
+    };
+    (v.is_finite() && v >= 0.0).then(|| (v as u64, what.to_string()))
+}
+
+/// Replace the configured belief of the report's first engine of `kind` with the live one.
+pub fn apply_live_belief(rep: &mut MemReport, kind: EngineKind, belief: (u64, String)) -> bool {
+    match rep.engines.iter_mut().find(|e| e.engine == kind) {
+        Some(e) => {
+            e.believed_cache_bytes = Some(belief.0);
+            e.belief_source = Some(belief.1);
+            // The statements follow the new belief.
+            rep.findings = findings(&rep.host, &rep.engines, &rep.processes);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Build the report from a sample, with rates when an earlier sample is given.
 pub fn build(cur: &MemSample, prev: Option<&MemSample>) -> MemReport {
     let m = &cur.meminfo;
@@ -657,5 +699,28 @@ mod tests {
         assert_eq!(rate(Some(10), Some(5), 1.0, 1.0), None);
         assert_eq!(rate(Some(10), Some(20), 2.0, 4096.0), Some(20480.0));
         assert_eq!(rate(None, Some(20), 2.0, 1.0), None);
+    }
+
+    #[test]
+    fn live_beliefs_come_from_the_servers_own_figures() {
+        let mut g = std::collections::BTreeMap::new();
+        g.insert("innodb.buffer_pool_data_bytes".to_string(), 14_876_672.0);
+        g.insert(
+            "perf.memory_manager.database_cache_memory_bytes".to_string(),
+            2048.0 * 1024.0,
+        );
+        g.insert("buffercache.used_buffers".to_string(), 100.0);
+        let (b, why) = live_cache_belief(EngineKind::Mariadb, &g, 8192).unwrap();
+        assert_eq!(b, 14_876_672);
+        assert!(why.contains("Innodb_buffer_pool_bytes_data"));
+        assert_eq!(
+            live_cache_belief(EngineKind::Mssql, &g, 8192).unwrap().0,
+            2 << 20
+        );
+        assert_eq!(
+            live_cache_belief(EngineKind::Postgres, &g, 8192).unwrap().0,
+            819_200
+        );
+        assert!(live_cache_belief(EngineKind::Postgres, &Default::default(), 8192).is_none());
     }
 }

@@ -33,6 +33,70 @@ pub struct ReportArgs {
     /// Do not look for database processes by name.
     #[arg(long)]
     pub no_engines: bool,
+    /// Ask the server what its cache holds (InnoDB's buffer pool data, SQL Server's database
+    /// cache counter, PostgreSQL's pg_buffercache) instead of taking its configured size.
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+    /// Read the engine's password from this file (not readable by others).
+    #[arg(long, value_name = "FILE", requires = "engine")]
+    pub password_file: Option<PathBuf>,
+}
+
+/// The server's own figure for its cache, read through a read-only session.
+struct LiveBelief {
+    obs: Box<dyn plumb_engine::Observer>,
+}
+
+impl LiveBelief {
+    fn open(a: &ReportArgs) -> Result<Option<LiveBelief>> {
+        let Some(url) = &a.engine else {
+            return Ok(None);
+        };
+        let mut t = plumb_engine::Target::new(url);
+        t.kind().map_err(|e| anyhow!("--engine {e}"))?;
+        if let Some(f) = &a.password_file {
+            t.password = Some(
+                plumb_engine::read_password_file(f).map_err(|e| anyhow!("--password-file {e}"))?,
+            );
+        }
+        let obs = plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?;
+        Ok(Some(LiveBelief { obs }))
+    }
+
+    /// Put the server's figure in the report; a note when it has none.
+    fn apply(&mut self, rep: &mut plumb_analyze::mem::MemReport) {
+        let kind = match self.obs.kind() {
+            plumb_engine::Kind::Postgres => EngineKind::Postgres,
+            plumb_engine::Kind::Mariadb => EngineKind::Mariadb,
+            plumb_engine::Kind::Sqlserver => EngineKind::Mssql,
+        };
+        let block = self
+            .obs
+            .info()
+            .ok()
+            .and_then(|i| i.settings.get("block_size").and_then(|b| b.parse().ok()))
+            .unwrap_or(8192);
+        let note = match self.obs.snapshot() {
+            Ok(s) => match plumb_analyze::mem::live_cache_belief(kind, &s.gauges, block) {
+                Some(b) => {
+                    if plumb_analyze::mem::apply_live_belief(rep, kind, b) {
+                        None
+                    } else {
+                        Some("--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string())
+                    }
+                }
+                None => Some(match kind {
+                    EngineKind::Postgres => "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string(),
+                    _ => "--engine: the server gave no cache figure; its configured size is shown".to_string(),
+                }),
+            },
+            Err(e) => Some(format!("--engine: {e}")),
+        };
+        if let Some(n) = note {
+            rep.findings
+                .push(plumb_analyze::Note::new(plumb_analyze::Level::Info, n));
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -137,11 +201,15 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
             _ => anyhow::Error::new(e),
         })
     };
+    let mut live = LiveBelief::open(a)?;
     let mut prev = collect()?;
     if !a.watch {
         std::thread::sleep(interval);
         let cur = collect()?;
-        let rep = plumb_analyze::mem::build(&cur, Some(&prev));
+        let mut rep = plumb_analyze::mem::build(&cur, Some(&prev));
+        if let Some(l) = live.as_mut() {
+            l.apply(&mut rep);
+        }
         crate::emit(g, &rep)?;
         return Ok(0);
     }
@@ -164,7 +232,10 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
                 return Ok(2);
             }
         };
-        let rep = plumb_analyze::mem::build(&cur, Some(&prev));
+        let mut rep = plumb_analyze::mem::build(&cur, Some(&prev));
+        if let Some(l) = live.as_mut() {
+            l.apply(&mut rep);
+        }
         let mut out = std::io::stdout().lock();
         if json {
             plumb_report::write_json_line(&rep, "mem", &mut out)?;

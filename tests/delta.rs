@@ -2,15 +2,11 @@
 //! itself: cold against warm, a sort that spills, a server killed mid-run, Ctrl-C, bad input.
 
 use serde_json::Value;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Output, Stdio};
 use std::time::Duration;
 
-fn plumb() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
-    c.env_remove("PLUMB_ENGINE").env_remove("PLUMB_PG_DIR");
-    c
-}
+mod common;
+use common::*;
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
@@ -21,41 +17,6 @@ fn text(o: &Output) -> (String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-fn no_postgres() -> Option<String> {
-    let has = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|rd| rd.flatten().any(|e| e.path().join("bin/initdb").exists()))
-        .unwrap_or(false);
-    (!has && std::env::var("PLUMB_PG_BIN").is_err())
-        .then(|| "no PostgreSQL server binaries (apt-get install postgresql)".to_string())
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Processes whose command line names `dir` (the instance's postgres processes).
-fn processes_in(dir: &Path) -> Vec<String> {
-    let needle = dir.to_str().unwrap();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if e.file_name()
-            .to_str()
-            .is_some_and(|n| n.parse::<u32>().is_ok())
-        {
-            if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-                let c = String::from_utf8_lossy(&c).replace('\0', " ");
-                // The postmaster names the directory; its children work in it.
-                let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
-                if c.contains(needle) || cwd.starts_with(dir) {
-                    out.push(c);
-                }
-            }
-        }
-    }
-    out
 }
 
 /// The median of a figure in one mode's column.

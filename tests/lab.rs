@@ -11,30 +11,11 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+mod common;
+use common::*;
+
 /// Labs take both CPUs and the disk: one at a time.
 static ONE_LAB: Mutex<()> = Mutex::new(());
-
-fn plumb() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
-    c.env_remove("PLUMB_ENGINE").env_remove("PLUMB_PG_DIR");
-    c
-}
-
-fn no_postgres() -> Option<String> {
-    let has = std::fs::read_dir("/usr/lib/postgresql")
-        .map(|rd| {
-            rd.flatten().any(|e| {
-                e.path().join("bin/initdb").exists() && e.path().join("bin/pgbench").exists()
-            })
-        })
-        .unwrap_or(false);
-    (!has).then(|| "no PostgreSQL server binaries and pgbench (apt-get install postgresql)".into())
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A scratch directory the postgres user can reach when plumb runs as root.
 fn scratch() -> tempfile::TempDir {
@@ -44,29 +25,6 @@ fn scratch() -> tempfile::TempDir {
         .unwrap();
     std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     d
-}
-
-/// Processes whose command line or working directory is under `dir`.
-fn processes_in(dir: &Path) -> Vec<String> {
-    let needle = dir.to_str().unwrap();
-    let mut out = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        if !e
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.parse::<u32>().is_ok())
-        {
-            continue;
-        }
-        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
-            let c = String::from_utf8_lossy(&c).replace('\0', " ");
-            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
-            if c.contains(needle) || cwd.starts_with(dir) {
-                out.push(c);
-            }
-        }
-    }
-    out
 }
 
 /// What is left in the scratch directory (the lab's work directory must be gone).
@@ -175,18 +133,6 @@ fn validate(report: &Path) -> Option<String> {
         if o.status.success() { "" } else { "INVALID: " },
         String::from_utf8_lossy(&o.stdout).trim()
     ))
-}
-
-fn chromium() -> Option<&'static str> {
-    ["chromium", "chromium-browser", "google-chrome"]
-        .into_iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false)
-        })
 }
 
 #[test]

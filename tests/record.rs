@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+mod common;
+
 fn plumb() -> Command {
     Command::new(env!("CARGO_BIN_EXE_plumb"))
 }
@@ -224,16 +226,7 @@ fn bad_record_input_exits_2() {
 /// --test). The page must load with its charts laid out: the screenshot is a real image.
 #[test]
 fn report_renders_in_chromium() {
-    let Some(chrome) = ["chromium", "chromium-browser", "google-chrome"]
-        .iter()
-        .find(|c| {
-            Command::new(c)
-                .arg("--version")
-                .output()
-                .map(|o| o.status.success())
-                .unwrap_or(false)
-        })
-    else {
+    let Some(chrome) = common::chromium() else {
         eprintln!("skipped: no chromium installed (scripts/setup --test installs it)");
         return;
     };

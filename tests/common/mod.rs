@@ -1,0 +1,67 @@
+//! Helpers the integration tests share: finding PostgreSQL and Chromium, root, and the
+//! processes a test's server left running.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::Path;
+use std::process::Command;
+
+/// plumb, without the environment that would point it at another engine or instance.
+pub fn plumb() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
+    c.env_remove("PLUMB_ENGINE").env_remove("PLUMB_PG_DIR");
+    c
+}
+
+pub fn is_root() -> bool {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Why the PostgreSQL tests cannot run here, if they cannot (server binaries and pgbench).
+pub fn no_postgres() -> Option<String> {
+    let has = std::fs::read_dir("/usr/lib/postgresql")
+        .map(|rd| {
+            rd.flatten().any(|e| {
+                e.path().join("bin/initdb").exists() && e.path().join("bin/pgbench").exists()
+            })
+        })
+        .unwrap_or(false);
+    (!has && std::env::var("PLUMB_PG_BIN").is_err())
+        .then(|| "no PostgreSQL server binaries and pgbench (apt-get install postgresql)".into())
+}
+
+/// Processes whose command line names `dir`, or that work in it (a server's processes).
+pub fn processes_in(dir: &Path) -> Vec<String> {
+    let needle = dir.to_str().unwrap();
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+        {
+            continue;
+        }
+        if let Ok(c) = std::fs::read(e.path().join("cmdline")) {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+            if c.contains(needle) || cwd.starts_with(dir) {
+                out.push(c);
+            }
+        }
+    }
+    out
+}
+
+/// A headless browser, when one is installed.
+pub fn chromium() -> Option<&'static str> {
+    ["chromium", "chromium-browser", "google-chrome"]
+        .into_iter()
+        .find(|c| {
+            Command::new(c)
+                .arg("--version")
+                .output()
+                .map(|o| o.status.success())
+                .unwrap_or(false)
+        })
+}

@@ -132,14 +132,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     let mut _stop_guard = None;
     let wh = match &a.engine {
         Some(url) => {
-            let mut t = Target::new(url);
-            t.kind().map_err(|e| anyhow!("--engine {e}"))?;
-            if let Some(f) = &a.password_file {
-                t.password = Some(
-                    plumb_engine::read_password_file(f)
-                        .map_err(|e| anyhow!("--password-file {e}"))?,
-                );
-            }
+            let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
             // The private instance named by URL still gets restarts for --cold.
             let private_dir = a.dir.dir.clone().filter(|d| {
                 private::status(d)

@@ -1066,13 +1066,8 @@ impl Server {
 
     /// Connect read-only and find what this host can see of the server.
     fn target(url: &str, password_file: Option<&Path>) -> Result<Server> {
-        let mut target = plumb_engine::Target::new(url);
+        let target = crate::engine_target("--target", url, password_file)?;
         let kind = target.kind().map_err(|e| anyhow!("--target {e}"))?;
-        if let Some(f) = password_file {
-            target.password = Some(
-                plumb_engine::read_password_file(f).map_err(|e| anyhow!("--password-file {e}"))?,
-            );
-        }
         let mut obs = plumb_engine::observer(&target).map_err(|e| anyhow!("--target {e}"))?;
         let info = obs.info().map_err(|e| anyhow!("--target {e}"))?;
         // The data directory, where this host can see it (PostgreSQL's data_directory; MariaDB's

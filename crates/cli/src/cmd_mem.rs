@@ -52,13 +52,7 @@ impl LiveBelief {
         let Some(url) = &a.engine else {
             return Ok(None);
         };
-        let mut t = plumb_engine::Target::new(url);
-        t.kind().map_err(|e| anyhow!("--engine {e}"))?;
-        if let Some(f) = &a.password_file {
-            t.password = Some(
-                plumb_engine::read_password_file(f).map_err(|e| anyhow!("--password-file {e}"))?,
-            );
-        }
+        let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
         let obs = plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?;
         Ok(Some(LiveBelief { obs }))
     }

@@ -159,14 +159,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     let mut engine = crate::engine_rec::EngineSampler::new(match &a.engine {
         None => None,
         Some(url) => {
-            let mut t = plumb_engine::Target::new(url);
-            t.kind().map_err(|e| anyhow!("--engine {e}"))?;
-            if let Some(f) = &a.password_file {
-                t.password = Some(
-                    plumb_engine::read_password_file(f)
-                        .map_err(|e| anyhow!("--password-file {e}"))?,
-                );
-            }
+            let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
             Some(plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?)
         }
     });

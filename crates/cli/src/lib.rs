@@ -199,6 +199,24 @@ pub fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// A database target from a URL flag (`--engine`, `--target`) and an optional password file,
+/// both checked: a URL plumb cannot read, or a password file others can read, names its flag.
+pub(crate) fn engine_target(
+    flag: &str,
+    url: &str,
+    password_file: Option<&std::path::Path>,
+) -> Result<plumb_engine::Target> {
+    let mut t = plumb_engine::Target::new(url);
+    t.kind().map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
+    if let Some(f) = password_file {
+        t.password = Some(
+            plumb_engine::read_password_file(f)
+                .map_err(|e| anyhow::anyhow!("--password-file {e}"))?,
+        );
+    }
+    Ok(t)
+}
+
 /// Write a result to stdout in the format the user chose.
 pub(crate) fn emit<R: plumb_report::Render>(global: &GlobalArgs, r: &R) -> Result<()> {
     let stdout = io::stdout();

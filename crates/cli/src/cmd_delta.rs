@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 #[command(group = clap::ArgGroup::new("mode").args(["cold", "warm", "both"]))]
 pub struct DeltaArgs {
     /// The database: postgres://USER@HOST:PORT/DB (or mysql://, mariadb://, mssql://). Default:
-    /// plumb's private PostgreSQL (started for the run and stopped after, unless it was already
-    /// running).
+    /// plumb's private PostgreSQL in --dir (started for the run and stopped after, unless it was
+    /// already running; removed after when the run created it).
     #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
     pub engine: Option<String>,
     /// Read the password from this file (must not be readable by others) instead of the URL or
@@ -148,7 +148,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         }
         None => {
             let d = a.dir.dir();
-            let r = match private::status(&d)? {
+            let r = match private::status(&d).map_err(|e| crate::cmd_engine::dir_err(&d, e))? {
                 Some(r) => {
                     if !a.set.is_empty() {
                         eprintln!("plumb: the private instance in {} is already running; --set is not applied (plumb engine stop first)", d.display());
@@ -169,16 +169,22 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                         }
                     }
                     eprintln!("plumb: starting the private PostgreSQL in {}", d.display());
-                    let r = private::start(
+                    let s = private::start_or_find(
                         &d,
                         &private::StartOptions {
                             settings,
                             port: None,
                         },
                     )
-                    .map_err(|e| anyhow!("--dir {}: {e}", d.display()))?;
-                    _stop_guard = Some(private::StopOnDrop(d.clone()));
-                    r
+                    .map_err(|e| crate::cmd_engine::dir_err(&d, e))?;
+                    // Stopped after the run; removed too when this run made it.
+                    if !s.was_running {
+                        _stop_guard = Some(private::Owned {
+                            dir: d.clone(),
+                            remove: s.fresh,
+                        });
+                    }
+                    s.running
                 }
             };
             Where {
@@ -319,7 +325,7 @@ fn command_env(wh: &Where) -> Vec<(String, String)> {
     if let Some(d) = &wh.private_dir {
         if let Ok(Some(r)) = private::status(d) {
             env.extend([
-                ("PGHOST".to_string(), r.dir.display().to_string()),
+                ("PGHOST".to_string(), r.socket_dir().display().to_string()),
                 ("PGPORT".to_string(), r.port.to_string()),
                 ("PGUSER".to_string(), private::SUPERUSER.to_string()),
                 ("PGDATABASE".to_string(), "postgres".to_string()),

@@ -17,7 +17,8 @@ pub struct EngineArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct DirArg {
-    /// The instance's directory (data, socket, log). Default: $PLUMB_PG_DIR, else
+    /// The instance's directory (data, socket, log): a new one (plumb makes it; its parent must
+    /// exist) or an empty one you own; never a symbolic link. Default: $PLUMB_PG_DIR, else
     /// /var/tmp/plumb-pg-USER.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
@@ -42,11 +43,12 @@ pub enum EngineCmd {
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
     },
-    /// Stop it (fast shutdown); with --remove also delete its directory.
+    /// Stop it (fast shutdown); with --remove also delete what plumb created for it (and the
+    /// directory, when plumb made it).
     Stop {
         #[command(flatten)]
         dir: DirArg,
-        /// Delete the directory too (only one plumb made).
+        /// Delete the instance too: only what plumb's manifest in the directory says it created.
         #[arg(long)]
         remove: bool,
     },
@@ -115,6 +117,16 @@ impl Render for InstanceState {
     }
 }
 
+/// An instance error named after the flag: `--dir PATH: ...`, the path said once.
+pub(crate) fn dir_err(d: &std::path::Path, e: plumb_engine::Error) -> anyhow::Error {
+    let e = e.to_string();
+    let shown = d.display().to_string();
+    match e.strip_prefix(&shown) {
+        Some(rest) if rest.starts_with(':') => anyhow!("--dir {shown}{rest}"),
+        _ => anyhow!("--dir {shown}: {e}"),
+    }
+}
+
 fn state(state: &'static str, dir: PathBuf, r: Option<Running>) -> InstanceState {
     InstanceState {
         state,
@@ -150,42 +162,43 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             set,
         } => {
             let d = dir.dir();
-            let was = private::status(&d)?;
             let opts = StartOptions {
                 settings: settings(shared_buffers, set)?,
                 port: None,
             };
-            if let Some(r) = &was {
+            // Under the directory's lock: a second start on the same directory waits for the
+            // first and then finds its server.
+            let s = private::start_or_find(&d, &opts).map_err(|e| dir_err(&d, e))?;
+            if s.was_running {
                 if !set.is_empty() || shared_buffers != "128MB" {
                     eprintln!("plumb: already running; settings given now are not applied (stop it first)");
                 }
-                crate::emit(g, &state("already running:", d, Some(r.clone())))?;
+                crate::emit(g, &state("already running:", d, Some(s.running)))?;
                 return Ok(0);
             }
-            let r = private::start(&d, &opts).map_err(|e| anyhow!("--dir {}: {e}", d.display()))?;
-            crate::emit(g, &state("started", d, Some(r)))?;
+            crate::emit(g, &state("started", d, Some(s.running)))?;
             Ok(0)
         }
         EngineCmd::Stop { dir, remove } => {
             let d = dir.dir();
-            let r = private::status(&d)?;
-            if *remove {
-                private::remove(&d).map_err(|e| anyhow!("{e}"))?;
+            let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
+            let what = if *remove {
+                match private::remove(&d).map_err(|e| dir_err(&d, e))? {
+                    private::Removed::Nothing => "nothing to remove",
+                    private::Removed::Stopped => "removed",
+                    private::Removed::Running => "stopped and removed",
+                }
+            } else if private::stop(&d).map_err(|e| dir_err(&d, e))? {
+                "stopped"
             } else {
-                private::stop(&d).map_err(|e| anyhow!("--dir {}: {e}", d.display()))?;
-            }
-            let what = match (r.is_some(), *remove) {
-                (true, true) => "stopped and removed",
-                (true, false) => "stopped",
-                (false, true) => "removed",
-                (false, false) => "not running",
+                "not running"
             };
             crate::emit(g, &state(what, d, r))?;
             Ok(0)
         }
         EngineCmd::Status { dir } => {
             let d = dir.dir();
-            let r = private::status(&d)?;
+            let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
             let running = r.is_some();
             crate::emit(
                 g,
@@ -195,7 +208,7 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
         }
         EngineCmd::Psql { dir, args } => {
             let d = dir.dir();
-            let Some(r) = private::status(&d)? else {
+            let Some(r) = private::status(&d).map_err(|e| dir_err(&d, e))? else {
                 bail!(
                     "--dir {}: no instance running (plumb engine start --dir {0})",
                     d.display()
@@ -210,7 +223,7 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             };
             let st = std::process::Command::new(&psql)
                 .arg("-h")
-                .arg(&r.dir)
+                .arg(r.socket_dir())
                 .arg("-p")
                 .arg(r.port.to_string())
                 .args(["-U", private::SUPERUSER, "-d", "postgres"])

@@ -217,8 +217,8 @@ impl Cleanup {
             }
         }
         if let Some(d) = self.instance.take() {
-            if let Err(e) = private::stop(&d) {
-                eprintln!("plumb: warning: stopping the lab's PostgreSQL: {e}");
+            if let Err(e) = private::remove(&d) {
+                eprintln!("plumb: warning: stopping and removing the lab's PostgreSQL: {e}");
             }
         }
         if let Some(w) = self.work.take() {
@@ -386,6 +386,35 @@ fn interrupted() -> Result<i32> {
     Ok(INTERRUPTED)
 }
 
+/// A new directory of plumb's own under `parent` (never one that was there: a name taken, or
+/// a link planted, makes it try another). Others may pass through it (the server's user must
+/// reach its instance inside) but not list it.
+fn new_work_dir(parent: &Path) -> Result<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let pid = std::process::id();
+    let mut last = None;
+    for i in 0..100u64 {
+        let salt = (now_unix_ms() ^ (i << 20)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 44;
+        let p = parent.join(format!("plumb-lab-{pid}-{salt:05x}"));
+        match std::fs::DirBuilder::new().mode(0o711).create(&p) {
+            Ok(()) => {
+                // The mode asked for, whatever the umask.
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
+                    .map_err(|e| anyhow!("--dir: {}: {e}", p.display()))?;
+                return Ok(p);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => bail!("--dir: cannot create {}: {e}", p.display()),
+        }
+    }
+    bail!(
+        "--dir {}: cannot create a new directory there: {}",
+        parent.display(),
+        last.map(|e| e.to_string()).unwrap_or_default()
+    )
+}
+
 fn default_out() -> PathBuf {
     let secs = now_unix_ms() / 1000;
     let (y, mo, d) = crate::cmd_record::civil((secs / 86400) as i64);
@@ -500,9 +529,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
 
     let started = Instant::now();
     let started_unix_ms = now_unix_ms();
-    let work = a.dir.join(format!("plumb-lab-{}", std::process::id()));
-    std::fs::create_dir(&work)
-        .map_err(|e| anyhow!("--dir: cannot create {}: {e}", work.display()))?;
+    let work = new_work_dir(&a.dir)?;
     cleanup.work = Some(work.clone());
     if !out.exists() {
         std::fs::create_dir_all(&out).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;

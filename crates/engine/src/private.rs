@@ -1,16 +1,38 @@
 //! A private PostgreSQL instance: plumb's own cluster in a directory it owns, run with the
-//! distribution's binaries. initdb on first start, a free port, the socket in the directory,
-//! settings on the command line, the log beside it. When plumb runs as root the cluster runs as
-//! the `postgres` user (PostgreSQL refuses root).
+//! distribution's binaries. initdb on first start, the settings on the command line, the log
+//! beside it. When plumb runs as root the cluster runs as the `postgres` user (PostgreSQL
+//! refuses root).
+//!
+//! Who can reach it: nobody but the user who started plumb. The server listens on no TCP port;
+//! its socket is in `DIR/sock`, a directory only the server's OS user can enter (root can too),
+//! and `pg_hba.conf` admits only the `plumb` role over that socket by peer authentication, with
+//! `pg_ident.conf` mapping the caller's OS user (and no other) to it.
+//!
+//! What it touches: plumb creates `DIR` (one level: its parent must exist) or takes an empty
+//! directory the caller owns; it never changes the owner or mode of a directory it did not
+//! create, follows no symbolic link for `DIR`, and writes a manifest (`plumb-instance.json`)
+//! saying what it created. Removal deletes only the entries it created and `DIR` itself when
+//! plumb made it.
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The superuser plumb creates in its clusters.
 pub const SUPERUSER: &str = "plumb";
+
+/// The manifest's name inside the instance directory.
+const MANIFEST: &str = "plumb-instance.json";
+/// The entries plumb may create inside the instance directory; removal touches no other name.
+const ENTRIES: [&str; 3] = ["data", "sock", "postgresql.log"];
+/// Manifest format: a manifest of another format is not trusted for removal.
+const FORMAT: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Running {
@@ -26,10 +48,15 @@ pub struct Running {
 }
 
 impl Running {
-    /// Connection settings for the instance (Unix socket in its directory).
+    /// The directory of the server's Unix socket (only its owner, and root, can enter it).
+    pub fn socket_dir(&self) -> PathBuf {
+        self.dir.join("sock")
+    }
+
+    /// Connection settings for the instance (Unix socket, peer authentication).
     pub fn config(&self, dbname: &str) -> postgres::Config {
         let mut c = postgres::Config::new();
-        c.host_path(&self.dir)
+        c.host_path(self.socket_dir())
             .port(self.port)
             .user(SUPERUSER)
             .dbname(dbname)
@@ -38,11 +65,12 @@ impl Running {
         c
     }
 
-    /// A URL for plumb's own `--engine` and for libpq tools (`psql "URL"`).
+    /// A URL for plumb's own `--engine` and for libpq tools (`psql "URL"`). It carries no
+    /// password: the server admits the caller's OS user by peer authentication.
     pub fn url(&self) -> String {
         format!(
             "postgresql:///postgres?host={}&port={}&user={SUPERUSER}",
-            self.dir.display(),
+            self.socket_dir().display(),
             self.port
         )
     }
@@ -50,6 +78,19 @@ impl Running {
     pub fn target(&self) -> crate::Target {
         crate::Target::new(&self.url())
     }
+}
+
+/// What plumb wrote about an instance directory it made: what it created, and the last start.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Manifest {
+    format: u32,
+    /// plumb created the directory itself (so removal may delete it).
+    created_dir: bool,
+    /// Entries of [`ENTRIES`] plumb created in it.
+    created: Vec<String>,
+    /// The last start: port, version, user, settings.
+    last: Option<Running>,
 }
 
 /// The newest Debian PostgreSQL bin directory (`/usr/lib/postgresql/N/bin`), or `PLUMB_PG_BIN`.
@@ -76,13 +117,14 @@ pub fn find_bin() -> Result<PathBuf> {
     })
 }
 
-struct RunAs {
+#[derive(Debug, Clone)]
+struct User {
     name: String,
     uid: u32,
     gid: u32,
 }
 
-fn lookup_user(name: &str) -> Option<RunAs> {
+fn user_by_name(name: &str) -> Option<User> {
     let c = std::ffi::CString::new(name).ok()?;
     // SAFETY: getpwnam returns a pointer into static storage or null; we copy out at once.
     let pw = unsafe { libc::getpwnam(c.as_ptr()) };
@@ -91,27 +133,61 @@ fn lookup_user(name: &str) -> Option<RunAs> {
     }
     // SAFETY: non-null passwd entry.
     let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-    Some(RunAs {
+    Some(User {
         name: name.to_string(),
         uid,
         gid,
     })
 }
 
-fn run_as() -> Result<Option<RunAs>> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
+fn user_by_uid(uid: u32) -> Option<User> {
+    // SAFETY: getpwuid returns a pointer into static storage or null; we copy out at once.
+    let pw = unsafe { libc::getpwuid(uid) };
+    if pw.is_null() {
+        return None;
     }
-    lookup_user("postgres").map(Some).ok_or_else(|| {
+    // SAFETY: non-null passwd entry with a NUL-terminated name.
+    let (name, gid) = unsafe {
+        (
+            std::ffi::CStr::from_ptr((*pw).pw_name)
+                .to_string_lossy()
+                .into_owned(),
+            (*pw).pw_gid,
+        )
+    };
+    Some(User { name, uid, gid })
+}
+
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// The OS user that calls plumb (the only one the server admits).
+fn caller() -> Result<User> {
+    let uid = euid();
+    user_by_uid(uid).ok_or_else(|| {
+        Error::Setup(format!(
+            "uid {uid} has no entry in the user database: the private PostgreSQL admits its caller by OS user name"
+        ))
+    })
+}
+
+/// The OS user the server runs as: `postgres` when plumb runs as root, else the caller.
+fn server_user() -> Result<User> {
+    if euid() != 0 {
+        return caller();
+    }
+    user_by_name("postgres").ok_or_else(|| {
         Error::Setup("plumb runs as root and PostgreSQL refuses to: a `postgres` OS user is needed (apt-get install postgresql creates it)".into())
     })
 }
 
-fn cmd(bin: &Path, prog: &str, who: &Option<RunAs>) -> Command {
+fn cmd(bin: &Path, prog: &str, who: &User) -> Command {
     let mut c = Command::new(bin.join(prog));
-    if let Some(u) = who {
-        c.uid(u.uid).gid(u.gid);
+    if who.uid != euid() {
+        // std drops root's supplementary groups (setgroups) before setuid.
+        c.uid(who.uid).gid(who.gid);
         c.env("HOME", "/tmp");
     }
     // A foreign PGDATA or locale must not leak into plumb's cluster.
@@ -141,20 +217,434 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-fn state_file(dir: &Path) -> PathBuf {
-    dir.join("plumb-instance.json")
+fn setup_err(p: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Setup(format!("{}: {e}", p.display()))
 }
 
-/// The instance running in `dir`, if any (its postmaster.pid names a live process).
-pub fn status(dir: &Path) -> Result<Option<Running>> {
-    let pidfile = dir.join("data/postmaster.pid");
-    let Ok(text) = std::fs::read_to_string(&pidfile) else {
-        return Ok(None);
+/// An instance directory, open and locked: nothing else in plumb touches it meanwhile (a second
+/// `plumb engine start` on it waits, then finds the first one's server).
+struct InstanceDir {
+    dir: PathBuf,
+    /// Held open for the lock (flock on the directory itself).
+    _lock: File,
+    manifest: Manifest,
+}
+
+/// What a path is, without following a link.
+enum Found {
+    Missing,
+    Link,
+    NotDir,
+    Dir(std::fs::Metadata),
+}
+
+fn look(dir: &Path) -> Result<Found> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Found::Missing),
+        Err(e) => Err(setup_err(dir, e)),
+        Ok(m) if m.file_type().is_symlink() => Ok(Found::Link),
+        Ok(m) if !m.is_dir() => Ok(Found::NotDir),
+        Ok(m) => Ok(Found::Dir(m)),
+    }
+}
+
+fn refuse_link(dir: &Path) -> Error {
+    let real = std::fs::canonicalize(dir)
+        .map(|p| format!(" (it points to {})", p.display()))
+        .unwrap_or_default();
+    Error::Setup(format!(
+        "{}: a symbolic link{real}; plumb does not follow links for its instance directory: give the real path",
+        dir.display()
+    ))
+}
+
+fn lock_dir(dir: &Path) -> Result<File> {
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(dir)
+        .map_err(|e| setup_err(dir, e))?;
+    // SAFETY: flock on an fd we own; blocks until another plumb on this directory is done.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(setup_err(dir, std::io::Error::last_os_error()));
+    }
+    Ok(f)
+}
+
+/// The manifest, when the directory holds one plumb wrote for this caller. `Ok(None)`: none.
+fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
+    let p = dir.join(MANIFEST);
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&p)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // ELOOP: a link in place of the manifest, planted.
+        Err(e) => return Err(setup_err(&p, e)),
+        Ok(f) => f,
     };
+    let m = f.metadata().map_err(|e| setup_err(&p, e))?;
+    if !m.is_file() || m.uid() != euid() || m.mode() & 0o022 != 0 {
+        return Err(Error::Setup(format!(
+            "{}: not a manifest plumb wrote for this user (owner uid {}, mode {:o}); the directory is left alone",
+            p.display(),
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    let mut text = String::new();
+    f.take(1 << 20)
+        .read_to_string(&mut text)
+        .map_err(|e| setup_err(&p, e))?;
+    let man: Manifest = serde_json::from_str(&text).map_err(|_| {
+        Error::Setup(format!(
+            "{}: not a manifest this plumb understands (an older plumb's instance?); stop and remove that directory by hand",
+            p.display()
+        ))
+    })?;
+    if man.format != FORMAT {
+        return Err(Error::Setup(format!(
+            "{}: manifest format {} (this plumb writes {FORMAT}); stop and remove that directory by hand",
+            p.display(),
+            man.format
+        )));
+    }
+    Ok(Some(man))
+}
+
+fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
+    let tmp = dir.join(format!("{MANIFEST}.tmp"));
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o644)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&tmp)
+        .map_err(|e| setup_err(&tmp, e))?;
+    f.write_all(
+        serde_json::to_string_pretty(m)
+            .unwrap_or_default()
+            .as_bytes(),
+    )
+    .map_err(|e| setup_err(&tmp, e))?;
+    drop(f);
+    std::fs::rename(&tmp, dir.join(MANIFEST)).map_err(|e| setup_err(&tmp, e))
+}
+
+/// Whether `uid`/`gid` may enter `dir` and every directory above it.
+fn reachable_by(dir: &Path, who: &User) -> std::result::Result<(), PathBuf> {
+    if who.uid == 0 {
+        return Ok(());
+    }
+    let mut p = Some(dir);
+    while let Some(d) = p {
+        if let Ok(m) = std::fs::metadata(d) {
+            let mode = m.mode();
+            let ok = if m.uid() == who.uid {
+                mode & 0o100 != 0
+            } else if m.gid() == who.gid {
+                mode & 0o010 != 0
+            } else {
+                mode & 0o001 != 0
+            };
+            if !ok {
+                return Err(d.to_path_buf());
+            }
+        }
+        p = d.parent();
+    }
+    Ok(())
+}
+
+/// `dir` as an absolute path (a socket path must be one), its parent's links resolved and the
+/// last component kept as it is (a link there is refused, not followed).
+fn absolute(dir: &Path) -> Result<PathBuf> {
+    let name = dir
+        .file_name()
+        .filter(|n| *n != "." && *n != "..")
+        .ok_or_else(|| Error::Setup(format!("{}: name a directory", dir.display())))?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::canonicalize(&parent) {
+        Ok(p) => Ok(p.join(name)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Setup(format!(
+            "{}: its parent {} does not exist; plumb creates only the last directory (mkdir -p the parent first)",
+            dir.display(),
+            parent.display()
+        ))),
+        Err(e) => Err(setup_err(&parent, e)),
+    }
+}
+
+/// Open the instance directory `dir`. `create`: make it when missing, or take an empty one
+/// the caller owns. Else `Ok(None)` when there is no instance directory there.
+fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
+    let server = server_user()?;
+    let dir = &absolute(dir)?;
+    match look(dir)? {
+        Found::Link => return Err(refuse_link(dir)),
+        Found::NotDir => return Err(Error::Setup(format!("{}: not a directory", dir.display()))),
+        Found::Missing if !create => return Ok(None),
+        Found::Missing => {
+            let parent = match dir.parent() {
+                Some(p) if p.as_os_str().is_empty() => Path::new("."),
+                Some(p) => p,
+                None => return Err(Error::Setup(format!("{}: no parent", dir.display()))),
+            };
+            if !parent.is_dir() {
+                return Err(Error::Setup(format!(
+                    "{}: its parent {} does not exist; plumb creates only the last directory (mkdir -p the parent first)",
+                    dir.display(),
+                    parent.display()
+                )));
+            }
+            if let Err(at) = reachable_by(parent, &server) {
+                return Err(Error::Setup(format!(
+                    "{}: the server runs as {} and cannot enter {}; choose a directory it can reach (under /var/tmp, say)",
+                    dir.display(),
+                    server.name,
+                    at.display()
+                )));
+            }
+            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+                Ok(()) => {
+                    // A directory plumb made: give the server's group passage (not listing),
+                    // so the server reaches its data and socket directories inside.
+                    if server.uid != euid() {
+                        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+                            .map_err(|_| setup_err(dir, "NUL in path"))?;
+                        // SAFETY: a path we just created; lchown does not follow links.
+                        if unsafe { libc::lchown(c.as_ptr(), euid(), server.gid) } != 0 {
+                            return Err(setup_err(dir, std::io::Error::last_os_error()));
+                        }
+                        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o710))
+                            .map_err(|e| setup_err(dir, e))?;
+                    }
+                    let lock = lock_dir(dir)?;
+                    // Another plumb may have taken it between mkdir and the lock.
+                    let mut manifest = read_manifest(dir)?.unwrap_or(Manifest {
+                        format: FORMAT,
+                        created_dir: true,
+                        created: Vec::new(),
+                        last: None,
+                    });
+                    manifest.created_dir = true;
+                    write_manifest(dir, &manifest)?;
+                    return Ok(Some(InstanceDir {
+                        dir: dir.to_path_buf(),
+                        _lock: lock,
+                        manifest,
+                    }));
+                }
+                // Another plumb made it a moment ago: fall through and open it as found.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(setup_err(dir, e)),
+            }
+        }
+        Found::Dir(_) => {}
+    }
+    // An existing directory: re-check what it is now, then lock it.
+    let meta = match look(dir)? {
+        Found::Dir(m) => m,
+        Found::Link => return Err(refuse_link(dir)),
+        _ => return Err(Error::Setup(format!("{}: not a directory", dir.display()))),
+    };
+    if meta.uid() != euid() {
+        return Err(Error::Setup(format!(
+            "{}: owned by uid {}, not by you (uid {}); plumb keeps its instance only in a directory it owns",
+            dir.display(),
+            meta.uid(),
+            euid()
+        )));
+    }
+    let lock = lock_dir(dir)?;
+    if let Some(manifest) = read_manifest(dir)? {
+        return Ok(Some(InstanceDir {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            manifest,
+        }));
+    }
+    let empty = std::fs::read_dir(dir)
+        .map_err(|e| setup_err(dir, e))?
+        .next()
+        .is_none();
+    if !create {
+        if empty {
+            return Ok(None);
+        }
+        return Err(Error::Setup(format!(
+            "{}: not a plumb instance directory (no {MANIFEST}); left alone",
+            dir.display()
+        )));
+    }
+    if !empty {
+        return Err(Error::Setup(format!(
+            "{}: exists and holds files plumb did not create; give a new or empty directory",
+            dir.display()
+        )));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(Error::Setup(format!(
+            "{}: others can write in it (mode {:o}); give a directory only you can write",
+            dir.display(),
+            meta.mode() & 0o7777
+        )));
+    }
+    if let Err(at) = reachable_by(dir, &server) {
+        return Err(Error::Setup(format!(
+            "{}: the server runs as {} and cannot enter {}; plumb does not change the mode of a directory it did not create: give a new directory (plumb makes it) or chmod o+x {}",
+            dir.display(),
+            server.name,
+            at.display(),
+            at.display()
+        )));
+    }
+    let manifest = Manifest {
+        format: FORMAT,
+        created_dir: false,
+        created: Vec::new(),
+        last: None,
+    };
+    write_manifest(dir, &manifest)?;
+    Ok(Some(InstanceDir {
+        dir: dir.to_path_buf(),
+        _lock: lock,
+        manifest,
+    }))
+}
+
+impl InstanceDir {
+    fn data(&self) -> PathBuf {
+        self.dir.join("data")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.dir.join("postgresql.log")
+    }
+
+    fn sock(&self) -> PathBuf {
+        self.dir.join("sock")
+    }
+
+    fn note_created(&mut self, name: &str) -> Result<()> {
+        if !self.manifest.created.iter().any(|c| c == name) {
+            self.manifest.created.push(name.to_string());
+            write_manifest(&self.dir, &self.manifest)?;
+        }
+        Ok(())
+    }
+
+    /// Make `name` as a directory the server user owns (mode 0700), unless plumb made it before.
+    fn server_dir(&mut self, name: &str, server: &User) -> Result<()> {
+        let p = self.dir.join(name);
+        match look(&p)? {
+            Found::Dir(m)
+                if m.uid() == server.uid && self.manifest.created.iter().any(|c| c == name) =>
+            {
+                return Ok(())
+            }
+            Found::Missing => {}
+            _ => {
+                return Err(Error::Setup(format!(
+                    "{}: not the directory plumb made there; the instance directory is left alone",
+                    p.display()
+                )))
+            }
+        }
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&p)
+            .map_err(|e| setup_err(&p, e))?;
+        self.note_created(name)?;
+        chown_nofollow(&p, server)
+    }
+
+    /// The log file, made by plumb (never through a link) and handed to the server's user.
+    fn server_log(&mut self, server: &User) -> Result<()> {
+        let p = self.log();
+        match look(&p)? {
+            Found::Missing => {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                    .open(&p)
+                    .map_err(|e| setup_err(&p, e))?;
+                self.note_created("postgresql.log")?;
+                // SAFETY: fchown on a file we just created.
+                if unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0 {
+                    return Err(setup_err(&p, std::io::Error::last_os_error()));
+                }
+                Ok(())
+            }
+            Found::NotDir if self.manifest.created.iter().any(|c| c == "postgresql.log") => Ok(()),
+            _ => Err(Error::Setup(format!(
+                "{}: not the log file plumb made there; the instance directory is left alone",
+                p.display()
+            ))),
+        }
+    }
+
+    /// Remove what plumb created here (never anything else), and the directory if plumb made
+    /// it and nothing else is left in it.
+    fn remove_created(&mut self) -> Result<()> {
+        for name in ENTRIES {
+            if !self.manifest.created.iter().any(|c| c == name) {
+                continue;
+            }
+            let p = self.dir.join(name);
+            let r = match look(&p)? {
+                Found::Missing => Ok(()),
+                // remove_dir_all does not follow links inside, and a link itself is unlinked.
+                Found::Dir(_) => std::fs::remove_dir_all(&p),
+                Found::Link | Found::NotDir => std::fs::remove_file(&p),
+            };
+            r.map_err(|e| setup_err(&p, e))?;
+        }
+        self.manifest.created.clear();
+        let _ = std::fs::remove_file(self.dir.join(format!("{MANIFEST}.tmp")));
+        std::fs::remove_file(self.dir.join(MANIFEST))
+            .map_err(|e| setup_err(&self.dir.join(MANIFEST), e))?;
+        if self.manifest.created_dir {
+            match std::fs::remove_dir(&self.dir) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOTEMPTY) => {
+                    return Err(Error::Setup(format!(
+                        "{}: plumb removed what it created; the directory stays because it now holds files plumb did not create",
+                        self.dir.display()
+                    )))
+                }
+                Err(e) => return Err(setup_err(&self.dir, e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn chown_nofollow(p: &Path, who: &User) -> Result<()> {
+    if who.uid == euid() {
+        return Ok(());
+    }
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes())
+        .map_err(|_| setup_err(p, "NUL in path"))?;
+    // SAFETY: a path plumb just created; lchown does not follow a link.
+    if unsafe { libc::lchown(c.as_ptr(), who.uid, who.gid) } != 0 {
+        return Err(setup_err(p, std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The live server in an open instance directory.
+fn running_in(d: &InstanceDir) -> Option<Running> {
+    let text = std::fs::read_to_string(d.data().join("postmaster.pid")).ok()?;
     let mut lines = text.lines();
-    let Some(pid) = lines.next().and_then(|l| l.trim().parse::<u32>().ok()) else {
-        return Ok(None);
-    };
+    let pid = lines.next()?.trim().parse::<u32>().ok()?;
     // A live postgres process: not a zombie nobody reaped, not a reused PID.
     let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -166,108 +656,191 @@ pub fn status(dir: &Path) -> Result<Option<Running>> {
         })
         .unwrap_or(false);
     if !alive {
-        return Ok(None);
+        return None;
     }
     let port = text
         .lines()
         .nth(3)
         .and_then(|l| l.trim().parse::<u16>().ok())
         .unwrap_or(0);
-    let saved: Option<Running> = std::fs::read_to_string(state_file(dir))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    Ok(Some(Running {
-        dir: dir.to_path_buf(),
+    let last = d.manifest.last.clone();
+    Some(Running {
+        dir: d.dir.clone(),
         pid,
         port,
-        version: saved
-            .as_ref()
-            .map(|s| s.version.clone())
-            .unwrap_or_default(),
-        user: saved.as_ref().map(|s| s.user.clone()).unwrap_or_default(),
-        settings: saved.map(|s| s.settings).unwrap_or_default(),
-    }))
+        version: last.as_ref().map(|s| s.version.clone()).unwrap_or_default(),
+        user: last.as_ref().map(|s| s.user.clone()).unwrap_or_default(),
+        settings: last.map(|s| s.settings).unwrap_or_default(),
+    })
+}
+
+/// The instance running in `dir`, if any (its postmaster.pid names a live process). A
+/// symbolic link, or a directory plumb did not make, is an error.
+pub fn status(dir: &Path) -> Result<Option<Running>> {
+    match open(dir, false)? {
+        None => Ok(None),
+        Some(d) => Ok(running_in(&d)),
+    }
+}
+
+/// Whether `dir` is an instance directory plumb made (it holds plumb's manifest).
+pub fn is_plumb_dir(dir: &Path) -> bool {
+    matches!(look(dir), Ok(Found::Dir(_))) && matches!(read_manifest(dir), Ok(Some(_)))
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct StartOptions {
     /// `-c name=value` settings, e.g. ("shared_buffers", "128MB").
     pub settings: Vec<(String, String)>,
-    /// The port to use if it is free (a restart keeps its port); else a free one.
+    /// The port (the socket's name) to use if it is free (a restart keeps its port).
     pub port: Option<u16>,
+}
+
+/// What [`start_or_find`] did.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub running: Running,
+    /// It was running already (settings given now were not applied).
+    pub was_running: bool,
+    /// initdb ran in this call: the cluster is new.
+    pub fresh: bool,
 }
 
 /// Start the instance in `dir` (initdb on first use). A running one is returned as it is.
 pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
-    if let Some(r) = status(dir)? {
-        return Ok(r);
-    }
-    let bin = find_bin()?;
-    let who = run_as()?;
-    std::fs::create_dir_all(dir).map_err(|e| Error::Setup(format!("{}: {e}", dir.display())))?;
-    let dir =
-        std::fs::canonicalize(dir).map_err(|e| Error::Setup(format!("{}: {e}", dir.display())))?;
-    if let Some(u) = &who {
-        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).expect("no NUL");
-        // SAFETY: valid path; giving the directory to the server's user.
-        if unsafe { libc::chown(c.as_ptr(), u.uid, u.gid) } != 0 {
+    start_or_find(dir, opts).map(|s| s.running)
+}
+
+/// Start the instance in `dir`, or find it running. On failure, what this call created is
+/// removed again.
+pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
+    for (k, v) in &opts.settings {
+        if k.is_empty()
+            || !k
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+            || v.contains(['\'', '"', '\\', '\n', '\r', '\0'])
+        {
             return Err(Error::Setup(format!(
-                "cannot hand {} to the postgres user: {}",
-                dir.display(),
-                std::io::Error::last_os_error()
+                "setting {k}={v}: not a PostgreSQL setting plumb will pass"
+            )));
+        }
+        if matches!(
+            k.as_str(),
+            "listen_addresses"
+                | "unix_socket_directories"
+                | "unix_socket_permissions"
+                | "unix_socket_group"
+                | "hba_file"
+                | "ident_file"
+                | "port"
+                | "data_directory"
+        ) {
+            return Err(Error::Setup(format!(
+                "setting {k}: plumb sets it itself so that nobody but you can reach the instance"
             )));
         }
     }
-    let data = dir.join("data");
+    let bin = find_bin()?;
+    let server = server_user()?;
+    let me = caller()?;
+    let mut d = open(dir, true)?.ok_or_else(|| setup_err(dir, "cannot open"))?;
+    if let Some(r) = running_in(&d) {
+        return Ok(Started {
+            running: r,
+            was_running: true,
+            fresh: false,
+        });
+    }
+    // A cluster that was there before this call (a stopped instance) is kept on failure;
+    // a new one is taken back, so a later start begins clean.
+    let had_cluster = d.data().join("PG_VERSION").exists();
+    match start_locked(&mut d, &bin, &server, &me, opts) {
+        Ok((running, fresh)) => Ok(Started {
+            running,
+            was_running: false,
+            fresh,
+        }),
+        Err(e) => {
+            if !had_cluster {
+                if let Err(e2) = d.remove_created() {
+                    return Err(Error::Setup(format!("{e}; and cleaning up: {e2}")));
+                }
+            }
+            Err(e)
+        }
+    }
+}
+
+fn start_locked(
+    d: &mut InstanceDir,
+    bin: &Path,
+    server: &User,
+    me: &User,
+    opts: &StartOptions,
+) -> Result<(Running, bool)> {
+    d.server_dir("data", server)?;
+    d.server_dir("sock", server)?;
+    d.server_log(server)?;
+    let data = d.data();
     // A postmaster.pid whose process is dead (killed, or a zombie nobody reaped) would make
-    // PostgreSQL refuse to start; status() found no live postgres behind it.
+    // PostgreSQL refuse to start; running_in() found no live postgres behind it.
     let pidfile = data.join("postmaster.pid");
     if pidfile.exists() {
         let _ = std::fs::remove_file(&pidfile);
     }
-    if !data.join("PG_VERSION").exists() {
-        let mut c = cmd(&bin, "initdb", &who);
-        c.arg("-D")
-            .arg(&data)
-            .args(["-U", SUPERUSER, "-A", "trust", "-E", "UTF8", "--no-sync"]);
+    let fresh = !data.join("PG_VERSION").exists();
+    if fresh {
+        let mut c = cmd(bin, "initdb", server);
+        c.arg("-D").arg(&data).args([
+            "-U",
+            SUPERUSER,
+            "--auth-local=peer",
+            "--auth-host=reject",
+            "-E",
+            "UTF8",
+            "--no-sync",
+        ]);
         output(c, "initdb")?;
     }
+    write_access_files(&data, server, me)?;
     let version = std::fs::read_to_string(data.join("PG_VERSION"))
         .unwrap_or_default()
         .trim()
         .to_string();
     let port = match opts
         .port
-        .filter(|p| std::net::TcpListener::bind(("127.0.0.1", *p)).is_ok())
+        .or(d.manifest.last.as_ref().map(|l| l.port))
+        .filter(|p| !d.sock().join(format!(".s.PGSQL.{p}")).exists())
     {
         Some(p) => p,
         None => free_port()?,
     };
-    let mut o = format!(
-        "-p {port} -k {} -c listen_addresses=127.0.0.1",
-        dir.display()
-    );
+    // pg_ctl hands these to /bin/sh: the socket path goes in single quotes.
+    let sock = d.sock().display().to_string();
+    if sock.contains('\'') {
+        return Err(Error::Setup(format!(
+            "{}: a quote in the path; choose a directory without one",
+            d.dir.display()
+        )));
+    }
+    let mut o =
+        format!("-p {port} -k '{sock}' -c listen_addresses= -c unix_socket_permissions=0700");
     for (k, v) in &opts.settings {
-        if !k
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-            || v.contains(['\'', '"', '\\'])
-        {
-            return Err(Error::Setup(format!(
-                "setting {k}={v}: not a PostgreSQL setting plumb will pass"
-            )));
-        }
         o.push_str(&format!(" -c {k}={v}"));
     }
-    let mut c = cmd(&bin, "pg_ctl", &who);
+    let log = d.log();
+    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    let mut c = cmd(bin, "pg_ctl", server);
     c.arg("-D")
         .arg(&data)
         .arg("-o")
         .arg(&o)
         .arg("-l")
-        .arg(dir.join("postgresql.log"))
+        .arg(&log)
         .args(["-w", "-t", "60", "start"]);
     // The server must not die with plumb's terminal: its own session.
+    // SAFETY: setsid between fork and exec.
     unsafe {
         c.pre_exec(|| {
             libc::setsid();
@@ -275,27 +848,71 @@ pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
         });
     }
     if let Err(e) = output(c, "pg_ctl start") {
-        let log = std::fs::read_to_string(dir.join("postgresql.log")).unwrap_or_default();
-        let tail: Vec<&str> = log.lines().rev().take(5).collect();
-        return Err(Error::Setup(format!(
-            "{e}; log: {}",
-            tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-        )));
+        let log = log_since(&log, log_start);
+        return Err(Error::Setup(if log.is_empty() {
+            e.to_string()
+        } else {
+            format!("PostgreSQL did not start: {log}")
+        }));
     }
-    let mut r = status(&dir)?.ok_or_else(|| {
-        Error::Setup("the server started and went away again; see postgresql.log".into())
+    let mut r = running_in(d).ok_or_else(|| {
+        Error::Setup(format!(
+            "the server started and went away again; its log: {}",
+            log_since(&log, log_start)
+        ))
     })?;
     r.version = version;
-    r.user = who
-        .as_ref()
-        .map(|u| u.name.clone())
-        .unwrap_or_else(|| std::env::var("USER").unwrap_or_default());
+    r.user = server.name.clone();
     r.settings = opts.settings.clone();
-    let _ = std::fs::write(
-        state_file(&dir),
-        serde_json::to_string_pretty(&r).unwrap_or_default(),
+    d.manifest.last = Some(r.clone());
+    write_manifest(&d.dir, &d.manifest)?;
+    Ok((r, fresh))
+}
+
+/// The last lines the log got since `from` (this attempt's, not an earlier one's).
+fn log_since(log: &Path, from: u64) -> String {
+    let mut text = String::new();
+    if let Ok(mut f) = File::open(log) {
+        let _ = f.seek(SeekFrom::Start(from));
+        let _ = f.take(64 << 10).read_to_string(&mut text);
+    }
+    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+    tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
+}
+
+/// pg_hba.conf and pg_ident.conf: the `plumb` role over the socket, for the caller's OS user
+/// only. Written at every start, so an older cluster's `trust` lines do not survive.
+fn write_access_files(data: &Path, server: &User, me: &User) -> Result<()> {
+    let hba = "# Written by plumb at every start: only the OS user that started plumb, over the\n\
+               # Unix socket (in a directory only the server's user can enter), as role plumb.\n\
+               local all plumb peer map=plumb\n";
+    let ident = format!(
+        "# Written by plumb: the OS user that started plumb is role plumb; nobody else is.\nplumb {} {SUPERUSER}\n",
+        me.name
     );
-    Ok(r)
+    for (name, text) in [("pg_hba.conf", hba.to_string()), ("pg_ident.conf", ident)] {
+        let p = data.join(name);
+        let tmp = data.join(format!("{name}.plumb-tmp"));
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&tmp)
+            .map_err(|e| setup_err(&tmp, e))?;
+        f.write_all(text.as_bytes())
+            .map_err(|e| setup_err(&tmp, e))?;
+        // SAFETY: fchown on a file we just created.
+        if server.uid != euid()
+            && unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0
+        {
+            return Err(setup_err(&tmp, std::io::Error::last_os_error()));
+        }
+        drop(f);
+        std::fs::rename(&tmp, &p).map_err(|e| setup_err(&p, e))?;
+    }
+    Ok(())
 }
 
 /// The default directory: `PLUMB_PG_DIR`, else /var/tmp/plumb-pg-USER (reachable by the
@@ -304,64 +921,59 @@ pub fn default_dir() -> PathBuf {
     if let Ok(d) = std::env::var("PLUMB_PG_DIR") {
         return PathBuf::from(d);
     }
-    // SAFETY: geteuid cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let user = std::env::var("USER")
-        .ok()
-        .filter(|u| !u.is_empty() && uid != 0)
-        .unwrap_or_else(|| {
-            if uid == 0 {
-                "root".into()
-            } else {
-                uid.to_string()
-            }
-        });
+    let uid = euid();
+    let user = if uid == 0 {
+        "root".to_string()
+    } else {
+        user_by_uid(uid)
+            .map(|u| u.name)
+            .unwrap_or_else(|| uid.to_string())
+    };
     PathBuf::from(format!("/var/tmp/plumb-pg-{user}"))
 }
 
-/// Whether `dir` is a directory plumb made for an instance (so removing it destroys nothing else).
-pub fn is_plumb_dir(dir: &Path) -> bool {
-    state_file(dir).exists()
-        || (dir.join("data/PG_VERSION").exists()
-            && std::fs::read_dir(dir)
-                .map(|rd| {
-                    rd.flatten().all(|e| {
-                        let n = e.file_name();
-                        let n = n.to_string_lossy();
-                        n == "data"
-                            || n == "postgresql.log"
-                            || n.starts_with(".s.PGSQL")
-                            || n == "plumb-instance.json"
-                    })
-                })
-                .unwrap_or(false))
+/// What [`remove`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Removed {
+    /// No plumb instance there (no directory, or an empty one).
+    Nothing,
+    /// A stopped instance, removed.
+    Stopped,
+    /// A running instance, stopped and removed.
+    Running,
 }
 
-/// Stop the instance and delete its directory (only a directory plumb made).
-pub fn remove(dir: &Path) -> Result<()> {
-    if !dir.exists() {
-        return Ok(());
-    }
-    if !is_plumb_dir(dir) {
-        return Err(Error::Setup(format!(
-            "{}: not a plumb instance directory (no plumb-instance.json); left alone",
-            dir.display()
-        )));
-    }
-    stop(dir)?;
-    std::fs::remove_dir_all(dir).map_err(|e| Error::Setup(format!("{}: {e}", dir.display())))
+/// Stop the instance and delete what plumb created in `dir` (and `dir` when plumb made it).
+pub fn remove(dir: &Path) -> Result<Removed> {
+    let Some(mut d) = open(dir, false)? else {
+        return Ok(Removed::Nothing);
+    };
+    let was = stop_locked(&d)?;
+    d.remove_created()?;
+    Ok(if was {
+        Removed::Running
+    } else {
+        Removed::Stopped
+    })
 }
 
 /// Stop the instance in `dir` (fast shutdown). Not running is not an error.
 pub fn stop(dir: &Path) -> Result<bool> {
-    if status(dir)?.is_none() {
+    match open(dir, false)? {
+        None => Ok(false),
+        Some(d) => stop_locked(&d),
+    }
+}
+
+fn stop_locked(d: &InstanceDir) -> Result<bool> {
+    if running_in(d).is_none() {
         return Ok(false);
     }
     let bin = find_bin()?;
-    let who = run_as()?;
-    let mut c = cmd(&bin, "pg_ctl", &who);
+    let server = server_user()?;
+    let mut c = cmd(&bin, "pg_ctl", &server);
     c.arg("-D")
-        .arg(dir.join("data"))
+        .arg(d.data())
         .args(["-m", "fast", "-w", "-t", "60", "stop"]);
     output(c, "pg_ctl stop")?;
     Ok(true)
@@ -370,17 +982,19 @@ pub fn stop(dir: &Path) -> Result<bool> {
 /// Restart with the same settings and port (for cold runs). Not `pg_ctl restart`: that would
 /// forget the log file and leave the server writing into plumb's pipe.
 pub fn restart(dir: &Path) -> Result<Running> {
-    let saved: Option<Running> = std::fs::read_to_string(state_file(dir))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok());
-    let was = status(dir)?;
-    stop(dir)?;
+    let saved = {
+        let d = open(dir, false)?
+            .ok_or_else(|| Error::Setup(format!("{}: no instance here", dir.display())))?;
+        let last = d.manifest.last.clone();
+        stop_locked(&d)?;
+        last
+    };
     let opts = StartOptions {
         settings: saved
             .as_ref()
             .map(|s| s.settings.clone())
             .unwrap_or_default(),
-        port: was.map(|r| r.port).or(saved.map(|s| s.port)),
+        port: saved.map(|s| s.port),
     };
     start(dir, &opts)
 }
@@ -391,5 +1005,25 @@ pub struct StopOnDrop(pub PathBuf);
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         let _ = stop(&self.0);
+    }
+}
+
+/// Stops an instance this process started and, when this process also created it, removes
+/// what plumb created for it: nothing of plumb's is left behind.
+pub struct Owned {
+    pub dir: PathBuf,
+    pub remove: bool,
+}
+
+impl Drop for Owned {
+    fn drop(&mut self) {
+        let r = if self.remove {
+            remove(&self.dir).map(|_| ())
+        } else {
+            stop(&self.dir).map(|_| ())
+        };
+        if let Err(e) = r {
+            eprintln!("plumb: warning: {e}");
+        }
     }
 }

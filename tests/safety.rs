@@ -320,3 +320,246 @@ fn issue_11_delta_removes_the_instance_it_created() {
     assert!(processes_in(&d).is_empty());
     assert!(Path::new(tmp.path()).read_dir().unwrap().next().is_none());
 }
+
+/// Every file under `dir`, with its bytes.
+fn files_under(dir: &Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if let Ok(b) = std::fs::read(&p) {
+                out.push((p, b));
+            }
+        }
+    }
+    out
+}
+
+fn contains(hay: &[u8], needle: &str) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+#[test]
+fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
+    if !need_postgres() {
+        return;
+    }
+    if !is_root() {
+        // The test adds a password-authenticated role to the instance's pg_hba.conf, which
+        // the server's user (postgres, when plumb runs as root) owns.
+        eprintln!("skipped: needs root to edit the private instance's pg_hba.conf");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI runs as root"
+        );
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-safety-secret")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let pg = tmp.path().join("pg");
+    let dir = pg.to_str().unwrap();
+    let o = run(&["engine", "start", "--dir", dir, "--shared-buffers", "16MB"]);
+    assert!(o.status.success(), "{}", err(&o));
+    let port = status_json(dir)["instance"]["port"].as_u64().unwrap();
+    let sock = pg.join("sock");
+    // A role that needs its password, over the socket (root reaches the socket directory).
+    let o = run(&[
+        "engine",
+        "psql",
+        "--dir",
+        dir,
+        "--",
+        "-v",
+        "ON_ERROR_STOP=1",
+        "-c",
+        "CREATE ROLE pwuser LOGIN SUPERUSER PASSWORD 'Lab-Leak-PW1'",
+        "-c",
+        "ALTER ROLE pwuser PASSWORD 'Lab-Leak-PW1'",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let hba = pg.join("data/pg_hba.conf");
+    let mut text = std::fs::read_to_string(&hba).unwrap();
+    text.insert_str(0, "local all pwuser scram-sha-256\n");
+    std::fs::write(&hba, text).unwrap();
+    let o = run(&[
+        "engine",
+        "psql",
+        "--dir",
+        dir,
+        "--",
+        "-c",
+        "SELECT pg_reload_conf()",
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let secrets = ["Lab-Leak-PW1"];
+
+    // A wrong password is refused: the test's server really checks it.
+    let bad = format!(
+        "postgresql:///postgres?host={}&port={port}&user=pwuser&password=Wrong-PW0",
+        sock.display()
+    );
+    let o = run(&["delta", "--engine", &bad, "--sql", "SELECT 1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!contains(&o.stderr, "Wrong-PW0"), "{}", err(&o));
+
+    let forms = [
+        // ?password= in the query
+        format!(
+            "postgresql:///postgres?host={}&port={port}&user=pwuser&password=Lab-Leak-PW1",
+            sock.display()
+        ),
+        // user:password@ (the host in the query)
+        format!(
+            "postgresql://pwuser:Lab-Leak-PW1@/postgres?host={}&port={port}",
+            sock.display()
+        ),
+        // libpq key=value, spaces around '=' and a quoted value
+        format!(
+            "host={} port = {port} user=pwuser dbname=postgres password = 'Lab-Leak-PW1'",
+            sock.display()
+        ),
+    ];
+    let out = tmp.path().join("out");
+    std::fs::create_dir(&out).unwrap();
+    let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
+
+    // The lab, read-only against the target: report, recording, stdout, stderr.
+    let o = plumb()
+        .args(["lab", "--quick", "--target", &forms[0], "--dir"])
+        .arg(tmp.path())
+        .arg("--out")
+        .arg(out.join("lab"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    outputs.push(("lab stdout".into(), o.stdout));
+    outputs.push(("lab stderr".into(), o.stderr));
+    assert!(out.join("lab/recording.plumb").exists());
+
+    // A recording with the engine's counters: its header keeps the command line.
+    let rec = out.join("rec.plumb");
+    let child = plumb()
+        .args(["record", "--interval", "1s", "--out"])
+        .arg(&rec)
+        .args(["--engine", &forms[1], "--", "sleep", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // Its process title, which every local user can read, no longer shows the password.
+    let title = std::fs::read(format!("/proc/{}/cmdline", child.id())).unwrap_or_default();
+    outputs.push(("record's process title".into(), title));
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    outputs.push(("record stdout".into(), o.stdout));
+    outputs.push(("record stderr".into(), o.stderr));
+    for args in [
+        vec![
+            "report".to_string(),
+            rec.display().to_string(),
+            "--out".into(),
+            out.join("rec.html").display().to_string(),
+        ],
+        vec!["export".to_string(), rec.display().to_string()],
+        vec![
+            "--json".to_string(),
+            "export".to_string(),
+            rec.display().to_string(),
+        ],
+    ] {
+        let o = plumb().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", err(&o));
+        outputs.push((format!("{args:?} stdout"), o.stdout));
+        outputs.push((format!("{args:?} stderr"), o.stderr));
+    }
+
+    // delta, text and JSON, with the key=value form; and errors that quote a URL.
+    for fmt in ["text", "json"] {
+        let o = run(&[
+            "--format", fmt, "delta", "--engine", &forms[2], "--sql", "SELECT 1",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+        outputs.push((format!("delta {fmt} stdout"), o.stdout));
+        outputs.push((format!("delta {fmt} stderr"), o.stderr));
+    }
+    for url in [
+        "postgres://u:Lab-Leak-PW1@127.0.0.1:1/x".to_string(),
+        "postgres://u:p@Lab-Leak-PW1@127.0.0.1:1/x".to_string(),
+        "postgres://u@127.0.0.1:1/x?password=Lab-Leak-PW1".to_string(),
+        "oracle://u:Lab-Leak-PW1@h/x".to_string(),
+        "host=127.0.0.1 port=1 password='Lab-Leak-PW1 x'".to_string(),
+    ] {
+        let o = run(&["delta", "--engine", &url, "--sql", "SELECT 1"]);
+        assert_eq!(o.status.code(), Some(2), "{url}");
+        outputs.push((format!("delta --engine {url:?} stderr"), o.stderr));
+        let o = run(&["lab", "--target", &url, "--dir", "/nonexistent"]);
+        assert_eq!(o.status.code(), Some(2), "{url}");
+        outputs.push((format!("lab --target {url:?} stderr"), o.stderr));
+    }
+    for (p, b) in files_under(&out) {
+        outputs.push((p.display().to_string(), b));
+    }
+    assert!(outputs.len() > 20);
+    for (what, bytes) in &outputs {
+        for s in secrets {
+            assert!(
+                !contains(bytes, s),
+                "{what} shows the password: {}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
+    // The fragments of a password with '@' in it are masked whole, not after the first '@'.
+    assert!(outputs.iter().all(|(_, b)| !contains(b, "p@***")));
+
+    // Password files: empty, another user's, a kernel file, readable by others: refused.
+    let pw = tmp.path().join("pw");
+    for (content, mode, owner, what) in [
+        ("", 0o600, None, "empty"),
+        ("Lab-Leak-PW1\n", 0o644, None, "others"),
+        ("Lab-Leak-PW1\n", 0o600, Some(65534), "not by you"),
+    ] {
+        let _ = std::fs::remove_file(&pw);
+        std::fs::write(&pw, content).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&pw, std::fs::Permissions::from_mode(mode)).unwrap();
+        if let Some(uid) = owner {
+            std::os::unix::fs::chown(&pw, Some(uid), None).unwrap();
+        }
+        let o = run(&[
+            "delta",
+            "--engine",
+            "postgres://u@127.0.0.1:1/x",
+            "--password-file",
+            pw.to_str().unwrap(),
+            "--sql",
+            "SELECT 1",
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            err(&o).contains("--password-file") && err(&o).contains(what),
+            "{}",
+            err(&o)
+        );
+    }
+    let o = run(&[
+        "delta",
+        "--engine",
+        "postgres://u@127.0.0.1:1/x",
+        "--password-file",
+        "/proc/self/environ",
+        "--sql",
+        "SELECT 1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("kernel file"), "{}", err(&o));
+
+    let o = run(&["engine", "stop", "--remove", "--dir", dir]);
+    assert!(o.status.success(), "{}", err(&o));
+}

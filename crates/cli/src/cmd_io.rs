@@ -359,9 +359,11 @@ pub fn run_levels(
     Ok(Some(out_levels))
 }
 
-/// The command line as typed, quoted where a shell would need it.
+/// The command line as typed, quoted where a shell would need it, passwords masked (it goes
+/// into reports and recordings).
 pub fn command_line() -> String {
-    std::env::args()
+    crate::command_args()
+        .into_iter()
         .map(|a| {
             if !a.is_empty()
                 && a.chars()

@@ -722,8 +722,10 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     } else {
         format!("plumb_lab_{}", std::process::id())
     };
-    let (conn_url, password) = split_password(&with_database(&server.target.url, &lab_db));
-    let password = password.or_else(|| server.target.password.clone());
+    let (no_password, password) = split_password(&server.target.url);
+    let conn_url = with_database(&no_password, &lab_db);
+    // A password file wins over the URL's, as in every connection plumb makes.
+    let password = server.target.password.clone().or(password);
     let mut env: Vec<(&str, String)> = Vec::new();
     if let Some(p) = &password {
         env.push(("PGPASSWORD", p.clone()));
@@ -1124,17 +1126,20 @@ impl Server {
     }
 }
 
-/// The same connection URL with another database.
+/// The same connection URL (without its password: see [`split_password`]) with another
+/// database.
 fn with_database(url: &str, db: &str) -> String {
     if !url.contains("://") {
-        // key=value conninfo
-        let mut parts: Vec<String> = url
-            .split_whitespace()
-            .filter(|p| !p.starts_with("dbname="))
-            .map(str::to_string)
-            .collect();
-        parts.push(format!("dbname={db}"));
-        return parts.join(" ");
+        // key=value conninfo, quoted values kept whole
+        if let Some(mut params) = plumb_engine::secret::parse_conninfo(url) {
+            params.retain(|p| p.key != "dbname");
+            params.push(plumb_engine::secret::Param {
+                key: "dbname".into(),
+                value: db.into(),
+            });
+            return plumb_engine::secret::render_conninfo(&params);
+        }
+        return format!("{url} dbname={db}");
     }
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
@@ -1146,31 +1151,7 @@ fn with_database(url: &str, db: &str) -> String {
     format!("{scheme}://{authority}/{db}{q}")
 }
 
-/// The URL without its password, and the password: a password never goes on a command line.
-fn split_password(url: &str) -> (String, Option<String>) {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        if let Some((auth, host)) = rest.split_once('@') {
-            if let Some((user, pass)) = auth.split_once(':') {
-                return (format!("{scheme}://{user}@{host}"), Some(pass.to_string()));
-            }
-        }
-    }
-    let mut pass = None;
-    let kept: Vec<&str> = url
-        .split_whitespace()
-        .filter(|p| match p.strip_prefix("password=") {
-            Some(v) => {
-                pass = Some(v.to_string());
-                false
-            }
-            None => true,
-        })
-        .collect();
-    if pass.is_some() {
-        return (kept.join(" "), pass);
-    }
-    (url.to_string(), None)
-}
+use plumb_engine::secret::split_password;
 
 /// How pgbench is run for this lab.
 struct PgbenchRun<'a> {
@@ -1754,6 +1735,10 @@ tps = 95.5 (excluding connections establishing)
         assert_eq!(
             with_database("host=db dbname=shop user=app", "lab"),
             "host=db user=app dbname=lab"
+        );
+        assert_eq!(
+            with_database("host=db application_name='a b' dbname=shop", "lab"),
+            "host=db application_name='a b' dbname=lab"
         );
         assert_eq!(
             split_password("postgres://app:s3cret@db/lab"),

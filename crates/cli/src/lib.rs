@@ -137,13 +137,39 @@ pub enum Command {
     },
 }
 
+/// The command line as given, passwords masked (for reports and recordings).
+static COMMAND_LINE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// The command line as typed, each argument's passwords masked.
+pub(crate) fn command_args() -> Vec<String> {
+    COMMAND_LINE
+        .get()
+        .cloned()
+        .unwrap_or_else(|| std::env::args().map(|a| plumb_engine::redact(&a)).collect())
+}
+
 /// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
 pub fn main() -> i32 {
-    let cli = match Cli::try_parse() {
+    // Parsed from a copy taken first: masking rewrites the memory std::env::args reads.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    COMMAND_LINE.get_or_init(|| {
+        args.iter()
+            .map(|a| plumb_engine::redact(&a.to_string_lossy()))
+            .collect()
+    });
+    hide_passwords_in_argv(&args);
+    let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
-            // Help and version go to stdout and exit 0; usage errors exit 2.
-            let _ = e.print();
+            // Help and version go to stdout and exit 0; usage errors exit 2. A usage error may
+            // quote the value given: passwords masked.
+            let text = plumb_engine::redact(&e.render().to_string());
+            if e.use_stderr() {
+                eprint!("{text}");
+            } else {
+                print!("{text}");
+                let _ = io::stdout().flush();
+            }
             return e.exit_code();
         }
     };
@@ -157,9 +183,27 @@ pub fn main() -> i32 {
             for cause in e.chain().skip(1) {
                 msg.push_str(&format!("\n  caused by: {cause}"));
             }
-            eprintln!("{msg}");
+            eprintln!("{}", plumb_engine::redact(&msg));
             2
         }
+    }
+}
+
+/// A password typed on the command line (a URL's, or password=) is remembered so that no
+/// output shows it, and masked in plumb's own process title, which every local user can read;
+/// plumb says so, since it was visible until now.
+fn hide_passwords_in_argv(args: &[std::ffi::OsString]) {
+    let mut any = false;
+    for a in args.iter().map(|a| a.to_string_lossy()) {
+        let a = a.as_ref();
+        if plumb_engine::secret::mask_same_length(a) != a {
+            plumb_engine::secret::remember_in(a);
+            any = true;
+        }
+    }
+    if any {
+        plumb_sys::process::mask_own_cmdline(plumb_engine::secret::mask_same_length);
+        eprintln!("plumb: warning: a password on the command line is visible to other local users in the process list (plumb masks its own copy now); use --password-file, or PGPASSWORD / MYSQL_PWD, instead");
     }
 }
 

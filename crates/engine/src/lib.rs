@@ -14,6 +14,9 @@ pub mod mariadb;
 pub mod mssql;
 pub mod pg;
 pub mod private;
+pub mod secret;
+
+pub use secret::{read_password_file, redact};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -186,6 +189,7 @@ impl std::fmt::Debug for Target {
 
 impl Target {
     pub fn new(url: &str) -> Target {
+        secret::remember_in(url);
         Target {
             url: url.to_string(),
             password: None,
@@ -227,58 +231,4 @@ pub fn is_local_host(host: &str) -> bool {
     host.is_empty()
         || host.starts_with('/')
         || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
-}
-
-/// Read a password file: refused when others can read it.
-pub fn read_password_file(path: &std::path::Path) -> Result<String> {
-    use std::os::unix::fs::PermissionsExt;
-    let meta =
-        std::fs::metadata(path).map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(Error::Setup(format!(
-            "{}: readable by others (mode {:o}); chmod 600 it",
-            path.display(),
-            meta.permissions().mode() & 0o777
-        )));
-    }
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Setup(format!("{}: {e}", path.display())))?;
-    Ok(text.lines().next().unwrap_or("").to_string())
-}
-
-/// The URL with any password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    // scheme://user:password@host...
-    if let Some((scheme, rest)) = url.split_once("://") {
-        if let Some((auth, host)) = rest.split_once('@') {
-            if let Some((user, _)) = auth.split_once(':') {
-                return format!("{scheme}://{user}:***@{host}");
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for part in url.split_whitespace() {
-        if part.to_ascii_lowercase().starts_with("password=") {
-            out.push("password=***".to_string());
-        } else {
-            out.push(part.to_string());
-        }
-    }
-    out.join(" ")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn passwords_never_shown() {
-        assert_eq!(
-            super::redact("postgres://app:s3cret@db:5432/x"),
-            "postgres://app:***@db:5432/x"
-        );
-        assert_eq!(
-            super::redact("host=db password=s3cret user=app"),
-            "host=db password=*** user=app"
-        );
-        assert_eq!(super::redact("postgres://app@db/x"), "postgres://app@db/x");
-    }
 }

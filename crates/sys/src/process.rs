@@ -541,3 +541,61 @@ pub fn read_threads(root: &Root, pid: u32) -> Result<Vec<ThreadSample>> {
     out.sort_by_key(|t| t.tid);
     Ok(out)
 }
+
+/// Overwrite parts of this process's own command line in memory (what `ps` and
+/// /proc/PID/cmdline show), keeping its length: `mask` gets each argument and returns it with
+/// the secret characters replaced, the same length in bytes. Returns whether anything was
+/// rewritten. Best effort: where /proc/self/mem cannot be written, nothing changes.
+pub fn mask_own_cmdline(mask: impl Fn(&str) -> String) -> bool {
+    use std::io::{Seek, SeekFrom, Write};
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return false;
+    };
+    // Fields after the command name: state is field 3; arg_start and arg_end are 48 and 49.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let (Some(start), Some(end)) = (
+        f.get(48 - 3).and_then(|v| v.parse::<u64>().ok()),
+        f.get(49 - 3).and_then(|v| v.parse::<u64>().ok()),
+    ) else {
+        return false;
+    };
+    let Ok(cmdline) = std::fs::read("/proc/self/cmdline") else {
+        return false;
+    };
+    if end <= start || cmdline.len() as u64 > end - start {
+        return false;
+    }
+    let mut changed = false;
+    let mut out = Vec::with_capacity(cmdline.len());
+    for (i, arg) in cmdline.split(|b| *b == 0).enumerate() {
+        if i > 0 {
+            out.push(0);
+        }
+        match std::str::from_utf8(arg) {
+            Ok(a) => {
+                let m = mask(a);
+                if m.len() == a.len() && m != a {
+                    changed = true;
+                    out.extend_from_slice(m.as_bytes());
+                } else {
+                    out.extend_from_slice(arg);
+                }
+            }
+            Err(_) => out.extend_from_slice(arg),
+        }
+    }
+    out.truncate(cmdline.len());
+    if !changed {
+        return false;
+    }
+    let Ok(mut mem) = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/mem")
+    else {
+        return false;
+    };
+    mem.seek(SeekFrom::Start(start)).is_ok() && mem.write_all(&out).is_ok()
+}

@@ -563,3 +563,227 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
     let o = run(&["engine", "stop", "--remove", "--dir", dir]);
     assert!(o.status.success(), "{}", err(&o));
 }
+
+/// Something of the user's at a path plumb is asked to write: it must survive untouched.
+#[derive(Debug, Clone, Copy)]
+enum InTheWay {
+    File,
+    Link,
+    FullDir,
+}
+
+fn plant(p: &Path, what: InTheWay, victim: &Path) {
+    match what {
+        InTheWay::File => std::fs::write(p, "USER DATA").unwrap(),
+        InTheWay::Link => std::os::unix::fs::symlink(victim, p).unwrap(),
+        InTheWay::FullDir => {
+            std::fs::create_dir(p).unwrap();
+            std::fs::write(p.join("notes.txt"), "USER DATA").unwrap();
+        }
+    }
+}
+
+fn untouched(p: &Path, what: InTheWay, victim: &Path) -> bool {
+    let victim_ok = std::fs::read_to_string(victim).ok().as_deref() == Some("USER DATA");
+    match what {
+        InTheWay::File => std::fs::read_to_string(p).ok().as_deref() == Some("USER DATA"),
+        InTheWay::Link => {
+            p.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+                && victim_ok
+        }
+        InTheWay::FullDir => {
+            std::fs::read_dir(p).map(|d| d.count()).unwrap_or(0) == 1
+                && std::fs::read_to_string(p.join("notes.txt")).ok().as_deref() == Some("USER DATA")
+        }
+    }
+}
+
+#[test]
+fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
+    let tmp = scratch("plumb-safety-out");
+    let base = tmp.path();
+    let victim = base.join("victim.txt");
+    std::fs::write(&victim, "USER DATA").unwrap();
+    // A small recording for the commands that read one.
+    let rec = base.join("rec.plumb");
+    let o = run(&[
+        "record",
+        "--interval",
+        "100ms",
+        "--duration",
+        "300ms",
+        "--out",
+        rec.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", err(&o));
+    let rec = rec.to_str().unwrap().to_string();
+    let target = base.join("io.dat");
+    let target = target.to_str().unwrap().to_string();
+
+    // Each command with the path it writes, and whether the path is a file or a directory.
+    type Cmd = Box<dyn Fn(&str) -> Vec<String>>;
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+    let mut cmds: Vec<(&str, &str, Cmd)> = vec![
+        (
+            "io sweep --chart",
+            "--chart",
+            Box::new({
+                let target = target.clone();
+                move |p: &str| {
+                    s(&[
+                        "io",
+                        "sweep",
+                        "--engine",
+                        "null",
+                        "--qd-levels",
+                        "1,2",
+                        "--reps",
+                        "1",
+                        "--duration",
+                        "200ms",
+                        "--warmup",
+                        "0s",
+                        "--size",
+                        "1M",
+                        "--chart",
+                        p,
+                        &target,
+                    ])
+                }
+            }),
+        ),
+        (
+            "record --out",
+            "--out",
+            Box::new(|p: &str| s(&["record", "--duration", "200ms", "--out", p, "--", "true"])),
+        ),
+        (
+            "plot --out",
+            "--out",
+            Box::new({
+                let rec = rec.clone();
+                move |p: &str| s(&["plot", &rec, "--metric", "cpu.all.idle_pct", "--out", p])
+            }),
+        ),
+        (
+            "report --out",
+            "--out",
+            Box::new({
+                let rec = rec.clone();
+                move |p: &str| s(&["report", &rec, "--out", p])
+            }),
+        ),
+        (
+            "lab --out",
+            "--out",
+            Box::new(|p: &str| s(&["lab", "--quick", "--dir", "/var/tmp", "--out", p])),
+        ),
+        (
+            "io run (a write test's file)",
+            "",
+            Box::new(|p: &str| {
+                s(&[
+                    "io",
+                    "run",
+                    "--engine",
+                    "null",
+                    "--write-pct",
+                    "100",
+                    "--duration",
+                    "200ms",
+                    "--size",
+                    "1M",
+                    p,
+                ])
+            }),
+        ),
+    ];
+    if no_postgres().is_none() {
+        cmds.push((
+            "engine start --dir",
+            "--dir",
+            Box::new(|p: &str| s(&["engine", "start", "--dir", p])),
+        ));
+    }
+    for (name, flag, cmd) in &cmds {
+        for what in [InTheWay::File, InTheWay::Link, InTheWay::FullDir] {
+            let p = base.join(format!(
+                "{}-{what:?}",
+                name.replace([' ', '(', ')', '\''], "_")
+            ));
+            plant(&p, what, &victim);
+            let args = cmd(p.to_str().unwrap());
+            let o = plumb().args(&args).output().unwrap();
+            assert_eq!(
+                o.status.code(),
+                Some(2),
+                "{name} over a {what:?}: {}",
+                err(&o)
+            );
+            assert!(
+                err(&o).contains(flag) && err(&o).contains(p.to_str().unwrap()),
+                "{name} over a {what:?}: the error names neither the flag nor the path: {}",
+                err(&o)
+            );
+            assert!(
+                untouched(&p, what, &victim),
+                "{name} over a {what:?} changed it"
+            );
+            // Nothing was started or left half-made beside it.
+            assert!(processes_in(&p).is_empty());
+        }
+    }
+    // A directory that does not exist is found before the work, not after it: the sweep's
+    // chart (it used to run the whole sweep and then drop the results).
+    let t0 = std::time::Instant::now();
+    let o = run(&[
+        "io",
+        "sweep",
+        "--engine",
+        "null",
+        "--qd-levels",
+        "1,2",
+        "--reps",
+        "1",
+        "--duration",
+        "3s",
+        "--size",
+        "1M",
+        "--chart",
+        "/nonexistent/dir/c.svg",
+        &target,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("does not exist"), "{}", err(&o));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(3),
+        "the sweep ran first"
+    );
+    assert!(!Path::new(&target).exists());
+    // man pages go into a shared directory: next to other programs' pages, over its own, but
+    // never over a page that is not plumb's.
+    let man = base.join("man1");
+    std::fs::create_dir(&man).unwrap();
+    std::fs::write(man.join("ls.1"), "USER DATA").unwrap();
+    assert!(run(&["man", "--dir", man.to_str().unwrap()])
+        .status
+        .success());
+    assert!(run(&["man", "--dir", man.to_str().unwrap()])
+        .status
+        .success());
+    std::fs::write(man.join("plumb-os.1"), "USER DATA").unwrap();
+    let o = run(&["man", "--dir", man.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("plumb-os.1"), "{}", err(&o));
+    assert_eq!(
+        std::fs::read_to_string(man.join("plumb-os.1")).unwrap(),
+        "USER DATA"
+    );
+    assert_eq!(
+        std::fs::read_to_string(man.join("ls.1")).unwrap(),
+        "USER DATA"
+    );
+}

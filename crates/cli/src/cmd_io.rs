@@ -405,15 +405,15 @@ pub fn execute(
 ) -> Result<std::result::Result<plumb_load::run::RunResult, plumb_load::Error>> {
     plumb_load::signal::install();
     for t in &j.targets {
-        if !t.exists() {
+        if t.symlink_metadata().is_err() && target::check_create(t, j.file_size).is_ok() {
             eprintln!(
-                "plumb: creating {} ({} of random data; removed afterwards{})",
+                "plumb: creating {} ({} of random data; {})",
                 t.display(),
                 plumb_report::fmt::bytes(j.file_size),
                 if safety.keep {
-                    " unless --keep: kept"
+                    "kept afterwards (--keep)"
                 } else {
-                    ""
+                    "removed afterwards"
                 }
             );
         }
@@ -603,11 +603,28 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     for (_, _, j) in &levels {
         j.validate().map_err(|e| anyhow!(e))?;
     }
+    // The chart's file is made now: a bad path fails before the sweep, not after it. It is
+    // removed again if the sweep does not finish.
+    let chart = if a.no_chart {
+        None
+    } else {
+        let path = match &a.chart {
+            Some(p) => p.clone(),
+            None => PathBuf::from(format!(
+                "plumb-sweep-{}.svg",
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs())
+                    .unwrap_or(0)
+            )),
+        };
+        Some(plumb_report::out::Reserved::new("--chart", &path)?)
+    };
     // Create missing files once for the whole sweep; runs then reuse them.
     let mut scratch = Vec::new();
     let mut safety = a.safety.safety();
     for t in &base.targets {
-        if !t.exists() {
+        if t.symlink_metadata().is_err() && target::check_create(t, base.file_size).is_ok() {
             eprintln!(
                 "plumb: creating {} ({} of random data; removed afterwards)",
                 t.display(),
@@ -654,20 +671,9 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         knee,
         chart: None,
     };
-    if !a.no_chart {
-        let path = match &a.chart {
-            Some(p) => p.clone(),
-            None => PathBuf::from(format!(
-                "plumb-sweep-{}.svg",
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0)
-            )),
-        };
-        std::fs::write(&path, plumb_report::io_render::sweep_chart(&rep))
-            .map_err(|e| anyhow!("--chart {}: {e}", path.display()))?;
-        rep.chart = Some(path);
+    if let Some(chart) = chart {
+        let svg = plumb_report::io_render::sweep_chart(&rep);
+        rep.chart = Some(chart.fill(svg.as_bytes())?);
     }
     crate::emit(g, &rep)?;
     Ok(0)

@@ -167,12 +167,20 @@ impl Plan {
     }
 }
 
+/// The files a lab writes into its report directory.
+const LAB_FILES: [&str; 4] = [
+    "index.html",
+    "report.json",
+    "summary.txt",
+    "recording.plumb",
+];
+
 /// Removes what the lab created, on every way out.
 struct Cleanup {
     work: Option<PathBuf>,
     instance: Option<PathBuf>,
-    /// The report directory, removed unless the lab finished.
-    out: Option<PathBuf>,
+    /// The report directory: what plumb wrote there is removed unless the lab finished.
+    out: Option<plumb_report::out::OutDir>,
     /// The experiments' cgroup (plumb and the server inside).
     cgroup: Option<plumb_load::labcg::LabCgroup>,
     /// A running `plumb mem pressure` (it removes its zram swap when it stops).
@@ -227,7 +235,7 @@ impl Cleanup {
             }
         }
         if let Some(o) = self.out.take() {
-            let _ = std::fs::remove_dir_all(&o);
+            o.remove(&LAB_FILES);
         }
         // Last: plumb moves back out and the (now empty) cgroup goes.
         self.cgroup = None;
@@ -492,17 +500,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         bail!("--dir {}: not a directory", a.dir.display());
     }
     let out = a.out.clone().unwrap_or_else(default_out);
-    if out.exists() {
-        let empty = std::fs::read_dir(&out)
-            .map(|mut d| d.next().is_none())
-            .unwrap_or(false);
-        if !empty {
-            bail!(
-                "--out {}: exists and is not empty; plumb never overwrites a report",
-                out.display()
-            );
-        }
-    }
+    plumb_report::out::check_out_dir("--out", &out)?;
     let free = plumb_load::target::free_bytes(&a.dir).unwrap_or(u64::MAX);
     // Shrink pgbench to the space there is, down to scale 1; below that, say so.
     let base = plan.space_needed() - plan.scale as u64 * (16 << 20);
@@ -531,13 +529,9 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
     let started_unix_ms = now_unix_ms();
     let work = new_work_dir(&a.dir)?;
     cleanup.work = Some(work.clone());
-    if !out.exists() {
-        std::fs::create_dir_all(&out).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
-        cleanup.out = Some(out.clone());
-    } else {
-        // An empty directory of the user's: remove what plumb puts there on failure only.
-        cleanup.out = None;
-    }
+    // A new directory, or an empty one of the user's: on failure plumb removes what it wrote
+    // there (and the directory, if it made it).
+    cleanup.out = Some(plumb_report::out::out_dir("--out", &out)?);
     let mut skipped = Vec::new();
     let total = 7 + pressure.is_some() as u32 + rates.is_some() as u32;
     let pb = progress_bar(total as u64, "plumb lab");
@@ -1338,8 +1332,8 @@ fn pressure_experiment(
 fn write_report(r: &LabReport, rec: &plumb_store::Recording, out: &Path) -> Result<()> {
     use plumb_report::lab_render::{html, LabOutput};
     let w = |name: &str, body: Vec<u8>| -> Result<()> {
-        std::fs::write(out.join(name), body)
-            .map_err(|e| anyhow!("{}: {e}", out.join(name).display()))
+        plumb_report::out::write_new("--out", &out.join(name), &body)?;
+        Ok(())
     };
     let mut json = Vec::new();
     plumb_report::emit(&LabOutput(r), plumb_report::Format::Json, &mut json)?;

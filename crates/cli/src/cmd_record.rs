@@ -1,7 +1,7 @@
 //! `plumb record`, `mark`, `report`, `plot`, `export`: 1-second recordings and their charts.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use plumb_load::units::parse_duration;
 use plumb_report::record_render::{self, Run};
@@ -180,7 +180,10 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         }),
     );
     if !a.cmd.is_empty() {
-        labels.insert("command".to_string(), a.cmd.join(" "));
+        labels.insert(
+            "command".to_string(),
+            plumb_engine::redact(&a.cmd.join(" ")),
+        );
     }
     let header = new_header(&root, interval, labels);
     let started = header.started_unix_ms;
@@ -189,16 +192,25 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     let mut scope = Scope {
         pids: a.pids.clone(),
     };
+    // The file first: a bad --out must not leave the command running.
+    plumb_report::out::check_new_file("--out", &out)?;
+    let mut w =
+        Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
     if !a.cmd.is_empty() {
-        let c = std::process::Command::new(&a.cmd[0])
+        let c = match std::process::Command::new(&a.cmd[0])
             .args(&a.cmd[1..])
             .spawn()
-            .map_err(|e| anyhow!("cannot run {}: {e}", a.cmd[0]))?;
+        {
+            Ok(c) => c,
+            Err(e) => {
+                drop(w);
+                let _ = std::fs::remove_file(&out);
+                bail!("cannot run {}: {e}", a.cmd[0]);
+            }
+        };
         scope.pids.push(c.id());
         child = Some(c);
     }
-    let mut w =
-        Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
     if let Some(c) = &child {
         plumb_store::append_mark(
             &out,
@@ -379,13 +391,13 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
         .enumerate()
         .map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len())))
         .collect();
-    std::fs::create_dir_all(&a.out).with_context(|| format!("--out {}", a.out.display()))?;
+    let dir = plumb_report::out::out_dir("--out", &a.out)?;
     let index = a.out.join("index.html");
-    if index.exists() {
-        bail!("{} exists; choose another --out directory", index.display());
-    }
     let html = record_render::html(&runs);
-    std::fs::write(&index, html).with_context(|| format!("cannot write {}", index.display()))?;
+    if let Err(e) = plumb_report::out::write_new("--out", &index, html.as_bytes()) {
+        dir.remove(&["index.html"]);
+        return Err(e.into());
+    }
     println!("{}", index.display());
     Ok(0)
 }
@@ -408,14 +420,11 @@ pub fn plot(a: &PlotArgs) -> Result<i32> {
             );
         }
     }
-    if a.out.exists() {
-        bail!(
-            "--out {}: exists; plumb does not overwrite it",
-            a.out.display()
-        );
-    }
-    std::fs::write(&a.out, record_render::plot(&runs, &a.metrics))
-        .with_context(|| format!("--out {}", a.out.display()))?;
+    plumb_report::out::write_new(
+        "--out",
+        &a.out,
+        record_render::plot(&runs, &a.metrics).as_bytes(),
+    )?;
     println!("{}", a.out.display());
     Ok(0)
 }

@@ -19,7 +19,10 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const MARK_NAME: &str = "user.plumb";
+/// A file plumb created and filled completely.
 const MARK_VALUE: &[u8] = b"created-by-plumb";
+/// A file plumb created and is still filling (or was killed while filling).
+const MARK_FILLING: &[u8] = b"plumb-prefill";
 /// Space left free on the filesystem after creating test files.
 const HEADROOM_BYTES: u64 = 256 << 20;
 
@@ -89,9 +92,23 @@ fn same_path(a: &Path, b: &Path) -> bool {
     ca == cb
 }
 
+/// What plumb's mark on a file says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mark {
+    None,
+    /// Created and filled by plumb.
+    Complete,
+    /// Created by plumb, prefill not finished (running now, or killed).
+    Filling,
+}
+
 fn has_mark(path: &Path) -> bool {
+    mark_of(path) == Mark::Complete
+}
+
+fn mark_of(path: &Path) -> Mark {
     let Ok(c) = CString::new(path.as_os_str().as_bytes()) else {
-        return false;
+        return Mark::None;
     };
     let name = CString::new(MARK_NAME).expect("no NUL");
     let mut buf = [0u8; 32];
@@ -104,10 +121,39 @@ fn has_mark(path: &Path) -> bool {
             buf.len(),
         )
     };
-    n > 0 && &buf[..n as usize] == MARK_VALUE
+    if n <= 0 {
+        return Mark::None;
+    }
+    match &buf[..n as usize] {
+        v if v == MARK_VALUE => Mark::Complete,
+        v if v == MARK_FILLING => Mark::Filling,
+        _ => Mark::None,
+    }
 }
 
-fn set_mark(f: &File) {
+/// A file plumb left half-filled: nobody holds its lock, so the plumb that made it is gone,
+/// and the file (plumb's own) is removed. A prefill running in another plumb is refused.
+fn clear_orphan(path: &Path) -> Result<bool> {
+    if mark_of(path) != Mark::Filling {
+        return Ok(false);
+    }
+    let f = File::open(path).map_err(|e| io_err(path, e))?;
+    // SAFETY: flock on an fd we own; non-blocking.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Err(Error::Refused(format!(
+            "{}: another plumb is creating this file right now (its prefill is running); name another file",
+            path.display()
+        )));
+    }
+    eprintln!(
+        "plumb: {}: left half-filled by a plumb that was stopped; removing it and starting again",
+        path.display()
+    );
+    std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
+    Ok(true)
+}
+
+fn set_mark(f: &File, value: &[u8]) {
     let name = CString::new(MARK_NAME).expect("no NUL");
     // Best effort: filesystems without user xattrs just lose the "kept file is plumb's" memory.
     // SAFETY: valid fd, C string and buffer.
@@ -115,8 +161,8 @@ fn set_mark(f: &File) {
         libc::fsetxattr(
             f.as_raw_fd(),
             name.as_ptr(),
-            MARK_VALUE.as_ptr().cast(),
-            MARK_VALUE.len(),
+            value.as_ptr().cast(),
+            value.len(),
             0,
         );
     }
@@ -204,6 +250,33 @@ fn explain_open_error(path: &Path, e: std::io::Error, job: &Job) -> Error {
 /// Create and prefill a file of `size` bytes with random data, checking free space first.
 /// `stop` is polled so Ctrl-C during a long prefill removes the partial file.
 pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -> Result<()> {
+    check_create(path, size)?;
+    let mut guard = Creating {
+        path: path.to_path_buf(),
+        armed: false,
+    };
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+        .map_err(|e| io_err(path, e))?;
+    guard.armed = true;
+    fill_file(path, &f, size, seed, stop)?;
+    guard.armed = false;
+    Ok(())
+}
+
+/// Whether a new file of `size` bytes can be made at `path` (its directory exists, nothing is
+/// there, the filesystem has the room), checked before anything is written or announced.
+pub fn check_create(path: &Path, size: u64) -> Result<()> {
+    if path.symlink_metadata().is_ok() {
+        return Err(Error::Refused(format!(
+            "{}: something is already there",
+            path.display()
+        )));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -227,18 +300,14 @@ pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -
             )));
         }
     }
-    let mut guard = Creating {
-        path: path.to_path_buf(),
-        armed: false,
-    };
-    let f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| io_err(path, e))?;
-    guard.armed = true;
-    set_mark(&f);
+    Ok(())
+}
+
+fn fill_file(path: &Path, f: &File, size: u64, seed: u64, stop: &dyn Fn() -> bool) -> Result<()> {
+    // Held while filling: another plumb sees a prefill in progress, not a file to reuse.
+    // SAFETY: flock on an fd we own.
+    unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
+    set_mark(f, MARK_FILLING);
     let mut rng = Rng::new(seed ^ 0x5eed_f11e);
     let chunk = 1 << 20;
     let mut buf = vec![0u8; chunk];
@@ -255,12 +324,13 @@ pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -
         off += n as u64;
     }
     f.sync_data().map_err(|e| io_err(path, e))?;
+    // Only a complete file is marked as one plumb may reuse.
+    set_mark(f, MARK_VALUE);
     // Drop the file from the page cache so buffered reads start cold.
     // SAFETY: valid fd.
     unsafe {
         libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED);
     }
-    guard.armed = false;
     Ok(())
 }
 
@@ -289,7 +359,8 @@ pub fn scratch_file(
     keep: bool,
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<Scratch>> {
-    if path.exists() {
+    clear_orphan(path)?;
+    if path.symlink_metadata().is_ok() {
         return Ok(None);
     }
     create_file(path, size, seed, stop)?;
@@ -307,6 +378,7 @@ pub fn prepare(job: &Job, safety: &Safety, stop: &dyn Fn() -> bool) -> Result<Ve
         if job.targets[..i].iter().any(|p| same_path(p, path)) {
             return Err(Error::Job(format!("{} is named twice", path.display())));
         }
+        clear_orphan(path)?;
         let meta = std::fs::metadata(path);
         let kind = match &meta {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -454,6 +526,62 @@ mod tests {
             drop(t);
             assert!(p.exists(), "a kept file is not removed by a later run");
         }
+    }
+
+    /// A file with plumb's "filling" mark, as a plumb killed during prefill leaves it; None
+    /// where the filesystem keeps no user xattrs.
+    fn half_filled(p: &Path) -> Option<File> {
+        let f = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .create_new(true)
+            .open(p)
+            .unwrap();
+        f.set_len(1 << 20).unwrap();
+        set_mark(&f, MARK_FILLING);
+        (mark_of(p) == Mark::Filling).then_some(f)
+    }
+
+    #[test]
+    fn issue_11_a_killed_prefill_is_not_trusted_as_a_kept_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("half.dat");
+        let Some(f) = half_filled(&p) else {
+            eprintln!("skipped: no user xattrs on {}", d.path().display());
+            return;
+        };
+        drop(f);
+        // Nobody fills it: plumb's own leftover, recreated for this run and removed after.
+        let j = job(vec![p.clone()], 100);
+        let t = prepare(&j, &Safety::default(), &|| false).unwrap();
+        assert_eq!(t[0].kind, TargetKind::Created);
+        assert_eq!(mark_of(&p), Mark::Complete);
+        drop(t);
+        assert!(!p.exists(), "the leftover stayed behind");
+        // The same through scratch_file (sweeps, the durability probe).
+        drop(half_filled(&p).unwrap());
+        let s = scratch_file(&p, 1 << 20, 1, false, &|| false).unwrap();
+        assert!(s.is_some(), "the leftover was taken for a user's file");
+        drop(s);
+        assert!(!p.exists());
+    }
+
+    #[test]
+    fn issue_11_a_prefill_running_in_another_plumb_is_left_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("busy.dat");
+        let Some(f) = half_filled(&p) else {
+            eprintln!("skipped: no user xattrs on {}", d.path().display());
+            return;
+        };
+        // SAFETY: flock on an fd we own: the other plumb's prefill holds this lock.
+        assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let j = job(vec![p.clone()], 0);
+        let e = prepare(&j, &Safety::default(), &|| false).unwrap_err();
+        assert!(e.to_string().contains("another plumb"), "{e}");
+        assert!(scratch_file(&p, 1 << 20, 1, false, &|| false).is_err());
+        assert!(p.exists(), "another plumb's file was removed");
+        drop(f);
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod k8s_render;
 pub mod lab_render;
 pub mod mem_render;
 pub mod os;
+pub mod out;
 pub mod record_render;
 pub mod svg;
 

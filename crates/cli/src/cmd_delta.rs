@@ -101,7 +101,7 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
         Err(_) | Ok(_) if interrupted() => {
             eprintln!("plumb: interrupted; the statement was cancelled and nothing is reported");
-            Ok(crate::cmd_io::INTERRUPTED)
+            Ok(crate::cmd_io::interrupted_code())
         }
         other => other,
     }
@@ -263,7 +263,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         });
     }
     if interrupted() {
-        return Ok(crate::cmd_io::INTERRUPTED);
+        return Ok(crate::cmd_io::interrupted_code());
     }
     let report = delta::summarize(
         wh.shown.clone(),

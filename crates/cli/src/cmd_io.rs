@@ -393,8 +393,11 @@ pub fn progress_bar(len: u64, msg: &str) -> indicatif::ProgressBar {
     pb
 }
 
-/// Exit code for an interrupted run (128 + SIGINT), after cleanup.
-pub const INTERRUPTED: i32 = 130;
+/// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
+/// SIGTERM, 129 for SIGHUP), as a shell reports it.
+pub fn interrupted_code() -> i32 {
+    plumb_load::signal::exit_code_for(plumb_load::signal::received().unwrap_or(libc::SIGINT))
+}
 
 /// Prepare targets, run, and return the raw result; created files are removed when this returns
 /// (unless kept), including on error and Ctrl-C.
@@ -444,7 +447,7 @@ fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> R
         }
         Err(_) => {
             eprintln!("plumb: interrupted; in-flight I/O drained and files plumb created removed");
-            Ok(INTERRUPTED)
+            Ok(interrupted_code())
         }
     }
 }
@@ -524,7 +527,7 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         }
         Err(plumb_load::Error::Interrupted) => {
             eprintln!("plumb: interrupted; the probe file was removed");
-            Ok(INTERRUPTED)
+            Ok(interrupted_code())
         }
         Err(e) => Err(e.into()),
     }
@@ -645,7 +648,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             Ok(None) => {}
             Err(plumb_load::Error::Interrupted) => {
                 eprintln!("plumb: interrupted; files plumb created were removed");
-                return Ok(INTERRUPTED);
+                return Ok(interrupted_code());
             }
             Err(e) => return Err(e.into()),
         }
@@ -655,7 +658,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         Some(l) => l,
         None => {
             eprintln!("plumb: interrupted; files plumb created were removed");
-            return Ok(INTERRUPTED);
+            return Ok(interrupted_code());
         }
     };
     drop(scratch);

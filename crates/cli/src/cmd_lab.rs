@@ -2,7 +2,7 @@
 //! runs database workloads on a private PostgreSQL while recording, and writes the report.
 //! Everything it creates is removed at the end (and on Ctrl-C and errors) except the report.
 
-use crate::cmd_io::{progress_bar, run_levels, storage_under, INTERRUPTED};
+use crate::cmd_io::{interrupted_code, progress_bar, run_levels, storage_under};
 use crate::cmd_record::{new_header, now_unix_ms};
 use crate::GlobalArgs;
 use anyhow::{anyhow, bail, Context, Result};
@@ -391,7 +391,7 @@ fn step(pb: &indicatif::ProgressBar, n: u32, of: u32, what: &str) {
 
 fn interrupted() -> Result<i32> {
     eprintln!("plumb: interrupted; the lab's PostgreSQL was stopped and its files removed");
-    Ok(INTERRUPTED)
+    Ok(interrupted_code())
 }
 
 /// A new directory of plumb's own under `parent` (never one that was there: a name taken, or

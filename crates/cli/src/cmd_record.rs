@@ -299,7 +299,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         }
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
-                exit_code = Some(st.code().unwrap_or(128 + 2));
+                exit_code = Some(exit_code_of(st));
                 plumb_store::append_mark(
                     &out,
                     &Mark {
@@ -321,9 +321,39 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     }
     if let Some(mut c) = child {
         if exit_code.is_none() {
-            // Ctrl-C reached the command too (same terminal); wait for it.
-            let st = c.wait()?;
-            exit_code = Some(st.code().unwrap_or(130));
+            // plumb was stopped (Ctrl-C reaches the command too from a terminal; a signal sent
+            // to plumb alone does not): the command gets the same signal, 10 s to end, and is
+            // killed after that.
+            let st = match c.try_wait()? {
+                Some(st) => st,
+                None => {
+                    plumb_load::signal::forward_to(c.id());
+                    let t = Instant::now();
+                    loop {
+                        if let Some(st) = c.try_wait()? {
+                            break st;
+                        }
+                        if t.elapsed() > Duration::from_secs(10) {
+                            eprintln!(
+                                "plumb: {} did not end within 10 s of the signal; killing it",
+                                a.cmd[0]
+                            );
+                            let _ = c.kill();
+                            break c.wait()?;
+                        }
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                }
+            };
+            let _ = plumb_store::append_mark(
+                &out,
+                &Mark {
+                    t_ms: now_unix_ms().saturating_sub(started),
+                    name: "command exited".into(),
+                    detail: Some(format!("{st}")),
+                },
+            );
+            exit_code = Some(exit_code_of(st));
         }
     }
     let per = w.bytes_written / samples.max(1);
@@ -539,4 +569,12 @@ pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
         println!();
         prev = cur;
     }
+}
+
+/// A command's exit status as a shell reports it: its code, or 128 + the signal that killed it.
+fn exit_code_of(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code()
+        .or_else(|| st.signal().map(plumb_load::signal::exit_code_for))
+        .unwrap_or(2)
 }

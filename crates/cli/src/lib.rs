@@ -233,9 +233,13 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
         Command::Delta(a) => cmd_delta::run(&cli.global, a),
         Command::Completions { shell } => {
+            // Rendered in memory first: clap_complete panics on a write error, and a reader
+            // that closes the pipe early (`| head`) is not an error.
             let mut cmd = Cli::command();
+            let mut buf = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "plumb", &mut buf);
             let mut out = io::stdout().lock();
-            clap_complete::generate(*shell, &mut cmd, "plumb", &mut out);
+            out.write_all(&buf)?;
             out.flush()?;
             Ok(0)
         }

@@ -713,14 +713,20 @@ fn worker(
             if let Some(g) = gate {
                 now = clock.now();
                 if g > now {
-                    sleep_until(clock, g);
+                    // Never past the window: a rate so slow that the next I/O falls after
+                    // the end ends the run on time.
+                    sleep_until(clock, g.min(w.stop_issuing), abort);
                 }
             }
             now = clock.now();
             continue;
         }
+        // A long pacing gap (a burst's think time, a slow rate) is waited out in short steps,
+        // so a stop is seen at once.
         let timeout = match gate {
-            Some(g) if !stopping && g > now => Some(Duration::from_nanos(g - now)),
+            Some(g) if !stopping && g > now => {
+                Some(Duration::from_nanos(g - now).min(signal::WAKE_EVERY))
+            }
             _ => None,
         };
         let want = if timeout.is_some() {
@@ -740,24 +746,27 @@ fn worker(
             inflight -= 1;
         }
     }
-    // Close the series: every second of the window is contributed, even if idle at the end.
-    let last = (job.duration.as_secs_f64().ceil() as u64).max(1);
+    // Close the series: every second of the window that was measured is contributed, even if
+    // idle at the end. A stopped run ends where it stopped, not where it was planned to (a run
+    // planned for hours and stopped after seconds holds seconds, not hours, of figures).
+    let measured_end = clock.now().min(w.end).saturating_sub(w.warm);
+    let last = measured_end.div_ceil(1_000_000_000).max(1);
     flush_seconds(last, &mut cur_sec, &mut sec);
     stats.syscalls = eng.syscalls();
     Ok((stats, setup))
 }
 
 /// Sleep until `t` on the run clock: coarse sleep, then a short spin for the last stretch so
-/// paced I/O starts on time.
-fn sleep_until(clock: &Clock, t: u64) {
+/// paced I/O starts on time. A stop (a signal, another worker's error) ends it early.
+fn sleep_until(clock: &Clock, t: u64, abort: &AtomicBool) {
     loop {
         let now = clock.now();
-        if now >= t {
+        if now >= t || signal::stop_requested() || abort.load(Ordering::Relaxed) {
             return;
         }
         let left = t - now;
         if left > 200_000 {
-            std::thread::sleep(Duration::from_nanos(left - 100_000));
+            std::thread::sleep(Duration::from_nanos(left - 100_000).min(signal::WAKE_EVERY));
         } else if left > 20_000 {
             std::thread::yield_now();
         } else {

@@ -1,33 +1,148 @@
-//! Ctrl-C and SIGTERM: the first one asks every loop to stop, so plumb can drain in-flight I/O
-//! and remove what it created; a second one ends the process at once.
+//! One signal policy for every plumb command: SIGINT (Ctrl-C), SIGTERM and SIGHUP (a closed
+//! terminal) all ask every loop to stop, so plumb drains in-flight I/O, forwards the signal to
+//! the children it started and removes what it created. Sleeps wake on them ([`sleep`]).
+//!
+//! A second signal only says that plumb is still cleaning up; a third ends the process at once
+//! (leaving whatever the cleanup had not reached yet), for a cleanup that hangs.
+//!
+//! After SIGHUP the terminal is gone: standard input, output and error that were the terminal
+//! are pointed at /dev/null, so the cleanup's messages cannot fail.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static FIRST: AtomicI32 = AtomicI32::new(0);
+static COUNT: AtomicU32 = AtomicU32::new(0);
+
+const AGAIN: &[u8] =
+    b"\nplumb: still stopping and cleaning up; a third signal quits at once and leaves what plumb created\n";
+const QUIT: &[u8] = b"\nplumb: quitting at once; what plumb created may be left behind\n";
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-    // SAFETY: signal() is async-signal-safe; restoring the default lets a second Ctrl-C kill.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
+    // Only async-signal-safe calls here: atomics, write, open, dup2, isatty, _exit.
+    if sig == libc::SIGHUP {
+        // SAFETY: open, isatty, dup2 and close are async-signal-safe.
+        unsafe {
+            let null = libc::open(c"/dev/null".as_ptr(), libc::O_RDWR);
+            if null >= 0 {
+                for fd in 0..3 {
+                    if libc::isatty(fd) == 1 {
+                        libc::dup2(null, fd);
+                    }
+                }
+                libc::close(null);
+            }
+        }
+    }
+    let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+    if n == 1 {
+        FIRST.store(sig, Ordering::SeqCst);
+        STOP.store(true, Ordering::SeqCst);
+    } else if n == 2 {
+        // SAFETY: write is async-signal-safe; the buffer is static.
+        unsafe { libc::write(2, AGAIN.as_ptr().cast(), AGAIN.len()) };
+    } else {
+        // SAFETY: write and _exit are async-signal-safe.
+        unsafe {
+            libc::write(2, QUIT.as_ptr().cast(), QUIT.len());
+            libc::_exit(128 + sig);
+        }
     }
 }
 
-/// Install the handlers. Safe to call more than once.
+/// Install the handlers for SIGINT, SIGTERM and SIGHUP. Safe to call more than once.
 pub fn install() {
-    // SAFETY: the handler only stores to an atomic and calls signal().
-    unsafe {
-        libc::signal(
-            libc::SIGINT,
-            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
-        libc::signal(
-            libc::SIGTERM,
-            on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t,
-        );
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: a zeroed sigaction with our handler; SA_RESTART so that interrupted system
+        // calls (reads, io_uring waits) resume instead of failing with EINTR: loops see the
+        // stop flag through their bounded waits instead.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
     }
 }
 
+/// Whether a stop was asked for.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
+}
+
+/// The first signal received, if any (to forward it to children).
+pub fn received() -> Option<i32> {
+    match FIRST.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// The longest plumb sleeps without looking at the stop flag.
+pub const WAKE_EVERY: Duration = Duration::from_millis(50);
+
+/// Sleep for `d`, waking early when a stop is asked for. Returns false when woken by a stop.
+pub fn sleep(d: Duration) -> bool {
+    sleep_until(Instant::now() + d)
+}
+
+/// Sleep until `t`, waking early when a stop is asked for. Returns false when woken by a stop.
+pub fn sleep_until(t: Instant) -> bool {
+    sleep_until_or(t, &stop_requested)
+}
+
+/// Sleep until `t` or until `stop()` says so (looked at every [`WAKE_EVERY`]).
+pub fn sleep_until_or(t: Instant, stop: &dyn Fn() -> bool) -> bool {
+    loop {
+        if stop() {
+            return false;
+        }
+        let now = Instant::now();
+        if now >= t {
+            return true;
+        }
+        std::thread::sleep((t - now).min(WAKE_EVERY));
+    }
+}
+
+/// Send the signal plumb received (SIGTERM when it was asked to stop otherwise) to a child.
+pub fn forward_to(pid: u32) {
+    let sig = received().unwrap_or(libc::SIGTERM);
+    if let Ok(pid) = i32::try_from(pid) {
+        // SAFETY: signalling a child plumb started.
+        unsafe { libc::kill(pid, sig) };
+    }
+}
+
+/// The exit code a shell gives a process a signal killed (128 + the signal).
+pub fn exit_code_for(sig: i32) -> i32 {
+    128 + sig
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_wake_on_a_stop() {
+        use std::sync::Arc;
+        let flag = Arc::new(AtomicBool::new(false));
+        let f = flag.clone();
+        let t0 = Instant::now();
+        let h = std::thread::spawn(move || {
+            sleep_until_or(Instant::now() + Duration::from_secs(30), &|| {
+                f.load(Ordering::SeqCst)
+            })
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        flag.store(true, Ordering::SeqCst);
+        assert!(!h.join().unwrap());
+        assert!(t0.elapsed() < Duration::from_secs(2));
+        assert!(sleep_until_or(
+            Instant::now() + Duration::from_millis(10),
+            &|| false
+        ));
+    }
 }

@@ -41,6 +41,10 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 }
 
 /// `15`, `15s`, `500ms`, `2m`, `1h`, `250us`. A bare number is seconds.
+/// The longest duration any flag takes: a year (anything longer is a typo, and the run clock
+/// counts nanoseconds in 64 bits).
+pub const MAX_DURATION_S: f64 = 365.0 * 86400.0;
+
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim().to_ascii_lowercase();
     let bad = || format!("{s:?} is not a duration (e.g. 15s, 500ms, 2m)");
@@ -59,6 +63,11 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     };
     if !secs.is_finite() || secs < 0.0 {
         return Err(bad());
+    }
+    if secs > MAX_DURATION_S {
+        return Err(format!(
+            "{s:?} is longer than plumb runs anything (365 days at most)"
+        ));
     }
     Ok(Duration::from_secs_f64(secs))
 }

@@ -950,3 +950,176 @@ fn issue_11_signals_stop_every_run_at_once_clean_up_and_bound_memory() {
         assert!(err(&o).contains(huge), "{args:?}: {}", err(&o));
     }
 }
+
+fn tracefs_instances() -> Vec<String> {
+    [
+        "/sys/kernel/tracing/instances",
+        "/sys/kernel/debug/tracing/instances",
+    ]
+    .iter()
+    .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+    .map(|e| e.file_name().to_string_lossy().into_owned())
+    .filter(|n| n.starts_with("plumb-"))
+    .collect()
+}
+
+fn tracefs_mounted() -> bool {
+    std::fs::read_to_string("/proc/self/mounts")
+        .unwrap()
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
+}
+
+#[test]
+fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up() {
+    if !is_root() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI runs as root"
+        );
+        eprintln!("skipped: block tracing needs root");
+        return;
+    }
+    let d = tempfile::Builder::new()
+        .prefix("plumb-safety-trace")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let mounted_before = tracefs_mounted();
+    let probe = || {
+        plumb()
+            .args(["--json", "io", "durability", "--quick", "--bs", "8K"])
+            .arg(d.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Two at once: neither loses the device's side of the evidence (the first used to unmount
+    // tracefs under the second).
+    let a = probe();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let b = probe();
+    for (name, c) in [("first", a), ("second", b)] {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", err(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert!(
+            v["trace_unavailable"].is_null(),
+            "{name}: {}",
+            v["trace_unavailable"]
+        );
+        let rows = v["rows"].as_array().unwrap();
+        assert!(
+            rows.iter().all(|r| r["device"].is_object()),
+            "{name}: a mode without the device's counts"
+        );
+    }
+    assert!(tracefs_instances().is_empty(), "{:?}", tracefs_instances());
+
+    // Killed outright: its trace instance and its file stay; the next probe removes both.
+    let c = probe();
+    let pid = c.id();
+    let file = d.path().join(format!("plumb-durability-{pid}.dat"));
+    let t0 = std::time::Instant::now();
+    while !tracefs_instances().contains(&format!("plumb-{pid}"))
+        && t0.elapsed() < std::time::Duration::from_secs(20)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    signal(&c, libc::SIGKILL);
+    let _ = c.wait_with_output();
+    assert!(tracefs_instances().contains(&format!("plumb-{pid}")));
+    assert!(file.exists());
+    let o = probe().wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    assert!(tracefs_instances().is_empty(), "{:?}", tracefs_instances());
+    assert!(!file.exists(), "the killed probe's file is still there");
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+    // tracefs is mounted afterwards only if it was before.
+    assert_eq!(tracefs_mounted(), mounted_before);
+}
+
+#[test]
+fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
+    if !need_postgres() {
+        return;
+    }
+    let d = tempfile::Builder::new()
+        .prefix("plumb-safety-deadlab")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let lab = |out: &str| {
+        plumb()
+            .args(["lab", "--quick", "--dir"])
+            .arg(d.path())
+            .arg("--out")
+            .arg(d.path().join(out))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let work_dirs = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("plumb-lab-")
+            })
+            .collect()
+    };
+    let c = lab("first");
+    let t0 = std::time::Instant::now();
+    while processes_in(d.path())
+        .iter()
+        .all(|p| !p.contains("postgres"))
+        && t0.elapsed() < std::time::Duration::from_secs(60)
+    {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    signal(&c, libc::SIGKILL);
+    let _ = c.wait_with_output();
+    assert_eq!(work_dirs().len(), 1, "the killed lab's work directory");
+    assert!(
+        processes_in(d.path())
+            .iter()
+            .any(|p| p.contains("postgres")),
+        "the killed lab's server was expected to outlive it"
+    );
+    // The next lab stops that server and removes its directory before it starts its own.
+    let mut c = lab("second");
+    let stderr = c.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for l in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(l);
+        }
+    });
+    let mut said = false;
+    while let Ok(l) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        if l.contains("left by a lab that was killed") {
+            said = true;
+        }
+        if l.contains("[2/") || l.contains("durab") {
+            break;
+        }
+    }
+    signal(&c, libc::SIGINT);
+    let o = c.wait_with_output().unwrap();
+    assert!(said, "the next lab did not say it cleaned up");
+    assert_eq!(o.status.code(), Some(130));
+    assert!(work_dirs().is_empty(), "{:?}", work_dirs());
+    assert!(
+        processes_in(d.path()).is_empty(),
+        "{:?}",
+        processes_in(d.path())
+    );
+}

@@ -394,6 +394,66 @@ fn interrupted() -> Result<i32> {
     Ok(interrupted_code())
 }
 
+/// The file in a lab's work directory that names the lab's PID.
+const LAB_MARKER: &str = "plumb-lab.pid";
+
+/// Labs killed outright (SIGKILL, out of memory, a power cut) leave their work directory, and
+/// maybe their PostgreSQL running in it. A lab directory here whose marker names a PID that is
+/// gone, owned by this user, is stopped and removed.
+fn remove_dead_labs(parent: &Path) {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return;
+    };
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    for e in rd.flatten() {
+        let dir = e.path();
+        let named = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("plumb-lab-"));
+        let Ok(m) = std::fs::symlink_metadata(&dir) else {
+            continue;
+        };
+        if !named || !m.is_dir() || m.uid() != me {
+            continue;
+        }
+        let marker = dir.join(LAB_MARKER);
+        let pid = match std::fs::symlink_metadata(&marker) {
+            Ok(mm) if mm.is_file() && mm.uid() == me && mm.len() < 32 => {
+                std::fs::read_to_string(&marker)
+                    .ok()
+                    .and_then(|t| t.trim().parse::<u32>().ok())
+            }
+            _ => None,
+        };
+        let Some(pid) = pid else { continue };
+        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|st| {
+                st.rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
+            })
+            .unwrap_or(false);
+        if alive {
+            continue;
+        }
+        eprintln!(
+            "plumb: {} was left by a lab that was killed (PID {pid}); stopping its PostgreSQL and removing it",
+            dir.display()
+        );
+        let pg = dir.join("pg");
+        if let Err(err) = private::remove(&pg) {
+            eprintln!("plumb: warning: {err}; {} left alone", dir.display());
+            continue;
+        }
+        if let Err(err) = std::fs::remove_dir_all(&dir) {
+            eprintln!("plumb: warning: removing {}: {err}", dir.display());
+        }
+    }
+}
+
 /// A new directory of plumb's own under `parent` (never one that was there: a name taken, or
 /// a link planted, makes it try another). Others may pass through it (the server's user must
 /// reach its instance inside) but not list it.
@@ -410,6 +470,12 @@ fn new_work_dir(parent: &Path) -> Result<PathBuf> {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o711))
                     .map_err(|e| anyhow!("--dir: {}: {e}", p.display()))?;
+                // Says whose it is, so a later lab can clean up after this one if it is killed.
+                plumb_report::out::write_new(
+                    "--dir",
+                    &p.join(LAB_MARKER),
+                    format!("{pid}\n").as_bytes(),
+                )?;
                 return Ok(p);
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
@@ -527,6 +593,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
 
     let started = Instant::now();
     let started_unix_ms = now_unix_ms();
+    remove_dead_labs(&a.dir);
     let work = new_work_dir(&a.dir)?;
     cleanup.work = Some(work.clone());
     // A new directory, or an empty one of the user's: on failure plumb removes what it wrote

@@ -72,6 +72,10 @@ pub fn probe_file_path(path: &Path) -> PathBuf {
 
 pub fn run_probe(o: &ProbeOptions, progress: &dyn Fn(usize, usize, &str)) -> Result<ProbeResult> {
     let file = probe_file_path(&o.path);
+    // Probes that were killed left their files (named by their PIDs) here: plumb's own.
+    if o.path.is_dir() {
+        crate::target::remove_leftovers(&o.path);
+    }
     if file.exists() {
         return Err(Error::Refused(format!(
             "{} already exists; the durability probe creates its own file: name a directory or a new file",

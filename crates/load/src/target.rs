@@ -19,8 +19,11 @@ use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 const MARK_NAME: &str = "user.plumb";
-/// A file plumb created and filled completely.
+/// A file plumb created, filled completely, and kept (`--keep`): a later run may reuse it.
 const MARK_VALUE: &[u8] = b"created-by-plumb";
+/// A file plumb created for one run (`plumb-in-use:PID`), removed when that run ends; a later
+/// run that finds it with its PID gone removes it.
+const MARK_IN_USE: &str = "plumb-in-use:";
 /// A file plumb created and is still filling (or was killed while filling).
 const MARK_FILLING: &[u8] = b"plumb-prefill";
 /// Space left free on the filesystem after creating test files.
@@ -100,6 +103,8 @@ enum Mark {
     Complete,
     /// Created by plumb, prefill not finished (running now, or killed).
     Filling,
+    /// Created by plumb for the run of this PID, to be removed when it ends.
+    InUse(u32),
 }
 
 fn has_mark(path: &Path) -> bool {
@@ -127,15 +132,35 @@ fn mark_of(path: &Path) -> Mark {
     match &buf[..n as usize] {
         v if v == MARK_VALUE => Mark::Complete,
         v if v == MARK_FILLING => Mark::Filling,
-        _ => Mark::None,
+        v => std::str::from_utf8(v)
+            .ok()
+            .and_then(|v| v.strip_prefix(MARK_IN_USE))
+            .and_then(|p| p.parse().ok())
+            .map_or(Mark::None, Mark::InUse),
     }
 }
 
 /// A file plumb left half-filled: nobody holds its lock, so the plumb that made it is gone,
 /// and the file (plumb's own) is removed. A prefill running in another plumb is refused.
 fn clear_orphan(path: &Path) -> Result<bool> {
-    if mark_of(path) != Mark::Filling {
-        return Ok(false);
+    match mark_of(path) {
+        Mark::Filling => {}
+        Mark::InUse(pid) if pid == std::process::id() => return Ok(false),
+        Mark::InUse(pid) if process_alive(pid) => {
+            return Err(Error::Refused(format!(
+                "{}: in use by another plumb run (PID {pid}); name another file",
+                path.display()
+            )))
+        }
+        Mark::InUse(pid) => {
+            eprintln!(
+                "plumb: {}: left by a plumb run that ended without cleaning up (PID {pid}); removing it",
+                path.display()
+            );
+            std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
+            return Ok(true);
+        }
+        _ => return Ok(false),
     }
     let f = File::open(path).map_err(|e| io_err(path, e))?;
     // SAFETY: flock on an fd we own; non-blocking.
@@ -151,6 +176,41 @@ fn clear_orphan(path: &Path) -> Result<bool> {
     );
     std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
     Ok(true)
+}
+
+/// Whether a process lives (a zombie does not).
+fn process_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// Remove the files plumb runs left in `dir` when they died without cleaning up: half-filled
+/// ones nobody fills, and run files whose run is gone. Only names starting with `plumb-` are
+/// looked at, and only files carrying plumb's mark are touched. Returns what was removed.
+pub fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in rd.flatten() {
+        let p = e.path();
+        let named = e
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.starts_with("plumb-"));
+        if !named || !e.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        if matches!(clear_orphan(&p), Ok(true)) {
+            out.push(p);
+        }
+    }
+    out
 }
 
 fn set_mark(f: &File, value: &[u8]) {
@@ -249,7 +309,15 @@ fn explain_open_error(path: &Path, e: std::io::Error, job: &Job) -> Error {
 
 /// Create and prefill a file of `size` bytes with random data, checking free space first.
 /// `stop` is polled so Ctrl-C during a long prefill removes the partial file.
-pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -> Result<()> {
+/// `keep`: the file stays after the run (and a later run may reuse it); else it is marked as
+/// this run's, so that it is removed by a later run if this one dies before removing it.
+pub fn create_file(
+    path: &Path,
+    size: u64,
+    seed: u64,
+    keep: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<()> {
     check_create(path, size)?;
     let mut guard = Creating {
         path: path.to_path_buf(),
@@ -263,7 +331,7 @@ pub fn create_file(path: &Path, size: u64, seed: u64, stop: &dyn Fn() -> bool) -
         .open(path)
         .map_err(|e| io_err(path, e))?;
     guard.armed = true;
-    fill_file(path, &f, size, seed, stop)?;
+    fill_file(path, &f, size, seed, keep, stop)?;
     guard.armed = false;
     Ok(())
 }
@@ -303,7 +371,14 @@ pub fn check_create(path: &Path, size: u64) -> Result<()> {
     Ok(())
 }
 
-fn fill_file(path: &Path, f: &File, size: u64, seed: u64, stop: &dyn Fn() -> bool) -> Result<()> {
+fn fill_file(
+    path: &Path,
+    f: &File,
+    size: u64,
+    seed: u64,
+    keep: bool,
+    stop: &dyn Fn() -> bool,
+) -> Result<()> {
     // Held while filling: another plumb sees a prefill in progress, not a file to reuse.
     // SAFETY: flock on an fd we own.
     unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) };
@@ -324,8 +399,12 @@ fn fill_file(path: &Path, f: &File, size: u64, seed: u64, stop: &dyn Fn() -> boo
         off += n as u64;
     }
     f.sync_data().map_err(|e| io_err(path, e))?;
-    // Only a complete file is marked as one plumb may reuse.
-    set_mark(f, MARK_VALUE);
+    // Only a complete, kept file is marked as one plumb may reuse.
+    if keep {
+        set_mark(f, MARK_VALUE);
+    } else {
+        set_mark(f, format!("{MARK_IN_USE}{}", std::process::id()).as_bytes());
+    }
     // Drop the file from the page cache so buffered reads start cold.
     // SAFETY: valid fd.
     unsafe {
@@ -363,7 +442,7 @@ pub fn scratch_file(
     if path.symlink_metadata().is_ok() {
         return Ok(None);
     }
-    create_file(path, size, seed, stop)?;
+    create_file(path, size, seed, keep, stop)?;
     Ok(Some(Scratch {
         path: path.to_path_buf(),
         keep,
@@ -382,7 +461,13 @@ pub fn prepare(job: &Job, safety: &Safety, stop: &dyn Fn() -> bool) -> Result<Ve
         let meta = std::fs::metadata(path);
         let kind = match &meta {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                create_file(path, job.file_size, job.seed.wrapping_add(i as u64), stop)?;
+                create_file(
+                    path,
+                    job.file_size,
+                    job.seed.wrapping_add(i as u64),
+                    safety.keep,
+                    stop,
+                )?;
                 TargetKind::Created
             }
             Err(e) => return Err(io_err(path, std::io::Error::new(e.kind(), e.to_string()))),
@@ -419,7 +504,7 @@ pub fn prepare(job: &Job, safety: &Safety, stop: &dyn Fn() -> bool) -> Result<Ve
                 TargetKind::BlockDevice
             }
             Ok(m) if m.is_file() => {
-                if has_mark(path) {
+                if has_mark(path) || mark_of(path) == Mark::InUse(std::process::id()) {
                     TargetKind::Kept
                 } else {
                     if writes && !safety.overwrite.iter().any(|o| same_path(o, path)) {
@@ -555,7 +640,7 @@ mod tests {
         let j = job(vec![p.clone()], 100);
         let t = prepare(&j, &Safety::default(), &|| false).unwrap();
         assert_eq!(t[0].kind, TargetKind::Created);
-        assert_eq!(mark_of(&p), Mark::Complete);
+        assert_eq!(mark_of(&p), Mark::InUse(std::process::id()));
         drop(t);
         assert!(!p.exists(), "the leftover stayed behind");
         // The same through scratch_file (sweeps, the durability probe).
@@ -564,6 +649,29 @@ mod tests {
         assert!(s.is_some(), "the leftover was taken for a user's file");
         drop(s);
         assert!(!p.exists());
+    }
+
+    #[test]
+    fn issue_11_files_of_dead_runs_are_removed_and_live_ones_left() {
+        let d = tempfile::tempdir().unwrap();
+        let dead = d.path().join("plumb-durability-1.dat");
+        let live = d.path().join("plumb-durability-2.dat");
+        let users = d.path().join("plumb-notes.txt");
+        std::fs::write(&users, "mine").unwrap();
+        for (p, pid) in [(&dead, u32::MAX - 1), (&live, 1)] {
+            let f = File::create(p).unwrap();
+            set_mark(&f, format!("{MARK_IN_USE}{pid}").as_bytes());
+            if mark_of(p) != Mark::InUse(pid) {
+                eprintln!("skipped: no user xattrs on {}", d.path().display());
+                return;
+            }
+        }
+        // PID u32::MAX - 1 does not exist; PID 1 (init) lives.
+        assert_eq!(remove_leftovers(d.path()), vec![dead.clone()]);
+        assert!(live.exists() && users.exists());
+        let j = job(vec![live.clone()], 0);
+        let e = prepare(&j, &Safety::default(), &|| false).unwrap_err();
+        assert!(e.to_string().contains("PID 1"), "{e}");
     }
 
     #[test]
@@ -608,7 +716,7 @@ mod tests {
     fn interrupted_prefill_leaves_nothing() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("big.dat");
-        let e = create_file(&p, 8 << 20, 1, &|| true).unwrap_err();
+        let e = create_file(&p, 8 << 20, 1, false, &|| true).unwrap_err();
         assert!(matches!(e, Error::Interrupted));
         assert!(!p.exists());
     }
@@ -617,7 +725,7 @@ mod tests {
     fn not_enough_space_is_refused_before_writing() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("huge.dat");
-        let e = create_file(&p, u64::MAX / 4, 1, &|| false).unwrap_err();
+        let e = create_file(&p, u64::MAX / 4, 1, false, &|| false).unwrap_err();
         assert!(e.to_string().contains("not enough free space"), "{e}");
         assert!(!p.exists());
     }

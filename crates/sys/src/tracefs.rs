@@ -2,8 +2,10 @@
 //! cache FLUSHes, FUA writes), from the `block:block_rq_issue` tracepoint's rwbs flags.
 //!
 //! plumb traces in its own tracefs instance (`instances/plumb-PID`), so it never touches the
-//! global trace buffer or other tools' settings; it removes the instance when done, and unmounts
-//! tracefs if it had to mount it.
+//! global trace buffer or other tools' settings. The instances are also the register of who
+//! traces: under a lock (`/run/plumb/tracefs.lock`) each session removes the instances of plumb
+//! runs that died without cleaning up, and tracefs is unmounted only when plumb mounted it and
+//! the last plumb instance is gone.
 
 use crate::DevNum;
 use serde::Serialize;
@@ -79,24 +81,127 @@ pub fn count_trace(text: &str) -> RqCounts {
     c
 }
 
-/// A tracing session on some devices. Dropping it removes the instance (and unmounts tracefs
-/// if plumb mounted it).
+/// A tracing session on some devices. Dropping it removes the instance, and unmounts tracefs
+/// when plumb mounted it and no other plumb traces any more.
 pub struct BlockTrace {
     instance: PathBuf,
-    mounted: Option<PathBuf>,
+    tracefs: PathBuf,
 }
+
+/// Where plumb keeps what its runs share on this host (root only): the lock that orders
+/// tracing sessions, and the note that plumb mounted tracefs.
+const RUN_DIR: &str = "/run/plumb";
+const MOUNTED_NOTE: &str = "tracefs-mounted-by-plumb";
+const INSTANCE_PREFIX: &str = "plumb-";
 
 fn write(p: &Path, v: &str) -> Result<(), String> {
     fs::write(p, v).map_err(|e| format!("cannot write {}: {e}", p.display()))
 }
 
-fn tracefs_dir() -> Result<(PathBuf, Option<PathBuf>), String> {
-    for d in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
-        if Path::new(d).join("instances").is_dir() {
-            return Ok((PathBuf::from(d), None));
+/// Serialises plumb's tracing sessions on this host (mount, instances, unmount).
+struct TraceLock(#[allow(dead_code)] fs::File);
+
+impl TraceLock {
+    fn take() -> Result<TraceLock, String> {
+        use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+        let dir = Path::new(RUN_DIR);
+        match fs::DirBuilder::new().mode(0o700).create(dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(format!("cannot create {RUN_DIR}: {e}")),
+        }
+        let m = fs::symlink_metadata(dir).map_err(|e| format!("{RUN_DIR}: {e}"))?;
+        if !m.is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{RUN_DIR}: not a directory only root can write (mode {:o}, owner {}); plumb will not trust it",
+                m.mode() & 0o7777,
+                m.uid()
+            ));
+        }
+        let p = dir.join("tracefs.lock");
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&p)
+            .map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+        use std::os::unix::io::AsRawFd;
+        // SAFETY: flock on an fd we own; blocks while another plumb sets up or tears down.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
+            return Err(format!(
+                "cannot lock {}: {}",
+                p.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(TraceLock(f))
+    }
+}
+
+/// Whether a process lives (a zombie does not).
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}
+
+/// plumb's instances under `tracefs`: (PID, path).
+fn plumb_instances(tracefs: &Path) -> Vec<(u32, PathBuf)> {
+    let Ok(rd) = fs::read_dir(tracefs.join("instances")) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|e| {
+            let n = e.file_name();
+            let pid = n
+                .to_str()?
+                .strip_prefix(INSTANCE_PREFIX)?
+                .parse::<u32>()
+                .ok()?;
+            Some((pid, e.path()))
+        })
+        .collect()
+}
+
+fn remove_instance(instance: &Path) {
+    let _ = fs::write(instance.join("events/block/block_rq_issue/enable"), "0");
+    let _ = fs::write(instance.join("tracing_on"), "0");
+    let _ = fs::remove_dir(instance);
+}
+
+/// Remove the instances of plumb runs that died without cleaning up (killed, or the machine
+/// lost power). Returns their paths.
+pub fn remove_dead_instances(tracefs: &Path) -> Vec<PathBuf> {
+    let me = std::process::id();
+    let mut out = Vec::new();
+    for (pid, p) in plumb_instances(tracefs) {
+        if pid != me && !alive(pid) {
+            remove_instance(&p);
+            out.push(p);
         }
     }
-    // Not mounted: mount it (root only) and remember to unmount.
+    out
+}
+
+fn mounted_tracefs() -> Option<PathBuf> {
+    ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .into_iter()
+        .find(|d| Path::new(d).join("instances").is_dir())
+        .map(PathBuf::from)
+}
+
+/// tracefs, mounted by plumb when it was not (root only); the mount is noted so that the last
+/// plumb to trace unmounts it.
+fn tracefs_dir() -> Result<PathBuf, String> {
+    if let Some(d) = mounted_tracefs() {
+        return Ok(d);
+    }
     let d = PathBuf::from("/sys/kernel/tracing");
     if !d.is_dir() {
         return Err("tracefs is not available (/sys/kernel/tracing does not exist)".into());
@@ -119,7 +224,26 @@ fn tracefs_dir() -> Result<(PathBuf, Option<PathBuf>), String> {
             "tracefs is not mounted and mounting it failed ({e}); run as root, or mount it: mount -t tracefs nodev /sys/kernel/tracing"
         ));
     }
-    Ok((d.clone(), Some(d)))
+    let _ = fs::write(
+        Path::new(RUN_DIR).join(MOUNTED_NOTE),
+        d.display().to_string(),
+    );
+    Ok(d)
+}
+
+/// Unmount tracefs when plumb mounted it and no plumb instance is left in it.
+fn unmount_if_last(tracefs: &Path) {
+    let note = Path::new(RUN_DIR).join(MOUNTED_NOTE);
+    if !note.exists() || !plumb_instances(tracefs).is_empty() {
+        return;
+    }
+    if let Ok(c) = std::ffi::CString::new(tracefs.as_os_str().as_encoded_bytes()) {
+        // SAFETY: valid C string.
+        unsafe {
+            libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+        }
+    }
+    let _ = fs::remove_file(note);
 }
 
 impl BlockTrace {
@@ -132,17 +256,18 @@ impl BlockTrace {
         if unsafe { libc::geteuid() } != 0 {
             return Err("block-layer tracing needs root".into());
         }
-        let (dir, mounted) = tracefs_dir()?;
+        let _lock = TraceLock::take()?;
+        let dir = tracefs_dir()?;
+        remove_dead_instances(&dir);
         let instance = dir
             .join("instances")
-            .join(format!("plumb-{}", std::process::id()));
-        let mut t = BlockTrace {
-            instance: PathBuf::new(),
-            mounted,
-        };
+            .join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
         fs::create_dir(&instance)
             .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
-        t.instance = instance.clone();
+        let t = BlockTrace {
+            instance: instance.clone(),
+            tracefs: dir,
+        };
         let ev = instance.join("events/block/block_rq_issue");
         if !ev.is_dir() {
             return Err("this kernel has no block:block_rq_issue tracepoint".into());
@@ -157,6 +282,11 @@ impl BlockTrace {
         let _ = write(&instance.join("buffer_size_kb"), "8192");
         write(&ev.join("enable"), "1")?;
         Ok(t)
+    }
+
+    /// The instance's directory (to check it is gone after the run).
+    pub fn instance(&self) -> &Path {
+        &self.instance
     }
 
     /// Counts since the last call, then empty the buffer.
@@ -190,20 +320,11 @@ impl BlockTrace {
 
 impl Drop for BlockTrace {
     fn drop(&mut self) {
-        if !self.instance.as_os_str().is_empty() {
-            let _ = fs::write(
-                self.instance.join("events/block/block_rq_issue/enable"),
-                "0",
-            );
-            let _ = fs::remove_dir(&self.instance);
-        }
-        if let Some(m) = &self.mounted {
-            if let Ok(c) = std::ffi::CString::new(m.as_os_str().as_encoded_bytes()) {
-                // SAFETY: valid C string.
-                unsafe {
-                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
-                }
-            }
+        let lock = TraceLock::take();
+        remove_instance(&self.instance);
+        if lock.is_ok() {
+            remove_dead_instances(&self.tracefs);
+            unmount_if_last(&self.tracefs);
         }
     }
 }

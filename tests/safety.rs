@@ -1123,3 +1123,197 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
         processes_in(d.path())
     );
 }
+
+/// Run plumb to the end and return (exit code, stderr, peak RSS bytes, seconds).
+fn run_measured(args: &[&str]) -> (i32, String, u64, f64) {
+    let t0 = std::time::Instant::now();
+    let mut c = plumb()
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = c.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
+    // A run that reads forever is killed after 30 s (and fails the test below).
+    let pid = c.id();
+    let watchdog = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs(30));
+        // SAFETY: signalling our own child, if it still runs.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    });
+    let (code, rss) = wait_rusage(c);
+    drop(watchdog);
+    (
+        code,
+        reader.join().unwrap(),
+        rss,
+        t0.elapsed().as_secs_f64(),
+    )
+}
+
+/// CRC-32 (IEEE), as the recording's frames carry it.
+fn crc32(data: &[u8]) -> u32 {
+    let mut c = 0xffff_ffffu32;
+    for b in data {
+        c ^= *b as u32;
+        for _ in 0..8 {
+            c = if c & 1 != 0 {
+                (c >> 1) ^ 0xedb8_8320
+            } else {
+                c >> 1
+            };
+        }
+    }
+    !c
+}
+
+fn header() -> plumb_store::Header {
+    plumb_store::Header {
+        format_version: plumb_store::FORMAT_VERSION,
+        plumb_version: "test".into(),
+        started_unix_ms: 1_700_000_000_000,
+        interval_ms: 1000,
+        hostname: None,
+        kernel: None,
+        cpus: Some(2),
+        clock_ticks_per_s: Some(100),
+        page_size_bytes: Some(4096),
+        command_line: "crafted by a test".into(),
+        labels: Default::default(),
+    }
+}
+
+#[test]
+fn issue_11_inputs_are_read_within_bounds() {
+    let tmp = scratch("plumb-safety-input");
+    // Endless inputs: an error naming the input, not an endless read.
+    for args in [
+        vec!["k8s", "lint", "/dev/zero"],
+        vec!["export", "/dev/zero"],
+        vec!["report", "/dev/zero", "--out", "/nonexistent/x"],
+        vec![
+            "delta",
+            "--engine",
+            "postgres://u@127.0.0.1:1/x",
+            "--file",
+            "/dev/zero",
+        ],
+    ] {
+        let (code, e, rss, secs) = run_measured(&args);
+        assert_eq!(code, 2, "{args:?}: {e}");
+        assert!(e.contains("/dev/zero"), "{args:?}: {e}");
+        assert!(
+            secs < 10.0 && rss < 200 << 20,
+            "{args:?}: {secs} s, {rss} bytes"
+        );
+    }
+
+    // A sample and a mark at 2^50 ms: the report and the plot end (they hung at 10 GB).
+    let far = tmp.path().join("far.plumb");
+    {
+        let mut w = plumb_store::Writer::create(&far, &header()).unwrap();
+        for (i, t) in [0u64, 1000, 2000, 1 << 50].iter().enumerate() {
+            w.sample(
+                *t,
+                &[
+                    (
+                        "cpu.all.user_ticks",
+                        plumb_store::Kind::Counter,
+                        i as u64 * 50,
+                    ),
+                    ("mem.available_bytes", plumb_store::Kind::Gauge, 1 << 30),
+                ],
+            )
+            .unwrap();
+        }
+    }
+    plumb_store::append_mark(
+        &far,
+        &plumb_store::Mark {
+            t_ms: 1 << 50,
+            name: "far".into(),
+            detail: None,
+        },
+    )
+    .unwrap();
+    let far = far.to_str().unwrap();
+    for args in [
+        vec![
+            "report",
+            far,
+            "--out",
+            tmp.path().join("far-report").to_str().unwrap(),
+        ],
+        vec!["export", far],
+    ] {
+        let (code, e, rss, secs) = run_measured(&args);
+        assert!(code == 0, "{args:?}: {e}");
+        assert!(
+            e.contains("impossible"),
+            "{args:?}: the damage is not named: {e}"
+        );
+        assert!(
+            secs < 10.0 && rss < 200 << 20,
+            "{args:?}: {secs} s, {rss} bytes"
+        );
+    }
+
+    // 20,000 metrics and 50,000 samples that change nothing: under a megabyte on disk, a
+    // billion values decoded (export --list went past 3 GB).
+    let bomb = tmp.path().join("bomb.plumb");
+    {
+        let mut w = plumb_store::Writer::create(&bomb, &header()).unwrap();
+        let names: Vec<String> = (0..20_000).map(|i| format!("m.x{i}_bytes")).collect();
+        let rows: Vec<(&str, plumb_store::Kind, u64)> = names
+            .iter()
+            .map(|n| (n.as_str(), plumb_store::Kind::Gauge, 1))
+            .collect();
+        w.sample(0, &rows).unwrap();
+    }
+    // 49,999 samples in which nothing changed, framed by hand (the Writer would compare 20,000
+    // values for each): len, crc32(type ++ payload), type 3, varint t_ms, varint 0.
+    {
+        let mut raw = Vec::new();
+        for t in 1..50_000u64 {
+            let mut payload = Vec::new();
+            let mut v = t * 1000;
+            while v >= 0x80 {
+                payload.push((v as u8) | 0x80);
+                v >>= 7;
+            }
+            payload.push(v as u8);
+            payload.push(0);
+            let mut typed = vec![3u8];
+            typed.extend_from_slice(&payload);
+            raw.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            raw.extend_from_slice(&crc32(&typed).to_le_bytes());
+            raw.extend_from_slice(&typed);
+        }
+        use std::io::Write;
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&bomb)
+            .unwrap()
+            .write_all(&raw)
+            .unwrap();
+    }
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 4 << 20);
+    let bomb = bomb.to_str().unwrap();
+    for args in [vec!["export", bomb, "--list"], vec!["export", bomb]] {
+        let (code, e, rss, secs) = run_measured(&args);
+        assert_eq!(code, 2, "{args:?}: {e}");
+        assert!(
+            e.contains("bomb.plumb") && e.contains("values"),
+            "{args:?}: {e}"
+        );
+        assert!(
+            secs < 10.0 && rss < 200 << 20,
+            "{args:?}: {secs} s, {rss} bytes"
+        );
+    }
+}

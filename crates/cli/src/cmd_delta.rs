@@ -120,7 +120,8 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         }
         Workload::Sql(s.clone())
     } else if let Some(f) = &a.file {
-        let text = std::fs::read_to_string(f).with_context(|| format!("--file {}", f.display()))?;
+        let text = plumb_sys::read_text_bounded(f, 64 << 20)
+            .with_context(|| format!("--file {}", f.display()))?;
         if text.trim().is_empty() {
             bail!("--file {}: no SQL in it", f.display());
         }

@@ -222,7 +222,9 @@ fn lint(g: &GlobalArgs, a: &LintArgs) -> Result<i32> {
     let mut findings = Vec::new();
     let mut files = Vec::new();
     for f in &a.files {
-        let text = std::fs::read_to_string(f).map_err(|e| anyhow!("{}: {e}", f.display()))?;
+        // Manifests are small; a pipe (<(kubectl get ... -o yaml)) works, /dev/zero does not.
+        let text = plumb_sys::read_text_bounded(f, 16 << 20)
+            .map_err(|e| anyhow!("{}: {e}", f.display()))?;
         let name = f.display().to_string();
         let mut got = k8s::lint(&name, &text, &opts).map_err(|e| anyhow!("{e}"))?;
         findings.append(&mut got);

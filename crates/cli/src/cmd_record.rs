@@ -470,6 +470,12 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
         })
         .cloned()
         .collect();
+    if metrics.is_empty() && a.metrics.is_empty() {
+        bail!(
+            "{}: no metric plumb knows is in this recording: nothing to export",
+            a.file.display()
+        );
+    }
     if metrics.is_empty() {
         bail!(
             "--metric {}: no metric in the recording starts with that",

@@ -80,9 +80,14 @@ pub fn nice_ticks(lo: f64, hi: f64, want: usize) -> Vec<f64> {
     let start = (lo / step).ceil() * step;
     let mut v = Vec::new();
     let mut x = start;
-    while x <= hi + step * 1e-9 {
+    // Bounded: where the step is lost in the magnitude (1e15 + 1e-3), x would not move.
+    while x <= hi + step * 1e-9 && v.len() < 4 * want.max(1) + 4 {
         v.push(if x.abs() < step * 1e-9 { 0.0 } else { x });
-        x += step;
+        let next = x + step;
+        if next <= x {
+            break;
+        }
+        x = next;
     }
     v
 }
@@ -471,16 +476,30 @@ fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {
         1.0, 2.0, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0, 7200.0,
         10800.0, 21600.0, 43200.0,
     ];
+    // Past half a day: whole days, 1-2-5 times a power of ten of them, at most about 8 ticks
+    // however long the span (a damaged recording can claim centuries).
     let step = steps
         .iter()
         .copied()
         .find(|s| span / s <= 8.0)
-        .unwrap_or(86400.0);
+        .unwrap_or_else(|| {
+            let days = span / 86400.0 / 8.0;
+            let mag = 10f64.powf(days.log10().floor().max(0.0));
+            [1.0, 2.0, 5.0, 10.0]
+                .iter()
+                .map(|m| m * mag * 86400.0)
+                .find(|s| span / s <= 8.0)
+                .unwrap_or(10.0 * mag * 86400.0)
+        });
     let mut v = Vec::new();
     let mut t = (t0 / step).ceil() * step;
-    while t <= t1 + 1e-9 {
+    while t <= t1 + 1e-9 && v.len() < 16 {
         v.push(t);
-        t += step;
+        let next = t + step;
+        if next <= t {
+            break;
+        }
+        t = next;
     }
     v
 }

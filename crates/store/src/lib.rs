@@ -26,6 +26,14 @@ pub const MAGIC: &[u8; 8] = b"PLUMBREC";
 pub const FORMAT_VERSION: u32 = 1;
 /// A record larger than this is damage, not data.
 const MAX_RECORD: u32 = 16 << 20;
+/// The largest recording plumb opens (a day at 1 s is about 15 MB).
+pub const MAX_FILE_BYTES: u64 = 4 << 30;
+/// The most values a recording may decode to (metrics × samples, 8 bytes each: 2 GiB). A small
+/// file can claim far more (samples that change nothing cost two bytes and stand for every
+/// metric); such a file is refused before anything is allocated.
+pub const MAX_VALUES: u64 = 256 << 20;
+/// Times further from the start than this (ten years) are damage, not data.
+pub const MAX_T_MS: u64 = 10 * 366 * 86_400_000;
 
 const T_HEADER: u8 = 1;
 const T_METRICS: u8 = 2;
@@ -46,6 +54,8 @@ pub enum Error {
     NewerFormat { path: PathBuf, found: u32 },
     #[error("{}: no header record: nothing to read", path.display())]
     NoHeader { path: PathBuf },
+    #[error("{}: {reason}", path.display())]
+    Refused { path: PathBuf, reason: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -312,16 +322,71 @@ impl Recording {
 
 /// Read a recording, stopping at the first damaged or cut-off record with a note naming its offset.
 pub fn read(path: &Path) -> Result<Recording> {
-    let data = std::fs::read(path).map_err(|e| Error::Io {
+    use std::io::Read;
+    let io = |e| Error::Io {
         path: path.into(),
         source: e,
-    })?;
+    };
+    let f = File::open(path).map_err(io)?;
+    let meta = f.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(Error::Refused {
+            path: path.into(),
+            reason: "not a regular file (a recording is a file plumb record wrote)".into(),
+        });
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(Error::Refused {
+            path: path.into(),
+            reason: format!(
+                "{} bytes, more than plumb opens ({MAX_FILE_BYTES})",
+                meta.len()
+            ),
+        });
+    }
+    let mut data = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_FILE_BYTES).read_to_end(&mut data).map_err(io)?;
     decode(path, &data)
+}
+
+/// Samples and metric definitions in a recording's frames (an upper bound: damage found later
+/// only shortens it), counted without decoding.
+fn census(data: &[u8]) -> (u64, u64) {
+    let (mut samples, mut metrics) = (0u64, 0u64);
+    let mut pos = 8usize;
+    while data.len().saturating_sub(pos) >= 9 {
+        let len = u32::from_le_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
+        if len > MAX_RECORD || pos + 9 + len as usize > data.len() {
+            break;
+        }
+        let payload = &data[pos + 9..pos + 9 + len as usize];
+        match data[pos + 8] {
+            T_SAMPLE => samples += 1,
+            T_METRICS => {
+                metrics += serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(payload)
+                    .map(|v| v.len() as u64)
+                    .unwrap_or(0)
+            }
+            _ => {}
+        }
+        pos += 9 + len as usize;
+    }
+    (samples, metrics)
 }
 
 pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
     if data.len() < 8 || &data[..8] != MAGIC {
         return Err(Error::NotARecording { path: path.into() });
+    }
+    let (n_samples, n_metrics) = census(data);
+    if n_samples.saturating_mul(n_metrics) > MAX_VALUES {
+        return Err(Error::Refused {
+            path: path.into(),
+            reason: format!(
+                "{n_metrics} metrics × {n_samples} samples would decode to {} values, more than plumb holds at once ({MAX_VALUES}); the file is damaged or was not written by plumb record",
+                n_samples.saturating_mul(n_metrics)
+            ),
+        });
     }
     let mut pos = 8usize;
     let mut header: Option<Header> = None;
@@ -393,7 +458,9 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                             break;
                         }
                         metrics.push(d);
-                        columns.push(vec![MISSING; times.len()]);
+                        let mut c = Vec::with_capacity(n_samples as usize);
+                        c.resize(times.len(), MISSING);
+                        columns.push(c);
                         prev.push(0);
                         present.push(false);
                     }
@@ -419,6 +486,10 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                     damage = bad("no time or count");
                     break;
                 };
+                if t > MAX_T_MS {
+                    damage = bad(&format!("time {t} ms after the start is impossible"));
+                    break;
+                }
                 let row = times.len();
                 times.push(t);
                 let mut id = 0u64;
@@ -458,6 +529,13 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                 }
             }
             T_MARK => match serde_json::from_slice::<Mark>(payload) {
+                Ok(m) if m.t_ms > MAX_T_MS => {
+                    damage = stop(format!(
+                        "a mark at {} ms after the start is impossible",
+                        m.t_ms
+                    ));
+                    break;
+                }
                 Ok(m) => marks.push(m),
                 Err(e) => {
                     damage = stop(format!("unreadable mark: {e}"));

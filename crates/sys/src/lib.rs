@@ -109,7 +109,11 @@ impl Root {
 
     pub fn read(&self, abs: impl AsRef<Path>) -> Result<String> {
         let p = self.path(abs);
-        fs::read_to_string(&p).map_err(|source| Error::Io { path: p, source })
+        if self.is_host() {
+            return fs::read_to_string(&p).map_err(|source| Error::Io { path: p, source });
+        }
+        // A captured tree is input like any other file: bounded.
+        read_text_bounded(&p, CAPTURED_FILE_LIMIT).map_err(|source| Error::Io { path: p, source })
     }
 
     /// Read a file that may legitimately be missing: `Ok(None)` when absent.
@@ -124,6 +128,48 @@ impl Root {
     pub fn exists(&self, abs: impl AsRef<Path>) -> bool {
         self.path(abs).exists()
     }
+}
+
+/// The largest file a captured tree (`--sysroot`) may hold: /proc and /sys files are small.
+pub const CAPTURED_FILE_LIMIT: u64 = 64 << 20;
+
+/// Read at most `limit` bytes of a file the user named (a regular file or a pipe such as
+/// `<(kubectl get ...)`); more is an error saying so, never an endless read (`/dev/zero`).
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if meta.is_dir() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a directory"));
+    }
+    if meta.is_file() && meta.len() > limit {
+        return Err(too_big(meta.len(), limit));
+    }
+    let mut buf = Vec::new();
+    f.take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(too_big(buf.len() as u64, limit));
+    }
+    Ok(buf)
+}
+
+/// [`read_bounded`] for text: UTF-8 or an error saying it is not text.
+pub fn read_text_bounded(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+fn too_big(len: u64, limit: u64) -> io::Error {
+    let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "larger than plumb reads ({}{:.1} MiB; the limit is {:.0} MiB)",
+            if len > limit { "over " } else { "" },
+            mib(len.min(limit)),
+            mib(limit)
+        ),
+    )
 }
 
 pub(crate) fn io_err(path: &Path, source: io::Error) -> Error {

@@ -272,3 +272,94 @@ fn bad_input_exits_2() {
         assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn issue_11_nonsense_quantities_names_and_images_are_refused() {
+    // Flags: each refused with exit 2, naming the flag, and no YAML on stdout.
+    for (args, flag) in [
+        (vec!["--cpu", "lots"], "--cpu"),
+        (vec!["--cpu", "-2"], "--cpu"),
+        (vec!["--image", "postgres:16\nfoo: bar"], "--image"),
+        (vec!["--image", "a b"], "--image"),
+        (vec!["--secret", "x'y"], "--secret"),
+        (vec!["--storage-class", "Fast SSD"], "--storage-class"),
+        (vec!["--data-size", "lots"], "--data-size"),
+    ] {
+        let mut all = vec!["k8s", "manifest", "--engine", "postgres", "--memory", "4Gi"];
+        all.extend(&args);
+        let o = run(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(flag), "{args:?}: {}", stderr(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: YAML was written");
+    }
+    // 16Ei is 2^64 bytes: refused, not saturated to 16 EiB - 1.
+    let o = run(&[
+        "k8s", "manifest", "--engine", "postgres", "--memory", "16Ei",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("16Ei"), "{}", stderr(&o));
+    // Other pods take more than the node has: no "limit = 0" advice.
+    let o = run(&[
+        "k8s",
+        "advise",
+        "--node-memory",
+        "8Gi",
+        "--other-requests",
+        "100Gi",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert!(stderr(&o).contains("--other-requests"), "{}", stderr(&o));
+
+    // Lint catches what the generator now refuses.
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("bad.yaml");
+    std::fs::write(
+        &f,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: db\n    image: postgres:16\n    resources:\n      requests: {memory: 12, cpu: lots}\n      limits: {memory: 12, cpu: lots}\n",
+    )
+    .unwrap();
+    let o = run(&["--json", "k8s", "lint", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    let v = json(&o);
+    let codes: Vec<String> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["rule"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(codes.iter().any(|c| c == "memory-unit"), "{codes:?}");
+    assert!(codes.iter().any(|c| c == "bad-quantity"), "{codes:?}");
+
+    // What the generator accepts still lints clean, odd but valid values included.
+    let o = run(&[
+        "k8s",
+        "manifest",
+        "--engine",
+        "mssql",
+        "--memory",
+        "4Gi",
+        "--cpu",
+        "1500m",
+        "--image",
+        "registry.example.com:5000/mssql/server@sha256:0123abcd",
+        "--secret",
+        "db.pass-1",
+        "--storage-class",
+        "fast.ssd",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let m = d.path().join("m.yaml");
+    std::fs::write(&m, &o.stdout).unwrap();
+    let o = run(&["k8s", "lint", m.to_str().unwrap()]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+}

@@ -45,11 +45,35 @@ pub fn parse_quantity(s: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     let b = (v * mult).ceil();
-    if !b.is_finite() || b < 0.0 || b > u64::MAX as f64 {
-        return Err(bad());
+    // 2^64 bytes and more (16Ei) do not fit: an error, not a silent saturation.
+    if !b.is_finite() || b < 0.0 || b >= 18_446_744_073_709_551_616.0 {
+        return Err(format!("{s:?} is larger than any memory (16Ei and more)"));
     }
     Ok(b as u64)
 }
+
+/// A Kubernetes CPU quantity (`2`, `0.5`, `1500m`) in millicores.
+pub fn parse_cpu(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_matches('"').trim_matches('\'');
+    let bad = || format!("{s:?} is not a Kubernetes CPU quantity (e.g. 2, 0.5, 500m)");
+    let (num, milli) = match t.strip_suffix('m') {
+        Some(n) => (n, true),
+        None => (t, false),
+    };
+    if num.is_empty() || !num.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(bad());
+    }
+    let v: f64 = num.parse().map_err(|_| bad())?;
+    let m = if milli { v } else { v * 1000.0 };
+    if !m.is_finite() || m <= 0.0 || m > 1e9 || (milli && num.contains('.')) {
+        return Err(bad());
+    }
+    Ok(m.ceil() as u64)
+}
+
+/// The smallest memory quantity a container can run with; below it a unit was left out
+/// (`memory: 12` is 12 bytes).
+pub const MIN_CONTAINER_MEMORY: u64 = 4 << 20;
 
 /// Bytes as a Kubernetes quantity: exact Gi or Mi when whole, else Ki.
 pub fn quantity(b: u64) -> String {
@@ -620,7 +644,31 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                 (lim, &["resources", "limits", "memory"][..]),
             ] {
                 if let Some(v) = v {
-                    if let Err(e) = parse_quantity(v) {
+                    match parse_quantity(v) {
+                        Err(e) => cx.add(
+                            at(p),
+                            Severity::Error,
+                            "bad-quantity",
+                            format!("container {cname}: {e}"),
+                        ),
+                        Ok(b) if b < MIN_CONTAINER_MEMORY => cx.add(
+                            at(p),
+                            Severity::Error,
+                            "memory-unit",
+                            format!(
+                                "container {cname}: memory {v} is {b} bytes, too little for any container: a unit is missing ({v}Gi? {v}Mi?)"
+                            ),
+                        ),
+                        Ok(_) => {}
+                    }
+                }
+            }
+            for p in [
+                &["resources", "requests", "cpu"][..],
+                &["resources", "limits", "cpu"][..],
+            ] {
+                if let Some(v) = scalar(c, p) {
+                    if let Err(e) = parse_cpu(v) {
                         cx.add(
                             at(p),
                             Severity::Error,

@@ -86,8 +86,8 @@ pub struct ManifestArgs {
     /// The pod's memory request = limit, e.g. 4Gi.
     #[arg(long, value_name = "QUANTITY", allow_hyphen_values = true)]
     pub memory: String,
-    /// CPU request = limit, e.g. 2 (omit for no CPU limit).
-    #[arg(long, value_name = "CPU")]
+    /// CPU request = limit, e.g. 2 or 1500m (omit for no CPU limit).
+    #[arg(long, value_name = "CPU", allow_hyphen_values = true)]
     pub cpu: Option<String>,
     /// deployment or statefulset.
     #[arg(long, value_name = "KIND", default_value = "deployment")]
@@ -113,6 +113,17 @@ pub struct ManifestArgs {
     /// PostgreSQL max_connections.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_connections: u64,
+}
+
+/// A DNS-1123 subdomain, which Secret and StorageClass names are.
+fn dns_name(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 253
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.')
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
 fn q(flag: &str, v: &str) -> Result<u64> {
@@ -189,6 +200,15 @@ fn advise(g: &GlobalArgs, a: &AdviseArgs) -> Result<i32> {
             cap
         );
     }
+    let other = q("--other-requests", &a.other_requests)?;
+    let allocatable = cap - reserved;
+    if other.saturating_add(1 << 20) > allocatable {
+        bail!(
+            "--other-requests {}: the other pods' requests take all of the node's allocatable memory ({}): no database pod fits on this node",
+            a.other_requests,
+            k8s::quantity(allocatable)
+        );
+    }
     let limit = a.limit.as_deref().map(|v| q("--limit", v)).transpose()?;
     if limit == Some(0) {
         bail!("--limit must be more than 0");
@@ -202,7 +222,7 @@ fn advise(g: &GlobalArgs, a: &AdviseArgs) -> Result<i32> {
         capacity: cap,
         node_memory: node,
         reservations: r,
-        other_requests: q("--other-requests", &a.other_requests)?,
+        other_requests: other,
         limit,
         engine: eng,
         max_connections: a.max_connections.max(1),
@@ -258,6 +278,30 @@ fn manifest(a: &ManifestArgs) -> Result<i32> {
             "--memory {}: SQL Server refuses to start with less than 2000 MB; give it at least 2Gi",
             a.memory
         );
+    }
+    if let Some(c) = &a.cpu {
+        k8s::parse_cpu(c).map_err(|e| anyhow!("--cpu: {e}"))?;
+    }
+    if let Some(i) = &a.image {
+        let ok = !i.is_empty()
+            && i.len() <= 512
+            && i.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+        if !ok {
+            bail!(
+                "--image {i:?}: not an image reference (registry/name:tag or name@sha256:digest)"
+            );
+        }
+    }
+    for (flag, v) in [
+        ("--secret", &a.secret),
+        ("--storage-class", &a.storage_class),
+    ] {
+        if let Some(v) = v {
+            if !dns_name(v) {
+                bail!("--{} {v:?}: a Kubernetes name is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)", &flag[2..]);
+            }
+        }
     }
     let kind = match a.kind.as_str() {
         "deployment" | "Deployment" => WorkloadKind::Deployment,

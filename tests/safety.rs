@@ -1317,3 +1317,112 @@ fn issue_11_inputs_are_read_within_bounds() {
         );
     }
 }
+
+#[test]
+fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
+    for (args, names) in [
+        (
+            vec!["--json", "--format", "csv", "os"],
+            vec!["--json", "csv"],
+        ),
+        (
+            vec!["--json", "--format", "text", "os"],
+            vec!["--json", "text"],
+        ),
+        (
+            vec!["io", "durability", "--quick", "--duration", "5s", "/tmp"],
+            vec!["--quick", "--duration"],
+        ),
+        (
+            vec![
+                "mem",
+                "assume",
+                "--engine",
+                "mssql",
+                "--shared-buffers",
+                "1G",
+            ],
+            vec!["--shared-buffers", "mssql"],
+        ),
+        (
+            vec![
+                "mem",
+                "assume",
+                "--engine",
+                "postgres",
+                "--innodb-buffer-pool-size",
+                "1G",
+            ],
+            vec!["--innodb-buffer-pool-size"],
+        ),
+        (
+            vec![
+                "delta",
+                "--engine",
+                "postgres://u@127.0.0.1:1/x",
+                "--set",
+                "work_mem=1MB",
+                "--sql",
+                "SELECT 1",
+            ],
+            vec!["--set", "--engine"],
+        ),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        for n in names {
+            assert!(err(&o).contains(n), "{args:?}: {}", err(&o));
+        }
+    }
+    // --format json with --json says the same thing twice: fine.
+    let o = run(&[
+        "--json",
+        "--format",
+        "json",
+        "k8s",
+        "advise",
+        "--node-memory",
+        "8Gi",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}
+
+#[test]
+fn issue_11_csv_headers_are_quoted() {
+    // A metric name with a comma (an engine's wait event, a process title) stays one column.
+    let tmp = scratch("plumb-safety-csv");
+    let rec = tmp.path().join("c.plumb");
+    {
+        let mut w = plumb_store::Writer::create(&rec, &header()).unwrap();
+        for t in 0..3u64 {
+            w.sample(
+                t * 1000,
+                &[
+                    ("mem.available_bytes", plumb_store::Kind::Gauge, 1 << 30),
+                    ("disk.a,b.read_bytes", plumb_store::Kind::Counter, t * 4096),
+                ],
+            )
+            .unwrap();
+        }
+    }
+    let o = run(&["export", rec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let head = text.lines().next().unwrap();
+    assert!(head.contains("\"disk.a,b."), "{head}");
+    // Every row has as many fields as the header, counted the RFC 4180 way.
+    let fields = |l: &str| {
+        let mut n = 1;
+        let mut quoted = false;
+        for c in l.chars() {
+            match c {
+                '"' => quoted = !quoted,
+                ',' if !quoted => n += 1,
+                _ => {}
+            }
+        }
+        n
+    };
+    let want = fields(head);
+    assert!(text.lines().skip(1).all(|l| fields(l) == want), "{text}");
+}

@@ -133,6 +133,9 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     let mut _stop_guard = None;
     let wh = match &a.engine {
         Some(url) => {
+            if !a.set.is_empty() {
+                bail!("--set configures plumb's private instance when plumb starts it; with --engine the server is yours and keeps its settings (leave out --set)");
+            }
             let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
             // The private instance named by URL still gets restarts for --cold.
             let private_dir = a.dir.dir.clone().filter(|d| {

@@ -64,11 +64,11 @@ pub struct DurabilityArgs {
     /// Directory to probe (a test file is created there and removed), e.g. the WAL directory.
     #[arg(value_name = "PATH", default_value = ".")]
     pub path: PathBuf,
-    /// Measured time per mode and block size.
-    #[arg(long, value_name = "TIME", default_value = "2s")]
-    pub duration: String,
+    /// Measured time per mode and block size [default: 2s].
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
     /// Shorter: 1 s per mode.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "duration")]
     pub quick: bool,
     /// Block sizes to probe, comma-separated.
     #[arg(long, value_name = "SIZES", default_value = "8K,60K")]
@@ -488,7 +488,10 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     let per_mode = if a.quick {
         std::time::Duration::from_secs(1)
     } else {
-        flag("--duration", parse_duration(&a.duration))?
+        flag(
+            "--duration",
+            parse_duration(a.duration.as_deref().unwrap_or("2s")),
+        )?
     };
     let mut block_sizes = Vec::new();
     for b in a.bs.split(',') {

@@ -44,7 +44,8 @@ pub struct LabArgs {
     /// A shorter lab (about half a minute): fewer levels, shorter runs, a smaller pgbench.
     #[arg(long)]
     pub quick: bool,
-    /// How long pgbench runs (default 40s; --quick 10s).
+    /// How long pgbench runs (default 40s; --quick 10s). Given with --quick, this wins for
+    /// pgbench and the rest stays quick.
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
     /// Memory-pressure experiment (root): the server runs in a memory cgroup of plumb's own;
@@ -429,14 +430,7 @@ fn remove_dead_labs(parent: &Path) {
             _ => None,
         };
         let Some(pid) = pid else { continue };
-        let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|st| {
-                st.rsplit_once(')')
-                    .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
-            })
-            .unwrap_or(false);
-        if alive {
+        if plumb_sys::process::alive(pid) {
             continue;
         }
         eprintln!(

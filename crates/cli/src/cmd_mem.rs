@@ -245,6 +245,39 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
 fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
     let kind = EngineKind::parse(&a.engine)
         .ok_or_else(|| anyhow!("--engine {}: use mssql, postgres or mariadb", a.engine))?;
+    // Settings of another engine would be ignored without a word: refused instead.
+    let given: [(&str, bool, EngineKind); 5] = [
+        (
+            "--memory-limit-mb",
+            a.memory_limit_mb.is_some(),
+            EngineKind::Mssql,
+        ),
+        (
+            "--shared-buffers",
+            a.shared_buffers.is_some(),
+            EngineKind::Postgres,
+        ),
+        ("--work-mem", a.work_mem.is_some(), EngineKind::Postgres),
+        (
+            "--max-connections",
+            a.max_connections.is_some(),
+            EngineKind::Postgres,
+        ),
+        (
+            "--innodb-buffer-pool-size",
+            a.innodb_buffer_pool_size.is_some(),
+            EngineKind::Mariadb,
+        ),
+    ];
+    for (flag, set, of) in given {
+        if set && of != kind {
+            bail!(
+                "{flag} is a {} setting; --engine {} does not use it",
+                of.name(),
+                a.engine
+            );
+        }
+    }
     let root = g.root()?;
     if let Some(p) = a.pid {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;

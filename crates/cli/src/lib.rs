@@ -38,9 +38,9 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Output format. CSV only where the result is a table.
-    #[arg(long, global = true, value_enum, default_value_t = FormatArg::Text)]
-    pub format: FormatArg,
+    /// Output format [default: text]. CSV only where the result is a table.
+    #[arg(long, global = true, value_enum)]
+    pub format: Option<FormatArg>,
     /// Shorthand for --format json.
     #[arg(long, global = true)]
     pub json: bool,
@@ -63,9 +63,9 @@ impl GlobalArgs {
             return Format::Json;
         }
         match self.format {
-            FormatArg::Text => Format::Text,
-            FormatArg::Json => Format::Json,
-            FormatArg::Csv => Format::Csv,
+            None | Some(FormatArg::Text) => Format::Text,
+            Some(FormatArg::Json) => Format::Json,
+            Some(FormatArg::Csv) => Format::Csv,
         }
     }
 
@@ -218,6 +218,16 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
+    if cli.global.json && matches!(cli.global.format, Some(FormatArg::Text | FormatArg::Csv)) {
+        anyhow::bail!(
+            "--json is --format json: it cannot go with --format {}; give one of them",
+            if cli.global.format == Some(FormatArg::Csv) {
+                "csv"
+            } else {
+                "text"
+            }
+        );
+    }
     match &cli.command {
         Command::Lab(a) => cmd_lab::run(&cli.global, a),
         Command::Os(a) => cmd_os::run(&cli.global, a),
@@ -283,11 +293,16 @@ mod tests {
     }
 
     #[test]
-    fn json_flag_wins_over_format() {
+    fn json_flag_is_format_json_and_conflicts_with_another_format() {
         let c = Cli::try_parse_from(["plumb", "os", "--json"]).unwrap();
         assert_eq!(c.global.format(), Format::Json);
         let c = Cli::try_parse_from(["plumb", "--format", "csv", "os"]).unwrap();
         assert_eq!(c.global.format(), Format::Csv);
+        let c = Cli::try_parse_from(["plumb", "--format", "csv", "os", "--json"]).unwrap();
+        let e = run(c).unwrap_err().to_string();
+        assert!(e.contains("--json") && e.contains("csv"), "{e}");
+        let c = Cli::try_parse_from(["plumb", "--format", "json", "os", "--json"]).unwrap();
+        assert_eq!(c.global.format(), Format::Json);
     }
 
     #[test]

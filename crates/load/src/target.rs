@@ -146,7 +146,7 @@ fn clear_orphan(path: &Path) -> Result<bool> {
     match mark_of(path) {
         Mark::Filling => {}
         Mark::InUse(pid) if pid == std::process::id() => return Ok(false),
-        Mark::InUse(pid) if process_alive(pid) => {
+        Mark::InUse(pid) if plumb_sys::process::alive(pid) => {
             return Err(Error::Refused(format!(
                 "{}: in use by another plumb run (PID {pid}); name another file",
                 path.display()
@@ -176,17 +176,6 @@ fn clear_orphan(path: &Path) -> Result<bool> {
     );
     std::fs::remove_file(path).map_err(|e| io_err(path, e))?;
     Ok(true)
-}
-
-/// Whether a process lives (a zombie does not).
-fn process_alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|st| {
-            st.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
-        })
-        .unwrap_or(false)
 }
 
 /// Remove the files plumb runs left in `dir` when they died without cleaning up: half-filled

@@ -115,7 +115,8 @@ pub fn write_json_line<T: Serialize>(
     Ok(())
 }
 
-fn csv_field(s: &str) -> String {
+/// One CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {

@@ -701,7 +701,7 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
     let cols: Vec<Vec<f64>> = metrics.iter().map(|m| series::compute(r.rec, m)).collect();
     write!(out, "t_s,unix_ms")?;
     for m in metrics {
-        write!(out, ",{}", m.name)?;
+        write!(out, ",{}", crate::csv_field(&m.name))?;
     }
     writeln!(out)?;
     for i in 0..r.t.len() {

@@ -599,3 +599,14 @@ pub fn mask_own_cmdline(mask: impl Fn(&str) -> String) -> bool {
     };
     mem.seek(SeekFrom::Start(start)).is_ok() && mem.write_all(&out).is_ok()
 }
+
+/// Whether a process lives on this host (a zombie does not).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|st| {
+            st.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
+        })
+        .unwrap_or(false)
+}

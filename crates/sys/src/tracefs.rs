@@ -140,17 +140,6 @@ impl TraceLock {
     }
 }
 
-/// Whether a process lives (a zombie does not).
-fn alive(pid: u32) -> bool {
-    fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|st| {
-            st.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next().map(|s| s != "Z"))
-        })
-        .unwrap_or(false)
-}
-
 /// plumb's instances under `tracefs`: (PID, path).
 fn plumb_instances(tracefs: &Path) -> Vec<(u32, PathBuf)> {
     let Ok(rd) = fs::read_dir(tracefs.join("instances")) else {
@@ -181,7 +170,7 @@ pub fn remove_dead_instances(tracefs: &Path) -> Vec<PathBuf> {
     let me = std::process::id();
     let mut out = Vec::new();
     for (pid, p) in plumb_instances(tracefs) {
-        if pid != me && !alive(pid) {
+        if pid != me && !crate::process::alive(pid) {
             remove_instance(&p);
             out.push(p);
         }

@@ -38,3 +38,6 @@ impl Note {
         }
     }
 }
+
+#[cfg(test)]
+mod fuzz;

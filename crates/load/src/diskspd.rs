@@ -49,7 +49,12 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             job.targets.push(a.into());
             continue;
         };
-        let (name, val) = flag.split_at(1);
+        // The flag's letter, then its value (a letter may be any character a user pastes).
+        let first = flag.chars().next().map_or(0, char::len_utf8);
+        let (name, val) = flag.split_at(first);
+        if !name.is_ascii() {
+            return Err(format!("diskspd flag {a}: not a diskspd flag"));
+        }
         match name {
             "d" => job.duration = Duration::from_secs(num(a, val)?),
             "W" => job.warmup = Duration::from_secs(if val.is_empty() { 5 } else { num(a, val)? }),

@@ -276,6 +276,16 @@ impl Job {
         if self.duration.is_zero() {
             return Err("--duration must be more than 0".into());
         }
+        // The run clock counts nanoseconds in 64 bits; nothing plumb runs lasts a year.
+        let total = self.warmup.as_secs_f64()
+            + self.duration.as_secs_f64()
+            + self.cooldown.as_secs_f64()
+            + self.burst.map_or(0.0, |b| b.think.as_secs_f64());
+        if total > crate::units::MAX_DURATION_S {
+            return Err(format!(
+                "warm-up, duration and cool-down add up to {total:.0} s: longer than plumb runs anything (365 days at most)"
+            ));
+        }
         if (self.block_size as u64) > self.file_size {
             return Err(format!(
                 "--bs {} is larger than --size {}",

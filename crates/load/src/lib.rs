@@ -54,3 +54,6 @@ pub(crate) fn io_err(path: impl Into<PathBuf>, source: std::io::Error) -> Error 
         source,
     }
 }
+
+#[cfg(test)]
+mod fuzz;

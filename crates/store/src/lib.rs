@@ -561,6 +561,9 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
 }
 
 #[cfg(test)]
+mod fuzz;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -428,15 +428,29 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
     std::fs::create_dir(&out).unwrap();
     let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
 
-    // The lab, read-only against the target: report, recording, stdout, stderr.
+    // The lab against the target, pgbench and the loops included (they get the password in
+    // their environment, never on their command line): report, recording, stdout, stderr.
     let o = plumb()
-        .args(["lab", "--quick", "--target", &forms[0], "--dir"])
+        .args([
+            "lab",
+            "--quick",
+            "--allow-writes",
+            "--target",
+            &forms[0],
+            "--dir",
+        ])
         .arg(tmp.path())
         .arg("--out")
         .arg(out.join("lab"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("lab/report.json")).unwrap()).unwrap();
+    assert!(
+        report["pgbench"]["tps"].as_f64().unwrap_or(0.0) > 0.0,
+        "pgbench did not run with the password-only role"
+    );
     outputs.push(("lab stdout".into(), o.stdout));
     outputs.push(("lab stderr".into(), o.stderr));
     assert!(out.join("lab/recording.plumb").exists());

@@ -37,6 +37,19 @@ fn need_postgres() -> bool {
     true
 }
 
+/// Skip (printing why) unless plumb runs as root here; under CI, which runs as root, a failure.
+fn need_root(why: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI runs as root: {why}"
+    );
+    eprintln!("skipped: {why}");
+    false
+}
+
 fn psql() -> std::path::PathBuf {
     let bin = plumb_engine::private::find_bin().unwrap();
     [bin.join("psql"), "/usr/bin/psql".into()]
@@ -347,14 +360,9 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
     if !need_postgres() {
         return;
     }
-    if !is_root() {
-        // The test adds a password-authenticated role to the instance's pg_hba.conf, which
-        // the server's user (postgres, when plumb runs as root) owns.
-        eprintln!("skipped: needs root to edit the private instance's pg_hba.conf");
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs as root"
-        );
+    // The test adds a password-authenticated role to the instance's pg_hba.conf, which the
+    // server's user (postgres, when plumb runs as root) owns.
+    if !need_root("editing the private instance's pg_hba.conf needs root") {
         return;
     }
     let tmp = tempfile::Builder::new()
@@ -986,12 +994,7 @@ fn tracefs_mounted() -> bool {
 
 #[test]
 fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up() {
-    if !is_root() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI runs as root"
-        );
-        eprintln!("skipped: block tracing needs root");
+    if !need_root("block tracing needs root") {
         return;
     }
     let d = tempfile::Builder::new()

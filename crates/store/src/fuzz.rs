@@ -17,19 +17,7 @@ fn cases(default: u32) -> u32 {
 fn valid_recording() -> Vec<u8> {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("r.plumb");
-    let header = Header {
-        format_version: FORMAT_VERSION,
-        plumb_version: "fuzz".into(),
-        started_unix_ms: 1_700_000_000_000,
-        interval_ms: 1000,
-        hostname: Some("h".into()),
-        kernel: None,
-        cpus: Some(2),
-        clock_ticks_per_s: Some(100),
-        page_size_bytes: Some(4096),
-        command_line: "plumb record".into(),
-        labels: Default::default(),
-    };
+    let header = super::tests::header();
     let mut w = Writer::create(&p, &header).unwrap();
     for t in 0..12u64 {
         let mut rows = vec![

@@ -567,7 +567,7 @@ mod fuzz;
 mod tests {
     use super::*;
 
-    fn header() -> Header {
+    pub(super) fn header() -> Header {
         Header {
             format_version: FORMAT_VERSION,
             plumb_version: "test".into(),

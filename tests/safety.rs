@@ -216,6 +216,19 @@ fn issue_11_a_directory_plumb_did_not_create_is_never_deleted_or_re_owned() {
     assert!(o.status.success(), "{}", err(&o));
     assert!(!real.exists() && processes_in(&real).is_empty());
 
+    // Too deep for a Unix socket path: refused before anything is made.
+    let deep_ok = tmp.path().join("a".repeat(100));
+    std::fs::create_dir(&deep_ok).unwrap();
+    let o = run(&[
+        "engine",
+        "start",
+        "--dir",
+        deep_ok.join("pg").to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("107"), "{}", err(&o));
+    assert_eq!(std::fs::read_dir(&deep_ok).unwrap().count(), 0);
+
     // Missing parents are not created (and so never left behind).
     let deep = tmp.path().join("no/such/parent");
     let o = run(&["engine", "start", "--dir", deep.to_str().unwrap()]);

@@ -741,6 +741,15 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
             )));
         }
     }
+    // A Unix socket path holds 107 bytes: DIR/sock/.s.PGSQL.65535 must fit.
+    let sock_path = absolute(dir)?.join("sock/.s.PGSQL.65535");
+    if sock_path.as_os_str().len() > 107 {
+        return Err(Error::Setup(format!(
+            "{}: too deep for the server's socket ({} bytes with sock/.s.PGSQL.PORT; a Unix socket path holds 107): choose a shorter path",
+            dir.display(),
+            sock_path.as_os_str().len()
+        )));
+    }
     let bin = find_bin()?;
     let server = server_user()?;
     let me = caller()?;

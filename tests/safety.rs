@@ -9,6 +9,15 @@ use std::process::Output;
 mod common;
 use common::*;
 
+/// Tests that trace the block layer (the durability probe, and every lab) run one at a time:
+/// one of them checks that tracefs is left as it was found, which another running at the same
+/// moment would change.
+static TRACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn tracing_alone() -> std::sync::MutexGuard<'static, ()> {
+    TRACING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
 }
@@ -370,6 +379,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[test]
 fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
+    let _alone = tracing_alone();
     if !need_postgres() {
         return;
     }
@@ -823,21 +833,29 @@ fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
     );
 }
 
-/// Wait for a child with wait4, for its exit status and its own peak memory.
-fn wait_rusage(child: std::process::Child) -> (i32, u64) {
-    let pid = child.id() as i32;
-    let mut status = 0;
-    // SAFETY: a zeroed rusage filled by wait4 for our own child.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut ru) };
-    assert_eq!(r, pid);
-    std::mem::forget(child);
-    let code = if libc::WIFEXITED(status) {
-        libc::WEXITSTATUS(status)
-    } else {
-        128 + libc::WTERMSIG(status)
-    };
-    (code, ru.ru_maxrss as u64 * 1024)
+/// Wait for a child: its exit status (a shell's: 128 + the signal that killed it) and its own
+/// peak memory, polled from /proc/PID/status (VmHWM) while it runs. Not wait4's ru_maxrss:
+/// Linux counts the parent's memory into it when the child is spawned with vfork.
+fn wait_rusage(mut child: std::process::Child) -> (i32, u64) {
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&status) {
+            if let Some(kb) = t
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = peak.max(kb * 1024);
+            }
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            use std::os::unix::process::ExitStatusExt;
+            let code = st.code().or(st.signal().map(|s| 128 + s)).unwrap();
+            return (code, peak);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
 }
 
 fn signal(child: &std::process::Child, sig: i32) {
@@ -1007,6 +1025,7 @@ fn tracefs_mounted() -> bool {
 
 #[test]
 fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up() {
+    let _alone = tracing_alone();
     if !need_root("block tracing needs root") {
         return;
     }
@@ -1071,6 +1090,7 @@ fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up()
 
 #[test]
 fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
+    let _alone = tracing_alone();
     if !need_postgres() {
         return;
     }
@@ -1134,7 +1154,9 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
         }
     });
     let mut said = false;
+    let mut lines = Vec::new();
     while let Ok(l) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
+        lines.push(l.clone());
         if l.contains("left by a lab that was killed") {
             said = true;
         }
@@ -1144,9 +1166,10 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
     }
     signal(&c, libc::SIGINT);
     let o = c.wait_with_output().unwrap();
-    assert!(said, "the next lab did not say it cleaned up");
+    lines.extend(rx.try_iter());
+    assert!(said, "the next lab did not say it cleaned up: {lines:#?}");
     assert_eq!(o.status.code(), Some(130));
-    assert!(work_dirs().is_empty(), "{:?}", work_dirs());
+    assert!(work_dirs().is_empty(), "{:?}\n{lines:#?}", work_dirs());
     assert!(
         processes_in(d.path()).is_empty(),
         "{:?}",

@@ -438,7 +438,12 @@ fn remove_dead_labs(parent: &Path) {
             dir.display()
         );
         let pg = dir.join("pg");
-        if let Err(err) = private::remove(&pg) {
+        // Once more after a pause: the dead lab's server may have been starting or stopping.
+        let removed = private::remove(&pg).or_else(|_| {
+            std::thread::sleep(Duration::from_secs(1));
+            private::remove(&pg)
+        });
+        if let Err(err) = removed {
             eprintln!("plumb: warning: {err}; {} left alone", dir.display());
             continue;
         }

@@ -1,5 +1,5 @@
 //! `plumb lab --quick` end to end: a private PostgreSQL, the storage probes, pgbench and the
-//! seed 003 loops, the report (validated against docs/lab-report.schema.json and rendered in
+//! insert/CHECKPOINT loops, the report (validated against docs/lab-report.schema.json and rendered in
 //! Chromium); and every way out — Ctrl-C, the server killed, a disk too small, bad input —
 //! leaving nothing behind.
 
@@ -167,7 +167,7 @@ fn quick_lab_end_to_end() {
         assert!(out.join(f).exists(), "no {f}");
     }
     assert!(
-        stdout.contains("Findings") && stdout.contains("Seed 003's loops"),
+        stdout.contains("Findings") && stdout.contains("Insert/CHECKPOINT loops"),
         "{stdout}"
     );
     assert_eq!(

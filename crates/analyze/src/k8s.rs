@@ -393,7 +393,7 @@ pub fn advise(i: &AdviseInputs) -> Advice {
         };
         if assumes > allocatable {
             without.push(format!(
-                "That is more than the node's allocatable {} ({}): as the engine fills its cache the node crosses eviction-hard, the kubelet reports MemoryPressure and evicts the pod first (BestEffort: usage above its request of 0); the Deployment starts a new pod, the scheduler puts it back on the same node, and the loop repeats, as in the seed (13 pods, 12 of them Evicted)",
+                "That is more than the node's allocatable {} ({}): as the engine fills its cache the node crosses eviction-hard, the kubelet reports MemoryPressure and evicts the pod first (BestEffort: usage above its request of 0); the Deployment starts a new pod, the scheduler puts it back on the same node, and the loop repeats (a Deployment piles up Evicted pods: 12 of 13 in one reported case)",
                 quantity(allocatable),
                 bytes(allocatable)
             ));
@@ -686,7 +686,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                     format!(
                         "container {cname} has no memory request or limit: the pod is BestEffort, evicted first under MemoryPressure{}",
                         match engine {
-                            Some(EngineKind::Mssql) => ", and SQL Server sizes itself from the node's RAM (the seed's eviction loop)",
+                            Some(EngineKind::Mssql) => ", and SQL Server sizes itself from the node's RAM (the eviction loop)",
                             Some(_) => ", and the database's caches are bounded by nothing but the node",
                             None => "",
                         }

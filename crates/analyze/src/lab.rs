@@ -474,7 +474,7 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
             Severity::Info,
             "data-and-wal-on-one-device",
             format!(
-                "data and WAL share {}: commits (WAL flushes) and checkpoints (data writes) queue on one device; the seed moved its log to a disk of its own",
+                "data and WAL share {}: commits (WAL flushes) and checkpoints (data writes) queue on one device; a log on a disk of its own takes the commits out of the checkpoints' way",
                 s.disks.join(", ")
             ),
             vec![format!(

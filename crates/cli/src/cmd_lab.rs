@@ -621,7 +621,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
             let settings: Vec<(String, String)> = [
                 ("shared_buffers", plan.shared_buffers),
                 ("max_wal_size", "2GB"),
-                // Checkpoints come when the loops ask for them, as in the seed (trace flag 3505).
+                // Checkpoints come when the loops ask for them (SQL Server's trace flag 3505 does this).
                 ("checkpoint_timeout", "30min"),
                 ("track_wal_io_timing", "on"),
                 ("max_connections", "40"),
@@ -767,12 +767,12 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
         true
     } else if server.kind != plumb_engine::Kind::Postgres {
         skipped.push(format!(
-            "workloads: pgbench and seed 003's loops are PostgreSQL's; {} was only read",
+            "workloads: pgbench and the insert/CHECKPOINT loops are PostgreSQL's; {} was only read",
             server.kind.name()
         ));
         false
     } else if !a.allow_writes {
-        skipped.push("workloads: pgbench and seed 003's loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops)".into());
+        skipped.push("workloads: pgbench and the insert/CHECKPOINT loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops)".into());
         false
     } else {
         true
@@ -880,12 +880,7 @@ fn run_lab(g: &GlobalArgs, a: &LabArgs, cleanup: &mut Cleanup) -> Result<i32> {
                 .cloned()
                 .unwrap_or_else(|| "fdatasync".into())]
         };
-        step(
-            &pb,
-            6,
-            total,
-            "seed 003 loops: inserts and CHECKPOINT per wal_sync_method",
-        );
+        step(&pb, 6, total, "insert/CHECKPOINT loops per wal_sync_method");
         let mut obs = plumb_engine::observer(&lab_target).map_err(|e| anyhow!("{e}"))?;
         let mut sess = plumb_engine::session(&lab_target).map_err(|e| anyhow!("{e}"))?;
         sess.execute(

@@ -85,7 +85,7 @@ impl GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The whole lab in one command: the host, the storage under the data (durability, a
-    /// queue-depth sweep, sequential reads), pgbench and the seed 003 insert/CHECKPOINT loops
+    /// queue-depth sweep, sequential reads), pgbench and the insert/CHECKPOINT loops
     /// per wal_sync_method on a private PostgreSQL while recording, findings, and an HTML report.
     Lab(Box<cmd_lab::LabArgs>),
     /// Snapshot of the host a database runs on: kernel, CPUs, steal, memory, swap, PSI, run

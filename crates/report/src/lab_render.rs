@@ -335,7 +335,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
             .collect();
         out.push(Table {
             id: "loops",
-            title: "Seed 003's loops: inserts, then CHECKPOINT".into(),
+            title: "Insert/CHECKPOINT loops: durable commits, then CHECKPOINT".into(),
             headers: vec![
                 "loop",
                 "wal_sync_method",

@@ -358,6 +358,80 @@ fn reachable_by(dir: &Path, who: &User) -> std::result::Result<(), PathBuf> {
     Ok(())
 }
 
+/// Make `dir` as a new instance directory: built as `parent/.plumb-new-PID-N` (0700, or 0710
+/// with the server's group when the server runs as another user, and its manifest), then
+/// renamed into place with RENAME_NOREPLACE. Returns false when something appeared at `dir`
+/// first (another plumb's directory, or anything else: it is then looked at as found).
+fn publish_new_dir(dir: &Path, parent: &Path, server: &User) -> Result<bool> {
+    let mut tmp = None;
+    for i in 0..100u32 {
+        let t = parent.join(format!(".plumb-new-{}-{i}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&t) {
+            Ok(()) => {
+                tmp = Some(t);
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(setup_err(dir, e)),
+        }
+    }
+    let tmp = tmp.ok_or_else(|| setup_err(dir, "cannot make a new directory beside it"))?;
+    let built = (|| -> Result<()> {
+        if server.uid != euid() {
+            // The server's group may pass through (not list), to reach data/ and sock/.
+            let c = std::ffi::CString::new(tmp.as_os_str().as_encoded_bytes())
+                .map_err(|_| setup_err(dir, "NUL in path"))?;
+            // SAFETY: a directory we just created; lchown does not follow links.
+            if unsafe { libc::lchown(c.as_ptr(), euid(), server.gid) } != 0 {
+                return Err(setup_err(dir, std::io::Error::last_os_error()));
+            }
+            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o710))
+                .map_err(|e| setup_err(dir, e))?;
+        }
+        write_manifest(
+            &tmp,
+            &Manifest {
+                format: FORMAT,
+                created_dir: true,
+                created: Vec::new(),
+                last: None,
+            },
+        )
+    })();
+    let undo = || {
+        let _ = std::fs::remove_file(tmp.join(MANIFEST));
+        let _ = std::fs::remove_dir(&tmp);
+    };
+    if let Err(e) = built {
+        undo();
+        return Err(e);
+    }
+    let cstr = |p: &Path| std::ffi::CString::new(p.as_os_str().as_encoded_bytes());
+    let (Ok(from), Ok(to)) = (cstr(&tmp), cstr(dir)) else {
+        undo();
+        return Err(setup_err(dir, "NUL in path"));
+    };
+    // SAFETY: valid C strings; renameat2 with AT_FDCWD and RENAME_NOREPLACE.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    undo();
+    if e.raw_os_error() == Some(libc::EEXIST) {
+        return Ok(false);
+    }
+    Err(setup_err(dir, e))
+}
+
 /// `dir` as an absolute path (a socket path must be one), its parent's links resolved and the
 /// last component kept as it is (a link there is refused, not followed).
 fn absolute(dir: &Path) -> Result<PathBuf> {
@@ -410,40 +484,20 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
                     at.display()
                 )));
             }
-            match std::fs::DirBuilder::new().mode(0o700).create(dir) {
-                Ok(()) => {
-                    // A directory plumb made: give the server's group passage (not listing),
-                    // so the server reaches its data and socket directories inside.
-                    if server.uid != euid() {
-                        let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
-                            .map_err(|_| setup_err(dir, "NUL in path"))?;
-                        // SAFETY: a path we just created; lchown does not follow links.
-                        if unsafe { libc::lchown(c.as_ptr(), euid(), server.gid) } != 0 {
-                            return Err(setup_err(dir, std::io::Error::last_os_error()));
-                        }
-                        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o710))
-                            .map_err(|e| setup_err(dir, e))?;
-                    }
-                    let lock = lock_dir(dir)?;
-                    // Another plumb may have taken it between mkdir and the lock.
-                    let mut manifest = read_manifest(dir)?.unwrap_or(Manifest {
-                        format: FORMAT,
-                        created_dir: true,
-                        created: Vec::new(),
-                        last: None,
-                    });
-                    manifest.created_dir = true;
-                    write_manifest(dir, &manifest)?;
-                    return Ok(Some(InstanceDir {
-                        dir: dir.to_path_buf(),
-                        _lock: lock,
-                        manifest,
-                    }));
-                }
-                // Another plumb made it a moment ago: fall through and open it as found.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(setup_err(dir, e)),
+            // Built under a name of its own (mode, owner and manifest set), then published
+            // with a rename that never replaces: another plumb sees no directory, or a finished
+            // instance directory, never one half made.
+            if publish_new_dir(dir, parent, &server)? {
+                let lock = lock_dir(dir)?;
+                let manifest = read_manifest(dir)?
+                    .ok_or_else(|| setup_err(dir, "its manifest went missing"))?;
+                return Ok(Some(InstanceDir {
+                    dir: dir.to_path_buf(),
+                    _lock: lock,
+                    manifest,
+                }));
             }
+            // Another plumb published it a moment ago: open it as found.
         }
         Found::Dir(_) => {}
     }

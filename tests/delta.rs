@@ -55,7 +55,7 @@ fn delta_json(dir: &str, extra: &[&str]) -> Value {
 #[test]
 fn delta_against_a_private_postgres() {
     if let Some(why) = no_postgres() {
-        eprintln!("skipped: {why}");
+        skip(format!("skipped: {why}"));
         return;
     }
     let tmp = tempfile::Builder::new()
@@ -138,7 +138,7 @@ fn delta_against_a_private_postgres() {
             .to_string()
             .contains("drop_caches"));
     } else {
-        eprintln!("cold run skipped: dropping the page cache needs root");
+        skip("cold run skipped: dropping the page cache needs root");
     }
 
     // A sort larger than work_mem spills to temporary files.
@@ -255,7 +255,7 @@ fn delta_against_a_private_postgres() {
 #[test]
 fn delta_starts_and_stops_the_private_instance_and_ctrl_c_cleans_up() {
     if let Some(why) = no_postgres() {
-        eprintln!("skipped: {why}");
+        skip(format!("skipped: {why}"));
         return;
     }
     let tmp = tempfile::Builder::new()

@@ -1,14 +1,13 @@
 //! `plumb io` end to end: the real binary, the null engine for exact counts, real files for the
 //! safety rules and Ctrl-C.
 
+mod common;
+use common::{plumb, skip};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-}
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
@@ -192,7 +191,8 @@ fn diskspd_command_line_runs_as_typed() {
     assert_eq!(j["tables"]["total"].as_array().unwrap().len(), 3);
     let w = total_row(&j, "write")["ios"].as_f64().unwrap();
     let t = total_row(&j, "total")["ios"].as_f64().unwrap();
-    assert!((w / t - 0.30).abs() < 0.02, "write share {}", w / t);
+    // A 30% mix drawn per I/O: within five points whatever the machine's speed.
+    assert!((w / t - 0.30).abs() < 0.05, "write share {}", w / t);
 
     let o = run(&["io", "diskspd", "--", "-d1", "-Q7", s(&f)]);
     assert_eq!(o.status.code(), Some(2));
@@ -252,7 +252,7 @@ fn real_io_uring_direct_reads() {
         s(&f),
     ]);
     if !o.status.success() && stderr(&o).contains("O_DIRECT") {
-        eprintln!("skipped: {}", stderr(&o));
+        skip(format!("skipped: {}", stderr(&o)));
         return;
     }
     assert!(o.status.success(), "{}", stderr(&o));
@@ -431,7 +431,7 @@ fn ctrl_c_during_prefill_leaves_nothing_behind() {
 fn block_device_needs_destroy_data_on() {
     let _serial = real_io();
     if unsafe { geteuid() } != 0 {
-        eprintln!("skipped: needs root to set up a loop device");
+        skip("skipped: needs root to set up a loop device");
         return;
     }
     let d = scratch();
@@ -444,14 +444,14 @@ fn block_device_needs_destroy_data_on() {
         .args(["--find", "--show", s(&backing)])
         .output()
     else {
-        eprintln!("skipped: losetup is not installed");
+        skip("skipped: losetup is not installed");
         return;
     };
     if !o.status.success() {
-        eprintln!(
+        skip(format!(
             "skipped: losetup failed: {}",
             String::from_utf8_lossy(&o.stderr)
-        );
+        ));
         return;
     }
     let dev = PathBuf::from(String::from_utf8(o.stdout).unwrap().trim());
@@ -643,7 +643,8 @@ fn sweep_over_rates_orders_levels_and_writes_the_chart() {
     for (l, want) in levels.iter().zip([500.0, 1000.0]) {
         assert_eq!(l["reps"].as_array().unwrap().len(), 2);
         let med = l["iops"]["median"].as_f64().unwrap();
-        assert!((med / want - 1.0).abs() < 0.02, "{med} vs {want}");
+        // A rate is a ceiling: never above it; on a loaded machine it may fall short, not far.
+        assert!(med <= want * 1.02 && med >= want * 0.7, "{med} vs {want}");
         assert!(
             l["iops"]["min"].as_f64().unwrap() <= med && med <= l["iops"]["max"].as_f64().unwrap()
         );
@@ -683,7 +684,7 @@ fn sweep_over_queue_depths_with_real_io() {
         s(&f),
     ]);
     if !o.status.success() && stderr(&o).contains("O_DIRECT") {
-        eprintln!("skipped: {}", stderr(&o));
+        skip(format!("skipped: {}", stderr(&o)));
         return;
     }
     assert!(o.status.success(), "{}", stderr(&o));

@@ -1,13 +1,12 @@
 //! `plumb k8s`: the seed's numbers, the Kubernetes documentation's example, lint on the seed's
 //! manifests, and generated manifests that lint clean.
 
+mod common;
+use common::plumb;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-}
+use std::process::Output;
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")

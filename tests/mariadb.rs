@@ -1,21 +1,13 @@
 //! `plumb delta` against a real MariaDB that this test starts (apt-get install mariadb-server;
 //! `scripts/setup --test` installs it): performance_schema on, a 64 MiB buffer pool (the 10 MiB table fits).
 
+mod common;
+use common::{is_root, plumb, skip};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn plumb() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_plumb"));
-    c.env_remove("PLUMB_ENGINE").env_remove("MYSQL_PWD");
-    c
-}
-
-fn is_root() -> bool {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() == 0 }
-}
 
 /// A MariaDB server of this test's own, in a temporary directory.
 struct Maria {
@@ -190,7 +182,7 @@ fn delta_against_mariadb() {
     let mut m = match Maria::start() {
         Ok(m) => m,
         Err(why) => {
-            eprintln!("skipped: {why}");
+            skip(format!("skipped: {why}"));
             return;
         }
     };

@@ -1,15 +1,14 @@
 //! `plumb mem`: the engine rules, the pressure program, and (as root) the real experiment: swapped
 //! shared memory that VmSwap misses and smaps shows.
 
+mod common;
+use common::{plumb, skip};
+
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-}
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
@@ -234,11 +233,11 @@ fn stop(c: Child) -> Output {
 #[test]
 fn swapped_shared_memory_is_seen_by_smaps_not_vmswap() {
     if !is_root() {
-        eprintln!("skipped: needs root (a memory cgroup and zram swap)");
+        skip("skipped: needs root (a memory cgroup and zram swap)");
         return;
     }
     if !Path::new("/sys/block/zram0").exists() && !Path::new("/sys/class/zram-control").exists() {
-        eprintln!("skipped: no zram support in this kernel");
+        skip("skipped: no zram support in this kernel");
         return;
     }
     let mut shared = plumb()
@@ -359,7 +358,7 @@ fn finds_a_real_postgres_and_its_shared_buffers() {
         .map(|o| o.status.success())
         .unwrap_or(false);
     if !is_root() || !bin.join("postgres").exists() || !has_user {
-        eprintln!("skipped: needs root, PostgreSQL 15 server binaries and a postgres user");
+        skip("skipped: needs root, PostgreSQL 15 server binaries and a postgres user");
         return;
     }
     let d = tempfile::tempdir_in("/tmp").unwrap();

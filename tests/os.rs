@@ -1,13 +1,12 @@
 //! `plumb os` end to end: the real binary against the live host (checked against free, findmnt
 //! and lsblk) and against captured and constructed trees under tests/fixtures.
 
+mod common;
+use common::{plumb, skip};
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -80,16 +79,22 @@ fn live_json_is_valid_and_versioned() {
     );
     // plumb reports itself first.
     assert_eq!(j["processes"][0]["role"], "plumb");
-    assert_eq!(
-        j["processes"][0]["pid"],
-        j["processes"][0]["pid"].as_u64().unwrap()
-    );
+    // ... with its own PID (the child this test started, not a PID read elsewhere).
+    let c = plumb()
+        .args(["os", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    let o = c.wait_with_output().unwrap();
+    let me: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(me["processes"][0]["pid"], pid);
 }
 
 #[test]
 fn live_memory_matches_free() {
     let Some(free) = tool("free", &["-b"]) else {
-        eprintln!("skipped: `free` (procps) is not installed");
+        skip("skipped: `free` (procps) is not installed");
         return;
     };
     let j = json(&["os", "--json"]);
@@ -136,7 +141,7 @@ fn live_pressure_matches_proc_pressure() {
             .map(|v| v.parse().unwrap())
     };
     let Some(before) = read_total("io") else {
-        eprintln!("skipped: this kernel has no /proc/pressure");
+        skip("skipped: this kernel has no /proc/pressure");
         return;
     };
     let j = json(&["os", "--json"]);
@@ -162,7 +167,7 @@ fn live_storage_matches_findmnt_and_lsblk() {
             dir.to_str().unwrap(),
         ],
     ) else {
-        eprintln!("skipped: `findmnt` (util-linux) is not installed");
+        skip("skipped: `findmnt` (util-linux) is not installed");
         return;
     };
     let f: Vec<&str> = fm.split_whitespace().collect();

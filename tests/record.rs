@@ -6,10 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
-
-fn plumb() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_plumb"))
-}
+use common::{plumb, skip};
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
@@ -227,7 +224,7 @@ fn bad_record_input_exits_2() {
 #[test]
 fn report_renders_in_chromium() {
     let Some(chrome) = common::chromium() else {
-        eprintln!("skipped: no chromium installed (scripts/setup --test installs it)");
+        skip("skipped: no chromium installed (scripts/setup --test installs it)");
         return;
     };
     let d = tempfile::tempdir().unwrap();
@@ -310,9 +307,7 @@ fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
         .map(|rd| rd.flatten().any(|e| e.path().join("bin/initdb").exists()))
         .unwrap_or(false);
     if !has_pg {
-        eprintln!(
-            "skipped the live part: no PostgreSQL server binaries (apt-get install postgresql)"
-        );
+        skip("skipped the live part: no PostgreSQL server binaries (apt-get install postgresql)");
         return;
     }
     let pg = tempfile::Builder::new()

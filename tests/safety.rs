@@ -40,7 +40,7 @@ fn need_postgres() -> bool {
             std::env::var("CI").as_deref() != Ok("true"),
             "CI must have PostgreSQL: {why}"
         );
-        eprintln!("skipped: {why}");
+        skip(format!("skipped: {why}"));
         return false;
     }
     true
@@ -55,7 +55,7 @@ fn need_root(why: &str) -> bool {
         std::env::var("CI").as_deref() != Ok("true"),
         "CI runs as root: {why}"
     );
-    eprintln!("skipped: {why}");
+    skip(format!("skipped: {why}"));
     false
 }
 

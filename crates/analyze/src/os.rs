@@ -531,13 +531,37 @@ fn notes(r: &OsReport) -> Vec<Note> {
 }
 
 /// Build the report from one snapshot. `page_size` converts vmstat page counts to bytes.
+/// The storage section for a path (filesystem, device stack, write cache, FUA) and the device
+/// numbers of its whole disks, for block-layer tracing.
+pub fn storage_under(
+    root: &plumb_sys::Root,
+    path: &std::path::Path,
+) -> (Option<StorageSection>, Vec<plumb_sys::DevNum>) {
+    let storage = plumb_sys::mount::read_mountinfo(root, None)
+        .ok()
+        .and_then(|m| plumb_sys::snapshot::path_snapshot(root, &m, path).ok());
+    let devs: Vec<plumb_sys::DevNum> = storage
+        .as_ref()
+        .and_then(|p| p.stack.as_ref())
+        .map(|st| {
+            st.disks
+                .iter()
+                .filter_map(|d| st.layer(d).and_then(|l| l.dev))
+                .collect()
+        })
+        .unwrap_or_default();
+    let uptime = plumb_sys::host::read(root).ok().and_then(|h| h.uptime_s);
+    let storage = storage.map(|p| storage_section(&p, uptime));
+    (storage, devs)
+}
+
 pub fn build(s: &OsSample, page_size: u64) -> OsReport {
     let mut virt = Vec::new();
     if s.cpuinfo.as_ref().is_some_and(|c| c.hypervisor_flag) {
         virt.push("CPU flag `hypervisor` in /proc/cpuinfo".to_string());
     }
     if let Some(t) = &s.host.hypervisor_type {
-        virt.push(format!("/sys/hypervisor/type is {t}"));
+        virt.push(format!("hypervisor type {t} (/sys/hypervisor/type)"));
     }
     if let (Some(v), p) = (&s.host.dmi_vendor, &s.host.dmi_product) {
         let known = [

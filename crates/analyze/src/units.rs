@@ -21,6 +21,25 @@ pub fn bytes(b: u64) -> String {
     }
 }
 
+/// A span of seconds: `45 s`, `12 min`, `3 h 05 min`, `4 d 02 h`.
+pub fn duration(s: f64) -> String {
+    if !s.is_finite() || s < 0.0 {
+        return "unknown".to_string();
+    }
+    let t = s as u64;
+    if s < 1.0 {
+        format!("{:.0} ms", s * 1000.0)
+    } else if t < 120 {
+        format!("{s:.1} s")
+    } else if t < 3600 {
+        format!("{} min", t / 60)
+    } else if t < 86400 {
+        format!("{} h {:02} min", t / 3600, (t % 3600) / 60)
+    } else {
+        format!("{} d {:02} h", t / 86400, (t % 86400) / 3600)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -208,9 +208,10 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     } else {
         vec!["as found"]
     };
-    let root = Root::host();
-    // SAFETY: geteuid cannot fail.
-    let is_root = unsafe { libc::geteuid() } == 0;
+    // The OS figures come from --sysroot's tree when one is given (a captured host: its
+    // counters do not move, so only the engine's deltas are real).
+    let root = g.root()?;
+    let is_root = plumb_sys::os::is_root();
 
     let mut observer = plumb_engine::observer(&wh.target).map_err(|e| anyhow!("--engine {e}"))?;
     let info = observer.info().map_err(|e| anyhow!("{e}"))?;
@@ -254,10 +255,18 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
             if i == 0 && ctx.server_pid.is_none() {
                 push_once(&mut unavailable, "OS figures for the server's processes (the server is not on this host, or not visible)");
             }
-            let r = measured_run(&wh, &workload, &mut *observer, &ctx, a.sample_ms, &own)
-                .with_context(|| {
-                    format!("{mode} run {} of {} against {}", i + 1, a.repeat, wh.shown)
-                })?;
+            let r = measured_run(
+                &root,
+                &wh,
+                &workload,
+                &mut *observer,
+                &ctx,
+                a.sample_ms,
+                &own,
+            )
+            .with_context(|| {
+                format!("{mode} run {} of {} against {}", i + 1, a.repeat, wh.shown)
+            })?;
             runs.push(r);
         }
         results.push(ModeRuns {
@@ -313,9 +322,8 @@ fn make_cold(wh: &Where, is_root: bool) -> Result<Vec<String>> {
         }
     }
     if is_root {
-        // SAFETY: sync has no failure mode worth reporting.
-        unsafe { libc::sync() };
-        std::fs::write("/proc/sys/vm/drop_caches", "3").context("/proc/sys/vm/drop_caches")?;
+        plumb_sys::os::drop_page_cache()
+            .context("dropping the page cache (/proc/sys/vm/drop_caches)")?;
         done.push("dropped the OS page cache (echo 3 > /proc/sys/vm/drop_caches)".to_string());
     } else {
         done.push("the OS page cache was NOT dropped (needs root)".to_string());
@@ -353,11 +361,11 @@ impl OsContext {
         // The data directory: the private one, else the server's working directory.
         let data_dir = private_dir
             .map(|d| d.join("data"))
-            .or_else(|| server_pid.and_then(|p| std::fs::read_link(format!("/proc/{p}/cwd")).ok()));
+            .or_else(|| server_pid.and_then(|p| plumb_sys::process::cwd(root, p)));
         let disks = data_dir
             .and_then(|d| device_under(root, &d))
             .map(|d| vec![d])
-            .unwrap_or_else(|| all_disks(root));
+            .unwrap_or_else(|| plumb_sys::block::whole_disks(root));
         OsContext {
             server_pid,
             observer_pid: obs.own_pid(),
@@ -373,49 +381,13 @@ fn device_under(root: &Root, path: &Path) -> Option<String> {
     plumb_sys::block::device_for_mount(root, m).ok().flatten()
 }
 
-fn all_disks(root: &Root) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(root.path("/sys/block"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| {
-                    !n.starts_with("loop") && !n.starts_with("ram") && !n.starts_with("zram")
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
 fn ticks_s() -> f64 {
     plumb_sys::host::clock_ticks_per_s().unwrap_or(100) as f64
 }
 
-/// Children of a process (one level: the server's processes are the postmaster's children).
-fn children(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/proc") {
-        for e in rd.flatten() {
-            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            if let Ok(text) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
-                if let Ok(st) = plumb_sys::process::parse_stat(Path::new("/proc/PID/stat"), &text) {
-                    if st.ppid == pid {
-                        out.push(p);
-                    }
-                }
-            }
-        }
-    }
-    out
-}
-
 /// CPU, I/O and delays of one process, as counters; None when it is gone or unreadable.
-fn proc_counters(pid: u32) -> Option<BTreeMap<String, f64>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let st = plumb_sys::process::parse_stat(Path::new("/proc/PID/stat"), &text).ok()?;
+fn proc_counters(root: &Root, pid: u32) -> Option<BTreeMap<String, f64>> {
+    let st = plumb_sys::process::stat(root, pid).ok()?;
     let hz = ticks_s();
     let mut m = BTreeMap::new();
     m.insert(
@@ -426,47 +398,27 @@ fn proc_counters(pid: u32) -> Option<BTreeMap<String, f64>> {
     m.insert("system_s".to_string(), st.stime_ticks as f64 / hz);
     m.insert("major_faults".to_string(), st.major_faults as f64);
     // cutime and cstime: CPU of children that have exited and been reaped (parallel workers).
-    let rest: Vec<&str> = text
-        .rsplit_once(')')
-        .map(|(_, r)| r.split_whitespace().collect())
-        .unwrap_or_default();
-    if let (Some(cu), Some(cs)) = (
-        rest.get(13).and_then(|v| v.parse::<f64>().ok()),
-        rest.get(14).and_then(|v| v.parse::<f64>().ok()),
-    ) {
-        m.insert("exited_children_cpu_s".to_string(), (cu + cs) / hz);
+    if let (Some(cu), Some(cs)) = (st.cutime_ticks, st.cstime_ticks) {
+        m.insert("exited_children_cpu_s".to_string(), (cu + cs) as f64 / hz);
     }
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/io")) {
-        if let Ok(io) = plumb_sys::process::parse_io(Path::new("/proc/PID/io"), &text) {
-            for (k, v) in [
-                ("storage_read_bytes", io.read_bytes),
-                ("storage_write_bytes", io.write_bytes),
-                ("read_call_bytes", io.rchar_bytes),
-                ("write_call_bytes", io.wchar_bytes),
-            ] {
-                if let Some(v) = v {
-                    m.insert(k.to_string(), v as f64);
-                }
+    if let Ok(io) = plumb_sys::process::io(root, pid) {
+        for (k, v) in [
+            ("storage_read_bytes", io.read_bytes),
+            ("storage_write_bytes", io.write_bytes),
+            ("read_call_bytes", io.rchar_bytes),
+            ("write_call_bytes", io.wchar_bytes),
+        ] {
+            if let Some(v) = v {
+                m.insert(k.to_string(), v as f64);
             }
         }
     }
     // Time on CPU and waiting for one, summed over the threads (MariaDB and SQL Server run one
     // process of many threads); nanoseconds, finer than the 10 ms ticks of utime + stime.
-    let (mut run_ns, mut delay_ns, mut any) = (0u64, 0u64, false);
-    if let Ok(rd) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for t in rd.flatten() {
-            if let Ok(text) = std::fs::read_to_string(t.path().join("schedstat")) {
-                if let Ok(s) = plumb_sys::process::parse_schedstat(
-                    Path::new("/proc/PID/task/TID/schedstat"),
-                    &text,
-                ) {
-                    run_ns += s.running_ns;
-                    delay_ns += s.run_delay_ns;
-                    any = true;
-                }
-            }
-        }
-    }
+    let threads = plumb_sys::process::thread_schedstats(root, pid);
+    let any = !threads.is_empty();
+    let run_ns: u64 = threads.iter().map(|s| s.running_ns).sum();
+    let delay_ns: u64 = threads.iter().map(|s| s.run_delay_ns).sum();
     if any {
         m.insert("cpu_wait_ms".to_string(), delay_ns as f64 / 1e6);
         // Threads that ended during the run take their time with them; the ticks do not lose it.
@@ -533,12 +485,12 @@ fn os_snapshot(root: &Root, ctx: &OsContext, backend: Option<u32>) -> Snapshot {
     }
     if let Some(pm) = ctx.server_pid {
         let mut pids = vec![pm];
-        pids.extend(children(pm));
+        pids.extend(plumb_sys::process::children(root, pm));
         for p in pids {
             if Some(p) == ctx.observer_pid {
                 continue;
             }
-            if let Some(m) = proc_counters(p) {
+            if let Some(m) = proc_counters(root, p) {
                 let row = s
                     .objects
                     .entry("server_proc".into())
@@ -550,7 +502,7 @@ fn os_snapshot(root: &Root, ctx: &OsContext, backend: Option<u32>) -> Snapshot {
         }
     }
     if let Some(b) = backend {
-        if let Some(m) = proc_counters(b) {
+        if let Some(m) = proc_counters(root, b) {
             for (k, v) in m {
                 if k != "exited_children_cpu_s" {
                     s.counters.insert(format!("backend.{k}"), v);
@@ -604,7 +556,9 @@ struct Sampler<'a> {
 }
 
 /// Run the workload once and measure it.
+#[allow(clippy::too_many_arguments)]
 fn measured_run(
+    root: &Root,
     wh: &Where,
     w: &Workload,
     obs: &mut dyn Observer,
@@ -612,13 +566,12 @@ fn measured_run(
     sample_ms: u64,
     own: &RunDelta,
 ) -> Result<RunDelta> {
-    let root = Root::host();
     let mut session = match w {
         Workload::Sql(_) => Some(plumb_engine::session(&wh.target).map_err(|e| anyhow!("{e}"))?),
         Workload::Cmd(_) => None,
     };
     let backend = session.as_ref().and_then(|s| s.local_pid());
-    let os_before = os_snapshot(&root, ctx, backend);
+    let os_before = os_snapshot(root, ctx, backend);
     let eng_before = obs.snapshot().map_err(|e| anyhow!("{e}"))?;
     let children_before = children_cpu();
     let sample = obs.samples_waits();
@@ -635,7 +588,7 @@ fn measured_run(
     // The statistics collector reports after the session goes idle.
     std::thread::sleep(Duration::from_millis(50));
     let eng_after = obs.snapshot().map_err(|e| anyhow!("{e}"))?;
-    let os_after = os_snapshot(&root, ctx, backend);
+    let os_after = os_snapshot(root, ctx, backend);
     let mut run = RunDelta {
         elapsed_s: elapsed.as_secs_f64(),
         ..Default::default()
@@ -657,11 +610,7 @@ fn measured_run(
 
 /// CPU seconds of this process's reaped children.
 fn children_cpu() -> f64 {
-    // SAFETY: getrusage fills the struct we own.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    plumb_sys::os::children_cpu_s()
 }
 
 /// An unmeasured run (warm-up).
@@ -706,12 +655,22 @@ fn execute<'a>(
             };
             let mut err = None;
             let mut cancelled = false;
-            while !done.load(Ordering::SeqCst) {
+            // The recorder's schedule: samples on time, not drifting by what each one costs.
+            let mut schedule = plumb_record::Schedule::new(sampler.every);
+            loop {
+                let due =
+                    schedule.wait(&|| done.load(Ordering::SeqCst) || (!cancelled && interrupted()));
+                if done.load(Ordering::SeqCst) {
+                    break;
+                }
                 if interrupted() && !cancelled {
                     if let Some(c) = &cancel {
                         c();
                     }
                     cancelled = true;
+                }
+                if !due {
+                    continue;
                 }
                 if sample && err.is_none() {
                     match sampler.obs.sample_waits(sampler.session) {
@@ -724,7 +683,7 @@ fn execute<'a>(
                         Err(e) => err = Some(e),
                     }
                 }
-                std::thread::sleep(sampler.every);
+                schedule.advance();
             }
             (sampler, if sample { Some((ws, err)) } else { None })
         });
@@ -772,8 +731,8 @@ fn run_body(wh: &Where, w: &Workload, session: Option<&mut (dyn Session + 'stati
                     return Ok(());
                 }
                 if interrupted() {
-                    // SAFETY: signalling our own child.
-                    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+                    // The signal plumb received (Ctrl-C, SIGTERM, SIGHUP) goes on to the command.
+                    plumb_load::signal::forward_to(child.id());
                     let _ = child.wait();
                     return Ok(());
                 }

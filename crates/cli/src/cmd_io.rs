@@ -298,67 +298,6 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
     Ok(j)
 }
 
-/// The storage section for a path (filesystem, device stack, write cache, FUA) and the device
-/// numbers of its whole disks, for block-layer tracing.
-pub fn storage_under(
-    path: &std::path::Path,
-) -> (
-    Option<plumb_analyze::os::StorageSection>,
-    Vec<plumb_sys::DevNum>,
-) {
-    let root = plumb_sys::Root::host();
-    let storage = plumb_sys::mount::read_mountinfo(&root, None)
-        .ok()
-        .and_then(|m| plumb_sys::snapshot::path_snapshot(&root, &m, path).ok());
-    let devs: Vec<plumb_sys::DevNum> = storage
-        .as_ref()
-        .and_then(|p| p.stack.as_ref())
-        .map(|st| {
-            st.disks
-                .iter()
-                .filter_map(|d| st.layer(d).and_then(|l| l.dev))
-                .collect()
-        })
-        .unwrap_or_default();
-    let uptime = plumb_sys::host::read(&root).ok().and_then(|h| h.uptime_s);
-    let storage = storage.map(|p| plumb_analyze::os::storage_section(&p, uptime));
-    (storage, devs)
-}
-
-/// Run every level `reps` times on prepared targets; `None` when interrupted (Ctrl-C).
-pub fn run_levels(
-    levels: &[(String, Option<f64>, Job)],
-    reps: u32,
-    safety: &Safety,
-    pb: &indicatif::ProgressBar,
-    what: &str,
-) -> Result<Option<Vec<plumb_analyze::sweep::Level>>> {
-    use plumb_analyze::sweep::{rep_of, Level};
-    let mut out_levels = Vec::new();
-    for (label, value, j) in levels {
-        let mut runs = Vec::new();
-        for rep in 0..reps {
-            pb.set_message(format!("{what}: level {label}, run {}/{reps}", rep + 1));
-            let targets = target::prepare(j, safety, &plumb_load::signal::stop_requested);
-            match targets.and_then(|t| plumb_load::run::run(j, &t)) {
-                Ok(r) => runs.push(rep_of(&r)),
-                Err(plumb_load::Error::Interrupted) => {
-                    pb.finish_and_clear();
-                    return Ok(None);
-                }
-                Err(e) => {
-                    pb.finish_and_clear();
-                    return Err(e.into());
-                }
-            }
-            pb.inc(1);
-        }
-        out_levels.push(Level::new(label.clone(), *value, runs));
-    }
-    pb.finish_and_clear();
-    Ok(Some(out_levels))
-}
-
 /// The command line as typed, quoted where a shell would need it, passwords masked (it goes
 /// into reports and recordings).
 pub fn command_line() -> String {
@@ -396,7 +335,9 @@ pub fn progress_bar(len: u64, msg: &str) -> indicatif::ProgressBar {
 /// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
 /// SIGTERM, 129 for SIGHUP), as a shell reports it.
 pub fn interrupted_code() -> i32 {
-    plumb_load::signal::exit_code_for(plumb_load::signal::received().unwrap_or(libc::SIGINT))
+    plumb_load::signal::exit_code_for(
+        plumb_load::signal::received().unwrap_or(plumb_load::signal::SIGINT),
+    )
 }
 
 /// Prepare targets, run, and return the raw result; created files are removed when this returns
@@ -501,7 +442,7 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         }
         block_sizes.push(v as u32);
     }
-    let (storage, devs) = storage_under(&a.path);
+    let (storage, devs) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), &a.path);
     let opts = plumb_load::durability::ProbeOptions {
         path: a.path.clone(),
         block_sizes,
@@ -537,7 +478,7 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
 }
 
 fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
-    use plumb_analyze::sweep::{find_knee, SweepKind, SweepReport};
+    use plumb_analyze::sweep::SweepKind;
     plumb_load::signal::install();
     if a.reps == 0 || a.reps > 100 {
         bail!("--reps {}: use 1 to 100", a.reps);
@@ -590,17 +531,10 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             }
             qds.sort_unstable();
             qds.dedup();
-            let v = qds
-                .into_iter()
-                .map(|q| {
-                    let mut j = base.clone();
-                    j.queue_depth = q;
-                    j.batch_complete = j.batch_complete.min(q);
-                    j.batch_submit = j.batch_submit.map(|b| b.min(q));
-                    (q.to_string(), Some(q as f64), j)
-                })
-                .collect();
-            (SweepKind::QueueDepth, v)
+            (
+                SweepKind::QueueDepth,
+                plumb_lab::sweep::qd_levels(&base, &qds),
+            )
         }
     };
     if levels.len() < 2 {
@@ -657,26 +591,30 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         }
     }
     let pb = progress_bar((levels.len() as u32 * a.reps) as u64, "plumb io sweep");
-    let out_levels = match run_levels(&levels, a.reps, &safety, &pb, "plumb io sweep")? {
-        Some(l) => l,
-        None => {
-            eprintln!("plumb: interrupted; files plumb created were removed");
-            return Ok(interrupted_code());
-        }
+    let command_line = command_line();
+    let mut done = 0;
+    let swept = plumb_lab::sweep::run(
+        plumb_lab::sweep::Sweep {
+            kind,
+            base: &base,
+            levels: &levels,
+            reps: a.reps,
+            safety: &safety,
+            command_line: &command_line,
+        },
+        &plumb_load::signal::stop_requested,
+        &mut |label, rep, reps| {
+            pb.set_position(done);
+            pb.set_message(format!("plumb io sweep: level {label}, run {rep}/{reps}"));
+            done += 1;
+        },
+    );
+    pb.finish_and_clear();
+    let Some(mut rep) = swept? else {
+        eprintln!("plumb: interrupted; files plumb created were removed");
+        return Ok(interrupted_code());
     };
     drop(scratch);
-    let mut out_levels = out_levels;
-    plumb_analyze::sweep::set_elasticity(&mut out_levels);
-    let knee = find_knee(&out_levels);
-    let mut rep = SweepReport {
-        command_line: command_line(),
-        sweep_over: kind,
-        job: base,
-        repetitions: a.reps,
-        levels: out_levels,
-        knee,
-        chart: None,
-    };
     if let Some(chart) = chart {
         let svg = plumb_report::io_render::sweep_chart(&rep);
         rep.chart = Some(chart.fill(svg.as_bytes())?);

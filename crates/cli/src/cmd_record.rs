@@ -1,14 +1,14 @@
 //! `plumb record`, `mark`, `report`, `plot`, `export`: 1-second recordings and their charts.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 use plumb_load::units::parse_duration;
 use plumb_report::record_render::{self, Run};
-use plumb_store::{Header, Kind, Mark, Writer};
-use plumb_sys::rawsample::{RawKind, Sampler, Scope};
+use plumb_store::Mark;
+use plumb_sys::rawsample::Scope;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub struct RecordArgs {
@@ -83,61 +83,8 @@ pub struct ExportArgs {
     pub list: bool,
 }
 
-pub(crate) fn now_unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
-
 fn default_out() -> PathBuf {
-    let secs = now_unix_ms() / 1000;
-    // UTC date and time without a date crate: days since the epoch to a civil date.
-    let days = (secs / 86400) as i64;
-    let (y, m, d) = civil(days);
-    let t = secs % 86400;
-    PathBuf::from(format!(
-        "plumb-{y:04}{m:02}{d:02}-{:02}{:02}{:02}.plumb",
-        t / 3600,
-        (t / 60) % 60,
-        t % 60
-    ))
-}
-
-/// Howard Hinnant's days-to-civil algorithm.
-pub(crate) fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z.rem_euclid(146097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
-
-/// A recording's header for a recording that starts now.
-pub fn new_header(
-    root: &plumb_sys::Root,
-    interval: Duration,
-    labels: std::collections::HashMap<String, String>,
-) -> Header {
-    let host = plumb_sys::host::read(root).ok();
-    Header {
-        format_version: plumb_store::FORMAT_VERSION,
-        plumb_version: plumb_report::PLUMB_VERSION.to_string(),
-        started_unix_ms: now_unix_ms(),
-        interval_ms: interval.as_millis() as u64,
-        hostname: host.as_ref().and_then(|h| h.hostname.clone()),
-        kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
-        cpus: plumb_sys::cpu::read_online_cpus(root).ok().flatten(),
-        clock_ticks_per_s: plumb_sys::host::clock_ticks_per_s(),
-        page_size_bytes: plumb_sys::host::page_size_bytes(),
-        command_line: crate::cmd_io::command_line(),
-        labels,
-    }
+    PathBuf::from(format!("plumb-{}.plumb", plumb_record::stamp()))
 }
 
 pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
@@ -156,7 +103,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
     }
     // The engine first: a wrong URL must not leave an empty recording behind.
-    let mut engine = crate::engine_rec::EngineSampler::new(match &a.engine {
+    let engine = plumb_record::EngineSampler::new(match &a.engine {
         None => None,
         Some(url) => {
             let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
@@ -185,17 +132,24 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             plumb_engine::redact(&a.cmd.join(" ")),
         );
     }
-    let header = new_header(&root, interval, labels);
-    let started = header.started_unix_ms;
     plumb_load::signal::install();
-    let mut child = None;
-    let mut scope = Scope {
-        pids: a.pids.clone(),
-    };
     // The file first: a bad --out must not leave the command running.
     plumb_report::out::check_new_file("--out", &out)?;
-    let mut w =
-        Writer::create(&out, &header).map_err(|e| anyhow!("--out {}: {e}", out.display()))?;
+    let mut rec = plumb_record::Collector::create(
+        &out,
+        root,
+        Scope {
+            pids: a.pids.clone(),
+        },
+        engine,
+        &plumb_record::Setup {
+            interval,
+            labels,
+            command_line: crate::cmd_io::command_line(),
+        },
+    )
+    .with_context(|| format!("--out {}", out.display()))?;
+    let mut child = None;
     if !a.cmd.is_empty() {
         let c = match std::process::Command::new(&a.cmd[0])
             .args(&a.cmd[1..])
@@ -203,23 +157,17 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         {
             Ok(c) => c,
             Err(e) => {
-                drop(w);
+                drop(rec);
                 let _ = std::fs::remove_file(&out);
                 bail!("cannot run {}: {e}", a.cmd[0]);
             }
         };
-        scope.pids.push(c.id());
-        child = Some(c);
-    }
-    if let Some(c) = &child {
-        plumb_store::append_mark(
-            &out,
-            &Mark {
-                t_ms: now_unix_ms().saturating_sub(started),
-                name: "command started".into(),
-                detail: Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))),
-            },
+        rec.add_pid(c.id());
+        rec.mark(
+            "command started",
+            Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))),
         )?;
+        child = Some(c);
     }
     eprintln!(
         "plumb: recording to {} every {:?}{}; Ctrl-C to stop",
@@ -227,97 +175,21 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         interval,
         duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
     );
-    let mut engine_gone = false;
-    let mut sampler = Sampler::new(root, scope);
-    let t0 = Instant::now();
-    let mut k: u32 = 0;
-    let mut samples = 0u64;
-    let mut late = 0u64;
+    let mut schedule = plumb_record::Schedule::new(interval);
     let mut exit_code = None;
-    loop {
-        // Drift-free: the k-th sample is due at start + k x interval; the actual time is stored.
-        let due = t0 + interval * k;
-        while Instant::now() < due {
-            if plumb_load::signal::stop_requested() {
-                break;
-            }
-            std::thread::sleep((due - Instant::now()).min(Duration::from_millis(100)));
-        }
-        if plumb_load::signal::stop_requested() {
-            break;
-        }
-        let t_ms = now_unix_ms().saturating_sub(started);
-        let (vals, gone) = sampler.take();
-        let engine_vals = engine.take();
-        let mut rows: Vec<(&str, Kind, u64)> = vals
-            .iter()
-            .map(|v| {
-                (
-                    v.name.as_str(),
-                    if v.kind == RawKind::Counter {
-                        Kind::Counter
-                    } else {
-                        Kind::Gauge
-                    },
-                    v.value,
-                )
-            })
-            .collect();
-        rows.extend(
-            engine_vals
-                .iter()
-                .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
-        );
-        w.sample(t_ms, &rows)?;
-        samples += 1;
-        // The engine going away (or coming back) is a mark, not an error: the host recording
-        // goes on.
-        if engine.failed.is_some() != engine_gone {
-            engine_gone = engine.failed.is_some();
-            plumb_store::append_mark(
-                &out,
-                &Mark {
-                    t_ms,
-                    name: if engine_gone {
-                        "engine unreachable".into()
-                    } else {
-                        "engine back".into()
-                    },
-                    detail: engine.failed.clone(),
-                },
-            )?;
-        }
-        for p in gone {
-            plumb_store::append_mark(
-                &out,
-                &Mark {
-                    t_ms,
-                    name: format!("PID {p} exited"),
-                    detail: None,
-                },
-            )?;
-        }
+    while schedule.wait(&plumb_load::signal::stop_requested) {
+        let t_ms = rec.tick()?;
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
                 exit_code = Some(exit_code_of(st));
-                plumb_store::append_mark(
-                    &out,
-                    &Mark {
-                        t_ms,
-                        name: "command exited".into(),
-                        detail: Some(format!("{st}")),
-                    },
-                )?;
+                rec.mark_at(t_ms, "command exited", Some(format!("{st}")))?;
                 break;
             }
         }
-        if duration.is_some_and(|d| t0.elapsed() >= d) {
+        if duration.is_some_and(|d| schedule.elapsed() >= d) {
             break;
         }
-        // Skip ticks we slept through (a suspended VM, an overloaded host) rather than bunch up.
-        let next = ((t0.elapsed().as_nanos() / interval.as_nanos()) as u32 + 1).max(k + 1);
-        late += (next - k - 1) as u64;
-        k = next;
+        schedule.advance();
     }
     if let Some(mut c) = child {
         if exit_code.is_none() {
@@ -345,22 +217,17 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
                     }
                 }
             };
-            let _ = plumb_store::append_mark(
-                &out,
-                &Mark {
-                    t_ms: now_unix_ms().saturating_sub(started),
-                    name: "command exited".into(),
-                    detail: Some(format!("{st}")),
-                },
-            );
+            let _ = rec.mark("command exited", Some(format!("{st}")));
             exit_code = Some(exit_code_of(st));
         }
     }
-    let per = w.bytes_written / samples.max(1);
+    let samples = rec.samples;
+    let per = rec.bytes_written() / samples.max(1);
+    let late = schedule.late;
     eprintln!(
         "plumb: {samples} samples in {} ({} bytes, about {} bytes per sample: {:.1} MB per day at this interval){}",
         out.display(),
-        w.bytes_written,
+        rec.bytes_written(),
         per,
         per as f64 * 86_400_000.0 / interval.as_millis() as f64 / 1e6,
         if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
@@ -370,7 +237,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {
     let rec = plumb_store::read(&a.file).map_err(|e| anyhow!("{e}"))?;
-    let t_ms = now_unix_ms().saturating_sub(rec.header.started_unix_ms);
+    let t_ms = plumb_record::now_unix_ms().saturating_sub(rec.header.started_unix_ms);
     plumb_store::append_mark(
         &a.file,
         &Mark {
@@ -414,13 +281,17 @@ fn label(r: &plumb_store::Recording, path: &Path, i: usize, n: usize) -> String 
     }
 }
 
+/// Recordings as runs, each under its label.
+fn runs_of<'a>(recs: &'a [plumb_store::Recording], files: &[PathBuf]) -> Vec<Run<'a>> {
+    recs.iter()
+        .enumerate()
+        .map(|(i, r)| Run::new(r, label(r, &files[i], i, recs.len())))
+        .collect()
+}
+
 pub fn report(a: &ReportArgs) -> Result<i32> {
     let recs = load(&a.files)?;
-    let runs: Vec<Run> = recs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len())))
-        .collect();
+    let runs = runs_of(&recs, &a.files);
     let dir = plumb_report::out::out_dir("--out", &a.out)?;
     let index = a.out.join("index.html");
     let html = record_render::html(&runs);
@@ -434,11 +305,7 @@ pub fn report(a: &ReportArgs) -> Result<i32> {
 
 pub fn plot(a: &PlotArgs) -> Result<i32> {
     let recs = load(&a.files)?;
-    let runs: Vec<Run> = recs
-        .iter()
-        .enumerate()
-        .map(|(i, r)| Run::new(r, label(r, &a.files[i], i, recs.len())))
-        .collect();
+    let runs = runs_of(&recs, &a.files);
     for m in &a.metrics {
         if !runs
             .iter()
@@ -496,15 +363,6 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
     }
     out.flush()?;
     Ok(0)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn civil_dates() {
-        assert_eq!(super::civil(0), (1970, 1, 1));
-        assert_eq!(super::civil(20779), (2026, 11, 22));
-    }
 }
 
 #[derive(Debug, Args)]

@@ -1,5 +1,6 @@
 //! The plumb command line: flag definitions and one module per subcommand. Glue only: the work
 //! happens in the reader, analysis and renderer crates.
+#![forbid(unsafe_code)]
 
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -16,7 +17,6 @@ mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
 mod docs;
-mod engine_rec;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -195,8 +195,8 @@ impl MariaObserver {
                 .and_then(|pf| std::fs::read_to_string(pf).ok())
                 .and_then(|p| p.trim().parse::<u32>().ok())
                 .filter(|pid| {
-                    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                        .is_ok_and(|c| matches!(c.trim(), "mariadbd" | "mysqld"))
+                    plumb_sys::process::comm(&plumb_sys::Root::host(), *pid)
+                        .is_some_and(|c| matches!(c.as_str(), "mariadbd" | "mysqld"))
                 })
         } else {
             None

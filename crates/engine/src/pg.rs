@@ -421,14 +421,9 @@ impl crate::Observer for PgObserver {
     }
     fn local_server_pid(&self) -> Option<u32> {
         let pid = self.own_pid()?;
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let ppid = stat
-            .rsplit_once(')')?
-            .1
-            .split_whitespace()
-            .nth(1)?
-            .parse()
-            .ok()?;
+        let ppid = plumb_sys::process::stat(&plumb_sys::Root::host(), pid)
+            .ok()?
+            .ppid;
         Some(ppid)
     }
     fn own_pid(&self) -> Option<u32> {
@@ -487,8 +482,8 @@ fn local_postgres(local: bool, pid: u32) -> Option<u32> {
     if !local {
         return None;
     }
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-    (comm.trim() == "postgres").then_some(pid)
+    let comm = plumb_sys::process::comm(&plumb_sys::Root::host(), pid)?;
+    (comm == "postgres").then_some(pid)
 }
 
 /// An error and its causes in one line ("error connecting to server: failed to lookup address").

@@ -117,51 +117,7 @@ pub fn find_bin() -> Result<PathBuf> {
     })
 }
 
-#[derive(Debug, Clone)]
-struct User {
-    name: String,
-    uid: u32,
-    gid: u32,
-}
-
-fn user_by_name(name: &str) -> Option<User> {
-    let c = std::ffi::CString::new(name).ok()?;
-    // SAFETY: getpwnam returns a pointer into static storage or null; we copy out at once.
-    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
-    if pw.is_null() {
-        return None;
-    }
-    // SAFETY: non-null passwd entry.
-    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
-    Some(User {
-        name: name.to_string(),
-        uid,
-        gid,
-    })
-}
-
-fn user_by_uid(uid: u32) -> Option<User> {
-    // SAFETY: getpwuid returns a pointer into static storage or null; we copy out at once.
-    let pw = unsafe { libc::getpwuid(uid) };
-    if pw.is_null() {
-        return None;
-    }
-    // SAFETY: non-null passwd entry with a NUL-terminated name.
-    let (name, gid) = unsafe {
-        (
-            std::ffi::CStr::from_ptr((*pw).pw_name)
-                .to_string_lossy()
-                .into_owned(),
-            (*pw).pw_gid,
-        )
-    };
-    Some(User { name, uid, gid })
-}
-
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
-}
+use plumb_sys::os::{euid, user_by_name, user_by_uid, User};
 
 /// The OS user that calls plumb (the only one the server admits).
 fn caller() -> Result<User> {
@@ -700,15 +656,8 @@ fn running_in(d: &InstanceDir) -> Option<Running> {
     let mut lines = text.lines();
     let pid = lines.next()?.trim().parse::<u32>().ok()?;
     // A live postgres process: not a zombie nobody reaped, not a reused PID.
-    let alive = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|st| {
-            let (head, rest) = st.rsplit_once(')')?;
-            let comm = head.split_once('(')?.1;
-            let state = rest.split_whitespace().next()?;
-            Some((comm == "postgres" || comm == "postmaster") && state != "Z")
-        })
-        .unwrap_or(false);
+    let alive = plumb_sys::process::stat(&plumb_sys::Root::host(), pid)
+        .is_ok_and(|st| (st.comm == "postgres" || st.comm == "postmaster") && st.state != 'Z');
     if !alive {
         return None;
     }

@@ -24,18 +24,7 @@ fn write(path: &Path, v: &str) -> Result<()> {
     std::fs::write(path, v).map_err(|e| Error::Refused(format!("{}: {e}", path.display())))
 }
 
-/// This process's cgroup path in a v1 hierarchy with `controller`, or in v2.
-fn own_path(v1_controller: Option<&str>) -> Option<String> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    text.lines().find_map(|l| {
-        let mut f = l.splitn(3, ':');
-        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
-        match v1_controller {
-            Some(c) => ctl.split(',').any(|x| x == c).then(|| path.to_string()),
-            None => ctl.is_empty().then(|| path.to_string()),
-        }
-    })
-}
+use plumb_sys::cgroup::own_path;
 
 impl LabCgroup {
     /// Create `name` under the hierarchies that have the controllers asked for, and move this

@@ -230,105 +230,6 @@ fn enter_cgroup(choice: &CgroupChoice) -> Result<Option<(CgroupGuard, Option<u64
     }
 }
 
-/// A zram swap device set up for the run; swapoff and reset on drop.
-struct Zram {
-    name: String,
-    hot_added: Option<u32>,
-    swapped_on: bool,
-}
-
-impl Drop for Zram {
-    fn drop(&mut self) {
-        let dev = format!("/dev/{}", self.name);
-        if self.swapped_on {
-            if let Ok(c) = std::ffi::CString::new(dev.clone()) {
-                // SAFETY: valid path.
-                unsafe {
-                    libc::swapoff(c.as_ptr());
-                }
-            }
-        }
-        let _ = std::fs::write(format!("/sys/block/{}/reset", self.name), "1");
-        if let Some(id) = self.hot_added {
-            let _ = std::fs::write("/sys/class/zram-control/hot_remove", id.to_string());
-        }
-    }
-}
-
-/// swapon(2): use the priority in the low bits (linux/swap.h).
-const SWAP_FLAG_PREFER: libc::c_int = 0x8000;
-
-fn setup_zram(size: u64) -> Result<Zram> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err(Error::Refused(
-            "--swap zram: setting up swap needs root".into(),
-        ));
-    }
-    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
-    // An unused zram device (disksize 0, not swap), else a new one.
-    let mut found = None;
-    if let Ok(rd) = std::fs::read_dir("/sys/block") {
-        let mut names: Vec<String> = rd
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("zram"))
-            .collect();
-        names.sort();
-        for n in names {
-            let ds =
-                std::fs::read_to_string(format!("/sys/block/{n}/disksize")).unwrap_or_default();
-            if ds.trim() == "0" && !swaps.contains(&format!("/dev/{n} ")) {
-                found = Some((n, None));
-                break;
-            }
-        }
-    }
-    if found.is_none() {
-        if let Ok(id) = std::fs::read_to_string("/sys/class/zram-control/hot_add") {
-            if let Ok(id) = id.trim().parse::<u32>() {
-                found = Some((format!("zram{id}"), Some(id)));
-            }
-        }
-    }
-    let Some((name, hot)) = found else {
-        return Err(Error::Refused(
-            "--swap zram: no free zram device (is the zram module loaded? modprobe zram)".into(),
-        ));
-    };
-    let mut z = Zram {
-        name: name.clone(),
-        hot_added: hot,
-        swapped_on: false,
-    };
-    let sys = PathBuf::from(format!("/sys/block/{name}"));
-    // lz4 where offered: fast, and random data does not compress whatever the algorithm.
-    let _ = std::fs::write(sys.join("comp_algorithm"), "lz4");
-    write_file(&sys.join("disksize"), &size.to_string())?;
-    let dev = format!("/dev/{name}");
-    let out = std::process::Command::new("mkswap")
-        .arg(&dev)
-        .output()
-        .map_err(|e| Error::Refused(format!("--swap zram: cannot run mkswap (util-linux): {e}")))?;
-    if !out.status.success() {
-        return Err(Error::Refused(format!(
-            "--swap zram: mkswap {dev} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
-    let c = std::ffi::CString::new(dev.clone()).expect("no NUL");
-    // SAFETY: valid path; priority flag as swapon(2) documents.
-    let r = unsafe { libc::swapon(c.as_ptr(), SWAP_FLAG_PREFER | 100) };
-    if r != 0 {
-        return Err(Error::Refused(format!(
-            "--swap zram: swapon {dev}: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    z.swapped_on = true;
-    Ok(z)
-}
-
 /// VmRSS, RssAnon, RssShmem, VmSwap and smaps_rollup Swap of this process.
 type OwnNumbers = (
     Option<u64>,
@@ -339,16 +240,7 @@ type OwnNumbers = (
 );
 
 fn own_numbers() -> OwnNumbers {
-    let root = plumb_sys::Root::host();
-    let pid = std::process::id();
-    let st = root
-        .read(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|t| plumb_sys::process::parse_status(Path::new("status"), &t).ok());
-    let sm = root
-        .read(format!("/proc/{pid}/smaps_rollup"))
-        .ok()
-        .and_then(|t| plumb_sys::process::parse_smaps_rollup(Path::new("smaps_rollup"), &t).ok());
+    let (st, sm) = plumb_sys::process::read_memory(&plumb_sys::Root::host(), std::process::id());
     (
         st.as_ref().and_then(|s| s.vm_rss_bytes),
         st.as_ref().and_then(|s| s.rss_anon_bytes),
@@ -374,7 +266,7 @@ pub fn run(
     // Order matters for cleanup: drop runs in reverse, so memory is freed first, then we leave
     // the cgroup, then swap is turned off.
     let _zram = match o.zram_swap {
-        Some(s) => Some(setup_zram(s)?),
+        Some(s) => Some(plumb_sys::zram::Zram::setup(s).map_err(Error::Refused)?),
         None => None,
     };
     let cg = enter_cgroup(&o.cgroup)?;

@@ -267,11 +267,7 @@ fn mounted_at(rdev: u64) -> Option<String> {
 
 /// Bytes free for an unprivileged writer on the filesystem holding `dir`.
 pub fn free_bytes(dir: &Path) -> Option<u64> {
-    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: valid path and output struct.
-    (unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0)
-        .then(|| s.f_bavail as u64 * s.f_frsize as u64)
+    plumb_sys::os::free_bytes(dir)
 }
 
 fn open_flags(job: &Job) -> i32 {

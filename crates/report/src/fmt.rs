@@ -3,7 +3,7 @@
 /// What a missing value prints as: unknown is not zero.
 pub const UNKNOWN: &str = "unknown";
 
-pub use plumb_analyze::units::bytes;
+pub use plumb_analyze::units::{bytes, duration};
 
 pub fn opt_bytes(b: Option<u64>) -> String {
     b.map(bytes).unwrap_or_else(|| UNKNOWN.to_string())
@@ -26,26 +26,8 @@ pub fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
         .unwrap_or_else(|| UNKNOWN.to_string())
 }
 
-/// A span of seconds: `45 s`, `12 min`, `3 h 05 min`, `4 d 02 h`.
-pub fn duration(s: f64) -> String {
-    if !s.is_finite() || s < 0.0 {
-        return UNKNOWN.to_string();
-    }
-    let t = s as u64;
-    if s < 1.0 {
-        format!("{:.0} ms", s * 1000.0)
-    } else if t < 120 {
-        format!("{s:.1} s")
-    } else if t < 3600 {
-        format!("{} min", t / 60)
-    } else if t < 86400 {
-        format!("{} h {:02} min", t / 3600, (t % 3600) / 60)
-    } else {
-        format!("{} d {:02} h", t / 86400, (t % 86400) / 3600)
-    }
-}
-
-/// A latency: `0.42 ms`, `12.3 ms`, `1.20 s`.
+/// A latency in seconds: `0.42 ms`, `12.3 ms`, `1.20 s`. The one latency format: every
+/// renderer's times go through here (or [`latency_ms`] when the figure is in milliseconds).
 pub fn ms(s: f64) -> String {
     let m = s * 1000.0;
     if m >= 1000.0 {
@@ -55,6 +37,11 @@ pub fn ms(s: f64) -> String {
     } else {
         format!("{m:.2} ms")
     }
+}
+
+/// A latency in milliseconds, formatted as [`ms`].
+pub fn latency_ms(m: f64) -> String {
+    ms(m / 1000.0)
 }
 
 pub fn yes_no(b: Option<bool>) -> &'static str {

@@ -22,7 +22,9 @@ impl Render for IoReport {
 
 const MIB: f64 = 1048576.0;
 
-fn ms(v: Option<f64>) -> String {
+/// A latency column in milliseconds without its unit (the header carries it), as diskspd
+/// prints it: `N/A` where there is no figure.
+fn ms_column(v: Option<f64>) -> String {
     v.map(|s| format!("{:.3}", s * 1e3))
         .unwrap_or_else(|| "N/A".into())
 }
@@ -255,8 +257,8 @@ fn write_table(
             r.ios,
             r.bytes_per_s / MIB,
             r.iops,
-            ms(r.lat_mean_s),
-            ms(r.lat_stddev_s),
+            ms_column(r.lat_mean_s),
+            ms_column(r.lat_stddev_s),
             match (show_target, r.target) {
                 (true, Some(t)) => format!(" | {t}"),
                 _ => String::new(),
@@ -282,9 +284,9 @@ fn write_percentiles(out: &mut dyn Write, rows: &[PercentileRow], what: &str) ->
             out,
             "{:>7} | {:>10} | {:>10} | {:>10}",
             p.label,
-            ms(p.read_s),
-            ms(p.write_s),
-            ms(p.total_s)
+            ms_column(p.read_s),
+            ms_column(p.write_s),
+            ms_column(p.total_s)
         )?;
     }
     writeln!(out, "(N/A: no I/Os of that kind, or too few to support the percentile: the 99.9th needs 1,000, 8-nines 100,000,000)")?;

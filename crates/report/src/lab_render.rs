@@ -1,7 +1,7 @@
 //! `plumb lab`'s summary (text), report.json and index.html. Both text and HTML are drawn from
 //! the same tables, so they always say the same thing.
 
-use crate::fmt::{bytes, duration, UNKNOWN};
+use crate::fmt::{bytes, duration, latency_ms, ms, UNKNOWN};
 use crate::record_render::{charts_html, esc, page, Run};
 use crate::Render;
 use plumb_analyze::lab::{LabReport, Latency, Severity};
@@ -24,17 +24,7 @@ struct Table {
     notes: Vec<String>,
 }
 
-fn ms(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{v:.0} ms")
-    } else if v >= 1.0 {
-        format!("{v:.1} ms")
-    } else {
-        format!("{:.0} µs", v * 1000.0)
-    }
-}
-
-fn opt_ms(v: Option<f64>) -> String {
+fn opt_latency_ms(v: Option<f64>) -> String {
     v.map(ms).unwrap_or_else(|| "-".into())
 }
 
@@ -51,10 +41,10 @@ fn count(v: f64) -> String {
 fn lat_cols(l: &Option<Latency>) -> [String; 4] {
     match l {
         Some(l) => [
-            ms(l.p50_ms),
-            opt_ms(l.p95_ms),
-            opt_ms(l.p99_ms),
-            ms(l.max_ms),
+            latency_ms(l.p50_ms),
+            opt_latency_ms(l.p95_ms),
+            opt_latency_ms(l.p99_ms),
+            latency_ms(l.max_ms),
         ],
         None => ["-".into(), "-".into(), "-".into(), "-".into()],
     }
@@ -145,12 +135,8 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     bytes(m.block_size as u64),
                     if m.durable { "yes" } else { "no" }.into(),
                     count(m.writes_per_s),
-                    m.mean_s
-                        .map(|s| ms(s * 1000.0))
-                        .unwrap_or_else(|| "-".into()),
-                    m.p99_s
-                        .map(|s| ms(s * 1000.0))
-                        .unwrap_or_else(|| "-".into()),
+                    m.mean_s.map(ms).unwrap_or_else(|| "-".into()),
+                    m.p99_s.map(ms).unwrap_or_else(|| "-".into()),
                     m.device
                         .as_ref()
                         .map(|c| {
@@ -202,11 +188,11 @@ fn tables(r: &LabReport) -> Vec<Table> {
                         .unwrap_or_else(|| "-".into()),
                     l.lat_mean_s
                         .as_ref()
-                        .map(|x| ms(x.median * 1000.0))
+                        .map(|x| ms(x.median))
                         .unwrap_or_else(|| "-".into()),
                     l.lat_p99_s
                         .as_ref()
-                        .map(|x| ms(x.median * 1000.0))
+                        .map(|x| ms(x.median))
                         .unwrap_or_else(|| "-".into()),
                     // Throughput that did not move makes the ratio meaningless.
                     match l.latency_elasticity {
@@ -231,7 +217,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 q.queue_depth,
                 bytes(q.bytes_per_s as u64),
                 q.lat_mean_ms
-                    .map(|m| format!(", {} mean", ms(m)))
+                    .map(|m| format!(", {} mean", latency_ms(m)))
                     .unwrap_or_default()
             ));
         }
@@ -303,15 +289,15 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     l.iterations.to_string(),
                     l.insert_ms
                         .as_ref()
-                        .map(|x| ms(x.p50_ms))
+                        .map(|x| latency_ms(x.p50_ms))
                         .unwrap_or_else(|| "-".into()),
                     l.checkpoint_ms
                         .as_ref()
-                        .map(|x| ms(x.p50_ms))
+                        .map(|x| latency_ms(x.p50_ms))
                         .unwrap_or_else(|| "-".into()),
                     l.checkpoint_ms
                         .as_ref()
-                        .map(|x| ms(x.max_ms))
+                        .map(|x| latency_ms(x.max_ms))
                         .unwrap_or_else(|| "-".into()),
                     if l.commit.is_some() {
                         c[0].clone()
@@ -394,7 +380,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                         _ => "-".into(),
                     },
                     opt1(w.disk_queue_mean, ""),
-                    opt_ms(w.disk_write_await_ms),
+                    opt_latency_ms(w.disk_write_await_ms),
                     opt1(w.disk_util_pct, "%"),
                     w.swap_in_bytes_per_s_max
                         .map(|b| format!("{}/s", bytes(b as u64)))

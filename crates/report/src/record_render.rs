@@ -90,13 +90,15 @@ fn byte_rate(v: f64) -> String {
     format!("{}/s", bytes(v.max(0.0) as u64))
 }
 
-fn ms(v: f64) -> String {
-    if v == 0.0 || v >= 1.0 {
-        format!("{v:.1} ms")
-    } else if v >= 0.1 {
-        format!("{v:.2} ms")
-    } else {
-        format!("{v:.3} ms")
+/// A stacked area on the left axis.
+fn area(name: &str, color: &'static str, points: Vec<(f64, f64)>) -> TimeSeries {
+    TimeSeries {
+        name: name.into(),
+        color,
+        dashed: false,
+        draw: Draw::Area,
+        right: false,
+        points,
     }
 }
 
@@ -129,14 +131,7 @@ fn cpu_chart(r: &Run) -> Option<String> {
     let mut series = Vec::new();
     for (n, c) in parts {
         if let Some(p) = r.points(&format!("cpu.all.{n}_pct")) {
-            series.push(TimeSeries {
-                name: n.into(),
-                color: c,
-                dashed: false,
-                draw: Draw::Area,
-                right: false,
-                points: p,
-            });
+            series.push(area(n, c, p));
         }
     }
     if series.is_empty() {
@@ -175,14 +170,7 @@ fn mem_chart(r: &Run) -> Option<String> {
     let mut series = Vec::new();
     for (n, m, c) in parts {
         if let Some(p) = r.points(m) {
-            series.push(TimeSeries {
-                name: n.into(),
-                color: c,
-                dashed: false,
-                draw: Draw::Area,
-                right: false,
-                points: p,
-            });
+            series.push(area(n, c, p));
         }
     }
     if series.is_empty() {
@@ -259,7 +247,7 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
         series,
         marks: overlay_marks(runs),
         y_fmt: byte_rate,
-        y2_fmt: ms,
+        y2_fmt: crate::fmt::latency_ms,
     }))
 }
 

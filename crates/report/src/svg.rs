@@ -55,6 +55,28 @@ const R: f64 = 30.0;
 const T: f64 = 70.0;
 const B: f64 = 60.0;
 
+/// The chart's frame, the same for every chart: the SVG element, a white background, the title
+/// and the subtitle.
+fn frame(title: &str, subtitle: &str) -> String {
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
+    );
+    let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##,
+        esc(title)
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{L}" y="44" fill="#555">{}</text>"##,
+        esc(subtitle)
+    );
+    s
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -181,22 +203,7 @@ pub fn render(c: &Chart) -> String {
     let px = |v: f64| L + xa.frac(v) * pw;
     let py = |v: f64| T + ph - ya.frac(v) * ph;
 
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(
-        s,
-        r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##,
-        esc(&c.title)
-    );
-    let _ = write!(
-        s,
-        r##"<text x="{L}" y="44" fill="#555">{}</text>"##,
-        esc(&c.subtitle)
-    );
+    let mut s = frame(&c.title, &c.subtitle);
     // Grid and ticks.
     for t in xa.ticks() {
         let x = px(t);
@@ -581,22 +588,7 @@ pub fn render_time(c: &TimeChart) -> String {
     let px = |t: f64| L + (t - t0) / (t1 - t0) * pw;
     let py = |a: &Axis, v: f64| T + ph - a.frac(v).clamp(-0.02, 1.02) * ph;
 
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" viewBox="0 0 {W} {H}" font-family="sans-serif" font-size="12">"##
-    );
-    let _ = write!(s, r##"<rect width="{W}" height="{H}" fill="#ffffff"/>"##);
-    let _ = write!(
-        s,
-        r##"<text x="{L}" y="24" font-size="16" font-weight="bold">{}</text>"##,
-        esc(&c.title)
-    );
-    let _ = write!(
-        s,
-        r##"<text x="{L}" y="44" fill="#555">{}</text>"##,
-        esc(&c.subtitle)
-    );
+    let mut s = frame(&c.title, &c.subtitle);
     for t in time_ticks(t0, t1) {
         let x = px(t);
         let _ = write!(

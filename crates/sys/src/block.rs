@@ -350,6 +350,22 @@ pub fn resolve_stack(root: &Root, top: &str) -> Result<DeviceStack> {
     Ok(stack)
 }
 
+/// The block devices that are disks (not loop, ram or zram devices), by name, sorted.
+pub fn whole_disks(root: &Root) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(root.path("/sys/block"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| {
+                    !n.starts_with("loop") && !n.starts_with("ram") && !n.starts_with("zram")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;

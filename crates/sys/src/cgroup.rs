@@ -743,6 +743,19 @@ pub fn read_for_process(
     out
 }
 
+/// This process's cgroup path in a v1 hierarchy with `v1_controller`, or in v2 (None).
+pub fn own_path(v1_controller: Option<&str>) -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.splitn(3, ':');
+        let (_, ctl, path) = (f.next()?, f.next()?, f.next()?);
+        match v1_controller {
+            Some(c) => ctl.split(',').any(|x| x == c).then(|| path.to_string()),
+            None => ctl.is_empty().then(|| path.to_string()),
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

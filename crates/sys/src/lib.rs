@@ -18,12 +18,14 @@ pub mod host;
 pub mod mem;
 pub mod memsnap;
 pub mod mount;
+pub mod os;
 pub mod pressure;
 pub mod process;
 pub mod rawsample;
 pub mod smaps;
 pub mod snapshot;
 pub mod tracefs;
+pub mod zram;
 
 /// Errors from the readers. Every variant names the file it concerns.
 #[derive(Debug, thiserror::Error)]

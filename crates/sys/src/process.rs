@@ -2,7 +2,7 @@
 
 use crate::{for_each_colon_line, parse_err, parse_kb_bytes, parse_u64, Error, Result, Root};
 use serde::Serialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Memory and identity from /proc/PID/status, in bytes. Kernel threads have no `Vm*` lines,
 /// so those fields are `None` for them.
@@ -132,6 +132,9 @@ pub struct ProcStat {
     pub major_faults: u64,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
+    /// CPU of children that have exited and been waited for (parallel workers, helpers).
+    pub cutime_ticks: Option<u64>,
+    pub cstime_ticks: Option<u64>,
     pub num_threads: u64,
     pub start_time_ticks: u64,
     pub vsize_bytes: u64,
@@ -165,6 +168,8 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<ProcStat> {
         major_faults: field(12)?,
         utime_ticks: field(14)?,
         stime_ticks: field(15)?,
+        cutime_ticks: field(16).ok(),
+        cstime_ticks: field(17).ok(),
         num_threads: field(20)?,
         start_time_ticks: field(22)?,
         vsize_bytes: field(23)?,
@@ -390,6 +395,76 @@ pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
         cgroups,
         missing,
     })
+}
+
+/// /proc/PID/stat of one process.
+pub fn stat(root: &Root, pid: u32) -> Result<ProcStat> {
+    let path = format!("/proc/{pid}/stat");
+    parse_stat(&root.path(&path), &root.read(&path)?)
+}
+
+/// /proc/PID/io of one process (root or the process's owner).
+pub fn io(root: &Root, pid: u32) -> Result<ProcIo> {
+    let path = format!("/proc/{pid}/io");
+    parse_io(&root.path(&path), &root.read(&path)?)
+}
+
+/// The process's name (comm), as the kernel keeps it (15 characters at most).
+pub fn comm(root: &Root, pid: u32) -> Option<String> {
+    root.read(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|t| t.trim_end_matches('\n').to_string())
+}
+
+/// The process's working directory (root or its owner).
+pub fn cwd(root: &Root, pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(root.path(format!("/proc/{pid}/cwd"))).ok()
+}
+
+/// /proc/PID/status and smaps_rollup, whichever can be read.
+pub fn read_memory(root: &Root, pid: u32) -> (Option<Status>, Option<SmapsRollup>) {
+    let status = root
+        .read(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|t| parse_status(Path::new("status"), &t).ok());
+    let smaps = root
+        .read(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|t| parse_smaps_rollup(Path::new("smaps_rollup"), &t).ok());
+    (status, smaps)
+}
+
+/// The PIDs of the processes whose parent is `pid` (one level).
+pub fn children(root: &Root, pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(root.path("/proc")) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if stat(root, p).is_ok_and(|st| st.ppid == pid) {
+            out.push(p);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Scheduler statistics of each of the process's threads (time on CPU, time waiting for one).
+pub fn thread_schedstats(root: &Root, pid: u32) -> Vec<TaskSchedstat> {
+    let dir = format!("/proc/{pid}/task");
+    let Ok(rd) = std::fs::read_dir(root.path(&dir)) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter_map(|t| {
+            let tid = t.file_name().to_str()?.parse::<u32>().ok()?;
+            let path = format!("{dir}/{tid}/schedstat");
+            parse_schedstat(&root.path(&path), &root.read(&path).ok()?).ok()
+        })
+        .collect()
 }
 
 #[cfg(test)]

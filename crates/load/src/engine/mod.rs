@@ -133,10 +133,10 @@ impl Slots {
         &mut self.mem.as_mut_slice()[s..s + b]
     }
 
+    /// The slot's buffer as a pointer for the kernel (io_uring, iovecs); a slot out of range
+    /// panics here, through the bounds check of `get`, instead of pointing past the buffer.
     pub fn ptr(&mut self, slot: u32) -> *mut u8 {
-        // SAFETY: slot < count, checked by callers through get() in debug use; the offset stays
-        // inside the allocation.
-        unsafe { self.mem.as_mut_ptr().add(slot as usize * self.block) }
+        self.get(slot).as_mut_ptr()
     }
 
     pub fn iovecs(&mut self, count: u32) -> Vec<libc::iovec> {
@@ -177,5 +177,20 @@ pub(crate) fn sync_fd(fd: RawFd, call: SyncCall) -> io::Result<()> {
         Ok(())
     } else {
         Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn slot_pointers_stay_inside_the_buffer() {
+        let mut s = super::Slots::new(4, 4096);
+        let base = s.ptr(0) as usize;
+        // Aligned for O_DIRECT, one block apart.
+        assert_eq!(base % 4096, 0);
+        assert_eq!(s.ptr(3) as usize - base, 3 * 4096);
+        // A slot past the end is a panic, not a pointer past the buffer.
+        let past = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.ptr(4)));
+        assert!(past.is_err());
     }
 }

@@ -1,0 +1,93 @@
+//! What one durable write costs where the data and WAL live: the durability probe, and whether
+//! data and WAL share a device.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::{Interrupted, Plan};
+use anyhow::Result;
+use plumb_analyze::lab::{Finding, LabReport, Severity};
+use plumb_record::PhaseKind;
+use std::time::Duration;
+
+#[derive(Default)]
+pub struct Durability {
+    /// The data's disks, filesystem source and type, when the WAL is on the same disks.
+    shared: Option<(Vec<String>, String, String)>,
+}
+
+impl Experiment for Durability {
+    fn name(&self) -> &'static str {
+        "durability"
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        // Five modes, a warm-up each.
+        (plan.durability_per_mode + Duration::from_millis(200)) * 5
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        cx.progress.step("durability: what one durable write costs");
+        let phase = cx
+            .recorder
+            .begin("durability probe", PhaseKind::Probe, None);
+        let probe = plumb_load::durability::run_probe(
+            &plumb_load::durability::ProbeOptions {
+                // The work directory: on the data's filesystem for the private instance.
+                path: cx.work.clone(),
+                block_sizes: vec![8192],
+                per_mode: cx.plan.durability_per_mode,
+                warmup: Duration::from_millis(200),
+                trace_devs: cx.trace_devs.clone(),
+                keep: false,
+            },
+            &|_, _, _| {},
+        );
+        let wal = cx.data_dir.join("pg_wal");
+        let report = match probe {
+            Ok(p) => plumb_analyze::durability::build(
+                &p,
+                if cx.server.is_private() {
+                    wal.clone()
+                } else {
+                    cx.work.clone()
+                },
+                cx.storage.clone(),
+                cx.plan.durability_per_mode.as_secs_f64(),
+            ),
+            Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("durability probe in {}", cx.work.display())))
+            }
+        };
+        // Where pg_wal really is (a link to another disk is the usual way to split them).
+        let data_visible = cx.server.data_dir.as_ref().is_some_and(|d| d.exists());
+        if data_visible && wal.exists() {
+            let (wal_storage, _) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), &wal);
+            if let (Some(d), Some(w)) = (&cx.storage, &wal_storage) {
+                if !d.disks.is_empty() && d.disks == w.disks {
+                    self.shared = Some((d.disks.clone(), d.source.clone(), d.fs_type.clone()));
+                }
+            }
+        }
+        Ok(Outcome {
+            section: Section::Durability(report),
+            phases: vec![cx.recorder.end(phase)],
+        })
+    }
+
+    fn findings(&self, r: &LabReport) -> Vec<Finding> {
+        let Some((disks, source, fs)) = &self.shared else {
+            return Vec::new();
+        };
+        vec![Finding::new(
+            Severity::Info,
+            "data-and-wal-on-one-device",
+            format!(
+                "data and WAL share {}: commits (WAL flushes) and checkpoints (data writes) queue on one device; a log on a disk of its own takes the commits out of the checkpoints' way",
+                disks.join(", ")
+            ),
+        )
+        .number("disks", disks.len() as f64)
+        .evidence(vec![format!("{} is on {source} ({fs})", r.data_dir.display())])]
+    }
+}

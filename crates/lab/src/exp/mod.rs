@@ -1,0 +1,372 @@
+//! Experiments: units of the lab behind one trait. Each says whether it can run here (and why
+//! not), how many progress steps it takes, runs into a typed [`Section`] with its [`Phase`]s,
+//! and owns the finding rules about what it measured. A new experiment is a file here and one
+//! line in [`registered`].
+
+mod durability;
+mod loops;
+mod pgbench;
+mod pressure;
+mod storage;
+mod throttle;
+
+#[cfg(test)]
+mod tests;
+
+use crate::pgbench::PgbenchRun;
+use crate::resources::{Resources, ScratchDb};
+use crate::server::Server;
+use crate::{Config, Interrupted, Plan, Progress};
+use anyhow::{Context as _, Result};
+use plumb_analyze::durability::DurabilityReport;
+use plumb_analyze::lab::{Finding, LabReport, LoopResult, Pgbench, SeqRead};
+use plumb_analyze::mem::Assumption;
+use plumb_analyze::os::{OsReport, StorageSection};
+use plumb_analyze::sweep::SweepReport;
+use plumb_record::{Background, Phase};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub trait Experiment {
+    /// What it is, in a few words.
+    fn name(&self) -> &'static str;
+    /// Progress steps it reports when it runs.
+    fn steps(&self) -> u32 {
+        1
+    }
+    /// Why it cannot run here (for the report's "not run" list), or None.
+    fn precondition(&self, _cx: &Context) -> Option<String> {
+        None
+    }
+    /// How long it takes with this plan, at most (for estimates).
+    fn budget(&self, plan: &Plan) -> Duration;
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome>;
+    /// Its findings, from the finished report (windows included).
+    fn findings(&self, _r: &LabReport) -> Vec<Finding> {
+        Vec::new()
+    }
+}
+
+/// The lab's experiments for this config, in the order they run.
+pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
+    let mut v: Vec<Box<dyn Experiment>> = vec![
+        Box::new(durability::Durability::default()),
+        Box::new(storage::Storage),
+        Box::new(pgbench::Pgbench),
+        Box::new(loops::Loops),
+    ];
+    if let Some(size) = config.pressure {
+        v.push(Box::new(pressure::Pressure { size }));
+    }
+    if let Some(rates) = &config.throttle_writes {
+        v.push(Box::new(throttle::Throttle {
+            rates: rates.clone(),
+        }));
+    }
+    v
+}
+
+/// What an experiment found.
+pub enum Section {
+    Durability(DurabilityReport),
+    Storage {
+        sweep: SweepReport,
+        seq_read: SeqRead,
+    },
+    Pgbench(Pgbench),
+    Loops(Vec<LoopResult>),
+    /// Runs of the workload under a changed condition (pressure, throttle).
+    Experiments(Vec<plumb_analyze::lab::Experiment>),
+}
+
+pub struct Outcome {
+    pub section: Section,
+    pub phases: Vec<Phase>,
+}
+
+/// The sections so far (later experiments compare against earlier ones).
+#[derive(Default)]
+pub struct Results {
+    pub durability: Option<DurabilityReport>,
+    pub sweep: Option<SweepReport>,
+    pub seq_read: Option<SeqRead>,
+    pub pgbench: Option<Pgbench>,
+    pub loops: Vec<LoopResult>,
+    pub experiments: Vec<plumb_analyze::lab::Experiment>,
+}
+
+impl Results {
+    pub fn apply(&mut self, s: Section) {
+        match s {
+            Section::Durability(d) => self.durability = Some(d),
+            Section::Storage { sweep, seq_read } => {
+                self.sweep = Some(sweep);
+                self.seq_read = Some(seq_read);
+            }
+            Section::Pgbench(p) => self.pgbench = Some(p),
+            Section::Loops(l) => self.loops.extend(l),
+            Section::Experiments(e) => self.experiments.extend(e),
+        }
+    }
+}
+
+/// The lab's database for the workloads, once created.
+pub struct LabDatabase {
+    pub target: plumb_engine::Target,
+    pub pgbench: PgbenchRun,
+}
+
+/// What the experiments share: the plan, the server, where things are, the recorder, the
+/// resources, and the results so far.
+pub struct Context<'a> {
+    pub config: &'a Config,
+    pub plan: Plan,
+    pub server: Server,
+    pub work: PathBuf,
+    /// Where the data is when this host can see it; else where plumb probes.
+    pub data_dir: PathBuf,
+    pub host: OsReport,
+    pub memory: Option<Assumption>,
+    /// The data's filesystem and device stack, and its whole disks for block tracing.
+    pub storage: Option<StorageSection>,
+    pub trace_devs: Vec<plumb_sys::DevNum>,
+    /// The data's (first) whole disk.
+    pub disk: Option<String>,
+    pub recorder: Background,
+    pub resources: &'a mut Resources,
+    pub results: Results,
+    /// Steps not run, and why.
+    pub skipped: Vec<String>,
+    pub cancel: &'a dyn Fn() -> bool,
+    pub progress: Progress<'a>,
+    pgbench_bin: PathBuf,
+    lab_db: Option<LabDatabase>,
+}
+
+pub(crate) struct Setup<'a> {
+    pub config: &'a Config,
+    pub plan: Plan,
+    pub server: Server,
+    pub work: PathBuf,
+    pub pgbench_bin: PathBuf,
+    pub cancel: &'a dyn Fn() -> bool,
+    pub progress: Progress<'a>,
+    pub resources: &'a mut Resources,
+}
+
+impl<'a> Context<'a> {
+    /// Read the host and the storage under the data, and start the recording.
+    pub(crate) fn new(s: Setup<'a>) -> Result<Context<'a>> {
+        let root = plumb_sys::Root::host();
+        let pids: Vec<u32> = s.server.local_pid.into_iter().collect();
+        let data_dir = s
+            .server
+            .data_dir
+            .clone()
+            .filter(|d| d.exists())
+            .unwrap_or_else(|| s.work.clone());
+        let sample = plumb_sys::snapshot::collect(&root, &pids, Some(&data_dir))
+            .context("reading the host")?;
+        let host =
+            plumb_analyze::os::build(&sample, plumb_sys::host::page_size_bytes().unwrap_or(4096));
+        let memory = {
+            let kind = s.server.mem_kind();
+            let settings = plumb_sys::engine_conf::read(&root, kind, s.server.local_pid);
+            let total = host.memory.total_bytes.unwrap_or(0);
+            let limit = host
+                .processes
+                .iter()
+                .find(|p| p.role != "plumb")
+                .or(host.processes.first())
+                .and_then(|p| p.memory_limit_bytes);
+            (total > 0).then(|| {
+                plumb_analyze::mem::assume(kind, total, limit, host.cgroup_mode, &settings)
+            })
+        };
+        let (storage, trace_devs) = plumb_analyze::os::storage_under(&root, &data_dir);
+        let disk = storage.as_ref().and_then(|st| st.disks.first().cloned());
+        let mut skipped = Vec::new();
+        if s.server.private.is_none() {
+            let (probe_storage, _) = plumb_analyze::os::storage_under(&root, &s.work);
+            let here = probe_storage.as_ref().map(|st| st.disks.clone());
+            let there = storage.as_ref().map(|st| st.disks.clone());
+            let visible = s.server.data_dir.as_ref().is_some_and(|d| d.exists());
+            if visible && here != there {
+                skipped.push(format!(
+                    "the storage probes ran in {} (disks {}), not on the server's data disks ({}): pass --dir on the data's filesystem to probe those",
+                    s.work.display(),
+                    here.unwrap_or_default().join(", "),
+                    there.unwrap_or_default().join(", ")
+                ));
+            } else if !visible {
+                skipped.push(format!(
+                    "the server's data directory is not on this host (or not readable): the storage probes ran in {} instead",
+                    s.work.display()
+                ));
+            }
+        }
+        let collector = plumb_record::Collector::create(
+            &s.config.recording(),
+            root,
+            plumb_sys::rawsample::Scope { pids },
+            plumb_record::EngineSampler::new(None),
+            &plumb_record::Setup {
+                interval: Duration::from_secs(1),
+                labels: [
+                    ("run".to_string(), "lab".to_string()),
+                    (
+                        "engine".to_string(),
+                        s.server.version.clone().unwrap_or_default(),
+                    ),
+                ]
+                .into_iter()
+                .collect(),
+                command_line: s.config.command_line.clone(),
+            },
+        )
+        .context("starting the recording")?;
+        let recorder = Background::start(
+            collector,
+            plumb_record::Schedule::new(Duration::from_secs(1)),
+        );
+        Ok(Context {
+            config: s.config,
+            plan: s.plan,
+            server: s.server,
+            work: s.work,
+            data_dir,
+            host,
+            memory,
+            storage,
+            trace_devs,
+            disk,
+            recorder,
+            resources: s.resources,
+            results: Results::default(),
+            skipped,
+            cancel: s.cancel,
+            progress: s.progress,
+            pgbench_bin: s.pgbench_bin,
+            lab_db: None,
+        })
+    }
+
+    /// An observer for the recording's engine counters (None, with a warning, if it fails).
+    pub fn observer(&self, t: &plumb_engine::Target) -> Option<Box<dyn plumb_engine::Observer>> {
+        match plumb_engine::observer(t) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                eprintln!("plumb: warning: the recording will not have the engine's counters: {e}");
+                None
+            }
+        }
+    }
+
+    /// Stopped (Ctrl-C, a signal, the caller's cancel)?
+    pub fn stopped(&self) -> Result<()> {
+        if (self.cancel)() {
+            Err(Interrupted.into())
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Why the database workloads cannot run here, or None: they run on the private instance,
+    /// and on a PostgreSQL target only with --allow-writes.
+    pub fn workload_precondition(&self) -> Option<String> {
+        if self.server.is_private() {
+            None
+        } else if self.server.kind != plumb_engine::Kind::Postgres {
+            Some(format!(
+                "workloads: pgbench and the insert/CHECKPOINT loops are PostgreSQL's; {} was only read",
+                self.server.kind.name()
+            ))
+        } else if !self.config.allow_writes {
+            Some("workloads: pgbench and the insert/CHECKPOINT loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops)".into())
+        } else {
+            None
+        }
+    }
+
+    /// The lab's database, created on first use (`plumb_lab` on the private instance; a
+    /// scratch database on a target, dropped at the end); the recording reads its counters
+    /// from then on.
+    pub fn lab_database(&mut self) -> Result<&LabDatabase> {
+        if self.lab_db.is_none() {
+            let private = self.server.is_private();
+            let name = if private {
+                "plumb_lab".to_string()
+            } else {
+                format!("plumb_lab_{}", std::process::id())
+            };
+            let (no_password, password) =
+                plumb_engine::secret::split_password(&self.server.target.url);
+            let conn = crate::server::with_database(&no_password, &name);
+            // A password file wins over the URL's, as in every connection plumb makes.
+            let password = self.server.target.password.clone().or(password);
+            let mut admin = plumb_engine::session(&self.server.target)?;
+            admin
+                .execute(&format!("CREATE DATABASE {name}"))
+                .with_context(|| format!("creating the lab database {name}"))?;
+            if !private {
+                self.resources.scratch_db = Some(ScratchDb {
+                    target: self.server.target.clone(),
+                    name: name.clone(),
+                });
+            }
+            let mut target = plumb_engine::Target::new(&conn);
+            target.password = password.clone();
+            // The database's own counters (commits, block reads) from now on.
+            self.recorder.set_engine(self.observer(&target));
+            let cpus = self.host.cpu.online_cpus.unwrap_or(1).max(1);
+            let pgbench = PgbenchRun {
+                bin: self.pgbench_bin.clone(),
+                env: password.map(|p| ("PGPASSWORD", p)).into_iter().collect(),
+                conn,
+                work: self.work.clone(),
+                clients: (cpus * 2).min(32),
+                threads: cpus,
+            };
+            self.lab_db = Some(LabDatabase { target, pgbench });
+        }
+        Ok(self.lab_db.as_ref().expect("just made"))
+    }
+}
+
+/// tps and tail latency, without against with.
+pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> String {
+    let p99 = |p: &Pgbench| p.latency.as_ref().and_then(|l| l.p99_ms.or(l.p95_ms));
+    let change = if base.tps > 0.0 {
+        format!(" ({:+.0}%)", (with.tps / base.tps - 1.0) * 100.0)
+    } else {
+        String::new()
+    };
+    match (p99(base), p99(with)) {
+        (Some(a), Some(b)) => format!(
+            "tps {:.0} → {:.0}{change}; p99 latency {a:.2} ms → {b:.2} ms",
+            base.tps, with.tps
+        ),
+        _ => format!("tps {:.0} → {:.0}{change}", base.tps, with.tps),
+    }
+}
+
+/// The baseline the experiments compare with: the lab's pgbench run.
+pub fn baseline(cx: &Context) -> Pgbench {
+    cx.results.pgbench.clone().unwrap_or_else(|| Pgbench {
+        scale: cx.plan.scale,
+        ..crate::pgbench::empty(cx.plan.scale)
+    })
+}
+
+/// The largest value and where it was, over some windows.
+pub(crate) fn largest<'w, T>(items: impl Iterator<Item = (f64, &'w T)>) -> Option<(f64, &'w T)> {
+    items.fold(None, |acc, (v, w)| match acc {
+        Some((a, _)) if a >= v => acc,
+        _ => Some((v, w)),
+    })
+}
+
+/// Bytes as GiB/MiB for the findings' sentences.
+pub(crate) fn gib(b: f64) -> String {
+    plumb_analyze::units::bytes(b.max(0.0) as u64)
+}

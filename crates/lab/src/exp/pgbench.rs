@@ -1,0 +1,70 @@
+//! pgbench (TPC-B-like) on the lab's database: initialised at the plan's scale, then run with
+//! two clients per CPU.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::{Interrupted, Plan};
+use anyhow::Result;
+use plumb_record::PhaseKind;
+use std::time::{Duration, Instant};
+
+pub struct Pgbench;
+
+impl Experiment for Pgbench {
+    fn name(&self) -> &'static str {
+        "pgbench"
+    }
+
+    fn steps(&self) -> u32 {
+        2
+    }
+
+    fn precondition(&self, cx: &Context) -> Option<String> {
+        cx.workload_precondition()
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        // Initialising takes about a second per scale unit on a slow disk.
+        plan.pgbench + Duration::from_secs(plan.scale as u64)
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        let scale = cx.plan.scale;
+        let run = cx.lab_database()?.pgbench.clone();
+        cx.progress
+            .step(&format!("pgbench: initialising scale {scale}"));
+        let init = cx.recorder.begin(
+            "pgbench init",
+            PhaseKind::Workload,
+            Some(format!("scale {scale}")),
+        );
+        let t0 = Instant::now();
+        run.init(scale, cx.cancel)?.ok_or(Interrupted)?;
+        let init_s = t0.elapsed().as_secs_f64();
+        let init = cx.recorder.end(init);
+        cx.progress.step(&format!(
+            "pgbench: {} clients for {}",
+            run.clients,
+            plumb_analyze::units::duration(cx.plan.pgbench.as_secs_f64())
+        ));
+        let phase = cx
+            .recorder
+            .begin(
+                "pgbench run",
+                PhaseKind::Workload,
+                Some(format!("{} clients, scale {scale}", run.clients)),
+            )
+            .renamed("pgbench".into());
+        let mut p = run.run(cx.plan.pgbench, cx.cancel)?.ok_or(Interrupted)?;
+        p.scale = scale;
+        p.init_s = init_s;
+        p.wal_sync_method = cx.server.wal_sync_method();
+        p.database_bytes = cx
+            .server
+            .is_private()
+            .then(|| crate::pgbench::dir_bytes(&cx.data_dir.join("base")));
+        Ok(Outcome {
+            section: Section::Pgbench(p),
+            phases: vec![init, cx.recorder.end(phase)],
+        })
+    }
+}

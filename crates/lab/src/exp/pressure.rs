@@ -1,0 +1,188 @@
+//! pgbench again while `plumb mem pressure` holds memory inside the server's cgroup, limited to
+//! shared_buffers + 256 MiB, with a zram swap device: what the server's memory does when the
+//! host wants it back.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::resources::PressureChild;
+use crate::{Interrupted, Plan, PressureSize};
+use anyhow::{anyhow, bail, Context as _, Result};
+use plumb_analyze::units::bytes;
+use plumb_record::PhaseKind;
+use std::io::BufRead;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const PHASE: &str = "pgbench under memory pressure";
+
+pub struct Pressure {
+    pub size: PressureSize,
+}
+
+impl Experiment for Pressure {
+    fn name(&self) -> &'static str {
+        "memory pressure"
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        // Filling the pressure's memory takes up to two minutes.
+        plan.experiment + Duration::from_secs(120)
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        cx.progress
+            .step("experiment: pgbench under memory pressure");
+        let run = cx.lab_database()?.pgbench.clone();
+        let shared_buffers = cx.plan.shared_buffers_bytes();
+        let limit = shared_buffers + (256 << 20);
+        let hold = self.size.bytes(limit);
+        let zram = limit + hold;
+        let cg = cx
+            .resources
+            .cgroup
+            .as_ref()
+            .ok_or_else(|| anyhow!("no cgroup for the pressure"))?;
+        let dir = cg
+            .memory_dir()
+            .ok_or_else(|| anyhow!("no memory cgroup for the pressure"))?
+            .to_path_buf();
+        cg.set_memory_limit(Some(limit))
+            .context("--pressure: limiting the server's cgroup")?;
+        let exe = std::env::current_exe().context("finding plumb's own binary")?;
+        let mut child = {
+            use std::os::unix::process::CommandExt;
+            Command::new(exe)
+                .args(["--json", "mem", "pressure"])
+                .arg(hold.to_string())
+                .arg("--cgroup")
+                .arg(&dir)
+                .arg("--swap")
+                .arg(format!("zram:{zram}"))
+                .arg("--force")
+                .process_group(0)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .context("--pressure: cannot start plumb mem pressure")?
+        };
+        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
+        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        cx.resources.pressure = Some(PressureChild(child));
+        let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(|l| l.ok())
+            {
+                if let Ok(v) = serde_json::from_str(&line) {
+                    if tx.send(v).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+        let err_text = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+            s
+        });
+        // Wait until the pressure holds all of its memory.
+        let t0 = Instant::now();
+        let mut zram_dev = None;
+        loop {
+            cx.stopped()?;
+            match rx.recv_timeout(Duration::from_millis(200)) {
+                Ok(v) => {
+                    if v["kind"] == "mem_pressure_setup" {
+                        zram_dev = v["zram_device"].as_str().map(str::to_string);
+                    }
+                    if v["kind"] == "mem_pressure_tick"
+                        && v["touched_bytes"].as_u64().unwrap_or(0) >= hold
+                    {
+                        break;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    let st = cx
+                        .resources
+                        .pressure
+                        .take()
+                        .and_then(|mut c| c.0.wait().ok());
+                    bail!(
+                        "--pressure: plumb mem pressure stopped ({}): {}",
+                        st.map(|s| s.to_string()).unwrap_or_default(),
+                        err_text.join().unwrap_or_default().trim()
+                    );
+                }
+                Err(_) => {}
+            }
+            if t0.elapsed() > Duration::from_secs(120) {
+                bail!("--pressure: the pressure program did not fill its memory within 120 s");
+            }
+        }
+        let phase = cx
+            .recorder
+            .begin(
+                "memory pressure on",
+                PhaseKind::Workload,
+                Some(format!(
+                    "limit {}, pressure holds {}",
+                    bytes(limit),
+                    bytes(hold)
+                )),
+            )
+            .renamed(PHASE.into());
+        let r = run.run(cx.plan.experiment, cx.cancel);
+        // What the kernel says about the server's memory now, before the pressure goes.
+        let ps = cx
+            .server
+            .local_pid
+            .and_then(|pid| plumb_sys::process::read(&plumb_sys::Root::host(), pid).ok());
+        let end = cx.recorder.mark("memory pressure off", None);
+        if let Some(cg) = &cx.resources.cgroup {
+            let _ = cg.set_memory_limit(None);
+        }
+        if let Some(c) = cx.resources.pressure.take() {
+            c.stop();
+        }
+        let mut p = r?.ok_or(Interrupted)?;
+        p.scale = cx.plan.scale;
+        let smaps_swap = ps
+            .as_ref()
+            .and_then(|s| s.smaps_rollup.as_ref())
+            .and_then(|r| r.swap_bytes);
+        let vm_swap = ps
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .and_then(|s| s.vm_swap_bytes);
+        let opt = |b: Option<u64>| b.map(bytes).unwrap_or_else(|| "unknown".into());
+        let base = super::baseline(cx);
+        let notes = vec![
+            super::compare_runs(&base, &p),
+            format!(
+                "PostgreSQL believes shared_buffers = {} is its cache; at the end of the run {} of the server's memory was in swap (smaps_rollup of the postmaster, which maps all of shared memory), while VmSwap said {} (it counts private memory only)",
+                bytes(shared_buffers),
+                opt(smaps_swap),
+                opt(vm_swap)
+            ),
+        ];
+        Ok(Outcome {
+            section: Section::Experiments(vec![plumb_analyze::lab::Experiment {
+                name: "memory pressure".into(),
+                phase: PHASE.into(),
+                setting: format!(
+                    "server's memory cgroup limited to {}; plumb mem pressure holds {} in it; swap on {} ({})",
+                    bytes(limit),
+                    bytes(hold),
+                    zram_dev.unwrap_or_else(|| "zram".into()),
+                    bytes(zram)
+                ),
+                baseline: Some(base),
+                changed: Some(p),
+                window: None,
+                notes,
+            }]),
+            phases: vec![cx.recorder.end_at(phase, end)],
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! Random 8 KiB reads over queue depths (where latency outgrows throughput: the knee) and one
+//! sequential read, on a file of random data in the work directory.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::{Interrupted, Plan};
+use anyhow::{anyhow, Result};
+use plumb_analyze::lab::{Finding, LabReport, SeqRead, Severity};
+use plumb_analyze::sweep::SweepKind;
+use plumb_load::job::preset;
+use plumb_record::PhaseKind;
+use std::time::Duration;
+
+pub struct Storage;
+
+impl Experiment for Storage {
+    fn name(&self) -> &'static str {
+        "queue-depth sweep"
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        (plan.sweep_run + Duration::from_millis(500)) * plan.sweep_qds.len() as u32
+            + plan.seq_run
+            + Duration::from_millis(300)
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        cx.progress
+            .step("random-read queue-depth sweep and sequential read");
+        let phase = cx
+            .recorder
+            .begin("queue-depth sweep", PhaseKind::Probe, None)
+            .renamed("storage sweep".into());
+        let file = cx.work.join("plumb-lab-probe.dat");
+        let mut base = preset("data-read").ok_or_else(|| anyhow!("no data-read preset"))?;
+        base.targets = vec![file.clone()];
+        base.file_size = cx.plan.probe_file;
+        base.duration = cx.plan.sweep_run;
+        base.warmup = Duration::from_millis(500);
+        let scratch = match plumb_load::target::scratch_file(
+            &file,
+            base.file_size,
+            base.seed,
+            false,
+            cx.cancel,
+        ) {
+            Ok(s) => s,
+            Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("creating {}", file.display())))
+            }
+        };
+        let safety = plumb_load::target::Safety {
+            overwrite: vec![file.clone()],
+            ..Default::default()
+        };
+        let levels = crate::sweep::qd_levels(&base, &cx.plan.sweep_qds);
+        let sweep = crate::sweep::run(
+            crate::sweep::Sweep {
+                kind: SweepKind::QueueDepth,
+                base: &base,
+                levels: &levels,
+                reps: 1,
+                safety: &safety,
+                command_line: "plumb lab (random 8 KiB reads, O_DIRECT, one run per queue depth)",
+            },
+            cx.cancel,
+            &mut |_, _, _| {},
+        )?
+        .ok_or(Interrupted)?;
+        let mut seq = preset("backup-read").ok_or_else(|| anyhow!("no backup-read preset"))?;
+        seq.targets = vec![file.clone()];
+        seq.file_size = cx.plan.probe_file;
+        seq.duration = cx.plan.seq_run;
+        seq.warmup = Duration::from_millis(300);
+        let r = crate::sweep::run_once(&seq, &safety, cx.cancel)?.ok_or(Interrupted)?;
+        drop(scratch);
+        let rep = plumb_analyze::sweep::rep_of(&r);
+        Ok(Outcome {
+            section: Section::Storage {
+                sweep,
+                seq_read: SeqRead {
+                    block_size: seq.block_size,
+                    queue_depth: seq.queue_depth * seq.threads,
+                    bytes_per_s: rep.bytes_per_s,
+                    lat_mean_ms: rep.lat_mean_s.map(|s| s * 1000.0),
+                },
+            },
+            phases: vec![cx.recorder.end(phase)],
+        })
+    }
+
+    /// The device past its knee during a workload (not during plumb's own probes).
+    fn findings(&self, r: &LabReport) -> Vec<Finding> {
+        let Some(k) = r.sweep.as_ref().and_then(|s| s.knee.as_ref()) else {
+            return Vec::new();
+        };
+        let knee_qd: f64 = k.level.parse().unwrap_or(f64::INFINITY);
+        let busiest = super::largest(
+            r.windows
+                .iter()
+                .filter(|w| w.workload)
+                .filter_map(|w| w.disk_queue_mean.map(|q| (q, &w.phase))),
+        );
+        let evidence = vec![format!(
+            "sweep: QD {} → {}: throughput {:+.0}%, latency {:+.0}%",
+            k.level, k.next, k.throughput_change_pct, k.latency_change_pct
+        )];
+        let knee = |f: Finding| {
+            f.number("knee_qd", knee_qd)
+                .number("throughput_change_pct", k.throughput_change_pct)
+                .number("latency_change_pct", k.latency_change_pct)
+                .evidence(evidence.clone())
+        };
+        vec![match busiest {
+            Some((q, phase)) if q > knee_qd => knee(Finding::new(
+                Severity::Warn,
+                "device-past-knee",
+                format!(
+                    "the data device ran past its knee during {phase}: {q:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}",
+                    k.level
+                ),
+            ))
+            .number("queue_mean", q),
+            _ => knee(Finding::new(
+                Severity::Info,
+                "device-knee",
+                format!(
+                    "the data device's knee is at queue depth {}: beyond it latency grows faster than throughput; the workloads stayed below it",
+                    k.level
+                ),
+            )),
+        }]
+    }
+}

@@ -1,0 +1,182 @@
+//! The finding rules of the host and of each experiment, on reports built by hand.
+
+use super::{durability::Durability, loops::Loops, storage::Storage, Experiment};
+use plumb_analyze::lab::*;
+use plumb_analyze::sweep::SweepReport;
+
+/// Every rule, as the lab runs them.
+fn findings(r: &LabReport) -> Vec<Finding> {
+    let exps: Vec<Box<dyn Experiment>> = vec![
+        Box::new(Durability::default()),
+        Box::new(Storage),
+        Box::new(Loops),
+    ];
+    crate::all_findings(r, &exps)
+}
+
+/// A report around the v2-systemd-lvm fixture's host; each test sets what its rule reads.
+fn report() -> LabReport {
+    let root = plumb_sys::Root::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/v2-systemd-lvm"
+    ));
+    let sample = plumb_sys::snapshot::collect(&root, &[], None).unwrap();
+    LabReport {
+        report_schema: plumb_analyze::lab::REPORT_SCHEMA,
+        command_line: "plumb lab".into(),
+        started_unix_ms: 0,
+        elapsed_s: 1.0,
+        quick: true,
+        target: "t".into(),
+        engine_version: None,
+        data_dir: "/d".into(),
+        out_dir: "/o".into(),
+        host: plumb_analyze::os::build(&sample, 4096),
+        memory: None,
+        durability: None,
+        sweep: None,
+        seq_read: None,
+        pgbench: None,
+        loops: vec![],
+        experiments: vec![],
+        windows: vec![],
+        findings: vec![],
+        skipped: vec![],
+        recording: None,
+    }
+}
+
+fn single(method: &str, commit_us: Vec<u64>, flushes: Option<f64>) -> LoopResult {
+    LoopResult {
+        scenario: "single".into(),
+        wal_sync_method: method.into(),
+        iterations: 2,
+        rows_per_iteration: 100,
+        commits_per_iteration: 100,
+        insert_ms: Latency::from_us(&[20_000, 22_000]),
+        checkpoint_ms: Latency::from_us(&[2_000, 3_000]),
+        commit: Latency::from_us(&commit_us),
+        wal_bytes: None,
+        wal_syncs: None,
+        wal_sync_ms: None,
+        disk_writes: None,
+        disk_flushes: None,
+        flushes_per_commit: flushes,
+    }
+}
+
+fn win(phase: &str, workload: bool) -> Window {
+    Window {
+        phase: phase.into(),
+        workload,
+        start_s: 0.0,
+        end_s: 10.0,
+        cpu_busy_pct: Some(50.0),
+        steal_pct: Some(0.0),
+        runnable_mean: Some(1.0),
+        runnable_max: Some(2.0),
+        disk: Some("vda".into()),
+        disk_queue_mean: Some(1.0),
+        disk_write_await_ms: Some(0.1),
+        disk_util_pct: Some(10.0),
+        swap_in_bytes_per_s_max: Some(0.0),
+        engine_swap_bytes_max: Some(0.0),
+    }
+}
+
+fn rule<'a>(f: &'a [Finding], name: &str) -> Option<&'a Finding> {
+    f.iter().find(|x| x.rule == name)
+}
+
+#[test]
+fn slow_commits_are_named_with_their_cause() {
+    let mut r = report();
+    // 200 commits, three slow: the 99th percentile is the second slowest, 5 ms.
+    let mut v = vec![1000u64; 197];
+    v.extend([5000, 5000, 40_000]);
+    r.loops = vec![single("fdatasync", v, Some(1.02))];
+    let f = findings(&r);
+    let c = rule(&f, "commit-latency").expect("a commit finding");
+    assert_eq!(c.severity, Severity::Warn);
+    assert!(c.statement.contains("cache FLUSH"), "{}", c.statement);
+    // Ten times the threshold is critical; fast commits are no finding at all.
+    r.loops = vec![single("fdatasync", vec![25_000; 100], Some(1.0))];
+    assert_eq!(
+        rule(&findings(&r), "commit-latency").unwrap().severity,
+        Severity::Critical
+    );
+    r.loops = vec![single("fdatasync", vec![300; 100], Some(1.0))];
+    assert!(rule(&findings(&r), "commit-latency").is_none());
+}
+
+#[test]
+fn memory_rules_cache_above_limit_and_swap() {
+    let mut r = report();
+    let settings = plumb_sys::engine_conf::EngineSettings {
+        shared_buffers_bytes: Some(8 << 30),
+        ..Default::default()
+    };
+    r.memory = Some(plumb_analyze::mem::assume(
+        plumb_sys::smaps::EngineKind::Postgres,
+        16 << 30,
+        Some(4 << 30),
+        r.host.cgroup_mode,
+        &settings,
+    ));
+    let mut w = win("pgbench", true);
+    w.engine_swap_bytes_max = Some(300.0 * 1048576.0);
+    r.windows = vec![w];
+    let f = findings(&r);
+    assert_eq!(
+        rule(&f, "cache-above-limit").unwrap().severity,
+        Severity::Critical
+    );
+    let s = rule(&f, "engine-memory-in-swap").unwrap();
+    assert!(
+        s.statement.contains("300 MiB") && s.statement.contains("pgbench"),
+        "{}",
+        s.statement
+    );
+    // Critical findings come first.
+    assert_eq!(f[0].severity, Severity::Critical);
+}
+
+#[test]
+fn knee_and_run_queue_look_at_workload_phases_only() {
+    let mut r = report();
+    let mut job = plumb_load::job::preset("data-read").unwrap();
+    job.targets = vec![];
+    r.sweep = Some(SweepReport {
+        command_line: String::new(),
+        sweep_over: plumb_analyze::sweep::SweepKind::QueueDepth,
+        job,
+        repetitions: 1,
+        levels: vec![],
+        knee: Some(plumb_analyze::sweep::Knee {
+            level: "4".into(),
+            next: "16".into(),
+            throughput_change_pct: 50.0,
+            latency_change_pct: 170.0,
+        }),
+        chart: None,
+    });
+    // plumb's own sweep ran at QD 32: not a finding.
+    let mut probe = win("storage sweep", false);
+    probe.disk_queue_mean = Some(30.0);
+    probe.runnable_mean = Some(50.0);
+    r.windows = vec![probe, win("pgbench", true)];
+    let f = findings(&r);
+    assert!(rule(&f, "device-past-knee").is_none());
+    assert!(rule(&f, "device-knee").is_some());
+    assert!(rule(&f, "run-queue-above-cpus").is_none());
+    let mut busy = win("pgbench", true);
+    busy.disk_queue_mean = Some(9.5);
+    busy.runnable_mean = Some(64.0);
+    r.windows.push(busy);
+    let f = findings(&r);
+    assert!(rule(&f, "device-past-knee")
+        .unwrap()
+        .statement
+        .contains("9.5"));
+    assert!(rule(&f, "run-queue-above-cpus").is_some());
+}

@@ -1,0 +1,84 @@
+//! pgbench again with the server's writes to the data disk throttled through the cgroup io
+//! (v2) or blkio (v1) controller, once per rate.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::{Interrupted, Plan, Rate};
+use anyhow::{anyhow, Context as _, Result};
+use plumb_record::PhaseKind;
+use std::time::Duration;
+
+pub struct Throttle {
+    pub rates: Vec<Rate>,
+}
+
+impl Experiment for Throttle {
+    fn name(&self) -> &'static str {
+        "write throttle"
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        (plan.experiment + Duration::from_secs(5)) * self.rates.len() as u32
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        cx.progress
+            .step("experiment: pgbench with the server's writes throttled");
+        let run = cx.lab_database()?.pgbench.clone();
+        let dev = cx.trace_devs.first().copied().ok_or_else(|| {
+            anyhow!(
+                "--throttle-writes: no disk found under {}",
+                cx.data_dir.display()
+            )
+        })?;
+        let base = super::baseline(cx);
+        let mut experiments = Vec::new();
+        let mut phases = Vec::new();
+        for Rate { label, bytes_per_s } in &self.rates {
+            // Start clean: no dirty data left from the loops for the throttled writeback to
+            // drag behind the WAL (ext4's ordered mode makes a commit wait for it).
+            plumb_engine::session(&cx.server.target)
+                .and_then(|mut s| s.execute("CHECKPOINT"))
+                .context("CHECKPOINT before the write throttle")?;
+            plumb_sys::os::sync_all();
+            let cg = cx
+                .resources
+                .cgroup
+                .as_ref()
+                .ok_or_else(|| anyhow!("no cgroup for the throttle"))?;
+            cg.set_write_bps(dev, Some(*bytes_per_s as u64))
+                .with_context(|| format!("--throttle-writes {label}"))?;
+            let name = format!("pgbench, writes throttled to {label}");
+            let open = cx
+                .recorder
+                .begin(
+                    "write throttle",
+                    PhaseKind::Workload,
+                    Some(format!("{label} on {dev}")),
+                )
+                .renamed(name.clone());
+            let r = run.run(cx.plan.experiment, cx.cancel);
+            let end = cx.recorder.mark("write throttle lifted", None);
+            cg.set_write_bps(dev, None)
+                .context("lifting the write throttle")?;
+            let mut p = r?.ok_or(Interrupted)?;
+            p.scale = cx.plan.scale;
+            phases.push(cx.recorder.end_at(open, end));
+            experiments.push(plumb_analyze::lab::Experiment {
+                name: "write throttle".into(),
+                phase: name,
+                setting: format!(
+                    "the server's writes to {} ({dev}) limited to {label} (cgroup io/blkio throttle)",
+                    cx.disk.clone().unwrap_or_default()
+                ),
+                notes: vec![super::compare_runs(&base, &p)],
+                baseline: Some(base.clone()),
+                changed: Some(p),
+                window: None,
+            });
+        }
+        Ok(Outcome {
+            section: Section::Experiments(experiments),
+            phases,
+        })
+    }
+}

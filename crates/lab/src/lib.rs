@@ -1,0 +1,354 @@
+//! plumb's lab: one run that looks at the host, probes the storage where the data lives, runs
+//! database workloads on a private PostgreSQL (or reads an existing server) while recording,
+//! and returns the results as data ([`LabReport`]); rendering is `plumb_report`'s.
+//!
+//! ```text
+//! Lab::new(config)          checks the config, fits the plan to free space
+//!   .run(events, cancel)    resources (guards) → server → host → recorder →
+//!                           experiments (one trait, in order) → windows → findings
+//! ```
+//!
+//! Every resource the lab creates (work directory, instance, scratch database, cgroup,
+//! pressure child) is a guard in [`resources::Resources`]: leaving `run` by any path, an error
+//! or a stop included, removes them in order. An experiment is a type implementing
+//! [`Experiment`] in `exp/`, registered in [`exp::registered`].
+
+pub mod exp;
+mod host;
+pub mod pgbench;
+pub mod plan;
+pub mod resources;
+pub mod server;
+pub mod sweep;
+
+pub use exp::{Context, Experiment, Outcome, Section};
+pub use plan::{parse_rates, Plan, PressureSize, Rate};
+pub use plumb_analyze::lab::LabReport;
+pub use plumb_record::{Phase, PhaseKind};
+
+use anyhow::{anyhow, bail, Context as _, Result};
+use plumb_engine::private;
+use resources::{Instance, Resources, WorkDir};
+use server::Server;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// The lab was stopped (Ctrl-C, SIGTERM, SIGHUP, or `cancel`); what it created is gone.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted")]
+pub struct Interrupted;
+
+/// What a lab is asked to do; the values are checked by [`Lab::new`].
+pub struct Config {
+    /// An existing server instead of plumb's private instance (password already attached).
+    pub target: Option<plumb_engine::Target>,
+    /// With a PostgreSQL target: run the workloads in a scratch database.
+    pub allow_writes: bool,
+    /// The filesystem to assess: the lab works in a new directory under it.
+    pub dir: PathBuf,
+    /// Where the report goes (the recording is written there as the lab runs).
+    pub out_dir: PathBuf,
+    pub quick: bool,
+    /// pgbench's duration, when given.
+    pub pgbench: Option<Duration>,
+    pub pressure: Option<PressureSize>,
+    pub throttle_writes: Option<Vec<Rate>>,
+    /// As typed (passwords masked), for the report and the recording.
+    pub command_line: String,
+}
+
+impl Config {
+    /// The recording's file, in the report directory.
+    pub fn recording(&self) -> PathBuf {
+        self.out_dir.join("recording.plumb")
+    }
+}
+
+/// The host's findings and every experiment's, critical first (within a severity, in the
+/// order the rules ran).
+pub fn all_findings(
+    r: &LabReport,
+    experiments: &[Box<dyn Experiment>],
+) -> Vec<plumb_analyze::lab::Finding> {
+    let mut findings = host::findings(r);
+    for e in experiments {
+        findings.extend(e.findings(r));
+    }
+    findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
+    findings
+}
+
+/// The files a lab writes into its report directory.
+pub const LAB_FILES: [&str; 4] = [
+    "index.html",
+    "report.json",
+    "summary.txt",
+    "recording.plumb",
+];
+
+/// What the lab tells its caller as it goes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event<'a> {
+    /// Step `n` of `of` begins (1-based); steps before it are done.
+    Step { n: u32, of: u32, what: &'a str },
+    /// Every step is done.
+    Finished { of: u32 },
+}
+
+pub trait Events {
+    fn event(&mut self, e: Event<'_>);
+}
+
+impl<F: FnMut(Event<'_>)> Events for F {
+    fn event(&mut self, e: Event<'_>) {
+        self(e)
+    }
+}
+
+/// Step counting for the events.
+pub struct Progress<'e> {
+    n: u32,
+    of: u32,
+    events: &'e mut dyn Events,
+}
+
+impl Progress<'_> {
+    /// The next step begins.
+    pub fn step(&mut self, what: &str) {
+        self.n = (self.n + 1).min(self.of);
+        self.events.event(Event::Step {
+            n: self.n,
+            of: self.of,
+            what,
+        });
+    }
+
+    /// Steps that will not run (a skipped experiment's).
+    pub fn skip(&mut self, k: u32) {
+        self.n = (self.n + k).min(self.of);
+    }
+}
+
+pub struct Lab {
+    config: Config,
+    plan: Plan,
+    pgbench_bin: PathBuf,
+}
+
+impl Lab {
+    /// Check what can be checked before anything is created.
+    pub fn new(config: Config) -> Result<Lab> {
+        let mut plan = if config.quick {
+            Plan::quick()
+        } else {
+            Plan::full()
+        };
+        if let Some(d) = config.pgbench {
+            plan = plan.with_pgbench(d)?;
+        }
+        let experiments = config.pressure.is_some() || config.throttle_writes.is_some();
+        if config.target.is_some() && experiments {
+            bail!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --target");
+        }
+        if let Some(t) = &config.target {
+            t.kind().map_err(|e| anyhow!("--target {e}"))?;
+        }
+        if experiments && !plumb_sys::os::is_root() {
+            bail!(
+                "--pressure and --throttle-writes need root: they create a cgroup for the server{}",
+                if config.pressure.is_some() {
+                    " and a zram swap device"
+                } else {
+                    ""
+                }
+            );
+        }
+        let meta = std::fs::metadata(&config.dir)
+            .with_context(|| format!("--dir {}", config.dir.display()))?;
+        if !meta.is_dir() {
+            bail!("--dir {}: not a directory", config.dir.display());
+        }
+        let free = plumb_sys::os::free_bytes(&config.dir).unwrap_or(u64::MAX);
+        let plan = plan.fit(free).map_err(|need| {
+            anyhow!(
+                "--dir {}: only {} free; the lab needs about {} there",
+                config.dir.display(),
+                plumb_analyze::units::bytes(free),
+                plumb_analyze::units::bytes(need)
+            )
+        })?;
+        let bin = private::find_bin()?;
+        let pgbench_bin = bin.join("pgbench");
+        if !pgbench_bin.exists() {
+            bail!(
+                "{}: not found (apt-get install postgresql)",
+                pgbench_bin.display()
+            );
+        }
+        Ok(Lab {
+            config,
+            plan,
+            pgbench_bin,
+        })
+    }
+
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Run the lab. Everything it created is removed before this returns, whatever the
+    /// outcome; the report directory keeps the recording.
+    pub fn run(self, events: &mut dyn Events, cancel: &dyn Fn() -> bool) -> Result<LabReport> {
+        let mut res = Resources::default();
+        let r = self.run_with(&mut res, events, cancel);
+        if let (Err(e), Some(i)) = (&r, &res.instance) {
+            // A server that died explains the error better than the error does.
+            if !e.is::<Interrupted>() && i.died() {
+                let e = anyhow!("{e:#}");
+                return Err(e.context(
+                    "the lab's PostgreSQL stopped unexpectedly (killed, or out of memory or disk); the lab cannot go on, and what it created was removed",
+                ));
+            }
+        }
+        // The guards go now, before the caller prints anything.
+        drop(res);
+        r
+    }
+
+    fn run_with(
+        &self,
+        res: &mut Resources,
+        events: &mut dyn Events,
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<LabReport> {
+        let (config, plan) = (&self.config, &self.plan);
+        let started = Instant::now();
+        let started_unix_ms = plumb_record::now_unix_ms();
+        resources::remove_dead_labs(&config.dir);
+        let work_dir = WorkDir::create(&config.dir)?;
+        let work = work_dir.path.clone();
+        res.work = Some(work_dir);
+        let mut experiments = exp::registered(config);
+        let of = 1 + experiments.iter().map(|e| e.steps()).sum::<u32>() + 1;
+        let mut progress = Progress { n: 0, of, events };
+
+        // The server (plumb's private instance, or the --target), and the host it runs on.
+        if config.pressure.is_some() || config.throttle_writes.is_some() {
+            let cg = plumb_load::labcg::LabCgroup::create(
+                &format!("plumb-lab-{}", std::process::id()),
+                config.pressure.is_some(),
+                config.throttle_writes.is_some(),
+            )
+            .context("setting up the experiments' cgroup")?;
+            res.cgroup = Some(cg);
+        }
+        let server = match &config.target {
+            None => {
+                progress.step("starting a private PostgreSQL");
+                let pg_dir = work.join("pg");
+                res.instance = Some(Instance {
+                    dir: pg_dir.clone(),
+                });
+                let running = private::start(
+                    &pg_dir,
+                    &private::StartOptions {
+                        settings: server::private_settings(plan.shared_buffers),
+                        port: None,
+                    },
+                )
+                .with_context(|| {
+                    format!("starting the lab's PostgreSQL in {}", pg_dir.display())
+                })?;
+                Server::private(running)?
+            }
+            Some(t) => {
+                progress.step("connecting to the target (read-only)");
+                Server::target(t.clone())?
+            }
+        };
+        if cancel() {
+            return Err(Interrupted.into());
+        }
+        let mut cx = exp::Context::new(exp::Setup {
+            config,
+            plan: plan.clone(),
+            server,
+            work,
+            pgbench_bin: self.pgbench_bin.clone(),
+            cancel,
+            progress,
+            resources: res,
+        })?;
+        cx.recorder
+            .mark("lab started", Some(cx.server.shown.clone()));
+        cx.recorder
+            .set_engine(cx.observer(&cx.server.target.clone()));
+
+        let mut phases: Vec<Phase> = Vec::new();
+        for e in experiments.iter_mut() {
+            if cancel() {
+                return Err(Interrupted.into());
+            }
+            if let Some(why) = e.precondition(&cx) {
+                if !cx.skipped.contains(&why) {
+                    cx.skipped.push(why);
+                }
+                cx.progress.skip(e.steps());
+                continue;
+            }
+            let out = e.run(&mut cx)?;
+            phases.extend(out.phases);
+            cx.results.apply(out.section);
+        }
+
+        cx.progress.step("writing the report");
+        cx.recorder.mark("lab finished", None);
+        cx.recorder.stop().context("the recording")?;
+        let rec = plumb_store::read(cx.recorder.path())?;
+        let windows: Vec<_> = phases
+            .iter()
+            .map(|p| {
+                plumb_analyze::lab::window(
+                    &rec,
+                    &p.name,
+                    p.kind == PhaseKind::Workload,
+                    p.start_s,
+                    p.end_s,
+                    cx.disk.as_deref(),
+                    cx.server.local_pid,
+                )
+            })
+            .collect();
+        let results = std::mem::take(&mut cx.results);
+        let mut lab_experiments = results.experiments;
+        for e in &mut lab_experiments {
+            e.window = windows.iter().find(|w| w.phase == e.phase).cloned();
+        }
+        let mut report = LabReport {
+            report_schema: plumb_analyze::lab::REPORT_SCHEMA,
+            command_line: config.command_line.clone(),
+            started_unix_ms,
+            elapsed_s: started.elapsed().as_secs_f64(),
+            quick: config.quick,
+            target: cx.server.shown.clone(),
+            engine_version: cx.server.version.clone(),
+            data_dir: cx.data_dir.clone(),
+            out_dir: config.out_dir.clone(),
+            host: cx.host.clone(),
+            memory: cx.memory.clone(),
+            durability: results.durability,
+            sweep: results.sweep,
+            seq_read: results.seq_read,
+            pgbench: results.pgbench,
+            loops: results.loops,
+            experiments: lab_experiments,
+            windows,
+            findings: Vec::new(),
+            skipped: std::mem::take(&mut cx.skipped),
+            recording: Some(config.recording()),
+        };
+        report.findings = all_findings(&report, &experiments);
+        cx.progress.events.event(Event::Finished { of });
+        Ok(report)
+    }
+}

@@ -1,0 +1,256 @@
+//! pgbench, run in its own process group against the lab's database, and its results read.
+
+use anyhow::{anyhow, bail, Result};
+use plumb_analyze::lab::{Latency, Pgbench};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// How pgbench is run for this lab.
+#[derive(Debug, Clone)]
+pub struct PgbenchRun {
+    pub bin: PathBuf,
+    /// PGPASSWORD when the server needs one (never on the command line).
+    pub env: Vec<(&'static str, String)>,
+    /// The database, as a URL (no password in it).
+    pub conn: String,
+    /// Where pgbench runs and writes its transaction logs.
+    pub work: PathBuf,
+    pub clients: u32,
+    pub threads: u32,
+}
+
+/// A child's output, or None when the lab was stopped while it ran.
+pub fn run_child(
+    cmd: &mut Command,
+    cancel: &dyn Fn() -> bool,
+) -> Result<Option<std::process::Output>> {
+    use std::os::unix::process::CommandExt;
+    let prog = cmd.get_program().to_string_lossy().into_owned();
+    // Its own process group: the terminal's Ctrl-C reaches plumb, which stops it.
+    let mut c = cmd
+        .process_group(0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| anyhow!("cannot run {prog}: {e}"))?;
+    // Drain the pipes on threads so a chatty child never blocks.
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let ho = c.stdout.take().map(|s| drain(Box::new(s)));
+    let he = c.stderr.take().map(|s| drain(Box::new(s)));
+    loop {
+        if let Some(status) = c.try_wait()? {
+            return Ok(Some(std::process::Output {
+                status,
+                stdout: ho.and_then(|h| h.join().ok()).unwrap_or_default(),
+                stderr: he.and_then(|h| h.join().ok()).unwrap_or_default(),
+            }));
+        }
+        if cancel() {
+            let _ = c.kill();
+            let _ = c.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl PgbenchRun {
+    /// `pgbench -i` at this scale; None when stopped.
+    pub fn init(&self, scale: u32, cancel: &dyn Fn() -> bool) -> Result<Option<()>> {
+        let Some(o) = run_child(
+            Command::new(&self.bin)
+                .args(["-i", "-q", "-s", &scale.to_string()])
+                .arg(&self.conn)
+                .envs(self.env.iter().cloned())
+                .current_dir(&self.work),
+            cancel,
+        )?
+        else {
+            return Ok(None);
+        };
+        if !o.status.success() {
+            bail!(
+                "pgbench -i failed: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+        Ok(Some(()))
+    }
+
+    /// pgbench for `d`, with per-transaction latencies from its transaction logs; None when
+    /// stopped.
+    pub fn run(&self, d: Duration, cancel: &dyn Fn() -> bool) -> Result<Option<Pgbench>> {
+        let (clients, threads, work) = (self.clients, self.threads, &self.work);
+        let prefix = work.join("pgbench_log");
+        let Some(o) = run_child(
+            Command::new(&self.bin)
+                .args([
+                    "-n",
+                    "-c",
+                    &clients.to_string(),
+                    "-j",
+                    &threads.min(clients).to_string(),
+                    "-T",
+                    &d.as_secs().max(1).to_string(),
+                    "-l",
+                    "--log-prefix",
+                ])
+                .arg(&prefix)
+                .arg(&self.conn)
+                .envs(self.env.iter().cloned())
+                .current_dir(work),
+            cancel,
+        )?
+        else {
+            return Ok(None);
+        };
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        if !o.status.success() {
+            bail!(
+                "pgbench failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .take(3)
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            );
+        }
+        let mut p = parse_pgbench(&stdout)
+            .ok_or_else(|| anyhow!("cannot read pgbench's summary: {stdout}"))?;
+        p.clients = clients;
+        p.threads = threads.min(clients);
+        p.duration_s = d.as_secs() as f64;
+        p.latency = Latency::from_us(&take_latencies(work)?);
+        Ok(Some(p))
+    }
+}
+
+/// Per-transaction latencies from pgbench's transaction logs (the third field, µs); the logs
+/// are removed.
+fn take_latencies(work: &Path) -> Result<Vec<u64>> {
+    let mut lat = Vec::new();
+    for e in std::fs::read_dir(work)?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("pgbench_log") {
+            let text = std::fs::read_to_string(e.path())?;
+            lat.extend(
+                text.lines()
+                    .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok()),
+            );
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+    Ok(lat)
+}
+
+/// A pgbench that ran nothing (the baseline when the workload did not run).
+pub fn empty(scale: u32) -> Pgbench {
+    Pgbench {
+        scale,
+        clients: 0,
+        threads: 0,
+        duration_s: 0.0,
+        init_s: 0.0,
+        database_bytes: None,
+        transactions: 0,
+        failed: 0,
+        tps: 0.0,
+        latency: None,
+        wal_sync_method: "fdatasync".into(),
+    }
+}
+
+/// pgbench's summary lines: transactions processed, failed, tps.
+pub fn parse_pgbench(s: &str) -> Option<Pgbench> {
+    let after = |key: &str| -> Option<&str> {
+        s.lines()
+            .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
+    };
+    let num = |t: &str| -> Option<f64> { t.split_whitespace().next()?.parse().ok() };
+    let transactions = after("number of transactions actually processed:")
+        .and_then(|t| t.split('/').next())
+        .and_then(num)? as u64;
+    let failed = after("number of failed transactions:")
+        .and_then(num)
+        .unwrap_or(0.0) as u64;
+    let tps = s
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("tps = "))
+        .find(|l| !l.contains("including connections establishing"))
+        .and_then(num)?;
+    Some(Pgbench {
+        transactions,
+        failed,
+        tps,
+        ..empty(0)
+    })
+}
+
+/// Bytes of the files under a directory (the database's size on disk).
+pub fn dir_bytes(p: &Path) -> u64 {
+    std::fs::read_dir(p)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pgbench_summary_is_read() {
+        let out = "pgbench (15.18 (Debian 15.18-0+deb12u1))
+transaction type: <builtin: TPC-B (sort of)>
+scaling factor: 5
+query mode: simple
+number of clients: 4
+number of threads: 2
+maximum number of tries: 1
+duration: 10 s
+number of transactions actually processed: 34210
+number of failed transactions: 3 (0.009%)
+latency average = 1.168 ms
+initial connection time = 6.123 ms
+tps = 3421.005816 (without initial connection time)
+";
+        let p = super::parse_pgbench(out).unwrap();
+        assert_eq!((p.transactions, p.failed), (34210, 3));
+        assert!((p.tps - 3421.005816).abs() < 1e-9);
+        // PostgreSQL 13 and older print two tps lines; the one without connections counts.
+        let old = "number of transactions actually processed: 100/100
+tps = 90.1 (including connections establishing)
+tps = 95.5 (excluding connections establishing)
+";
+        let p = super::parse_pgbench(old).unwrap();
+        assert_eq!(p.transactions, 100);
+        assert_eq!(p.tps, 95.5);
+        assert!(super::parse_pgbench("pgbench: error: connection refused").is_none());
+    }
+
+    #[test]
+    fn a_stopped_child_is_killed_and_reported() {
+        let t = std::time::Instant::now();
+        let r = super::run_child(std::process::Command::new("sleep").arg("30"), &|| true).unwrap();
+        assert!(r.is_none());
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        let o = super::run_child(std::process::Command::new("echo").arg("hi"), &|| false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(o.stdout, b"hi\n");
+    }
+}

@@ -1,0 +1,175 @@
+//! The database the lab measures: plumb's private instance, or an existing server (--target).
+
+use anyhow::{anyhow, Result};
+use plumb_engine::private;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+pub struct Server {
+    /// Where plumb connects (as the private instance's superuser, or as the URL says).
+    pub target: plumb_engine::Target,
+    /// How the report names it (no password).
+    pub shown: String,
+    pub kind: plumb_engine::Kind,
+    pub local_pid: Option<u32>,
+    pub data_dir: Option<PathBuf>,
+    pub private: Option<private::Running>,
+    pub settings: BTreeMap<String, String>,
+    pub version: Option<String>,
+}
+
+/// "PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu, ..." → up to " on ".
+fn short_version(v: &str) -> String {
+    v.split(" on ").next().unwrap_or(v).to_string()
+}
+
+/// Settings of plumb's private instance for the lab.
+pub fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
+    [
+        ("shared_buffers", shared_buffers),
+        ("max_wal_size", "2GB"),
+        // Checkpoints come when the loops ask for them (SQL Server's trace flag 3505 does this).
+        ("checkpoint_timeout", "30min"),
+        ("track_wal_io_timing", "on"),
+        ("max_connections", "40"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+impl Server {
+    pub fn private(r: private::Running) -> Result<Server> {
+        let target = r.target();
+        let mut obs = plumb_engine::observer(&target)?;
+        let info = obs.info()?;
+        let version = short_version(&info.version);
+        Ok(Server {
+            shown: format!("plumb's private {version} (removed after the lab)"),
+            target,
+            kind: plumb_engine::Kind::Postgres,
+            local_pid: Some(r.pid),
+            data_dir: Some(r.dir.join("data")),
+            settings: info.settings,
+            version: Some(version),
+            private: Some(r),
+        })
+    }
+
+    /// Connect read-only and find what this host can see of the server.
+    pub fn target(target: plumb_engine::Target) -> Result<Server> {
+        // The engine's errors name the URL (password masked): "--target URL: why".
+        let flag = |e: plumb_engine::Error| anyhow!("--target {e}");
+        let kind = target.kind().map_err(flag)?;
+        let mut obs = plumb_engine::observer(&target).map_err(flag)?;
+        let info = obs.info().map_err(flag)?;
+        // The data directory, where this host can see it (PostgreSQL's data_directory;
+        // MariaDB's datadir).
+        let data_dir = ["data_directory", "datadir"]
+            .iter()
+            .find_map(|k| info.settings.get(*k))
+            .map(PathBuf::from);
+        Ok(Server {
+            shown: target.shown(),
+            local_pid: obs.local_server_pid(),
+            kind,
+            data_dir,
+            version: Some(short_version(&info.version)),
+            settings: info.settings,
+            private: None,
+            target,
+        })
+    }
+
+    pub fn is_private(&self) -> bool {
+        self.private.is_some()
+    }
+
+    /// The server's wal_sync_method (PostgreSQL's default when it does not say).
+    pub fn wal_sync_method(&self) -> String {
+        self.settings
+            .get("wal_sync_method")
+            .cloned()
+            .unwrap_or_else(|| "fdatasync".into())
+    }
+
+    pub fn mem_kind(&self) -> plumb_sys::smaps::EngineKind {
+        match self.kind {
+            plumb_engine::Kind::Postgres => plumb_sys::smaps::EngineKind::Postgres,
+            plumb_engine::Kind::Mariadb => plumb_sys::smaps::EngineKind::Mariadb,
+            plumb_engine::Kind::Sqlserver => plumb_sys::smaps::EngineKind::Mssql,
+        }
+    }
+}
+
+/// The same connection URL (without its password: see
+/// [`plumb_engine::secret::split_password`]) with another database.
+pub fn with_database(url: &str, db: &str) -> String {
+    if !url.contains("://") {
+        // key=value conninfo, quoted values kept whole
+        if let Some(mut params) = plumb_engine::secret::parse_conninfo(url) {
+            params.retain(|p| p.key != "dbname");
+            params.push(plumb_engine::secret::Param {
+                key: "dbname".into(),
+                value: db.into(),
+            });
+            return plumb_engine::secret::render_conninfo(&params);
+        }
+        return format!("{url} dbname={db}");
+    }
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let Some((scheme, rest)) = base.split_once("://") else {
+        return url.to_string();
+    };
+    let authority = rest.split('/').next().unwrap_or("");
+    let q = query.map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{scheme}://{authority}/{db}{q}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_database;
+    use plumb_engine::secret::split_password;
+
+    #[test]
+    fn scratch_database_urls_keep_everything_but_the_database() {
+        assert_eq!(
+            with_database(
+                "postgresql:///postgres?host=/tmp/x&port=5433&user=plumb",
+                "lab"
+            ),
+            "postgresql:///lab?host=/tmp/x&port=5433&user=plumb"
+        );
+        assert_eq!(
+            with_database("postgres://app@db:5432/shop?sslmode=require", "lab"),
+            "postgres://app@db:5432/lab?sslmode=require"
+        );
+        assert_eq!(
+            with_database("postgres://app@db", "lab"),
+            "postgres://app@db/lab"
+        );
+        assert_eq!(
+            with_database("host=db dbname=shop user=app", "lab"),
+            "host=db user=app dbname=lab"
+        );
+        assert_eq!(
+            with_database("host=db application_name='a b' dbname=shop", "lab"),
+            "host=db application_name='a b' dbname=lab"
+        );
+        assert_eq!(
+            split_password("postgres://app:s3cret@db/lab"),
+            (
+                "postgres://app@db/lab".to_string(),
+                Some("s3cret".to_string())
+            )
+        );
+        assert_eq!(
+            split_password("host=db password=s3cret dbname=lab"),
+            ("host=db dbname=lab".to_string(), Some("s3cret".to_string()))
+        );
+        assert_eq!(split_password("postgres://app@db/lab").1, None);
+    }
+}

@@ -1,0 +1,224 @@
+//! plumb's one recorder. A recording is a drift-free tick schedule ([`Schedule`]); at every
+//! tick the host sampler (`plumb_sys::rawsample`) and the engine's counters ([`EngineSampler`])
+//! are written as one sample ([`Collector`]), and what happened between ticks becomes a mark
+//! (a PID that exited, the engine going away). `plumb record` drives a [`Collector`] in the
+//! foreground; the lab and other long jobs run one on a thread of its own ([`Background`]) and
+//! mark their phases on it ([`Background::begin`] → [`Phase`]).
+
+mod background;
+mod engine;
+mod schedule;
+
+pub use background::{Background, OpenPhase, Phase, PhaseKind};
+pub use engine::EngineSampler;
+pub use schedule::Schedule;
+
+use anyhow::{Context, Result};
+use plumb_store::{Header, Kind, Mark, Writer};
+use plumb_sys::rawsample::{RawKind, Sampler, Scope};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// plumb's version, as recorded in every header.
+pub const PLUMB_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Days since the Unix epoch to a civil (proleptic Gregorian) date: Howard Hinnant's
+/// days-to-civil algorithm.
+pub fn civil(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z.rem_euclid(146097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Now in UTC as `YYYYMMDD-HHMMSS`, for default file names.
+pub fn stamp() -> String {
+    let secs = now_unix_ms() / 1000;
+    let (y, mo, d) = civil((secs / 86400) as i64);
+    let t = secs % 86400;
+    format!(
+        "{y:04}{mo:02}{d:02}-{:02}{:02}{:02}",
+        t / 3600,
+        t / 60 % 60,
+        t % 60
+    )
+}
+
+/// What a recording says about itself.
+pub struct Setup {
+    pub interval: Duration,
+    /// `run` (its name when overlaid), `engine`, `command`...
+    pub labels: HashMap<String, String>,
+    /// The command line that made it (passwords already masked).
+    pub command_line: String,
+}
+
+/// A recording's header for a recording that starts now.
+pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
+    let host = plumb_sys::host::read(root).ok();
+    Header {
+        format_version: plumb_store::FORMAT_VERSION,
+        plumb_version: PLUMB_VERSION.to_string(),
+        started_unix_ms: now_unix_ms(),
+        interval_ms: setup.interval.as_millis() as u64,
+        hostname: host.as_ref().and_then(|h| h.hostname.clone()),
+        kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
+        cpus: plumb_sys::cpu::read_online_cpus(root).ok().flatten(),
+        clock_ticks_per_s: plumb_sys::host::clock_ticks_per_s(),
+        page_size_bytes: plumb_sys::host::page_size_bytes(),
+        command_line: setup.command_line.clone(),
+        labels: setup.labels.clone(),
+    }
+}
+
+/// One recording being written: the file, its samplers, and the marks that samples bring.
+pub struct Collector {
+    path: PathBuf,
+    started_unix_ms: u64,
+    writer: Writer,
+    sampler: Sampler,
+    pub engine: EngineSampler,
+    engine_gone: bool,
+    pub samples: u64,
+}
+
+impl Collector {
+    /// Create the recording (a new file: never over one) and its samplers.
+    pub fn create(
+        path: &Path,
+        root: plumb_sys::Root,
+        scope: Scope,
+        engine: EngineSampler,
+        setup: &Setup,
+    ) -> Result<Collector> {
+        let header = new_header(&root, setup);
+        let writer = Writer::create(path, &header)
+            .with_context(|| format!("creating the recording {}", path.display()))?;
+        Ok(Collector {
+            path: path.to_path_buf(),
+            started_unix_ms: header.started_unix_ms,
+            writer,
+            sampler: Sampler::new(root, scope),
+            engine,
+            engine_gone: false,
+            samples: 0,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn started_unix_ms(&self) -> u64 {
+        self.started_unix_ms
+    }
+
+    /// Milliseconds since the recording started.
+    pub fn now_ms(&self) -> u64 {
+        now_unix_ms().saturating_sub(self.started_unix_ms)
+    }
+
+    pub fn bytes_written(&self) -> u64 {
+        self.writer.bytes_written
+    }
+
+    /// Record one more process from the next sample on.
+    pub fn add_pid(&mut self, pid: u32) {
+        self.sampler.add_pid(pid);
+    }
+
+    /// Take and write one sample; what changed since the last one (a PID gone, the engine
+    /// unreachable or back) is marked at the sample's time. Returns the sample's time.
+    pub fn tick(&mut self) -> Result<u64> {
+        let t_ms = self.now_ms();
+        let (vals, gone) = self.sampler.take();
+        let engine_vals = self.engine.take();
+        let mut rows: Vec<(&str, Kind, u64)> = vals
+            .iter()
+            .map(|v| {
+                let kind = if v.kind == RawKind::Counter {
+                    Kind::Counter
+                } else {
+                    Kind::Gauge
+                };
+                (v.name.as_str(), kind, v.value)
+            })
+            .collect();
+        rows.extend(
+            engine_vals
+                .iter()
+                .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
+        );
+        self.writer
+            .sample(t_ms, &rows)
+            .with_context(|| format!("writing to {}", self.path.display()))?;
+        self.samples += 1;
+        // The engine going away (or coming back) is a mark, not an error: the host recording
+        // goes on.
+        if self.engine.failed.is_some() != self.engine_gone {
+            self.engine_gone = self.engine.failed.is_some();
+            let name = if self.engine_gone {
+                "engine unreachable"
+            } else {
+                "engine back"
+            };
+            self.mark_at(t_ms, name, self.engine.failed.clone())?;
+        }
+        for p in gone {
+            self.mark_at(t_ms, &format!("PID {p} exited"), None)?;
+        }
+        Ok(t_ms)
+    }
+
+    /// Mark the recording now; returns the mark's time in milliseconds.
+    pub fn mark(&self, name: &str, detail: Option<String>) -> Result<u64> {
+        let t_ms = self.now_ms();
+        self.mark_at(t_ms, name, detail)?;
+        Ok(t_ms)
+    }
+
+    pub fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
+        append_mark(&self.path, t_ms, name, detail)
+    }
+}
+
+/// Append a mark to a recording (in progress or finished).
+pub fn append_mark(path: &Path, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
+    plumb_store::append_mark(
+        path,
+        &Mark {
+            t_ms,
+            name: name.to_string(),
+            detail,
+        },
+    )
+    .with_context(|| format!("marking {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates() {
+        assert_eq!(super::civil(0), (1970, 1, 1));
+        assert_eq!(super::civil(20779), (2026, 11, 22));
+        assert_eq!(super::civil(-1), (1969, 12, 31));
+        // 2000 was a leap year (divisible by 400), 2100 will not be.
+        assert_eq!(super::civil(11016), (2000, 2, 29));
+        assert_eq!(super::civil(47541), (2100, 3, 1));
+    }
+}

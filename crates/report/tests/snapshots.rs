@@ -1,0 +1,214 @@
+//! The HTML renderers on synthetic inputs, compared with checked-in snapshots: a recording of
+//! every metric plumb knows (values from a fixed formula, three marks) for `plumb report`, and
+//! a lab report around a captured host for `plumb lab`'s page. No live host or lab is needed.
+//! `PLUMB_BLESS=1` rewrites a snapshot after a deliberate change; review its diff.
+
+use plumb_analyze::lab::*;
+use plumb_analyze::series::{How, RULES};
+use plumb_store::{Header, Kind, Mark, Writer};
+use std::path::{Path, PathBuf};
+
+fn snapshot(name: &str, got: &str) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots")
+        .join(name);
+    if std::env::var_os("PLUMB_BLESS").is_some() {
+        std::fs::write(&p, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&p)
+        .unwrap_or_else(|_| panic!("{} missing; run with PLUMB_BLESS=1", p.display()));
+    if want != got {
+        let first = want
+            .lines()
+            .zip(got.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(want.lines().count().min(got.lines().count()));
+        panic!(
+            "{} differs from line {} on:\nwant: {}\ngot:  {}\n(PLUMB_BLESS=1 rewrites it)",
+            p.display(),
+            first + 1,
+            want.lines().nth(first).unwrap_or("<end>"),
+            got.lines().nth(first).unwrap_or("<end>")
+        );
+    }
+}
+
+/// The raw name a rule reads, with a made-up object where the family has one.
+fn raw_name(family: &str, per_object: bool, raw: &str) -> String {
+    if !per_object {
+        return format!("{family}.{raw}");
+    }
+    let object = match family {
+        "cpu" => "all",
+        "disk" => "vda",
+        "proc" => "4242",
+        "psi" => "memory",
+        "engine" => "db",
+        _ => "x",
+    };
+    format!("{family}.{object}.{raw}")
+}
+
+/// Sixty one-second samples of every metric: counters grow by a wave, gauges follow one.
+fn synthetic_recording(dir: &Path) -> plumb_store::Recording {
+    let path = dir.join("synthetic.plumb");
+    let header = Header {
+        format_version: plumb_store::FORMAT_VERSION,
+        plumb_version: "0.0.0-snapshot".into(),
+        // 2026-11-23 10:00:00 UTC
+        started_unix_ms: 1_795_428_000_000,
+        interval_ms: 1000,
+        hostname: Some("db1".into()),
+        kernel: Some("6.1.0".into()),
+        cpus: Some(2),
+        clock_ticks_per_s: Some(100),
+        page_size_bytes: Some(4096),
+        command_line: "plumb record --pid 4242".into(),
+        labels: [("run".to_string(), "synthetic".to_string())]
+            .into_iter()
+            .collect(),
+    };
+    let mut w = Writer::create(&path, &header).unwrap();
+    let names: Vec<(String, Kind)> = RULES
+        .iter()
+        .map(|r| {
+            let kind = match r.how {
+                How::Gauge(_) => Kind::Gauge,
+                _ => Kind::Counter,
+            };
+            (raw_name(r.family, r.per_object, r.raw), kind)
+        })
+        .collect();
+    let mut totals = vec![0u64; names.len()];
+    for i in 0..60u64 {
+        let rows: Vec<(&str, Kind, u64)> = names
+            .iter()
+            .enumerate()
+            .map(|(k, (n, kind))| {
+                // A wave per metric, phase-shifted: 10..=90 in steps.
+                let wave = 10 + ((i * 7 + k as u64 * 13) % 81);
+                let v = match kind {
+                    // Bytes in MiB, counts as they are.
+                    Kind::Gauge if n.ends_with("_bytes") => wave << 20,
+                    Kind::Gauge => wave,
+                    Kind::Counter => {
+                        totals[k] += wave;
+                        totals[k]
+                    }
+                };
+                (n.as_str(), *kind, v)
+            })
+            .collect();
+        w.sample(i * 1000, &rows).unwrap();
+    }
+    drop(w);
+    for (t, name) in [
+        (5_000, "pgbench run"),
+        (30_000, "checkpoint"),
+        (50_000, "done"),
+    ] {
+        plumb_store::append_mark(
+            &path,
+            &Mark {
+                t_ms: t,
+                name: name.into(),
+                detail: Some(format!("at {t} ms")),
+            },
+        )
+        .unwrap();
+    }
+    let mut rec = plumb_store::read(&path).unwrap();
+    // The snapshot must not depend on the temporary directory's name.
+    rec.path = PathBuf::from("synthetic.plumb");
+    rec
+}
+
+#[test]
+fn recording_report_html() {
+    let d = tempfile::tempdir().unwrap();
+    let rec = synthetic_recording(d.path());
+    let run = plumb_report::record_render::Run::new(&rec, "synthetic".into());
+    let html = plumb_report::record_render::html(&[run]);
+    assert!(html.contains("<svg") && html.contains("checkpoint"));
+    snapshot("record-report.html", &html);
+}
+
+#[test]
+fn lab_report_html() {
+    let d = tempfile::tempdir().unwrap();
+    let rec = synthetic_recording(d.path());
+    let root = plumb_sys::Root::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/v2-systemd-lvm"
+    ));
+    let sample = plumb_sys::snapshot::collect(&root, &[812], None).unwrap();
+    let single = |method: &str, us: u64| LoopResult {
+        scenario: "single".into(),
+        wal_sync_method: method.into(),
+        iterations: 2,
+        rows_per_iteration: 100,
+        commits_per_iteration: 100,
+        insert_ms: Latency::from_us(&[20_000, 22_000]),
+        checkpoint_ms: Latency::from_us(&[2_000, 3_000]),
+        commit: Latency::from_us(&vec![us; 200]),
+        wal_bytes: Some(1_638_400.0),
+        wal_syncs: Some(200.0),
+        wal_sync_ms: Some(180.0),
+        disk_writes: Some(410),
+        disk_flushes: Some(202),
+        flushes_per_commit: Some(1.01),
+    };
+    let windows: Vec<Window> = [
+        ("pgbench", true, 5.0, 30.0),
+        ("checkpoint", true, 30.0, 50.0),
+    ]
+    .iter()
+    .map(|(name, workload, s, e)| window(&rec, name, *workload, *s, *e, Some("vda"), Some(4242)))
+    .collect();
+    let r = LabReport {
+        report_schema: REPORT_SCHEMA,
+        command_line: "plumb lab --quick".into(),
+        started_unix_ms: 1_795_428_000_000,
+        elapsed_s: 61.0,
+        quick: true,
+        target: "plumb's private PostgreSQL 15.18 (removed after the lab)".into(),
+        engine_version: Some("PostgreSQL 15.18".into()),
+        data_dir: "/var/tmp/plumb-lab-1-00000/pg/data".into(),
+        out_dir: "plumb-lab-20261123-100000".into(),
+        host: plumb_analyze::os::build(&sample, 4096),
+        memory: None,
+        durability: None,
+        sweep: None,
+        seq_read: None,
+        pgbench: Some(Pgbench {
+            scale: 5,
+            clients: 4,
+            threads: 2,
+            duration_s: 10.0,
+            init_s: 2.5,
+            database_bytes: Some(80 << 20),
+            transactions: 12_000,
+            failed: 0,
+            tps: 1200.0,
+            latency: Latency::from_us(&(1..=500).map(|i| i * 10).collect::<Vec<_>>()),
+            wal_sync_method: "fdatasync".into(),
+        }),
+        loops: vec![single("fdatasync", 1500), single("open_datasync", 2500)],
+        experiments: vec![],
+        windows,
+        findings: vec![Finding::new(
+            Severity::Warn,
+            "commit-latency",
+            "commit latency p99 is 2.50 ms with wal_sync_method=open_datasync (above 2 ms): each commit waited for a cache FLUSH <&>".into(),
+        )
+        .number("p99_ms", 2.5)
+        .evidence(vec!["200 single-row commits".into()])],
+        skipped: vec!["the wal_sync_method comparison: <not run>".into()],
+        recording: Some("recording.plumb".into()),
+    };
+    let html = plumb_report::lab_render::html(&r, &rec);
+    // Text from the report is escaped, never markup.
+    assert!(html.contains("FLUSH &lt;&amp;&gt;") && !html.contains("FLUSH <&>"));
+    snapshot("lab-report.html", &html);
+}

@@ -1,0 +1,133 @@
+//! The few system calls plumb makes outside /proc and /sys, wrapped once so that the crates
+//! above have no `unsafe`: who plumb runs as, users by name or uid (re-entrant: the recorder's
+//! thread may run beside), free space, sync, children's CPU time, signals to a child.
+
+use std::ffi::{CStr, CString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+
+/// The effective user id plumb runs as.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and touches no memory of ours.
+    unsafe { libc::geteuid() }
+}
+
+pub fn is_root() -> bool {
+    euid() == 0
+}
+
+/// An OS user, from the password database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// `getpwnam_r`/`getpwuid_r` with a buffer that grows on ERANGE.
+fn lookup(
+    call: &dyn Fn(&mut libc::passwd, &mut [u8], &mut *mut libc::passwd) -> libc::c_int,
+) -> Option<User> {
+    let mut size = 1024usize;
+    loop {
+        let mut buf = vec![0u8; size];
+        // SAFETY: passwd is plain data; zeroed is a valid (empty) value that the call fills.
+        let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+        let mut res: *mut libc::passwd = std::ptr::null_mut();
+        let rc = call(&mut pw, &mut buf, &mut res);
+        if rc == libc::ERANGE && size < (1 << 20) {
+            size *= 4;
+            continue;
+        }
+        if rc != 0 || res.is_null() || pw.pw_name.is_null() {
+            return None;
+        }
+        // SAFETY: on success pw_name points to a NUL-terminated string inside `buf`, alive here.
+        let name = unsafe { CStr::from_ptr(pw.pw_name) }
+            .to_string_lossy()
+            .into_owned();
+        return Some(User {
+            name,
+            uid: pw.pw_uid,
+            gid: pw.pw_gid,
+        });
+    }
+}
+
+pub fn user_by_name(name: &str) -> Option<User> {
+    let c = CString::new(name).ok()?;
+    lookup(&|pw, buf, res| {
+        // SAFETY: all pointers are valid for the call; buf's length is passed with it.
+        unsafe { libc::getpwnam_r(c.as_ptr(), pw, buf.as_mut_ptr().cast(), buf.len(), res) }
+    })
+}
+
+pub fn user_by_uid(uid: u32) -> Option<User> {
+    lookup(&|pw, buf, res| {
+        // SAFETY: as above.
+        unsafe { libc::getpwuid_r(uid, pw, buf.as_mut_ptr().cast(), buf.len(), res) }
+    })
+}
+
+/// Bytes free for an unprivileged user on the filesystem holding `dir`.
+pub fn free_bytes(dir: &Path) -> Option<u64> {
+    let c = CString::new(dir.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data, filled by the call.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid NUL-terminated path and output struct.
+    (unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0)
+        .then(|| s.f_bavail as u64 * s.f_frsize as u64)
+}
+
+/// Write every dirty page in the system out (sync(2)).
+pub fn sync_all() {
+    // SAFETY: sync takes no arguments and cannot fail.
+    unsafe { libc::sync() }
+}
+
+/// Write dirty pages out, then drop the clean page cache, dentries and inodes (root):
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`.
+pub fn drop_page_cache() -> std::io::Result<()> {
+    sync_all();
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+}
+
+/// CPU seconds (user + system) of plumb's children that have ended and been waited for.
+pub fn children_cpu_s() -> f64 {
+    // SAFETY: rusage is plain data, filled by the call.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid output struct.
+    if unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut ru) } != 0 {
+        return 0.0;
+    }
+    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
+    t(ru.ru_utime) + t(ru.ru_stime)
+}
+
+/// Send `sig` to a process of plumb's own (a child it started); false when it is gone.
+pub fn signal(pid: u32, sig: i32) -> bool {
+    let Ok(p) = i32::try_from(pid) else {
+        return false;
+    };
+    if p <= 0 {
+        return false;
+    }
+    // SAFETY: kill touches no memory; a positive pid names one process.
+    unsafe { libc::kill(p, sig) == 0 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn users_resolve_both_ways() {
+        let root = user_by_uid(0).expect("uid 0 exists");
+        assert_eq!(root.name, "root");
+        assert_eq!(user_by_name("root").unwrap().uid, 0);
+        assert!(user_by_name("no-such-user-plumb").is_none());
+        assert!(free_bytes(Path::new("/")).is_some());
+        assert!(free_bytes(Path::new("/no/such/dir")).is_none());
+        assert!(!signal(0, 0));
+    }
+}

@@ -442,7 +442,7 @@ pub fn summarize(
         for r in &m.runs {
             for n in &r.notes {
                 if seen.insert(n.clone()) {
-                    notes.push(Note::new(Level::Warn, n.clone()));
+                    notes.push(Note::new(Level::Warn, "delta-run-note", n.clone()));
                 }
             }
         }
@@ -487,7 +487,7 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
         if let Some(t) = median_of(rows, "db", "", "temp_bytes", i) {
             if t > 0.0 {
                 out.push(Note::new(
-                    Level::Warn,
+                    Level::Warn, "temp-file-spill",
                     format!(
                         "{label}the workload spilled {} to temporary files (a sort or hash larger than work_mem)",
                         crate::units::bytes(t as u64)
@@ -504,7 +504,7 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
         let blks = median_of(rows, "db", "", "blks_read", i).unwrap_or(0.0);
         if blks > 0.0 && disk_read < blks * block * 0.1 {
             out.push(Note::new(
-                Level::Info,
+                Level::Info, "page-cache-served-reads",
                 format!(
                     "{label}the engine read {} blocks ({}) but the disk delivered only {}: the OS page cache served the rest, so the engine's \"reads\" were not disk reads",
                     blks as u64,
@@ -529,7 +529,7 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
         let (cold, warm) = (disk_reads(c), disk_reads(w));
         if cold >= 1048576.0 && warm >= cold * 0.5 {
             out.push(Note::new(
-                Level::Warn,
+                Level::Warn, "warm-run-still-read-disk",
                 format!(
                     "warm: still read {} from disk (cold: {}): the data did not stay cached between runs. The working set is larger than the engine's cache, and the OS page cache did not hold it either (or the engine bypasses it with O_DIRECT)",
                     crate::units::bytes(warm as u64),
@@ -547,6 +547,7 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
                 let (slow, fast, r) = if a >= b { (0, 1, a / b) } else { (1, 0, b / a) };
                 out.push(Note::new(
                     Level::Info,
+                    "runs-differ",
                     format!(
                         "{} took {:.2}x as long as {} (median elapsed)",
                         modes[slow].mode, r, modes[fast].mode

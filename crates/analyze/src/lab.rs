@@ -175,7 +175,8 @@ pub struct Experiment {
     pub baseline: Option<Pgbench>,
     pub changed: Option<Pgbench>,
     pub window: Option<Window>,
-    pub notes: Vec<String>,
+    /// What changed, with its figures (`pgbench-compared`, `swap-hides-shared-memory`).
+    pub notes: Vec<crate::Note>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

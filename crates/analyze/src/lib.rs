@@ -23,19 +23,34 @@ pub enum Level {
     Warn,
 }
 
-/// A plain statement drawn from the numbers, for the reader to act on.
+/// A plain statement drawn from the numbers, for the reader to act on: a stable `code` for
+/// scripts, the figures behind it in `numbers` (unit in the name), and the sentence for people.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Note {
     pub level: Level,
+    /// Short, stable across versions (`swap-hides-shared-memory`): scripts match on it.
+    pub code: &'static str,
     pub text: String,
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub numbers: std::collections::BTreeMap<&'static str, f64>,
 }
 
 impl Note {
-    pub fn new(level: Level, text: impl Into<String>) -> Note {
+    pub fn new(level: Level, code: &'static str, text: impl Into<String>) -> Note {
         Note {
             level,
+            code,
             text: text.into(),
+            numbers: Default::default(),
         }
+    }
+
+    /// A figure behind the note (left out when not finite: JSON has no NaN).
+    pub fn with(mut self, name: &'static str, v: f64) -> Note {
+        if v.is_finite() {
+            self.numbers.insert(name, v);
+        }
+        self
     }
 }
 

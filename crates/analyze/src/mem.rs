@@ -155,14 +155,14 @@ pub fn assume(
             let detected = match settings.memory_limit_mb {
                 Some(m) => {
                     let capped = m.min(mb(host_memory_bytes));
-                    st.push(Note::new(Level::Info, format!(
+                    st.push(Note::new(Level::Info, "mssql-memory-limit-set", format!(
                         "memorylimitmb / MSSQL_MEMORY_LIMIT_MB is {m} MB: SQL Server uses {capped} MB, whatever the host or cgroup offers"
                     )));
                     capped
                 }
                 None => {
                     let d = eighty(visible);
-                    st.push(Note::new(Level::Info, format!(
+                    st.push(Note::new(Level::Info, "mssql-memory-from-host", format!(
                         "no memorylimitmb: SQL Server takes 80% of the lesser of host RAM ({}) and the cgroup limit ({}): it will log \"Detected {d} MB of RAM\"",
                         bytes(host_memory_bytes),
                         cgroup_limit_bytes.map(bytes).unwrap_or_else(|| "none".into())
@@ -178,20 +178,20 @@ pub fn assume(
             {
                 let old = eighty(host_memory_bytes);
                 a.mssql_old_build_detected_mb = Some(old);
-                st.push(Note::new(Level::Warn, format!(
+                st.push(Note::new(Level::Warn, "mssql-old-build-ignores-cgroup-v2", format!(
                     "cgroup v2: builds before SQL Server 2022 CU20 (and 2017/2019) ignore the limit here and assume {old} MB, then get OOM-killed; set MSSQL_MEMORY_LIMIT_MB or use 2022 CU20+ / 2025"
                 )));
             }
             match (cgroup_limit_bytes, settings.memory_limit_mb) {
-                (Some(l), Some(m)) if m * 1048576 >= l => st.push(Note::new(Level::Warn, format!(
+                (Some(l), Some(m)) if m * 1048576 >= l => st.push(Note::new(Level::Warn, "mssql-limit-no-headroom", format!(
                     "memorylimitmb {m} MB leaves no headroom under {limit_words}: the OS and SQLPAL need 10-20%, so the container will be OOM-killed; use about {} MB",
                     mb(l) * 85 / 100
                 ))),
-                (Some(l), Some(m)) if (m as f64) > mb(l) as f64 * 0.9 => st.push(Note::new(Level::Warn, format!(
+                (Some(l), Some(m)) if (m as f64) > mb(l) as f64 * 0.9 => st.push(Note::new(Level::Warn, "mssql-limit-above-90-pct", format!(
                     "memorylimitmb {m} MB is above 90% of {limit_words}: Microsoft advises 10-20% headroom; about {} MB",
                     mb(l) * 85 / 100
                 ))),
-                (None, _) => st.push(Note::new(Level::Info, format!(
+                (None, _) => st.push(Note::new(Level::Info, "mssql-no-container-limit", format!(
                     "{limit_words}: in a container SQL Server sizes itself from host RAM ({} MB), which the node's allocatable memory may not cover",
                     detected
                 ))),
@@ -199,6 +199,7 @@ pub fn assume(
             }
             st.push(Note::new(
                 Level::Info,
+                "mssql-max-server-memory",
                 "set max server memory below memorylimitmb: it caps only the buffer pool"
                     .to_string(),
             ));
@@ -212,16 +213,16 @@ pub fn assume(
             let mwm = settings.maintenance_work_mem_bytes.unwrap_or(64 << 20);
             let peak = sb + conns * wm + mwm;
             a.peak_estimate_bytes = Some(peak);
-            st.push(Note::new(Level::Info, format!(
+            st.push(Note::new(Level::Info, "postgres-memory-model", format!(
                 "PostgreSQL does not size itself from RAM: shared_buffers is {} (shared memory, charged to the cgroup), and each of up to {conns} connections may use work_mem {} per sort or hash: about {} at most, plus the page cache, which is charged to the cgroup too",
                 bytes(sb),
                 bytes(wm),
                 bytes(peak)
             )));
             if sb >= visible {
-                st.push(Note::new(Level::Warn, format!("shared_buffers {} is at or above the memory it can have ({}): it cannot stay resident", bytes(sb), bytes(visible))));
+                st.push(Note::new(Level::Warn, "shared-buffers-above-memory", format!("shared_buffers {} is at or above the memory it can have ({}): it cannot stay resident", bytes(sb), bytes(visible))));
             } else if sb as f64 > visible as f64 * 0.4 {
-                st.push(Note::new(Level::Warn, format!(
+                st.push(Note::new(Level::Warn, "shared-buffers-above-40-pct", format!(
                     "shared_buffers {} is over 40% of {} ({}): the PostgreSQL docs find little gain past 40%, and the page cache needs room under the same limit; about {}",
                     bytes(sb),
                     if cgroup_limit_bytes.is_some() { "the cgroup limit" } else { "host RAM" },
@@ -230,7 +231,7 @@ pub fn assume(
                 )));
             }
             if peak > visible {
-                st.push(Note::new(Level::Warn, format!(
+                st.push(Note::new(Level::Warn, "postgres-peak-above-memory", format!(
                     "shared_buffers + max_connections x work_mem + maintenance_work_mem = {} exceeds {}: a busy moment can hit the OOM killer",
                     bytes(peak),
                     bytes(visible)
@@ -241,19 +242,19 @@ pub fn assume(
             a.cache_name = "innodb_buffer_pool_size".into();
             let pool = settings.innodb_buffer_pool_size_bytes.unwrap_or(128 << 20);
             a.cache_bytes = Some(pool);
-            st.push(Note::new(Level::Info, format!(
+            st.push(Note::new(Level::Info, "mariadb-memory-model", format!(
                 "MariaDB does not size itself from RAM: innodb_buffer_pool_size is {} (private memory); MariaDB advises 60-70% of the memory available to it ({} here: about {})",
                 bytes(pool),
                 bytes(visible),
                 bytes(visible * 65 / 100)
             )));
             if pool >= visible {
-                st.push(Note::new(Level::Warn, format!("the buffer pool {} is at or above the memory it can have ({}): it will swap or be OOM-killed", bytes(pool), bytes(visible))));
+                st.push(Note::new(Level::Warn, "buffer-pool-above-memory", format!("the buffer pool {} is at or above the memory it can have ({}): it will swap or be OOM-killed", bytes(pool), bytes(visible))));
             } else if pool as f64 > visible as f64 * 0.75 {
-                st.push(Note::new(Level::Warn, format!("the buffer pool {} is over 75% of {}: leave room for connections and the OS", bytes(pool), bytes(visible))));
+                st.push(Note::new(Level::Warn, "buffer-pool-above-75-pct", format!("the buffer pool {} is over 75% of {}: leave room for connections and the OS", bytes(pool), bytes(visible))));
             }
             if cgroup_mode != CgroupMode::V2 {
-                st.push(Note::new(Level::Info, "InnoDB shrinks its pool on memory pressure only on a pure cgroup-v2 host (and only down to innodb_buffer_pool_size_auto_min); not here".to_string()));
+                st.push(Note::new(Level::Info, "innodb-no-shrink-here", "InnoDB shrinks its pool on memory pressure only on a pure cgroup-v2 host (and only down to innodb_buffer_pool_size_auto_min); not here".to_string()));
             }
         }
     }
@@ -489,7 +490,7 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
         ) {
             let lvl = if s > b / 20 { Level::Warn } else { Level::Info };
             let untouched = b.saturating_sub(r + s);
-            n.push(Note::new(lvl, format!(
+            n.push(Note::new(lvl, "engine-cache-belief", format!(
                 "{} (PID {}) believes {} are cached ({}); {} are resident; {} are in swap{}{}",
                 e.engine.name(),
                 e.main_pid,
@@ -505,6 +506,7 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
             if st.level == Level::Warn {
                 n.push(Note::new(
                     Level::Warn,
+                    "engine-statement",
                     format!("{}: {}", e.engine.name(), st.text),
                 ));
             }
@@ -513,28 +515,33 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
     for p in procs {
         if let (Some(vs), Some(ss)) = (p.vm_swap_bytes, p.smaps_swap_bytes) {
             if ss > vs + (1 << 20) {
-                n.push(Note::new(Level::Warn, format!(
+                n.push(Note::new(Level::Warn, "swap-hides-shared-memory", format!(
                     "PID {}: {} in swap by smaps_rollup, but VmSwap shows {}: the difference is swapped shared memory, which VmSwap never counts",
                     p.pid,
                     bytes(ss),
                     bytes(vs)
-                )));
+                )).with("pid", p.pid as f64).with("smaps_swap_bytes", ss as f64).with("vm_swap_bytes", vs as f64));
             }
         }
         if let Some(cg) = &p.cgroup {
             if cg.oom_kills.unwrap_or(0) > 0 {
-                n.push(Note::new(
-                    Level::Warn,
-                    format!(
-                        "PID {}: its memory cgroup has had {} OOM kill(s)",
-                        p.pid,
-                        cg.oom_kills.unwrap_or(0)
-                    ),
-                ));
+                n.push(
+                    Note::new(
+                        Level::Warn,
+                        "cgroup-oom-kills",
+                        format!(
+                            "PID {}: its memory cgroup has had {} OOM kill(s)",
+                            p.pid,
+                            cg.oom_kills.unwrap_or(0)
+                        ),
+                    )
+                    .with("pid", p.pid as f64)
+                    .with("oom_kills", cg.oom_kills.unwrap_or(0) as f64),
+                );
             }
             if let Some(ps) = cg.pressure.as_ref().and_then(|x| x.full.as_ref()) {
                 if ps.avg10_pct >= 10.0 {
-                    n.push(Note::new(Level::Warn, format!(
+                    n.push(Note::new(Level::Warn, "cgroup-memory-pressure", format!(
                         "PID {}: its cgroup's tasks were all stalled on memory {:.0}% of the last 10 s (PSI full)",
                         p.pid, ps.avg10_pct
                     )));
@@ -546,6 +553,7 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
         if r > 0.0 {
             n.push(Note::new(
                 Level::Warn,
+                "host-swap-in",
                 format!("the host is reading {}/s back from swap", bytes(r as u64)),
             ));
         }
@@ -555,6 +563,7 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
             if s.avg10_pct >= 10.0 {
                 n.push(Note::new(
                     Level::Warn,
+                    "host-memory-pressure",
                     format!(
                         "host memory pressure: some task stalled on memory {:.0}% of the last 10 s",
                         s.avg10_pct

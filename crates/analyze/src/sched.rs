@@ -147,30 +147,38 @@ pub fn build(a: &SchedSample, b: &SchedSample, clock_ticks_per_s: u64) -> CpuRep
     let mut notes = Vec::new();
     if let Some(r) = b.stat.procs_running {
         if r as usize > n {
-            notes.push(Note::new(Level::Warn, format!("{r} tasks are runnable on {n} CPUs: {} wait for a CPU right now (what runnable_tasks_count shows per scheduler in SQL Server)", r as usize - n)));
+            notes.push(Note::new(Level::Warn, "runnable-above-cpus", format!("{r} tasks are runnable on {n} CPUs: {} wait for a CPU right now (what runnable_tasks_count shows per scheduler in SQL Server)", r as usize - n)).with("runnable", r as f64).with("cpus", n as f64));
         }
     }
     if let Some(t) = cpus.last() {
         if t.steal_pct >= 10.0 {
-            notes.push(Note::new(
-                Level::Warn,
-                format!(
-                    "steal {:.0}%: the hypervisor took the CPUs for others",
-                    t.steal_pct
-                ),
-            ));
+            notes.push(
+                Note::new(
+                    Level::Warn,
+                    "cpu-steal",
+                    format!(
+                        "steal {:.0}%: the hypervisor took the CPUs for others",
+                        t.steal_pct
+                    ),
+                )
+                .with("steal_pct", t.steal_pct),
+            );
         }
     }
     if let Some(p) = psi {
         if p >= 10.0 {
-            notes.push(Note::new(
-                Level::Warn,
-                format!("some task waited for a CPU {p:.0}% of the time (PSI cpu)"),
-            ));
+            notes.push(
+                Note::new(
+                    Level::Warn,
+                    "cpu-pressure",
+                    format!("some task waited for a CPU {p:.0}% of the time (PSI cpu)"),
+                )
+                .with("psi_cpu_some_pct", p),
+            );
         }
     }
     if a.schedstat.is_none() {
-        notes.push(Note::new(Level::Info, "per-CPU run-queue delay unknown: /proc/schedstat is missing (kernel without CONFIG_SCHEDSTATS); PSI cpu and per-thread delay still tell".to_string()));
+        notes.push(Note::new(Level::Info, "no-schedstat", "per-CPU run-queue delay unknown: /proc/schedstat is missing (kernel without CONFIG_SCHEDSTATS); PSI cpu and per-thread delay still tell".to_string()));
     }
     if let Some(t) = threads
         .iter()
@@ -178,6 +186,7 @@ pub fn build(a: &SchedSample, b: &SchedSample, clock_ticks_per_s: u64) -> CpuRep
     {
         notes.push(Note::new(
             Level::Warn,
+            "thread-waiting-for-cpu",
             format!(
                 "thread {} ({}) was runnable but waiting for a CPU {:.0}% of the time",
                 t.tid,

@@ -214,16 +214,16 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     let is_root = plumb_sys::os::is_root();
 
     let mut observer = plumb_engine::observer(&wh.target).map_err(|e| anyhow!("--engine {e}"))?;
-    let info = observer.info().map_err(|e| anyhow!("{e}"))?;
-    let first = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+    let info = observer.info()?;
+    let first = observer.snapshot()?;
     let mut unavailable = first.unavailable.clone();
     // What plumb's own snapshot queries add to the global counters, measured with nothing
     // else of ours running; taken out of every run.
     let own = {
-        observer.snapshot().map_err(|e| anyhow!("{e}"))?;
-        let a = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+        observer.snapshot()?;
+        let a = observer.snapshot()?;
         std::thread::sleep(Duration::from_millis(100));
-        let b = observer.snapshot().map_err(|e| anyhow!("{e}"))?;
+        let b = observer.snapshot()?;
         let mut d = RunDelta::default();
         delta::subtract(&a, &b, &mut d);
         d
@@ -249,7 +249,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                     prep = done;
                 }
                 // The old observer's server may be gone (restart): connect again.
-                observer = plumb_engine::observer(&wh.target).map_err(|e| anyhow!("{e}"))?;
+                observer = plumb_engine::observer(&wh.target)?;
             }
             let ctx = OsContext::find(&root, &*observer, wh.private_dir.as_deref());
             if i == 0 && ctx.server_pid.is_none() {
@@ -313,7 +313,7 @@ fn make_cold(wh: &Where, is_root: bool) -> Result<Vec<String>> {
         }
         None => {
             // The engine's own way, where it has one (SQL Server: DBCC DROPCLEANBUFFERS).
-            let mut sess = plumb_engine::session(&wh.target).map_err(|e| anyhow!("{e}"))?;
+            let mut sess = plumb_engine::session(&wh.target)?;
             match sess.empty_cache() {
                 Some(Ok(what)) => done.push(what),
                 Some(Err(why)) => done.push(format!("the engine's cache was NOT emptied: {why}")),
@@ -567,12 +567,12 @@ fn measured_run(
     own: &RunDelta,
 ) -> Result<RunDelta> {
     let mut session = match w {
-        Workload::Sql(_) => Some(plumb_engine::session(&wh.target).map_err(|e| anyhow!("{e}"))?),
+        Workload::Sql(_) => Some(plumb_engine::session(&wh.target)?),
         Workload::Cmd(_) => None,
     };
     let backend = session.as_ref().and_then(|s| s.local_pid());
     let os_before = os_snapshot(root, ctx, backend);
-    let eng_before = obs.snapshot().map_err(|e| anyhow!("{e}"))?;
+    let eng_before = obs.snapshot()?;
     let children_before = children_cpu();
     let sample = obs.samples_waits();
     let sampler = Sampler {
@@ -587,7 +587,7 @@ fn measured_run(
     }
     // The statistics collector reports after the session goes idle.
     std::thread::sleep(Duration::from_millis(50));
-    let eng_after = obs.snapshot().map_err(|e| anyhow!("{e}"))?;
+    let eng_after = obs.snapshot()?;
     let os_after = os_snapshot(root, ctx, backend);
     let mut run = RunDelta {
         elapsed_s: elapsed.as_secs_f64(),
@@ -621,7 +621,7 @@ fn run_workload(
     _ctx: Option<&OsContext>,
 ) -> Result<()> {
     let mut session = match w {
-        Workload::Sql(_) => Some(plumb_engine::session(&wh.target).map_err(|e| anyhow!("{e}"))?),
+        Workload::Sql(_) => Some(plumb_engine::session(&wh.target)?),
         Workload::Cmd(_) => None,
     };
     let sampler = Sampler {
@@ -699,7 +699,7 @@ fn execute<'a>(
     res?;
     let waits = match waits {
         Some((ws, None)) => Some(ws),
-        Some((_, Some(e))) => return Err(anyhow!("{e}")),
+        Some((_, Some(e))) => return Err(e.into()),
         None => None,
     };
     Ok((elapsed, waits, sampler))
@@ -708,7 +708,7 @@ fn execute<'a>(
 fn run_body(wh: &Where, w: &Workload, session: Option<&mut (dyn Session + 'static)>) -> Result<()> {
     match (w, session) {
         (Workload::Sql(sql), Some(s)) => {
-            s.execute(sql).map_err(|e| anyhow!("{e}"))?;
+            s.execute(sql)?;
             Ok(())
         }
         (Workload::Cmd(cmd), _) => {

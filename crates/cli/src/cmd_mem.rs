@@ -76,19 +76,22 @@ impl LiveBelief {
                     if plumb_analyze::mem::apply_live_belief(rep, kind, b) {
                         None
                     } else {
-                        Some("--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string())
+                        Some(("engine-process-not-found", "--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string()))
                     }
                 }
                 None => Some(match kind {
-                    EngineKind::Postgres => "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string(),
-                    _ => "--engine: the server gave no cache figure; its configured size is shown".to_string(),
+                    EngineKind::Postgres => ("engine-no-cache-figure", "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string()),
+                    _ => ("engine-no-cache-figure", "--engine: the server gave no cache figure; its configured size is shown".to_string()),
                 }),
             },
-            Err(e) => Some(format!("--engine: {e}")),
+            Err(e) => Some(("engine-unreadable", format!("--engine: {e}"))),
         };
-        if let Some(n) = note {
-            rep.findings
-                .push(plumb_analyze::Note::new(plumb_analyze::Level::Info, n));
+        if let Some((code, n)) = note {
+            rep.findings.push(plumb_analyze::Note::new(
+                plumb_analyze::Level::Info,
+                code,
+                n,
+            ));
         }
     }
 }

@@ -236,7 +236,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
 }
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {
-    let rec = plumb_store::read(&a.file).map_err(|e| anyhow!("{e}"))?;
+    let rec = plumb_store::read(&a.file)?;
     let t_ms = plumb_record::now_unix_ms().saturating_sub(rec.header.started_unix_ms);
     plumb_store::append_mark(
         &a.file,
@@ -245,15 +245,14 @@ pub fn mark(a: &MarkArgs) -> Result<i32> {
             name: a.name.clone(),
             detail: a.detail.clone(),
         },
-    )
-    .map_err(|e| anyhow!("{e}"))?;
+    )?;
     Ok(0)
 }
 
 fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
     let mut v = Vec::new();
     for f in files {
-        let r = plumb_store::read(f).map_err(|e| anyhow!("{e}"))?;
+        let r = plumb_store::read(f)?;
         if let Some(d) = &r.damage {
             eprintln!(
                 "plumb: {}: read up to offset {}: {} ({} samples kept)",

@@ -180,8 +180,15 @@ pub fn main() -> i32 {
                 return 0;
             }
             let mut msg = format!("plumb: error: {e}");
+            let mut last = e.to_string();
             for cause in e.chain().skip(1) {
-                msg.push_str(&format!("\n  caused by: {cause}"));
+                // Errors that already quote their cause ("path: No such file") are not
+                // followed by it again.
+                let c = cause.to_string();
+                if !last.contains(&c) {
+                    msg.push_str(&format!("\n  caused by: {c}"));
+                }
+                last = c;
             }
             eprintln!("{}", plumb_engine::redact(&msg));
             2

@@ -352,3 +352,70 @@ impl Lab {
         Ok(report)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(dir: &std::path::Path) -> Config {
+        Config {
+            target: None,
+            allow_writes: false,
+            dir: dir.to_path_buf(),
+            out_dir: dir.join("out"),
+            quick: true,
+            pgbench: None,
+            pressure: None,
+            throttle_writes: None,
+            command_line: "plumb lab".into(),
+        }
+    }
+
+    fn refused(c: Config) -> String {
+        match Lab::new(c) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn what_can_be_checked_is_checked_before_anything_is_made() {
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("f");
+        std::fs::write(&file, b"x").unwrap();
+        assert!(refused(config(&file)).contains("not a directory"));
+        assert!(refused(config(&d.path().join("missing"))).contains("--dir"));
+        let mut c = config(d.path());
+        c.pgbench = Some(Duration::from_secs(1));
+        assert!(refused(c).contains("2s or more"));
+        let mut c = config(d.path());
+        c.target = Some(plumb_engine::Target::new("postgres://u@h/db"));
+        c.pressure = Some(PressureSize::Bytes(64 << 20));
+        assert!(refused(c).contains("private instance"));
+        let mut c = config(d.path());
+        c.target = Some(plumb_engine::Target::new("oracle://u@h/db"));
+        assert!(refused(c).contains("--target"));
+        // Nothing was made by the refusals.
+        assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn progress_counts_to_the_end_and_skipped_steps_advance_it() {
+        let mut seen = Vec::new();
+        let mut ev = |e: Event| {
+            if let Event::Step { n, of, .. } = e {
+                seen.push((n, of));
+            }
+        };
+        let mut p = Progress {
+            n: 0,
+            of: 4,
+            events: &mut ev,
+        };
+        p.step("a");
+        p.skip(2);
+        p.step("b");
+        p.step("past the end stays at the end");
+        assert_eq!(seen, vec![(1, 4), (4, 4), (4, 4)]);
+    }
+}

@@ -2,11 +2,11 @@
 //! the same tables, so they always say the same thing.
 
 use crate::fmt::{bytes, duration, latency_ms, ms, UNKNOWN};
-use crate::record_render::{charts_html, esc, page, Run};
+use crate::html::Html;
+use crate::record_render::{charts_html, page, Run};
 use crate::Render;
 use plumb_analyze::lab::{LabReport, Latency, Severity};
 use serde::Serialize;
-use std::fmt::Write as _;
 use std::io::{self, Write};
 
 /// The lab's report as output: text summary, or JSON with the envelope.
@@ -362,7 +362,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
             title: format!("Experiment: {} ({})", e.name, e.setting),
             headers: vec!["run", "tps", "p50", "p99"],
             rows: vec![row("without", &e.baseline), row("with", &e.changed)],
-            notes: e.notes.clone(),
+            notes: e.notes.iter().map(|n| n.text.clone()).collect(),
         });
     }
     if !r.windows.is_empty() {
@@ -503,90 +503,86 @@ impl Render for LabOutput<'_> {
 
 /// index.html: findings first, then the storage, the workloads, the phases and the charts.
 pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
-    let mut b = String::new();
-    let _ = write!(b, "<h1>plumb lab</h1><table>");
-    for (k, v) in header_lines(r) {
-        let _ = write!(b, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
-    }
-    b.push_str("</table><h2 id=\"findings\">Findings</h2>");
-    if r.findings.is_empty() {
-        b.push_str("<p>None: nothing crossed a threshold.</p>");
-    } else {
-        b.push_str("<table><tr><th>severity</th><th>finding</th><th>evidence</th></tr>");
-        for f in &r.findings {
-            let class = match f.severity {
-                Severity::Critical => " class=\"crit\"",
-                Severity::Warn => " class=\"warn\"",
-                Severity::Info => "",
-            };
-            let _ = write!(
-                b,
-                "<tr{class}><td>{}</td><td>{}</td><td>{}</td></tr>",
-                sev(f.severity),
-                esc(&f.statement),
-                f.evidence
-                    .iter()
-                    .map(|e| esc(e))
-                    .collect::<Vec<_>>()
-                    .join("<br>")
-            );
+    let mut h = Html::new();
+    h.el("h1", &[], "plumb lab");
+    h.with("table", &[], |h| {
+        for (k, v) in header_lines(r) {
+            h.with("tr", &[], |h| {
+                h.el("th", &[], k).el("td", &[], &v);
+            });
         }
-        b.push_str("</table>");
+    });
+    h.el("h2", &[("id", "findings")], "Findings");
+    if r.findings.is_empty() {
+        h.el("p", &[], "None: nothing crossed a threshold.");
+    } else {
+        h.with("table", &[], |h| {
+            h.with("tr", &[], |h| {
+                h.el("th", &[], "severity")
+                    .el("th", &[], "finding")
+                    .el("th", &[], "evidence");
+            });
+            for f in &r.findings {
+                let class: &[(&str, &str)] = match f.severity {
+                    Severity::Critical => &[("class", "crit")],
+                    Severity::Warn => &[("class", "warn")],
+                    Severity::Info => &[],
+                };
+                h.with("tr", class, |h| {
+                    h.el("td", &[], sev(f.severity))
+                        .el("td", &[], &f.statement)
+                        .with("td", &[], |h| {
+                            for (i, e) in f.evidence.iter().enumerate() {
+                                if i > 0 {
+                                    h.raw("<br>");
+                                }
+                                h.text(e);
+                            }
+                        });
+                });
+            }
+        });
     }
     for t in tables(r) {
-        let _ = write!(b, "<h2 id=\"{}\">{}</h2><table><tr>", t.id, esc(&t.title));
-        for h in &t.headers {
-            let _ = write!(b, "<th>{}</th>", esc(h));
-        }
-        b.push_str("</tr>");
-        for row in &t.rows {
-            b.push_str("<tr>");
-            for (i, c) in row.iter().enumerate() {
-                let _ = write!(
-                    b,
-                    "<td{}>{}</td>",
-                    if i > 0 { " class=\"n\"" } else { "" },
-                    esc(c)
-                );
+        h.el("h2", &[("id", t.id)], &t.title);
+        h.with("table", &[], |h| {
+            h.with("tr", &[], |h| {
+                for c in &t.headers {
+                    h.el("th", &[], c);
+                }
+            });
+            for row in &t.rows {
+                h.with("tr", &[], |h| {
+                    for (i, c) in row.iter().enumerate() {
+                        let class: &[(&str, &str)] = if i > 0 { &[("class", "n")] } else { &[] };
+                        h.el("td", class, c);
+                    }
+                });
             }
-            b.push_str("</tr>");
-        }
-        b.push_str("</table>");
+        });
         if !t.notes.is_empty() {
-            let _ = write!(
-                b,
-                "<ul>{}</ul>",
-                t.notes
-                    .iter()
-                    .map(|n| format!("<li>{}</li>", esc(n)))
-                    .collect::<String>()
-            );
+            h.list(&t.notes);
         }
         if t.id == "sweep" {
             if let Some(s) = &r.sweep {
-                let _ = write!(
-                    b,
-                    "<div class=\"chart\" id=\"sweep-chart\">{}</div>",
-                    crate::io_render::sweep_chart(s)
-                );
+                h.with("div", &[("class", "chart"), ("id", "sweep-chart")], |h| {
+                    h.raw(&crate::io_render::sweep_chart(s));
+                });
             }
         }
     }
     if !r.skipped.is_empty() {
-        let _ = write!(
-            b,
-            "<h2>Not run</h2><ul>{}</ul>",
-            r.skipped
-                .iter()
-                .map(|n| format!("<li>{}</li>", esc(n)))
-                .collect::<String>()
-        );
+        h.el("h2", &[], "Not run").list(&r.skipped);
     }
     let run = Run::new(rec, "lab".into());
-    let _ = write!(
-        b,
-        "<h2 id=\"recording\">Recording</h2><p class=\"sub\">Every second through the lab; the marks are its phases. The raw recording is recording.plumb (<code>plumb report</code>, <code>plumb export</code>).</p>{}",
-        charts_html(std::slice::from_ref(&run))
-    );
-    page("plumb lab", &b)
+    h.el("h2", &[("id", "recording")], "Recording");
+    h.with("p", &[("class", "sub")], |h| {
+        h.text("Every second through the lab; the marks are its phases. The raw recording is recording.plumb (")
+            .el("code", &[], "plumb report")
+            .text(", ")
+            .el("code", &[], "plumb export")
+            .text(").");
+    });
+    h.raw(&charts_html(std::slice::from_ref(&run)));
+    page("plumb lab", &h.finish())
 }

@@ -7,6 +7,7 @@ use std::io::{self, Write};
 
 pub mod delta_render;
 pub mod fmt;
+pub mod html;
 pub mod io_render;
 pub mod k8s_render;
 pub mod lab_render;

@@ -5,7 +5,6 @@ use crate::fmt::bytes;
 use crate::svg::{self, Draw, TimeChart, TimeMark, TimeSeries, PALETTE};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
-use std::fmt::Write as _;
 use std::io::{self, Write};
 
 /// One recording with its derived-metric catalog and a label for overlays.
@@ -487,11 +486,8 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
     }))
 }
 
-pub fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+pub use crate::html::escape as esc;
+use crate::html::Html;
 
 fn mean(v: &[f64]) -> Option<f64> {
     let f: Vec<f64> = v.iter().cloned().filter(|x| x.is_finite()).collect();
@@ -502,8 +498,8 @@ fn max(v: &[f64]) -> Option<f64> {
     v.iter().cloned().filter(|x| x.is_finite()).reduce(f64::max)
 }
 
-fn summary(r: &Run) -> String {
-    let h = &r.rec.header;
+/// The run's row of the summary table (and a row saying where a damaged file stopped).
+fn summary(h: &mut Html, r: &Run) {
     let dur = r.t.last().copied().unwrap_or(0.0);
     let busy = r
         .values("cpu.all.idle_pct")
@@ -525,47 +521,76 @@ fn summary(r: &Run) -> String {
         .and_then(|v| max(&v))
         .map(|v| bytes(v as u64))
         .unwrap_or_else(|| "n/a".into());
-    let mut s = format!(
-        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{busy}</td><td>{steal}</td><td>{rq}</td><td>{swap}</td></tr>",
-        esc(&r.label),
-        esc(h.hostname.as_deref().unwrap_or("?")),
-        svg::fmt_clock(dur),
-        r.t.len(),
-        bytes(r.rec.file_bytes),
-        r.rec.marks.len()
-    );
+    h.with("tr", &[], |h| {
+        for c in [
+            r.label.clone(),
+            r.rec.header.hostname.clone().unwrap_or_else(|| "?".into()),
+            svg::fmt_clock(dur),
+            r.t.len().to_string(),
+            bytes(r.rec.file_bytes),
+            r.rec.marks.len().to_string(),
+            busy,
+            steal,
+            rq,
+            swap,
+        ] {
+            h.el("td", &[], &c);
+        }
+    });
     if let Some(d) = &r.rec.damage {
-        let _ = write!(
-            s,
-            "<tr><td colspan=\"10\" class=\"warn\">{}: read up to offset {}: {}</td></tr>",
-            esc(&r.rec.path.display().to_string()),
-            d.offset,
-            esc(&d.reason)
-        );
+        h.with("tr", &[], |h| {
+            h.el(
+                "td",
+                &[("colspan", "10"), ("class", "warn")],
+                &format!(
+                    "{}: read up to offset {}: {}",
+                    r.rec.path.display(),
+                    d.offset,
+                    d.reason
+                ),
+            );
+        });
     }
-    s
 }
 
 /// The whole report: one self-contained page.
 pub fn html(runs: &[Run]) -> String {
-    let mut body = String::new();
-    let _ = write!(
-        body,
-        "<h1>plumb report</h1><p class=\"sub\">{} recording(s); charts are SVG; everything needed is in this file.</p>",
-        runs.len()
+    let mut h = Html::new();
+    h.el("h1", &[], "plumb report").el(
+        "p",
+        &[("class", "sub")],
+        &format!(
+            "{} recording(s); charts are SVG; everything needed is in this file.",
+            runs.len()
+        ),
     );
-    body.push_str("<table><tr><th>run</th><th>host</th><th>length</th><th>samples</th><th>file</th><th>marks</th><th>CPU busy (mean)</th><th>steal (mean)</th><th>runnable (max)</th><th>swap used (max)</th></tr>");
-    for r in runs {
-        body.push_str(&summary(r));
-    }
-    body.push_str("</table>");
-    body.push_str(&charts_html(runs));
-    page("plumb report", &body)
+    h.with("table", &[], |h| {
+        h.with("tr", &[], |h| {
+            for c in [
+                "run",
+                "host",
+                "length",
+                "samples",
+                "file",
+                "marks",
+                "CPU busy (mean)",
+                "steal (mean)",
+                "runnable (max)",
+                "swap used (max)",
+            ] {
+                h.el("th", &[], c);
+            }
+        });
+        for r in runs {
+            summary(h, r);
+        }
+    });
+    h.raw(&charts_html(runs));
+    page("plumb report", &h.finish())
 }
 
 /// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.
 pub fn charts_html(runs: &[Run]) -> String {
-    let mut body = String::new();
     let mut charts: Vec<(String, String)> = Vec::new();
     for r in runs {
         if let Some(c) = cpu_chart(r) {
@@ -608,41 +633,57 @@ pub fn charts_html(runs: &[Run]) -> String {
         // Next to the CPU chart: what the database did, then what the host did for it.
         charts.insert(charts.len().min(1), ("engine".into(), c));
     }
+    let mut h = Html::new();
     for (id, c) in &charts {
-        let _ = write!(body, "<div class=\"chart\" id=\"{id}\">{c}</div>");
+        h.with("div", &[("class", "chart"), ("id", id)], |h| {
+            h.raw(c);
+        });
     }
     let marks: Vec<String> = runs
         .iter()
         .flat_map(|r| {
             r.rec.marks.iter().map(move |m| {
                 format!(
-                    "<li>{} {} — {}{}</li>",
-                    esc(&r.label),
+                    "{} {} — {}{}",
+                    r.label,
                     svg::fmt_clock(m.t_ms as f64 / 1000.0),
-                    esc(&m.name),
+                    m.name,
                     m.detail
                         .as_ref()
-                        .map(|d| format!(": {}", esc(d)))
+                        .map(|d| format!(": {d}"))
                         .unwrap_or_default()
                 )
             })
         })
         .collect();
     if !marks.is_empty() {
-        let _ = write!(body, "<h2>Marks</h2><ul>{}</ul>", marks.join(""));
+        h.el("h2", &[], "Marks").list(&marks);
     }
-    body
+    h.finish()
 }
 
 /// A self-contained page around a body.
 pub fn page(title: &str, body: &str) -> String {
-    format!(
-        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{}</title><style>\
-body{{font-family:sans-serif;margin:24px;color:#222;max-width:880px}}h1{{margin:0}}.sub{{color:#555}}\
-table{{border-collapse:collapse;margin:16px 0;font-size:13px}}td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left}}\
-.warn{{background:#fff3cd}}.crit{{background:#f8d7da}}.chart{{margin:18px 0}}td.n{{text-align:right}}</style></head><body>{body}</body></html>\n",
-        esc(title)
-    )
+    const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:880px}h1{margin:0}.sub{color:#555}\
+table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
+.warn{background:#fff3cd}.crit{background:#f8d7da}.chart{margin:18px 0}td.n{text-align:right}";
+    let mut h = Html::new();
+    h.raw("<!DOCTYPE html>");
+    h.with("html", &[("lang", "en")], |h| {
+        h.with("head", &[], |h| {
+            h.raw("<meta charset=\"utf-8\">")
+                .el("title", &[], title)
+                .with("style", &[], |h| {
+                    h.raw(STYLE);
+                });
+        })
+        .with("body", &[], |h| {
+            h.raw(body);
+        });
+    });
+    let mut s = h.finish();
+    s.push('\n');
+    s
 }
 
 /// One chart of chosen metrics over time, runs overlaid.

@@ -77,6 +77,22 @@ fn frame(title: &str, subtitle: &str) -> String {
     s
 }
 
+/// A horizontal grid line at `y` across the plot, and its label on the left axis.
+fn y_gridline(s: &mut String, y: f64, pw: f64, label: &str) {
+    let _ = write!(
+        s,
+        r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##,
+        L + pw
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
+        L - 8.0,
+        y + 4.0,
+        esc(label)
+    );
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -221,18 +237,7 @@ pub fn render(c: &Chart) -> String {
     }
     for t in ya.ticks() {
         let y = py(t);
-        let _ = write!(
-            s,
-            r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##,
-            L + pw
-        );
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
-            L - 8.0,
-            y + 4.0,
-            esc(&(c.y_fmt)(t))
-        );
+        y_gridline(&mut s, y, pw, &(c.y_fmt)(t));
     }
     let _ = write!(
         s,
@@ -605,18 +610,7 @@ pub fn render_time(c: &TimeChart) -> String {
     }
     for t in ya.ticks() {
         let y = py(&ya, t);
-        let _ = write!(
-            s,
-            r##"<line x1="{L}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e5e5e5"/>"##,
-            L + pw
-        );
-        let _ = write!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#333">{}</text>"##,
-            L - 8.0,
-            y + 4.0,
-            esc(&(c.y_fmt)(t))
-        );
+        y_gridline(&mut s, y, pw, &(c.y_fmt)(t));
     }
     if let Some(a2) = &y2 {
         for t in a2.ticks() {

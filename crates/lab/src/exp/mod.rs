@@ -334,20 +334,27 @@ impl<'a> Context<'a> {
 }
 
 /// tps and tail latency, without against with.
-pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> String {
+pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> plumb_analyze::Note {
     let p99 = |p: &Pgbench| p.latency.as_ref().and_then(|l| l.p99_ms.or(l.p95_ms));
-    let change = if base.tps > 0.0 {
-        format!(" ({:+.0}%)", (with.tps / base.tps - 1.0) * 100.0)
-    } else {
-        String::new()
-    };
-    match (p99(base), p99(with)) {
+    let change = (base.tps > 0.0).then(|| (with.tps / base.tps - 1.0) * 100.0);
+    let change_text = change.map(|c| format!(" ({c:+.0}%)")).unwrap_or_default();
+    let text = match (p99(base), p99(with)) {
         (Some(a), Some(b)) => format!(
-            "tps {:.0} → {:.0}{change}; p99 latency {a:.2} ms → {b:.2} ms",
+            "tps {:.0} → {:.0}{change_text}; p99 latency {a:.2} ms → {b:.2} ms",
             base.tps, with.tps
         ),
-        _ => format!("tps {:.0} → {:.0}{change}", base.tps, with.tps),
+        _ => format!("tps {:.0} → {:.0}{change_text}", base.tps, with.tps),
+    };
+    let mut n = plumb_analyze::Note::new(plumb_analyze::Level::Info, "pgbench-compared", text)
+        .with("baseline_tps", base.tps)
+        .with("tps", with.tps);
+    if let Some(c) = change {
+        n = n.with("tps_change_pct", c);
     }
+    if let (Some(a), Some(b)) = (p99(base), p99(with)) {
+        n = n.with("baseline_p99_ms", a).with("p99_ms", b);
+    }
+    n
 }
 
 /// The baseline the experiments compare with: the lab's pgbench run.

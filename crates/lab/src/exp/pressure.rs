@@ -157,15 +157,24 @@ impl Experiment for Pressure {
             .and_then(|s| s.vm_swap_bytes);
         let opt = |b: Option<u64>| b.map(bytes).unwrap_or_else(|| "unknown".into());
         let base = super::baseline(cx);
-        let notes = vec![
-            super::compare_runs(&base, &p),
+        let mut swap = plumb_analyze::Note::new(
+            plumb_analyze::Level::Warn,
+            "swap-hides-shared-memory",
             format!(
                 "PostgreSQL believes shared_buffers = {} is its cache; at the end of the run {} of the server's memory was in swap (smaps_rollup of the postmaster, which maps all of shared memory), while VmSwap said {} (it counts private memory only)",
                 bytes(shared_buffers),
                 opt(smaps_swap),
                 opt(vm_swap)
             ),
-        ];
+        )
+        .with("shared_buffers_bytes", shared_buffers as f64);
+        if let Some(b) = smaps_swap {
+            swap = swap.with("smaps_swap_bytes", b as f64);
+        }
+        if let Some(b) = vm_swap {
+            swap = swap.with("vm_swap_bytes", b as f64);
+        }
+        let notes = vec![super::compare_runs(&base, &p), swap];
         Ok(Outcome {
             section: Section::Experiments(vec![plumb_analyze::lab::Experiment {
                 name: "memory pressure".into(),

@@ -22,10 +22,22 @@ pub use secret::{read_password_file, redact};
 pub enum Error {
     #[error("{0}")]
     Setup(String),
+    /// `message` is the driver's error in words (its causes joined); the driver's error itself is
+    /// kept as the source, for callers that look at it.
     #[error("{url}: {message}")]
-    Connect { url: String, message: String },
+    Connect {
+        url: String,
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     #[error("{what}: {message}")]
-    Query { what: String, message: String },
+    Query {
+        what: String,
+        message: String,
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     #[error("the database went away: {0}")]
     Gone(String),
     #[error("{0}")]

@@ -162,6 +162,7 @@ fn merr(what: &str, e: mysql::Error) -> Error {
         other => Error::Query {
             what: what.to_string(),
             message: other.to_string(),
+            source: Some(Box::new(other)),
         },
     }
 }
@@ -171,6 +172,7 @@ fn connect(t: &Target) -> Result<(Conn, Opts)> {
     let c = Conn::new(opts.clone()).map_err(|e| Error::Connect {
         url: t.shown(),
         message: e.to_string(),
+        source: Some(Box::new(e)),
     })?;
     Ok((c, opts))
 }

@@ -55,6 +55,7 @@ impl ResultSet {
             .ok_or_else(|| Error::Query {
                 what: "SQL Server result".into(),
                 message: format!("column {name} missing (have: {})", self.columns.join(", ")),
+                source: None,
             })
     }
 
@@ -678,35 +679,33 @@ pub fn query_for(set: &str, major: u32, scheduler_cpu: bool) -> String {
 
 // ---- the connection (tiberius over TDS) ----
 
-/// Parse `mssql://user:password@host:port/database?trust_server_certificate=true&encrypt=on`.
+/// Parse `mssql://user:password@host:port/database?trust_server_certificate=true&encrypt=on`
+/// (the `url` crate's parser; user, password and database percent-decoded).
 pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
     let shown = t.shown();
     let bad = |m: &str| Error::Url(format!("{shown}: {m}"));
-    let rest = t
-        .url
-        .split_once("://")
-        .map(|(_, r)| r)
-        .ok_or_else(|| bad("not a URL"))?;
-    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
-    let (auth, hostpart) = main
-        .rsplit_once('@')
-        .ok_or_else(|| bad("needs user@host"))?;
-    let (user, pw) = match auth.split_once(':') {
-        Some((u, p)) => (u.to_string(), Some(p.to_string())),
-        None => (auth.to_string(), None),
+    let u = url::Url::parse(&t.url).map_err(|e| match e {
+        url::ParseError::InvalidPort => bad("the port is not a number"),
+        other => bad(&format!("not a URL ({other})")),
+    })?;
+    let decode = |s: &str| {
+        url::form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
     };
-    let (hostport, db) = hostpart.split_once('/').unwrap_or((hostpart, ""));
-    let (host, port) = match hostport.rsplit_once(':') {
-        Some((h, p)) => (
-            h,
-            p.parse::<u16>()
-                .map_err(|_| bad("the port is not a number"))?,
-        ),
-        None => (hostport, 1433),
-    };
+    let user = decode(u.username());
+    let pw = u.password().map(decode);
+    let host = u.host_str().unwrap_or("").to_string();
+    let port = u.port().unwrap_or(1433);
+    let db = decode(u.path().trim_start_matches('/'));
     if host.is_empty() || user.is_empty() {
         return Err(bad("needs user@host"));
     }
+    let query: Vec<(String, String)> = u
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect();
     let password = t
         .password
         .clone()
@@ -714,15 +713,15 @@ pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
         .or_else(|| std::env::var("MSSQL_PASSWORD").ok())
         .unwrap_or_default();
     let mut c = tiberius::Config::new();
-    c.host(host);
+    c.host(&host);
     c.port(port);
     c.authentication(tiberius::AuthMethod::sql_server(&user, &password));
     if !db.is_empty() {
-        c.database(db);
+        c.database(&db);
     }
     c.application_name("plumb");
-    for kv in query.split('&').filter(|s| !s.is_empty()) {
-        let (k, v) = kv.split_once('=').unwrap_or((kv, "true"));
+    for (k, v) in &query {
+        let v = if v.is_empty() { "true" } else { v.as_str() };
         match k.to_ascii_lowercase().as_str() {
             "trust_server_certificate" | "trustservercertificate" if v == "true" => c.trust_cert(),
             "encrypt" => c.encryption(match v {
@@ -752,6 +751,7 @@ fn terr(what: &str, e: tiberius::error::Error) -> Error {
         other => Error::Query {
             what: what.to_string(),
             message: other.to_string(),
+            source: Some(Box::new(other)),
         },
     }
 }
@@ -782,6 +782,7 @@ impl MssqlConn {
         let client = client.map_err(|m| Error::Connect {
             url: label.clone(),
             message: m,
+            source: None,
         })?;
         let mut c = MssqlConn {
             rt,
@@ -804,6 +805,7 @@ impl MssqlConn {
                     .map_err(|_| Error::Query {
                         what: what.into(),
                         message: "timed out after 30 s".into(),
+                        source: None,
                     })?
                     .map_err(|e| terr(what, e))?;
             let rows = stream

@@ -60,6 +60,7 @@ fn qerr(what: &str, e: postgres::Error) -> Error {
                 .as_db_error()
                 .map(|d| d.message().to_string())
                 .unwrap_or_else(|| e.to_string()),
+            source: Some(Box::new(e)),
         }
     }
 }
@@ -71,6 +72,7 @@ impl Conn {
         let mut client = cfg.connect(NoTls).map_err(|e| Error::Connect {
             url: label.to_string(),
             message: with_causes(&e),
+            source: Some(Box::new(e)),
         })?;
         if observer {
             client

@@ -117,16 +117,14 @@ pub fn with_database(url: &str, db: &str) -> String {
         }
         return format!("{url} dbname={db}");
     }
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let Some((scheme, rest)) = base.split_once("://") else {
-        return url.to_string();
-    };
-    let authority = rest.split('/').next().unwrap_or("");
-    let q = query.map(|q| format!("?{q}")).unwrap_or_default();
-    format!("{scheme}://{authority}/{db}{q}")
+    // A URL: the url crate's parser, the path replaced, everything else kept as written.
+    match url::Url::parse(url) {
+        Ok(mut u) => {
+            u.set_path(&format!("/{db}"));
+            u.into()
+        }
+        Err(_) => url.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -150,6 +148,11 @@ mod tests {
         assert_eq!(
             with_database("postgres://app@db", "lab"),
             "postgres://app@db/lab"
+        );
+        // IPv6 hosts and encoded user names survive as written.
+        assert_eq!(
+            with_database("postgres://a%40b@[::1]:5432/shop#x", "lab"),
+            "postgres://a%40b@[::1]:5432/lab#x"
         );
         assert_eq!(
             with_database("host=db dbname=shop user=app", "lab"),

@@ -165,25 +165,12 @@ impl<'a> Context<'a> {
             .clone()
             .filter(|d| d.exists())
             .unwrap_or_else(|| s.work.clone());
-        let sample = plumb_sys::snapshot::collect(&root, &pids, Some(&data_dir))
-            .context("reading the host")?;
-        let host =
-            plumb_analyze::os::build(&sample, plumb_sys::host::page_size_bytes().unwrap_or(4096));
-        let memory = {
-            let kind = s.server.mem_kind();
-            let settings = plumb_sys::engine_conf::read(&root, kind, s.server.local_pid);
-            let total = host.memory.total_bytes.unwrap_or(0);
-            let limit = host
-                .processes
-                .iter()
-                .find(|p| p.role != "plumb")
-                .or(host.processes.first())
-                .and_then(|p| p.memory_limit_bytes);
-            (total > 0).then(|| {
-                plumb_analyze::mem::assume(kind, total, limit, host.cgroup_mode, &settings)
-            })
-        };
-        let (storage, trace_devs) = plumb_analyze::os::storage_under(&root, &data_dir);
+        let HostView {
+            host,
+            memory,
+            storage,
+            trace_devs,
+        } = read_host(&root, s.server.mem_kind(), s.server.local_pid, &data_dir)?;
         let disk = storage.as_ref().and_then(|st| st.disks.first().cloned());
         let mut skipped = Vec::new();
         if s.server.private.is_none() {
@@ -331,6 +318,46 @@ impl<'a> Context<'a> {
         }
         Ok(self.lab_db.as_ref().expect("just made"))
     }
+}
+
+/// What the lab reads of the host before it loads it: the OS report around the server's
+/// processes, the engine's memory assumption, the storage under the data and its disks.
+pub struct HostView {
+    pub host: OsReport,
+    pub memory: Option<Assumption>,
+    pub storage: Option<StorageSection>,
+    pub trace_devs: Vec<plumb_sys::DevNum>,
+}
+
+/// Read the host through `root` (the live host, or a captured tree in the tests).
+pub fn read_host(
+    root: &plumb_sys::Root,
+    kind: plumb_sys::smaps::EngineKind,
+    server_pid: Option<u32>,
+    data_dir: &std::path::Path,
+) -> Result<HostView> {
+    let pids: Vec<u32> = server_pid.into_iter().collect();
+    let sample =
+        plumb_sys::snapshot::collect(root, &pids, Some(data_dir)).context("reading the host")?;
+    let host =
+        plumb_analyze::os::build(&sample, plumb_sys::host::page_size_bytes().unwrap_or(4096));
+    let settings = plumb_sys::engine_conf::read(root, kind, server_pid);
+    let total = host.memory.total_bytes.unwrap_or(0);
+    let limit = host
+        .processes
+        .iter()
+        .find(|p| p.role != "plumb")
+        .or(host.processes.first())
+        .and_then(|p| p.memory_limit_bytes);
+    let memory = (total > 0)
+        .then(|| plumb_analyze::mem::assume(kind, total, limit, host.cgroup_mode, &settings));
+    let (storage, trace_devs) = plumb_analyze::os::storage_under(root, data_dir);
+    Ok(HostView {
+        host,
+        memory,
+        storage,
+        trace_devs,
+    })
 }
 
 /// tps and tail latency, without against with.

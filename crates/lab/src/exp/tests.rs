@@ -180,3 +180,25 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
         .contains("9.5"));
     assert!(rule(&f, "run-queue-above-cpus").is_some());
 }
+
+#[test]
+fn the_host_section_reads_through_a_root() {
+    // The captured host of the fixtures: PostgreSQL as PID 812, its data on LVM.
+    let root = plumb_sys::Root::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/fixtures/v2-systemd-lvm"
+    ));
+    let v = super::read_host(
+        &root,
+        plumb_sys::smaps::EngineKind::Postgres,
+        Some(812),
+        std::path::Path::new("/var/lib/postgresql/15/main/base"),
+    )
+    .unwrap();
+    assert!(v.host.processes.iter().any(|p| p.pid == 812));
+    let m = v.memory.expect("a memory assumption");
+    assert_eq!(m.cache_name, "shared_buffers");
+    assert_eq!(m.cgroup_limit_bytes, Some(4 << 30));
+    let st = v.storage.expect("the data's storage");
+    assert!(!st.disks.is_empty(), "{st:?}");
+}

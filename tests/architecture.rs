@@ -14,14 +14,32 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The lines of a source file before its test module, without comments.
+/// The lines of a source file outside its `#[cfg(test)]` items, without comments.
 fn code_lines(p: &Path) -> Vec<(usize, String)> {
     let text = std::fs::read_to_string(p).unwrap();
     let mut out = Vec::new();
+    // Inside a test item: its brace depth, once its first brace is seen.
+    let mut skipping: Option<i64> = None;
+    let mut depth = 0i64;
     for (i, l) in text.lines().enumerate() {
         let t = l.trim_start();
         if t.starts_with("#[cfg(test)]") {
-            break;
+            skipping = Some(0);
+            depth = 0;
+            continue;
+        }
+        if let Some(seen) = skipping.as_mut() {
+            let opens = l.matches('{').count() as i64;
+            let closes = l.matches('}').count() as i64;
+            depth += opens - closes;
+            if opens > 0 {
+                *seen = 1;
+            }
+            // A one-line item (`mod fuzz;`) or the block closed.
+            if (*seen == 0 && t.ends_with(';')) || (*seen == 1 && depth <= 0) {
+                skipping = None;
+            }
+            continue;
         }
         if t.starts_with("//") {
             continue;

@@ -52,6 +52,26 @@ pub fn yes_no(b: Option<bool>) -> &'static str {
     }
 }
 
+/// A count with thousands separators, or two decimals when it has a fraction.
+pub fn count(v: f64) -> String {
+    if v.fract() != 0.0 && v.abs() < 1000.0 {
+        return format!("{v:.2}");
+    }
+    let s = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,25 +94,5 @@ mod tests {
         assert_eq!(pct(0.05), "0.05%");
         assert_eq!(pct(12.345), "12.3%");
         assert_eq!(pct(0.0), "0.0%");
-    }
-}
-
-/// A count with thousands separators, or two decimals when it has a fraction.
-pub fn count(v: f64) -> String {
-    if v.fract() != 0.0 && v.abs() < 1000.0 {
-        return format!("{v:.2}");
-    }
-    let s = format!("{:.0}", v.abs());
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    if v < 0.0 {
-        format!("-{out}")
-    } else {
-        out
     }
 }

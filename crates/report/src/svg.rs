@@ -77,6 +77,21 @@ fn frame(title: &str, subtitle: &str) -> String {
     s
 }
 
+/// A vertical grid line at `x` down the plot, and its label under the axis.
+fn x_gridline(s: &mut String, x: f64, ph: f64, stroke: &str, label: &str) {
+    let _ = write!(
+        s,
+        r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="{stroke}"/>"##,
+        T + ph
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
+        T + ph + 18.0,
+        esc(label)
+    );
+}
+
 /// A horizontal grid line at `y` across the plot, and its label on the left axis.
 fn y_gridline(s: &mut String, y: f64, pw: f64, label: &str) {
     let _ = write!(
@@ -222,18 +237,7 @@ pub fn render(c: &Chart) -> String {
     let mut s = frame(&c.title, &c.subtitle);
     // Grid and ticks.
     for t in xa.ticks() {
-        let x = px(t);
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#e5e5e5"/>"##,
-            T + ph
-        );
-        let _ = write!(
-            s,
-            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
-            T + ph + 18.0,
-            esc(&(c.x_fmt)(t))
-        );
+        x_gridline(&mut s, px(t), ph, "#e5e5e5", &(c.x_fmt)(t));
     }
     for t in ya.ticks() {
         let y = py(t);
@@ -595,18 +599,7 @@ pub fn render_time(c: &TimeChart) -> String {
 
     let mut s = frame(&c.title, &c.subtitle);
     for t in time_ticks(t0, t1) {
-        let x = px(t);
-        let _ = write!(
-            s,
-            r##"<line x1="{x:.1}" y1="{T}" x2="{x:.1}" y2="{:.1}" stroke="#eeeeee"/>"##,
-            T + ph
-        );
-        let _ = write!(
-            s,
-            r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#333">{}</text>"##,
-            T + ph + 18.0,
-            fmt_clock(t)
-        );
+        x_gridline(&mut s, px(t), ph, "#eeeeee", &fmt_clock(t));
     }
     for t in ya.ticks() {
         let y = py(&ya, t);

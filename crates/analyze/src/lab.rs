@@ -28,6 +28,7 @@ pub struct Finding {
     pub statement: String,
     /// The figures behind the statement, by name, with their unit in the name (`p99_ms`,
     /// `queue_mean`, `bytes`): what a script compares, where the sentence is for people.
+    #[serde(serialize_with = "crate::whole_numbers")]
     pub numbers: std::collections::BTreeMap<String, f64>,
     /// The evidence, in words.
     pub evidence: Vec<String>,

@@ -31,8 +31,28 @@ pub struct Note {
     /// Short, stable across versions (`swap-hides-shared-memory`): scripts match on it.
     pub code: &'static str,
     pub text: String,
-    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[serde(
+        skip_serializing_if = "std::collections::BTreeMap::is_empty",
+        serialize_with = "whole_numbers"
+    )]
     pub numbers: std::collections::BTreeMap<&'static str, f64>,
+}
+
+/// Figures by name, whole ones written as integers (a count of 812, not 812.0).
+pub fn whole_numbers<K: Serialize + Ord, S: serde::Serializer>(
+    m: &std::collections::BTreeMap<K, f64>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(m.len()))?;
+    for (k, v) in m {
+        if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
+            map.serialize_entry(k, &(*v as i64))?;
+        } else {
+            map.serialize_entry(k, v)?;
+        }
+    }
+    map.end()
 }
 
 impl Note {

@@ -1,7 +1,7 @@
 //! Text and table forms of `plumb delta`: figures grouped by where they come from, one column
 //! per mode (cold, warm), the median with the range over repeated runs.
 
-use crate::fmt::{bytes, count, pct};
+use crate::fmt::{bytes, count, pct, MISSING};
 use crate::{Render, Table};
 use plumb_analyze::delta::{DeltaReport, Row, Stat};
 use plumb_analyze::Level;
@@ -120,7 +120,7 @@ pub fn value(unit: &str, v: f64) -> String {
 
 fn cell(r: &Row, s: &Option<Stat>) -> String {
     match s {
-        None => "-".into(),
+        None => MISSING.into(),
         Some(s) if s.values.len() > 1 && value(&r.unit, s.min) != value(&r.unit, s.max) => {
             format!(
                 "{} [{}..{}]",

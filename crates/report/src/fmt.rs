@@ -1,7 +1,11 @@
 //! Unit conversion for people: the only place bytes become GiB and seconds become minutes.
 
-/// What a missing value prints as: unknown is not zero.
+/// What a missing value prints as in a sentence: unknown is not zero.
 pub const UNKNOWN: &str = "unknown";
+
+/// What a missing value prints as in a table cell (every table but the diskspd-compatible
+/// ones, which print `N/A` as diskspd does).
+pub const MISSING: &str = "-";
 
 pub use plumb_analyze::units::{bytes, duration};
 

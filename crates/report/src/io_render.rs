@@ -1,6 +1,6 @@
 //! Text and CSV forms of `plumb io` results, in diskspd's four sections.
 
-use crate::fmt::{bytes, UNKNOWN};
+use crate::fmt::{bytes, MISSING, UNKNOWN};
 use crate::{Render, Table};
 use plumb_analyze::io::{IoReport, IoRow, PercentileRow, PresetList};
 use plumb_load::job::{Durability, Pattern};
@@ -449,7 +449,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
                         }
                         s
                     }
-                    None => "-".into(),
+                    None => MISSING.into(),
                 };
                 writeln!(
                     out,
@@ -607,7 +607,7 @@ impl Render for plumb_analyze::sweep::SweepReport {
                     // Negative: throughput fell while latency rose (or the reverse).
                     Some(e) if e < 0.0 => "thr fell".to_string(),
                     Some(e) => format!("{e:.2}"),
-                    None => "-".into(),
+                    None => MISSING.into(),
                 }
             )?;
         }

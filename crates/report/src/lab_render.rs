@@ -1,7 +1,7 @@
 //! `plumb lab`'s summary (text), report.json and index.html. Both text and HTML are drawn from
 //! the same tables, so they always say the same thing.
 
-use crate::fmt::{bytes, duration, latency_ms, ms, UNKNOWN};
+use crate::fmt::{bytes, duration, latency_ms, ms, MISSING, UNKNOWN};
 use crate::html::Html;
 use crate::record_render::{charts_html, page, Run};
 use crate::Render;
@@ -25,12 +25,12 @@ struct Table {
 }
 
 fn opt_latency_ms(v: Option<f64>) -> String {
-    v.map(ms).unwrap_or_else(|| "-".into())
+    v.map(ms).unwrap_or_else(|| MISSING.into())
 }
 
 fn opt1(v: Option<f64>, unit: &str) -> String {
     v.map(|v| format!("{v:.1}{unit}"))
-        .unwrap_or_else(|| "-".into())
+        .unwrap_or_else(|| MISSING.into())
 }
 
 /// A whole number with thousands separators.
@@ -46,7 +46,12 @@ fn lat_cols(l: &Option<Latency>) -> [String; 4] {
             opt_latency_ms(l.p99_ms),
             latency_ms(l.max_ms),
         ],
-        None => ["-".into(), "-".into(), "-".into(), "-".into()],
+        None => [
+            MISSING.into(),
+            MISSING.into(),
+            MISSING.into(),
+            MISSING.into(),
+        ],
     }
 }
 
@@ -135,8 +140,8 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     bytes(m.block_size as u64),
                     if m.durable { "yes" } else { "no" }.into(),
                     count(m.writes_per_s),
-                    m.mean_s.map(ms).unwrap_or_else(|| "-".into()),
-                    m.p99_s.map(ms).unwrap_or_else(|| "-".into()),
+                    m.mean_s.map(ms).unwrap_or_else(|| MISSING.into()),
+                    m.p99_s.map(ms).unwrap_or_else(|| MISSING.into()),
                     m.device
                         .as_ref()
                         .map(|c| {
@@ -147,7 +152,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                                 count(c.flushes as f64)
                             )
                         })
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                 ]
             })
             .collect();
@@ -181,24 +186,24 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     l.iops
                         .as_ref()
                         .map(|x| count(x.median))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     l.bytes_per_s
                         .as_ref()
                         .map(|x| format!("{}/s", bytes(x.median as u64)))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     l.lat_mean_s
                         .as_ref()
                         .map(|x| ms(x.median))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     l.lat_p99_s
                         .as_ref()
                         .map(|x| ms(x.median))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     // Throughput that did not move makes the ratio meaningless.
                     match l.latency_elasticity {
                         Some(e) if e.abs() <= 50.0 => format!("{e:.2}"),
                         Some(_) => "throughput flat".into(),
-                        None => "-".into(),
+                        None => MISSING.into(),
                     },
                 ]
             })
@@ -251,7 +256,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
             ],
             rows: vec![vec![
                 p.scale.to_string(),
-                p.database_bytes.map(bytes).unwrap_or_else(|| "-".into()),
+                p.database_bytes.map(bytes).unwrap_or_else(|| MISSING.into()),
                 format!("{} ({} threads)", p.clients, p.threads),
                 duration(p.duration_s),
                 count(p.transactions as f64),
@@ -290,32 +295,32 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     l.insert_ms
                         .as_ref()
                         .map(|x| latency_ms(x.p50_ms))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     l.checkpoint_ms
                         .as_ref()
                         .map(|x| latency_ms(x.p50_ms))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     l.checkpoint_ms
                         .as_ref()
                         .map(|x| latency_ms(x.max_ms))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     if l.commit.is_some() {
                         c[0].clone()
                     } else {
-                        "-".into()
+                        MISSING.into()
                     },
                     if l.commit.is_some() {
                         c[2].clone()
                     } else {
-                        "-".into()
+                        MISSING.into()
                     },
                     l.flushes_per_commit
                         .map(|f| format!("{f:.2}"))
-                        .unwrap_or_else(|| "-".into()),
-                    l.wal_syncs.map(count).unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
+                    l.wal_syncs.map(count).unwrap_or_else(|| MISSING.into()),
                     l.wal_bytes
                         .map(|b| bytes(b as u64))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                 ]
             })
             .collect();
@@ -348,13 +353,13 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 label.to_string(),
                 p.as_ref()
                     .map(|p| format!("{:.0}", p.tps))
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(|| MISSING.into()),
                 l.as_ref()
                     .map(|l| l[0].clone())
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(|| MISSING.into()),
                 l.as_ref()
                     .map(|l| l[2].clone())
-                    .unwrap_or_else(|| "-".into()),
+                    .unwrap_or_else(|| MISSING.into()),
             ]
         };
         out.push(Table {
@@ -377,17 +382,17 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     opt1(w.steal_pct, "%"),
                     match (w.runnable_mean, w.runnable_max) {
                         (Some(a), Some(b)) => format!("{a:.1} / {b:.0}"),
-                        _ => "-".into(),
+                        _ => MISSING.into(),
                     },
                     opt1(w.disk_queue_mean, ""),
                     opt_latency_ms(w.disk_write_await_ms),
                     opt1(w.disk_util_pct, "%"),
                     w.swap_in_bytes_per_s_max
                         .map(|b| format!("{}/s", bytes(b as u64)))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     w.engine_swap_bytes_max
                         .map(|b| bytes(b as u64))
-                        .unwrap_or_else(|| "-".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                 ]
             })
             .collect();

@@ -1,6 +1,6 @@
 //! Text forms of `plumb mem` and `plumb mem assume`.
 
-use crate::fmt::{bytes, opt, opt_bytes, UNKNOWN};
+use crate::fmt::{bytes, opt, opt_bytes, MISSING, UNKNOWN};
 use crate::{Render, Table};
 use plumb_analyze::mem::{Assumption, EngineMem, MemReport, ProcMem};
 use plumb_analyze::{Level, Note};
@@ -25,7 +25,7 @@ fn psi(p: &plumb_sys::pressure::Psi) -> String {
     let l = |x: &Option<plumb_sys::pressure::PsiLine>| {
         x.as_ref()
             .map(|l| format!("{:.2} {:.2} {:.2}", l.avg10_pct, l.avg60_pct, l.avg300_pct))
-            .unwrap_or_else(|| "n/a".into())
+            .unwrap_or_else(|| MISSING.into())
     };
     format!(
         "some {} · full {} (% stalled, avg10 avg60 avg300)",
@@ -383,7 +383,7 @@ pub fn watch_line(r: &MemReport, header: bool, out: &mut dyn Write) -> io::Resul
             .as_ref()
             .and_then(|p| p.some.as_ref())
             .map(|s| format!("{:.1}%", s.avg10_pct))
-            .unwrap_or_else(|| "n/a".into()),
+            .unwrap_or_else(|| MISSING.into()),
         eng.join(" · ")
     )?;
     out.flush()

@@ -1,6 +1,6 @@
 //! Text form of `plumb os`: a short report, one block per subject.
 
-use crate::fmt::{bytes, duration, ms, opt, opt_bytes, opt_pct, pct, yes_no, UNKNOWN};
+use crate::fmt::{bytes, duration, ms, opt, opt_bytes, opt_pct, pct, yes_no, MISSING, UNKNOWN};
 use crate::Render;
 use plumb_analyze::os::{OsReport, ProcessSection, StorageSection};
 use plumb_analyze::Level;
@@ -42,7 +42,7 @@ fn psi_line(p: &Psi) -> String {
             format!("{:.2}", l.avg60_pct),
             format!("{:.2}", l.avg300_pct)
         ),
-        None => format!("{name} {:>20}", "n/a"),
+        None => format!("{name} {:>20}", MISSING),
     };
     format!("{}   {}", one("some", &p.some), one("full", &p.full))
 }

@@ -1,7 +1,7 @@
 //! Recordings as charts: the self-contained HTML report, single SVG plots, and CSV / JSON Lines
 //! export. Rates come from `plumb_analyze::series`, the one metric list.
 
-use crate::fmt::bytes;
+use crate::fmt::{bytes, MISSING};
 use crate::svg::{self, Draw, TimeChart, TimeMark, TimeSeries, PALETTE};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
@@ -505,22 +505,22 @@ fn summary(h: &mut Html, r: &Run) {
         .values("cpu.all.idle_pct")
         .and_then(|v| mean(&v))
         .map(|i| format!("{:.1}%", 100.0 - i))
-        .unwrap_or_else(|| "n/a".into());
+        .unwrap_or_else(|| MISSING.into());
     let steal = r
         .values("cpu.all.steal_pct")
         .and_then(|v| mean(&v))
         .map(|v| format!("{v:.1}%"))
-        .unwrap_or_else(|| "n/a".into());
+        .unwrap_or_else(|| MISSING.into());
     let rq = r
         .values("sched.runnable_count")
         .and_then(|v| max(&v))
         .map(|v| format!("{v:.0}"))
-        .unwrap_or_else(|| "n/a".into());
+        .unwrap_or_else(|| MISSING.into());
     let swap = r
         .values("mem.swap_used_bytes")
         .and_then(|v| max(&v))
         .map(|v| bytes(v as u64))
-        .unwrap_or_else(|| "n/a".into());
+        .unwrap_or_else(|| MISSING.into());
     h.with("tr", &[], |h| {
         for c in [
             r.label.clone(),
@@ -816,7 +816,7 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
                 .unwrap_or_else(|| "?".into()),
             self.psi_cpu_some_pct
                 .map(|v| format!("{v:.1}%"))
-                .unwrap_or_else(|| "n/a".into())
+                .unwrap_or_else(|| MISSING.into())
         )?;
         writeln!(
             out,
@@ -834,7 +834,7 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
                 c.iowait_pct,
                 c.run_delay_pct
                     .map(|v| format!("{v:.1}% of the time"))
-                    .unwrap_or_else(|| "n/a".into())
+                    .unwrap_or_else(|| MISSING.into())
             )?;
         }
         if let Some(p) = self.pid {
@@ -856,7 +856,7 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
                     t.cpu_pct,
                     t.runnable_waiting_pct
                         .map(|v| format!("{v:.1}%"))
-                        .unwrap_or_else(|| "n/a".into())
+                        .unwrap_or_else(|| MISSING.into())
                 )?;
             }
             if self.threads.len() > 20 {

@@ -24,8 +24,9 @@ struct Table {
     notes: Vec<String>,
 }
 
+/// A latency given in milliseconds, or the missing-cell mark.
 fn opt_latency_ms(v: Option<f64>) -> String {
-    v.map(ms).unwrap_or_else(|| MISSING.into())
+    v.map(latency_ms).unwrap_or_else(|| MISSING.into())
 }
 
 fn opt1(v: Option<f64>, unit: &str) -> String {
@@ -433,29 +434,7 @@ fn sev(s: Severity) -> &'static str {
 
 fn text_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
     writeln!(out, "{}", t.title)?;
-    let n = t.headers.len();
-    let mut w: Vec<usize> = t.headers.iter().map(|h| h.chars().count()).collect();
-    for r in &t.rows {
-        for (i, c) in r.iter().enumerate().take(n) {
-            w[i] = w[i].max(c.chars().count());
-        }
-    }
-    let line = |cells: Vec<&str>| -> String {
-        let mut s = String::from(" ");
-        for (i, c) in cells.iter().enumerate() {
-            let pad = w[i] - c.chars().count();
-            if i == 0 {
-                s.push_str(&format!(" {c}{}", " ".repeat(pad)));
-            } else {
-                s.push_str(&format!("  {}{c}", " ".repeat(pad)));
-            }
-        }
-        s.trim_end().to_string()
-    };
-    writeln!(out, "{}", line(t.headers.to_vec()))?;
-    for r in &t.rows {
-        writeln!(out, "{}", line(r.iter().map(String::as_str).collect()))?;
-    }
+    crate::table::write_aligned(out, &t.headers, &t.rows)?;
     for note in &t.notes {
         writeln!(out, "  - {note}")?;
     }

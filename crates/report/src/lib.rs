@@ -16,6 +16,7 @@ pub mod os;
 pub mod out;
 pub mod record_render;
 pub mod svg;
+pub mod table;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -40,7 +41,8 @@ pub enum Error {
     NotTabular { kind: &'static str },
 }
 
-/// A table for CSV (and later aligned text): header names use the metric naming rule.
+/// A table for CSV and aligned text ([`Table::write_text`]): header names use the metric naming
+/// rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
     pub headers: Vec<String>,

@@ -19,17 +19,28 @@ fn snapshot(name: &str, got: &str) {
     let want = std::fs::read_to_string(&p)
         .unwrap_or_else(|_| panic!("{} missing; run with PLUMB_BLESS=1", p.display()));
     if want != got {
-        let first = want
-            .lines()
-            .zip(got.lines())
+        // The first difference, with a little context (HTML is one long line).
+        let at = want
+            .bytes()
+            .zip(got.bytes())
             .position(|(a, b)| a != b)
-            .unwrap_or(want.lines().count().min(got.lines().count()));
+            .unwrap_or(want.len().min(got.len()));
+        let around = |t: &str| {
+            let mut lo = at.saturating_sub(60).min(t.len());
+            while !t.is_char_boundary(lo) {
+                lo -= 1;
+            }
+            let mut hi = (at + 60).min(t.len());
+            while !t.is_char_boundary(hi) {
+                hi += 1;
+            }
+            t[lo..hi].to_string()
+        };
         panic!(
-            "{} differs from line {} on:\nwant: {}\ngot:  {}\n(PLUMB_BLESS=1 rewrites it)",
+            "{} differs at byte {at}:\nwant: …{}…\ngot:  …{}…\n(PLUMB_BLESS=1 rewrites it)",
             p.display(),
-            first + 1,
-            want.lines().nth(first).unwrap_or("<end>"),
-            got.lines().nth(first).unwrap_or("<end>")
+            around(&want),
+            around(&got)
         );
     }
 }
@@ -207,6 +218,14 @@ fn lab_report_html() {
         skipped: vec!["the wal_sync_method comparison: <not run>".into()],
         recording: Some("recording.plumb".into()),
     };
+    let mut text = Vec::new();
+    plumb_report::emit(
+        &plumb_report::lab_render::LabOutput(&r),
+        plumb_report::Format::Text,
+        &mut text,
+    )
+    .unwrap();
+    snapshot("lab-summary.txt", &String::from_utf8(text).unwrap());
     let html = plumb_report::lab_render::html(&r, &rec);
     // Text from the report is escaped, never markup.
     assert!(html.contains("FLUSH &lt;&amp;&gt;") && !html.contains("FLUSH <&>"));

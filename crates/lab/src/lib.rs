@@ -13,6 +13,7 @@
 //! or a stop included, removes them in order. An experiment is a type implementing
 //! [`Experiment`] in `exp/`, registered in [`exp::registered`].
 
+pub mod delta;
 pub mod exp;
 mod host;
 pub mod pgbench;

@@ -107,10 +107,10 @@ pub fn sleep_until_or(t: Instant, stop: &dyn Fn() -> bool) -> bool {
     }
 }
 
-/// Send the signal plumb received (SIGTERM when it was asked to stop otherwise) to a child.
 /// Ctrl-C's signal, for exit codes.
 pub const SIGINT: i32 = libc::SIGINT;
 
+/// Send the signal plumb received (SIGTERM when it was asked to stop otherwise) to a child.
 pub fn forward_to(pid: u32) {
     let sig = received().unwrap_or(libc::SIGTERM);
     if let Ok(pid) = i32::try_from(pid) {

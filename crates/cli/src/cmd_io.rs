@@ -489,48 +489,14 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     flags.warmup.get_or_insert_with(|| "1s".into());
     let base = build_job(&flags, a.targets.clone())?;
     // Levels in order of increasing load.
-    let (kind, levels): (SweepKind, Vec<(String, Option<f64>, Job)>) = match &a.rates {
-        Some(list) => {
-            let mut v = Vec::new();
-            for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-                if item == "unthrottled" || item == "max" || item == "none" {
-                    let mut j = base.clone();
-                    j.rate = None;
-                    v.push(("unthrottled".to_string(), None, j));
-                } else {
-                    let r = flag("--rates", parse_rate(item))?;
-                    let bps = match r {
-                        plumb_load::units::Rate::BytesPerS(b) => b,
-                        plumb_load::units::Rate::Iops(i) => i * base.block_size as f64,
-                    };
-                    let mut j = base.clone();
-                    j.rate = Some(r);
-                    j.rate_per_thread = false;
-                    v.push((item.to_string(), Some(bps), j));
-                }
-            }
-            v.sort_by(|x, y| match (x.1, y.1) {
-                (Some(a), Some(b)) => a.partial_cmp(&b).unwrap_or(std::cmp::Ordering::Equal),
-                (None, Some(_)) => std::cmp::Ordering::Greater,
-                (Some(_), None) => std::cmp::Ordering::Less,
-                (None, None) => std::cmp::Ordering::Equal,
-            });
-            (SweepKind::Rate, v)
-        }
+    let (kind, levels) = match &a.rates {
+        Some(list) => (
+            SweepKind::Rate,
+            flag("--rates", plumb_lab::sweep::rate_levels(&base, list))?,
+        ),
         None => {
             let list = a.qd_levels.as_deref().unwrap_or("1,2,4,8,16,32,64");
-            let mut qds = Vec::new();
-            for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-                let q: u32 = item
-                    .parse()
-                    .map_err(|_| anyhow!("--qd-levels: {item:?} is not a queue depth"))?;
-                if q == 0 || q > 4096 {
-                    bail!("--qd-levels: {q} must be 1 to 4096");
-                }
-                qds.push(q);
-            }
-            qds.sort_unstable();
-            qds.dedup();
+            let qds = flag("--qd-levels", plumb_lab::sweep::parse_qd_levels(list))?;
             (
                 SweepKind::QueueDepth,
                 plumb_lab::sweep::qd_levels(&base, &qds),

@@ -149,81 +149,41 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         },
     )
     .with_context(|| format!("--out {}", out.display()))?;
-    let mut child = None;
-    if !a.cmd.is_empty() {
-        let c = match std::process::Command::new(&a.cmd[0])
-            .args(&a.cmd[1..])
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => {
-                drop(rec);
-                let _ = std::fs::remove_file(&out);
-                bail!("cannot run {}: {e}", a.cmd[0]);
-            }
-        };
-        rec.add_pid(c.id());
-        rec.mark(
-            "command started",
-            Some(format!("PID {}: {}", c.id(), a.cmd.join(" "))),
-        )?;
-        child = Some(c);
-    }
+    let child = match plumb_record::foreground::start_command(&mut rec, &a.cmd) {
+        Ok(c) => c,
+        Err(e) => {
+            // Nothing recorded: no file left behind.
+            drop(rec);
+            let _ = std::fs::remove_file(&out);
+            return Err(e);
+        }
+    };
     eprintln!(
         "plumb: recording to {} every {:?}{}; Ctrl-C to stop",
         out.display(),
         interval,
         duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
     );
-    let mut schedule = plumb_record::Schedule::new(interval);
-    let mut exit_code = None;
-    while schedule.wait(&plumb_load::signal::stop_requested) {
-        let t_ms = rec.tick()?;
-        if let Some(c) = child.as_mut() {
-            if let Some(st) = c.try_wait()? {
-                exit_code = Some(exit_code_of(st));
-                rec.mark_at(t_ms, "command exited", Some(format!("{st}")))?;
-                break;
-            }
-        }
-        if duration.is_some_and(|d| schedule.elapsed() >= d) {
-            break;
-        }
-        schedule.advance();
-    }
-    if let Some(mut c) = child {
-        if exit_code.is_none() {
-            // plumb was stopped (Ctrl-C reaches the command too from a terminal; a signal sent
-            // to plumb alone does not): the command gets the same signal, 10 s to end, and is
-            // killed after that.
-            let st = match c.try_wait()? {
-                Some(st) => st,
-                None => {
-                    plumb_load::signal::forward_to(c.id());
-                    let t = Instant::now();
-                    loop {
-                        if let Some(st) = c.try_wait()? {
-                            break st;
-                        }
-                        if t.elapsed() > Duration::from_secs(10) {
-                            eprintln!(
-                                "plumb: {} did not end within 10 s of the signal; killing it",
-                                a.cmd[0]
-                            );
-                            let _ = c.kill();
-                            break c.wait()?;
-                        }
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                }
-            };
-            let _ = rec.mark("command exited", Some(format!("{st}")));
-            exit_code = Some(exit_code_of(st));
-        }
+    let done = plumb_record::foreground::record(
+        &mut rec,
+        child,
+        &plumb_record::foreground::Foreground {
+            interval,
+            duration,
+            cancel: &plumb_load::signal::stop_requested,
+            signal_command: &plumb_load::signal::forward_to,
+        },
+    )?;
+    if done.killed {
+        eprintln!(
+            "plumb: {} did not end within {} s of the signal and was killed",
+            a.cmd[0],
+            plumb_record::foreground::GRACE.as_secs()
+        );
     }
     let samples = rec.samples;
     let per = rec.bytes_written() / samples.max(1);
-    let late = schedule.late;
+    let late = done.late;
     eprintln!(
         "plumb: {samples} samples in {} ({} bytes, about {} bytes per sample: {:.1} MB per day at this interval){}",
         out.display(),
@@ -232,7 +192,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         per as f64 * 86_400_000.0 / interval.as_millis() as f64 / 1e6,
         if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
     );
-    Ok(exit_code.unwrap_or(0))
+    Ok(done.exit.map(exit_code_of).unwrap_or(0))
 }
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {
@@ -408,12 +368,11 @@ pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
     let hz = plumb_sys::host::clock_ticks_per_s().unwrap_or(100);
     plumb_load::signal::install();
     let mut prev = sched_sample(&root, a.pid)?;
+    // The recorder's schedule: one report per interval, not drifting by what each one costs.
+    let mut schedule = plumb_record::Schedule::new(interval);
     loop {
-        let t0 = Instant::now();
-        while t0.elapsed() < interval && !plumb_load::signal::stop_requested() {
-            std::thread::sleep(Duration::from_millis(50).min(interval));
-        }
-        if plumb_load::signal::stop_requested() {
+        schedule.advance();
+        if !schedule.wait(&plumb_load::signal::stop_requested) {
             return Ok(0);
         }
         let cur = match sched_sample(&root, a.pid) {

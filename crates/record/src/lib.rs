@@ -2,11 +2,12 @@
 //! tick the host sampler (`plumb_sys::rawsample`) and the engine's counters ([`EngineSampler`])
 //! are written as one sample ([`Collector`]), and what happened between ticks becomes a mark
 //! (a PID that exited, the engine going away). `plumb record` drives a [`Collector`] in the
-//! foreground; the lab and other long jobs run one on a thread of its own ([`Background`]) and
+//! foreground ([`foreground::record`]); the lab and other long jobs run one on a thread of its own ([`Background`]) and
 //! mark their phases on it ([`Background::begin`] → [`Phase`]).
 
 mod background;
 mod engine;
+pub mod foreground;
 mod schedule;
 
 pub use background::{Background, OpenPhase, Phase, PhaseKind};

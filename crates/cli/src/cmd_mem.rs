@@ -7,7 +7,6 @@ use clap::{Args, Subcommand};
 use plumb_load::units::{parse_duration, parse_size};
 use plumb_sys::smaps::EngineKind;
 use std::path::PathBuf;
-use std::time::Duration;
 
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -213,12 +212,11 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     plumb_load::signal::install();
     let json = g.format() == plumb_report::Format::Json;
     let mut first = true;
-    while !plumb_load::signal::stop_requested() {
-        let t0 = std::time::Instant::now();
-        while t0.elapsed() < interval && !plumb_load::signal::stop_requested() {
-            std::thread::sleep(Duration::from_millis(50).min(interval));
-        }
-        if plumb_load::signal::stop_requested() {
+    // The recorder's schedule: one line per interval, not drifting by what each costs.
+    let mut schedule = plumb_record::Schedule::new(interval);
+    loop {
+        schedule.advance();
+        if !schedule.wait(&plumb_load::signal::stop_requested) {
             break;
         }
         let cur = match collect() {

@@ -108,6 +108,36 @@ fn y_gridline(s: &mut String, y: f64, pw: f64, label: &str) {
     );
 }
 
+/// The plot area's border and the two axis titles, the same for every chart.
+fn plot_box(s: &mut String, pw: f64, ph: f64, x_label: &str, y_label: &str) {
+    let _ = write!(
+        s,
+        r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
+    );
+    let _ = write!(
+        s,
+        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+        L + pw / 2.0,
+        H - 14.0,
+        esc(x_label)
+    );
+    let _ = write!(
+        s,
+        r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
+        T + ph / 2.0,
+        esc(y_label)
+    );
+}
+
+/// The stroke attribute of a dashed series (nothing for a solid one).
+fn dash(dashed: bool) -> &'static str {
+    if dashed {
+        r#" stroke-dasharray="6 4""#
+    } else {
+        ""
+    }
+}
+
 fn esc(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
@@ -243,23 +273,7 @@ pub fn render(c: &Chart) -> String {
         let y = py(t);
         y_gridline(&mut s, y, pw, &(c.y_fmt)(t));
     }
-    let _ = write!(
-        s,
-        r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
-    );
-    let _ = write!(
-        s,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
-        L + pw / 2.0,
-        H - 14.0,
-        esc(&c.x_label)
-    );
-    let _ = write!(
-        s,
-        r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
-        T + ph / 2.0,
-        esc(&c.y_label)
-    );
+    plot_box(&mut s, pw, ph, &c.x_label, &c.y_label);
     // Series.
     for (i, se) in c.series.iter().enumerate() {
         let path: Vec<String> = se
@@ -273,11 +287,7 @@ pub fn render(c: &Chart) -> String {
                 r##"<polyline points="{}" fill="none" stroke="{}" stroke-width="2"{}/>"##,
                 path.join(" "),
                 se.color,
-                if se.dashed {
-                    r#" stroke-dasharray="6 4""#
-                } else {
-                    ""
-                }
+                dash(se.dashed)
             );
         }
         for p in &se.points {
@@ -316,11 +326,7 @@ pub fn render(c: &Chart) -> String {
             r##"<line x1="{lx}" y1="{ly}" x2="{:.1}" y2="{ly}" stroke="{}" stroke-width="2"{}/><text x="{:.1}" y="{:.1}">{}</text>"##,
             lx + 24.0,
             se.color,
-            if se.dashed {
-                r#" stroke-dasharray="6 4""#
-            } else {
-                ""
-            },
+            dash(se.dashed),
             lx + 30.0,
             ly + 4.0,
             esc(&se.name)
@@ -626,22 +632,7 @@ pub fn render_time(c: &TimeChart) -> String {
             );
         }
     }
-    let _ = write!(
-        s,
-        r##"<rect x="{L}" y="{T}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>"##
-    );
-    let _ = write!(
-        s,
-        r##"<text x="{:.1}" y="{:.1}" text-anchor="middle">time since start (m:ss)</text>"##,
-        L + pw / 2.0,
-        H - 14.0
-    );
-    let _ = write!(
-        s,
-        r##"<text transform="translate(18,{:.1}) rotate(-90)" text-anchor="middle">{}</text>"##,
-        T + ph / 2.0,
-        esc(&c.y_label)
-    );
+    plot_box(&mut s, pw, ph, "time since start (m:ss)", &c.y_label);
     // Areas first (bottom to top), then lines over them.
     for pass in [Draw::Area, Draw::Line] {
         for (i, top, bottom) in &drawn {
@@ -696,11 +687,7 @@ pub fn render_time(c: &TimeChart) -> String {
                     s,
                     r##"<path d="{d}" fill="none" stroke="{}" stroke-width="1.6"{}/>"##,
                     se.color,
-                    if se.dashed {
-                        r#" stroke-dasharray="6 4""#
-                    } else {
-                        ""
-                    }
+                    dash(se.dashed)
                 );
             }
         }
@@ -744,11 +731,7 @@ pub fn render_time(c: &TimeChart) -> String {
                 lx + 18.0,
                 ly - 3.0,
                 se.color,
-                if se.dashed {
-                    r#" stroke-dasharray="6 4""#
-                } else {
-                    ""
-                }
+                dash(se.dashed)
             );
         }
         let _ = write!(

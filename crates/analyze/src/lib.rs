@@ -5,6 +5,7 @@ use serde::Serialize;
 
 pub mod delta;
 pub mod durability;
+pub mod interference;
 pub mod io;
 pub mod k8s;
 pub mod lab;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// One /proc/diskstats line. Sector counts are converted to bytes (the kernel always counts
 /// 512-byte sectors here); times are milliseconds as the kernel keeps them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DiskStats {
     pub dev: DevNum,
     pub name: String,

@@ -9,6 +9,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+pub mod activity;
 pub mod block;
 pub mod cgroup;
 pub mod container;
@@ -265,7 +266,7 @@ pub(crate) fn unescape_octal(s: &str) -> String {
 }
 
 /// A `major:minor` device number.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub struct DevNum {
     pub major: u32,
     pub minor: u32,

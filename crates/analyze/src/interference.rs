@@ -1,0 +1,528 @@
+//! Was a measured window disturbed? Two readings of the host's activity
+//! (`plumb_sys::activity`) around the window are compared with what plumb's own processes did
+//! in it: the device under the test did more I/O than plumb, and another process did that I/O;
+//! other processes kept the CPUs busy; the hypervisor took CPU time (steal). Every result
+//! measured on a window carries the verdict, with the evidence.
+
+use crate::units::bytes;
+use crate::{Level, Note};
+use plumb_sys::activity::{Activity, ProcActivity};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// I/O below this (in a window) is never a neighbour's disturbance.
+pub const IO_FLOOR_BYTES: u64 = 1 << 20;
+/// Reads the device did beyond plumb's, as a share of plumb's, that count as foreign.
+pub const READ_TOLERANCE: f64 = 0.10;
+/// Writes beyond plumb's: larger, because the file system adds its journal and metadata.
+pub const WRITE_TOLERANCE: f64 = 0.25;
+/// Other processes using this many CPUs on a host with less than IDLE_BELOW_PCT idle.
+pub const CPU_NEIGHBOUR_CPUS: f64 = 0.5;
+pub const IDLE_BELOW_PCT: f64 = 25.0;
+/// Steal at or above this share of CPU time.
+pub const STEAL_PCT: f64 = 5.0;
+
+/// plumb's side of a window: these processes and every descendant of them (pgbench, the
+/// server's backends) are plumb's own.
+#[derive(Debug, Clone, Default)]
+pub struct Own {
+    pub roots: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Clean,
+    Disturbed,
+}
+
+/// Another process that did I/O or used CPU in the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Neighbour {
+    pub pid: u32,
+    pub comm: String,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+    pub cpu_s: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Interference {
+    pub verdict: Verdict,
+    pub window_s: f64,
+    /// The devices compared (the one under the test's files).
+    pub devices: Vec<String>,
+    pub device_read_bytes: u64,
+    pub device_write_bytes: u64,
+    pub device_flushes: u64,
+    /// plumb's processes (and their descendants), from their own I/O accounting.
+    pub own_read_bytes: u64,
+    pub own_write_bytes: u64,
+    pub own_cpu_s: f64,
+    /// Every other (non-kernel) process's CPU, summed.
+    pub others_cpu_s: f64,
+    /// The busiest other processes (at most five).
+    pub neighbours: Vec<Neighbour>,
+    pub steal_pct: Option<f64>,
+    pub idle_pct: Option<f64>,
+    /// Why the window is disturbed (warn), and what could not be seen (info).
+    pub notes: Vec<Note>,
+}
+
+impl Interference {
+    pub fn is_clean(&self) -> bool {
+        self.verdict == Verdict::Clean
+    }
+
+    /// The evidence in one line: the disturbing notes' sentences, or "clean".
+    pub fn evidence(&self) -> String {
+        let v: Vec<&str> = self
+            .notes
+            .iter()
+            .filter(|n| n.level == Level::Warn)
+            .map(|n| n.text.as_str())
+            .collect();
+        if v.is_empty() {
+            "clean".into()
+        } else {
+            v.join("; ")
+        }
+    }
+}
+
+type Key = (u32, u64);
+
+fn key(p: &ProcActivity) -> Key {
+    (p.pid, p.start_time_ticks)
+}
+
+/// The processes that are plumb's: the roots and their descendants in either reading.
+fn own_set(before: &Activity, after: &Activity, own: &Own) -> BTreeSet<u32> {
+    let mut parent: BTreeMap<u32, u32> = BTreeMap::new();
+    for p in before.procs.iter().chain(&after.procs) {
+        parent.insert(p.pid, p.ppid);
+    }
+    let roots: BTreeSet<u32> = own.roots.iter().copied().collect();
+    parent
+        .keys()
+        .copied()
+        .filter(|&pid| {
+            let mut p = pid;
+            // Bounded: a PID loop in a torn read must not hang.
+            for _ in 0..64 {
+                if roots.contains(&p) {
+                    return true;
+                }
+                match parent.get(&p) {
+                    Some(&pp) if pp != p && pp != 0 => p = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .collect()
+}
+
+/// Judge the window between two readings.
+pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String]) -> Interference {
+    let window_s = after
+        .at
+        .saturating_duration_since(before.at)
+        .as_secs_f64()
+        .max(1e-3);
+    let hz = after.ticks_per_s.max(1) as f64;
+    // Devices.
+    let dev = |a: &Activity| {
+        a.disks
+            .iter()
+            .filter(|d| devices.contains(&d.name))
+            .fold((0u64, 0u64, 0u64), |acc, d| {
+                (
+                    acc.0 + d.read_bytes,
+                    acc.1 + d.write_bytes,
+                    acc.2 + d.flushes.unwrap_or(0),
+                )
+            })
+    };
+    let (r0, w0, f0) = dev(before);
+    let (r1, w1, f1) = dev(after);
+    let (dr, dw, df) = (
+        r1.saturating_sub(r0),
+        w1.saturating_sub(w0),
+        f1.saturating_sub(f0),
+    );
+    // Processes: deltas of the same process (PID and start time); one that started in the
+    // window counts from zero.
+    let mine = own_set(before, after, own);
+    let prev: BTreeMap<Key, &ProcActivity> = before.procs.iter().map(|p| (key(p), p)).collect();
+    let (mut own_r, mut own_w, mut own_cpu) = (0u64, 0u64, 0u64);
+    let mut others_cpu = 0u64;
+    let mut unreadable = 0usize;
+    let mut neighbours = Vec::new();
+    for p in &after.procs {
+        let b = prev.get(&key(p));
+        let d = |now: Option<u64>, was: Option<Option<u64>>| match (now, was) {
+            (Some(n), Some(Some(w))) => Some(n.saturating_sub(w)),
+            (Some(n), None) => Some(n),
+            _ => None,
+        };
+        let rd = d(p.read_bytes, b.map(|b| b.read_bytes));
+        let wr = d(p.write_bytes, b.map(|b| b.write_bytes));
+        let cpu = p.cpu_ticks.saturating_sub(b.map_or(0, |b| b.cpu_ticks));
+        if mine.contains(&p.pid) {
+            own_r += rd.unwrap_or(0);
+            own_w += wr.unwrap_or(0);
+            own_cpu += cpu;
+            continue;
+        }
+        if p.kernel_thread {
+            continue;
+        }
+        others_cpu += cpu;
+        if p.read_bytes.is_none() {
+            unreadable += 1;
+        }
+        let (rd, wr) = (rd.unwrap_or(0), wr.unwrap_or(0));
+        let cpu_s = cpu as f64 / hz;
+        if rd + wr >= IO_FLOOR_BYTES || cpu_s >= 0.1 * window_s {
+            neighbours.push(Neighbour {
+                pid: p.pid,
+                comm: p.comm.clone(),
+                read_bytes: rd,
+                write_bytes: wr,
+                cpu_s,
+            });
+        }
+    }
+    neighbours.sort_by(|a, b| {
+        (b.read_bytes + b.write_bytes)
+            .cmp(&(a.read_bytes + a.write_bytes))
+            .then(b.cpu_s.total_cmp(&a.cpu_s))
+    });
+    let others_r: u64 = neighbours.iter().map(|n| n.read_bytes).sum();
+    let others_w: u64 = neighbours.iter().map(|n| n.write_bytes).sum();
+    // Host CPU.
+    let (steal_pct, idle_pct) = match (&before.cpu, &after.cpu) {
+        (Some(a), Some(b)) => {
+            let total = b.total_ticks().saturating_sub(a.total_ticks()) as f64;
+            let part = |f: fn(&plumb_sys::cpu::CpuTicks) -> Option<u64>| {
+                f(b).unwrap_or(0).saturating_sub(f(a).unwrap_or(0)) as f64
+            };
+            if total > 0.0 {
+                (
+                    Some(part(|c| c.steal_ticks) / total * 100.0),
+                    Some((part(|c| c.idle_ticks) + part(|c| c.iowait_ticks)) / total * 100.0),
+                )
+            } else {
+                (None, None)
+            }
+        }
+        _ => (None, None),
+    };
+
+    let mut notes = Vec::new();
+    let tol = |own: u64, share: f64, floor: u64| ((own as f64 * share) as u64).max(floor);
+    let (tol_r, tol_w) = (
+        tol(own_r, READ_TOLERANCE, IO_FLOOR_BYTES),
+        tol(own_w, WRITE_TOLERANCE, 4 * IO_FLOOR_BYTES),
+    );
+    let (ex_r, ex_w) = (dr.saturating_sub(own_r), dw.saturating_sub(own_w));
+    let foreign_reads = ex_r > tol_r && others_r > tol_r;
+    let foreign_writes = ex_w > tol_w && others_w > tol_w;
+    let devs = devices.join(", ");
+    if foreign_reads || foreign_writes {
+        let who: Vec<String> = neighbours
+            .iter()
+            .filter(|n| n.read_bytes + n.write_bytes >= IO_FLOOR_BYTES)
+            .take(3)
+            .map(|n| {
+                format!(
+                    "PID {} ({}) read {} and wrote {}",
+                    n.pid,
+                    n.comm,
+                    bytes(n.read_bytes),
+                    bytes(n.write_bytes)
+                )
+            })
+            .collect();
+        let mut n = Note::new(
+            Level::Warn,
+            "neighbour-io",
+            format!(
+                "{devs} read {} and wrote {} in the window; plumb read {} and wrote {}; {}",
+                bytes(dr),
+                bytes(dw),
+                bytes(own_r),
+                bytes(own_w),
+                who.join(", ")
+            ),
+        )
+        .with("device_read_bytes", dr as f64)
+        .with("device_write_bytes", dw as f64)
+        .with("own_read_bytes", own_r as f64)
+        .with("own_write_bytes", own_w as f64);
+        if let Some(top) = neighbours.first() {
+            n = n.with("neighbour_pid", top.pid as f64);
+        }
+        notes.push(n);
+    } else if ex_r > tol(own_r, 0.25, 8 * IO_FLOOR_BYTES) && !devices.is_empty() {
+        notes.push(
+            Note::new(
+                Level::Warn,
+                "unexplained-io",
+                format!(
+                    "{devs} read {} in the window, plumb {}; no process visible here accounts for the rest (another container, or processes plumb cannot read without root)",
+                    bytes(dr),
+                    bytes(own_r)
+                ),
+            )
+            .with("device_read_bytes", dr as f64)
+            .with("own_read_bytes", own_r as f64),
+        );
+    }
+    let others_cpus = others_cpu as f64 / hz / window_s;
+    if others_cpus >= CPU_NEIGHBOUR_CPUS && idle_pct.is_some_and(|i| i < IDLE_BELOW_PCT) {
+        let mut by_cpu: Vec<&Neighbour> = neighbours.iter().collect();
+        by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
+        let who: Vec<String> = by_cpu
+            .iter()
+            .take(3)
+            .map(|n| format!("PID {} ({}) {:.1} CPU", n.pid, n.comm, n.cpu_s / window_s))
+            .collect();
+        notes.push(
+            Note::new(
+                Level::Warn,
+                "neighbour-cpu",
+                format!(
+                    "other processes used {:.1} CPUs while the host was {:.0}% idle: {}",
+                    others_cpus,
+                    idle_pct.unwrap_or(0.0),
+                    who.join(", ")
+                ),
+            )
+            .with("others_cpus", others_cpus)
+            .with("idle_pct", idle_pct.unwrap_or(0.0)),
+        );
+    }
+    if let Some(s) = steal_pct.filter(|s| *s >= STEAL_PCT) {
+        notes.push(
+            Note::new(
+                Level::Warn,
+                "steal",
+                format!("the hypervisor took {s:.0}% of the CPU time (steal): this VM waited for its host's CPUs"),
+            )
+            .with("steal_pct", s),
+        );
+    }
+    if unreadable > 0 {
+        notes.push(
+            Note::new(
+                Level::Info,
+                "neighbour-io-unreadable",
+                format!("the I/O of {unreadable} other process(es) could not be read (it needs root): a neighbour's I/O may go unnamed"),
+            )
+            .with("processes", unreadable as f64),
+        );
+    }
+    let verdict = if notes.iter().any(|n| n.level == Level::Warn) {
+        Verdict::Disturbed
+    } else {
+        Verdict::Clean
+    };
+    neighbours.truncate(5);
+    Interference {
+        verdict,
+        window_s,
+        devices: devices.to_vec(),
+        device_read_bytes: dr,
+        device_write_bytes: dw,
+        device_flushes: df,
+        own_read_bytes: own_r,
+        own_write_bytes: own_w,
+        own_cpu_s: own_cpu as f64 / hz,
+        others_cpu_s: others_cpu as f64 / hz,
+        neighbours,
+        steal_pct,
+        idle_pct,
+        notes,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_sys::block::DiskStats;
+    use plumb_sys::cpu::CpuTicks;
+    use std::time::{Duration, Instant};
+
+    const MIB: u64 = 1 << 20;
+
+    fn proc(pid: u32, ppid: u32, comm: &str, r: u64, w: u64, cpu: u64) -> ProcActivity {
+        ProcActivity {
+            pid,
+            ppid,
+            comm: comm.into(),
+            kernel_thread: ppid == 2,
+            read_bytes: Some(r),
+            write_bytes: Some(w),
+            cpu_ticks: cpu,
+            start_time_ticks: 1000 + pid as u64,
+        }
+    }
+
+    /// A reading at `at`: the disk's counters, the processes, and CPU ticks (idle, steal).
+    fn reading(
+        at: Instant,
+        disk: (u64, u64),
+        procs: Vec<ProcActivity>,
+        cpu: (u64, u64, u64),
+    ) -> Activity {
+        Activity {
+            at,
+            procs,
+            disks: vec![DiskStats {
+                name: "loop0".into(),
+                read_bytes: disk.0,
+                write_bytes: disk.1,
+                flushes: Some(0),
+                ..Default::default()
+            }],
+            cpu: Some(CpuTicks {
+                user_ticks: Some(cpu.0),
+                idle_ticks: Some(cpu.1),
+                steal_ticks: Some(cpu.2),
+                ..Default::default()
+            }),
+            procs_running: Some(1),
+            ticks_per_s: 100,
+        }
+    }
+
+    fn window(
+        before: Vec<ProcActivity>,
+        after: Vec<ProcActivity>,
+        disk: (u64, u64),
+        cpu: (u64, u64, u64),
+    ) -> Interference {
+        let t = Instant::now();
+        let a = reading(t, (0, 0), before, (0, 0, 0));
+        let b = reading(t + Duration::from_secs(1), disk, after, cpu);
+        judge(&a, &b, &Own { roots: vec![100] }, &["loop0".to_string()])
+    }
+
+    #[test]
+    fn plumb_alone_is_clean_and_its_children_are_its_own() {
+        // plumb (100) and its child pgbench (101) did all the device's I/O; the journal adds a
+        // little to the writes.
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(101, 100, "pgbench", 0, 0, 0),
+            ],
+            vec![
+                proc(100, 1, "plumb", 80 * MIB, 0, 50),
+                proc(101, 100, "pgbench", 0, 40 * MIB, 30),
+                proc(50, 2, "jbd2/loop0-8", 0, 0, 5),
+            ],
+            (80 * MIB, 45 * MIB),
+            (80, 120, 0),
+        );
+        assert_eq!(w.verdict, Verdict::Clean, "{}", w.evidence());
+        assert_eq!((w.own_read_bytes, w.own_write_bytes), (80 * MIB, 40 * MIB));
+        assert_eq!(w.own_cpu_s, 0.8);
+        assert!(
+            w.neighbours.is_empty(),
+            "kernel threads are nobody's neighbour"
+        );
+    }
+
+    #[test]
+    fn a_neighbour_on_the_device_disturbs_the_window_and_is_named() {
+        let w = window(
+            vec![proc(100, 1, "plumb", 0, 0, 0), proc(1234, 1, "dd", 0, 0, 0)],
+            vec![
+                proc(100, 1, "plumb", 40 * MIB, 0, 20),
+                proc(1234, 1, "dd", 0, 300 * MIB, 30),
+            ],
+            (41 * MIB, 300 * MIB),
+            (50, 150, 0),
+        );
+        assert_eq!(w.verdict, Verdict::Disturbed);
+        let n = &w.notes[0];
+        assert_eq!(n.code, "neighbour-io");
+        assert_eq!(n.numbers["neighbour_pid"], 1234.0);
+        assert!(n.text.contains("PID 1234 (dd)"), "{}", n.text);
+        assert!(w.evidence().contains("wrote 300 MiB"), "{}", w.evidence());
+    }
+
+    #[test]
+    fn io_on_another_device_with_nothing_extra_on_ours_is_clean() {
+        // A backup writes elsewhere: our device did only plumb's I/O.
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(77, 1, "backup", 0, 0, 0),
+            ],
+            vec![
+                proc(100, 1, "plumb", 40 * MIB, 0, 20),
+                proc(77, 1, "backup", 500 * MIB, 0, 10),
+            ],
+            (40 * MIB, 0),
+            (50, 150, 0),
+        );
+        assert_eq!(w.verdict, Verdict::Clean, "{}", w.evidence());
+        assert_eq!(w.neighbours[0].pid, 77, "still listed as the busiest other");
+    }
+
+    #[test]
+    fn a_busy_cpu_neighbour_and_steal_disturb() {
+        // One core of two burnt by a neighbour, the host 10% idle.
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(9, 1, "stress", 0, 0, 0),
+            ],
+            vec![
+                proc(100, 1, "plumb", 0, 0, 80),
+                proc(9, 1, "stress", 0, 0, 100),
+            ],
+            (0, 0),
+            (180, 20, 0),
+        );
+        assert_eq!(w.notes[0].code, "neighbour-cpu", "{:?}", w.notes);
+        assert!(w.notes[0].text.contains("PID 9 (stress) 1.0 CPU"));
+        // The same load on an idle host is not contention.
+        let idle = window(
+            vec![proc(9, 1, "stress", 0, 0, 0)],
+            vec![proc(9, 1, "stress", 0, 0, 100)],
+            (0, 0),
+            (100, 700, 0),
+        );
+        assert!(idle.is_clean(), "{}", idle.evidence());
+        let stolen = window(vec![], vec![], (0, 0), (80, 100, 20));
+        assert_eq!(stolen.notes[0].code, "steal");
+        assert_eq!(stolen.steal_pct, Some(10.0));
+    }
+
+    #[test]
+    fn a_reused_pid_is_another_process_and_unreadable_io_is_said() {
+        let mut reborn = proc(300, 1, "psql", 5 * MIB, 0, 1);
+        reborn.start_time_ticks += 500;
+        let mut hidden = proc(301, 1, "other", 0, 0, 0);
+        hidden.read_bytes = None;
+        hidden.write_bytes = None;
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(300, 1, "psql", 4 * MIB, 0, 0),
+            ],
+            vec![proc(100, 1, "plumb", 0, 0, 0), reborn, hidden],
+            (0, 0),
+            (10, 190, 0),
+        );
+        // The new psql's 5 MiB count in full, not 5 - 4.
+        assert_eq!(w.neighbours[0].read_bytes, 5 * MIB);
+        assert!(w.notes.iter().any(|n| n.code == "neighbour-io-unreadable"));
+        assert!(w.is_clean());
+    }
+}

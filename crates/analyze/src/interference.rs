@@ -19,8 +19,12 @@ pub const WRITE_TOLERANCE: f64 = 0.25;
 /// Other processes using this many CPUs on a host with less than IDLE_BELOW_PCT idle.
 pub const CPU_NEIGHBOUR_CPUS: f64 = 0.5;
 pub const IDLE_BELOW_PCT: f64 = 25.0;
-/// Steal at or above this share of CPU time.
-pub const STEAL_PCT: f64 = 5.0;
+/// Steal at or above this share of CPU time is said beside the figure…
+pub const STEAL_NOTE_PCT: f64 = 5.0;
+/// …and at or above this disturbs the window. Virtual disks are served by the hypervisor, so
+/// a VM doing fast I/O shows some steal of its own making (10% under an 8-deep random read on
+/// a 2-vCPU cloud VM, 0% idle or CPU-bound): below this, steal is the platform, not a neighbour.
+pub const STEAL_PCT: f64 = 25.0;
 
 /// plumb's side of a window: these processes and every descendant of them (pgbench, the
 /// server's backends) are plumb's own.
@@ -304,12 +308,17 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
             .with("idle_pct", idle_pct.unwrap_or(0.0)),
         );
     }
-    if let Some(s) = steal_pct.filter(|s| *s >= STEAL_PCT) {
+    if let Some(s) = steal_pct.filter(|s| *s >= STEAL_NOTE_PCT) {
+        let disturbing = s >= STEAL_PCT;
         notes.push(
             Note::new(
-                Level::Warn,
+                if disturbing { Level::Warn } else { Level::Info },
                 "steal",
-                format!("the hypervisor took {s:.0}% of the CPU time (steal): this VM waited for its host's CPUs"),
+                if disturbing {
+                    format!("the hypervisor took {s:.0}% of the CPU time (steal): this VM waited for its host's CPUs")
+                } else {
+                    format!("steal was {s:.0}% of the CPU time (a VM's I/O is partly the hypervisor's work; under {STEAL_PCT:.0}% it does not disturb the window)")
+                },
             )
             .with("steal_pct", s),
         );
@@ -319,7 +328,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
             Note::new(
                 Level::Info,
                 "neighbour-io-unreadable",
-                format!("the I/O of {unreadable} other process(es) could not be read (it needs root): a neighbour's I/O may go unnamed"),
+                format!("the I/O of {unreadable} other process(es) could not be read (without root, or kept from plumb by the kernel): a neighbour's I/O may go unnamed"),
             )
             .with("processes", unreadable as f64),
         );
@@ -499,9 +508,14 @@ mod tests {
             (100, 700, 0),
         );
         assert!(idle.is_clean(), "{}", idle.evidence());
-        let stolen = window(vec![], vec![], (0, 0), (80, 100, 20));
+        let stolen = window(vec![], vec![], (0, 0), (60, 80, 60));
         assert_eq!(stolen.notes[0].code, "steal");
-        assert_eq!(stolen.steal_pct, Some(10.0));
+        assert_eq!(stolen.steal_pct, Some(30.0));
+        assert!(!stolen.is_clean());
+        // A VM's own I/O shows some steal: said, not disturbing.
+        let some = window(vec![], vec![], (0, 0), (80, 100, 20));
+        assert_eq!(some.notes[0].code, "steal");
+        assert!(some.is_clean());
     }
 
     #[test]

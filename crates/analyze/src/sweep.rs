@@ -2,7 +2,9 @@
 //! as median/min/max per level, and the knee — the level after which latency grows faster than
 //! throughput.
 
+use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
+use crate::{Level as NoteLevel, Note};
 use plumb_load::job::Job;
 use plumb_load::run::{DirStats, RunResult};
 use serde::Serialize;
@@ -23,6 +25,16 @@ pub struct Rep {
     pub bytes_per_s: f64,
     pub lat_mean_s: Option<f64>,
     pub lat_p99_s: Option<f64>,
+    /// Whether the run's window was disturbed, with the evidence (None: not observed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Interference>,
+}
+
+impl Rep {
+    /// Not known to be disturbed.
+    pub fn is_clean(&self) -> bool {
+        self.interference.as_ref().is_none_or(|i| i.is_clean())
+    }
 }
 
 pub fn rep_of(r: &RunResult) -> Rep {
@@ -38,6 +50,7 @@ pub fn rep_of(r: &RunResult) -> Rep {
         bytes_per_s: all.bytes as f64 / secs,
         lat_mean_s: (all.ios > 0).then(|| all.lat_sum_ns / all.ios as f64 / 1e9),
         lat_p99_s: quantile_s(&all.lat, 0.99),
+        interference: None,
     }
 }
 
@@ -46,6 +59,17 @@ pub struct Spread {
     pub median: f64,
     pub min: f64,
     pub max: f64,
+}
+
+impl Spread {
+    /// (max − min) / median: 0 for one value.
+    pub fn relative(&self) -> f64 {
+        if self.median.abs() > 0.0 {
+            (self.max - self.min) / self.median.abs()
+        } else {
+            0.0
+        }
+    }
 }
 
 pub fn spread(v: &[f64]) -> Option<Spread> {
@@ -72,7 +96,12 @@ pub struct Level {
     pub label: String,
     /// The queue depth, or the rate in bytes/s (None: unthrottled).
     pub value: Option<f64>,
+    /// Every run at this level, disturbed ones included (they are kept as evidence).
     pub reps: Vec<Rep>,
+    /// Runs whose window was clean: the figures below are theirs.
+    pub clean_reps: usize,
+    /// Clean when at least one run was; otherwise the figures are the disturbed runs'.
+    pub verdict: Verdict,
     pub iops: Option<Spread>,
     pub bytes_per_s: Option<Spread>,
     pub lat_mean_s: Option<Spread>,
@@ -83,14 +112,28 @@ pub struct Level {
 }
 
 impl Level {
+    /// Figures from the clean runs (all runs when none was clean).
     pub fn new(label: String, value: Option<f64>, reps: Vec<Rep>) -> Level {
-        let col =
-            |f: fn(&Rep) -> Option<f64>| spread(&reps.iter().filter_map(f).collect::<Vec<_>>());
+        let clean: Vec<&Rep> = reps.iter().filter(|r| r.is_clean()).collect();
+        let used: Vec<&Rep> = if clean.is_empty() {
+            reps.iter().collect()
+        } else {
+            clean.clone()
+        };
+        let col = |f: fn(&Rep) -> Option<f64>| {
+            spread(&used.iter().filter_map(|r| f(r)).collect::<Vec<_>>())
+        };
         Level {
             iops: col(|r| Some(r.iops)),
             bytes_per_s: col(|r| Some(r.bytes_per_s)),
             lat_mean_s: col(|r| r.lat_mean_s),
             lat_p99_s: col(|r| r.lat_p99_s),
+            clean_reps: clean.len(),
+            verdict: if clean.is_empty() && !reps.is_empty() {
+                Verdict::Disturbed
+            } else {
+                Verdict::Clean
+            },
             label,
             value,
             reps,
@@ -137,6 +180,10 @@ pub struct SweepReport {
     pub repetitions: u32,
     pub levels: Vec<Level>,
     pub knee: Option<Knee>,
+    /// Clean when every level had a clean run and throughput never fell as the load rose.
+    pub verdict: Verdict,
+    /// Why it is not clean, and conclusions the spread did not allow.
+    pub notes: Vec<Note>,
     pub chart: Option<PathBuf>,
 }
 
@@ -148,10 +195,30 @@ const KNEE_MIN_LATENCY_GROWTH: f64 = 0.05;
 /// of queue depths); at 2 and beyond the device is queueing, not working faster.
 pub const KNEE_ELASTICITY: f64 = 2.0;
 
+/// Throughput falling by more than this from one level to the next (beyond the spread) is not
+/// a device at its limit: something else took the device.
+pub const FALL_PCT: f64 = 10.0;
+
+/// What the levels say, read only as far as their spread allows.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Reading {
+    pub knee: Option<Knee>,
+    pub notes: Vec<Note>,
+}
+
 /// The knee over levels in order of increasing load: the last level before the first step whose
 /// relative latency growth exceeds KNEE_ELASTICITY times its relative throughput growth (or where
-/// throughput stops growing while latency rises).
+/// throughput stops growing while latency rises). A step counts only when its latency ranges
+/// do not overlap (the growth is beyond the spread of the repetitions); a step where
+/// throughput fell beyond its spread is a disturbance, never a knee.
 pub fn find_knee(levels: &[Level]) -> Option<Knee> {
+    read_levels(levels).knee
+}
+
+pub fn read_levels(levels: &[Level]) -> Reading {
+    let mut notes = Vec::new();
+    let mut knee = None;
+    let mut blurred: Option<(String, String, f64)> = None;
     for w in levels.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s)
@@ -163,20 +230,97 @@ pub fn find_knee(levels: &[Level]) -> Option<Knee> {
         }
         let gt = tb.median / ta.median - 1.0;
         let gl = lb.median / la.median - 1.0;
-        if gl <= KNEE_MIN_LATENCY_GROWTH {
+        if gt * 100.0 < -FALL_PCT && tb.max < ta.min {
+            notes.push(
+                Note::new(
+                    NoteLevel::Warn,
+                    "throughput-fell",
+                    format!(
+                        "throughput fell from {} to {} ({:+.0}%) as the load rose: a device at its limit levels off, it does not fall; something else used the device (the runs' evidence says what, where it was seen)",
+                        a.label,
+                        b.label,
+                        gt * 100.0
+                    ),
+                )
+                .with("throughput_change_pct", gt * 100.0),
+            );
+            continue;
+        }
+        if knee.is_some() || gl <= KNEE_MIN_LATENCY_GROWTH {
             continue;
         }
         let queueing = gt <= 0.0 || (1.0 + gl).ln() > KNEE_ELASTICITY * (1.0 + gt).ln();
-        if queueing {
-            return Some(Knee {
-                level: a.label.clone(),
-                next: b.label.clone(),
-                throughput_change_pct: gt * 100.0,
-                latency_change_pct: gl * 100.0,
-            });
+        if !queueing {
+            continue;
+        }
+        if lb.min <= la.max {
+            // Latency grew, but not beyond the repetitions' spread.
+            let noise = la.relative().max(lb.relative()) * 100.0;
+            blurred.get_or_insert((a.label.clone(), b.label.clone(), noise));
+            continue;
+        }
+        knee = Some(Knee {
+            level: a.label.clone(),
+            next: b.label.clone(),
+            throughput_change_pct: gt * 100.0,
+            latency_change_pct: gl * 100.0,
+        });
+    }
+    if knee.is_none() {
+        if let Some((a, b, noise)) = blurred {
+            notes.push(
+                Note::new(
+                    NoteLevel::Info,
+                    "knee-not-distinguishable",
+                    format!("latency rose from {a} to {b}, but not beyond the spread of the repetitions (±{:.0}%): no knee is distinguishable on this host", noise / 2.0),
+                )
+                .with("spread_pct", noise),
+            );
         }
     }
-    None
+    Reading { knee, notes }
+}
+
+/// The sweep's verdict and notes: disturbed levels named, then what `read_levels` found.
+pub fn judge_levels(levels: &[Level]) -> (Option<Knee>, Verdict, Vec<Note>) {
+    let r = read_levels(levels);
+    let mut notes = Vec::new();
+    let disturbed: Vec<&str> = levels
+        .iter()
+        .filter(|l| l.verdict == Verdict::Disturbed)
+        .map(|l| l.label.as_str())
+        .collect();
+    if !disturbed.is_empty() {
+        notes.push(
+            Note::new(
+                NoteLevel::Warn,
+                "levels-disturbed",
+                format!(
+                    "no clean run at level(s) {}: their figures were measured while something else used the host",
+                    disturbed.join(", ")
+                ),
+            )
+            .with("levels", disturbed.len() as f64),
+        );
+    }
+    let retried: usize = levels.iter().map(|l| l.reps.len() - l.clean_reps).sum();
+    if retried > 0 && disturbed.is_empty() {
+        notes.push(
+            Note::new(
+                NoteLevel::Info,
+                "runs-retried",
+                format!("{retried} disturbed run(s) were repeated and left out of the figures (their evidence is in the JSON)"),
+            )
+            .with("runs", retried as f64),
+        );
+    }
+    notes.extend(r.notes);
+    let verdict = if notes.iter().any(|n| n.level == NoteLevel::Warn) {
+        Verdict::Disturbed
+    } else {
+        Verdict::Clean
+    };
+    (r.knee, verdict, notes)
 }
 
 #[cfg(test)]
@@ -193,6 +337,7 @@ mod tests {
                 bytes_per_s: iops * 4096.0,
                 lat_mean_s: Some(lat_ms / 1e3),
                 lat_p99_s: Some(lat_ms * 3.0 / 1e3),
+                interference: None,
             }],
         )
     }
@@ -235,6 +380,98 @@ mod tests {
         assert!(v[0].latency_elasticity.is_none());
         let e = v[2].latency_elasticity.unwrap();
         assert!((1.2..1.5).contains(&e), "{e}");
+    }
+
+    fn rep(iops: f64, lat_ms: f64, clean: bool) -> Rep {
+        let mut r = lvl("x", iops, lat_ms).reps.remove(0);
+        if !clean {
+            r.interference = Some(crate::interference::Interference {
+                verdict: Verdict::Disturbed,
+                window_s: 1.0,
+                devices: vec![],
+                device_read_bytes: 0,
+                device_write_bytes: 0,
+                device_flushes: 0,
+                own_read_bytes: 0,
+                own_write_bytes: 0,
+                own_cpu_s: 0.0,
+                others_cpu_s: 0.0,
+                neighbours: vec![],
+                steal_pct: None,
+                idle_pct: None,
+                notes: vec![],
+            });
+        }
+        r
+    }
+
+    #[test]
+    fn the_sweep_the_user_saw_is_disturbed_not_a_knee_at_qd_1() {
+        // IOPS 8,691 / 3,490 / 477 / 938 / 7,669 / 27,745 / 31,968 for QD 1…64, latency rising
+        // where throughput fell: a neighbour, not the device's limit.
+        let iops = [8691.0, 3490.0, 477.0, 938.0, 7669.0, 27745.0, 31968.0];
+        let levels: Vec<Level> = [1, 2, 4, 8, 16, 32, 64]
+            .iter()
+            .zip(iops)
+            .map(|(q, t)| lvl(&q.to_string(), t, *q as f64 / t * 1000.0))
+            .collect();
+        let (knee, verdict, notes) = judge_levels(&levels);
+        assert_eq!(verdict, Verdict::Disturbed);
+        assert!(
+            knee.as_ref()
+                .is_none_or(|k| k.level != "1" && k.level != "2"),
+            "no knee where throughput fell: {knee:?}"
+        );
+        let fell: Vec<&Note> = notes
+            .iter()
+            .filter(|n| n.code == "throughput-fell")
+            .collect();
+        assert_eq!(fell.len(), 2, "{notes:?}");
+        assert!(fell[0].text.contains("from 1 to 2"));
+    }
+
+    #[test]
+    fn latency_growth_inside_the_spread_is_not_a_knee() {
+        // QD 16 → 32: mean latency 0.33 → 0.40 ms, but the repetitions range 0.25–0.45 and
+        // 0.30–0.50.
+        let mk = |label: &str, v: [(f64, f64); 3]| {
+            Level::new(
+                label.into(),
+                None,
+                v.iter().map(|(t, l)| rep(*t, *l, true)).collect(),
+            )
+        };
+        let levels = vec![
+            mk("16", [(48000.0, 0.25), (48000.0, 0.33), (48000.0, 0.45)]),
+            mk("32", [(48500.0, 0.30), (48500.0, 0.40), (48500.0, 0.50)]),
+        ];
+        let (knee, verdict, notes) = judge_levels(&levels);
+        assert!(knee.is_none());
+        assert_eq!(verdict, Verdict::Clean);
+        assert_eq!(notes[0].code, "knee-not-distinguishable", "{notes:?}");
+    }
+
+    #[test]
+    fn disturbed_runs_are_kept_but_left_out_of_the_figures() {
+        let l = Level::new(
+            "4".into(),
+            Some(4.0),
+            vec![
+                rep(10000.0, 0.4, true),
+                rep(300.0, 9.0, false),
+                rep(10200.0, 0.39, true),
+            ],
+        );
+        assert_eq!((l.reps.len(), l.clean_reps), (3, 2));
+        assert_eq!(l.verdict, Verdict::Clean);
+        assert_eq!(l.iops.unwrap().min, 10000.0);
+        let all_bad = Level::new("8".into(), None, vec![rep(300.0, 9.0, false)]);
+        assert_eq!(all_bad.verdict, Verdict::Disturbed);
+        assert_eq!(all_bad.iops.unwrap().median, 300.0);
+        let (_, verdict, notes) = judge_levels(&[l, all_bad]);
+        assert_eq!(verdict, Verdict::Disturbed);
+        assert_eq!(notes[0].code, "levels-disturbed");
+        assert!(notes[0].text.contains("level(s) 8"));
     }
 
     #[test]

@@ -252,7 +252,7 @@ impl OsContext {
             .map(|d| d.join("data"))
             .or_else(|| server_pid.and_then(|p| plumb_sys::process::cwd(root, p)));
         let disks = data_dir
-            .and_then(|d| device_under(root, &d))
+            .and_then(|d| plumb_sys::block::device_under(root, &d))
             .map(|d| vec![d])
             .unwrap_or_else(|| plumb_sys::block::whole_disks(root));
         OsContext {
@@ -261,13 +261,6 @@ impl OsContext {
             disks,
         }
     }
-}
-
-fn device_under(root: &Root, path: &Path) -> Option<String> {
-    let mounts = plumb_sys::mount::read_mountinfo(root, None).ok()?;
-    let canon = std::fs::canonicalize(path).ok()?;
-    let m = plumb_sys::mount::mount_for_path(&mounts, &canon)?;
-    plumb_sys::block::device_for_mount(root, m).ok().flatten()
 }
 
 fn ticks_s() -> f64 {

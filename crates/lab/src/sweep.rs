@@ -3,7 +3,10 @@
 //! storage probe both run through here.
 
 use anyhow::Result;
-use plumb_analyze::sweep::{find_knee, rep_of, set_elasticity, Level, SweepKind, SweepReport};
+use plumb_analyze::interference::{judge, Interference, Own};
+use plumb_analyze::sweep::{
+    judge_levels, rep_of, set_elasticity, Level, Rep, SweepKind, SweepReport,
+};
 use plumb_load::job::Job;
 use plumb_load::target::Safety;
 
@@ -80,27 +83,58 @@ pub struct Sweep<'a> {
     pub command_line: &'a str,
 }
 
-/// Run every level `reps` times; None when stopped. `on_run(level, rep, reps)` is called
-/// before each run, for progress.
+/// Levels whose IOPS spread (max − min over median) is above this get more rounds.
+pub const STABLE_SPREAD: f64 = 0.10;
+
+/// How many runs a level may take in all: its clean `reps`, retries of disturbed runs, and
+/// rounds added while its spread is above [`STABLE_SPREAD`].
+pub fn max_attempts(reps: u32) -> u32 {
+    reps.saturating_mul(2).max(reps + 2)
+}
+
+/// Run the levels in interleaved rounds (A B C, A B C … so that a slow drift or a neighbour
+/// touches every level, not one) until each has `reps` clean runs and, with two or more, an
+/// IOPS spread within [`STABLE_SPREAD`] — or [`max_attempts`] runs. Each run is watched for
+/// interference; a disturbed one is kept as evidence and run again. None when stopped.
+/// `on_run(level, attempt, reps)` is called before each run, for progress.
 pub fn run(
     s: Sweep,
     cancel: &dyn Fn() -> bool,
     on_run: &mut dyn FnMut(&str, u32, u32),
 ) -> Result<Option<SweepReport>> {
-    let mut levels = Vec::new();
-    for (label, value, j) in s.levels {
-        let mut runs = Vec::new();
-        for rep in 0..s.reps {
-            on_run(label, rep + 1, s.reps);
-            match run_once(j, s.safety, cancel)? {
-                Some(r) => runs.push(rep_of(&r)),
+    let root = plumb_sys::Root::host();
+    let devices = devices_under(&root, &s.base.targets);
+    let mut runs: Vec<Vec<Rep>> = vec![Vec::new(); s.levels.len()];
+    let limit = max_attempts(s.reps);
+    loop {
+        let mut ran = false;
+        for ((label, _, j), done) in s.levels.iter().zip(runs.iter_mut()) {
+            if settled(done, s.reps) || done.len() as u32 >= limit {
+                continue;
+            }
+            on_run(label, done.len() as u32 + 1, s.reps);
+            match watched_run(j, s.safety, cancel, &root, &devices)? {
+                Some((r, w)) => {
+                    let mut rep = rep_of(&r);
+                    rep.interference = Some(w);
+                    done.push(rep);
+                }
                 None => return Ok(None),
             }
+            ran = true;
         }
-        levels.push(Level::new(label.clone(), *value, runs));
+        if !ran {
+            break;
+        }
     }
+    let mut levels: Vec<Level> = s
+        .levels
+        .iter()
+        .zip(runs)
+        .map(|((label, value, _), reps)| Level::new(label.clone(), *value, reps))
+        .collect();
     set_elasticity(&mut levels);
-    let knee = find_knee(&levels);
+    let (knee, verdict, notes) = judge_levels(&levels);
     Ok(Some(SweepReport {
         command_line: s.command_line.to_string(),
         sweep_over: s.kind,
@@ -108,8 +142,66 @@ pub fn run(
         repetitions: s.reps,
         levels,
         knee,
+        verdict,
+        notes,
         chart: None,
     }))
+}
+
+/// Enough clean runs, and (with two or more) a spread inside the tolerance.
+fn settled(done: &[Rep], reps: u32) -> bool {
+    let clean: Vec<f64> = done
+        .iter()
+        .filter(|r| r.is_clean())
+        .map(|r| r.iops)
+        .collect();
+    if (clean.len() as u32) < reps {
+        return false;
+    }
+    clean.len() < 2
+        || plumb_analyze::sweep::spread(&clean).is_none_or(|s| s.relative() <= STABLE_SPREAD)
+}
+
+/// The block devices under the targets (where their files live), for the windows.
+pub fn devices_under(root: &plumb_sys::Root, targets: &[std::path::PathBuf]) -> Vec<String> {
+    let mut v: Vec<String> = targets
+        .iter()
+        .filter_map(|t| {
+            plumb_sys::block::device_under(root, t).or_else(|| {
+                t.parent()
+                    .and_then(|p| plumb_sys::block::device_under(root, p))
+            })
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+/// One run on prepared targets, with the host's activity read on both sides of it.
+pub fn watched_run(
+    j: &Job,
+    safety: &Safety,
+    cancel: &dyn Fn() -> bool,
+    root: &plumb_sys::Root,
+    devices: &[String],
+) -> Result<Option<(plumb_load::run::RunResult, Interference)>> {
+    let targets = match plumb_load::target::prepare(j, safety, cancel) {
+        Ok(t) => t,
+        Err(plumb_load::Error::Interrupted) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    };
+    let before = plumb_sys::activity::read(root);
+    let r = plumb_load::run::run(j, &targets);
+    let after = plumb_sys::activity::read(root);
+    let own = Own {
+        roots: vec![plumb_sys::activity::own_pid(root)],
+    };
+    match r {
+        Ok(r) => Ok(Some((r, judge(&before, &after, &own, devices)))),
+        Err(plumb_load::Error::Interrupted) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// One run of a job on prepared targets (removed again unless kept); None when stopped.

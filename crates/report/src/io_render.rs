@@ -542,6 +542,32 @@ fn spread_ms(s: Option<plumb_analyze::sweep::Spread>) -> String {
     .unwrap_or_else(|| "N/A".into())
 }
 
+/// lat/thr from the level above: the elasticity, or which way each went when their signs
+/// differ (a negative ratio says nothing by itself).
+fn elasticity_cell(
+    prev: Option<&plumb_analyze::sweep::Level>,
+    l: &plumb_analyze::sweep::Level,
+) -> String {
+    match l.latency_elasticity {
+        Some(e) if e < 0.0 => {
+            let up = match (prev.and_then(|p| p.iops), l.iops) {
+                (Some(a), Some(b)) => b.median > a.median,
+                _ => false,
+            };
+            if up { "lat fell" } else { "thr fell" }.to_string()
+        }
+        Some(e) => format!("{e:.2}"),
+        None => MISSING.into(),
+    }
+}
+
+fn level_word(l: plumb_analyze::Level) -> &'static str {
+    match l {
+        plumb_analyze::Level::Warn => "warn",
+        plumb_analyze::Level::Info => "info",
+    }
+}
+
 fn spread_n(s: Option<plumb_analyze::sweep::Spread>, div: f64, dp: usize) -> String {
     s.map(|s| {
         format!(
@@ -589,40 +615,76 @@ impl Render for plumb_analyze::sweep::SweepReport {
         writeln!(out, "Values are median (min–max) over repetitions.")?;
         writeln!(out)?;
         let head = format!(
-            "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10}",
-            "level", "IOPS", "MiB/s", "mean latency (ms)", "p99 latency (ms)", "lat/thr"
+            "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10} | {:>9}",
+            "level", "IOPS", "MiB/s", "mean latency (ms)", "p99 latency (ms)", "lat/thr", "clean"
         );
         writeln!(out, "{head}")?;
         writeln!(out, "{}", "-".repeat(head.chars().count()))?;
+        let mut prev: Option<&plumb_analyze::sweep::Level> = None;
         for l in &self.levels {
             writeln!(
                 out,
-                "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10}",
+                "{:>12} | {:>28} | {:>26} | {:>26} | {:>26} | {:>10} | {:>9}",
                 l.label,
                 spread_n(l.iops, 1.0, 0),
                 spread_n(l.bytes_per_s, MIB, 1),
                 spread_ms(l.lat_mean_s),
                 spread_ms(l.lat_p99_s),
-                match l.latency_elasticity {
-                    // Negative: throughput fell while latency rose (or the reverse).
-                    Some(e) if e < 0.0 => "thr fell".to_string(),
-                    Some(e) => format!("{e:.2}"),
-                    None => MISSING.into(),
-                }
+                elasticity_cell(prev, l),
+                format!("{}/{}", l.clean_reps, l.reps.len())
             )?;
+            prev = Some(l);
         }
         writeln!(out)?;
         writeln!(
             out,
             "lat/thr: relative latency growth per relative throughput growth from the level above (log ratio); under 1 the device scales, over 1 it queues."
         )?;
+        writeln!(
+            out,
+            "clean: runs whose window no other process disturbed, of all runs at the level; the figures are the clean runs'."
+        )?;
+        let disturbed = self.verdict == plumb_analyze::interference::Verdict::Disturbed;
         match &self.knee {
             Some(k) => writeln!(
                 out,
-                "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency (more than twice as fast, relatively): past it the device queues instead of working faster.",
+                "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency (more than twice as fast, relatively, and beyond the spread of the repetitions): past it the device queues instead of working faster.",
                 k.level, k.next, k.throughput_change_pct, k.latency_change_pct
             )?,
-            None => writeln!(out, "No knee within these levels: latency never grew more than twice as fast as throughput.")?,
+            None if disturbed => writeln!(out, "No knee is stated: the sweep was disturbed (below).")?,
+            None => writeln!(out, "No knee within these levels: latency never grew more than twice as fast as throughput beyond the spread of the repetitions.")?,
+        }
+        writeln!(
+            out,
+            "Verdict: {}",
+            if disturbed {
+                "DISTURBED — read the figures with the evidence below"
+            } else {
+                "clean"
+            }
+        )?;
+        for n in &self.notes {
+            writeln!(out, "  {} [{}] {}", level_word(n.level), n.code, n.text)?;
+        }
+        let disturbed_runs: Vec<(&str, usize, String)> = self
+            .levels
+            .iter()
+            .flat_map(|l| {
+                l.reps.iter().enumerate().filter_map(|(i, r)| {
+                    let w = r.interference.as_ref().filter(|w| !w.is_clean())?;
+                    Some((l.label.as_str(), i + 1, w.evidence()))
+                })
+            })
+            .collect();
+        for (label, run, evidence) in disturbed_runs.iter().take(5) {
+            writeln!(out, "  level {label}, run {run}: disturbed — {evidence}")?;
+        }
+        if disturbed_runs.len() > 5 {
+            writeln!(
+                out,
+                "  … {} more disturbed run(s): their evidence is in the JSON",
+                disturbed_runs.len() - 5
+            )?;
         }
         if let Some(c) = &self.chart {
             writeln!(out, "Chart: {}", c.display())?;
@@ -643,6 +705,11 @@ impl Render for plumb_analyze::sweep::SweepReport {
                     format!("{:.1}", r.bytes_per_s),
                     f(r.lat_mean_s),
                     f(r.lat_p99_s),
+                    match &r.interference {
+                        Some(w) if w.is_clean() => "clean".into(),
+                        Some(_) => "disturbed".into(),
+                        None => String::new(),
+                    },
                 ]);
             }
         }
@@ -655,6 +722,7 @@ impl Render for plumb_analyze::sweep::SweepReport {
                 "bytes_per_s",
                 "lat_mean_s",
                 "lat_p99_s",
+                "verdict",
             ]
             .map(String::from)
             .to_vec(),

@@ -351,6 +351,15 @@ pub fn resolve_stack(root: &Root, top: &str) -> Result<DeviceStack> {
 }
 
 /// The block devices that are disks (not loop, ram or zram devices), by name, sorted.
+/// The block device holding `path` (its mount's device: a partition, a dm or loop device),
+/// by name as in /proc/diskstats; None when it is not on a block device or cannot be read.
+pub fn device_under(root: &Root, path: &Path) -> Option<String> {
+    let mounts = crate::mount::read_mountinfo(root, None).ok()?;
+    let canon = std::fs::canonicalize(path).ok()?;
+    let m = crate::mount::mount_for_path(&mounts, &canon)?;
+    device_for_mount(root, m).ok().flatten()
+}
+
 pub fn whole_disks(root: &Root) -> Vec<String> {
     let mut out: Vec<String> = std::fs::read_dir(root.path("/sys/block"))
         .map(|rd| {

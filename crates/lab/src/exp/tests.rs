@@ -158,6 +158,8 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
             throughput_change_pct: 50.0,
             latency_change_pct: 170.0,
         }),
+        verdict: plumb_analyze::interference::Verdict::Clean,
+        notes: vec![],
         chart: None,
     });
     // plumb's own sweep ran at QD 32: not a finding.

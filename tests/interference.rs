@@ -1,0 +1,190 @@
+//! Numbers on a shared host: the same sweep alone and beside a neighbour writing to the same
+//! file system. Alone, every run is clean; beside the neighbour, the runs are disturbed, the
+//! neighbour is named by PID, and no knee is claimed where throughput fell.
+//!
+//! Its own test binary, so that no other test of plumb's shares the machine while it runs.
+
+mod common;
+
+use common::{is_root, plumb, skip};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// An ext4 file system on a loop device, unmounted and detached on drop.
+struct LoopFs {
+    _dir: tempfile::TempDir,
+    mnt: PathBuf,
+    dev: String,
+}
+
+impl LoopFs {
+    fn new() -> Result<LoopFs, String> {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).map_err(|e| e.to_string())?;
+        let img = dir.path().join("fs.img");
+        let f = std::fs::File::create(&img).map_err(|e| e.to_string())?;
+        f.set_len(768 << 20).map_err(|e| e.to_string())?;
+        let out = |c: &mut Command| -> Result<String, String> {
+            let o = c.output().map_err(|e| format!("{c:?}: {e}"))?;
+            if !o.status.success() {
+                return Err(format!("{c:?}: {}", String::from_utf8_lossy(&o.stderr)));
+            }
+            Ok(String::from_utf8_lossy(&o.stdout).trim().to_string())
+        };
+        out(Command::new("mkfs.ext4").args(["-q", "-F"]).arg(&img))?;
+        let dev = out(Command::new("losetup").args(["--find", "--show"]).arg(&img))?;
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).map_err(|e| e.to_string())?;
+        let fs = LoopFs {
+            _dir: dir,
+            mnt,
+            dev,
+        };
+        out(Command::new("mount").arg(&fs.dev).arg(&fs.mnt))?;
+        Ok(fs)
+    }
+}
+
+impl Drop for LoopFs {
+    fn drop(&mut self) {
+        // A killed io_uring user's rings are torn down by the kernel a moment after it exits,
+        // holding its files until then: the file system is busy for that moment.
+        for _ in 0..100 {
+            let ok = Command::new("umount")
+                .arg(&self.mnt)
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = Command::new("losetup").args(["-d", &self.dev]).status();
+    }
+}
+
+fn sweep(file: &Path) -> Value {
+    let o = plumb()
+        .args([
+            "io",
+            "sweep",
+            "--qd-levels",
+            "1,8",
+            "--reps",
+            "2",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--size",
+            "64M",
+            "--no-chart",
+            "--json",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// A second plumb writing 64 KiB blocks with O_DIRECT on the same file system.
+fn neighbour(dir: &Path) -> Child {
+    let c = plumb()
+        .args([
+            "io",
+            "run",
+            "--duration",
+            "60s",
+            "--warmup",
+            "0s",
+            "--write-pct",
+            "100",
+            "--bs",
+            "64K",
+            "--qd",
+            "8",
+            "--size",
+            "128M",
+        ])
+        .arg(dir.join("neighbour.dat"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Its file is written before its I/O starts.
+    std::thread::sleep(Duration::from_secs(3));
+    c
+}
+
+fn runs(j: &Value) -> Vec<&Value> {
+    j["levels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|l| l["reps"].as_array().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_neighbour_on_the_same_device_is_seen_and_named() {
+    if !is_root() {
+        skip("skipped: needs root for a loop-device file system");
+        return;
+    }
+    let fs = match LoopFs::new() {
+        Ok(f) => f,
+        Err(e) => {
+            skip(format!("skipped: no loop-device file system here: {e}"));
+            return;
+        }
+    };
+    let file = fs.mnt.join("sweep.dat");
+
+    // Alone.
+    let quiet = sweep(&file);
+    assert_eq!(quiet["verdict"], "clean", "{:#}", quiet["notes"]);
+    for r in runs(&quiet) {
+        let w = &r["interference"];
+        assert_eq!(w["verdict"], "clean", "{w:#}");
+        assert_eq!(w["devices"][0], fs.dev.trim_start_matches("/dev/"));
+        // What the device read is what plumb read (O_DIRECT: no cache, no read-ahead).
+        let (dev, own) = (
+            w["device_read_bytes"].as_f64().unwrap(),
+            w["own_read_bytes"].as_f64().unwrap(),
+        );
+        assert!(own > 0.0 && (dev - own).abs() <= 0.1 * own, "{w:#}");
+    }
+    for l in quiet["levels"].as_array().unwrap() {
+        assert_eq!(
+            l["clean_reps"],
+            l["reps"].as_array().unwrap().len(),
+            "{l:#}"
+        );
+    }
+
+    // Beside a neighbour.
+    let mut n = neighbour(&fs.mnt);
+    let pid = n.id();
+    let busy = sweep(&file);
+    let _ = n.kill();
+    let _ = n.wait();
+    assert_eq!(busy["verdict"], "disturbed", "{:#}", busy["notes"]);
+    let named = runs(&busy).iter().any(|r| {
+        r["interference"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["code"] == "neighbour-io" && n["numbers"]["neighbour_pid"] == pid)
+    });
+    assert!(named, "PID {pid} named in the evidence: {busy:#}");
+    // No knee at a step where throughput fell.
+    if let Some(k) = busy["knee"].as_object() {
+        assert!(
+            k["throughput_change_pct"].as_f64().unwrap() > -10.0,
+            "a knee where throughput fell: {k:?}"
+        );
+    }
+}

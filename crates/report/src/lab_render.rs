@@ -206,6 +206,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                         Some(_) => "throughput flat".into(),
                         None => MISSING.into(),
                     },
+                    format!("{}/{}", l.clean_reps, l.reps.len()),
                 ]
             })
             .collect();
@@ -214,8 +215,12 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "knee at queue depth {}: from {} to {} throughput {:+.0}%, latency {:+.0}%",
                 k.level, k.level, k.next, k.throughput_change_pct, k.latency_change_pct
             ),
-            None => "no knee: latency never outgrew throughput over these queue depths".into(),
+            None if s.verdict == plumb_analyze::interference::Verdict::Disturbed => {
+                "no knee is stated: the sweep was disturbed".into()
+            }
+            None => "no knee: latency never outgrew throughput beyond the spread of the runs over these queue depths".into(),
         }];
+        notes.extend(s.notes.iter().map(|n| format!("{}: {}", n.code, n.text)));
         if let Some(q) = &r.seq_read {
             notes.push(format!(
                 "sequential {} reads, {} outstanding: {}/s{}",
@@ -241,6 +246,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "mean",
                 "p99",
                 "latency elasticity",
+                "clean runs",
             ],
             rows,
             notes,

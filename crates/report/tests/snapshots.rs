@@ -190,7 +190,7 @@ fn lab_report_html() {
         host: plumb_analyze::os::build(&sample, 4096),
         memory: None,
         durability: None,
-        sweep: None,
+        sweep: Some(sweep()),
         seq_read: None,
         pgbench: Some(Pgbench {
             scale: 5,
@@ -230,4 +230,92 @@ fn lab_report_html() {
     // Text from the report is escaped, never markup.
     assert!(html.contains("FLUSH &lt;&amp;&gt;") && !html.contains("FLUSH <&>"));
     snapshot("lab-report.html", &html);
+}
+
+/// A quick sweep of three queue depths, two runs each; one run at QD 4 was disturbed by a
+/// neighbour and run again.
+fn sweep() -> plumb_analyze::sweep::SweepReport {
+    use plumb_analyze::interference::{Interference, Neighbour, Verdict};
+    use plumb_analyze::sweep::{judge_levels, set_elasticity, Level, Rep, SweepKind};
+    let rep = |iops: f64, lat_ms: f64, neighbour: bool| Rep {
+        ios: (iops * 1.0) as u64,
+        iops,
+        bytes_per_s: iops * 8192.0,
+        lat_mean_s: Some(lat_ms / 1e3),
+        lat_p99_s: Some(lat_ms * 3.0 / 1e3),
+        interference: Some(Interference {
+            verdict: if neighbour {
+                Verdict::Disturbed
+            } else {
+                Verdict::Clean
+            },
+            window_s: 1.0,
+            devices: vec!["vda".into()],
+            device_read_bytes: 400 << 20,
+            device_write_bytes: if neighbour { 300 << 20 } else { 0 },
+            device_flushes: 0,
+            own_read_bytes: 400 << 20,
+            own_write_bytes: 0,
+            own_cpu_s: 0.4,
+            others_cpu_s: 0.1,
+            neighbours: if neighbour {
+                vec![Neighbour {
+                    pid: 1234,
+                    comm: "dd".into(),
+                    read_bytes: 0,
+                    write_bytes: 300 << 20,
+                    cpu_s: 0.1,
+                }]
+            } else {
+                vec![]
+            },
+            steal_pct: Some(0.0),
+            idle_pct: Some(60.0),
+            notes: if neighbour {
+                vec![plumb_analyze::Note::new(
+                    plumb_analyze::Level::Warn,
+                    "neighbour-io",
+                    "vda read 400 MiB and wrote 300 MiB in the window; plumb read 400 MiB and wrote 0 B; PID 1234 (dd) read 0 B and wrote 300 MiB",
+                )]
+            } else {
+                vec![]
+            },
+        }),
+    };
+    let mut levels = vec![
+        Level::new(
+            "1".into(),
+            Some(1.0),
+            vec![rep(9000.0, 0.11, false), rep(9100.0, 0.11, false)],
+        ),
+        Level::new(
+            "4".into(),
+            Some(4.0),
+            vec![
+                rep(30000.0, 0.13, false),
+                rep(900.0, 4.4, true),
+                rep(31000.0, 0.13, false),
+            ],
+        ),
+        Level::new(
+            "16".into(),
+            Some(16.0),
+            vec![rep(40000.0, 0.40, false), rep(41000.0, 0.39, false)],
+        ),
+    ];
+    set_elasticity(&mut levels);
+    let (knee, verdict, notes) = judge_levels(&levels);
+    let mut job = plumb_load::job::preset("data-read").unwrap();
+    job.targets = vec![];
+    plumb_analyze::sweep::SweepReport {
+        command_line: "plumb lab".into(),
+        sweep_over: SweepKind::QueueDepth,
+        job,
+        repetitions: 2,
+        levels,
+        knee,
+        verdict,
+        notes,
+        chart: None,
+    }
 }

@@ -59,9 +59,10 @@ impl Experiment for Storage {
                 kind: SweepKind::QueueDepth,
                 base: &base,
                 levels: &levels,
-                reps: 1,
+                reps: 2,
                 safety: &safety,
-                command_line: "plumb lab (random 8 KiB reads, O_DIRECT, one run per queue depth)",
+                command_line:
+                    "plumb lab (random 8 KiB reads, O_DIRECT, two clean runs per queue depth)",
             },
             cx.cancel,
             &mut |_, _, _| {},
@@ -111,13 +112,23 @@ impl Experiment for Storage {
                 .number("latency_change_pct", k.latency_change_pct)
                 .evidence(evidence.clone())
         };
+        // A knee read from a disturbed sweep is stated as such, never as a warning.
+        let disturbed = r
+            .sweep
+            .as_ref()
+            .is_some_and(|s| s.verdict == plumb_analyze::interference::Verdict::Disturbed);
         vec![match busiest {
             Some((q, phase)) if q > knee_qd => knee(Finding::new(
-                Severity::Warn,
+                if disturbed { Severity::Info } else { Severity::Warn },
                 "device-past-knee",
                 format!(
-                    "the data device ran past its knee during {phase}: {q:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}",
-                    k.level
+                    "the data device ran past its knee during {phase}: {q:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}{}",
+                    k.level,
+                    if disturbed {
+                        " (downgraded: the sweep was disturbed by other work on the host, so the knee itself is uncertain)"
+                    } else {
+                        ""
+                    }
                 ),
             ))
             .number("queue_mean", q),

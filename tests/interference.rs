@@ -119,6 +119,28 @@ fn neighbour(dir: &Path) -> Child {
     c
 }
 
+/// One `plumb io run` of random reads on the file: its verdict.
+fn io_run(file: &Path) -> Value {
+    let o = plumb()
+        .args([
+            "io",
+            "run",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--size",
+            "64M",
+            "--json",
+        ])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    j["interference"].clone()
+}
+
 fn runs(j: &Value) -> Vec<&Value> {
     j["levels"]
         .as_array()
@@ -165,12 +187,17 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
         );
     }
 
+    assert_eq!(io_run(&file)["verdict"], "clean");
+
     // Beside a neighbour.
     let mut n = neighbour(&fs.mnt);
     let pid = n.id();
+    let single = io_run(&file);
     let busy = sweep(&file);
     let _ = n.kill();
     let _ = n.wait();
+    assert_eq!(single["verdict"], "disturbed", "{single:#}");
+    assert_eq!(single["notes"][0]["numbers"]["neighbour_pid"], pid);
     assert_eq!(busy["verdict"], "disturbed", "{:#}", busy["notes"]);
     let named = runs(&busy).iter().any(|r| {
         r["interference"]["notes"]

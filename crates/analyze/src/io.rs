@@ -94,6 +94,9 @@ pub struct IoReport {
     pub service_percentiles: Option<Vec<PercentileRow>>,
     pub fsyncs: u64,
     pub series: Vec<SecondStats>,
+    /// Whether other work on the host disturbed the run (None: not watched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interference: Option<crate::interference::Interference>,
 }
 
 /// The percentiles diskspd prints, with the sample count each needs: printing a p-quantile
@@ -303,6 +306,7 @@ pub fn build(r: &RunResult, command_line: &str, input_notes: Vec<String>) -> IoR
         service_percentiles,
         fsyncs: r.workers.iter().map(|w| w.syncs).sum(),
         series: r.series.clone(),
+        interference: None,
     }
 }
 

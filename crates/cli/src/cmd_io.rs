@@ -346,7 +346,15 @@ pub fn execute(
     j: &Job,
     safety: &Safety,
     label: &str,
-) -> Result<std::result::Result<plumb_load::run::RunResult, plumb_load::Error>> {
+) -> Result<
+    std::result::Result<
+        (
+            plumb_load::run::RunResult,
+            plumb_analyze::interference::Interference,
+        ),
+        plumb_load::Error,
+    >,
+> {
     plumb_load::signal::install();
     for t in &j.targets {
         if t.symlink_metadata().is_err() && target::check_create(t, j.file_size).is_ok() {
@@ -369,11 +377,20 @@ pub fn execute(
     };
     let total = (j.warmup + j.duration + j.cooldown).as_millis() as u64;
     let pb = progress_bar(total.max(1), label);
+    // The run is watched: what other processes did to the device and the CPUs meanwhile.
+    let root = plumb_sys::Root::host();
+    let devices = plumb_lab::sweep::devices_under(&root, &j.targets);
+    let before = plumb_sys::activity::read(&root);
     let r = plumb_load::run::run_with(j, &targets, &|f| pb.set_position((f * total as f64) as u64));
+    let after = plumb_sys::activity::read(&root);
     pb.finish_and_clear();
     drop(targets);
+    let own = plumb_analyze::interference::Own {
+        roots: vec![plumb_sys::activity::own_pid(&root)],
+    };
+    let watched = plumb_analyze::interference::judge(&before, &after, &own, &devices);
     match r {
-        Ok(r) => Ok(Ok(r)),
+        Ok(r) => Ok(Ok((r, watched))),
         Err(plumb_load::Error::Interrupted) => Ok(Err(plumb_load::Error::Interrupted)),
         Err(e) => Err(e.into()),
     }
@@ -381,8 +398,9 @@ pub fn execute(
 
 fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> Result<i32> {
     match execute(j, safety, &format!("plumb io {}", j.name))? {
-        Ok(r) => {
-            let rep = plumb_analyze::io::build(&r, &command_line(), notes);
+        Ok((r, watched)) => {
+            let mut rep = plumb_analyze::io::build(&r, &command_line(), notes);
+            rep.interference = Some(watched);
             crate::emit(g, &rep)?;
             Ok(0)
         }

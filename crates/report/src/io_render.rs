@@ -12,7 +12,12 @@ impl Render for IoReport {
     const KIND: &'static str = "io";
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        write_text(self, out)
+        write_text(self, out)?;
+        if let Some(w) = &self.interference {
+            writeln!(out)?;
+            writeln!(out, "{}", verdict_line(w))?;
+        }
+        Ok(())
     }
 
     fn table(&self) -> Option<Table> {
@@ -558,6 +563,16 @@ fn elasticity_cell(
         }
         Some(e) => format!("{e:.2}"),
         None => MISSING.into(),
+    }
+}
+
+/// One watched window's verdict for the text output: `Verdict: clean`, or DISTURBED with the
+/// evidence.
+pub fn verdict_line(w: &plumb_analyze::interference::Interference) -> String {
+    if w.is_clean() {
+        "Verdict: clean (no other process disturbed the device or the CPUs during the run)".into()
+    } else {
+        format!("Verdict: DISTURBED — {}", w.evidence())
     }
 }
 

@@ -641,7 +641,12 @@ fn sweep_over_rates_orders_levels_and_writes_the_chart() {
         "in order of increasing load"
     );
     for (l, want) in levels.iter().zip([500.0, 1000.0]) {
-        assert_eq!(l["reps"].as_array().unwrap().len(), 2);
+        // Two clean runs; the other tests running beside this one may disturb a run, which is
+        // then run again (up to four runs in all).
+        let runs = l["reps"].as_array().unwrap().len();
+        assert!((2..=4).contains(&runs), "{runs} runs");
+        let clean = l["clean_reps"].as_u64().unwrap() as usize;
+        assert!(clean >= 2 || runs == 4, "{clean} clean of {runs}");
         let med = l["iops"]["median"].as_f64().unwrap();
         // A rate is a ceiling: never above it; on a loaded machine it may fall short, not far.
         assert!(med <= want * 1.02 && med >= want * 0.7, "{med} vs {want}");

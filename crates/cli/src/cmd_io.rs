@@ -380,15 +380,11 @@ pub fn execute(
     // The run is watched: what other processes did to the device and the CPUs meanwhile.
     let root = plumb_sys::Root::host();
     let devices = plumb_lab::sweep::devices_under(&root, &j.targets);
-    let before = plumb_sys::activity::read(&root);
+    let watch = plumb_lab::sweep::Watch::start(&root, &devices);
     let r = plumb_load::run::run_with(j, &targets, &|f| pb.set_position((f * total as f64) as u64));
-    let after = plumb_sys::activity::read(&root);
+    let watched = watch.finish();
     pb.finish_and_clear();
     drop(targets);
-    let own = plumb_analyze::interference::Own {
-        roots: vec![plumb_sys::activity::own_pid(&root)],
-    };
-    let watched = plumb_analyze::interference::judge(&before, &after, &own, &devices);
     match r {
         Ok(r) => Ok(Ok((r, watched))),
         Err(plumb_load::Error::Interrupted) => Ok(Err(plumb_load::Error::Interrupted)),

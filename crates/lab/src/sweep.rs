@@ -178,7 +178,33 @@ pub fn devices_under(root: &plumb_sys::Root, targets: &[std::path::PathBuf]) -> 
     v
 }
 
-/// One run on prepared targets, with the host's activity read on both sides of it.
+/// A window being watched: the host's activity read at its start, judged at its end against
+/// this process and its descendants.
+pub struct Watch<'a> {
+    root: &'a plumb_sys::Root,
+    devices: &'a [String],
+    before: plumb_sys::activity::Activity,
+}
+
+impl<'a> Watch<'a> {
+    pub fn start(root: &'a plumb_sys::Root, devices: &'a [String]) -> Watch<'a> {
+        Watch {
+            root,
+            devices,
+            before: plumb_sys::activity::read(root),
+        }
+    }
+
+    pub fn finish(self) -> Interference {
+        let after = plumb_sys::activity::read(self.root);
+        let own = Own {
+            roots: vec![plumb_sys::activity::own_pid(self.root)],
+        };
+        judge(&self.before, &after, &own, self.devices)
+    }
+}
+
+/// One run on prepared targets, watched.
 pub fn watched_run(
     j: &Job,
     safety: &Safety,
@@ -191,14 +217,11 @@ pub fn watched_run(
         Err(plumb_load::Error::Interrupted) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let before = plumb_sys::activity::read(root);
+    let watch = Watch::start(root, devices);
     let r = plumb_load::run::run(j, &targets);
-    let after = plumb_sys::activity::read(root);
-    let own = Own {
-        roots: vec![plumb_sys::activity::own_pid(root)],
-    };
+    let watched = watch.finish();
     match r {
-        Ok(r) => Ok(Some((r, judge(&before, &after, &own, devices)))),
+        Ok(r) => Ok(Some((r, watched))),
         Err(plumb_load::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),
     }

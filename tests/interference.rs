@@ -1,6 +1,7 @@
-//! Numbers on a shared host: the same sweep alone and beside a neighbour writing to the same
-//! file system. Alone, every run is clean; beside the neighbour, the runs are disturbed, the
-//! neighbour is named by PID, and no knee is claimed where throughput fell.
+//! Numbers on a shared host: the same sweep and durability probe alone and beside a neighbour
+//! writing to the same file system. Alone, every run is clean; beside the neighbour, the runs
+//! are disturbed, the neighbour is named by PID, no knee is claimed where throughput fell, and
+//! the FLUSHes charged to the probe are its own, not the neighbour's.
 //!
 //! Its own test binary, so that no other test of plumb's shares the machine while it runs.
 
@@ -11,6 +12,9 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
+
+/// The tests here measure quiet and busy windows: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// An ext4 file system on a loop device, unmounted and detached on drop.
 struct LoopFs {
@@ -90,8 +94,9 @@ fn sweep(file: &Path) -> Value {
     serde_json::from_slice(&o.stdout).unwrap()
 }
 
-/// A second plumb writing 64 KiB blocks with O_DIRECT on the same file system.
-fn neighbour(dir: &Path) -> Child {
+/// A second plumb writing 64 KiB blocks on the same file system, with `extra` flags (queue
+/// depth, durability mode).
+fn neighbour(dir: &Path, extra: &[&str]) -> Child {
     let c = plumb()
         .args([
             "io",
@@ -104,11 +109,10 @@ fn neighbour(dir: &Path) -> Child {
             "100",
             "--bs",
             "64K",
-            "--qd",
-            "8",
             "--size",
             "128M",
         ])
+        .args(extra)
         .arg(dir.join("neighbour.dat"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -152,6 +156,7 @@ fn runs(j: &Value) -> Vec<&Value> {
 
 #[test]
 fn a_neighbour_on_the_same_device_is_seen_and_named() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         skip("skipped: needs root for a loop-device file system");
         return;
@@ -190,7 +195,7 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
     assert_eq!(io_run(&file)["verdict"], "clean");
 
     // Beside a neighbour.
-    let mut n = neighbour(&fs.mnt);
+    let mut n = neighbour(&fs.mnt, &["--qd", "8"]);
     let pid = n.id();
     let single = io_run(&file);
     let busy = sweep(&file);
@@ -212,6 +217,112 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
         assert!(
             k["throughput_change_pct"].as_f64().unwrap() > -10.0,
             "a knee where throughput fell: {k:?}"
+        );
+    }
+}
+
+fn durability(dir: &Path) -> Value {
+    let o = plumb()
+        .args(["io", "durability", "--quick", "--bs", "8K", "--json"])
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn row<'a>(j: &'a Value, mode: &str) -> &'a Value {
+    j["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["mode"] == mode)
+        .unwrap_or_else(|| panic!("no {mode} row: {j:#}"))
+}
+
+/// FLUSHes per durable write charged to the probe in a mode (0 when it wrote nothing to the
+/// device, as buffered writes without a sync do).
+fn flushes_per_write(j: &Value, mode: &str) -> f64 {
+    row(j, mode)["per_write"]["flushes"].as_f64().unwrap_or(0.0)
+}
+
+#[test]
+fn the_durability_probe_is_charged_only_for_its_own_flushes() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        skip("skipped: needs root for a loop-device file system and the block trace");
+        return;
+    }
+    let fs = match LoopFs::new() {
+        Ok(f) => f,
+        Err(e) => {
+            skip(format!("skipped: no loop-device file system here: {e}"));
+            return;
+        }
+    };
+
+    // Alone: every mode clean; a loop device has no FUA, so every durable write costs one
+    // FLUSH and the writes that are not durable cost none.
+    let quiet = durability(&fs.mnt);
+    assert_eq!(quiet["verdict"], "clean", "{:#}", quiet["conclusions"]);
+    assert!(
+        quiet["trace_unavailable"].is_null(),
+        "{:#}",
+        quiet["trace_unavailable"]
+    );
+    assert_eq!(quiet["journal_followed"], true);
+    for mode in ["fdatasync", "dsync", "direct-dsync"] {
+        let f = flushes_per_write(&quiet, mode);
+        assert!(
+            (0.9..=1.2).contains(&f),
+            "{mode}: {f} FLUSH per write alone"
+        );
+        assert_eq!(row(&quiet, mode)["per_write"]["path"], "flush");
+    }
+    for mode in ["none", "direct"] {
+        assert!(flushes_per_write(&quiet, mode) < 0.05, "{mode}");
+    }
+
+    // Beside a neighbour that fdatasyncs every write to the same device.
+    let mut n = neighbour(&fs.mnt, &["--durability", "fdatasync"]);
+    let pid = n.id();
+    let busy = durability(&fs.mnt);
+    let _ = n.kill();
+    let status = n.wait().unwrap();
+    assert!(
+        status.code().is_none(),
+        "the neighbour ended early: {status}"
+    );
+    let disturbed: Vec<&Value> = busy["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r["reps"].as_array().unwrap())
+        .filter(|r| r["interference"]["verdict"] == "disturbed")
+        .collect();
+    assert!(!disturbed.is_empty(), "no run was disturbed: {busy:#}");
+    let named = disturbed.iter().any(|r| {
+        r["interference"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n["numbers"]["neighbour_pid"] == pid)
+    });
+    assert!(named, "PID {pid} named in the evidence: {busy:#}");
+    // The device received the neighbour's FLUSHes too; the probe is charged only its own.
+    let dev_flushes = row(&busy, "direct")["device"]["flushes"].as_u64().unwrap();
+    assert!(dev_flushes > 100, "the neighbour flushed: {dev_flushes}");
+    for mode in ["none", "direct"] {
+        assert!(flushes_per_write(&busy, mode) < 0.05, "{mode}: {busy:#}");
+    }
+    for mode in ["fdatasync", "dsync", "direct-dsync"] {
+        let (a, b) = (
+            flushes_per_write(&quiet, mode),
+            flushes_per_write(&busy, mode),
+        );
+        assert!(
+            (b - a).abs() <= 0.1 * a,
+            "{mode}: {b} FLUSH per write beside the neighbour, {a} alone"
         );
     }
 }

@@ -1,21 +1,22 @@
-//! `plumb io durability`: per mode, what one durable write costs and what the device received,
-//! ending in plain statements for PostgreSQL and SQL Server.
+//! `plumb io durability`: per mode, what one durable write costs and what it asked of the
+//! device, from repeated runs judged for interference, ending in statements for PostgreSQL and
+//! SQL Server that are made only when the difference is larger than the runs' spread.
 
+use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
 use crate::os::StorageSection;
-use plumb_load::durability::ProbeResult;
+use crate::sweep::{spread, Spread};
+use crate::{Level, Note};
+use plumb_load::durability::ModeRun;
 use plumb_load::job::Durability;
 use plumb_load::run::DirStats;
-use plumb_sys::tracefs::RqCounts;
+use plumb_sys::tracefs::{Attributed, RqCounts};
 use serde::Serialize;
 use std::path::PathBuf;
 
+/// One run of one mode.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ModeRow {
-    pub mode: Durability,
-    pub block_size: u32,
-    /// A completed write is on stable storage, given a device that honours FLUSH and FUA.
-    pub durable: bool,
+pub struct ModeRep {
     pub writes: u64,
     pub writes_per_s: f64,
     pub mean_s: Option<f64>,
@@ -24,8 +25,219 @@ pub struct ModeRow {
     pub max_s: Option<f64>,
     /// fdatasync/fsync calls made after the measured writes.
     pub sync_calls: u64,
-    /// Requests the device received during this mode's run (warm-up included).
+    /// Requests the device received from everybody during the run (warm-up included).
     pub device: Option<RqCounts>,
+    /// What the probe asked for in the same window: its own bios, and the journal commits its
+    /// syncs waited for.
+    pub probe: Option<Attributed>,
+    /// Whether the run's window was disturbed, with the evidence (None: not observed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interference: Option<Interference>,
+}
+
+impl ModeRep {
+    pub fn of(m: &ModeRun, interference: Option<Interference>) -> ModeRep {
+        let mut w = DirStats::empty(false);
+        for x in &m.run.workers {
+            w.merge(&x.write);
+        }
+        let secs = m.run.measured_s;
+        ModeRep {
+            writes: w.ios,
+            writes_per_s: if secs > 0.0 { w.ios as f64 / secs } else { 0.0 },
+            mean_s: (w.ios > 0).then(|| w.lat_sum_ns / w.ios as f64 / 1e9),
+            p50_s: quantile_s(&w.lat, 0.5),
+            p99_s: quantile_s(&w.lat, 0.99),
+            max_s: quantile_s(&w.lat, 1.0),
+            sync_calls: m.run.workers.iter().map(|x| x.syncs).sum(),
+            device: m.trace.as_ref().map(|t| t.device.clone()),
+            probe: m.trace.as_ref().and_then(|t| t.attributed.clone()),
+            interference,
+        }
+    }
+
+    pub fn is_clean(&self) -> bool {
+        self.interference.as_ref().is_none_or(|i| i.is_clean())
+    }
+}
+
+/// How a mode's durable writes reached stable storage, from the requests the probe asked for
+/// per durable write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CachePath {
+    /// Each write went as a FUA write and no FLUSH was asked for.
+    Fua,
+    /// Each write cost a cache FLUSH.
+    Flush,
+    /// Neither FLUSH nor FUA: the write is not durable past a volatile cache.
+    Neither,
+    /// Some writes one way, some another (a journal commit now and then, say).
+    Mixed,
+}
+
+/// Requests per durable write further than this from 0 or 1 make the path "mixed": a stray
+/// journal commit or a neighbour's flush must not turn a FUA path into a FLUSH path.
+pub const PER_WRITE_TOLERANCE: f64 = 0.10;
+
+/// The probe's requests per durable write in a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PerWrite {
+    /// Durable writes in the traced windows (the probe's data written, over the block size).
+    pub durable_writes: u64,
+    pub flushes: f64,
+    pub fua_writes: f64,
+    /// Journal blocks written per durable write (the file system's share).
+    pub journal_writes: f64,
+    pub path: CachePath,
+}
+
+impl PerWrite {
+    pub fn of(a: &Attributed, block_size: u32) -> Option<PerWrite> {
+        let n = a.own.write_bytes / block_size.max(1) as u64;
+        if n == 0 {
+            return None;
+        }
+        let t = a.total();
+        let per = |x: u64| x as f64 / n as f64;
+        let (flushes, fua_writes) = (per(t.flushes), per(t.fua_writes));
+        let near = |x: f64, v: f64| (x - v).abs() <= PER_WRITE_TOLERANCE;
+        let path = if near(fua_writes, 1.0) && near(flushes, 0.0) {
+            CachePath::Fua
+        } else if flushes >= 1.0 - PER_WRITE_TOLERANCE {
+            CachePath::Flush
+        } else if near(flushes, 0.0) && near(fua_writes, 0.0) {
+            CachePath::Neither
+        } else {
+            CachePath::Mixed
+        };
+        Some(PerWrite {
+            durable_writes: n,
+            flushes,
+            fua_writes,
+            journal_writes: per(a.journal.writes),
+            path,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModeRow {
+    pub mode: Durability,
+    pub block_size: u32,
+    /// A completed write is on stable storage, given a device that honours FLUSH and FUA.
+    pub durable: bool,
+    /// Runs made, and how many of them were clean (the figures are theirs; when none was,
+    /// every run's, and `verdict` says disturbed).
+    pub runs: u32,
+    pub clean_runs: u32,
+    pub verdict: Verdict,
+    /// Medians over the counted runs.
+    pub writes_per_s: f64,
+    pub mean_s: Option<f64>,
+    pub p50_s: Option<f64>,
+    pub p99_s: Option<f64>,
+    pub max_s: Option<f64>,
+    /// The mean latency over the counted runs: median, lowest, highest.
+    pub mean_spread: Option<Spread>,
+    /// Totals over the counted runs.
+    pub writes: u64,
+    pub sync_calls: u64,
+    pub device: Option<RqCounts>,
+    pub probe: Option<Attributed>,
+    pub per_write: Option<PerWrite>,
+    /// Every run, disturbed ones included (kept as evidence).
+    pub reps: Vec<ModeRep>,
+}
+
+fn median(v: impl Iterator<Item = f64>) -> Option<f64> {
+    spread(&v.collect::<Vec<_>>()).map(|s| s.median)
+}
+
+fn add_rq(a: &mut RqCounts, b: &RqCounts) {
+    a.reads += b.reads;
+    a.writes += b.writes;
+    a.fua_writes += b.fua_writes;
+    a.preflush_writes += b.preflush_writes;
+    a.flushes += b.flushes;
+    a.meta_writes += b.meta_writes;
+    a.other += b.other;
+    a.lost_events += b.lost_events;
+}
+
+fn add_attr(a: &mut Attributed, b: &Attributed) {
+    for (x, y) in [(&mut a.own, &b.own), (&mut a.journal, &b.journal)] {
+        x.writes += y.writes;
+        x.write_bytes += y.write_bytes;
+        x.fua_writes += y.fua_writes;
+        x.flushes += y.flushes;
+        x.reads += y.reads;
+    }
+    a.syncs += b.syncs;
+    a.journal_followed |= b.journal_followed;
+}
+
+impl ModeRow {
+    pub fn new(mode: Durability, block_size: u32, reps: Vec<ModeRep>) -> ModeRow {
+        let clean: Vec<&ModeRep> = reps.iter().filter(|r| r.is_clean()).collect();
+        let counted: Vec<&ModeRep> = if clean.is_empty() {
+            reps.iter().collect()
+        } else {
+            clean.clone()
+        };
+        let med = |f: fn(&ModeRep) -> Option<f64>| median(counted.iter().filter_map(|r| f(r)));
+        let device = counted.iter().filter_map(|r| r.device.as_ref()).fold(
+            None,
+            |acc: Option<RqCounts>, d| {
+                let mut a = acc.unwrap_or_default();
+                add_rq(&mut a, d);
+                Some(a)
+            },
+        );
+        let probe = counted.iter().filter_map(|r| r.probe.as_ref()).fold(
+            None,
+            |acc: Option<Attributed>, d| {
+                let mut a = acc.unwrap_or_default();
+                add_attr(&mut a, d);
+                Some(a)
+            },
+        );
+        ModeRow {
+            mode,
+            block_size,
+            durable: mode.durable(),
+            runs: reps.len() as u32,
+            clean_runs: clean.len() as u32,
+            verdict: if clean.is_empty() && !reps.is_empty() {
+                Verdict::Disturbed
+            } else {
+                Verdict::Clean
+            },
+            writes_per_s: med(|r| Some(r.writes_per_s)).unwrap_or(0.0),
+            mean_s: med(|r| r.mean_s),
+            p50_s: med(|r| r.p50_s),
+            p99_s: med(|r| r.p99_s),
+            max_s: counted
+                .iter()
+                .filter_map(|r| r.max_s)
+                .max_by(|a, b| a.total_cmp(b)),
+            mean_spread: spread(&counted.iter().filter_map(|r| r.mean_s).collect::<Vec<_>>()),
+            writes: counted.iter().map(|r| r.writes).sum(),
+            sync_calls: counted.iter().map(|r| r.sync_calls).sum(),
+            per_write: probe.as_ref().and_then(|p| PerWrite::of(p, block_size)),
+            device,
+            probe,
+            reps,
+        }
+    }
+
+    /// The mean latency's spread as ± a share of the median (half the range), when two or
+    /// more clean runs measured it.
+    pub fn plus_minus(&self) -> Option<f64> {
+        (self.clean_runs >= 2)
+            .then_some(self.mean_spread?)
+            .map(|s| s.relative() / 2.0)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -33,16 +245,56 @@ pub struct DurabilityReport {
     pub path: PathBuf,
     pub file: PathBuf,
     pub storage: Option<StorageSection>,
+    /// Measured time of each run.
     pub per_mode_s: f64,
+    /// Clean runs wanted per mode.
+    pub repetitions: u32,
+    /// Disturbed when a mode had no clean run.
+    pub verdict: Verdict,
     pub rows: Vec<ModeRow>,
     /// Why there is no block-layer evidence, when there is none.
     pub trace_unavailable: Option<String>,
-    pub conclusions: Vec<String>,
+    /// Whether the journal commits the probe's syncs waited for were followed (ext4).
+    pub journal_followed: bool,
+    pub conclusions: Vec<Note>,
 }
 
-/// Differences smaller than this are not called: repeated short probes on one machine differ
-/// by several percent.
+/// What the probe's rounds produced: every mode's runs, in report order.
+pub struct Probed {
+    pub file: PathBuf,
+    pub repetitions: u32,
+    pub modes: Vec<(Durability, u32, Vec<ModeRep>)>,
+    pub trace_unavailable: Option<String>,
+    pub journal_followed: bool,
+}
+
+/// Differences are called without a measured spread (one run each) only past this: repeated
+/// short probes on one machine differ by several percent.
 const NOISE: f64 = 0.10;
+
+/// Differences smaller than this are never called, however tight the runs: two runs that
+/// happen to agree say little about the next two, and a durable write 5% faster changes no
+/// setting.
+pub const MIN_DIFFERENCE: f64 = 0.05;
+
+/// Whether two modes' mean latencies differ beyond their runs' spread: with two or more clean
+/// runs each, their ranges do not overlap (and differ by MIN_DIFFERENCE at least); otherwise
+/// (spread unknown) by more than NOISE.
+pub fn distinguishable(a: &ModeRow, b: &ModeRow) -> bool {
+    let (Some(ma), Some(mb)) = (a.mean_s, b.mean_s) else {
+        return false;
+    };
+    let diff = (ma - mb).abs() / ma.min(mb).max(1e-12);
+    match (
+        a.clean_runs >= 2,
+        b.clean_runs >= 2,
+        a.mean_spread,
+        b.mean_spread,
+    ) {
+        (true, true, Some(x), Some(y)) => (x.max < y.min || y.max < x.min) && diff > MIN_DIFFERENCE,
+        _ => diff > NOISE,
+    }
+}
 
 fn us(s: f64) -> String {
     format!("{:.0} µs", s * 1e6)
@@ -52,50 +304,16 @@ fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
     rows.iter().find(|r| r.mode == mode && r.block_size == bs)
 }
 
-fn device_words(c: &RqCounts) -> String {
-    let mut parts = vec![format!("{} writes", c.writes)];
-    if c.fua_writes > 0 {
-        parts.push(format!("{} of them FUA", c.fua_writes));
-    }
-    if c.preflush_writes > 0 {
-        parts.push(format!("{} with a preflush", c.preflush_writes));
-    }
-    parts.push(format!("{} FLUSH requests", c.flushes));
-    if c.meta_writes > 0 {
-        parts.push(format!("{} metadata (journal) writes", c.meta_writes));
-    }
-    parts.join(", ")
-}
-
 pub fn build(
-    p: &ProbeResult,
+    p: &Probed,
     path: PathBuf,
     storage: Option<StorageSection>,
     per_mode_s: f64,
 ) -> DurabilityReport {
     let rows: Vec<ModeRow> = p
-        .runs
+        .modes
         .iter()
-        .map(|m| {
-            let mut w = DirStats::empty(false);
-            for x in &m.run.workers {
-                w.merge(&x.write);
-            }
-            let secs = m.run.measured_s;
-            ModeRow {
-                mode: m.mode,
-                block_size: m.block_size,
-                durable: m.mode.durable(),
-                writes: w.ios,
-                writes_per_s: if secs > 0.0 { w.ios as f64 / secs } else { 0.0 },
-                mean_s: (w.ios > 0).then(|| w.lat_sum_ns / w.ios as f64 / 1e9),
-                p50_s: quantile_s(&w.lat, 0.5),
-                p99_s: quantile_s(&w.lat, 0.99),
-                max_s: quantile_s(&w.lat, 1.0),
-                sync_calls: m.run.workers.iter().map(|x| x.syncs).sum(),
-                device: m.trace.clone(),
-            }
-        })
+        .map(|(mode, bs, reps)| ModeRow::new(*mode, *bs, reps.clone()))
         .collect();
     let conclusions = conclude(&rows, storage.as_ref(), p.trace_unavailable.as_deref());
     DurabilityReport {
@@ -103,9 +321,24 @@ pub fn build(
         file: p.file.clone(),
         storage,
         per_mode_s,
+        repetitions: p.repetitions,
+        verdict: if rows.iter().any(|r| r.verdict == Verdict::Disturbed) {
+            Verdict::Disturbed
+        } else {
+            Verdict::Clean
+        },
         rows,
         trace_unavailable: p.trace_unavailable.clone(),
+        journal_followed: p.journal_followed,
         conclusions,
+    }
+}
+
+fn spread_words(r: &ModeRow) -> String {
+    match r.plus_minus() {
+        Some(pm) => format!("±{:.0}% over {} clean runs", pm * 100.0, r.clean_runs),
+        None if r.clean_runs == 1 => "one clean run".into(),
+        None => "no clean run".into(),
     }
 }
 
@@ -114,7 +347,7 @@ pub fn conclude(
     rows: &[ModeRow],
     storage: Option<&StorageSection>,
     trace_unavailable: Option<&str>,
-) -> Vec<String> {
+) -> Vec<Note> {
     let mut c = Vec::new();
     let queue = storage.and_then(|s| {
         s.disks
@@ -127,44 +360,88 @@ pub fn conclude(
         .map(|(_, q)| q.write_cache.as_deref() != Some("write through"));
     let fua = queue.as_ref().and_then(|(_, q)| q.fua);
     if let Some((name, q)) = &queue {
-        c.push(format!(
-            "Device {name}: write cache {}, FUA {}. {}",
-            q.write_cache.as_deref().unwrap_or("unknown"),
-            match q.fua {
-                Some(true) => "supported",
-                Some(false) => "not supported",
-                None => "unknown",
-            },
-            crate::os::durability_line(q)
-                .map(|l| {
-                    let mut c = l.chars();
-                    c.next()
-                        .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default()
+        let line = crate::os::durability_line(q)
+            .map(|l| {
+                let mut c = l.chars();
+                c.next()
+                    .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                    .unwrap_or_default()
+            })
+            .unwrap_or_default();
+        c.push(Note::new(
+            Level::Info,
+            "device-cache",
+            format!(
+                "Device {name}: write cache {}, FUA {}. {line}",
+                q.write_cache.as_deref().unwrap_or("unknown"),
+                match q.fua {
+                    Some(true) => "supported",
+                    Some(false) => "not supported",
+                    None => "unknown",
+                },
+            ),
         ));
     }
     // Which modes are durable here.
-    let durable: Vec<String> = crate_modes()
+    let durable: Vec<String> = plumb_load::durability::modes()
         .into_iter()
         .filter(|m| m.durable() || (matches!(m, Durability::Direct) && volatile == Some(false)))
         .map(|m| m.to_string())
         .collect();
-    c.push(format!(
-        "Durable on this device (if it honours FLUSH{}): {}. Not durable: none (page cache){}.",
-        if fua == Some(true) { " and FUA" } else { "" },
-        durable.join(", "),
-        if volatile == Some(false) {
-            ""
-        } else {
-            ", direct (the volatile cache holds it)"
-        }
+    c.push(Note::new(
+        Level::Info,
+        "durable-modes",
+        format!(
+            "Durable on this device (if it honours FLUSH{}): {}. Not durable: none (page cache){}.",
+            if fua == Some(true) { " and FUA" } else { "" },
+            durable.join(", "),
+            if volatile == Some(false) {
+                ""
+            } else {
+                ", direct (the volatile cache holds it)"
+            }
+        ),
     ));
 
-    // Block-layer evidence for the FUA path and the flush path.
+    // Disturbed runs: said before any figure is read.
+    let retried: u32 = rows.iter().map(|r| r.runs - r.clean_runs).sum();
+    let none_clean: Vec<String> = rows
+        .iter()
+        .filter(|r| r.verdict == Verdict::Disturbed)
+        .map(|r| format!("{} ({} KiB)", r.mode, r.block_size / 1024))
+        .collect();
+    if !none_clean.is_empty() {
+        c.push(
+            Note::new(
+                Level::Warn,
+                "modes-disturbed",
+                format!(
+                    "No clean run for {}: their figures were measured while something else used the device or the CPUs, and no comparison is drawn from them",
+                    none_clean.join(", ")
+                ),
+            )
+            .with("modes", none_clean.len() as f64),
+        );
+    } else if retried > 0 {
+        c.push(
+            Note::new(
+                Level::Info,
+                "runs-retried",
+                format!(
+                    "{retried} run(s) were disturbed by other activity on the host and run again; the figures are from clean runs only"
+                ),
+            )
+            .with("disturbed_runs", retried as f64),
+        );
+    }
+
+    // Block-layer evidence for the FUA path and the flush path, per durable write.
     match trace_unavailable {
-        Some(why) => c.push(format!("No block-layer evidence: {why}.")),
+        Some(why) => c.push(Note::new(
+            Level::Info,
+            "no-block-evidence",
+            format!("No block-layer evidence: {why}."),
+        )),
         None => {
             for (mode, label) in [
                 (Durability::DirectDsync, "O_DIRECT|O_DSYNC"),
@@ -176,25 +453,45 @@ pub fn conclude(
                     "write + fdatasync()",
                 ),
             ] {
-                if let Some(d) = rows
-                    .iter()
-                    .find(|r| r.mode == mode)
-                    .and_then(|r| r.device.as_ref())
-                {
-                    let verdict = if d.fua_writes > 0 && d.flushes == 0 {
-                        "the device received FUA writes and no FLUSH: the FUA path"
-                    } else if d.flushes + d.preflush_writes > 0 {
-                        "each durable write cost a cache FLUSH"
-                    } else {
-                        "the device received neither FLUSH nor FUA"
-                    };
-                    c.push(format!("{label}: {} — {verdict}.", device_words(d)));
-                }
+                let Some(r) = rows.iter().find(|r| r.mode == mode) else {
+                    continue;
+                };
+                let Some(pw) = r.per_write else { continue };
+                let verdict = match pw.path {
+                    CachePath::Fua => "the FUA path: durable on arrival, no cache FLUSH",
+                    CachePath::Flush => "each durable write cost a cache FLUSH",
+                    CachePath::Neither => "neither FLUSH nor FUA: not durable past a volatile cache",
+                    CachePath::Mixed => "some writes cost a FLUSH and some did not: a journal commit now and then, or a path that changes with the write",
+                };
+                let dev = r
+                    .device
+                    .as_ref()
+                    .map(|d| {
+                        format!(
+                            "; the device received {} FLUSH and {} FUA writes from everybody in the same windows",
+                            d.flushes + d.preflush_writes,
+                            d.fua_writes
+                        )
+                    })
+                    .unwrap_or_default();
+                c.push(
+                    Note::new(
+                        Level::Info,
+                        "cache-path",
+                        format!(
+                            "{label}: {:.2} FLUSH and {:.2} FUA writes per durable write over {} durable writes (the probe's own requests and the journal commits its syncs waited for{dev}) — {verdict}.",
+                            pw.flushes, pw.fua_writes, pw.durable_writes
+                        ),
+                    )
+                    .with("flushes_per_write", pw.flushes)
+                    .with("fua_per_write", pw.fua_writes)
+                    .with("durable_writes", pw.durable_writes as f64),
+                );
             }
         }
     }
 
-    // Fastest durable mode for an 8K commit.
+    // Fastest durable mode for an 8K commit, and the modes that cannot be told from it.
     let bs = if rows.iter().any(|r| r.block_size == 8192) {
         8192
     } else {
@@ -202,7 +499,9 @@ pub fn conclude(
     };
     let mut durable_rows: Vec<&ModeRow> = rows
         .iter()
-        .filter(|r| r.block_size == bs && r.durable && r.mean_s.is_some())
+        .filter(|r| {
+            r.block_size == bs && r.durable && r.mean_s.is_some() && r.verdict == Verdict::Clean
+        })
         .collect();
     durable_rows.sort_by(|a, b| {
         a.mean_s
@@ -210,50 +509,127 @@ pub fn conclude(
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     if let Some(best) = durable_rows.first() {
-        let others: Vec<String> = durable_rows[1..]
+        // The leading modes that cannot be told from the fastest; the rest in order after them.
+        let lead = durable_rows[1..]
             .iter()
-            .map(|r| format!("{} {}", r.mode, us(r.mean_s.unwrap_or(0.0))))
-            .collect();
-        c.push(format!(
-            "Fastest durable {} KiB write: {} at {} mean, {} p99 ({:.0} per second); then {}.",
-            bs / 1024,
-            best.mode,
-            us(best.mean_s.unwrap_or(0.0)),
-            best.p99_s.map(us).unwrap_or_else(|| "unknown".into()),
-            best.writes_per_s,
-            others.join(", ")
-        ));
+            .take_while(|r| !distinguishable(best, r))
+            .count();
+        let (tied, rest): (Vec<&&ModeRow>, Vec<&&ModeRow>) = (
+            durable_rows[1..=lead].iter().collect(),
+            durable_rows[lead + 1..].iter().collect(),
+        );
+        let list = |v: &[&&ModeRow]| {
+            v.iter()
+                .map(|r| format!("{} {}", r.mode, us(r.mean_s.unwrap_or(0.0))))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let then = if rest.is_empty() {
+            String::new()
+        } else {
+            format!("; then {}", list(&rest))
+        };
+        if tied.is_empty() {
+            c.push(
+                Note::new(
+                    Level::Info,
+                    "fastest-durable",
+                    format!(
+                        "Fastest durable {} KiB write: {} at {} mean ({}), {} p99 ({:.0} per second){then}.",
+                        bs / 1024,
+                        best.mode,
+                        us(best.mean_s.unwrap_or(0.0)),
+                        spread_words(best),
+                        best.p99_s.map(us).unwrap_or_else(|| "unknown".into()),
+                        best.writes_per_s,
+                    ),
+                )
+                .with("mean_s", best.mean_s.unwrap_or(0.0)),
+            );
+        } else {
+            let pm = std::iter::once(*best)
+                .chain(tied.iter().map(|r| **r))
+                .filter_map(|r| r.plus_minus())
+                .fold(0.0f64, f64::max);
+            let with_spread = |r: &ModeRow| match r.plus_minus() {
+                Some(pm) => format!(
+                    "{} {} ±{:.0}%",
+                    r.mode,
+                    us(r.mean_s.unwrap_or(0.0)),
+                    pm * 100.0
+                ),
+                None => format!("{} {}", r.mode, us(r.mean_s.unwrap_or(0.0))),
+            };
+            let group: Vec<String> = std::iter::once(*best)
+                .chain(tied.iter().map(|r| **r))
+                .map(with_spread)
+                .collect();
+            c.push(
+                Note::new(
+                    Level::Info,
+                    "fastest-not-distinguishable",
+                    format!(
+                        "Fastest durable {} KiB writes, not distinguishable on this host (their runs' ranges overlap): {}{then}.",
+                        bs / 1024,
+                        group.join(", "),
+                    ),
+                )
+                .with("spread_pct", pm * 100.0)
+                .with("modes", tied.len() as f64 + 1.0),
+            );
+        }
+    }
+    fn clean(r: Option<&ModeRow>) -> Option<&ModeRow> {
+        r.filter(|r| r.verdict == Verdict::Clean && r.mean_s.is_some())
     }
 
     // PostgreSQL wal_sync_method: fdatasync (default on Linux) vs open_datasync.
-    let fds = row_of(
+    let fds = clean(row_of(
         rows,
         Durability::Fdatasync {
             every: 1,
             direct: false,
         },
         bs,
-    )
-    .and_then(|r| r.mean_s);
-    let ods = row_of(rows, Durability::Dsync, bs).and_then(|r| r.mean_s);
-    let odds = row_of(rows, Durability::DirectDsync, bs).and_then(|r| r.mean_s);
+    ));
+    let ods = clean(row_of(rows, Durability::Dsync, bs));
+    let odds = clean(row_of(rows, Durability::DirectDsync, bs)).and_then(|r| r.mean_s);
     if let (Some(a), Some(b)) = (fds, ods) {
+        let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
         let direct = odds.map(|d| format!("; with O_DIRECT, which PostgreSQL adds to open_datasync only under wal_level = minimal, {}", us(d))).unwrap_or_default();
-        // Run-to-run noise of a few seconds' probe is several percent: claim a winner only past
-        // NOISE.
-        let advice = if b < a * (1.0 - NOISE) {
-            "open_datasync is faster here; confirm with a longer probe and your workload before switching"
-        } else if a < b * (1.0 - NOISE) {
-            "keep the default fdatasync"
+        let (code, advice) = if !distinguishable(a, b) {
+            (
+                "wal-sync-not-distinguishable",
+                format!(
+                    "not distinguishable on this host (spread ±{:.0}%); keep the default fdatasync",
+                    a.plus_minus()
+                        .unwrap_or(NOISE / 2.0)
+                        .max(b.plus_minus().unwrap_or(NOISE / 2.0))
+                        * 100.0
+                ),
+            )
+        } else if mb < ma {
+            ("wal-sync-open-datasync-faster", "open_datasync is faster here; confirm with a longer probe and your workload before switching".to_string())
         } else {
-            "within this probe's run-to-run noise (10%); keep the default fdatasync"
+            (
+                "wal-sync-fdatasync-faster",
+                "keep the default fdatasync".to_string(),
+            )
         };
-        c.push(format!(
-            "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
-            us(a),
-            bs / 1024,
-            us(b)
-        ));
+        c.push(
+            Note::new(
+                Level::Info,
+                code,
+                format!(
+                    "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
+                    us(ma),
+                    bs / 1024,
+                    us(mb)
+                ),
+            )
+            .with("fdatasync_mean_s", ma)
+            .with("open_datasync_mean_s", mb),
+        );
     }
 
     // SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
@@ -262,63 +638,73 @@ pub fn conclude(
     } else {
         bs
     };
-    let ff = row_of(
+    let ff = clean(row_of(
         rows,
         Durability::Fdatasync {
             every: 1,
             direct: true,
         },
         lbs,
-    )
-    .and_then(|r| r.mean_s);
-    let fu = row_of(rows, Durability::DirectDsync, lbs).and_then(|r| r.mean_s);
+    ));
+    let fu = clean(row_of(rows, Durability::DirectDsync, lbs));
     if let (Some(a), Some(b)) = (ff, fu) {
+        let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
         let tail = match fua {
-            Some(false) => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.".to_string(),
-            Some(true) if b < a * (1.0 - NOISE) => " With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here.".to_string(),
-            Some(true) => " The FUA path is no faster here.".to_string(),
-            None => String::new(),
+            Some(false) => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.",
+            Some(true) if mb < ma && distinguishable(a, b) => " With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here.",
+            Some(true) => " The FUA path is not distinguishably faster here.",
+            None => "",
         };
-        c.push(format!(
-            "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
-            lbs / 1024,
-            us(a),
-            us(b)
-        ));
+        c.push(
+            Note::new(
+                Level::Info,
+                "mssql-log-writes",
+                format!(
+                    "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
+                    lbs / 1024,
+                    us(ma),
+                    us(mb)
+                ),
+            )
+            .with("forced_flush_mean_s", ma)
+            .with("fua_mean_s", mb),
+        );
     }
 
     // What durability costs over a plain direct write.
     if let (Some(d), Some(best)) = (
-        row_of(rows, Durability::Direct, bs).and_then(|r| r.mean_s),
-        durable_rows.first().and_then(|r| r.mean_s),
+        clean(row_of(rows, Durability::Direct, bs)),
+        durable_rows.first(),
     ) {
-        if best > d {
-            c.push(format!(
-                "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}.",
-                best / d,
-                bs / 1024,
-                us(d),
-                us(best)
-            ));
+        let (md, mb) = (d.mean_s.unwrap_or(0.0), best.mean_s.unwrap_or(0.0));
+        if mb > md && distinguishable(d, best) {
+            c.push(
+                Note::new(
+                    Level::Info,
+                    "durability-cost",
+                    format!(
+                        "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}.",
+                        mb / md,
+                        bs / 1024,
+                        us(md),
+                        us(mb)
+                    ),
+                )
+                .with("ratio", mb / md),
+            );
         }
     }
     c
 }
 
-fn crate_modes() -> Vec<Durability> {
-    plumb_load::durability::modes()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interference::Interference;
+    use plumb_sys::tracefs::BioCounts;
 
-    fn row(mode: &str, bs: u32, mean_us: f64, dev: Option<RqCounts>) -> ModeRow {
-        let m = Durability::parse(mode).unwrap();
-        ModeRow {
-            mode: m,
-            block_size: bs,
-            durable: m.durable(),
+    fn rep(mean_us: f64, probe: Option<Attributed>, disturbed: bool) -> ModeRep {
+        ModeRep {
             writes: 1000,
             writes_per_s: 1e6 / mean_us,
             mean_s: Some(mean_us / 1e6),
@@ -326,32 +712,90 @@ mod tests {
             p99_s: Some(mean_us * 3.0 / 1e6),
             max_s: None,
             sync_calls: 0,
-            device: dev,
+            device: None,
+            probe,
+            interference: disturbed.then(|| Interference {
+                verdict: Verdict::Disturbed,
+                window_s: 1.0,
+                devices: vec!["loop0".into()],
+                device_read_bytes: 0,
+                device_write_bytes: 0,
+                device_flushes: 0,
+                own_read_bytes: 0,
+                own_write_bytes: 0,
+                own_cpu_s: 0.0,
+                others_cpu_s: 0.0,
+                neighbours: vec![],
+                steal_pct: None,
+                idle_pct: None,
+                notes: vec![],
+            }),
         }
     }
 
+    fn row(mode: &str, bs: u32, means_us: &[f64], probe: Option<Attributed>) -> ModeRow {
+        let reps = means_us
+            .iter()
+            .map(|m| rep(*m, probe.clone(), false))
+            .collect();
+        ModeRow::new(Durability::parse(mode).unwrap(), bs, reps)
+    }
+
+    /// `n` durable 8 KiB writes with the given requests, own and journal.
+    fn asked(n: u64, flushes: u64, fua: u64, journal_flushes: u64, journal_fua: u64) -> Attributed {
+        Attributed {
+            own: BioCounts {
+                writes: n,
+                write_bytes: n * 8192,
+                fua_writes: fua,
+                flushes,
+                reads: 0,
+            },
+            journal: BioCounts {
+                writes: journal_fua,
+                write_bytes: journal_fua * 4096,
+                fua_writes: journal_fua,
+                flushes: journal_flushes,
+                reads: 0,
+            },
+            syncs: n,
+            journal_followed: true,
+        }
+    }
+
+    fn codes(c: &[Note]) -> Vec<&'static str> {
+        c.iter().map(|n| n.code).collect()
+    }
+
     #[test]
-    fn statements_follow_the_numbers() {
-        let flushy = RqCounts {
-            writes: 1000,
-            flushes: 1000,
-            ..Default::default()
-        };
+    fn statements_follow_the_numbers_beyond_the_spread() {
+        let flushy = asked(1000, 1000, 0, 0, 0);
         let rows = vec![
-            row("fdatasync", 8192, 118.0, Some(flushy.clone())),
-            row("dsync", 8192, 151.0, None),
-            row("direct-dsync", 8192, 140.0, Some(flushy.clone())),
-            row("direct", 8192, 39.0, None),
-            row("direct-fdatasync", 61440, 200.0, None),
-            row("direct-dsync", 61440, 196.0, None),
+            row("fdatasync", 8192, &[118.0, 120.0], Some(flushy.clone())),
+            row("dsync", 8192, &[151.0, 149.0], None),
+            row("direct-dsync", 8192, &[140.0, 141.0], Some(flushy.clone())),
+            row("direct", 8192, &[39.0, 40.0], None),
+            row("direct-fdatasync", 61440, &[200.0, 199.0], None),
+            row("direct-dsync", 61440, &[196.0, 197.0], None),
         ];
         let c = conclude(&rows, None, None);
-        let all = c.join("\n");
+        let all = c
+            .iter()
+            .map(|n| n.text.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
-            all.contains("Fastest durable 8 KiB write: fdatasync at 118 µs"),
+            all.contains(
+                "Fastest durable 8 KiB write: fdatasync at 119 µs mean (±1% over 2 clean runs)"
+            ),
             "{all}"
         );
         assert!(all.contains("keep the default fdatasync"), "{all}");
+        assert!(codes(&c).contains(&"wal-sync-fdatasync-faster"));
+        assert!(
+            all.contains("1.00 FLUSH and 0.00 FUA writes per durable write"),
+            "{all}"
+        );
         assert!(
             all.contains("each durable write cost a cache FLUSH"),
             "{all}"
@@ -359,26 +803,118 @@ mod tests {
         assert!(all.contains("Durability costs 3.0x"), "{all}");
         assert!(all.contains("SQL Server 60 KiB log writes"), "{all}");
         let c = conclude(&rows, None, Some("block-layer tracing needs root"));
-        assert!(c
-            .iter()
-            .any(|l| l.contains("No block-layer evidence: block-layer tracing needs root")));
+        assert!(c.iter().any(|l| l
+            .text
+            .contains("No block-layer evidence: block-layer tracing needs root")));
     }
 
     #[test]
-    fn fua_evidence_is_named() {
-        let fua = RqCounts {
-            writes: 500,
-            fua_writes: 500,
-            ..Default::default()
-        };
+    fn overlapping_runs_are_not_called_a_winner() {
+        // fdatasync 106 and 117 µs, direct-dsync 108 and 112 µs: the ranges overlap.
         let rows = vec![
-            row("direct-dsync", 8192, 90.0, Some(fua)),
-            row("fdatasync", 8192, 150.0, None),
+            row("fdatasync", 8192, &[106.0, 117.0], None),
+            row("direct-dsync", 8192, &[108.0, 112.0], None),
+            row("dsync", 8192, &[109.0, 113.0], None),
+            row("fsync", 8192, &[300.0, 310.0], None),
         ];
-        let all = conclude(&rows, None, None).join("\n");
+        let c = conclude(&rows, None, None);
+        let codes = codes(&c);
+        assert!(codes.contains(&"fastest-not-distinguishable"), "{codes:?}");
+        assert!(!codes.contains(&"fastest-durable"));
+        assert!(codes.contains(&"wal-sync-not-distinguishable"));
+        let n = c
+            .iter()
+            .find(|n| n.code == "fastest-not-distinguishable")
+            .unwrap();
+        assert!(n.text.contains("then fsync 305 µs"), "{}", n.text);
+        assert!(n.text.contains("fdatasync 112 µs ±5%"), "{}", n.text);
+
+        // Two runs each that happen to agree closely, 4% apart: tight ranges that do not
+        // overlap, but a difference too small to call.
+        let a = row("fsync", 8192, &[110.0, 110.2], None);
+        let b = row("dsync", 8192, &[114.0, 114.5], None);
+        assert!(!distinguishable(&a, &b));
+        let b = row("dsync", 8192, &[130.0, 131.0], None);
+        assert!(distinguishable(&a, &b));
+        // One run each: only a difference past 10% counts.
+        let (a, b) = (
+            row("fsync", 8192, &[100.0], None),
+            row("dsync", 8192, &[108.0], None),
+        );
+        assert!(!distinguishable(&a, &b));
+    }
+
+    #[test]
+    fn a_disturbed_run_is_left_out_and_a_mode_without_clean_runs_compares_nothing() {
+        let mode = Durability::parse("fdatasync").unwrap();
+        let r = ModeRow::new(
+            mode,
+            8192,
+            vec![
+                rep(100.0, None, false),
+                rep(900.0, None, true),
+                rep(102.0, None, false),
+            ],
+        );
+        assert_eq!((r.runs, r.clean_runs, r.verdict), (3, 2, Verdict::Clean));
+        assert!((r.mean_s.unwrap() - 101e-6).abs() < 1e-9, "{:?}", r.mean_s);
+        let d = ModeRow::new(
+            Durability::parse("dsync").unwrap(),
+            8192,
+            vec![rep(50.0, None, true), rep(60.0, None, true)],
+        );
+        assert_eq!(d.verdict, Verdict::Disturbed);
+        let c = conclude(&[r, d], None, None);
+        assert!(codes(&c).contains(&"modes-disturbed"), "{:?}", codes(&c));
+        // dsync measured 50 µs while disturbed: it is not called faster.
+        assert!(!c.iter().any(|n| n.code.starts_with("wal-sync")));
+        let f = c.iter().find(|n| n.code == "fastest-durable").unwrap();
+        assert!(f.text.contains("fdatasync at 101 µs"), "{}", f.text);
+    }
+
+    #[test]
+    fn the_fua_verdict_is_a_ratio_that_stray_flushes_do_not_flip() {
+        // A FUA device: 1,000 FUA writes, and 12 flushes from journal commits that happened
+        // while the probe synced (1.2%): still the FUA path.
+        let pw = PerWrite::of(&asked(1000, 0, 1000, 12, 0), 8192).unwrap();
+        assert_eq!(pw.path, CachePath::Fua, "{pw:?}");
+        // The flush path with a few extra journal commits: still one FLUSH per write.
+        let pw = PerWrite::of(&asked(1000, 1000, 0, 40, 40), 8192).unwrap();
+        assert_eq!(pw.path, CachePath::Flush);
+        assert!((pw.flushes - 1.04).abs() < 1e-9);
+        // No sync: neither, even with a stray journal flush.
+        let pw = PerWrite::of(&asked(4000, 0, 0, 3, 3), 8192).unwrap();
+        assert_eq!(pw.path, CachePath::Neither);
+        // Half the writes flushed: mixed, never rounded to either side.
+        let pw = PerWrite::of(&asked(1000, 500, 0, 0, 0), 8192).unwrap();
+        assert_eq!(pw.path, CachePath::Mixed);
+        // No data written: no ratio at all.
+        assert!(PerWrite::of(&asked(0, 0, 0, 0, 0), 8192).is_none());
+
+        // In the statements: the FUA path named, with the device's total beside it.
+        let mut r = row(
+            "direct-dsync",
+            8192,
+            &[90.0, 91.0],
+            Some(asked(500, 0, 500, 5, 0)),
+        );
+        r.device = Some(RqCounts {
+            writes: 9000,
+            fua_writes: 500,
+            flushes: 3600,
+            ..Default::default()
+        });
+        let all = conclude(&[r], None, None)
+            .iter()
+            .map(|n| n.text.clone())
+            .collect::<Vec<_>>()
+            .join("\n");
         assert!(
-            all.contains("500 of them FUA") && all.contains("the FUA path"),
+            all.contains(
+                "0.01 FLUSH and 1.00 FUA writes per durable write over 1000 durable writes"
+            ) && all.contains("the FUA path"),
             "{all}"
         );
+        assert!(all.contains("the device received 3600 FLUSH"), "{all}");
     }
 }

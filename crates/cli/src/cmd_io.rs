@@ -64,12 +64,17 @@ pub struct DurabilityArgs {
     /// Directory to probe (a test file is created there and removed), e.g. the WAL directory.
     #[arg(value_name = "PATH", default_value = ".")]
     pub path: PathBuf,
-    /// Measured time per mode and block size [default: 2s].
+    /// Measured time of each run [default: 1s].
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// Shorter: 1 s per mode.
+    /// Shorter: 0.5 s per run.
     #[arg(long, conflicts_with = "duration")]
     pub quick: bool,
+    /// Clean runs per mode and block size. Modes run in rounds, and more rounds are added
+    /// (up to twice this many runs) while a mode's runs disagree by more than 10% or a run was
+    /// disturbed by other activity on the host.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub reps: u32,
     /// Block sizes to probe, comma-separated.
     #[arg(long, value_name = "SIZES", default_value = "8K,60K")]
     pub bs: String,
@@ -441,13 +446,16 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         );
     }
     let per_mode = if a.quick {
-        std::time::Duration::from_secs(1)
+        std::time::Duration::from_millis(500)
     } else {
         flag(
             "--duration",
-            parse_duration(a.duration.as_deref().unwrap_or("2s")),
+            parse_duration(a.duration.as_deref().unwrap_or("1s")),
         )?
     };
+    if a.reps == 0 || a.reps > 20 {
+        bail!("--reps {}: use 1 to 20", a.reps);
+    }
     let mut block_sizes = Vec::new();
     for b in a.bs.split(',') {
         let v = flag("--bs", parse_size(b))?;
@@ -459,15 +467,15 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     let (storage, devs) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), &a.path);
     let opts = plumb_load::durability::ProbeOptions {
         path: a.path.clone(),
-        block_sizes,
         per_mode,
         warmup: std::time::Duration::from_millis(300),
         trace_devs: devs,
         keep: a.keep,
     };
-    let n = (opts.block_sizes.len() * plumb_load::durability::modes().len()) as u64;
+    let n = (block_sizes.len() * plumb_load::durability::modes().len()) as u64 * a.reps as u64;
     let pb = progress_bar(n, "plumb io durability");
-    let r = plumb_load::durability::run_probe(&opts, &|i, _, label| {
+    let r = plumb_lab::durability::run(&opts, &block_sizes, a.reps, &mut |label, i, planned| {
+        pb.set_length(planned as u64);
         pb.set_position(i as u64);
         pb.set_message(format!("plumb io durability: {label}"));
     });

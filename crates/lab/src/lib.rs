@@ -14,6 +14,7 @@
 //! [`Experiment`] in `exp/`, registered in [`exp::registered`].
 
 pub mod delta;
+pub mod durability;
 pub mod exp;
 mod host;
 pub mod pgbench;

@@ -5,7 +5,7 @@ use crate::job::{Durability, EngineKind, Job, Pattern};
 use crate::run::RunResult;
 use crate::target::{prepare, scratch_file, Safety};
 use crate::{signal, Error, Result};
-use plumb_sys::tracefs::{BlockTrace, RqCounts};
+use plumb_sys::tracefs::{BlockTrace, Follow, Traced};
 use plumb_sys::DevNum;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -35,7 +35,6 @@ pub fn modes() -> Vec<Durability> {
 pub struct ProbeOptions {
     /// Where the test file goes (a directory), or the file to create.
     pub path: PathBuf,
-    pub block_sizes: Vec<u32>,
     pub per_mode: Duration,
     pub warmup: Duration,
     /// Whole disks under the path, for block-layer tracing; empty disables it.
@@ -43,19 +42,14 @@ pub struct ProbeOptions {
     pub keep: bool,
 }
 
+/// One run of one mode.
 pub struct ModeRun {
     pub mode: Durability,
     pub block_size: u32,
     pub run: RunResult,
-    /// What the device received during this mode's run, when tracing was possible.
-    pub trace: Option<RqCounts>,
-}
-
-pub struct ProbeResult {
-    pub file: PathBuf,
-    pub runs: Vec<ModeRun>,
-    /// Why block-layer evidence is missing, if it is.
-    pub trace_unavailable: Option<String>,
+    /// What the device received during the run (warm-up included) and what of it the probe
+    /// asked for, when tracing was possible.
+    pub trace: Option<Traced>,
 }
 
 /// The probe file. Every write goes to its first block, as pg_test_fsync does and as small
@@ -70,90 +64,130 @@ pub fn probe_file_path(path: &Path) -> PathBuf {
     }
 }
 
-pub fn run_probe(o: &ProbeOptions, progress: &dyn Fn(usize, usize, &str)) -> Result<ProbeResult> {
-    let file = probe_file_path(&o.path);
-    // Probes that were killed left their files (named by their PIDs) here: plumb's own.
-    if o.path.is_dir() {
-        crate::target::remove_leftovers(&o.path);
-    }
-    if file.exists() {
-        return Err(Error::Refused(format!(
-            "{} already exists; the durability probe creates its own file: name a directory or a new file",
-            file.display()
-        )));
-    }
-    let _guard = scratch_file(
-        &file,
-        PROBE_FILE,
-        0xd0_7ab1e,
-        o.keep,
-        &signal::stop_requested,
-    )?;
-    let (mut trace, trace_unavailable) = if o.trace_devs.is_empty() {
-        (
-            None,
-            Some("the path is not on a local block device".to_string()),
-        )
-    } else {
-        match BlockTrace::start(&o.trace_devs) {
-            Ok(t) => (Some(t), None),
-            Err(e) => (None, Some(e)),
+/// A probe set up: its file created, the block trace running (when it can). Runs of any mode
+/// and block size, in any order; dropping it removes the file and the trace.
+pub struct Probe {
+    file: PathBuf,
+    per_mode: Duration,
+    warmup: Duration,
+    safety: Safety,
+    trace: Option<BlockTrace>,
+    trace_unavailable: Option<String>,
+    // Last: the trace stops before the file goes.
+    _scratch: Option<crate::target::Scratch>,
+}
+
+impl Probe {
+    pub fn open(o: &ProbeOptions) -> Result<Probe> {
+        let file = probe_file_path(&o.path);
+        // Probes that were killed left their files (named by their PIDs) here: plumb's own.
+        if o.path.is_dir() {
+            crate::target::remove_leftovers(&o.path);
         }
-    };
-    let safety = Safety {
-        overwrite: vec![file.clone()],
-        ..Default::default()
-    };
-    let total = o.block_sizes.len() * modes().len();
-    let mut runs = Vec::new();
-    for &bs in &o.block_sizes {
-        for mode in modes() {
-            if signal::stop_requested() {
-                return Err(Error::Interrupted);
-            }
-            progress(runs.len(), total, &format!("{} KiB {mode}", bs / 1024));
-            let job = Job {
-                name: format!("durability {mode}"),
-                targets: vec![file.clone()],
-                engine: EngineKind::Psync,
-                duration: o.per_mode,
-                warmup: o.warmup,
-                threads: 1,
-                queue_depth: 1,
-                block_size: bs,
-                pattern: Pattern::Sequential,
-                stride: Some(0),
-                write_pct: 100,
-                file_size: PROBE_FILE,
-                durability: mode,
-                ..Job::new("durability")
-            };
-            let targets = prepare(&job, &safety, &signal::stop_requested)?;
-            // Drop what earlier modes left dirty, so one mode's writeback is not billed to the next.
-            // SAFETY: valid fd.
-            unsafe {
-                libc::fsync(targets[0].fd());
-            }
-            if let Some(t) = trace.as_mut() {
-                let _ = t.take();
-            }
-            let run = crate::run::run(&job, &targets)?;
-            let counts = match trace.as_mut() {
-                Some(t) => t.take().ok(),
-                None => None,
-            };
-            runs.push(ModeRun {
-                mode,
-                block_size: bs,
-                run,
-                trace: counts,
+        if file.exists() {
+            return Err(Error::Refused(format!(
+                "{} already exists; the durability probe creates its own file: name a directory or a new file",
+                file.display()
+            )));
+        }
+        let scratch = scratch_file(
+            &file,
+            PROBE_FILE,
+            0xd0_7ab1e,
+            o.keep,
+            &signal::stop_requested,
+        )?;
+        let (trace, trace_unavailable) = if o.trace_devs.is_empty() {
+            (
+                None,
+                Some("the path is not on a local block device".to_string()),
+            )
+        } else {
+            use std::os::unix::fs::MetadataExt;
+            // The probe's own requests, and the journal commits its syncs on this file wait for.
+            let follow = std::fs::metadata(&file).ok().map(|m| Follow {
+                tgid: std::process::id(),
+                file: Some((
+                    DevNum {
+                        major: libc::major(m.dev()),
+                        minor: libc::minor(m.dev()),
+                    },
+                    m.ino(),
+                )),
             });
-        }
+            match BlockTrace::start(&o.trace_devs, follow) {
+                Ok(t) => (Some(t), None),
+                Err(e) => (None, Some(e)),
+            }
+        };
+        Ok(Probe {
+            safety: Safety {
+                overwrite: vec![file.clone()],
+                ..Default::default()
+            },
+            file,
+            per_mode: o.per_mode,
+            warmup: o.warmup,
+            trace,
+            trace_unavailable,
+            _scratch: scratch,
+        })
     }
-    progress(total, total, "done");
-    Ok(ProbeResult {
-        file,
-        runs,
-        trace_unavailable,
-    })
+
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Why there is no block-layer evidence, when there is none.
+    pub fn trace_unavailable(&self) -> Option<&str> {
+        self.trace_unavailable.as_deref()
+    }
+
+    /// Whether the journal commits the probe's syncs wait for are followed (ext4).
+    pub fn journal_followed(&self) -> bool {
+        self.trace.as_ref().is_some_and(|t| t.journal_followed())
+    }
+
+    /// One run of `mode` with `block_size` writes.
+    pub fn run_mode(&mut self, mode: Durability, block_size: u32) -> Result<ModeRun> {
+        if signal::stop_requested() {
+            return Err(Error::Interrupted);
+        }
+        let job = Job {
+            name: format!("durability {mode}"),
+            targets: vec![self.file.clone()],
+            engine: EngineKind::Psync,
+            duration: self.per_mode,
+            warmup: self.warmup,
+            threads: 1,
+            queue_depth: 1,
+            block_size,
+            pattern: Pattern::Sequential,
+            stride: Some(0),
+            write_pct: 100,
+            file_size: PROBE_FILE,
+            durability: mode,
+            ..Job::new("durability")
+        };
+        let targets = prepare(&job, &self.safety, &signal::stop_requested)?;
+        // Drop what earlier modes left dirty, so one mode's writeback is not billed to the next.
+        // SAFETY: valid fd.
+        unsafe {
+            libc::fsync(targets[0].fd());
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let _ = t.take();
+        }
+        let run = crate::run::run(&job, &targets)?;
+        let trace = match self.trace.as_mut() {
+            Some(t) => t.take().ok(),
+            None => None,
+        };
+        Ok(ModeRun {
+            mode,
+            block_size,
+            run,
+            trace,
+        })
+    }
 }

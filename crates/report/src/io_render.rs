@@ -424,20 +424,26 @@ impl Render for plumb_analyze::durability::DurabilityReport {
             v.map(|s| format!("{:.0} µs", s * 1e6))
                 .unwrap_or_else(|| "N/A".into())
         };
+        writeln!(
+            out,
+            "Modes ran in rounds until each had {} clean run(s) agreeing within 10%; figures are medians over the clean runs.",
+            self.repetitions
+        )?;
         let mut sizes: Vec<u32> = self.rows.iter().map(|r| r.block_size).collect();
         sizes.dedup();
         for bs in sizes {
             writeln!(out)?;
             let head = format!(
-                "{:<18} | durable | {:>9} | {:>9} | {:>9} | {:>9} | device received",
+                "{:<18} | durable | clean | {:>9} | {:>13} | {:>9} | {:>9} | {:<31} | device received (everybody's)",
                 format!("{} KiB writes", bs / 1024),
                 "writes/s",
                 "mean",
                 "p50",
-                "p99"
+                "p99",
+                "asked per write",
             );
             writeln!(out, "{head}")?;
-            writeln!(out, "{}", "-".repeat(head.chars().count() + 20))?;
+            writeln!(out, "{}", "-".repeat(head.chars().count()))?;
             for r in self.rows.iter().filter(|r| r.block_size == bs) {
                 let dev = match &r.device {
                     Some(d) => {
@@ -456,37 +462,134 @@ impl Render for plumb_analyze::durability::DurabilityReport {
                     }
                     None => MISSING.into(),
                 };
+                let asked = match r.per_write {
+                    Some(p) => {
+                        let mut s = format!("{:.2} FLUSH, {:.2} FUA", p.flushes, p.fua_writes);
+                        if p.journal_writes >= 0.05 {
+                            s.push_str(&format!(", {:.1} jnl W", p.journal_writes));
+                        }
+                        s
+                    }
+                    None => MISSING.into(),
+                };
+                let mean = match (r.mean_s, r.plus_minus()) {
+                    (Some(m), Some(pm)) => format!("{} ±{:.0}%", us(Some(m)), pm * 100.0),
+                    (m, _) => us(m),
+                };
                 writeln!(
                     out,
-                    "{:<18} | {:^7} | {:>9.0} | {:>9} | {:>9} | {:>9} | {dev}",
+                    "{:<18} | {:^7} | {:>5} | {:>9.0} | {:>13} | {:>9} | {:>9} | {:<31} | {dev}",
                     r.mode.to_string(),
                     if r.durable { "yes" } else { "no" },
+                    format!("{}/{}", r.clean_runs, r.runs),
                     r.writes_per_s,
-                    us(r.mean_s),
+                    mean,
                     us(r.p50_s),
-                    us(r.p99_s)
+                    us(r.p99_s),
+                    asked,
                 )?;
             }
         }
         writeln!(out)?;
-        if let Some(w) = &self.trace_unavailable {
-            writeln!(out, "device received: not traced ({w})")?;
-            writeln!(out)?;
+        writeln!(
+            out,
+            "clean: runs no other process disturbed, of all runs; ±: half the range of the clean runs' means."
+        )?;
+        match &self.trace_unavailable {
+            Some(w) => writeln!(out, "asked per write, device received: not traced ({w})")?,
+            None => writeln!(
+                out,
+                "asked per write: FLUSH and FUA requests the probe's own writes and syncs submitted{}, per durable write. device received: every request the disk got in the same windows, other processes' included.",
+                if self.journal_followed {
+                    ", with the journal commits its syncs waited for"
+                } else {
+                    " (the file system's journal is not followed on this file system)"
+                }
+            )?,
         }
+        writeln!(
+            out,
+            "Verdict: {}",
+            if self.verdict == plumb_analyze::interference::Verdict::Disturbed {
+                "DISTURBED — a mode had no clean run; read its figures with the evidence below"
+            } else {
+                "clean"
+            }
+        )?;
+        disturbed_runs(
+            out,
+            self.rows.iter().flat_map(|r| {
+                r.reps.iter().enumerate().filter_map(move |(i, x)| {
+                    let w = x.interference.as_ref().filter(|w| !w.is_clean())?;
+                    Some((
+                        format!("{} KiB {}", r.block_size / 1024, r.mode),
+                        i + 1,
+                        w.evidence(),
+                    ))
+                })
+            }),
+        )?;
+        writeln!(out)?;
         writeln!(out, "What it means")?;
         for c in &self.conclusions {
-            writeln!(out, "  - {c}")?;
+            writeln!(out, "  - {}", c.text)?;
         }
         Ok(())
     }
 
+    /// One row per run, disturbed ones included (`verdict` says which).
     fn table(&self) -> Option<Table> {
+        use plumb_sys::tracefs::{BioCounts, RqCounts};
         let f = |v: Option<f64>| v.map(|x| format!("{x:.9}")).unwrap_or_default();
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            for (i, x) in r.reps.iter().enumerate() {
+                let d = |g: fn(&RqCounts) -> u64| {
+                    x.device
+                        .as_ref()
+                        .map(|c| g(c).to_string())
+                        .unwrap_or_default()
+                };
+                let p = |own: bool, g: fn(&BioCounts) -> u64| {
+                    x.probe
+                        .as_ref()
+                        .map(|a| g(if own { &a.own } else { &a.journal }).to_string())
+                        .unwrap_or_default()
+                };
+                rows.push(vec![
+                    r.block_size.to_string(),
+                    r.mode.to_string(),
+                    r.durable.to_string(),
+                    (i + 1).to_string(),
+                    if x.is_clean() { "clean" } else { "disturbed" }.to_string(),
+                    x.writes.to_string(),
+                    format!("{:.2}", x.writes_per_s),
+                    f(x.mean_s),
+                    f(x.p50_s),
+                    f(x.p99_s),
+                    f(x.max_s),
+                    x.sync_calls.to_string(),
+                    p(true, |c| c.writes),
+                    p(true, |c| c.flushes),
+                    p(true, |c| c.fua_writes),
+                    p(false, |c| c.writes),
+                    p(false, |c| c.flushes),
+                    p(false, |c| c.fua_writes),
+                    d(|c| c.writes),
+                    d(|c| c.fua_writes),
+                    d(|c| c.flushes),
+                    d(|c| c.preflush_writes),
+                    d(|c| c.meta_writes),
+                ]);
+            }
+        }
         Some(Table {
             headers: [
                 "block_size",
                 "mode",
                 "durable",
+                "run",
+                "verdict",
                 "writes",
                 "writes_per_s",
                 "mean_s",
@@ -494,6 +597,12 @@ impl Render for plumb_analyze::durability::DurabilityReport {
                 "p99_s",
                 "max_s",
                 "sync_calls",
+                "probe_writes",
+                "probe_flushes",
+                "probe_fua_writes",
+                "journal_writes",
+                "journal_flushes",
+                "journal_fua_writes",
                 "dev_writes",
                 "dev_fua_writes",
                 "dev_flushes",
@@ -502,35 +611,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
             ]
             .map(String::from)
             .to_vec(),
-            rows: self
-                .rows
-                .iter()
-                .map(|r| {
-                    let d = |g: fn(&plumb_sys::tracefs::RqCounts) -> u64| {
-                        r.device
-                            .as_ref()
-                            .map(|c| g(c).to_string())
-                            .unwrap_or_default()
-                    };
-                    vec![
-                        r.block_size.to_string(),
-                        r.mode.to_string(),
-                        r.durable.to_string(),
-                        r.writes.to_string(),
-                        format!("{:.2}", r.writes_per_s),
-                        f(r.mean_s),
-                        f(r.p50_s),
-                        f(r.p99_s),
-                        f(r.max_s),
-                        r.sync_calls.to_string(),
-                        d(|c| c.writes),
-                        d(|c| c.fua_writes),
-                        d(|c| c.flushes),
-                        d(|c| c.preflush_writes),
-                        d(|c| c.meta_writes),
-                    ]
-                })
-                .collect(),
+            rows,
         })
     }
 }
@@ -574,6 +655,26 @@ pub fn verdict_line(w: &plumb_analyze::interference::Interference) -> String {
     } else {
         format!("Verdict: DISTURBED — {}", w.evidence())
     }
+}
+
+/// The evidence of the first five disturbed runs (`what`, run number, evidence), and how many
+/// more the JSON holds.
+fn disturbed_runs(
+    out: &mut dyn Write,
+    runs: impl Iterator<Item = (String, usize, String)>,
+) -> io::Result<()> {
+    let runs: Vec<(String, usize, String)> = runs.collect();
+    for (what, run, evidence) in runs.iter().take(5) {
+        writeln!(out, "  {what}, run {run}: disturbed — {evidence}")?;
+    }
+    if runs.len() > 5 {
+        writeln!(
+            out,
+            "  … {} more disturbed run(s): their evidence is in the JSON",
+            runs.len() - 5
+        )?;
+    }
+    Ok(())
 }
 
 fn level_word(l: plumb_analyze::Level) -> &'static str {
@@ -681,26 +782,15 @@ impl Render for plumb_analyze::sweep::SweepReport {
         for n in &self.notes {
             writeln!(out, "  {} [{}] {}", level_word(n.level), n.code, n.text)?;
         }
-        let disturbed_runs: Vec<(&str, usize, String)> = self
-            .levels
-            .iter()
-            .flat_map(|l| {
-                l.reps.iter().enumerate().filter_map(|(i, r)| {
+        disturbed_runs(
+            out,
+            self.levels.iter().flat_map(|l| {
+                l.reps.iter().enumerate().filter_map(move |(i, r)| {
                     let w = r.interference.as_ref().filter(|w| !w.is_clean())?;
-                    Some((l.label.as_str(), i + 1, w.evidence()))
+                    Some((format!("level {}", l.label), i + 1, w.evidence()))
                 })
-            })
-            .collect();
-        for (label, run, evidence) in disturbed_runs.iter().take(5) {
-            writeln!(out, "  level {label}, run {run}: disturbed — {evidence}")?;
-        }
-        if disturbed_runs.len() > 5 {
-            writeln!(
-                out,
-                "  … {} more disturbed run(s): their evidence is in the JSON",
-                disturbed_runs.len() - 5
-            )?;
-        }
+            }),
+        )?;
         if let Some(c) = &self.chart {
             writeln!(out, "Chart: {}", c.display())?;
         }

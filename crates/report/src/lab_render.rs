@@ -140,9 +140,17 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     m.mode.to_string(),
                     bytes(m.block_size as u64),
                     if m.durable { "yes" } else { "no" }.into(),
+                    format!("{}/{}", m.clean_runs, m.runs),
                     count(m.writes_per_s),
-                    m.mean_s.map(ms).unwrap_or_else(|| MISSING.into()),
+                    match (m.mean_s, m.plus_minus()) {
+                        (Some(x), Some(pm)) => format!("{} ±{:.0}%", ms(x), pm * 100.0),
+                        (Some(x), None) => ms(x),
+                        _ => MISSING.into(),
+                    },
                     m.p99_s.map(ms).unwrap_or_else(|| MISSING.into()),
+                    m.per_write
+                        .map(|p| format!("{:.2} FLUSH, {:.2} FUA", p.flushes, p.fua_writes))
+                        .unwrap_or_else(|| MISSING.into()),
                     m.device
                         .as_ref()
                         .map(|c| {
@@ -150,17 +158,14 @@ fn tables(r: &LabReport) -> Vec<Table> {
                                 "{} writes ({} FUA), {} FLUSH",
                                 count(c.writes as f64),
                                 count(c.fua_writes as f64),
-                                count(c.flushes as f64)
+                                count((c.flushes + c.preflush_writes) as f64)
                             )
                         })
                         .unwrap_or_else(|| MISSING.into()),
                 ]
             })
             .collect();
-        let mut notes = d.conclusions.clone();
-        if let Some(t) = &d.trace_unavailable {
-            notes.push(format!("no block-layer evidence: {t}"));
-        }
+        let notes = d.conclusions.iter().map(|n| n.text.clone()).collect();
         out.push(Table {
             id: "durability",
             title: "Durability: what one durable write costs".into(),
@@ -168,10 +173,12 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "mode",
                 "block",
                 "durable",
+                "clean runs",
                 "writes/s",
                 "mean",
                 "p99",
-                "the device received",
+                "plumb asked per write",
+                "the device received (everybody's)",
             ],
             rows,
             notes,

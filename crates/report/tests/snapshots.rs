@@ -189,7 +189,7 @@ fn lab_report_html() {
         out_dir: "plumb-lab-20261123-100000".into(),
         host: plumb_analyze::os::build(&sample, 4096),
         memory: None,
-        durability: None,
+        durability: Some(durability()),
         sweep: Some(sweep()),
         seq_read: None,
         pgbench: Some(Pgbench {
@@ -234,8 +234,120 @@ fn lab_report_html() {
 
 /// A quick sweep of three queue depths, two runs each; one run at QD 4 was disturbed by a
 /// neighbour and run again.
-fn sweep() -> plumb_analyze::sweep::SweepReport {
+/// A window's verdict: clean, or disturbed by PID 1234 (dd) writing 300 MiB.
+fn watched(neighbour: bool) -> plumb_analyze::interference::Interference {
     use plumb_analyze::interference::{Interference, Neighbour, Verdict};
+    Interference {
+        verdict: if neighbour {
+            Verdict::Disturbed
+        } else {
+            Verdict::Clean
+        },
+        window_s: 1.0,
+        devices: vec!["vda".into()],
+        device_read_bytes: 400 << 20,
+        device_write_bytes: if neighbour { 300 << 20 } else { 0 },
+        device_flushes: 0,
+        own_read_bytes: 400 << 20,
+        own_write_bytes: 0,
+        own_cpu_s: 0.4,
+        others_cpu_s: 0.1,
+        neighbours: if neighbour {
+            vec![Neighbour {
+                pid: 1234,
+                comm: "dd".into(),
+                read_bytes: 0,
+                write_bytes: 300 << 20,
+                cpu_s: 0.1,
+            }]
+        } else {
+            vec![]
+        },
+        steal_pct: Some(0.0),
+        idle_pct: Some(60.0),
+        notes: if neighbour {
+            vec![plumb_analyze::Note::new(
+                plumb_analyze::Level::Warn,
+                "neighbour-io",
+                "vda read 400 MiB and wrote 300 MiB in the window; plumb read 400 MiB and wrote 0 B; PID 1234 (dd) read 0 B and wrote 300 MiB",
+            )]
+        } else {
+            vec![]
+        },
+    }
+}
+
+/// The durability probe's rounds: clean runs, one disturbed run retried, the probe's requests
+/// per durable write beside the device's (everybody's) counts.
+fn durability() -> plumb_analyze::durability::DurabilityReport {
+    use plumb_analyze::durability::{build, ModeRep, Probed};
+    use plumb_load::job::Durability;
+    use plumb_sys::tracefs::{Attributed, BioCounts, RqCounts};
+    let rep = |mean_us: f64, flush: bool, neighbour: bool| {
+        let n = 1_000_000.0 / mean_us;
+        ModeRep {
+            writes: n as u64,
+            writes_per_s: n,
+            mean_s: Some(mean_us / 1e6),
+            p50_s: Some(mean_us * 0.9 / 1e6),
+            p99_s: Some(mean_us * 2.5 / 1e6),
+            max_s: Some(mean_us * 9.0 / 1e6),
+            sync_calls: 0,
+            device: Some(RqCounts {
+                writes: n as u64 + if neighbour { 4000 } else { 0 },
+                flushes: if flush { n as u64 } else { 0 } + if neighbour { 4000 } else { 0 },
+                ..Default::default()
+            }),
+            probe: Some(Attributed {
+                own: BioCounts {
+                    writes: n as u64,
+                    write_bytes: n as u64 * 8192,
+                    flushes: if flush { n as u64 } else { 0 },
+                    ..Default::default()
+                },
+                syncs: if flush { n as u64 } else { 0 },
+                journal_followed: true,
+                ..Default::default()
+            }),
+            interference: Some(watched(neighbour)),
+        }
+    };
+    let p = Probed {
+        file: "/var/tmp/plumb-lab-1-00000/work/plumb-durability-1.dat".into(),
+        repetitions: 2,
+        modes: vec![
+            (
+                Durability::parse("fdatasync").unwrap(),
+                8192,
+                vec![rep(290.0, true, false), rep(300.0, true, false)],
+            ),
+            (
+                Durability::parse("direct-dsync").unwrap(),
+                8192,
+                vec![
+                    rep(500.0, true, false),
+                    rep(2400.0, true, true),
+                    rep(510.0, true, false),
+                ],
+            ),
+            (
+                Durability::parse("direct").unwrap(),
+                8192,
+                vec![rep(70.0, false, false), rep(71.0, false, false)],
+            ),
+        ],
+        trace_unavailable: None,
+        journal_followed: true,
+    };
+    build(
+        &p,
+        "/var/tmp/plumb-lab-1-00000/pg/data/pg_wal".into(),
+        None,
+        0.4,
+    )
+}
+
+fn sweep() -> plumb_analyze::sweep::SweepReport {
     use plumb_analyze::sweep::{judge_levels, set_elasticity, Level, Rep, SweepKind};
     let rep = |iops: f64, lat_ms: f64, neighbour: bool| Rep {
         ios: (iops * 1.0) as u64,
@@ -243,44 +355,7 @@ fn sweep() -> plumb_analyze::sweep::SweepReport {
         bytes_per_s: iops * 8192.0,
         lat_mean_s: Some(lat_ms / 1e3),
         lat_p99_s: Some(lat_ms * 3.0 / 1e3),
-        interference: Some(Interference {
-            verdict: if neighbour {
-                Verdict::Disturbed
-            } else {
-                Verdict::Clean
-            },
-            window_s: 1.0,
-            devices: vec!["vda".into()],
-            device_read_bytes: 400 << 20,
-            device_write_bytes: if neighbour { 300 << 20 } else { 0 },
-            device_flushes: 0,
-            own_read_bytes: 400 << 20,
-            own_write_bytes: 0,
-            own_cpu_s: 0.4,
-            others_cpu_s: 0.1,
-            neighbours: if neighbour {
-                vec![Neighbour {
-                    pid: 1234,
-                    comm: "dd".into(),
-                    read_bytes: 0,
-                    write_bytes: 300 << 20,
-                    cpu_s: 0.1,
-                }]
-            } else {
-                vec![]
-            },
-            steal_pct: Some(0.0),
-            idle_pct: Some(60.0),
-            notes: if neighbour {
-                vec![plumb_analyze::Note::new(
-                    plumb_analyze::Level::Warn,
-                    "neighbour-io",
-                    "vda read 400 MiB and wrote 300 MiB in the window; plumb read 400 MiB and wrote 0 B; PID 1234 (dd) read 0 B and wrote 300 MiB",
-                )]
-            } else {
-                vec![]
-            },
-        }),
+        interference: Some(watched(neighbour)),
     };
     let mut levels = vec![
         Level::new(

@@ -1,5 +1,12 @@
 //! Block-layer evidence from tracefs: which requests a device really received (plain writes,
-//! cache FLUSHes, FUA writes), from the `block:block_rq_issue` tracepoint's rwbs flags.
+//! cache FLUSHes, FUA writes), from the `block:block_rq_issue` tracepoint's rwbs flags, and
+//! which of them one process asked for.
+//!
+//! A device's requests are everybody's: a neighbour's fsync puts FLUSHes on the same disk. To
+//! attribute them, plumb also traces `block:block_bio_queue`, which fires in the context of the
+//! task that submits the bio (with its thread group recorded, `options/record-tgid`), and
+//! `ext4:ext4_sync_file_enter/exit` on the probe's own file: a journal commit (the `jbd2/…`
+//! thread's bios) issued while the probe waits in a sync on its file is the cost of that sync.
 //!
 //! plumb traces in its own tracefs instance (`instances/plumb-PID`), so it never touches the
 //! global trace buffer or other tools' settings. The instances are also the register of who
@@ -65,6 +72,180 @@ pub fn classify(rwbs: &str, c: &mut RqCounts) {
     }
 }
 
+/// Requests one submitter asked for, as bios (before the block layer splits, merges or turns a
+/// FUA write into write + FLUSH on a device without FUA).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct BioCounts {
+    /// Bios carrying data to write.
+    pub writes: u64,
+    pub write_bytes: u64,
+    /// Writes asking to be durable on arrival (FUA).
+    pub fua_writes: u64,
+    /// Bios asking for a cache FLUSH first (an empty flush, or a write with a preflush).
+    pub flushes: u64,
+    pub reads: u64,
+}
+
+/// Add one bio (rwbs flags and length in 512-byte sectors) to the counts.
+pub fn classify_bio(rwbs: &str, sectors: u64, c: &mut BioCounts) {
+    let b = rwbs.as_bytes();
+    let (preflush, op, rest) = match b {
+        [b'F', op, rest @ ..] if b"WRDFN".contains(op) => (true, *op, rest),
+        [op, rest @ ..] => (false, *op, rest),
+        [] => return,
+    };
+    if preflush {
+        c.flushes += 1;
+    }
+    match op {
+        b'W' if sectors > 0 => {
+            c.writes += 1;
+            c.write_bytes += sectors * 512;
+            if rest.first() == Some(&b'F') {
+                c.fua_writes += 1;
+            }
+        }
+        b'R' => c.reads += 1,
+        _ => {}
+    }
+}
+
+/// Whose requests to single out: a process (all its threads) and, optionally, the file it
+/// syncs, so that the journal commits those syncs wait for are counted as its cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Follow {
+    pub tgid: u32,
+    /// The file's device (as `stat` gives it) and inode.
+    pub file: Option<(DevNum, u64)>,
+}
+
+/// What the followed process asked of the traced devices in a window.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Attributed {
+    /// Bios its threads submitted.
+    pub own: BioCounts,
+    /// Bios the file system's journal thread submitted while the process waited in a sync on
+    /// its file (ext4 only: other file systems' journals are not followed).
+    pub journal: BioCounts,
+    /// Syncs on the file seen (fsync, fdatasync, or an O_DSYNC write's implicit one).
+    pub syncs: u64,
+    /// Whether syncs on the file could be traced, so the journal was followed.
+    pub journal_followed: bool,
+}
+
+impl Attributed {
+    /// Both parts together: the process's whole cost at the block layer.
+    pub fn total(&self) -> BioCounts {
+        let (a, b) = (&self.own, &self.journal);
+        BioCounts {
+            writes: a.writes + b.writes,
+            write_bytes: a.write_bytes + b.write_bytes,
+            fua_writes: a.fua_writes + b.fua_writes,
+            flushes: a.flushes + b.flushes,
+            reads: a.reads + b.reads,
+        }
+    }
+}
+
+/// One line of a trace dump: `COMM-TID (TGID) [CPU] FLAGS SECONDS: EVENT: BODY`.
+struct Line<'a> {
+    comm: &'a str,
+    tid: u32,
+    tgid: Option<u32>,
+    event: &'a str,
+    body: &'a str,
+}
+
+fn parse_line(line: &str) -> Option<Line<'_>> {
+    // The event's name follows the timestamp's ": "; the body follows the name's ": ".
+    let cpu = line
+        .find(") [")
+        .map(|i| i + 1)
+        .or_else(|| line.find(" ["))?;
+    let head = &line[..cpu];
+    let rest = line[cpu..].trim_start();
+    let (task, tgid) = match head.rfind(" (") {
+        Some(i) if head.trim_end().ends_with(')') => (
+            head[..i].trim(),
+            head[i + 2..]
+                .trim_end()
+                .trim_end_matches(')')
+                .trim()
+                .parse()
+                .ok(),
+        ),
+        _ => (head.trim(), None),
+    };
+    let dash = task.rfind('-')?;
+    let (comm, tid) = (&task[..dash], task[dash + 1..].parse().ok()?);
+    let mut f = rest.splitn(3, ' ');
+    let (_cpu, _flags) = (f.next()?, f.next()?);
+    let after = f.next()?.trim_start();
+    let colon = after.find(": ")?;
+    after[..colon].trim().parse::<f64>().ok()?;
+    let ev = &after[colon + 2..];
+    let colon = ev.find(": ").unwrap_or(ev.len());
+    Some(Line {
+        comm,
+        tid,
+        tgid,
+        event: &ev[..colon],
+        body: ev.get(colon + 2..).unwrap_or(""),
+    })
+}
+
+/// rwbs and sectors of a block_bio_queue body: `MAJ,MIN RWBS SECTOR + N [COMM]`.
+fn bio_of(body: &str) -> Option<(&str, u64)> {
+    let mut f = body.split_whitespace();
+    let (_dev, rwbs, _sector, plus, n) = (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+    (plus == "+").then_some(())?;
+    Some((rwbs, n.parse().ok()?))
+}
+
+/// Attribute the bios of a trace dump to the followed process: its own, and the journal's
+/// during its syncs on the followed file (the dump holds only that file's sync events: the
+/// tracepoints are filtered on its device and inode).
+pub fn attribute(text: &str, tgid: u32, journal_followed: bool) -> Attributed {
+    let mut a = Attributed {
+        journal_followed,
+        ..Default::default()
+    };
+    // Open syncs by thread, and how many are open at once.
+    let mut open: std::collections::BTreeMap<u32, u32> = Default::default();
+    let mut waiting = 0u32;
+    for line in text.lines() {
+        let Some(l) = parse_line(line) else {
+            continue;
+        };
+        match l.event {
+            "ext4_sync_file_enter" => {
+                *open.entry(l.tid).or_default() += 1;
+                waiting += 1;
+                a.syncs += 1;
+            }
+            "ext4_sync_file_exit" => {
+                // An exit whose enter fell before the window closes nothing.
+                if let Some(n) = open.get_mut(&l.tid).filter(|n| **n > 0) {
+                    *n -= 1;
+                    waiting -= 1;
+                }
+            }
+            "block_bio_queue" => {
+                let Some((rwbs, sectors)) = bio_of(l.body) else {
+                    continue;
+                };
+                if l.tgid == Some(tgid) {
+                    classify_bio(rwbs, sectors, &mut a.own);
+                } else if journal_followed && waiting > 0 && l.comm.starts_with("jbd2/") {
+                    classify_bio(rwbs, sectors, &mut a.journal);
+                }
+            }
+            _ => {}
+        }
+    }
+    a
+}
+
 /// Count the block_rq_issue lines of a trace buffer dump.
 pub fn count_trace(text: &str) -> RqCounts {
     let mut c = RqCounts::default();
@@ -86,6 +267,29 @@ pub fn count_trace(text: &str) -> RqCounts {
 pub struct BlockTrace {
     instance: PathBuf,
     tracefs: PathBuf,
+    follow: Option<Follow>,
+    journal_followed: bool,
+    /// Overruns counted by earlier windows (the kernel's count only grows).
+    overruns_before: u64,
+}
+
+/// One window's evidence: what the devices received, and what the followed process asked for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Traced {
+    pub device: RqCounts,
+    pub attributed: Option<Attributed>,
+}
+
+/// The kernel's trace dev_t: major << 20 | minor.
+fn trace_dev(d: DevNum) -> u64 {
+    ((d.major as u64) << 20) | d.minor as u64
+}
+
+/// Per-CPU buffer: 8 MiB, less on hosts with many CPUs (the kernel allocates it on every one).
+fn buffer_kb() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as u64;
+    (256 * 1024 / cpus).clamp(1024, 8192)
 }
 
 /// Where plumb keeps what its runs share on this host (root only): the lock that orders
@@ -159,7 +363,7 @@ fn plumb_instances(tracefs: &Path) -> Vec<(u32, PathBuf)> {
 }
 
 fn remove_instance(instance: &Path) {
-    let _ = fs::write(instance.join("events/block/block_rq_issue/enable"), "0");
+    let _ = fs::write(instance.join("events/enable"), "0");
     let _ = fs::write(instance.join("tracing_on"), "0");
     let _ = fs::remove_dir(instance);
 }
@@ -236,8 +440,10 @@ fn unmount_if_last(tracefs: &Path) {
 }
 
 impl BlockTrace {
-    /// Start counting requests issued to `devs` (whole disks). Needs root.
-    pub fn start(devs: &[DevNum]) -> Result<BlockTrace, String> {
+    /// Start counting requests issued to `devs` (whole disks), and with `follow`, the bios the
+    /// followed process submits and the journal commits its syncs on the file wait for. Needs
+    /// root.
+    pub fn start(devs: &[DevNum], follow: Option<Follow>) -> Result<BlockTrace, String> {
         if devs.is_empty() {
             return Err("no block device to trace (the path is not on a local disk)".into());
         }
@@ -253,22 +459,49 @@ impl BlockTrace {
             .join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
         fs::create_dir(&instance)
             .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
-        let t = BlockTrace {
+        let mut t = BlockTrace {
             instance: instance.clone(),
             tracefs: dir,
+            follow,
+            journal_followed: false,
+            overruns_before: 0,
         };
         let ev = instance.join("events/block/block_rq_issue");
         if !ev.is_dir() {
             return Err("this kernel has no block:block_rq_issue tracepoint".into());
         }
-        // The kernel's trace dev_t is major << 20 | minor.
         let filter = devs
             .iter()
-            .map(|d| format!("dev == {}", ((d.major as u64) << 20) | d.minor as u64))
+            .map(|d| format!("dev == {}", trace_dev(*d)))
             .collect::<Vec<_>>()
             .join(" || ");
         write(&ev.join("filter"), &filter)?;
-        let _ = write(&instance.join("buffer_size_kb"), "8192");
+        let _ = write(&instance.join("buffer_size_kb"), &buffer_kb().to_string());
+        if let Some(f) = follow {
+            let bio = instance.join("events/block/block_bio_queue");
+            if !bio.is_dir() || !instance.join("options/record-tgid").exists() {
+                return Err(
+                    "this kernel cannot say who submitted a request (no block:block_bio_queue tracepoint or record-tgid option)"
+                        .into(),
+                );
+            }
+            write(&instance.join("options/record-tgid"), "1")?;
+            write(&bio.join("filter"), &filter)?;
+            write(&bio.join("enable"), "1")?;
+            // Syncs on the file, to follow the journal commits they wait for (ext4 only).
+            if let Some((dev, ino)) = f.file {
+                let file_filter = format!("dev == {} && ino == {ino}", trace_dev(dev));
+                let evs = ["ext4_sync_file_enter", "ext4_sync_file_exit"]
+                    .map(|e| instance.join("events/ext4").join(e));
+                if evs.iter().all(|e| e.is_dir()) {
+                    for e in &evs {
+                        write(&e.join("filter"), &file_filter)?;
+                        write(&e.join("enable"), "1")?;
+                    }
+                    t.journal_followed = true;
+                }
+            }
+        }
         write(&ev.join("enable"), "1")?;
         Ok(t)
     }
@@ -278,15 +511,25 @@ impl BlockTrace {
         &self.instance
     }
 
+    /// Whether syncs on the followed file are traced (the journal is followed).
+    pub fn journal_followed(&self) -> bool {
+        self.journal_followed
+    }
+
     /// Counts since the last call, then empty the buffer.
-    pub fn take(&mut self) -> Result<RqCounts, String> {
+    pub fn take(&mut self) -> Result<Traced, String> {
         let p = self.instance.join("trace");
         let text =
             fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-        let mut c = count_trace(&text);
-        c.lost_events = self.overruns();
+        let mut device = count_trace(&text);
+        let overruns = self.overruns();
+        device.lost_events = overruns.saturating_sub(self.overruns_before);
+        self.overruns_before = overruns;
+        let attributed = self
+            .follow
+            .map(|f| attribute(&text, f.tgid, self.journal_followed));
         write(&p, "")?;
-        Ok(c)
+        Ok(Traced { device, attributed })
     }
 
     fn overruns(&self) -> u64 {
@@ -345,5 +588,66 @@ mod tests {
             plumb-io-0-77 [000] ..... 100.3: block_rq_issue: 254,0 WFS 8192 () 2064 + 16 none,0,0 [plumb-io-0]\n";
         let c = count_trace(t);
         assert_eq!((c.flushes, c.writes, c.fua_writes), (1, 2, 1));
+    }
+
+    fn capture() -> String {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/fixtures/trace/durability-ext4-loop.txt"
+        );
+        fs::read_to_string(p).unwrap()
+    }
+
+    #[test]
+    fn bios_are_classified_as_submitted() {
+        let mut c = BioCounts::default();
+        for (r, n) in [("WS", 16), ("FWS", 0), ("FWFSM", 8), ("WFS", 16), ("R", 8)] {
+            classify_bio(r, n, &mut c);
+        }
+        assert_eq!(c.writes, 3, "the empty preflush carries no data");
+        assert_eq!(c.write_bytes, 40 * 512);
+        assert_eq!((c.flushes, c.fua_writes, c.reads), (2, 2, 1));
+    }
+
+    #[test]
+    fn the_probe_is_charged_for_its_bios_and_the_journal_commits_it_waited_for() {
+        let t = capture();
+        let a = attribute(&t, 27272, true);
+        // Seven 8 KiB writes (three fdatasync, two O_DIRECT|O_DSYNC, two fsync), each followed
+        // by an empty preflush, except the fsync that waited for a journal commit: that
+        // commit's last block carries the preflush (and FUA).
+        assert_eq!(a.own.writes, 7, "{a:?}");
+        assert_eq!(a.own.write_bytes, 7 * 8192);
+        assert_eq!(a.own.flushes, 6);
+        assert_eq!(a.own.fua_writes, 0);
+        assert_eq!(a.syncs, 7);
+        assert_eq!(
+            a.journal.writes, 3,
+            "two journal blocks and the commit block"
+        );
+        assert_eq!((a.journal.flushes, a.journal.fua_writes), (1, 1));
+        let all = a.total();
+        assert_eq!((all.writes, all.flushes, all.fua_writes), (10, 7, 1));
+        // The neighbour's six dsync appends and their six journal commits: on the device,
+        // never the probe's.
+        let d = count_trace(&t);
+        assert!(d.flushes >= 12 + 7, "{d:?}");
+        let n = attribute(&t, 27271, false);
+        assert_eq!(n.own.writes, 6);
+        assert_eq!(n.journal, BioCounts::default(), "journal not followed");
+    }
+
+    #[test]
+    fn lines_parse_with_and_without_the_tgid_column() {
+        let l = parse_line("    jbd2/loop0-8-27105   (  27105) [000] ..... 18457.003264: block_bio_queue: 7,0 WSM 524384 + 8 [jbd2/loop0-8]").unwrap();
+        assert_eq!(
+            (l.comm, l.tid, l.tgid, l.event),
+            ("jbd2/loop0-8", 27105, Some(27105), "block_bio_queue")
+        );
+        assert_eq!(bio_of(l.body), Some(("WSM", 8)));
+        let l = parse_line("plumb-io-0-77 [000] ..... 100.2: block_rq_issue: 254,0 WS 8192 () 2048 + 16 none,0,0 [plumb-io-0]").unwrap();
+        assert_eq!((l.comm, l.tid, l.tgid), ("plumb-io-0", 77, None));
+        assert!(parse_line("# tracer: nop").is_none());
+        assert!(parse_line("garbage-x (1) [0] . notatime: ev: x").is_none());
     }
 }

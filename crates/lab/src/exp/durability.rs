@@ -8,6 +8,9 @@ use plumb_analyze::lab::{Finding, LabReport, Severity};
 use plumb_record::PhaseKind;
 use std::time::Duration;
 
+/// Clean runs per mode.
+const REPS: u32 = 2;
+
 #[derive(Default)]
 pub struct Durability {
     /// The data's disks, filesystem source and type, when the WAL is on the same disks.
@@ -20,8 +23,9 @@ impl Experiment for Durability {
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        // Five modes, a warm-up each.
-        (plan.durability_per_mode + Duration::from_millis(200)) * 5
+        // Every mode twice, a warm-up each.
+        (plan.durability_per_mode + Duration::from_millis(200))
+            * (plumb_load::durability::modes().len() as u32 * REPS)
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
@@ -29,17 +33,18 @@ impl Experiment for Durability {
         let phase = cx
             .recorder
             .begin("durability probe", PhaseKind::Probe, None);
-        let probe = plumb_load::durability::run_probe(
+        let probe = crate::durability::run(
             &plumb_load::durability::ProbeOptions {
                 // The work directory: on the data's filesystem for the private instance.
                 path: cx.work.clone(),
-                block_sizes: vec![8192],
                 per_mode: cx.plan.durability_per_mode,
                 warmup: Duration::from_millis(200),
                 trace_devs: cx.trace_devs.clone(),
                 keep: false,
             },
-            &|_, _, _| {},
+            &[8192],
+            REPS,
+            &mut |_, _, _| {},
         );
         let wal = cx.data_dir.join("pg_wal");
         let report = match probe {

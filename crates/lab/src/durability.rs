@@ -1,0 +1,84 @@
+//! The durability probe in rounds: every mode and block size once per round (A B C, A B C …,
+//! so that a neighbour or a slow drift touches every mode, not one), each run watched for
+//! interference, until each has the clean runs asked for and their mean latencies agree within
+//! [`STABLE_SPREAD`](crate::sweep::STABLE_SPREAD), or [`max_attempts`](crate::sweep::max_attempts)
+//! runs. `plumb io durability` and the lab's durability step both run through here.
+
+use crate::sweep::{devices_under, max_attempts, Watch, STABLE_SPREAD};
+use plumb_analyze::durability::{ModeRep, Probed};
+use plumb_load::durability::{modes, Probe, ProbeOptions};
+use plumb_load::job::Durability;
+
+/// Enough clean runs, and (with two or more) their mean latencies within the tolerance.
+fn settled(done: &[ModeRep], reps: u32) -> bool {
+    let clean: Vec<f64> = done
+        .iter()
+        .filter(|r| r.is_clean())
+        .filter_map(|r| r.mean_s)
+        .collect();
+    if (clean.len() as u32) < reps {
+        return false;
+    }
+    clean.len() < 2
+        || plumb_analyze::sweep::spread(&clean).is_none_or(|s| s.relative() <= STABLE_SPREAD)
+}
+
+/// Run every mode at every block size in rounds. `on_run(label, runs so far, runs planned)`
+/// is called before each run, for progress (the plan grows when a run must be repeated).
+pub fn run(
+    o: &ProbeOptions,
+    block_sizes: &[u32],
+    reps: u32,
+    on_run: &mut dyn FnMut(&str, usize, usize),
+) -> plumb_load::Result<Probed> {
+    let mut probe = Probe::open(o)?;
+    let root = plumb_sys::Root::host();
+    let devices = devices_under(&root, &[probe.file().to_path_buf()]);
+    let mut cells: Vec<(Durability, u32, Vec<ModeRep>)> = block_sizes
+        .iter()
+        .flat_map(|&bs| modes().into_iter().map(move |m| (m, bs, Vec::new())))
+        .collect();
+    let reps = reps.max(1);
+    let limit = max_attempts(reps);
+    let mut made = 0usize;
+    loop {
+        let mut ran = false;
+        for i in 0..cells.len() {
+            let (mode, bs) = (cells[i].0, cells[i].1);
+            if settled(&cells[i].2, reps) || cells[i].2.len() as u32 >= limit {
+                continue;
+            }
+            // Runs still wanted: each cell's missing clean runs.
+            let planned = made
+                + cells
+                    .iter()
+                    .map(|c| {
+                        let clean = c.2.iter().filter(|r| r.is_clean()).count() as u32;
+                        if settled(&c.2, reps) {
+                            0
+                        } else {
+                            reps.saturating_sub(clean).max(1) as usize
+                        }
+                    })
+                    .sum::<usize>();
+            on_run(&format!("{} KiB {mode}", bs / 1024), made, planned);
+            let watch = Watch::start(&root, &devices);
+            let m = probe.run_mode(mode, bs)?;
+            let w = watch.finish();
+            cells[i].2.push(ModeRep::of(&m, Some(w)));
+            made += 1;
+            ran = true;
+        }
+        if !ran {
+            break;
+        }
+    }
+    on_run("done", made, made);
+    Ok(Probed {
+        file: probe.file().to_path_buf(),
+        repetitions: reps,
+        modes: cells,
+        trace_unavailable: probe.trace_unavailable().map(str::to_string),
+        journal_followed: probe.journal_followed(),
+    })
+}

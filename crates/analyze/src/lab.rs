@@ -32,6 +32,10 @@ pub struct Finding {
     pub numbers: std::collections::BTreeMap<String, f64>,
     /// The evidence, in words.
     pub evidence: Vec<String>,
+    /// The lab phases whose figures it is drawn from: a finding drawn from a disturbed phase
+    /// is lowered to info and says why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub phases: Vec<String>,
 }
 
 impl Finding {
@@ -42,7 +46,14 @@ impl Finding {
             statement,
             numbers: Default::default(),
             evidence: Vec::new(),
+            phases: Vec::new(),
         }
+    }
+
+    /// The phases it is drawn from.
+    pub fn phases(mut self, p: Vec<String>) -> Finding {
+        self.phases = p;
+        self
     }
 
     /// A figure behind the statement (non-finite values are left out: JSON has no NaN).
@@ -164,6 +175,16 @@ pub struct Window {
     pub swap_in_bytes_per_s_max: Option<f64>,
     /// The server's smaps swap (shared memory included), largest seen.
     pub engine_swap_bytes_max: Option<f64>,
+    /// Whether something else used the device or the CPUs during the phase, with the evidence
+    /// (None: not watched).
+    pub interference: Option<crate::interference::Interference>,
+}
+
+impl Window {
+    /// Known to be disturbed.
+    pub fn disturbed(&self) -> bool {
+        self.interference.as_ref().is_some_and(|i| !i.is_clean())
+    }
 }
 
 /// An optional experiment (--pressure, --throttle-writes): the workload again, changed.
@@ -271,6 +292,7 @@ pub fn window(
         disk_util_pct: mean(&d("util_pct")),
         swap_in_bytes_per_s_max: maxf(&pick("mem.swap_in_bytes_per_s")),
         engine_swap_bytes_max: maxf(&swap),
+        interference: None,
     }
 }
 

@@ -384,8 +384,11 @@ pub fn execute(
     let pb = progress_bar(total.max(1), label);
     // The run is watched: what other processes did to the device and the CPUs meanwhile.
     let root = plumb_sys::Root::host();
-    let devices = plumb_lab::sweep::devices_under(&root, &j.targets);
-    let watch = plumb_lab::sweep::Watch::start(&root, &devices);
+    let scope = plumb_record::watch::Scope::new(
+        root.clone(),
+        plumb_lab::sweep::devices_under(&root, &j.targets),
+    );
+    let watch = plumb_record::watch::Watch::start(&scope);
     let r = plumb_load::run::run_with(j, &targets, &|f| pb.set_position((f * total as f64) as u64));
     let watched = watch.finish();
     pb.finish_and_clear();

@@ -4,10 +4,11 @@
 //! [`STABLE_SPREAD`](crate::sweep::STABLE_SPREAD), or [`max_attempts`](crate::sweep::max_attempts)
 //! runs. `plumb io durability` and the lab's durability step both run through here.
 
-use crate::sweep::{devices_under, max_attempts, Watch, STABLE_SPREAD};
+use crate::sweep::{devices_under, max_attempts, STABLE_SPREAD};
 use plumb_analyze::durability::{ModeRep, Probed};
 use plumb_load::durability::{modes, Probe, ProbeOptions};
 use plumb_load::job::Durability;
+use plumb_record::watch::{Scope, Watch};
 
 /// Enough clean runs, and (with two or more) their mean latencies within the tolerance.
 fn settled(done: &[ModeRep], reps: u32) -> bool {
@@ -33,7 +34,10 @@ pub fn run(
 ) -> plumb_load::Result<Probed> {
     let mut probe = Probe::open(o)?;
     let root = plumb_sys::Root::host();
-    let devices = devices_under(&root, &[probe.file().to_path_buf()]);
+    let scope = Scope::new(
+        root.clone(),
+        devices_under(&root, &[probe.file().to_path_buf()]),
+    );
     let mut cells: Vec<(Durability, u32, Vec<ModeRep>)> = block_sizes
         .iter()
         .flat_map(|&bs| modes().into_iter().map(move |m| (m, bs, Vec::new())))
@@ -62,7 +66,7 @@ pub fn run(
                     })
                     .sum::<usize>();
             on_run(&format!("{} KiB {mode}", bs / 1024), made, planned);
-            let watch = Watch::start(&root, &devices);
+            let watch = Watch::start(&scope);
             let m = probe.run_mode(mode, bs)?;
             let w = watch.finish();
             cells[i].2.push(ModeRep::of(&m, Some(w)));

@@ -14,8 +14,11 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                    rule: &str,
                    statement: String,
                    evidence: Vec<String>,
-                   numbers: &[(&str, f64)]| {
-        let mut f = Finding::new(severity, rule, statement).evidence(evidence);
+                   numbers: &[(&str, f64)],
+                   phases: Vec<String>| {
+        let mut f = Finding::new(severity, rule, statement)
+            .evidence(evidence)
+            .phases(phases);
         for (k, v) in numbers {
             f = f.number(k, *v);
         }
@@ -43,6 +46,7 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                     .map(|e| format!("{}: {} {}", e.points_to, e.source, e.detail))
                     .collect(),
                 &[("pid", p.pid as f64)],
+                vec![],
             );
         }
     }
@@ -60,6 +64,7 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                     ),
                     a.statements.iter().map(|s| s.text.clone()).collect(),
                     &[("cache_bytes", cache as f64), ("limit_bytes", limit as f64)],
+                    vec![],
                 );
             }
         }
@@ -81,6 +86,8 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                 ),
                 vec![format!("largest smaps_rollup Swap of the postmaster: {}", gib(s))],
                 &[("swap_bytes", s)],
+                // Swapped memory is a fact whoever pushed it out: not lowered when disturbed.
+                vec![],
             );
         }
     }
@@ -115,6 +122,12 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                     })
                     .collect(),
                 &[("runnable_mean", m), ("cpus", cpus)],
+                // Another process's runnable tasks count too: lowered when a phase was disturbed.
+                r.windows
+                    .iter()
+                    .filter(|w| w.workload && w.runnable_mean.is_some_and(|m| m > cpus))
+                    .map(|w| w.phase.clone())
+                    .collect(),
             );
         }
     }
@@ -131,6 +144,8 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
                 ),
                 vec![format!("steal {s:.1}% (threshold {STEAL_WARN_PCT}%)")],
                 &[("steal_pct", s), ("threshold_pct", STEAL_WARN_PCT)],
+                // Steal is the host's own condition: it is what disturbs, not what is disturbed.
+                vec![],
             );
         }
     }

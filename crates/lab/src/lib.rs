@@ -76,8 +76,40 @@ pub fn all_findings(
     for e in experiments {
         findings.extend(e.findings(r));
     }
+    for f in &mut findings {
+        downgrade_if_disturbed(f, &r.windows);
+    }
     findings.sort_by_key(|f| std::cmp::Reverse(f.severity));
     findings
+}
+
+/// A warning drawn from a phase that something else disturbed is not the server's problem until
+/// a clean run shows it: lowered to info, with the phase's evidence.
+pub fn downgrade_if_disturbed(
+    f: &mut plumb_analyze::lab::Finding,
+    windows: &[plumb_analyze::lab::Window],
+) {
+    let disturbed: Vec<&plumb_analyze::lab::Window> = windows
+        .iter()
+        .filter(|w| f.phases.contains(&w.phase) && w.disturbed())
+        .collect();
+    if disturbed.is_empty() {
+        return;
+    }
+    for w in &disturbed {
+        if let Some(i) = &w.interference {
+            f.evidence
+                .push(format!("{} was disturbed: {}", w.phase, i.evidence()));
+        }
+    }
+    f.numbers
+        .insert("disturbed_phases".into(), disturbed.len() as f64);
+    if f.severity > plumb_analyze::lab::Severity::Info {
+        f.severity = plumb_analyze::lab::Severity::Info;
+        f.statement.push_str(
+            " (measured while other work used the host: lowered to info until a clean run shows it)",
+        );
+    }
 }
 
 /// The files a lab writes into its report directory.
@@ -309,8 +341,9 @@ impl Lab {
         let rec = plumb_store::read(cx.recorder.path())?;
         let windows: Vec<_> = phases
             .iter()
-            .map(|p| {
-                plumb_analyze::lab::window(
+            .map(|p| plumb_analyze::lab::Window {
+                interference: p.interference.clone(),
+                ..plumb_analyze::lab::window(
                     &rec,
                     &p.name,
                     p.kind == PhaseKind::Workload,

@@ -3,12 +3,13 @@
 //! storage probe both run through here.
 
 use anyhow::Result;
-use plumb_analyze::interference::{judge, Interference, Own};
+use plumb_analyze::interference::Interference;
 use plumb_analyze::sweep::{
     judge_levels, rep_of, set_elasticity, Level, Rep, SweepKind, SweepReport,
 };
 use plumb_load::job::Job;
 use plumb_load::target::Safety;
+use plumb_record::watch::{Scope, Watch};
 
 /// One level: its label, its numeric value (for charts; None for "unthrottled") and its job.
 pub type LevelJob = (String, Option<f64>, Job);
@@ -103,7 +104,7 @@ pub fn run(
     on_run: &mut dyn FnMut(&str, u32, u32),
 ) -> Result<Option<SweepReport>> {
     let root = plumb_sys::Root::host();
-    let devices = devices_under(&root, &s.base.targets);
+    let scope = Scope::new(root.clone(), devices_under(&root, &s.base.targets));
     let mut runs: Vec<Vec<Rep>> = vec![Vec::new(); s.levels.len()];
     let limit = max_attempts(s.reps);
     loop {
@@ -113,7 +114,7 @@ pub fn run(
                 continue;
             }
             on_run(label, done.len() as u32 + 1, s.reps);
-            match watched_run(j, s.safety, cancel, &root, &devices)? {
+            match watched_run(j, s.safety, cancel, &scope)? {
                 Some((r, w)) => {
                     let mut rep = rep_of(&r);
                     rep.interference = Some(w);
@@ -178,46 +179,19 @@ pub fn devices_under(root: &plumb_sys::Root, targets: &[std::path::PathBuf]) -> 
     v
 }
 
-/// A window being watched: the host's activity read at its start, judged at its end against
-/// this process and its descendants.
-pub struct Watch<'a> {
-    root: &'a plumb_sys::Root,
-    devices: &'a [String],
-    before: plumb_sys::activity::Activity,
-}
-
-impl<'a> Watch<'a> {
-    pub fn start(root: &'a plumb_sys::Root, devices: &'a [String]) -> Watch<'a> {
-        Watch {
-            root,
-            devices,
-            before: plumb_sys::activity::read(root),
-        }
-    }
-
-    pub fn finish(self) -> Interference {
-        let after = plumb_sys::activity::read(self.root);
-        let own = Own {
-            roots: vec![plumb_sys::activity::own_pid(self.root)],
-        };
-        judge(&self.before, &after, &own, self.devices)
-    }
-}
-
 /// One run on prepared targets, watched.
 pub fn watched_run(
     j: &Job,
     safety: &Safety,
     cancel: &dyn Fn() -> bool,
-    root: &plumb_sys::Root,
-    devices: &[String],
+    scope: &Scope,
 ) -> Result<Option<(plumb_load::run::RunResult, Interference)>> {
     let targets = match plumb_load::target::prepare(j, safety, cancel) {
         Ok(t) => t,
         Err(plumb_load::Error::Interrupted) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let watch = Watch::start(root, devices);
+    let watch = Watch::start(scope);
     let r = plumb_load::run::run(j, &targets);
     let watched = watch.finish();
     match r {

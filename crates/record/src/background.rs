@@ -25,6 +25,9 @@ pub struct Phase {
     pub kind: PhaseKind,
     pub start_s: f64,
     pub end_s: f64,
+    /// Whether something else used the device or the CPUs during the phase, with the evidence
+    /// (None: the phases are not watched).
+    pub interference: Option<plumb_analyze::interference::Interference>,
 }
 
 /// A phase that has begun; [`Background::end`] closes it.
@@ -33,12 +36,18 @@ pub struct OpenPhase {
     name: String,
     kind: PhaseKind,
     start_s: f64,
+    watch: Option<crate::watch::Watch>,
 }
 
 impl OpenPhase {
     /// The same start under another name (the loops learn their name as they go).
     pub fn renamed(self, name: String) -> OpenPhase {
         OpenPhase { name, ..self }
+    }
+
+    /// The same phase (and watch) with the start the job measured itself.
+    pub fn started_at(self, start_s: f64) -> OpenPhase {
+        OpenPhase { start_s, ..self }
     }
 }
 
@@ -48,6 +57,8 @@ pub struct Background {
     engine: Arc<Mutex<EngineSampler>>,
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<Result<u64>>>,
+    /// What each phase is watched for (see [`Background::watch_phases`]).
+    scope: Option<crate::watch::Scope>,
 }
 
 impl Background {
@@ -90,7 +101,14 @@ impl Background {
             engine,
             stop,
             handle: Some(handle),
+            scope: None,
         }
+    }
+
+    /// Watch every phase begun from now on for interference: other processes' I/O on the
+    /// scope's devices and their CPU, steal (see `plumb_analyze::interference`).
+    pub fn watch_phases(&mut self, scope: crate::watch::Scope) {
+        self.scope = Some(scope);
     }
 
     pub fn path(&self) -> &std::path::Path {
@@ -133,15 +151,17 @@ impl Background {
             name: name.to_string(),
             kind,
             start_s,
+            watch: self.scope.as_ref().map(crate::watch::Watch::start),
         }
     }
 
-    /// A phase that began at a time of the caller's (no mark).
+    /// A phase that began at a time of the caller's (no mark); its watch starts now.
     pub fn begin_at(&self, name: &str, kind: PhaseKind, start_s: f64) -> OpenPhase {
         OpenPhase {
             name: name.to_string(),
             kind,
             start_s,
+            watch: self.scope.as_ref().map(crate::watch::Watch::start),
         }
     }
 
@@ -157,6 +177,7 @@ impl Background {
             kind: p.kind,
             start_s: p.start_s,
             end_s,
+            interference: p.watch.map(crate::watch::Watch::finish),
         }
     }
 

@@ -407,7 +407,21 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     w.engine_swap_bytes_max
                         .map(|b| bytes(b as u64))
                         .unwrap_or_else(|| MISSING.into()),
+                    match &w.interference {
+                        Some(i) if i.is_clean() => "clean".into(),
+                        Some(_) => "DISTURBED".into(),
+                        None => MISSING.into(),
+                    },
                 ]
+            })
+            .collect();
+        // What disturbed a phase: the evidence, next to the figures it concerns.
+        let notes: Vec<String> = r
+            .windows
+            .iter()
+            .filter_map(|w| {
+                let i = w.interference.as_ref().filter(|i| !i.is_clean())?;
+                Some(format!("{} was disturbed: {}", w.phase, i.evidence()))
             })
             .collect();
         let disk = r
@@ -429,9 +443,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "disk busy",
                 "swap-in max",
                 "server swap",
+                "verdict",
             ],
             rows,
-            notes: Vec::new(),
+            notes,
         });
     }
     out

@@ -175,7 +175,11 @@ fn lab_report_html() {
         ("checkpoint", true, 30.0, 50.0),
     ]
     .iter()
-    .map(|(name, workload, s, e)| window(&rec, name, *workload, *s, *e, Some("vda"), Some(4242)))
+    .map(|(name, workload, s, e)| Window {
+        // The checkpoint phase had a neighbour.
+        interference: Some(watched(*name == "checkpoint")),
+        ..window(&rec, name, *workload, *s, *e, Some("vda"), Some(4242))
+    })
     .collect();
     let r = LabReport {
         report_schema: REPORT_SCHEMA,

@@ -66,6 +66,11 @@ impl Experiment for Loops {
                     Scenario::Bulk => cx.plan.bulk_iterations,
                     Scenario::Single => cx.plan.single_iterations,
                 };
+                let open = cx.recorder.begin_at(
+                    &format!("{}, {method}", scenario.what()),
+                    PhaseKind::Workload,
+                    cx.recorder.now_s(),
+                );
                 let (r, t0, t1) = run_loop(
                     scenario,
                     method,
@@ -77,12 +82,7 @@ impl Experiment for Loops {
                     cx.cancel,
                 )?
                 .ok_or(Interrupted)?;
-                let open = cx.recorder.begin_at(
-                    &format!("{}, {method}", scenario.what()),
-                    PhaseKind::Workload,
-                    t0,
-                );
-                phases.push(cx.recorder.end_at(open, t1));
+                phases.push(cx.recorder.end_at(open.started_at(t0), t1));
                 results.push(r);
             }
         }
@@ -307,7 +307,12 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
     .number("p99_ms", p99)
     .number("max_ms", c.max_ms)
     .number("threshold_ms", COMMIT_P99_WARN_MS)
-    .evidence(ev);
+    .evidence(ev)
+    .phases(vec![format!(
+        "{}, {}",
+        Scenario::Single.what(),
+        l.wal_sync_method
+    )]);
     if let Some(fl) = l.flushes_per_commit {
         f = f.number("flushes_per_commit", fl);
     }
@@ -387,5 +392,17 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
             f = f.number(&format!("{}.{}.p50_ms", l.scenario, l.wal_sync_method), v);
         }
     }
-    Some(f)
+    let phases = r
+        .loops
+        .iter()
+        .map(|l| {
+            let s = if l.scenario == "single" {
+                Scenario::Single
+            } else {
+                Scenario::Bulk
+            };
+            format!("{}, {}", s.what(), l.wal_sync_method)
+        })
+        .collect();
+    Some(f.phases(phases))
 }

@@ -194,7 +194,7 @@ impl<'a> Context<'a> {
         }
         let collector = plumb_record::Collector::create(
             &s.config.recording(),
-            root,
+            root.clone(),
             plumb_sys::rawsample::Scope { pids },
             plumb_record::EngineSampler::new(None),
             &plumb_record::Setup {
@@ -212,10 +212,21 @@ impl<'a> Context<'a> {
             },
         )
         .context("starting the recording")?;
-        let recorder = Background::start(
+        let mut recorder = Background::start(
             collector,
             plumb_record::Schedule::new(Duration::from_secs(1)),
         );
+        // Every phase is watched on the disks under the data and the work directory; the
+        // server's processes are the lab's own (it loads them), as are plumb's.
+        let mut devices = crate::sweep::devices_under(&root, std::slice::from_ref(&s.work));
+        devices.extend(storage.iter().flat_map(|st| st.disks.iter().cloned()));
+        devices.sort();
+        devices.dedup();
+        recorder.watch_phases(plumb_record::watch::Scope {
+            root: root.clone(),
+            devices,
+            also_own: s.server.local_pid.into_iter().collect(),
+        });
         Ok(Context {
             config: s.config,
             plan: s.plan,

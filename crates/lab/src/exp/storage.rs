@@ -131,7 +131,8 @@ impl Experiment for Storage {
                     }
                 ),
             ))
-            .number("queue_mean", q),
+            .number("queue_mean", q)
+            .phases(vec![phase.clone()]),
             _ => knee(Finding::new(
                 Severity::Info,
                 "device-knee",

@@ -81,6 +81,38 @@ fn win(phase: &str, workload: bool) -> Window {
         disk_util_pct: Some(10.0),
         swap_in_bytes_per_s_max: Some(0.0),
         engine_swap_bytes_max: Some(0.0),
+        interference: None,
+    }
+}
+
+/// A window's verdict: disturbed by PID 4321 (fio) writing 500 MiB.
+fn disturbed() -> plumb_analyze::interference::Interference {
+    use plumb_analyze::interference::{Interference, Neighbour, Verdict};
+    Interference {
+        verdict: Verdict::Disturbed,
+        window_s: 10.0,
+        devices: vec!["vda".into()],
+        device_read_bytes: 0,
+        device_write_bytes: 600 << 20,
+        device_flushes: 0,
+        own_read_bytes: 0,
+        own_write_bytes: 100 << 20,
+        own_cpu_s: 1.0,
+        others_cpu_s: 2.0,
+        neighbours: vec![Neighbour {
+            pid: 4321,
+            comm: "fio".into(),
+            read_bytes: 0,
+            write_bytes: 500 << 20,
+            cpu_s: 2.0,
+        }],
+        steal_pct: Some(0.0),
+        idle_pct: Some(10.0),
+        notes: vec![plumb_analyze::Note::new(
+            plumb_analyze::Level::Warn,
+            "neighbour-io",
+            "vda wrote 600 MiB in the window; plumb wrote 100 MiB; PID 4321 (fio) wrote 500 MiB",
+        )],
     }
 }
 
@@ -203,4 +235,46 @@ fn the_host_section_reads_through_a_root() {
     assert_eq!(m.cgroup_limit_bytes, Some(4 << 30));
     let st = v.storage.expect("the data's storage");
     assert!(!st.disks.is_empty(), "{st:?}");
+}
+
+#[test]
+fn findings_from_a_disturbed_phase_are_lowered_and_say_why() {
+    let mut r = report();
+    let mut busy = win("pgbench", true);
+    busy.runnable_mean = Some(64.0);
+    busy.engine_swap_bytes_max = Some(64.0 * 1048576.0);
+    r.windows = vec![busy.clone()];
+    r.loops = vec![single("fdatasync", vec![25_000; 100], Some(1.0))];
+    let clean = findings(&r);
+    assert_eq!(
+        rule(&clean, "run-queue-above-cpus").unwrap().severity,
+        Severity::Warn
+    );
+    assert_eq!(
+        rule(&clean, "commit-latency").unwrap().severity,
+        Severity::Critical
+    );
+
+    // The same figures, with a neighbour in pgbench and in the loops.
+    busy.interference = Some(disturbed());
+    let mut loops = win("single-row commits, fdatasync", true);
+    loops.interference = Some(disturbed());
+    r.windows = vec![busy, loops];
+    let f = findings(&r);
+    for name in ["run-queue-above-cpus", "commit-latency"] {
+        let x = rule(&f, name).unwrap();
+        assert_eq!(x.severity, Severity::Info, "{name}");
+        assert!(x.statement.contains("lowered to info"), "{}", x.statement);
+        assert!(
+            x.evidence.iter().any(|e| e.contains("PID 4321 (fio)")),
+            "{:?}",
+            x.evidence
+        );
+        assert_eq!(x.numbers["disturbed_phases"], 1.0);
+    }
+    // Memory in swap is a fact, whoever pushed it out.
+    assert_eq!(
+        rule(&f, "engine-memory-in-swap").unwrap().severity,
+        Severity::Critical
+    );
 }

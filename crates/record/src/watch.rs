@@ -1,0 +1,48 @@
+//! A window being watched for interference: the host's activity read at its start and judged at
+//! its end against plumb's own processes (this one and its descendants, and any other roots the
+//! caller names, such as the private server's postmaster, which is not plumb's child).
+
+use plumb_analyze::interference::{judge, Interference, Own};
+use plumb_sys::activity::{read, Activity};
+use plumb_sys::Root;
+
+/// What to watch: the host, the devices under the test, and whose processes are plumb's own.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub root: Root,
+    /// Devices compared with plumb's own I/O (names as in /proc/diskstats).
+    pub devices: Vec<String>,
+    /// Other processes whose trees count as plumb's (the server it started or measures).
+    pub also_own: Vec<u32>,
+}
+
+impl Scope {
+    pub fn new(root: Root, devices: Vec<String>) -> Scope {
+        Scope {
+            root,
+            devices,
+            also_own: Vec::new(),
+        }
+    }
+}
+
+pub struct Watch {
+    scope: Scope,
+    before: Activity,
+}
+
+impl Watch {
+    pub fn start(scope: &Scope) -> Watch {
+        Watch {
+            scope: scope.clone(),
+            before: read(&scope.root),
+        }
+    }
+
+    pub fn finish(self) -> Interference {
+        let after = read(&self.scope.root);
+        let mut roots = vec![plumb_sys::activity::own_pid(&self.scope.root)];
+        roots.extend(&self.scope.also_own);
+        judge(&self.before, &after, &Own { roots }, &self.scope.devices)
+    }
+}

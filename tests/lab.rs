@@ -188,6 +188,10 @@ fn quick_lab_end_to_end() {
         assert!(validate(&bad).unwrap().starts_with("INVALID"));
         std::fs::remove_file(&bad).unwrap();
     }
+    // Every phase was watched.
+    for w in r["windows"].as_array().unwrap() {
+        assert!(w["interference"]["verdict"].is_string(), "{w:#}");
+    }
     // Real figures in every section.
     let modes = r["durability"]["rows"].as_array().unwrap();
     assert!(modes
@@ -698,4 +702,109 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         .unwrap()
         .success());
     assert_nothing_left(d.path(), &["read-only", "writes"]);
+}
+
+/// A second plumb writing to the lab's disk, stopped (SIGTERM, so it removes its file) on drop.
+struct Neighbour(Child);
+
+impl Neighbour {
+    fn start(dir: &Path) -> Neighbour {
+        Neighbour(
+            plumb()
+                .args([
+                    "io",
+                    "run",
+                    "--duration",
+                    "300s",
+                    "--warmup",
+                    "0s",
+                    "--write-pct",
+                    "100",
+                    "--bs",
+                    "64K",
+                    "--qd",
+                    "8",
+                    "--size",
+                    "128M",
+                ])
+                .arg(dir.join("neighbour.dat"))
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        )
+    }
+}
+
+impl Drop for Neighbour {
+    fn drop(&mut self) {
+        // SAFETY: signalling the child this test started.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_neighbour_started_halfway_marks_the_phases_it_touched() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    // The storage probes run alone; the neighbour starts with pgbench.
+    let (mut c, _) = start_until(d.path(), &out, "pgbench: ");
+    let n = Neighbour::start(d.path());
+    let pid = n.0.id();
+    assert_eq!(wait(&mut c, Duration::from_secs(300)), 0);
+    drop(n);
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let windows = r["windows"].as_array().unwrap();
+    let verdict = |phase: &str| {
+        windows
+            .iter()
+            .find(|w| w["phase"] == phase)
+            .map(|w| w["interference"]["verdict"].clone())
+            .unwrap_or_else(|| panic!("no {phase} window: {windows:#?}"))
+    };
+    assert_eq!(verdict("durability probe"), "clean");
+    assert_eq!(verdict("storage sweep"), "clean");
+    let touched: Vec<&Value> = windows
+        .iter()
+        .filter(|w| w["interference"]["verdict"] == "disturbed")
+        .collect();
+    assert!(
+        touched.iter().any(|w| w["phase"] == "pgbench"),
+        "pgbench ran beside the neighbour: {windows:#?}"
+    );
+    let named = touched.iter().any(|w| {
+        w["interference"]["neighbours"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|x| x["pid"] == pid)
+    });
+    assert!(named, "PID {pid} named: {touched:#?}");
+    // A finding drawn from a disturbed phase is no warning.
+    let disturbed: Vec<&str> = touched
+        .iter()
+        .map(|w| w["phase"].as_str().unwrap())
+        .collect();
+    for f in r["findings"].as_array().unwrap() {
+        let from_disturbed = f["phases"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|x| disturbed.contains(&x.as_str().unwrap())));
+        if from_disturbed {
+            assert_eq!(f["severity"], "info", "{f:#}");
+        }
+    }
+    // The text says which phases and why.
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        summary.contains("DISTURBED") && summary.contains("pgbench was disturbed"),
+        "{summary}"
+    );
+    assert_nothing_left(d.path(), &["report"]);
 }

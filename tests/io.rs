@@ -612,6 +612,77 @@ fn durability_probe_reports_every_mode_and_cleans_up() {
 }
 
 #[test]
+fn durability_compares_candidate_directories_side_by_side() {
+    let _serial = real_io();
+    let disk = scratch();
+    // A candidate in memory: the comparison must say it is not durable at all.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let j = json(&[
+        "io",
+        "durability",
+        "--json",
+        "--quick",
+        "--reps",
+        "1",
+        "--bs",
+        "8K",
+        s(disk.path()),
+        s(shm.path()),
+    ]);
+    assert_eq!(j["kind"], "io_durability_comparison");
+    let probes = j["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 2);
+    assert_eq!(probes[0]["path"], s(disk.path()));
+    assert_eq!(probes[1]["path"], s(shm.path()));
+    // In memory nothing is durable, whatever the mode.
+    assert!(probes[1]["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|r| r["durable"] == false));
+    let notes = j["comparison"].as_array().unwrap();
+    let compared = notes
+        .iter()
+        .filter(|n| n["code"].as_str().unwrap().starts_with("candidates-"))
+        .count();
+    assert_eq!(compared, 3, "one statement per mode compared: {notes:#?}");
+    assert!(
+        notes.iter().any(|n| n["code"] == "candidate-not-durable"
+            && n["text"].as_str().unwrap().contains(s(shm.path()))),
+        "{notes:#?}"
+    );
+    for d in [disk.path(), shm.path()] {
+        assert_eq!(
+            std::fs::read_dir(d).unwrap().count(),
+            0,
+            "probe file left in {d:?}"
+        );
+    }
+    // CSV: every run with its directory first.
+    let o = run(&[
+        "io",
+        "durability",
+        "--format",
+        "csv",
+        "--quick",
+        "--reps",
+        "1",
+        "--bs",
+        "8K",
+        s(disk.path()),
+        s(shm.path()),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = String::from_utf8_lossy(&o.stdout);
+    assert!(csv.starts_with("path,block_size,mode,"), "{csv}");
+    assert!(csv.lines().any(|l| l.starts_with(s(shm.path()))));
+    // The same directory twice is refused by name.
+    let o = run(&["io", "durability", s(disk.path()), s(disk.path())]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("named twice"), "{}", stderr(&o));
+}
+
+#[test]
 fn sweep_over_rates_orders_levels_and_writes_the_chart() {
     let d = scratch();
     let f = d.path().join("sw.dat");

@@ -211,7 +211,11 @@ fn quick_lab_end_to_end() {
     assert!(pg["transactions"].as_u64().unwrap() > 100);
     assert!(pg["latency"]["p99_ms"].as_f64().unwrap() >= pg["latency"]["p50_ms"].as_f64().unwrap());
     let loops = r["loops"].as_array().unwrap();
-    assert_eq!(loops.len(), 4, "bulk and single under two wal_sync_methods");
+    assert_eq!(
+        loops.len(),
+        6,
+        "bulk and single under fdatasync, open_datasync, and open_datasync with O_DIRECT WAL"
+    );
     for l in loops {
         assert!(l["insert_ms"]["p50_ms"].as_f64().unwrap() > 0.0);
         assert!(l["checkpoint_ms"]["p50_ms"].as_f64().unwrap() > 0.0);
@@ -222,16 +226,37 @@ fn quick_lab_end_to_end() {
             assert!(l["commit"]["count"].as_u64().unwrap() >= 100 * 40);
         }
     }
-    let methods: Vec<&str> = loops
+    let methods: Vec<String> = loops
         .iter()
-        .map(|l| l["wal_sync_method"].as_str().unwrap())
+        .map(|l| {
+            format!(
+                "{}{}",
+                l["wal_sync_method"].as_str().unwrap(),
+                if l["wal_direct"] == true {
+                    "+O_DIRECT"
+                } else {
+                    ""
+                }
+            )
+        })
         .collect();
-    assert!(methods.contains(&"fdatasync") && methods.contains(&"open_datasync"));
+    for m in ["fdatasync", "open_datasync", "open_datasync+O_DIRECT"] {
+        assert_eq!(methods.iter().filter(|x| *x == m).count(), 2, "{methods:?}");
+    }
+    // The O_DIRECT instance is gone with the lab's work directory (checked above), and its
+    // loops wrote WAL like the others.
+    let direct_bulk = loops
+        .iter()
+        .find(|l| l["wal_direct"] == true && l["scenario"] == "bulk")
+        .unwrap();
+    assert!(direct_bulk["wal_bytes"].as_f64().unwrap() > 10e6);
     // fdatasync issues WAL syncs; open_datasync writes with O_DSYNC and issues none.
     let syncs = |m: &str| {
         loops
             .iter()
-            .find(|l| l["wal_sync_method"] == m && l["scenario"] == "single")
+            .find(|l| {
+                l["wal_sync_method"] == m && l["wal_direct"] == false && l["scenario"] == "single"
+            })
             .unwrap()["wal_syncs"]
             .as_f64()
     };

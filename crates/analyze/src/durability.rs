@@ -304,16 +304,25 @@ fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
     rows.iter().find(|r| r.mode == mode && r.block_size == bs)
 }
 
+/// tmpfs and ramfs keep files in memory only.
+pub fn is_memory(s: &StorageSection) -> bool {
+    matches!(s.fs_type.as_str(), "tmpfs" | "ramfs")
+}
+
 pub fn build(
     p: &Probed,
     path: PathBuf,
     storage: Option<StorageSection>,
     per_mode_s: f64,
 ) -> DurabilityReport {
+    let memory = storage.as_ref().is_some_and(is_memory);
     let rows: Vec<ModeRow> = p
         .modes
         .iter()
-        .map(|(mode, bs, reps)| ModeRow::new(*mode, *bs, reps.clone()))
+        .map(|(mode, bs, reps)| ModeRow {
+            durable: mode.durable() && !memory,
+            ..ModeRow::new(*mode, *bs, reps.clone())
+        })
         .collect();
     let conclusions = conclude(&rows, storage.as_ref(), p.trace_unavailable.as_deref());
     DurabilityReport {
@@ -379,6 +388,29 @@ pub fn conclude(
                     Some(false) => "not supported",
                     None => "unknown",
                 },
+            ),
+        ));
+    }
+    // A file system in memory: nothing is durable, and there is nothing to compare.
+    if let Some(st) = storage.filter(|s| is_memory(s)) {
+        c.push(Note::new(
+            Level::Warn,
+            "memory-file-system",
+            format!(
+                "{} is {}: memory. Nothing written there survives a reboot or a power loss, whatever the mode; these figures are the cost of the system calls alone, a floor for any real device.",
+                st.mount_point, st.fs_type
+            ),
+        ));
+        return c;
+    }
+    if let Some(st) = storage.filter(|s| s.pmem) {
+        c.push(Note::new(
+            Level::Info,
+            "pmem",
+            format!(
+                "{}: {}.",
+                st.mount_point,
+                crate::os::pmem_line(st.dax.as_deref())
             ),
         ));
     }
@@ -697,6 +729,140 @@ pub fn conclude(
     c
 }
 
+/// Several directories (candidate log devices) probed side by side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Comparison {
+    pub probes: Vec<DurabilityReport>,
+    /// One statement per block size and mode compared, then what makes a candidate unfit.
+    pub comparison: Vec<Note>,
+}
+
+/// The modes a log device is chosen by: PostgreSQL's default, and SQL Server's two log paths.
+const COMPARED: [(&str, &str); 3] = [
+    ("fdatasync", "write + fdatasync (PostgreSQL's default)"),
+    (
+        "direct-fdatasync",
+        "O_DIRECT + fdatasync (SQL Server's forced flush)",
+    ),
+    ("direct-dsync", "O_DIRECT|O_DSYNC (the FUA path)"),
+];
+
+fn path_of(r: &DurabilityReport) -> String {
+    r.path.display().to_string()
+}
+
+/// Compare the candidates mode by mode: fastest first, each next one either distinguishably
+/// slower (beyond both runs' spreads) or not distinguishable from the one before it.
+pub fn compare(reports: &[DurabilityReport]) -> Vec<Note> {
+    let mut out = Vec::new();
+    let mut sizes: Vec<u32> = reports
+        .iter()
+        .flat_map(|r| r.rows.iter().map(|x| x.block_size))
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for bs in sizes {
+        for (name, label) in COMPARED {
+            let Ok(mode) = Durability::parse(name) else {
+                continue;
+            };
+            let mut v: Vec<(&DurabilityReport, &ModeRow)> = reports
+                .iter()
+                .filter_map(|r| {
+                    row_of(&r.rows, mode, bs)
+                        .filter(|x| x.verdict == Verdict::Clean && x.mean_s.is_some())
+                        .map(|x| (r, x))
+                })
+                .collect();
+            if v.len() < 2 {
+                continue;
+            }
+            v.sort_by(|a, b| {
+                a.1.mean_s
+                    .partial_cmp(&b.1.mean_s)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            let cell = |(r, x): &(&DurabilityReport, &ModeRow)| match x.plus_minus() {
+                Some(pm) => format!(
+                    "{} {} ±{:.0}%",
+                    path_of(r),
+                    us(x.mean_s.unwrap_or(0.0)),
+                    pm * 100.0
+                ),
+                None => format!("{} {}", path_of(r), us(x.mean_s.unwrap_or(0.0))),
+            };
+            let mut text = cell(&v[0]);
+            let mut apart = 0;
+            for w in v.windows(2) {
+                if distinguishable(w[0].1, w[1].1) {
+                    apart += 1;
+                    text.push_str(&format!(
+                        " < {} ({:.1}x)",
+                        cell(&w[1]),
+                        w[1].1.mean_s.unwrap_or(0.0) / w[0].1.mean_s.unwrap_or(1.0)
+                    ));
+                } else {
+                    text.push_str(&format!(" ≈ {} (not distinguishable)", cell(&w[1])));
+                }
+            }
+            let (fast, slow) = (
+                v[0].1.mean_s.unwrap_or(0.0),
+                v[v.len() - 1].1.mean_s.unwrap_or(0.0),
+            );
+            out.push(
+                Note::new(
+                    Level::Info,
+                    if apart > 0 {
+                        "candidates-compared"
+                    } else {
+                        "candidates-not-distinguishable"
+                    },
+                    format!("{} KiB {label}: {text}.", bs / 1024),
+                )
+                .with("block_size", bs as f64)
+                .with("fastest_mean_s", fast)
+                .with("slowest_mean_s", slow),
+            );
+        }
+    }
+    for r in reports {
+        let Some(st) = &r.storage else { continue };
+        if is_memory(st) {
+            out.push(Note::new(
+                Level::Warn,
+                "candidate-not-durable",
+                format!(
+                    "{} is on {}: memory, so nothing written there survives a reboot or a power loss; its figures are a floor, not a log device",
+                    path_of(r),
+                    st.fs_type
+                ),
+            ));
+        }
+        if st.pmem {
+            out.push(Note::new(
+                Level::Info,
+                "candidate-pmem",
+                format!(
+                    "{}: {}",
+                    path_of(r),
+                    crate::os::pmem_line(st.dax.as_deref())
+                ),
+            ));
+        }
+        if r.verdict == Verdict::Disturbed {
+            out.push(Note::new(
+                Level::Warn,
+                "candidate-disturbed",
+                format!(
+                    "{}: a mode had no clean run, so it is left out of the comparison for that mode",
+                    path_of(r)
+                ),
+            ));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -916,5 +1082,57 @@ mod tests {
             "{all}"
         );
         assert!(all.contains("the device received 3600 FLUSH"), "{all}");
+    }
+
+    fn report(path: &str, means: &[(&str, &[f64])]) -> DurabilityReport {
+        let rows = means
+            .iter()
+            .map(|(m, v)| row(m, 8192, v, None))
+            .collect::<Vec<_>>();
+        DurabilityReport {
+            path: path.into(),
+            file: format!("{path}/f").into(),
+            storage: None,
+            per_mode_s: 1.0,
+            repetitions: 2,
+            verdict: Verdict::Clean,
+            rows,
+            trace_unavailable: None,
+            journal_followed: false,
+            conclusions: vec![],
+        }
+    }
+
+    #[test]
+    fn candidates_are_ranked_only_beyond_their_spread() {
+        let a = report(
+            "/wal-a",
+            &[
+                ("fdatasync", &[110.0, 112.0]),
+                ("direct-dsync", &[100.0, 104.0]),
+            ],
+        );
+        let b = report(
+            "/wal-b",
+            &[
+                ("fdatasync", &[450.0, 460.0]),
+                ("direct-dsync", &[101.0, 103.0]),
+            ],
+        );
+        let c = compare(&[b, a]);
+        let fd = c
+            .iter()
+            .find(|n| n.text.contains("fdatasync (PostgreSQL"))
+            .unwrap();
+        assert_eq!(fd.code, "candidates-compared");
+        assert!(
+            fd.text
+                .contains("/wal-a 111 µs ±1% < /wal-b 455 µs ±1% (4.1x)"),
+            "{}",
+            fd.text
+        );
+        let fua = c.iter().find(|n| n.text.contains("FUA path")).unwrap();
+        assert_eq!(fua.code, "candidates-not-distinguishable", "{}", fua.text);
+        assert!(fua.text.contains("≈"), "{}", fua.text);
     }
 }

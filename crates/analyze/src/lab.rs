@@ -80,6 +80,8 @@ pub struct Latency {
     pub p95_ms: Option<f64>,
     pub p99_ms: Option<f64>,
     pub max_ms: f64,
+    /// The smallest value (None in reports written before it was kept).
+    pub min_ms: Option<f64>,
 }
 
 impl Latency {
@@ -100,6 +102,7 @@ impl Latency {
             p95_ms: (n >= 20).then(|| q(0.95)),
             p99_ms: (n >= 100).then(|| q(0.99)),
             max_ms: s[n - 1] as f64 / 1000.0,
+            min_ms: Some(s[0] as f64 / 1000.0),
         })
     }
 }
@@ -127,6 +130,9 @@ pub struct LoopResult {
     /// transactions, then CHECKPOINT.
     pub scenario: String,
     pub wal_sync_method: String,
+    /// PostgreSQL opened its WAL with O_DIRECT (open_datasync under wal_level = minimal, on a
+    /// second instance of plumb's): the configuration whose WAL writes can go as FUA writes.
+    pub wal_direct: bool,
     pub iterations: u32,
     pub rows_per_iteration: u32,
     pub commits_per_iteration: u32,
@@ -144,6 +150,17 @@ pub struct LoopResult {
     pub disk_writes: Option<u64>,
     pub disk_flushes: Option<u64>,
     pub flushes_per_commit: Option<f64>,
+}
+
+impl LoopResult {
+    /// The configuration in words: the method, and `+O_DIRECT` when the WAL was opened so.
+    pub fn configuration(&self) -> String {
+        if self.wal_direct {
+            format!("{}+O_DIRECT", self.wal_sync_method)
+        } else {
+            self.wal_sync_method.clone()
+        }
+    }
 }
 
 /// Sequential read throughput where the data lives.

@@ -178,6 +178,11 @@ pub struct StorageSection {
     pub disks: Vec<String>,
     /// How a durable write reaches the device, in one line.
     pub durability: Option<String>,
+    /// A layer of the stack is persistent memory (`pmemN`).
+    pub pmem: bool,
+    /// The mount's DAX option (`dax`, `dax=always`, `dax=inode`), when set: file data is
+    /// mapped from persistent memory, bypassing the page cache.
+    pub dax: Option<String>,
 }
 
 fn pct(part: Option<u64>, total: u64) -> Option<f64> {
@@ -401,24 +406,49 @@ pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSectio
         .map(|s| s.disks.clone())
         .unwrap_or_default();
     // What the bottom disks say decides durability; a dm device only mirrors them.
-    let durability = disks
+    let pmem = layers
         .iter()
-        .filter_map(|d| layers.iter().find(|l| &l.device.name == d))
-        .filter_map(|l| l.device.queue.as_ref().and_then(durability_line))
-        .next();
+        .any(|l| l.device.kind == plumb_sys::block::DeviceKind::Pmem);
+    let options = p.mount.all_options();
+    let dax = options
+        .iter()
+        .find(|o| *o == "dax" || o.starts_with("dax="))
+        .filter(|o| *o != "dax=never")
+        .cloned();
+    let durability = if pmem {
+        Some(pmem_line(dax.as_deref()))
+    } else {
+        disks
+            .iter()
+            .filter_map(|d| layers.iter().find(|l| &l.device.name == d))
+            .filter_map(|l| l.device.queue.as_ref().and_then(durability_line))
+            .next()
+    };
     StorageSection {
         path: p.requested.clone(),
         canonical_path: p.canonical.clone(),
         mount_point: p.mount.mount_point.clone(),
         fs_type: p.mount.fs_type.clone(),
         source: p.mount.source.clone(),
-        options: p.mount.all_options(),
+        options,
         fs_size_bytes: p.fs_size_bytes,
         fs_available_bytes: p.fs_available_bytes,
         device: p.device.clone(),
         layers,
         disks,
         durability,
+        pmem,
+        dax,
+    }
+}
+
+/// How a durable write reaches persistent memory, in one line.
+pub fn pmem_line(dax: Option<&str>) -> String {
+    match dax {
+        Some(d) => format!(
+            "persistent memory mounted with {d}: file data is mapped from the memory itself, bypassing the page cache, and a write is durable once the CPU's caches are written back (fsync/fdatasync flush CPU cache lines, not a device cache); no FLUSH or FUA is involved"
+        ),
+        None => "persistent memory used as a block device (no DAX): writes go through the pmem driver, which makes each one durable as it copies it; there is no volatile device cache to FLUSH".into(),
     }
 }
 
@@ -526,6 +556,17 @@ fn notes(r: &OsReport) -> Vec<Note> {
                 "{} is mounted with write barriers off: a power loss can lose writes the database believed durable",
                 s.mount_point
             )));
+        }
+        if s.pmem {
+            n.push(Note::new(
+                Level::Info,
+                if s.dax.is_some() {
+                    "pmem-dax"
+                } else {
+                    "pmem-block"
+                },
+                format!("{}: {}", s.mount_point, pmem_line(s.dax.as_deref())),
+            ));
         }
         if s.device.is_none() {
             n.push(Note::new(

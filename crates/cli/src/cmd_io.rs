@@ -62,8 +62,10 @@ pub struct SweepArgs {
 #[derive(Debug, Args)]
 pub struct DurabilityArgs {
     /// Directory to probe (a test file is created there and removed), e.g. the WAL directory.
+    /// Name several to compare candidate log devices side by side: their runs are interleaved
+    /// and compared only beyond their spread.
     #[arg(value_name = "PATH", default_value = ".")]
-    pub path: PathBuf,
+    pub paths: Vec<PathBuf>,
     /// Measured time of each run [default: 1s].
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
@@ -441,12 +443,20 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
 
 fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     plumb_load::signal::install();
-    let meta = std::fs::metadata(&a.path).map_err(|e| anyhow!("{}: {e}", a.path.display()))?;
-    if !meta.is_dir() {
-        bail!(
-            "{}: not a directory; name the directory to probe (plumb creates its test file there)",
-            a.path.display()
-        );
+    let mut seen: Vec<PathBuf> = Vec::new();
+    for p in &a.paths {
+        let meta = std::fs::metadata(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        if !meta.is_dir() {
+            bail!(
+                "{}: not a directory; name the directory to probe (plumb creates its test file there)",
+                p.display()
+            );
+        }
+        let canonical = std::fs::canonicalize(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
+        if seen.contains(&canonical) {
+            bail!("{}: named twice", p.display());
+        }
+        seen.push(canonical);
     }
     let per_mode = if a.quick {
         std::time::Duration::from_millis(500)
@@ -467,35 +477,54 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         }
         block_sizes.push(v as u32);
     }
-    let (storage, devs) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), &a.path);
-    let opts = plumb_load::durability::ProbeOptions {
-        path: a.path.clone(),
-        per_mode,
-        warmup: std::time::Duration::from_millis(300),
-        trace_devs: devs,
-        keep: a.keep,
-    };
-    let n = (block_sizes.len() * plumb_load::durability::modes().len()) as u64 * a.reps as u64;
+    let mut storage = Vec::new();
+    let mut opts = Vec::new();
+    for p in &a.paths {
+        let (st, devs) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), p);
+        storage.push(st);
+        opts.push(plumb_load::durability::ProbeOptions {
+            path: p.clone(),
+            per_mode,
+            warmup: std::time::Duration::from_millis(300),
+            trace_devs: devs,
+            keep: a.keep,
+        });
+    }
+    let n = (block_sizes.len() * plumb_load::durability::modes().len() * opts.len()) as u64
+        * a.reps as u64;
     let pb = progress_bar(n, "plumb io durability");
-    let r = plumb_lab::durability::run(&opts, &block_sizes, a.reps, &mut |label, i, planned| {
-        pb.set_length(planned as u64);
-        pb.set_position(i as u64);
-        pb.set_message(format!("plumb io durability: {label}"));
-    });
+    let r =
+        plumb_lab::durability::run_many(&opts, &block_sizes, a.reps, &mut |label, i, planned| {
+            pb.set_length(planned as u64);
+            pb.set_position(i as u64);
+            pb.set_message(format!("plumb io durability: {label}"));
+        });
     pb.finish_and_clear();
     match r {
-        Ok(p) => {
-            let rep = plumb_analyze::durability::build(
-                &p,
-                a.path.clone(),
-                storage,
-                per_mode.as_secs_f64(),
-            );
-            crate::emit(g, &rep)?;
+        Ok(probed) => {
+            let mut reports: Vec<_> = probed
+                .iter()
+                .zip(a.paths.iter().zip(storage))
+                .map(|(p, (path, st))| {
+                    plumb_analyze::durability::build(p, path.clone(), st, per_mode.as_secs_f64())
+                })
+                .collect();
+            if reports.len() == 1 {
+                crate::emit(g, &reports.remove(0))?;
+            } else {
+                let comparison = plumb_analyze::durability::compare(&reports);
+                crate::emit(
+                    g,
+                    &plumb_analyze::durability::Comparison {
+                        probes: reports,
+                        comparison,
+                    },
+                )?;
+            }
             Ok(0)
         }
         Err(plumb_load::Error::Interrupted) => {
-            eprintln!("plumb: interrupted; the probe file was removed");
+            eprintln!("plumb: interrupted; the probe files were removed");
             Ok(interrupted_code())
         }
         Err(e) => Err(e.into()),

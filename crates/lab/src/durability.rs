@@ -2,7 +2,8 @@
 //! so that a neighbour or a slow drift touches every mode, not one), each run watched for
 //! interference, until each has the clean runs asked for and their mean latencies agree within
 //! [`STABLE_SPREAD`](crate::sweep::STABLE_SPREAD), or [`max_attempts`](crate::sweep::max_attempts)
-//! runs. `plumb io durability` and the lab's durability step both run through here.
+//! runs. `plumb io durability` (one directory or several side by side) and the lab's
+//! durability step both run through here.
 
 use crate::sweep::{devices_under, max_attempts, STABLE_SPREAD};
 use plumb_analyze::durability::{ModeRep, Probed};
@@ -32,15 +33,37 @@ pub fn run(
     reps: u32,
     on_run: &mut dyn FnMut(&str, usize, usize),
 ) -> plumb_load::Result<Probed> {
-    let mut probe = Probe::open(o)?;
+    let mut v = run_many(std::slice::from_ref(o), block_sizes, reps, on_run)?;
+    Ok(v.remove(0))
+}
+
+/// Probe several directories (candidate log devices) side by side: the same modes and block
+/// sizes, interleaved across the directories within each round, so that whatever else happens
+/// on the host touches every candidate alike. One result per directory, in order.
+pub fn run_many(
+    opts: &[ProbeOptions],
+    block_sizes: &[u32],
+    reps: u32,
+    on_run: &mut dyn FnMut(&str, usize, usize),
+) -> plumb_load::Result<Vec<Probed>> {
     let root = plumb_sys::Root::host();
-    let scope = Scope::new(
-        root.clone(),
-        devices_under(&root, &[probe.file().to_path_buf()]),
-    );
-    let mut cells: Vec<(Durability, u32, Vec<ModeRep>)> = block_sizes
+    let mut probes = Vec::new();
+    for o in opts {
+        let p = Probe::open(o)?;
+        let scope = Scope::new(
+            root.clone(),
+            devices_under(&root, &[p.file().to_path_buf()]),
+        );
+        probes.push((p, scope, o.path.display().to_string()));
+    }
+    // (probe, mode, block size, runs), in report order within each probe.
+    let mut cells: Vec<(usize, Durability, u32, Vec<ModeRep>)> = block_sizes
         .iter()
-        .flat_map(|&bs| modes().into_iter().map(move |m| (m, bs, Vec::new())))
+        .flat_map(|&bs| {
+            modes()
+                .into_iter()
+                .flat_map(move |m| (0..opts.len()).map(move |i| (i, m, bs, Vec::new())))
+        })
         .collect();
     let reps = reps.max(1);
     let limit = max_attempts(reps);
@@ -48,8 +71,8 @@ pub fn run(
     loop {
         let mut ran = false;
         for i in 0..cells.len() {
-            let (mode, bs) = (cells[i].0, cells[i].1);
-            if settled(&cells[i].2, reps) || cells[i].2.len() as u32 >= limit {
+            let (p, mode, bs) = (cells[i].0, cells[i].1, cells[i].2);
+            if settled(&cells[i].3, reps) || cells[i].3.len() as u32 >= limit {
                 continue;
             }
             // Runs still wanted: each cell's missing clean runs.
@@ -57,19 +80,25 @@ pub fn run(
                 + cells
                     .iter()
                     .map(|c| {
-                        let clean = c.2.iter().filter(|r| r.is_clean()).count() as u32;
-                        if settled(&c.2, reps) {
+                        let clean = c.3.iter().filter(|r| r.is_clean()).count() as u32;
+                        if settled(&c.3, reps) {
                             0
                         } else {
                             reps.saturating_sub(clean).max(1) as usize
                         }
                     })
                     .sum::<usize>();
-            on_run(&format!("{} KiB {mode}", bs / 1024), made, planned);
-            let watch = Watch::start(&scope);
+            let label = if probes.len() > 1 {
+                format!("{} · {} KiB {mode}", probes[p].2, bs / 1024)
+            } else {
+                format!("{} KiB {mode}", bs / 1024)
+            };
+            on_run(&label, made, planned);
+            let (probe, scope, _) = &mut probes[p];
+            let watch = Watch::start(scope);
             let m = probe.run_mode(mode, bs)?;
             let w = watch.finish();
-            cells[i].2.push(ModeRep::of(&m, Some(w)));
+            cells[i].3.push(ModeRep::of(&m, Some(w)));
             made += 1;
             ran = true;
         }
@@ -78,11 +107,19 @@ pub fn run(
         }
     }
     on_run("done", made, made);
-    Ok(Probed {
-        file: probe.file().to_path_buf(),
-        repetitions: reps,
-        modes: cells,
-        trace_unavailable: probe.trace_unavailable().map(str::to_string),
-        journal_followed: probe.journal_followed(),
-    })
+    Ok(probes
+        .iter()
+        .enumerate()
+        .map(|(i, (probe, _, _))| Probed {
+            file: probe.file().to_path_buf(),
+            repetitions: reps,
+            modes: cells
+                .iter()
+                .filter(|c| c.0 == i)
+                .map(|c| (c.1, c.2, c.3.clone()))
+                .collect(),
+            trace_unavailable: probe.trace_unavailable().map(str::to_string),
+            journal_followed: probe.journal_followed(),
+        })
+        .collect())
 }

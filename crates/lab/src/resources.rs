@@ -17,6 +17,8 @@ pub const LAB_MARKER: &str = "plumb-lab.pid";
 pub struct Resources {
     pub pressure: Option<PressureChild>,
     pub scratch_db: Option<ScratchDb>,
+    /// A second private instance an experiment needs for a while (the O_DIRECT WAL loops).
+    pub second_instance: Option<Instance>,
     pub instance: Option<Instance>,
     pub work: Option<WorkDir>,
     pub cgroup: Option<plumb_load::labcg::LabCgroup>,

@@ -105,6 +105,14 @@ impl Background {
         }
     }
 
+    /// Count this process's tree as the job's own in the phases watched from now on (a
+    /// server the job started, which is not its child).
+    pub fn also_own(&mut self, pid: u32) {
+        if let Some(s) = self.scope.as_mut() {
+            s.also_own.push(pid);
+        }
+    }
+
     /// Watch every phase begun from now on for interference: other processes' I/O on the
     /// scope's devices and their CPU, steal (see `plumb_analyze::interference`).
     pub fn watch_phases(&mut self, scope: crate::watch::Scope) {

@@ -616,6 +616,44 @@ impl Render for plumb_analyze::durability::DurabilityReport {
     }
 }
 
+impl Render for plumb_analyze::durability::Comparison {
+    const KIND: &'static str = "io_durability_comparison";
+
+    /// Each candidate's report, then the comparison.
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        for p in &self.probes {
+            p.text(out)?;
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "Side by side (modes ran interleaved across the directories; compared only beyond the clean runs' spread)"
+        )?;
+        for n in &self.comparison {
+            writeln!(out, "  - {}", n.text)?;
+        }
+        Ok(())
+    }
+
+    /// Every candidate's runs, with its path first.
+    fn table(&self) -> Option<Table> {
+        let mut headers = vec!["path".to_string()];
+        let mut rows = Vec::new();
+        for p in &self.probes {
+            let t = p.table()?;
+            if headers.len() == 1 {
+                headers.extend(t.headers);
+            }
+            rows.extend(t.rows.into_iter().map(|r| {
+                std::iter::once(p.path.display().to_string())
+                    .chain(r)
+                    .collect()
+            }));
+        }
+        Some(Table { headers, rows })
+    }
+}
+
 fn spread_ms(s: Option<plumb_analyze::sweep::Spread>) -> String {
     s.map(|s| {
         format!(

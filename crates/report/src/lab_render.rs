@@ -304,7 +304,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 let c = lat_cols(&l.commit);
                 vec![
                     name,
-                    l.wal_sync_method.clone(),
+                    l.configuration(),
                     l.iterations.to_string(),
                     l.insert_ms
                         .as_ref()

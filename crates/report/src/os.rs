@@ -488,6 +488,7 @@ fn write_storage(s: &StorageSection, out: &mut dyn Write) -> io::Result<()> {
             plumb_sys::block::DeviceKind::DeviceMapper => "device-mapper",
             plumb_sys::block::DeviceKind::Md => "md raid",
             plumb_sys::block::DeviceKind::Loop => "loop",
+            plumb_sys::block::DeviceKind::Pmem => "persistent memory",
             plumb_sys::block::DeviceKind::Other => "block device",
         };
         let mut d = format!("{} · {kind}", l.name);

@@ -156,7 +156,8 @@ fn lab_report_html() {
     let sample = plumb_sys::snapshot::collect(&root, &[812], None).unwrap();
     let single = |method: &str, us: u64| LoopResult {
         scenario: "single".into(),
-        wal_sync_method: method.into(),
+        wal_sync_method: method.trim_end_matches("+O_DIRECT").into(),
+        wal_direct: method.ends_with("+O_DIRECT"),
         iterations: 2,
         rows_per_iteration: 100,
         commits_per_iteration: 100,

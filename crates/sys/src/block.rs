@@ -104,6 +104,9 @@ pub struct QueueInfo {
     pub nr_requests: Option<u64>,
     pub read_ahead_bytes: Option<u64>,
     pub max_sectors_bytes: Option<u64>,
+    /// The device can be mapped directly (DAX): persistent memory, whose file systems can
+    /// bypass the page cache (`queue/dax`).
+    pub dax: Option<bool>,
 }
 
 pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
@@ -162,6 +165,7 @@ fn read_queue(dir: &Path) -> Result<Option<QueueInfo>> {
         nr_requests: num("nr_requests")?,
         read_ahead_bytes: num("read_ahead_kb")?.map(|k| k * 1024),
         max_sectors_bytes: num("max_sectors_kb")?.map(|k| k * 1024),
+        dax: flag("dax")?,
     }))
 }
 
@@ -173,6 +177,9 @@ pub enum DeviceKind {
     DeviceMapper,
     Md,
     Loop,
+    /// Persistent memory (NVDIMM) exposed by libnvdimm as `pmemN`: byte-addressable, no
+    /// volatile device cache to flush.
+    Pmem,
     Other,
 }
 
@@ -332,6 +339,13 @@ pub fn resolve_stack(root: &Root, top: &str) -> Result<DeviceStack> {
             } else if name.starts_with("loop") {
                 layer.kind = DeviceKind::Loop;
                 layer.detail = read_trim(&dir.join("loop/backing_file"));
+            } else if name.starts_with("pmem") {
+                layer.kind = DeviceKind::Pmem;
+                layer.detail = layer
+                    .queue
+                    .as_ref()
+                    .and_then(|q| q.dax)
+                    .map(|d| if d { "DAX-capable" } else { "no DAX" }.to_string());
             } else if slaves.is_empty() {
                 layer.kind = DeviceKind::Disk;
             }
@@ -499,6 +513,10 @@ pub(crate) mod tests {
             "1",
             "[mq-deadline] none",
         );
+        // Persistent memory from libnvdimm's region0 (namespace0.0), DAX-capable.
+        let pmem = "/sys/devices/LNXSYSTM:00/LNXSYBUS:00/ACPI0012:00/ndbus0/region0/namespace0.0/block/pmem0";
+        disk(pmem, "pmem0", "259:4", "write through", "0", "0", "none");
+        put(root, &format!("{pmem}/queue/dax"), "1\n");
         let md = "/sys/devices/virtual/block/md0";
         disk(md, "md0", "9:0", "write back", "0", "1", "none");
         put(root, &format!("{md}/md/level"), "raid1\n");
@@ -540,6 +558,21 @@ pub(crate) mod tests {
         );
         assert_eq!(parse_scheduler("none").0.as_deref(), Some("none"));
         assert_eq!(parse_scheduler("none kyber").0, None);
+    }
+
+    #[test]
+    fn persistent_memory_is_named_with_its_dax() {
+        let d = tempfile::tempdir().unwrap();
+        fake_sysfs(d.path());
+        let root = Root::new(d.path());
+        let s = resolve_stack(&root, "pmem0").unwrap();
+        assert_eq!(s.layers[0].kind, DeviceKind::Pmem);
+        assert_eq!(s.layers[0].detail.as_deref(), Some("DAX-capable"));
+        assert_eq!(s.layers[0].queue.as_ref().unwrap().dax, Some(true));
+        assert_eq!(s.disks, ["pmem0"]);
+        // Other disks say nothing about DAX when sysfs does not.
+        let s = resolve_stack(&root, "sdb").unwrap();
+        assert_eq!(s.layers[0].queue.as_ref().unwrap().dax, None);
     }
 
     #[test]

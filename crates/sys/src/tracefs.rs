@@ -352,11 +352,9 @@ fn plumb_instances(tracefs: &Path) -> Vec<(u32, PathBuf)> {
     rd.flatten()
         .filter_map(|e| {
             let n = e.file_name();
-            let pid = n
-                .to_str()?
-                .strip_prefix(INSTANCE_PREFIX)?
-                .parse::<u32>()
-                .ok()?;
+            // `plumb-PID`, or `plumb-PID-N` for a process's further sessions.
+            let rest = n.to_str()?.strip_prefix(INSTANCE_PREFIX)?;
+            let pid = rest.split('-').next()?.parse::<u32>().ok()?;
             Some((pid, e.path()))
         })
         .collect()
@@ -454,9 +452,14 @@ impl BlockTrace {
         let _lock = TraceLock::take()?;
         let dir = tracefs_dir()?;
         remove_dead_instances(&dir);
-        let instance = dir
-            .join("instances")
-            .join(format!("{INSTANCE_PREFIX}{}", std::process::id()));
+        // One process may trace several devices at once (probes of several directories).
+        static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = match n {
+            0 => format!("{INSTANCE_PREFIX}{}", std::process::id()),
+            n => format!("{INSTANCE_PREFIX}{}-{n}", std::process::id()),
+        };
+        let instance = dir.join("instances").join(name);
         fs::create_dir(&instance)
             .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
         let mut t = BlockTrace {

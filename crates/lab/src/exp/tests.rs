@@ -49,7 +49,8 @@ fn report() -> LabReport {
 fn single(method: &str, commit_us: Vec<u64>, flushes: Option<f64>) -> LoopResult {
     LoopResult {
         scenario: "single".into(),
-        wal_sync_method: method.into(),
+        wal_sync_method: method.trim_end_matches("+O_DIRECT").into(),
+        wal_direct: method.ends_with("+O_DIRECT"),
         iterations: 2,
         rows_per_iteration: 100,
         commits_per_iteration: 100,
@@ -276,5 +277,57 @@ fn findings_from_a_disturbed_phase_are_lowered_and_say_why() {
     assert_eq!(
         rule(&f, "engine-memory-in-swap").unwrap().severity,
         Severity::Critical
+    );
+}
+
+fn bulk(method: &str, ins_us: &[u64], flushes: f64) -> LoopResult {
+    LoopResult {
+        scenario: "bulk".into(),
+        iterations: ins_us.len() as u32,
+        rows_per_iteration: 10_000,
+        commits_per_iteration: 1,
+        insert_ms: Latency::from_us(ins_us),
+        commit: None,
+        flushes_per_commit: Some(flushes),
+        ..single(method, vec![], None)
+    }
+}
+
+#[test]
+fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
+    let mut r = report();
+    let mut s1 = single("fdatasync", vec![390; 100], Some(1.14));
+    s1.insert_ms = Latency::from_us(&[36_000, 39_000, 41_000, 38_000]);
+    let mut s2 = single("open_datasync+O_DIRECT", vec![350; 100], Some(1.14));
+    s2.insert_ms = Latency::from_us(&[33_000, 37_000, 36_000, 40_000]);
+    r.loops = vec![
+        bulk("fdatasync", &[75_000, 78_000, 80_000], 21.0),
+        bulk(
+            "open_datasync+O_DIRECT",
+            &[300_000, 320_000, 330_000],
+            1690.0,
+        ),
+        s1,
+        s2,
+    ];
+    let f = findings(&r);
+    let w = rule(&f, "wal-sync-method").unwrap();
+    assert!(
+        w.statement
+            .contains("10,000-row transactions: 4.10x faster with fdatasync"),
+        "{}",
+        w.statement
+    );
+    assert!(
+        w.statement
+            .contains("single-row commits: not distinguishable on this host"),
+        "{}",
+        w.statement
+    );
+    assert!(
+        w.statement
+            .contains("cost the same cache FLUSHes per commit"),
+        "{}",
+        w.statement
     );
 }

@@ -691,6 +691,65 @@ mod tests {
     }
 
     #[test]
+    fn persistent_memory_and_dax_mounts_are_recognised() {
+        use plumb_sys::block::{BlockDevice, DeviceKind, DeviceStack};
+        let pmem = BlockDevice {
+            name: "pmem0".into(),
+            dev: None,
+            kind: DeviceKind::Pmem,
+            detail: Some("DAX-capable".into()),
+            size_bytes: Some(16 << 30),
+            model: None,
+            lower: vec![],
+            queue: Some(QueueInfo {
+                write_cache: Some("write back".into()),
+                fua: Some(false),
+                dax: Some(true),
+                ..Default::default()
+            }),
+        };
+        let snap = |opts: &[&str]| plumb_sys::snapshot::PathSnapshot {
+            requested: "/pmem/wal".into(),
+            canonical: "/pmem/wal".into(),
+            mount: plumb_sys::mount::MountEntry {
+                mount_id: 1,
+                parent_id: 0,
+                dev: plumb_sys::DevNum {
+                    major: 259,
+                    minor: 4,
+                },
+                root: "/".into(),
+                mount_point: "/pmem".into(),
+                mount_options: vec!["rw".into()],
+                fs_type: "xfs".into(),
+                source: "/dev/pmem0".into(),
+                super_options: opts.iter().map(|o| o.to_string()).collect(),
+            },
+            device: Some("pmem0".into()),
+            stack: Some(DeviceStack {
+                top: "pmem0".into(),
+                layers: vec![pmem.clone()],
+                disks: vec!["pmem0".into()],
+            }),
+            fs_size_bytes: None,
+            fs_available_bytes: None,
+            diskstats: vec![],
+        };
+        let s = storage_section(&snap(&["dax=always"]), None);
+        assert!(s.pmem);
+        assert_eq!(s.dax.as_deref(), Some("dax=always"));
+        // Not the volatile-cache line the queue's "write back" would give a disk.
+        let line = s.durability.unwrap();
+        assert!(
+            line.contains("bypassing the page cache") && line.contains("no FLUSH or FUA"),
+            "{line}"
+        );
+        let s = storage_section(&snap(&["dax=never"]), None);
+        assert!(s.pmem && s.dax.is_none());
+        assert!(s.durability.unwrap().contains("no DAX"));
+    }
+
+    #[test]
     fn durability_lines() {
         let q = |wc: &str, fua| QueueInfo {
             write_cache: Some(wc.into()),

@@ -112,6 +112,12 @@ fn delta_against_a_private_postgres() {
         );
         assert_eq!(r["modes"][0]["mode"], "cold");
         assert_eq!(r["modes"][1]["mode"], "warm");
+        // Every run was watched for other work on the host.
+        for m in r["modes"].as_array().unwrap() {
+            for run in m["runs"].as_array().unwrap() {
+                assert!(run["interference"]["verdict"].is_string(), "{run:#}");
+            }
+        }
         let table = 40.0 * 1048576.0;
         let cold_disk = median(&r, "disk", None, "read_bytes", 0).expect("cold disk reads");
         let warm_disk = median(&r, "disk", None, "read_bytes", 1).unwrap_or(0.0);

@@ -21,6 +21,10 @@ pub struct RunDelta {
     #[serde(serialize_with = "ser_values")]
     pub values: BTreeMap<Key, f64>,
     pub notes: Vec<String>,
+    /// Whether other work used the host's disks or CPUs during the run, with the evidence
+    /// (None: not watched).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interference: Option<crate::interference::Interference>,
 }
 
 fn ser_values<S: serde::Serializer>(v: &BTreeMap<Key, f64>, s: S) -> Result<S::Ok, S::Error> {
@@ -453,7 +457,41 @@ pub fn summarize(
         .and_then(|e| e.settings.get("block_size"))
         .and_then(|b| b.parse::<f64>().ok())
         .unwrap_or(8192.0);
-    notes.extend(findings(&modes, &rows, block));
+    // Runs that other work disturbed: named with the evidence, and what is read from the
+    // figures is lowered to info (the medians include those runs).
+    let mut disturbed = 0;
+    for m in &modes {
+        for (i, r) in m.runs.iter().enumerate() {
+            if let Some(w) = r.interference.as_ref().filter(|w| !w.is_clean()) {
+                disturbed += 1;
+                notes.push(
+                    Note::new(
+                        Level::Warn,
+                        "run-disturbed",
+                        format!(
+                            "{} run {}: measured while other work used the host — {}",
+                            m.mode,
+                            i + 1,
+                            w.evidence()
+                        ),
+                    )
+                    .with("run", (i + 1) as f64),
+                );
+            }
+        }
+    }
+    let mut read = findings(&modes, &rows, block);
+    if disturbed > 0 {
+        for n in &mut read {
+            if n.level == Level::Warn {
+                n.level = Level::Info;
+                n.text.push_str(
+                    " (lowered to info: a run was disturbed by other work on the host, and the medians include it)",
+                );
+            }
+        }
+    }
+    notes.extend(read);
     DeltaReport {
         target,
         engine,
@@ -775,5 +813,36 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.text.contains("did not stay cached")));
+
+        // The same, with the warm run disturbed by a neighbour: named, and the reading lowered.
+        let mut m = modes(96.0 * 1048576.0);
+        m[1].runs[0].interference = Some(crate::interference::Interference {
+            verdict: crate::interference::Verdict::Disturbed,
+            window_s: 0.3,
+            devices: vec!["vda".into()],
+            device_read_bytes: 400 << 20,
+            device_write_bytes: 0,
+            device_flushes: 0,
+            own_read_bytes: 96 << 20,
+            own_write_bytes: 0,
+            own_cpu_s: 0.1,
+            others_cpu_s: 0.2,
+            neighbours: vec![],
+            steal_pct: None,
+            idle_pct: None,
+            notes: vec![Note::new(
+                Level::Warn,
+                "neighbour-io",
+                "vda read 400 MiB; plumb read 96 MiB; PID 77 (fio) read 304 MiB",
+            )],
+        });
+        let d = sum(m);
+        let named = d.notes.iter().find(|n| n.code == "run-disturbed").unwrap();
+        assert!(named.text.contains("warm run 1") && named.text.contains("PID 77 (fio)"));
+        assert!(d
+            .notes
+            .iter()
+            .filter(|n| n.code != "run-disturbed" && n.code != "delta-run-note")
+            .all(|n| n.level == Level::Info));
     }
 }

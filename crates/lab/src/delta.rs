@@ -451,6 +451,12 @@ fn measured_run(
 ) -> Result<RunDelta> {
     let mut session = session_for(wh, w)?;
     let backend = session.as_ref().and_then(|s| s.local_pid());
+    // The run is watched: the server's processes and plumb's (a command's too) are its own.
+    let watch = plumb_record::watch::Watch::start(&plumb_record::watch::Scope {
+        root: root.clone(),
+        devices: ctx.disks.clone(),
+        also_own: ctx.server_pid.into_iter().collect(),
+    });
     let os_before = os_snapshot(root, ctx, backend);
     let eng_before = obs.snapshot()?;
     let children_before = plumb_sys::os::children_cpu_s();
@@ -472,6 +478,7 @@ fn measured_run(
     let os_after = os_snapshot(root, ctx, backend);
     let mut run = RunDelta {
         elapsed_s: elapsed.as_secs_f64(),
+        interference: Some(watch.finish()),
         ..Default::default()
     };
     delta::subtract(&os_before, &os_after, &mut run);

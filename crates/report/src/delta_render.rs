@@ -157,6 +157,26 @@ impl Render for DeltaReport {
             format!("{} runs, median [min..max]", self.repeat)
         };
         writeln!(out, "runs        {runs} per mode")?;
+        let all: Vec<_> = self.modes.iter().flat_map(|m| &m.runs).collect();
+        let watched = all.iter().filter(|r| r.interference.is_some()).count();
+        let disturbed = all
+            .iter()
+            .filter(|r| r.interference.as_ref().is_some_and(|w| !w.is_clean()))
+            .count();
+        if watched > 0 {
+            if disturbed == 0 {
+                writeln!(
+                    out,
+                    "verdict     clean (no other work used the disks or the CPUs during any run)"
+                )?;
+            } else {
+                writeln!(
+                    out,
+                    "verdict     DISTURBED: {disturbed} of {} runs ran beside other work (notes below)",
+                    all.len()
+                )?;
+            }
+        }
         for m in &self.modes {
             if !m.preparation.is_empty() {
                 writeln!(out, "{:<12}{}", m.mode, m.preparation.join("; "))?;

@@ -96,12 +96,18 @@ pub fn downgrade_if_disturbed(
     if disturbed.is_empty() {
         return;
     }
-    for w in &disturbed {
-        if let Some(i) = &w.interference {
-            f.evidence
-                .push(format!("{} was disturbed: {}", w.phase, i.evidence()));
-        }
-    }
+    // One line: which phases, and who (the phases table has each one's evidence).
+    let names: Vec<&str> = disturbed.iter().map(|w| w.phase.as_str()).collect();
+    let who = disturbed
+        .iter()
+        .filter_map(|w| w.interference.as_ref())
+        .find_map(|i| i.neighbours.first())
+        .map(|n| format!("; the busiest other process: PID {} ({})", n.pid, n.comm))
+        .unwrap_or_default();
+    f.evidence.push(format!(
+        "measured while other work used the host, in: {}{who} (the phases table gives each phase's evidence)",
+        names.join(", ")
+    ));
     f.numbers
         .insert("disturbed_phases".into(), disturbed.len() as f64);
     if f.severity > plumb_analyze::lab::Severity::Info {

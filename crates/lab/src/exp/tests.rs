@@ -267,7 +267,9 @@ fn findings_from_a_disturbed_phase_are_lowered_and_say_why() {
         assert_eq!(x.severity, Severity::Info, "{name}");
         assert!(x.statement.contains("lowered to info"), "{}", x.statement);
         assert!(
-            x.evidence.iter().any(|e| e.contains("PID 4321 (fio)")),
+            x.evidence
+                .iter()
+                .any(|e| e.contains("in: ") && e.contains("PID 4321 (fio)")),
             "{:?}",
             x.evidence
         );

@@ -577,20 +577,43 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
         }
     }
     if modes.len() == 2 {
-        if let (Some(a), Some(b)) = (
-            median_of(rows, "run", "", "elapsed_s", 0),
-            median_of(rows, "run", "", "elapsed_s", 1),
-        ) {
-            if a > 0.0 && b > 0.0 {
-                let (slow, fast, r) = if a >= b { (0, 1, a / b) } else { (1, 0, b / a) };
-                out.push(Note::new(
-                    Level::Info,
-                    "runs-differ",
-                    format!(
-                        "{} took {:.2}x as long as {} (median elapsed)",
-                        modes[slow].mode, r, modes[fast].mode
-                    ),
-                ));
+        let stat = |i: usize| {
+            rows.iter()
+                .find(|r| r.group == "run" && r.object.is_empty() && r.metric == "elapsed_s")
+                .and_then(|r| r.stats.get(i).cloned().flatten())
+        };
+        if let (Some(a), Some(b)) = (stat(0), stat(1)) {
+            if a.median > 0.0 && b.median > 0.0 {
+                let (slow, fast) = if a.median >= b.median { (0, 1) } else { (1, 0) };
+                let (s, f) = if slow == 0 { (&a, &b) } else { (&b, &a) };
+                let r = s.median / f.median;
+                // Said only beyond the runs' spread: every run of one mode slower than every
+                // run of the other (with one run each, by more than 10%).
+                let apart = if s.values.len() >= 2 && f.values.len() >= 2 {
+                    s.min > f.max
+                } else {
+                    r > 1.10
+                };
+                out.push(if apart {
+                    Note::new(
+                        Level::Info,
+                        "runs-differ",
+                        format!(
+                            "{} took {:.2}x as long as {} (median elapsed)",
+                            modes[slow].mode, r, modes[fast].mode
+                        ),
+                    )
+                } else {
+                    Note::new(
+                        Level::Info,
+                        "runs-not-distinguishable",
+                        format!(
+                            "{} and {} took about as long: {:.3} s and {:.3} s (median elapsed), not distinguishable on this host (their runs' ranges overlap, or one run each within 10%)",
+                            modes[slow].mode, modes[fast].mode, s.median, f.median
+                        ),
+                    )
+                }
+                .with("ratio", r));
             }
         }
     }
@@ -813,6 +836,45 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.text.contains("did not stay cached")));
+
+        // Elapsed times whose runs overlap are not called different.
+        let timed = |mode: &str, secs: &[f64]| ModeRuns {
+            mode: mode.into(),
+            preparation: vec![],
+            runs: secs
+                .iter()
+                .map(|s| {
+                    let mut r = RunDelta {
+                        elapsed_s: *s,
+                        ..Default::default()
+                    };
+                    derive(&mut r, None);
+                    r
+                })
+                .collect(),
+        };
+        let close = summarize(
+            "t".into(),
+            None,
+            "w".into(),
+            3,
+            vec![
+                timed("cold", &[1.0, 1.3, 1.1]),
+                timed("warm", &[0.95, 1.05, 1.2]),
+            ],
+            vec![],
+            1.0,
+            false,
+        );
+        assert!(
+            close
+                .notes
+                .iter()
+                .any(|n| n.code == "runs-not-distinguishable"),
+            "{:?}",
+            close.notes
+        );
+        assert!(!close.notes.iter().any(|n| n.code == "runs-differ"));
 
         // The same, with the warm run disturbed by a neighbour: named, and the reading lowered.
         let mut m = modes(96.0 * 1048576.0);

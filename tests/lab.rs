@@ -632,6 +632,13 @@ fn pressure_and_write_throttle_change_the_results() {
         with < base * 0.8,
         "tps {base} → {with} under a 1 MB/s write throttle"
     );
+    // A fall that large is beyond the runs' per-second spread, and said so.
+    assert!(t["baseline"]["tps_p10"].as_f64().is_some());
+    assert_eq!(
+        t["notes"][0]["code"], "pgbench-compared",
+        "{:#}",
+        t["notes"]
+    );
     // The page shows both experiments.
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(

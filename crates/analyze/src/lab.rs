@@ -118,6 +118,10 @@ pub struct Pgbench {
     pub transactions: u64,
     pub failed: u64,
     pub tps: f64,
+    /// Transactions per second over the run's whole seconds, 10th and 90th percentiles (from
+    /// the transaction log): the run's own spread, against which a change is judged.
+    pub tps_p10: Option<f64>,
+    pub tps_p90: Option<f64>,
     /// Per transaction, from pgbench's transaction log.
     pub latency: Option<Latency>,
     pub wal_sync_method: String,
@@ -214,7 +218,8 @@ pub struct Experiment {
     pub baseline: Option<Pgbench>,
     pub changed: Option<Pgbench>,
     pub window: Option<Window>,
-    /// What changed, with its figures (`pgbench-compared`, `swap-hides-shared-memory`).
+    /// What changed, with its figures (`pgbench-compared` or `pgbench-not-distinguishable`,
+    /// `swap-hides-shared-memory`).
     pub notes: Vec<crate::Note>,
 }
 

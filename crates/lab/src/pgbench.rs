@@ -130,27 +130,49 @@ impl PgbenchRun {
         p.clients = clients;
         p.threads = threads.min(clients);
         p.duration_s = d.as_secs() as f64;
-        p.latency = Latency::from_us(&take_latencies(work)?);
+        let (lat, per_second) = take_log(work)?;
+        p.latency = Latency::from_us(&lat);
+        (p.tps_p10, p.tps_p90) = tps_spread(&per_second);
         Ok(Some(p))
     }
 }
 
-/// Per-transaction latencies from pgbench's transaction logs (the third field, µs); the logs
-/// are removed.
-fn take_latencies(work: &Path) -> Result<Vec<u64>> {
+/// Per-transaction latencies from pgbench's transaction logs (the third field, µs) and the
+/// transactions finished in each second (the fifth field, epoch seconds); the logs are removed.
+fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u64>)> {
     let mut lat = Vec::new();
+    let mut per_second = std::collections::BTreeMap::new();
     for e in std::fs::read_dir(work)?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if name.starts_with("pgbench_log") {
             let text = std::fs::read_to_string(e.path())?;
-            lat.extend(
-                text.lines()
-                    .filter_map(|l| l.split_whitespace().nth(2)?.parse::<u64>().ok()),
-            );
+            for l in text.lines() {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                if let Some(us) = f.get(2).and_then(|x| x.parse::<u64>().ok()) {
+                    lat.push(us);
+                }
+                if let Some(sec) = f.get(4).and_then(|x| x.parse::<u64>().ok()) {
+                    *per_second.entry(sec).or_insert(0) += 1;
+                }
+            }
             let _ = std::fs::remove_file(e.path());
         }
     }
-    Ok(lat)
+    Ok((lat, per_second))
+}
+
+/// The 10th and 90th percentiles of the transactions per second over the run's whole seconds
+/// (the first and last, partial, left out); None with fewer than five.
+pub fn tps_spread(per_second: &std::collections::BTreeMap<u64, u64>) -> (Option<f64>, Option<f64>) {
+    let mut v: Vec<u64> = per_second.values().copied().collect();
+    if v.len() < 7 {
+        return (None, None);
+    }
+    v.remove(0);
+    v.pop();
+    v.sort_unstable();
+    let q = |p: f64| v[((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1] as f64;
+    (Some(q(0.10)), Some(q(0.90)))
 }
 
 /// A pgbench that ran nothing (the baseline when the workload did not run).
@@ -165,6 +187,8 @@ pub fn empty(scale: u32) -> Pgbench {
         transactions: 0,
         failed: 0,
         tps: 0.0,
+        tps_p10: None,
+        tps_p90: None,
         latency: None,
         wal_sync_method: "fdatasync".into(),
     }
@@ -240,6 +264,29 @@ tps = 95.5 (excluding connections establishing)
         assert_eq!(p.transactions, 100);
         assert_eq!(p.tps, 95.5);
         assert!(super::parse_pgbench("pgbench: error: connection refused").is_none());
+    }
+
+    #[test]
+    fn per_second_spread_leaves_out_the_partial_edges() {
+        // Ten seconds: a partial first and last, one slow second among eight.
+        let m: std::collections::BTreeMap<u64, u64> = [
+            (100, 50),
+            (101, 1000),
+            (102, 1010),
+            (103, 990),
+            (104, 300),
+            (105, 1005),
+            (106, 995),
+            (107, 1002),
+            (108, 998),
+            (109, 40),
+        ]
+        .into_iter()
+        .collect();
+        let (p10, p90) = super::tps_spread(&m);
+        assert_eq!((p10, p90), (Some(300.0), Some(1010.0)));
+        let short: std::collections::BTreeMap<u64, u64> = (0..5).map(|i| (i, 10)).collect();
+        assert_eq!(super::tps_spread(&short), (None, None));
     }
 
     #[test]

@@ -207,6 +207,8 @@ fn lab_report_html() {
             transactions: 12_000,
             failed: 0,
             tps: 1200.0,
+            tps_p10: Some(1100.0),
+            tps_p90: Some(1290.0),
             latency: Latency::from_us(&(1..=500).map(|i| i * 10).collect::<Vec<_>>()),
             wal_sync_method: "fdatasync".into(),
         }),

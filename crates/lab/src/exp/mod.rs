@@ -383,7 +383,23 @@ pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> plumb_analyze::Note {
         ),
         _ => format!("tps {:.0} → {:.0}{change_text}", base.tps, with.tps),
     };
-    let mut n = plumb_analyze::Note::new(plumb_analyze::Level::Info, "pgbench-compared", text)
+    // A change is stated only beyond the runs' own per-second spread: every second of the
+    // busier 80% of one run faster than the other's (p10 above the other's p90).
+    let apart = match (base.tps_p10, base.tps_p90, with.tps_p10, with.tps_p90) {
+        (Some(b10), Some(b90), Some(w10), Some(w90)) => w90 < b10 || w10 > b90,
+        _ => change.is_some_and(|c| c.abs() > 10.0),
+    };
+    let (code, text) = if apart {
+        ("pgbench-compared", text)
+    } else {
+        (
+            "pgbench-not-distinguishable",
+            format!(
+                "{text}: not distinguishable on this host (the runs' per-second tps overlap between their 10th and 90th percentiles)"
+            ),
+        )
+    };
+    let mut n = plumb_analyze::Note::new(plumb_analyze::Level::Info, code, text)
         .with("baseline_tps", base.tps)
         .with("tps", with.tps);
     if let Some(c) = change {

@@ -523,7 +523,7 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
                 format!(
                     "{} {}: INS median {}, {} FLUSH per commit",
                     l.scenario,
-                    l.wal_sync_method,
+                    l.configuration(),
                     l.insert_ms
                         .as_ref()
                         .map(|x| format!("{:.2} ms", x.p50_ms))

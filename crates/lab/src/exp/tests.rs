@@ -332,4 +332,12 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
         "{}",
         w.statement
     );
+    // Each configuration's evidence line names it, O_DIRECT included.
+    assert!(
+        w.evidence
+            .iter()
+            .any(|e| e.starts_with("bulk open_datasync+O_DIRECT: INS median")),
+        "{:?}",
+        w.evidence
+    );
 }

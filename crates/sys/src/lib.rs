@@ -20,6 +20,7 @@ pub mod mem;
 pub mod memsnap;
 pub mod mount;
 pub mod os;
+pub mod perf;
 pub mod pressure;
 pub mod process;
 pub mod rawsample;

@@ -437,6 +437,39 @@ fn unmount_if_last(tracefs: &Path) {
     let _ = fs::remove_file(note);
 }
 
+/// The tracepoints of one subsystem whose names start with `prefix`, with their ids (for
+/// perf_event_open), from this kernel's tracefs: `("sys_enter_read", 842)`. tracefs is mounted
+/// for the read when it is not, and unmounted again unless another plumb traces. Needs root.
+pub fn tracepoint_ids(subsystem: &str, prefix: &str) -> Result<Vec<(String, u64)>, String> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("reading the kernel's tracepoints needs root".into());
+    }
+    let _lock = TraceLock::take()?;
+    let dir = tracefs_dir()?;
+    let sub = dir.join("events").join(subsystem);
+    let out = match fs::read_dir(&sub) {
+        Ok(rd) => {
+            let mut v: Vec<(String, u64)> = rd
+                .flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.to_string();
+                    if !name.starts_with(prefix) {
+                        return None;
+                    }
+                    let id = fs::read_to_string(e.path().join("id")).ok()?;
+                    Some((name, id.trim().parse().ok()?))
+                })
+                .collect();
+            v.sort();
+            Ok(v)
+        }
+        Err(e) => Err(format!("{}: {e}", sub.display())),
+    };
+    unmount_if_last(&dir);
+    out
+}
+
 impl BlockTrace {
     /// Start counting requests issued to `devs` (whole disks), and with `follow`, the bios the
     /// followed process submits and the journal commits its syncs on the file wait for. Needs

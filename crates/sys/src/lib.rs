@@ -26,6 +26,7 @@ pub mod process;
 pub mod rawsample;
 pub mod smaps;
 pub mod snapshot;
+pub mod syscalls;
 pub mod tracefs;
 pub mod zram;
 

@@ -59,32 +59,9 @@ impl Experiment for Loops {
             if cx.server.is_private() {
                 set_wal_sync_method(admin.as_mut(), sess.as_mut(), obs.as_mut(), method)?;
             }
-            for scenario in [Scenario::Bulk, Scenario::Single] {
-                cx.recorder
-                    .mark(&format!("loop {} {method}", scenario.name()), None);
-                let iterations = match scenario {
-                    Scenario::Bulk => cx.plan.bulk_iterations,
-                    Scenario::Single => cx.plan.single_iterations,
-                };
-                let open = cx.recorder.begin_at(
-                    &format!("{}, {method}", scenario.what()),
-                    PhaseKind::Workload,
-                    cx.recorder.now_s(),
-                );
-                let (r, t0, t1) = run_loop(
-                    scenario,
-                    method,
-                    iterations,
-                    sess.as_mut(),
-                    obs.as_mut(),
-                    &disks,
-                    &|| cx.recorder.now_s(),
-                    cx.cancel,
-                )?
-                .ok_or(Interrupted)?;
-                phases.push(cx.recorder.end_at(open.started_at(t0), t1));
-                results.push(r);
-            }
+            let (r, p) = both_scenarios(cx, method, sess.as_mut(), obs.as_mut(), &disks)?;
+            results.extend(r);
+            phases.extend(p);
         }
         if cx.server.is_private() {
             for sql in [
@@ -198,26 +175,41 @@ fn direct_wal_loops(
          ALTER TABLE dummy_test ALTER col1 SET STORAGE PLAIN",
     )
     .context("creating the loops' table on the O_DIRECT instance")?;
+    let (results, phases) = both_scenarios(cx, DIRECT_WAL, sess.as_mut(), obs.as_mut(), disks)?;
+    drop((sess, obs));
+    // Stopped and removed now, not at the end of the lab.
+    cx.resources.second_instance = None;
+    Ok((results, phases))
+}
+
+/// The bulk and the single-row loop under one configuration, each a watched phase.
+fn both_scenarios(
+    cx: &mut Context,
+    method: &str,
+    sess: &mut dyn Session,
+    obs: &mut dyn Observer,
+    disks: &[String],
+) -> Result<(Vec<LoopResult>, Vec<plumb_record::Phase>)> {
     let mut results = Vec::new();
     let mut phases = Vec::new();
     for scenario in [Scenario::Bulk, Scenario::Single] {
         cx.recorder
-            .mark(&format!("loop {} {DIRECT_WAL}", scenario.name()), None);
+            .mark(&format!("loop {} {method}", scenario.name()), None);
         let iterations = match scenario {
             Scenario::Bulk => cx.plan.bulk_iterations,
             Scenario::Single => cx.plan.single_iterations,
         };
         let open = cx.recorder.begin_at(
-            &format!("{}, {DIRECT_WAL}", scenario.what()),
+            &format!("{}, {method}", scenario.what()),
             PhaseKind::Workload,
             cx.recorder.now_s(),
         );
         let (r, t0, t1) = run_loop(
             scenario,
-            DIRECT_WAL,
+            method,
             iterations,
-            sess.as_mut(),
-            obs.as_mut(),
+            sess,
+            obs,
             disks,
             &|| cx.recorder.now_s(),
             cx.cancel,
@@ -226,9 +218,6 @@ fn direct_wal_loops(
         phases.push(cx.recorder.end_at(open.started_at(t0), t1));
         results.push(r);
     }
-    drop((sess, obs));
-    // Stopped and removed now, not at the end of the lab.
-    cx.resources.second_instance = None;
     Ok((results, phases))
 }
 

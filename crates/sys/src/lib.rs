@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 pub mod activity;
 pub mod block;
+pub mod bpf;
 pub mod cgroup;
 pub mod container;
 pub mod cpu;
@@ -23,6 +24,7 @@ pub mod os;
 pub mod perf;
 pub mod pressure;
 pub mod process;
+pub mod proctrace;
 pub mod rawsample;
 pub mod smaps;
 pub mod snapshot;

@@ -470,6 +470,35 @@ pub fn tracepoint_ids(subsystem: &str, prefix: &str) -> Result<Vec<(String, u64)
     out
 }
 
+/// Tracepoints' ids and `format` files (for BPF programs, which read their records by field
+/// offset): `("raw_syscalls", "sys_enter")` → `(id, format)`. Mounts tracefs for the read as
+/// [`tracepoint_ids`] does. Needs root.
+pub fn tracepoint_formats(events: &[(&str, &str)]) -> Result<Vec<(u64, String)>, String> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("reading the kernel's tracepoints needs root".into());
+    }
+    let _lock = TraceLock::take()?;
+    let dir = tracefs_dir()?;
+    let out = events
+        .iter()
+        .map(|(sub, ev)| {
+            let d = dir.join("events").join(sub).join(ev);
+            let id = fs::read_to_string(d.join("id"))
+                .map_err(|e| format!("this kernel has no {sub}:{ev} tracepoint ({e})"))?;
+            let id = id
+                .trim()
+                .parse()
+                .map_err(|_| format!("{}: not a number", d.join("id").display()))?;
+            let format = fs::read_to_string(d.join("format"))
+                .map_err(|e| format!("{}: {e}", d.join("format").display()))?;
+            Ok((id, format))
+        })
+        .collect();
+    unmount_if_last(&dir);
+    out
+}
+
 impl BlockTrace {
     /// Start counting requests issued to `devs` (whole disks), and with `follow`, the bios the
     /// followed process submits and the journal commits its syncs on the file wait for. Needs

@@ -1,0 +1,598 @@
+//! Just enough eBPF to count in the kernel: maps, programs assembled here instruction by
+//! instruction (no compiler, no object files, no libbpf), loading through the `bpf(2)` syscall
+//! with the verifier's log kept for the error, and attaching through perf events.
+//!
+//! Everything here is held by file descriptors: when plumb exits, however it exits (kill -9
+//! too), the kernel detaches the programs and frees the maps. Nothing stays enabled.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// One instruction as the kernel reads it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Insn {
+    code: u8,
+    regs: u8,
+    off: i16,
+    imm: i32,
+}
+
+// Instruction classes, sizes, modes and operations (linux/bpf.h, bpf_common.h).
+const LD: u8 = 0x00;
+const LDX: u8 = 0x01;
+const ST: u8 = 0x02;
+const STX: u8 = 0x03;
+const JMP: u8 = 0x05;
+const ALU64: u8 = 0x07;
+const MEM: u8 = 0x60;
+const IMM: u8 = 0x00;
+const K: u8 = 0x00;
+const X: u8 = 0x08;
+const EXIT: u8 = 0x90;
+const CALL: u8 = 0x80;
+const PSEUDO_MAP_FD: u8 = 1;
+
+/// Operand sizes.
+#[derive(Clone, Copy)]
+pub enum Size {
+    B = 0x10,
+    H = 0x08,
+    W = 0x00,
+    DW = 0x18,
+}
+
+/// ALU operations.
+#[derive(Clone, Copy)]
+pub enum Alu {
+    Add = 0x00,
+    Sub = 0x10,
+    Or = 0x40,
+    And = 0x50,
+    Lsh = 0x60,
+    Rsh = 0x70,
+    Mov = 0xb0,
+}
+
+/// Jump conditions (unsigned unless named signed).
+#[derive(Clone, Copy)]
+pub enum Cond {
+    Always = 0x00,
+    Eq = 0x10,
+    Gt = 0x20,
+    Ge = 0x30,
+    Ne = 0x50,
+    SGe = 0x70,
+    Lt = 0xa0,
+    SLt = 0xc0,
+}
+
+/// Kernel helpers used here (their numbers are ABI).
+#[derive(Clone, Copy)]
+pub enum Helper {
+    MapLookup = 1,
+    MapUpdate = 2,
+    MapDelete = 3,
+    KtimeNs = 5,
+    PidTgid = 14,
+}
+
+pub const R0: u8 = 0;
+pub const R1: u8 = 1;
+pub const R2: u8 = 2;
+pub const R3: u8 = 3;
+pub const R4: u8 = 4;
+pub const R5: u8 = 5;
+pub const R6: u8 = 6;
+pub const R7: u8 = 7;
+pub const R8: u8 = 8;
+pub const R9: u8 = 9;
+pub const FP: u8 = 10;
+
+/// A program being written, with named jump targets.
+#[derive(Default)]
+pub struct Asm {
+    insns: Vec<Insn>,
+    labels: HashMap<String, usize>,
+    fixups: Vec<(usize, String)>,
+}
+
+fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> Insn {
+    Insn {
+        code,
+        regs: (src << 4) | (dst & 0x0f),
+        off,
+        imm,
+    }
+}
+
+impl Asm {
+    pub fn new() -> Asm {
+        Asm::default()
+    }
+    /// `dst op= imm` (64-bit).
+    pub fn alu_k(&mut self, op: Alu, dst: u8, imm: i32) -> &mut Self {
+        self.insns.push(insn(ALU64 | op as u8 | K, dst, 0, 0, imm));
+        self
+    }
+    /// `dst op= src` (64-bit).
+    pub fn alu_x(&mut self, op: Alu, dst: u8, src: u8) -> &mut Self {
+        self.insns.push(insn(ALU64 | op as u8 | X, dst, src, 0, 0));
+        self
+    }
+    pub fn mov(&mut self, dst: u8, src: u8) -> &mut Self {
+        self.alu_x(Alu::Mov, dst, src)
+    }
+    pub fn mov_k(&mut self, dst: u8, imm: i32) -> &mut Self {
+        self.alu_k(Alu::Mov, dst, imm)
+    }
+    /// `dst = *(size *)(src + off)`.
+    pub fn load(&mut self, size: Size, dst: u8, src: u8, off: i16) -> &mut Self {
+        self.insns
+            .push(insn(LDX | MEM | size as u8, dst, src, off, 0));
+        self
+    }
+    /// `*(size *)(dst + off) = src`.
+    pub fn store(&mut self, size: Size, dst: u8, off: i16, src: u8) -> &mut Self {
+        self.insns
+            .push(insn(STX | MEM | size as u8, dst, src, off, 0));
+        self
+    }
+    /// `*(size *)(dst + off) = imm`.
+    pub fn store_k(&mut self, size: Size, dst: u8, off: i16, imm: i32) -> &mut Self {
+        self.insns
+            .push(insn(ST | MEM | size as u8, dst, 0, off, imm));
+        self
+    }
+    /// `dst = the map` (a two-slot load the kernel resolves from the descriptor).
+    pub fn map(&mut self, dst: u8, map: &Map) -> &mut Self {
+        self.insns.push(insn(
+            LD | IMM | Size::DW as u8,
+            dst,
+            PSEUDO_MAP_FD,
+            0,
+            map.fd.as_raw_fd(),
+        ));
+        self.insns.push(Insn::default());
+        self
+    }
+    pub fn call(&mut self, h: Helper) -> &mut Self {
+        self.insns.push(insn(JMP | CALL, 0, 0, 0, h as i32));
+        self
+    }
+    /// Jump to `label` when `dst cond imm`.
+    pub fn jump_k(&mut self, cond: Cond, dst: u8, imm: i32, label: &str) -> &mut Self {
+        self.fixups.push((self.insns.len(), label.to_string()));
+        self.insns.push(insn(JMP | cond as u8 | K, dst, 0, 0, imm));
+        self
+    }
+    /// Jump to `label` when `dst cond src`.
+    pub fn jump_x(&mut self, cond: Cond, dst: u8, src: u8, label: &str) -> &mut Self {
+        self.fixups.push((self.insns.len(), label.to_string()));
+        self.insns.push(insn(JMP | cond as u8 | X, dst, src, 0, 0));
+        self
+    }
+    pub fn goto(&mut self, label: &str) -> &mut Self {
+        self.jump_k(Cond::Always, 0, 0, label)
+    }
+    pub fn label(&mut self, name: &str) -> &mut Self {
+        let prev = self.labels.insert(name.to_string(), self.insns.len());
+        assert!(prev.is_none(), "label {name} defined twice");
+        self
+    }
+    pub fn exit(&mut self) -> &mut Self {
+        self.insns.push(insn(JMP | EXIT, 0, 0, 0, 0));
+        self
+    }
+    /// The instructions, jumps resolved.
+    pub fn finish(mut self) -> Result<Vec<Insn>, String> {
+        for (at, label) in std::mem::take(&mut self.fixups) {
+            let to = *self
+                .labels
+                .get(&label)
+                .ok_or_else(|| format!("BPF program: no label {label}"))?;
+            let off = to as i64 - at as i64 - 1;
+            self.insns[at].off =
+                i16::try_from(off).map_err(|_| format!("BPF program: jump to {label} too far"))?;
+        }
+        Ok(self.insns)
+    }
+}
+
+// bpf(2) commands, map and program types.
+const MAP_CREATE: i32 = 0;
+const MAP_LOOKUP_ELEM: i32 = 1;
+const MAP_UPDATE_ELEM: i32 = 2;
+const MAP_GET_NEXT_KEY: i32 = 4;
+const PROG_LOAD: i32 = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapType {
+    Hash = 1,
+    PercpuHash = 5,
+    PercpuArray = 6,
+    LruHash = 9,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgType {
+    Tracepoint = 5,
+    PerfEvent = 7,
+}
+
+/// The attribute block every command takes (a union in the kernel: zeroed, then the fields of
+/// one command, at their offsets).
+#[repr(C, align(8))]
+struct Attr([u8; 128]);
+
+impl Attr {
+    fn new() -> Attr {
+        Attr([0; 128])
+    }
+    fn u32(&mut self, off: usize, v: u32) -> &mut Self {
+        self.0[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn u64(&mut self, off: usize, v: u64) -> &mut Self {
+        self.0[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn name(&mut self, off: usize, name: &str) -> &mut Self {
+        let b = name.as_bytes();
+        let n = b.len().min(15);
+        self.0[off..off + n].copy_from_slice(&b[..n]);
+        self
+    }
+}
+
+fn bpf(cmd: i32, attr: &mut Attr) -> std::io::Result<i64> {
+    // SAFETY: attr is a zero-initialised 128-byte block laid out as the command expects; the
+    // kernel reads at most its size.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, cmd, attr as *mut Attr, 128u32) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+/// CPUs the kernel may ever bring up: per-CPU maps hold one value for each.
+pub fn possible_cpus() -> usize {
+    let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
+        // SAFETY: sysconf has no preconditions.
+        return unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
+    };
+    s.trim()
+        .split(',')
+        .filter_map(|r| match r.split_once('-') {
+            Some((a, b)) => Some(b.parse::<usize>().ok()? + 1 - a.parse::<usize>().ok()?),
+            None => r.parse::<usize>().ok().map(|_| 1),
+        })
+        .sum::<usize>()
+        .max(1)
+}
+
+/// A map, held by its descriptor.
+pub struct Map {
+    fd: OwnedFd,
+    pub kind: MapType,
+    pub key_size: usize,
+    pub value_size: usize,
+    cpus: usize,
+}
+
+impl Map {
+    pub fn create(
+        kind: MapType,
+        name: &str,
+        key_size: usize,
+        value_size: usize,
+        max_entries: u32,
+    ) -> Result<Map, String> {
+        let mut a = Attr::new();
+        a.u32(0, kind as u32)
+            .u32(4, key_size as u32)
+            .u32(8, value_size as u32)
+            .u32(12, max_entries)
+            .name(28, name);
+        let fd = bpf(MAP_CREATE, &mut a).map_err(|e| match e.raw_os_error() {
+            Some(libc::EPERM) => format!("creating a BPF map needs root (CAP_BPF): {e}"),
+            _ => format!("cannot create BPF map {name}: {e}"),
+        })?;
+        let per_cpu = matches!(kind, MapType::PercpuHash | MapType::PercpuArray);
+        Ok(Map {
+            // SAFETY: the kernel returned a new descriptor we own.
+            fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            kind,
+            key_size,
+            value_size,
+            cpus: if per_cpu { possible_cpus() } else { 1 },
+        })
+    }
+
+    /// The value's bytes, one slot per possible CPU for per-CPU maps (each slot rounded up to
+    /// 8 bytes).
+    fn slot(&self) -> usize {
+        if matches!(self.kind, MapType::PercpuHash | MapType::PercpuArray) {
+            self.value_size.div_ceil(8) * 8
+        } else {
+            self.value_size
+        }
+    }
+
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+        assert_eq!(key.len(), self.key_size);
+        let mut v = value.to_vec();
+        v.resize(self.slot() * self.cpus, 0);
+        let s = self.slot();
+        for c in 1..self.cpus {
+            v[c * s..c * s + value.len()].copy_from_slice(value);
+        }
+        let mut a = Attr::new();
+        a.u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64)
+            .u64(16, v.as_ptr() as u64)
+            .u64(24, 0);
+        bpf(MAP_UPDATE_ELEM, &mut a)
+            .map(|_| ())
+            .map_err(|e| format!("BPF map update: {e}"))
+    }
+
+    /// A key's value: for per-CPU maps, each CPU's value.
+    pub fn lookup(&self, key: &[u8]) -> Option<Vec<Vec<u8>>> {
+        let mut v = vec![0u8; self.slot() * self.cpus];
+        let mut a = Attr::new();
+        a.u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64)
+            .u64(16, v.as_mut_ptr() as u64);
+        bpf(MAP_LOOKUP_ELEM, &mut a).ok()?;
+        Some(
+            v.chunks(self.slot())
+                .map(|c| c[..self.value_size].to_vec())
+                .collect(),
+        )
+    }
+
+    /// Every key (as at the moment of each step: entries added meanwhile may or may not show).
+    pub fn keys(&self) -> Vec<Vec<u8>> {
+        let mut out: Vec<Vec<u8>> = Vec::new();
+        let mut next = vec![0u8; self.key_size];
+        loop {
+            let mut a = Attr::new();
+            a.u32(0, self.fd.as_raw_fd() as u32);
+            // The first call passes no key: the kernel starts from the beginning.
+            a.u64(8, out.last().map_or(0, |k| k.as_ptr() as u64));
+            a.u64(16, next.as_mut_ptr() as u64);
+            if bpf(MAP_GET_NEXT_KEY, &mut a).is_err() {
+                break;
+            }
+            out.push(next.clone());
+            if out.len() > 10_000_000 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Every entry, each value as 64-bit words (a shorter value zero-padded), one value per
+    /// CPU for per-CPU maps.
+    pub fn entries_per_cpu(&self) -> Vec<(Vec<u8>, Vec<Vec<u64>>)> {
+        self.keys()
+            .into_iter()
+            .filter_map(|k| {
+                let vals = self.lookup(&k)?;
+                let words = vals
+                    .into_iter()
+                    .map(|mut v| {
+                        v.resize(v.len().div_ceil(8) * 8, 0);
+                        v.chunks_exact(8)
+                            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+                            .collect()
+                    })
+                    .collect();
+                Some((k, words))
+            })
+            .collect()
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A loaded program.
+pub struct Prog {
+    fd: OwnedFd,
+}
+
+impl Prog {
+    /// Load `insns`; a verifier refusal carries the end of the verifier's log.
+    pub fn load(kind: ProgType, name: &str, insns: &[Insn]) -> Result<Prog, String> {
+        let license = c"Dual MIT/GPL";
+        let mut log = vec![0u8; 1 << 20];
+        let attempt = |log_level: u32, log: &mut Vec<u8>| {
+            let mut a = Attr::new();
+            a.u32(0, kind as u32)
+                .u32(4, insns.len() as u32)
+                .u64(8, insns.as_ptr() as u64)
+                .u64(16, license.as_ptr() as u64)
+                .u32(24, log_level)
+                .u32(28, if log_level > 0 { log.len() as u32 } else { 0 })
+                .u64(
+                    32,
+                    if log_level > 0 {
+                        log.as_mut_ptr() as u64
+                    } else {
+                        0
+                    },
+                )
+                .name(48, name);
+            bpf(PROG_LOAD, &mut a)
+        };
+        match attempt(0, &mut log) {
+            Ok(fd) => Ok(Prog {
+                // SAFETY: a new descriptor we own.
+                fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+            }),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(format!(
+                "loading a BPF program needs root (CAP_BPF and CAP_PERFMON): {e}"
+            )),
+            Err(e) => {
+                // Again with the log, to say why.
+                let _ = attempt(1, &mut log);
+                let text = String::from_utf8_lossy(&log);
+                let text = text.trim_end_matches('\0');
+                let tail: Vec<&str> = text.lines().rev().take(12).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                Err(format!(
+                    "the kernel refused BPF program {name}: {e}\n{}",
+                    tail.join("\n")
+                ))
+            }
+        }
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// A program attached to a perf event (a tracepoint, or a software event on one CPU); the
+/// event's descriptor holds the attachment.
+pub struct Link {
+    _event: OwnedFd,
+}
+
+fn perf_open(
+    attr: &mut perf_event_open_sys::bindings::perf_event_attr,
+    cpu: i32,
+) -> Result<OwnedFd, std::io::Error> {
+    // SAFETY: attr is a valid, initialised attr; the result is checked.
+    let fd = unsafe {
+        perf_event_open_sys::perf_event_open(
+            attr,
+            -1,
+            cpu,
+            -1,
+            perf_event_open_sys::bindings::PERF_FLAG_FD_CLOEXEC as u64,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn set_bpf(event: &OwnedFd, prog: &Prog) -> Result<(), std::io::Error> {
+    // SAFETY: ioctls on a perf event descriptor we own, with a program descriptor we own.
+    unsafe {
+        if perf_event_open_sys::ioctls::SET_BPF(event.as_raw_fd(), prog.fd() as u32) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if perf_event_open_sys::ioctls::ENABLE(event.as_raw_fd(), 0) < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+impl Link {
+    /// Run `prog` at every hit of the tracepoint with this id, on every CPU (a tracepoint's
+    /// programs run wherever it fires: one event carries them).
+    pub fn tracepoint(prog: &Prog, id: u64) -> Result<Link, String> {
+        use perf_event_open_sys::bindings as b;
+        let mut a = b::perf_event_attr {
+            type_: b::PERF_TYPE_TRACEPOINT,
+            size: std::mem::size_of::<b::perf_event_attr>() as u32,
+            config: id,
+            ..Default::default()
+        };
+        a.__bindgen_anon_1.sample_period = 1;
+        a.set_disabled(1);
+        let ev = perf_open(&mut a, 0).map_err(|e| format!("tracepoint {id}: {e}"))?;
+        set_bpf(&ev, prog).map_err(|e| format!("attaching to tracepoint {id}: {e}"))?;
+        Ok(Link { _event: ev })
+    }
+
+    /// Run `prog` at every occurrence of a software event (`PERF_COUNT_SW_*`) on each CPU.
+    pub fn software(prog: &Prog, config: u64) -> Result<Vec<Link>, String> {
+        use perf_event_open_sys::bindings as b;
+        // SAFETY: sysconf has no preconditions.
+        let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i32;
+        let mut out = Vec::new();
+        for cpu in 0..possible_cpus() as i32 {
+            let mut a = b::perf_event_attr {
+                type_: b::PERF_TYPE_SOFTWARE,
+                size: std::mem::size_of::<b::perf_event_attr>() as u32,
+                config,
+                ..Default::default()
+            };
+            a.__bindgen_anon_1.sample_period = 1;
+            a.set_disabled(1);
+            match perf_open(&mut a, cpu) {
+                Ok(ev) => {
+                    set_bpf(&ev, prog)
+                        .map_err(|e| format!("attaching to software event {config}: {e}"))?;
+                    out.push(Link { _event: ev });
+                }
+                // A CPU that is offline: nothing runs there.
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) && cpu >= online => {}
+                Err(e) => return Err(format!("software event {config} on CPU {cpu}: {e}")),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// A field's offset in a tracepoint's record, from its `format` file:
+/// `field:long id; offset:8; size:8; signed:1;` (tab-separated).
+pub fn field_offset(format: &str, field: &str) -> Option<i16> {
+    format.lines().find_map(|l| {
+        let decl = l.trim().strip_prefix("field:")?;
+        let (decl, rest) = decl.split_once(';')?;
+        let name = decl.split_whitespace().last()?;
+        let name = name.split('[').next()?;
+        if name != field {
+            return None;
+        }
+        let off = rest.split("offset:").nth(1)?.split(';').next()?;
+        off.trim().parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn jumps_resolve_to_their_labels() {
+        let mut a = Asm::new();
+        a.mov_k(R0, 0)
+            .jump_k(Cond::Eq, R1, 0, "out")
+            .mov_k(R0, 1)
+            .label("out")
+            .exit();
+        let p = a.finish().unwrap();
+        assert_eq!(p.len(), 4);
+        assert_eq!(p[1].off, 1, "skips one instruction");
+        assert_eq!(p[1].code, 0x15);
+        let mut b = Asm::new();
+        b.goto("nowhere");
+        assert!(b.finish().unwrap_err().contains("nowhere"));
+    }
+
+    #[test]
+    fn offsets_come_from_the_format_file() {
+        let f = "name: sys_exit\nID: 20\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\n\tfield:long id;\toffset:8;\tsize:8;\tsigned:1;\n\tfield:long ret;\toffset:16;\tsize:8;\tsigned:1;\n\tfield:char prev_comm[16];\toffset:24;\tsize:16;\tsigned:0;\n";
+        assert_eq!(field_offset(f, "id"), Some(8));
+        assert_eq!(field_offset(f, "ret"), Some(16));
+        assert_eq!(field_offset(f, "prev_comm"), Some(24));
+        assert_eq!(field_offset(f, "nope"), None);
+    }
+
+    #[test]
+    fn cpu_ranges_are_counted() {
+        assert!(possible_cpus() >= 1);
+    }
+}

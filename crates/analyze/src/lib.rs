@@ -14,6 +14,7 @@ pub mod os;
 pub mod sched;
 pub mod series;
 pub mod sweep;
+pub mod trace;
 pub mod units;
 
 /// How much a note matters.

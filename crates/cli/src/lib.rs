@@ -16,6 +16,7 @@ mod cmd_lab;
 mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
+mod cmd_trace;
 mod docs;
 
 #[derive(Debug, Parser)]
@@ -124,6 +125,11 @@ pub enum Command {
     /// counters, waits, file I/O, temp spill, and the OS's CPU and disk figures; cold, warm or
     /// both, repeated, median and range.
     Delta(Box<cmd_delta::DeltaArgs>),
+    /// What processes ask of the kernel, counted in the kernel at low cost: syscalls as
+    /// `strace -c -f` counts them (with time percentiles), the block requests they cause
+    /// (FLUSH, FUA) beside each device's total, faults and scheduling; around a command, a
+    /// PID and its children, or the database server.
+    Trace(Box<cmd_trace::TraceArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         #[arg(value_enum)]
@@ -248,6 +254,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Export(a) => cmd_record::export(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
+        Command::Trace(a) => cmd_trace::run(&cli.global, a),
         Command::Delta(a) => cmd_delta::run(&cli.global, a),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error, and a reader

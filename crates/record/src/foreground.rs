@@ -85,7 +85,7 @@ pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> 
 }
 
 /// Signal the child, wait up to GRACE, then kill it; its status and whether it was killed.
-fn stop(c: &mut Child, signal: &dyn Fn(u32)) -> Result<(ExitStatus, bool)> {
+pub(crate) fn stop(c: &mut Child, signal: &dyn Fn(u32)) -> Result<(ExitStatus, bool)> {
     if let Some(st) = c.try_wait()? {
         return Ok((st, false));
     }

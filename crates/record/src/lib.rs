@@ -9,6 +9,7 @@ mod background;
 mod engine;
 pub mod foreground;
 mod schedule;
+pub mod trace;
 pub mod watch;
 
 pub use background::{Background, OpenPhase, Phase, PhaseKind};

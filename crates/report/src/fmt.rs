@@ -43,6 +43,21 @@ pub fn ms(s: f64) -> String {
     }
 }
 
+/// A time that may be far below a millisecond (a syscall's): `850 ns`, `12.3 µs`, then as
+/// [`ms`].
+pub fn short_time(s: f64) -> String {
+    let us = s * 1e6;
+    if us < 1.0 {
+        format!("{:.0} ns", s * 1e9)
+    } else if us < 10.0 {
+        format!("{us:.2} µs")
+    } else if us < 1000.0 {
+        format!("{us:.1} µs")
+    } else {
+        ms(s)
+    }
+}
+
 /// A latency in milliseconds, formatted as [`ms`].
 pub fn latency_ms(m: f64) -> String {
     ms(m / 1000.0)

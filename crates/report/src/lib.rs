@@ -17,6 +17,7 @@ pub mod out;
 pub mod record_render;
 pub mod svg;
 pub mod table;
+pub mod trace_render;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).
 pub const SCHEMA_VERSION: u32 = 1;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 pub mod activity;
 pub mod block;
+pub mod blockprocs;
 pub mod bpf;
 pub mod cgroup;
 pub mod container;

@@ -452,6 +452,33 @@ pub fn children(root: &Root, pid: u32) -> Vec<u32> {
     out
 }
 
+/// Every process below `pid` (children, their children…), from one pass over /proc.
+pub fn descendants(root: &Root, pid: u32) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(root.path("/proc")) else {
+        return Vec::new();
+    };
+    let mut parent: Vec<(u32, u32)> = rd
+        .flatten()
+        .filter_map(|e| {
+            let p = e.file_name().to_str()?.parse::<u32>().ok()?;
+            Some((p, stat(root, p).ok()?.ppid))
+        })
+        .collect();
+    parent.sort_unstable();
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for &(c, pp) in &parent {
+            if pp == p && c != pid && !out.contains(&c) {
+                out.push(c);
+                todo.push(c);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
 /// Scheduler statistics of each of the process's threads (time on CPU, time waiting for one).
 pub fn thread_schedstats(root: &Root, pid: u32) -> Vec<TaskSchedstat> {
     let dir = format!("/proc/{pid}/task");

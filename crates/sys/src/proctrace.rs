@@ -669,15 +669,20 @@ impl ProcTracer {
         Ok(())
     }
 
-    /// Everything counted so far (the counting goes on).
-    pub fn snapshot(&self) -> Snapshot {
-        let m = &self.maps;
-        let tasks: BTreeMap<u32, u32> = m
+    /// Threads seen so far, with their process.
+    pub fn tasks(&self) -> BTreeMap<u32, u32> {
+        self.maps
             .tasks
             .entries_per_cpu()
             .into_iter()
             .map(|(k, v)| (ne_u32(&k, 0), v[0][0] as u32))
-            .collect();
+            .collect()
+    }
+
+    /// Everything counted so far (the counting goes on).
+    pub fn snapshot(&self) -> Snapshot {
+        let m = &self.maps;
+        let tasks = self.tasks();
         let tgid = |tid: u32| tasks.get(&tid).copied().unwrap_or(0);
         let calls = m
             .calls

@@ -148,15 +148,17 @@ impl Attributed {
 }
 
 /// One line of a trace dump: `COMM-TID (TGID) [CPU] FLAGS SECONDS: EVENT: BODY`.
-struct Line<'a> {
-    comm: &'a str,
-    tid: u32,
-    tgid: Option<u32>,
-    event: &'a str,
-    body: &'a str,
+pub(crate) struct Line<'a> {
+    pub comm: &'a str,
+    /// Seconds, on the trace clock.
+    pub ts: f64,
+    pub tid: u32,
+    pub tgid: Option<u32>,
+    pub event: &'a str,
+    pub body: &'a str,
 }
 
-fn parse_line(line: &str) -> Option<Line<'_>> {
+pub(crate) fn parse_line(line: &str) -> Option<Line<'_>> {
     // The event's name follows the timestamp's ": "; the body follows the name's ": ".
     let cpu = line
         .find(") [")
@@ -182,11 +184,12 @@ fn parse_line(line: &str) -> Option<Line<'_>> {
     let (_cpu, _flags) = (f.next()?, f.next()?);
     let after = f.next()?.trim_start();
     let colon = after.find(": ")?;
-    after[..colon].trim().parse::<f64>().ok()?;
+    let ts = after[..colon].trim().parse::<f64>().ok()?;
     let ev = &after[colon + 2..];
     let colon = ev.find(": ").unwrap_or(ev.len());
     Some(Line {
         comm,
+        ts,
         tid,
         tgid,
         event: &ev[..colon],
@@ -286,7 +289,7 @@ fn trace_dev(d: DevNum) -> u64 {
 }
 
 /// Per-CPU buffer: 8 MiB, less on hosts with many CPUs (the kernel allocates it on every one).
-fn buffer_kb() -> u64 {
+pub(crate) fn buffer_kb() -> u64 {
     // SAFETY: sysconf has no preconditions.
     let cpus = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as u64;
     (256 * 1024 / cpus).clamp(1024, 8192)
@@ -303,10 +306,10 @@ fn write(p: &Path, v: &str) -> Result<(), String> {
 }
 
 /// Serialises plumb's tracing sessions on this host (mount, instances, unmount).
-struct TraceLock(#[allow(dead_code)] fs::File);
+pub(crate) struct TraceLock(#[allow(dead_code)] fs::File);
 
 impl TraceLock {
-    fn take() -> Result<TraceLock, String> {
+    pub(crate) fn take() -> Result<TraceLock, String> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
         let dir = Path::new(RUN_DIR);
         match fs::DirBuilder::new().mode(0o700).create(dir) {
@@ -360,7 +363,18 @@ fn plumb_instances(tracefs: &Path) -> Vec<(u32, PathBuf)> {
         .collect()
 }
 
-fn remove_instance(instance: &Path) {
+/// A new instance name for this process: `plumb-PID`, then `plumb-PID-N` (one process may
+/// trace several devices at once, probes of several directories).
+pub(crate) fn instance_name() -> String {
+    static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    match n {
+        0 => format!("{INSTANCE_PREFIX}{}", std::process::id()),
+        n => format!("{INSTANCE_PREFIX}{}-{n}", std::process::id()),
+    }
+}
+
+pub(crate) fn remove_instance(instance: &Path) {
     let _ = fs::write(instance.join("events/enable"), "0");
     let _ = fs::write(instance.join("tracing_on"), "0");
     let _ = fs::remove_dir(instance);
@@ -389,7 +403,7 @@ fn mounted_tracefs() -> Option<PathBuf> {
 
 /// tracefs, mounted by plumb when it was not (root only); the mount is noted so that the last
 /// plumb to trace unmounts it.
-fn tracefs_dir() -> Result<PathBuf, String> {
+pub(crate) fn tracefs_dir() -> Result<PathBuf, String> {
     if let Some(d) = mounted_tracefs() {
         return Ok(d);
     }
@@ -423,7 +437,7 @@ fn tracefs_dir() -> Result<PathBuf, String> {
 }
 
 /// Unmount tracefs when plumb mounted it and no plumb instance is left in it.
-fn unmount_if_last(tracefs: &Path) {
+pub(crate) fn unmount_if_last(tracefs: &Path) {
     let note = Path::new(RUN_DIR).join(MOUNTED_NOTE);
     if !note.exists() || !plumb_instances(tracefs).is_empty() {
         return;
@@ -514,14 +528,7 @@ impl BlockTrace {
         let _lock = TraceLock::take()?;
         let dir = tracefs_dir()?;
         remove_dead_instances(&dir);
-        // One process may trace several devices at once (probes of several directories).
-        static SESSIONS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = SESSIONS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let name = match n {
-            0 => format!("{INSTANCE_PREFIX}{}", std::process::id()),
-            n => format!("{INSTANCE_PREFIX}{}-{n}", std::process::id()),
-        };
-        let instance = dir.join("instances").join(name);
+        let instance = dir.join("instances").join(instance_name());
         fs::create_dir(&instance)
             .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
         let mut t = BlockTrace {
@@ -598,21 +605,26 @@ impl BlockTrace {
     }
 
     fn overruns(&self) -> u64 {
-        let Ok(rd) = fs::read_dir(self.instance.join("per_cpu")) else {
-            return 0;
-        };
-        rd.flatten()
-            .filter_map(|e| fs::read_to_string(e.path().join("stats")).ok())
-            .flat_map(|t| {
-                t.lines()
-                    .filter_map(|l| {
-                        l.strip_prefix("overrun: ")
-                            .and_then(|v| v.trim().parse::<u64>().ok())
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .sum()
+        instance_overruns(&self.instance)
     }
+}
+
+/// Events an instance's buffers dropped (overwritten before they were read), all CPUs.
+pub(crate) fn instance_overruns(instance: &Path) -> u64 {
+    let Ok(rd) = fs::read_dir(instance.join("per_cpu")) else {
+        return 0;
+    };
+    rd.flatten()
+        .filter_map(|e| fs::read_to_string(e.path().join("stats")).ok())
+        .flat_map(|t| {
+            t.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("overrun: ")
+                        .and_then(|v| v.trim().parse::<u64>().ok())
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
 }
 
 impl Drop for BlockTrace {

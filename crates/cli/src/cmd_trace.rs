@@ -1,0 +1,106 @@
+//! `plumb trace`: what a database process asks of the kernel — syscalls, block requests,
+//! faults and scheduling — per process, counted in the kernel.
+
+use crate::GlobalArgs;
+use anyhow::{anyhow, bail, Result};
+use clap::Args;
+use plumb_load::units::parse_duration;
+use plumb_record::trace::{Options, Target};
+
+#[derive(Debug, Args)]
+pub struct TraceArgs {
+    /// Follow this running process, its threads, and every process it has started or starts
+    /// (a PostgreSQL postmaster and all its backends). Repeatable.
+    #[arg(long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
+    pub pids: Vec<u32>,
+    /// Follow the database server running here, found by name as `plumb mem` finds it
+    /// (postgres, mariadbd/mysqld, sqlservr), with all its processes.
+    #[arg(long, conflicts_with = "pids")]
+    pub engine_server: bool,
+    /// End the window after this long (e.g. 30s, 2m). Without it: until the command exits, the
+    /// processes end, or Ctrl-C.
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Also show each thread's syscalls and scheduling.
+    #[arg(long)]
+    pub threads: bool,
+    /// Do not trace block requests (syscalls, faults and scheduling only).
+    #[arg(long)]
+    pub no_block: bool,
+    /// Run this command and follow it from its first instruction, with everything it starts.
+    #[arg(last = true, value_name = "CMD")]
+    pub cmd: Vec<String>,
+}
+
+pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
+    let root = g.root()?;
+    let duration = a
+        .duration
+        .as_deref()
+        .map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}")))
+        .transpose()?;
+    if duration.is_some_and(|d| d.is_zero()) {
+        bail!("--duration must be more than 0");
+    }
+    let given = [!a.pids.is_empty(), a.engine_server, !a.cmd.is_empty()]
+        .iter()
+        .filter(|x| **x)
+        .count();
+    if given != 1 {
+        bail!(
+            "say what to trace: --pid PID, --engine-server, or -- CMD ARGS (exactly one of them)"
+        );
+    }
+    let target = if !a.cmd.is_empty() {
+        Target::Command(a.cmd.clone())
+    } else if a.engine_server {
+        let engines = plumb_sys::smaps::find_engines(&root);
+        if engines.is_empty() {
+            bail!("--engine-server: no database server runs here (looked for postgres, mariadbd/mysqld and sqlservr by name); give --pid");
+        }
+        let label = engines
+            .iter()
+            .map(|e| format!("{} (PID {})", e.kind.name(), e.main_pid))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Target::Pids {
+            pids: engines.iter().map(|e| e.main_pid).collect(),
+            label,
+        }
+    } else {
+        Target::Pids {
+            pids: a.pids.clone(),
+            label: a
+                .pids
+                .iter()
+                .map(|p| format!("PID {p}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    };
+    plumb_load::signal::install();
+    let report = plumb_record::trace::run(
+        &root,
+        &target,
+        &Options {
+            duration,
+            threads: a.threads,
+            block: !a.no_block,
+            cancel: &plumb_load::signal::stop_requested,
+            signal_command: &plumb_load::signal::forward_to,
+            started: &|what| {
+                eprintln!(
+                    "plumb: tracing {what}{}",
+                    if duration.is_none() && a.cmd.is_empty() {
+                        "; Ctrl-C ends the window"
+                    } else {
+                        ""
+                    }
+                )
+            },
+        },
+    )?;
+    let mut out = std::io::stdout().lock();
+    plumb_report::emit(&report, g.format(), &mut out)?;
+    Ok(report.exit_code.unwrap_or(0))
+}

@@ -1,0 +1,335 @@
+//! A `plumb trace` session: follow a command plumb starts, or running processes and everything
+//! they start, for a window (until the command exits, a duration passes, the processes end, or
+//! plumb is asked to stop), counting their syscalls, faults and scheduling in the kernel and
+//! reading the block layer's trace as it goes; then the result.
+
+use anyhow::{anyhow, bail, Result};
+use plumb_analyze::trace::{Context, TraceReport};
+use plumb_sys::blockprocs::{BlockAgg, BlockProcTrace};
+use plumb_sys::proctrace::ProcTracer;
+use plumb_sys::Root;
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// What to follow.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A command plumb starts (traced from its first instruction).
+    Command(Vec<String>),
+    /// Running processes, with every process they started before and start during the
+    /// window; `label` says how they were found.
+    Pids { pids: Vec<u32>, label: String },
+}
+
+pub struct Options<'a> {
+    pub duration: Option<Duration>,
+    pub threads: bool,
+    /// Trace block requests too (tracefs).
+    pub block: bool,
+    /// Polled: true ends the window.
+    pub cancel: &'a dyn Fn() -> bool,
+    /// Passes the stop on to the command (the signal plumb received).
+    pub signal_command: &'a dyn Fn(u32),
+    /// Told once the tracing is in place (what is followed).
+    pub started: &'a dyn Fn(&str),
+}
+
+const TICK: Duration = Duration::from_millis(100);
+
+/// Names and titles of the threads and processes seen, read while they live.
+#[derive(Default)]
+struct Names {
+    seen: BTreeSet<u32>,
+}
+
+impl Names {
+    fn look(&mut self, root: &Root, tracer: &ProcTracer, cx: &mut Context) {
+        for (tid, tgid) in tracer.tasks() {
+            for id in [tid, tgid] {
+                if id == 0 || !self.seen.insert(id) {
+                    continue;
+                }
+                if let Some(c) = plumb_sys::process::comm(root, id) {
+                    cx.names.insert(id, c);
+                }
+                if id == tgid {
+                    if let Ok(t) = root.read(&format!("/proc/{id}/cmdline")) {
+                        let t = t.replace('\0', " ").trim().to_string();
+                        if !t.is_empty() {
+                            cx.titles.insert(id, plumb_engine::redact(&t));
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A command on hold: forked, waiting before exec until tracing is in place.
+struct Held {
+    pid: u32,
+    go: std::fs::File,
+    spawning: std::thread::JoinHandle<std::io::Result<std::process::Child>>,
+}
+
+fn pipe() -> Result<(std::fs::File, std::fs::File)> {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 fills two descriptors, which are then owned by the Files.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        bail!("cannot create a pipe: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and nothing else owns them.
+    Ok(unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    })
+}
+
+/// A program name as the shell finds it: a path as given, else the first executable file of
+/// that name in PATH (unresolved names are left for spawn to report).
+fn resolve(prog: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if prog.contains('/') {
+        return prog.into();
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|d| d.join(prog))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+        .unwrap_or_else(|| prog.into())
+}
+
+/// Fork `command` and hold it before exec, so that tracing can start first. The child tells
+/// its PID through one pipe and waits for a byte on another; `Command::spawn` returns only
+/// once the child has exec'd, so it runs on a thread of its own.
+fn spawn_held(command: &[String]) -> Result<Held> {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (prog, args) = command
+        .split_first()
+        .ok_or_else(|| anyhow!("no command to trace"))?;
+    let (pid_r, pid_w) = pipe()?;
+    let (go_r, go_w) = pipe()?;
+    let (pw, gr, gw) = (pid_w.as_raw_fd(), go_r.as_raw_fd(), go_w.as_raw_fd());
+    // Resolved here, so that the command's one execve is all the trace shows of the search.
+    let mut cmd = std::process::Command::new(resolve(prog));
+    cmd.args(args);
+    // SAFETY: between fork and exec the child calls only getpid, write, close and read, which
+    // are async-signal-safe; the descriptors are open in the child (O_CLOEXEC closes them at
+    // exec).
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::close(gw);
+            let pid = libc::getpid().to_ne_bytes();
+            libc::write(pw, pid.as_ptr().cast(), pid.len());
+            let mut b = 0u8;
+            // Wait for plumb's go (or EOF: plumb gave up or died).
+            while libc::read(gr, (&mut b as *mut u8).cast(), 1) < 0 {
+                if *libc::__errno_location() != libc::EINTR {
+                    break;
+                }
+            }
+            Ok(())
+        });
+    }
+    let spawning = std::thread::spawn(move || {
+        let r = cmd.spawn();
+        // The parent's copies: EOF for the reader below when the fork never happened.
+        drop(pid_w);
+        drop(go_r);
+        r
+    });
+    let mut b = [0u8; 4];
+    let mut pid_r = pid_r;
+    if pid_r.read_exact(&mut b).is_err() {
+        let e = match spawning.join() {
+            Ok(Err(e)) => e.to_string(),
+            _ => "it did not start".to_string(),
+        };
+        bail!("cannot run {prog}: {e}");
+    }
+    Ok(Held {
+        pid: i32::from_ne_bytes(b) as u32,
+        go: go_w,
+        spawning,
+    })
+}
+
+impl Held {
+    /// Kill the command before it ever runs.
+    fn abandon(self) {
+        // SAFETY: kill on the PID of our own child, not yet reaped (so not reused).
+        unsafe {
+            libc::kill(self.pid as i32, libc::SIGKILL);
+        }
+        drop(self.go);
+        if let Ok(Ok(mut c)) = self.spawning.join() {
+            let _ = c.wait();
+        }
+    }
+
+    /// Let the command exec; its Child, or why it could not run.
+    fn release(self, prog: &str) -> Result<std::process::Child> {
+        use std::io::Write;
+        let mut go = self.go;
+        let _ = go.write_all(b"x");
+        drop(go);
+        match self.spawning.join() {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => bail!("cannot run {prog}: {e}"),
+            Err(_) => bail!("cannot run {prog}"),
+        }
+    }
+}
+
+/// A command's exit status as a shell reports it: its code, or 128 + the signal that ended it.
+pub fn exit_code_of(st: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    st.code()
+        .or_else(|| st.signal().map(|s| 128 + s))
+        .unwrap_or(2)
+}
+
+/// Device names by `MAJ:MIN` (from /sys/dev/block/MAJ:MIN/uevent).
+fn device_names(root: &Root, devs: impl Iterator<Item = String>) -> Vec<(String, String)> {
+    devs.filter_map(|d| {
+        let t = root.read(&format!("/sys/dev/block/{d}/uevent")).ok()?;
+        let name = t.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
+        Some((d, name.to_string()))
+    })
+    .collect()
+}
+
+/// Trace `target` for a window and return what was gathered.
+pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
+    let mut cx = Context {
+        threads: o.threads,
+        ..Default::default()
+    };
+    if let Target::Pids { pids, .. } = target {
+        for &p in pids {
+            plumb_sys::process::check_pid(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
+        }
+    }
+    cx.table = plumb_sys::syscalls::table(root).unwrap_or_default();
+    // Block requests first: that also clears tracing that dead plumb runs left.
+    let mut block = None;
+    if o.block {
+        match BlockProcTrace::start() {
+            Ok(b) => {
+                cx.removed_stale = b.removed.iter().map(|p| p.display().to_string()).collect();
+                block = Some(b);
+            }
+            Err(e) => cx.block_unavailable = Some(e),
+        }
+    }
+    let mut agg = BlockAgg::default();
+    let mut names = Names::default();
+    let (tracer, mut child, roots) = match target {
+        Target::Command(cmd) => {
+            let held = spawn_held(cmd)?;
+            let pid = held.pid;
+            let tracer = match ProcTracer::start(&[pid]) {
+                Ok(t) => t,
+                Err(e) => {
+                    held.abandon();
+                    bail!(e);
+                }
+            };
+            let child = held.release(&cmd[0])?;
+            cx.target = cmd.join(" ");
+            (o.started)(&format!("PID {pid}: {}", cx.target));
+            (tracer, Some(child), vec![pid])
+        }
+        Target::Pids { pids, label } => {
+            let tracer = ProcTracer::start(pids).map_err(|e| anyhow!(e))?;
+            let mut all = pids.clone();
+            for &p in pids {
+                for d in plumb_sys::process::descendants(root, p) {
+                    tracer.follow(d).map_err(|e| anyhow!(e))?;
+                    all.push(d);
+                }
+            }
+            all.sort_unstable();
+            all.dedup();
+            cx.target = label.clone();
+            (o.started)(&format!(
+                "{label}: {} process{} and what {} start{}",
+                all.len(),
+                if all.len() == 1 { "" } else { "es" },
+                if all.len() == 1 { "it" } else { "they" },
+                if all.len() == 1 { "s" } else { "" }
+            ));
+            (tracer, None, pids.clone())
+        }
+    };
+    let t0 = Instant::now();
+    let mut last_names = Instant::now() - Duration::from_secs(1);
+    let ended;
+    loop {
+        if let Some(b) = block.as_mut() {
+            b.drain(&mut agg).map_err(|e| anyhow!(e))?;
+        }
+        if last_names.elapsed() >= Duration::from_millis(500) {
+            names.look(root, &tracer, &mut cx);
+            last_names = Instant::now();
+        }
+        if let Some(c) = child.as_mut() {
+            if let Some(st) = c.try_wait()? {
+                cx.exit_code = Some(exit_code_of(st));
+                ended = "command exited";
+                break;
+            }
+        } else if roots.iter().all(|&p| !plumb_sys::process::alive(p)) {
+            ended = "processes ended";
+            break;
+        }
+        if (o.cancel)() {
+            ended = "interrupted";
+            break;
+        }
+        if o.duration.is_some_and(|d| t0.elapsed() >= d) {
+            ended = "duration";
+            break;
+        }
+        std::thread::sleep(TICK.min(o.duration.map_or(TICK, |d| d.saturating_sub(t0.elapsed()))));
+    }
+    cx.window_s = t0.elapsed().as_secs_f64();
+    cx.ended = ended.to_string();
+    names.look(root, &tracer, &mut cx);
+    if let Some(c) = child.as_mut() {
+        if cx.exit_code.is_none() {
+            let (st, _killed) = crate::foreground::stop(c, o.signal_command)?;
+            cx.exit_code = Some(exit_code_of(st));
+        }
+    }
+    let snap = tracer.snapshot();
+    drop(tracer);
+    if let Some(b) = block.as_mut() {
+        b.drain(&mut agg).map_err(|e| anyhow!(e))?;
+        cx.block_lost = b.lost();
+    }
+    cx.alive = snap
+        .followed
+        .iter()
+        .copied()
+        .filter(|&p| plumb_sys::process::alive(p))
+        .collect();
+    cx.device_names = device_names(root, agg.devices.keys().cloned())
+        .into_iter()
+        .collect();
+    let traced_block = block.is_some();
+    drop(block);
+    Ok(plumb_analyze::trace::build(
+        &snap,
+        traced_block.then_some(&agg),
+        &cx,
+    ))
+}

@@ -169,6 +169,9 @@ pub struct Context {
     pub block_unavailable: Option<String>,
 }
 
+/// Calls, errors, total ns and max ns, by syscall number.
+type ByNr = BTreeMap<u32, (u64, u64, u64, u64)>;
+
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
 }
@@ -188,7 +191,7 @@ fn latency(h: &LogHist) -> Latency {
 
 /// Rows of (nr → calls, errors, total, max, histogram), most time first, shares of this table.
 fn rows(
-    by_nr: &BTreeMap<u32, (u64, u64, u64, u64)>,
+    by_nr: &ByNr,
     hist: &BTreeMap<u32, LogHist>,
     table: &BTreeMap<u32, String>,
 ) -> Vec<SyscallRow> {
@@ -232,7 +235,7 @@ fn rows(
     out
 }
 
-fn add_call(m: &mut BTreeMap<u32, (u64, u64, u64, u64)>, c: &plumb_sys::proctrace::CallStat) {
+fn add_call(m: &mut ByNr, c: &plumb_sys::proctrace::CallStat) {
     let e = m.entry(c.nr).or_default();
     e.0 += c.calls;
     e.1 += c.errors;
@@ -252,13 +255,14 @@ fn add_sched(r: &mut SchedRow, s: &plumb_sys::proctrace::SchedStat) {
 /// Build the report from the kernel's counts, the block trace (None when not traced) and what
 /// the session knew.
 pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceReport {
+    // Names read from /proc while the task lived, else the kernel's record of them.
+    let name_of = |id: u32| cx.names.get(&id).or_else(|| snap.comms.get(&id)).cloned();
     // Processes: every thread group that made a syscall or was scheduled.
     let followed: BTreeSet<u32> = snap.followed.iter().copied().collect();
     let tgid_of = |tid: u32, tgid: u32| if tgid != 0 { tgid } else { tid };
-    let mut procs: BTreeMap<u32, (BTreeMap<u32, (u64, u64, u64, u64)>, SchedRow)> = BTreeMap::new();
-    let mut threads: BTreeMap<(u32, u32), (BTreeMap<u32, (u64, u64, u64, u64)>, SchedRow)> =
-        BTreeMap::new();
-    let mut all: BTreeMap<u32, (u64, u64, u64, u64)> = BTreeMap::new();
+    let mut procs: BTreeMap<u32, (ByNr, SchedRow)> = BTreeMap::new();
+    let mut threads: BTreeMap<(u32, u32), (ByNr, SchedRow)> = BTreeMap::new();
+    let mut all: ByNr = BTreeMap::new();
     for c in &snap.calls {
         let pid = tgid_of(c.tid, c.tgid);
         add_call(&mut procs.entry(pid).or_default().0, c);
@@ -309,7 +313,7 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
                 .range((pid, 0)..=(pid, u32::MAX))
                 .map(|(&(_, tid), (c, s))| ThreadTrace {
                     tid,
-                    name: cx.names.get(&tid).cloned(),
+                    name: name_of(tid),
                     // Percentiles are kept per process only.
                     syscalls: rows(c, &BTreeMap::new(), &cx.table),
                     sched: s.clone(),
@@ -321,7 +325,7 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
             });
             ProcTrace {
                 pid,
-                name: cx.names.get(&pid).cloned(),
+                name: name_of(pid),
                 title: cx.titles.get(&pid).cloned(),
                 exited: !cx.alive.contains(&pid),
                 syscall_time_s: syscalls.iter().map(|r| r.total_s).sum(),

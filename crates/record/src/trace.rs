@@ -53,7 +53,7 @@ impl Names {
                     cx.names.insert(id, c);
                 }
                 if id == tgid {
-                    if let Ok(t) = root.read(&format!("/proc/{id}/cmdline")) {
+                    if let Ok(t) = root.read(format!("/proc/{id}/cmdline")) {
                         let t = t.replace('\0', " ").trim().to_string();
                         if !t.is_empty() {
                             cx.titles.insert(id, plumb_engine::redact(&t));
@@ -200,7 +200,7 @@ pub fn exit_code_of(st: std::process::ExitStatus) -> i32 {
 /// Device names by `MAJ:MIN` (from /sys/dev/block/MAJ:MIN/uevent).
 fn device_names(root: &Root, devs: impl Iterator<Item = String>) -> Vec<(String, String)> {
     devs.filter_map(|d| {
-        let t = root.read(&format!("/sys/dev/block/{d}/uevent")).ok()?;
+        let t = root.read(format!("/sys/dev/block/{d}/uevent")).ok()?;
         let name = t.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
         Some((d, name.to_string()))
     })

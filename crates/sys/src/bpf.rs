@@ -75,6 +75,7 @@ pub enum Helper {
     MapDelete = 3,
     KtimeNs = 5,
     PidTgid = 14,
+    CurrentComm = 16,
 }
 
 pub const R0: u8 = 0;

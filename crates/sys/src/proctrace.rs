@@ -144,6 +144,9 @@ pub struct Snapshot {
     pub sched: Vec<SchedStat>,
     /// Every thread seen, with its process.
     pub tasks: BTreeMap<u32, u32>,
+    /// Task names (`comm`) as the kernel knew them at each thread's first syscall and after
+    /// each exec.
+    pub comms: BTreeMap<u32, String>,
     /// Every process followed (and, harmlessly, the thread ids of threads started by them).
     pub followed: Vec<u32>,
     pub lost: Lost,
@@ -166,6 +169,7 @@ struct Maps {
     hist: Map,
     sched: Map,
     wake: Map,
+    comms: Map,
     lost: Map,
 }
 
@@ -194,6 +198,7 @@ impl Maps {
                 scale(65536),
             )?,
             wake: Map::create(MapType::Hash, "plumb_wake", 4, 8, 131072)?,
+            comms: Map::create(MapType::Hash, "plumb_comms", 4, 16, 131072)?,
             lost: Map::create(MapType::PercpuArray, "plumb_lost", 4, 8, 4)?,
         })
     }
@@ -252,6 +257,23 @@ impl<'a> Emit<'a> {
             .call(Helper::MapLookup)
             .jump_k(Cond::Eq, R0, 0, fail)
             .label(&have);
+        self
+    }
+    /// `comms[*(u32 *)(fp + key)] = the current task's name` (scratch: 16 bytes at fp + buf).
+    fn save_comm(&mut self, key: i16, buf: i16) -> &mut Self {
+        let m = self.m;
+        self.a
+            .mov(R1, FP)
+            .alu_k(Alu::Add, R1, buf as i32)
+            .mov_k(R2, 16)
+            .call(Helper::CurrentComm)
+            .map(R1, &m.comms)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, key as i32)
+            .mov(R3, FP)
+            .alu_k(Alu::Add, R3, buf as i32)
+            .mov_k(R4, 0)
+            .call(Helper::MapUpdate);
         self
     }
     /// `*(u64 *)(r0 + off) += 1`.
@@ -313,10 +335,16 @@ fn offset(format: &str, field: &str, event: &str) -> Result<i16, String> {
 }
 
 /// `raw_syscalls:sys_enter`: note when the call began and which it is.
-fn sys_enter(m: &Maps, id_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+/// Calls that never return (`exit`, `exit_group`) are counted here, taking no time: no
+/// `sys_exit` follows them.
+fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::Insn>, String> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
+    e.a.load(Size::DW, R1, R6, id_off);
+    for &nr in noreturn {
+        e.a.jump_k(Cond::Eq, R1, nr as i32, "noreturn");
+    }
     e.a.store(Size::W, FP, -8, R7) // tid
         .load(Size::DW, R1, R6, id_off)
         .store(Size::DW, FP, -16, R1) // nr
@@ -345,11 +373,21 @@ fn sys_enter(m: &Maps, id_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
         .alu_k(Alu::Add, R3, -28)
         .mov_k(R4, 0)
         .call(Helper::MapUpdate);
+    // Its name, for a thread that may be gone before plumb looks.
+    e.save_comm(-8, -48);
+    e.a.goto("out")
+        .label("noreturn")
+        .store(Size::W, FP, -16, R7)
+        .store(Size::W, FP, -12, R1);
+    e.lookup_or_init(&m.calls, -16, -56, CALL_VALUE, "lost_calls");
+    e.incr(0);
+    e.a.goto("out");
+    e.lost("lost_calls", LOST_CALLS, "out");
     e.out()
 }
 
 /// `raw_syscalls:sys_exit`: add the call to its thread's counts and its process's histogram.
-fn sys_exit(m: &Maps, ret_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn>, String> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1)
         .call(Helper::PidTgid)
@@ -369,7 +407,14 @@ fn sys_exit(m: &Maps, ret_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
         .map(R1, &m.start)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
-        .call(Helper::MapDelete)
+        .call(Helper::MapDelete);
+    // After an exec the thread has its new name.
+    for &nr in exec {
+        e.a.jump_k(Cond::Eq, R9, nr as i32, "exec");
+    }
+    e.a.goto("counted").label("exec");
+    e.save_comm(-4, -96);
+    e.a.label("counted")
         .store(Size::W, FP, -16, R7)
         .store(Size::W, FP, -12, R9)
         .load(Size::DW, R1, R6, ret_off)
@@ -589,6 +634,17 @@ impl ProcTracer {
         let next = offset(&tps[2].1, "next_pid", "sched_switch")?;
         let wpid = offset(&tps[3].1, "pid", "sched_wakeup")?;
         let child = offset(&tps[4].1, "child_pid", "sched_process_fork")?;
+        // This system's numbers for the calls that never return.
+        let table = crate::syscalls::table(&crate::Root::host()).unwrap_or_default();
+        let numbers = |names: &[&str]| -> Vec<u32> {
+            table
+                .iter()
+                .filter(|(_, n)| names.contains(&n.as_str()))
+                .map(|(nr, _)| *nr)
+                .collect()
+        };
+        let noreturn = numbers(&["exit", "exit_group"]);
+        let exec = numbers(&["execve", "execveat"]);
         use ProgType::{PerfEvent, Tracepoint};
         // Fork first, so that nothing started while the rest attaches escapes.
         let plan: Vec<(ProgType, &str, Vec<crate::bpf::Insn>, Option<u64>)> = vec![
@@ -601,13 +657,13 @@ impl ProcTracer {
             (
                 Tracepoint,
                 "plumb_sys_exit",
-                sys_exit(m, ret)?,
+                sys_exit(m, ret, &exec)?,
                 Some(tps[1].0),
             ),
             (
                 Tracepoint,
                 "plumb_sys_enter",
-                sys_enter(m, id)?,
+                sys_enter(m, id, &noreturn)?,
                 Some(tps[0].0),
             ),
             (
@@ -740,7 +796,21 @@ impl ProcTracer {
                     .sum()
             })
         };
+        let comms = m
+            .comms
+            .keys()
+            .into_iter()
+            .filter_map(|k| {
+                let v = m.comms.lookup(&k)?.pop()?;
+                let end = v.iter().position(|b| *b == 0).unwrap_or(v.len());
+                Some((
+                    ne_u32(&k, 0),
+                    String::from_utf8_lossy(&v[..end]).into_owned(),
+                ))
+            })
+            .collect();
         Snapshot {
+            comms,
             calls,
             hist,
             sched,
@@ -852,6 +922,8 @@ mod tests {
         assert_eq!(n("sched_yield", Some(pid)), (300, 0));
         assert_eq!(n("umask", Some(pid)), (77, 0));
         assert_eq!(n("close", Some(pid)).1, 40, "close(-1) fails with EBADF");
+        // The call that never returns is counted on entry.
+        assert_eq!(n("exit_group", Some(pid)), (1, 0));
         // The grandchild was followed from its fork: its exec is counted, under its own PID.
         let grandchildren: Vec<u32> = s
             .calls
@@ -861,6 +933,11 @@ mod tests {
             .collect();
         assert!(!grandchildren.is_empty(), "{:?}", s.calls);
         assert!(s.followed.contains(&grandchildren[0]));
+        // Its name as the kernel had it after the exec, though it is long gone.
+        assert_eq!(
+            s.comms.get(&grandchildren[0]).map(String::as_str),
+            Some("true")
+        );
         // Times: every call took some time; the histogram holds every call.
         let getppid = table.iter().find(|(_, v)| *v == "getppid").unwrap().0;
         let c = s.calls.iter().find(|c| c.nr == *getppid).unwrap();

@@ -1,0 +1,438 @@
+//! `plumb trace` end to end: exact counts of a known program, agreement with `strace -c -f`,
+//! a private PostgreSQL's fdatasync calls per commit under each wal_sync_method, and the ways a
+//! trace ends (Ctrl-C, kill -9 of plumb, a PID that exits, a PID that never was, no root).
+
+mod common;
+use common::{is_root, no_postgres, plumb, skip};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn needs_root(what: &str) -> bool {
+    if !is_root() {
+        skip(format!("skipped: {what} needs root (eBPF and tracefs)"));
+        return false;
+    }
+    true
+}
+
+fn json(o: &std::process::Output) -> Value {
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: stdout {} stderr {}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
+}
+
+/// Calls of one syscall in a row list.
+fn calls(rows: &Value, name: &str) -> u64 {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["name"] == name)
+        .map(|r| r["calls"].as_u64().unwrap())
+        .sum()
+}
+
+/// plumb's tracefs instances, when tracefs is mounted.
+fn instances() -> Vec<String> {
+    std::fs::read_dir("/sys/kernel/tracing/instances")
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("plumb-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+const COUNTED: &str = "import ctypes, sys\n\
+    libc = ctypes.CDLL(None, use_errno=True)\n\
+    for _ in range(1000): libc.getppid()\n\
+    for _ in range(300): libc.sched_yield()\n\
+    for _ in range(77): libc.umask(0o022)\n\
+    sys.exit(3)\n";
+
+#[test]
+fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
+    if !needs_root("tracing") {
+        return;
+    }
+    let o = plumb()
+        .args(["trace", "--json", "--", "/usr/bin/python3", "-c", COUNTED])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "the command's status: {o:?}");
+    let r = json(&o);
+    assert_eq!(r["kind"], "trace");
+    assert_eq!(r["ended"], "command exited");
+    assert_eq!(calls(&r["syscalls"], "getppid"), 1000);
+    assert_eq!(calls(&r["syscalls"], "sched_yield"), 300);
+    assert_eq!(calls(&r["syscalls"], "umask"), 77);
+    // Traced from its exec: one execve, the program's own.
+    assert_eq!(calls(&r["syscalls"], "execve"), 1);
+    let p = &r["processes"][0];
+    assert_eq!(p["name"], "python3");
+    assert_eq!(p["exited"], true);
+    assert!(p["sched"]["minor_faults"].as_u64().unwrap() > 100, "{p}");
+    let getppid = r["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["name"] == "getppid")
+        .unwrap();
+    assert!(getppid["p50_s"].as_f64().unwrap() > 0.0);
+    assert!(getppid["p99_s"].as_f64().unwrap() >= getppid["p50_s"].as_f64().unwrap());
+    // Nothing left enabled: no instance of this run.
+    assert!(instances().is_empty(), "{:?}", instances());
+    // Text: the table and its columns.
+    let o = plumb()
+        .args(["trace", "--", "/usr/bin/python3", "-c", COUNTED])
+        .output()
+        .unwrap();
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("% time") && t.contains("getppid"), "{t}");
+    assert!(
+        t.lines()
+            .any(|l| l.trim_start().starts_with("getppid") && l.contains("1,000")),
+        "{t}"
+    );
+}
+
+/// `strace -c -f`'s table: calls by syscall.
+fn strace_counts(path: &std::path::Path) -> std::collections::BTreeMap<String, u64> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 5 || f[0].parse::<f64>().is_err() || f.last() == Some(&"total") {
+                return None;
+            }
+            Some((f.last()?.to_string(), f[3].parse().ok()?))
+        })
+        .collect()
+}
+
+#[test]
+fn counts_agree_with_strace() {
+    if !needs_root("tracing") {
+        return;
+    }
+    if Command::new("strace").arg("-V").output().is_err() {
+        skip("skipped: strace is not installed (scripts/setup --test installs it)");
+        return;
+    }
+    let script = "i=0; while [ $i -lt 100 ]; do cat /etc/hostname >/dev/null; ls / >/dev/null; i=$((i+1)); done";
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("strace.txt");
+    let s = Command::new("strace")
+        .args(["-c", "-f", "-o"])
+        .arg(&st)
+        .args(["sh", "-c", script])
+        .output()
+        .unwrap();
+    assert!(s.status.success(), "{s:?}");
+    let theirs = strace_counts(&st);
+    assert!(theirs.len() > 20, "{theirs:?}");
+    let o = plumb()
+        .args(["trace", "--no-block", "--json", "--", "sh", "-c", script])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let ours = json(&o);
+    // strace leaves out the calls that never return; plumb counts them on entry.
+    let mut total = (0u64, 0u64);
+    for (name, &n) in &theirs {
+        let m = calls(&ours["syscalls"], name);
+        total.0 += n;
+        total.1 += m;
+        if n >= 50 {
+            let off = (m as f64 - n as f64).abs() / n as f64;
+            assert!(off <= 0.02, "{name}: strace {n}, plumb {m}");
+        }
+    }
+    let off = (total.1 as f64 - total.0 as f64).abs() / total.0 as f64;
+    assert!(
+        off <= 0.02,
+        "all calls: strace {}, plumb {}",
+        total.0,
+        total.1
+    );
+}
+
+#[test]
+fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
+    let o = plumb()
+        .args(["trace", "--pid", "3999999", "--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("3999999"), "{e}");
+    let o = plumb().args(["trace"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--pid"));
+    if !needs_root("tracing") {
+        return;
+    }
+    let mut sleeper = Command::new("sh")
+        .args(["-c", "sleep 1; ls / >/dev/null"])
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    let o = plumb()
+        .args([
+            "trace",
+            "--json",
+            "--duration",
+            "30s",
+            "--pid",
+            &sleeper.id().to_string(),
+        ])
+        .output()
+        .unwrap();
+    let _ = sleeper.wait();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
+    let r = json(&o);
+    assert_eq!(r["ended"], "processes ended");
+    // The shell and the sleep it was waiting for (started before plumb) and ls (after).
+    let names: Vec<&str> = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(names.contains(&"ls"), "{names:?}");
+    assert!(r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["exited"] == true));
+}
+
+#[test]
+fn ctrl_c_ends_the_window_with_what_was_gathered() {
+    if !needs_root("tracing") {
+        return;
+    }
+    let mut target = Command::new("sh")
+        .args(["-c", "while :; do sleep 0.05; done"])
+        .spawn()
+        .unwrap();
+    let mut p = plumb()
+        .args(["trace", "--json", "--pid", &target.id().to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(p.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("Ctrl-C"), "{line}");
+    let me = format!("plumb-{}", p.id());
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(instances().contains(&me), "{:?}", instances());
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(p.id() as i32, libc::SIGINT) };
+    let o = p.wait_with_output().unwrap();
+    let _ = target.kill();
+    let _ = target.wait();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r = json(&o);
+    assert_eq!(r["ended"], "interrupted");
+    // About 30 sleeps a second, each a fork, an exec and a wait.
+    assert!(calls(&r["syscalls"], "wait4") >= 10, "{}", r["syscalls"]);
+    assert!(
+        calls(&r["syscalls"], "clock_nanosleep") >= 10,
+        "{}",
+        r["syscalls"]
+    );
+    assert!(!instances().contains(&me), "{:?}", instances());
+}
+
+#[test]
+fn after_kill_9_the_next_run_removes_what_the_dead_one_left_and_says_so() {
+    if !needs_root("tracing") {
+        return;
+    }
+    let mut p = plumb()
+        .args(["trace", "--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(p.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    assert!(line.contains("tracing PID"), "{line}");
+    let sleep_pid: i32 = line
+        .split("PID ")
+        .nth(1)
+        .and_then(|s| s.split(':').next())
+        .and_then(|s| s.parse().ok())
+        .unwrap();
+    let dead = format!("plumb-{}", p.id());
+    // SAFETY: signalling our own child and the command it started.
+    unsafe { libc::kill(p.id() as i32, libc::SIGKILL) };
+    let _ = p.wait();
+    unsafe { libc::kill(sleep_pid, libc::SIGKILL) };
+    assert!(
+        instances().contains(&dead),
+        "the killed run's instance is there: {:?}",
+        instances()
+    );
+    let o = plumb()
+        .args(["trace", "--json", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r = json(&o);
+    let said =
+        r["notes"].as_array().unwrap().iter().any(|n| {
+            n["code"] == "trace-removed-stale" && n["text"].as_str().unwrap().contains(&dead)
+        });
+    assert!(said, "{}", r["notes"]);
+    assert!(instances().is_empty(), "{:?}", instances());
+}
+
+#[test]
+fn without_root_it_says_what_it_needs() {
+    if !needs_root("switching to an unprivileged user") {
+        return;
+    }
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .args(["trace", "--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    let e = String::from_utf8_lossy(&o.stderr);
+    assert!(e.contains("root") && e.contains("CAP_BPF"), "{e}");
+}
+
+/// A private PostgreSQL with one wal_sync_method, pgbench against it under `plumb trace
+/// --pid postmaster`: (fdatasync calls, fsync calls, committed transactions).
+fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-trace")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path().join("pg");
+    let dir = dir.to_str().unwrap();
+    let o = plumb()
+        .args([
+            "engine",
+            "start",
+            "--dir",
+            dir,
+            "--shared-buffers",
+            "32MB",
+            "--set",
+            &format!("wal_sync_method={method}"),
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let e = json(&o);
+    let pid = e["instance"]["pid"].as_u64().unwrap().to_string();
+    let port = e["instance"]["port"].as_u64().unwrap().to_string();
+    let sock = format!("{dir}/sock");
+    let bin = std::env::var("PLUMB_PG_BIN").unwrap_or_else(|_| {
+        std::fs::read_dir("/usr/lib/postgresql")
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join("pgbench").exists())
+            .unwrap()
+            .display()
+            .to_string()
+    });
+    let pgbench = format!("{bin}/pgbench");
+    let conn = ["-h", &sock, "-p", &port, "-U", "plumb", "postgres"];
+    let i = Command::new(&pgbench)
+        .args(["-i", "-q", "-s", "1"])
+        .args(conn)
+        .output()
+        .unwrap();
+    assert!(i.status.success(), "{i:?}");
+    let mut tr = plumb()
+        .args(["trace", "--json", "--no-block", "--pid", &pid])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(tr.stderr.take().unwrap());
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    let b = Command::new(&pgbench)
+        .args(["-n", "-c", "2", "-t", "300"])
+        .args(conn)
+        .output()
+        .unwrap();
+    assert!(b.status.success(), "{b:?}");
+    let out = String::from_utf8_lossy(&b.stdout);
+    let commits: u64 = out
+        .lines()
+        .find_map(|l| l.strip_prefix("number of transactions actually processed: "))
+        .and_then(|s| s.split('/').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(tr.id() as i32, libc::SIGINT) };
+    let o = tr.wait_with_output().unwrap();
+    let stop = plumb()
+        .args(["engine", "stop", "--dir", dir, "--remove"])
+        .output()
+        .unwrap();
+    assert_eq!(stop.status.code(), Some(0), "{stop:?}");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r = json(&o);
+    (
+        calls(&r["syscalls"], "fdatasync"),
+        calls(&r["syscalls"], "fsync"),
+        commits,
+        r,
+    )
+}
+
+#[test]
+fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !needs_root("tracing") {
+        return;
+    }
+    let (fdatasync, _, commits, r) = commits_and_syncs("fdatasync");
+    assert_eq!(commits, 600);
+    assert!(
+        fdatasync >= commits,
+        "fdatasync {fdatasync} < commits {commits}"
+    );
+    // The backends (children of the postmaster, started after plumb attached) did the work.
+    assert!(
+        r["processes"].as_array().unwrap().len() >= 4,
+        "{}",
+        r["processes"]
+    );
+    let (fdatasync, _, commits, r) = commits_and_syncs("open_datasync");
+    assert_eq!(commits, 600);
+    assert!(
+        fdatasync * 20 <= commits,
+        "open_datasync: {fdatasync} fdatasync calls for {commits} commits"
+    );
+    // The WAL writes carry the wait instead.
+    assert!(
+        calls(&r["syscalls"], "pwrite64") >= commits,
+        "{}",
+        r["syscalls"]
+    );
+}

@@ -142,6 +142,8 @@ pub struct TraceReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<DeviceRow>>,
     pub lost: Losses,
+    /// How the syscalls were caught (eBPF on `raw tracepoints`, or on `tracepoints`).
+    pub syscalls_via: String,
     pub notes: Vec<Note>,
 }
 
@@ -167,6 +169,7 @@ pub struct Context {
     pub removed_stale: Vec<String>,
     /// Why block requests were not traced, when they were not.
     pub block_unavailable: Option<String>,
+    pub syscalls_via: String,
 }
 
 /// Calls, errors, total ns and max ns, by syscall number.
@@ -380,6 +383,7 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
         processes,
         devices,
         lost,
+        syscalls_via: cx.syscalls_via.clone(),
         notes: Vec::new(),
     };
     report.notes = notes(&report, cx);

@@ -311,6 +311,7 @@ pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
         }
     }
     let snap = tracer.snapshot();
+    cx.syscalls_via = format!("eBPF on {}", tracer.syscalls_via());
     drop(tracer);
     if let Some(b) = block.as_mut() {
         b.drain(&mut agg).map_err(|e| anyhow!(e))?;

@@ -168,12 +168,13 @@ impl Render for TraceReport {
         };
         writeln!(
             out,
-            "plumb trace: {}\n  {} ({}{exit}); {} process{} followed",
+            "plumb trace: {}\n  {} ({}{exit}); {} process{} followed; counted in the kernel ({})",
             self.target,
             duration(self.window_s),
             self.ended,
             self.processes.len(),
             if self.processes.len() == 1 { "" } else { "es" },
+            self.syscalls_via,
         )?;
         writeln!(out)?;
         writeln!(

@@ -206,6 +206,7 @@ const MAP_LOOKUP_ELEM: i32 = 1;
 const MAP_UPDATE_ELEM: i32 = 2;
 const MAP_GET_NEXT_KEY: i32 = 4;
 const PROG_LOAD: i32 = 5;
+const RAW_TRACEPOINT_OPEN: i32 = 17;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapType {
@@ -219,6 +220,9 @@ pub enum MapType {
 pub enum ProgType {
     Tracepoint = 5,
     PerfEvent = 7,
+    /// Runs on the tracepoint's raw arguments, before the kernel builds a trace record: the
+    /// cheapest way in.
+    RawTracepoint = 17,
 }
 
 /// The attribute block every command takes (a union in the kernel: zeroed, then the fields of
@@ -499,6 +503,20 @@ fn set_bpf(event: &OwnedFd, prog: &Prog) -> Result<(), std::io::Error> {
 }
 
 impl Link {
+    /// Run a [`ProgType::RawTracepoint`] program at every hit of the tracepoint `name`
+    /// (`sys_enter`); its context is the tracepoint's arguments, 8 bytes each.
+    pub fn raw_tracepoint(prog: &Prog, name: &str) -> Result<Link, String> {
+        let c = std::ffi::CString::new(name).map_err(|_| format!("tracepoint name {name:?}"))?;
+        let mut a = Attr::new();
+        a.u64(0, c.as_ptr() as u64).u32(8, prog.fd() as u32);
+        let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a)
+            .map_err(|e| format!("attaching to raw tracepoint {name}: {e}"))?;
+        Ok(Link {
+            // SAFETY: a new descriptor we own.
+            _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+        })
+    }
+
     /// Run `prog` at every hit of the tracepoint with this id, on every CPU (a tracepoint's
     /// programs run wherever it fires: one event carries them).
     pub fn tracepoint(prog: &Prog, id: u64) -> Result<Link, String> {

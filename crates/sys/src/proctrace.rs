@@ -181,7 +181,7 @@ impl Maps {
         Ok(Maps {
             pids: Map::create(MapType::Hash, "plumb_pids", 4, 4, 65536)?,
             tasks: Map::create(MapType::Hash, "plumb_tasks", 4, 4, 131072)?,
-            start: Map::create(MapType::LruHash, "plumb_start", 4, 16, 65536)?,
+            start: Map::create(MapType::Hash, "plumb_start", 4, 16, 131072)?,
             calls: Map::create(
                 MapType::PercpuHash,
                 "plumb_calls",
@@ -276,6 +276,33 @@ impl<'a> Emit<'a> {
             .call(Helper::MapUpdate);
         self
     }
+    /// `wake[*(u32 *)(fp + key)] = now`, in place when the thread has an entry (scratch: 8
+    /// bytes at fp + buf). A zero there means "not waiting".
+    fn waiting_since_now(&mut self, key: i16, buf: i16) -> &mut Self {
+        let m = self.m;
+        let (have, done) = (self.fresh("wake_have"), self.fresh("wake_done"));
+        self.a
+            .call(Helper::KtimeNs)
+            .store(Size::DW, FP, buf, R0)
+            .map(R1, &m.wake)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, key as i32)
+            .call(Helper::MapLookup)
+            .jump_k(Cond::Ne, R0, 0, &have)
+            .map(R1, &m.wake)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, key as i32)
+            .mov(R3, FP)
+            .alu_k(Alu::Add, R3, buf as i32)
+            .mov_k(R4, 0)
+            .call(Helper::MapUpdate)
+            .goto(&done)
+            .label(&have)
+            .load(Size::DW, R1, FP, buf)
+            .store(Size::DW, R0, 0, R1)
+            .label(&done);
+        self
+    }
     /// `*(u64 *)(r0 + off) += 1`.
     fn incr(&mut self, off: i16) -> &mut Self {
         self.a
@@ -345,11 +372,24 @@ fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::
     for &nr in noreturn {
         e.a.jump_k(Cond::Eq, R1, nr as i32, "noreturn");
     }
-    e.a.store(Size::W, FP, -8, R7) // tid
-        .load(Size::DW, R1, R6, id_off)
-        .store(Size::DW, FP, -16, R1) // nr
+    // The thread's open call, written in place: an entry per thread stays for the session
+    // (cheaper than an insert and a delete per call).
+    e.a.mov(R8, R1) // nr
+        .store(Size::W, FP, -8, R7) // tid
         .call(Helper::KtimeNs)
-        .store(Size::DW, FP, -24, R0) // ts
+        .mov(R9, R0) // ts
+        .map(R1, &m.start)
+        .mov(R2, FP)
+        .alu_k(Alu::Add, R2, -8)
+        .call(Helper::MapLookup)
+        .jump_k(Cond::Eq, R0, 0, "first")
+        .store(Size::DW, R0, 0, R9)
+        .store(Size::DW, R0, 8, R8)
+        .goto("out")
+        // The thread's first call: its entry, its process, its name.
+        .label("first")
+        .store(Size::DW, FP, -24, R9)
+        .store(Size::DW, FP, -16, R8)
         .map(R1, &m.start)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -8)
@@ -357,12 +397,7 @@ fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::
         .alu_k(Alu::Add, R3, -24)
         .mov_k(R4, 0)
         .call(Helper::MapUpdate)
-        // Remember the thread's process, once.
-        .map(R1, &m.tasks)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -8)
-        .call(Helper::MapLookup)
-        .jump_k(Cond::Ne, R0, 0, "out")
+        .jump_k(Cond::Ne, R0, 0, "lost_start")
         .mov(R1, R7)
         .alu_k(Alu::Rsh, R1, 32)
         .store(Size::W, FP, -28, R1)
@@ -383,6 +418,7 @@ fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::
     e.incr(0);
     e.a.goto("out");
     e.lost("lost_calls", LOST_CALLS, "out");
+    e.lost("lost_start", LOST_CALLS, "out");
     e.out()
 }
 
@@ -398,17 +434,15 @@ fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn
         .alu_k(Alu::Add, R2, -4)
         .call(Helper::MapLookup)
         .jump_k(Cond::Eq, R0, 0, "out")
-        .load(Size::DW, R8, R0, 0) // ts
+        .load(Size::DW, R8, R0, 0) // ts; 0: no call open
+        .jump_k(Cond::Eq, R8, 0, "out")
         .load(Size::DW, R9, R0, 8) // nr
+        .store_k(Size::DW, R0, 0, 0)
         .call(Helper::KtimeNs)
         .mov(R1, R0)
         .alu_x(Alu::Sub, R1, R8)
-        .mov(R8, R1) // duration
-        .map(R1, &m.start)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -4)
-        .call(Helper::MapDelete);
-    // After an exec the thread has its new name.
+        .mov(R8, R1); // duration
+                      // After an exec the thread has its new name.
     for &nr in exec {
         e.a.jump_k(Cond::Eq, R9, nr as i32, "exec");
     }
@@ -496,17 +530,8 @@ fn sched_switch(m: &Maps, state_off: i16, next_off: i16) -> Result<Vec<crate::bp
         .alu_k(Alu::And, R1, 0xff)
         .jump_k(Cond::Ne, R1, 0, "vol");
     e.incr(8);
-    e.a.call(Helper::KtimeNs)
-        .store(Size::DW, FP, -16, R0)
-        .map(R1, &m.wake)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -8)
-        .mov(R3, FP)
-        .alu_k(Alu::Add, R3, -16)
-        .mov_k(R4, 0)
-        .call(Helper::MapUpdate)
-        .goto("next")
-        .label("vol");
+    e.waiting_since_now(-8, -16);
+    e.a.goto("next").label("vol");
     e.incr(0);
     e.a.label("next")
         .load(Size::W, R1, R6, next_off)
@@ -517,13 +542,11 @@ fn sched_switch(m: &Maps, state_off: i16, next_off: i16) -> Result<Vec<crate::bp
         .call(Helper::MapLookup)
         .jump_k(Cond::Eq, R0, 0, "out")
         .load(Size::DW, R8, R0, 0)
+        .jump_k(Cond::Eq, R8, 0, "out")
+        .store_k(Size::DW, R0, 0, 0)
         .call(Helper::KtimeNs)
         .mov(R9, R0)
-        .alu_x(Alu::Sub, R9, R8)
-        .map(R1, &m.wake)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -4)
-        .call(Helper::MapDelete);
+        .alu_x(Alu::Sub, R9, R8);
     e.lookup_or_init(&m.sched, -4, -56, SCHED_VALUE, "lost_next");
     e.add(16, R9).incr(24);
     e.a.goto("out");
@@ -542,16 +565,8 @@ fn sched_wakeup(m: &Maps, pid_off: i16) -> Result<Vec<crate::bpf::Insn>, String>
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
         .call(Helper::MapLookup)
-        .jump_k(Cond::Eq, R0, 0, "out")
-        .call(Helper::KtimeNs)
-        .store(Size::DW, FP, -16, R0)
-        .map(R1, &m.wake)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -4)
-        .mov(R3, FP)
-        .alu_k(Alu::Add, R3, -16)
-        .mov_k(R4, 0)
-        .call(Helper::MapUpdate);
+        .jump_k(Cond::Eq, R0, 0, "out");
+    e.waiting_since_now(-4, -16);
     e.out()
 }
 
@@ -591,6 +606,7 @@ fn fault(m: &Maps, field: i16) -> Result<Vec<crate::bpf::Insn>, String> {
 /// A tracing session on some processes and what they start. Dropping it detaches everything.
 pub struct ProcTracer {
     maps: Maps,
+    raw: bool,
     _progs: Vec<Prog>,
     _links: Vec<Link>,
 }
@@ -621,6 +637,7 @@ impl ProcTracer {
         let maps = Maps::create()?;
         let t = ProcTracer {
             maps,
+            raw: false,
             _progs: Vec::new(),
             _links: Vec::new(),
         };
@@ -656,18 +673,6 @@ impl ProcTracer {
             ),
             (
                 Tracepoint,
-                "plumb_sys_exit",
-                sys_exit(m, ret, &exec)?,
-                Some(tps[1].0),
-            ),
-            (
-                Tracepoint,
-                "plumb_sys_enter",
-                sys_enter(m, id, &noreturn)?,
-                Some(tps[0].0),
-            ),
-            (
-                Tracepoint,
                 "plumb_switch",
                 sched_switch(m, state, next)?,
                 Some(tps[2].0),
@@ -699,7 +704,43 @@ impl ProcTracer {
             }
             progs.push(p);
         }
+        let mut raw_used = false;
+        // The syscall programs run twice per call of every task on the host: on the raw
+        // tracepoints (arguments as the kernel has them: 8 bytes each, the call's number or
+        // return value second), else on the ordinary ones (a record built first, costlier).
+        for (name, raw, raw_insns, tp, tp_insns) in [
+            (
+                "plumb_sys_exit",
+                "sys_exit",
+                sys_exit(m, 8, &exec)?,
+                tps[1].0,
+                sys_exit(m, ret, &exec)?,
+            ),
+            (
+                "plumb_sys_enter",
+                "sys_enter",
+                sys_enter(m, 8, &noreturn)?,
+                tps[0].0,
+                sys_enter(m, id, &noreturn)?,
+            ),
+        ] {
+            let fast = Prog::load(ProgType::RawTracepoint, name, &raw_insns)
+                .and_then(|p| Ok((Link::raw_tracepoint(&p, raw)?, p)));
+            match fast {
+                Ok((l, p)) => {
+                    links.push(l);
+                    progs.push(p);
+                    raw_used = true;
+                }
+                Err(_) => {
+                    let p = Prog::load(Tracepoint, name, &tp_insns)?;
+                    links.push(Link::tracepoint(&p, tp)?);
+                    progs.push(p);
+                }
+            }
+        }
         Ok(ProcTracer {
+            raw: raw_used,
             _progs: progs,
             _links: links,
             ..t
@@ -723,6 +764,15 @@ impl ProcTracer {
             }
         }
         Ok(())
+    }
+
+    /// How syscalls are caught: `raw tracepoints` (the cheap way) or `tracepoints`.
+    pub fn syscalls_via(&self) -> &'static str {
+        if self.raw {
+            "raw tracepoints"
+        } else {
+            "tracepoints"
+        }
     }
 
     /// Threads seen so far, with their process.
@@ -907,6 +957,8 @@ mod tests {
         };
         let pid = child.id();
         let t = ProcTracer::start(&[pid]).unwrap();
+        // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
+        assert_eq!(t.syscalls_via(), "raw tracepoints");
         child.stdin.take().unwrap().write_all(b"x").unwrap();
         assert!(child.wait().unwrap().success());
         let s = t.snapshot();

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""What tracing a database server costs it: pgbench's throughput untraced, under `plumb trace`,
+under `perf trace -s` and under `strace -c -f`, in one run, on one private PostgreSQL.
+
+For each tracer and each workload (select-only, `-S`: syscall-bound, the worst case for a
+tracer; and the default TPC-B-like one: commit-bound), pgbench runs for --seconds with progress
+every second; after two seconds the tracer attaches to the postmaster and every backend (the
+connections are open by then), and only the seconds the tracer covered are averaged. Tracers
+take turns in interleaved rounds (--rounds, default 3) so that a drift of the machine touches
+them all; the median of the rounds is printed with the ratio to untraced, and written with the
+machine and the command lines to --out (default bench/results/trace-overhead-DATE.md). Needs root.
+A benchmark, not a test: it asserts nothing.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PLUMB = os.path.join(ROOT, "target", "release", "plumb")
+
+
+def pg_bin():
+    for v in sorted(os.listdir("/usr/lib/postgresql"), reverse=True):
+        b = f"/usr/lib/postgresql/{v}/bin"
+        if os.path.exists(f"{b}/pgbench"):
+            return b
+    sys.exit("no pgbench (apt-get install postgresql)")
+
+
+def descendants(pid):
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                kids.setdefault(ppid, []).append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for c in kids.get(p, []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def tracer_cmd(kind, postmaster):
+    pids = [postmaster] + descendants(postmaster)
+    if kind == "plumb trace":
+        return [PLUMB, "trace", "--pid", str(postmaster)]
+    if kind == "perf trace -s":
+        return ["perf", "trace", "-s", "-o", "/dev/null", "-p", ",".join(map(str, pids))]
+    if kind == "strace -c -f":
+        cmd = ["strace", "-c", "-f", "-o", "/dev/null"]
+        for p in pids:
+            cmd += ["-p", str(p)]
+        return cmd
+    return None
+
+
+def run_one(kind, workload, conn, pgbench, postmaster, seconds):
+    args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(seconds), "-P", "1"] + workload + conn
+    bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    tracer = None
+    cmd = tracer_cmd(kind, postmaster)
+    if cmd:
+        tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out, err = bench.communicate()
+    if tracer:
+        tracer.send_signal(signal.SIGINT)
+        try:
+            tracer.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            tracer.wait()
+    # progress: 5.0 s, 1234.5 tps, lat 1.6 ms stddev 0.3, 0 failed
+    tps = []
+    for line in err.splitlines():
+        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps", line)
+        if m and 4.0 <= float(m.group(1)) <= seconds - 1:
+            tps.append(float(m.group(2)))
+    if not tps:
+        sys.exit(f"no progress lines from pgbench:\n{err}")
+    return statistics.mean(tps), cmd
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=14)
+    ap.add_argument("--out")
+    a = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("needs root (eBPF, perf, strace -p and the private PostgreSQL)")
+    subprocess.run(["cargo", "build", "--release", "-j2", "-q"], cwd=ROOT, check=True)
+    bin_dir = pg_bin()
+    pgbench = f"{bin_dir}/pgbench"
+    tmp = tempfile.mkdtemp(prefix="plumb-trace-bench", dir="/tmp")
+    os.chmod(tmp, 0o755)  # the server runs as postgres and must reach its directory
+    d = os.path.join(tmp, "pg")
+    e = json.loads(
+        subprocess.run(
+            [PLUMB, "engine", "start", "--dir", d, "--set", "wal_sync_method=fdatasync", "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
+    postmaster, port = e["instance"]["pid"], e["instance"]["port"]
+    conn = ["-h", f"{d}/sock", "-p", str(port), "-U", "plumb", "postgres"]
+    results = {}
+    cmds = {}
+    try:
+        subprocess.run([pgbench, "-i", "-q", "-s", "10"] + conn, check=True, capture_output=True)
+        kinds = ["untraced", "plumb trace", "perf trace -s", "strace -c -f"]
+        workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
+        for r in range(a.rounds):
+            for wname, w in workloads.items():
+                for k in kinds:
+                    tps, cmd = run_one(k, w, conn, pgbench, postmaster, a.seconds)
+                    results.setdefault((wname, k), []).append(tps)
+                    if cmd:
+                        cmds[k] = " ".join(cmd[:6]) + (" …" if len(cmd) > 6 else "")
+                    print(f"round {r + 1}: {wname:17} {k:14} {tps:10.1f} tps", flush=True)
+    finally:
+        subprocess.run([PLUMB, "engine", "stop", "--dir", d, "--remove"], capture_output=True)
+    lines = []
+    lines.append(f"# plumb trace overhead, {datetime.date.today()}\n")
+    lines.append(
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}; "
+        f"pgbench -c 2 -j 2 -T {a.seconds} -P 1 against plumb's private PostgreSQL "
+        f"(scale 10, wal_sync_method=fdatasync); traced seconds 4..{a.seconds - 1} averaged; "
+        f"median of {a.rounds} interleaved rounds.\n"
+    )
+    lines.append("Command: `python3 bench/trace_overhead.py " + " ".join(sys.argv[1:]) + "`\n")
+    for k, c in cmds.items():
+        lines.append(f"- {k}: `{c}`")
+    lines.append("")
+    lines.append("| workload | tracer | tps (median) | rounds | ratio to untraced |")
+    lines.append("|---|---|---:|---|---:|")
+    for wname in ["select-only (-S)", "TPC-B-like"]:
+        base = statistics.median(results[(wname, "untraced")])
+        for k in ["untraced", "plumb trace", "perf trace -s", "strace -c -f"]:
+            v = results[(wname, k)]
+            med = statistics.median(v)
+            lines.append(
+                f"| {wname} | {k} | {med:.0f} | {', '.join(f'{x:.0f}' for x in v)} | {med / base:.3f} |"
+            )
+    text = "\n".join(lines) + "\n"
+    print()
+    print(text)
+    out = a.out or os.path.join(HERE, "results", f"trace-overhead-{datetime.date.today()}.md")
+    with open(out, "w") as f:
+        f.write(text)
+    print(f"written to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -118,7 +118,27 @@ fn patterns(p: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-fn block_lines(out: &mut dyn Write, b: &BlockRow, syncs: u64, indent: &str) -> io::Result<()> {
+/// Write syscalls of a row set (pwrite64, write, pwritev…): the durable writes when the file is
+/// opened O_DSYNC (PostgreSQL's open_datasync) and no sync call follows them.
+fn write_calls(rows: &[SyscallRow]) -> u64 {
+    rows.iter()
+        .filter(|r| {
+            matches!(
+                r.name.as_str(),
+                "write" | "pwrite64" | "pwritev" | "pwritev2" | "writev"
+            )
+        })
+        .map(|r| r.calls)
+        .sum()
+}
+
+fn block_lines(
+    out: &mut dyn Write,
+    b: &BlockRow,
+    rows: &[SyscallRow],
+    indent: &str,
+) -> io::Result<()> {
+    let syncs = plumb_analyze::trace::sync_calls(rows);
     let x = &b.bios;
     writeln!(
         out,
@@ -143,6 +163,17 @@ fn block_lines(out: &mut dyn Write, b: &BlockRow, syncs: u64, indent: &str) -> i
         writeln!(
             out,
             "{indent}per fsync/fdatasync call: {:.2} write bios, {:.2} FLUSH, {:.2} FUA",
+            per(x.writes),
+            per(x.flushes),
+            per(x.fua_writes)
+        )?;
+    }
+    let writes = write_calls(rows);
+    if syncs == 0 && writes > 0 && x.flushes > 0 {
+        let per = |n: u64| n as f64 / writes as f64;
+        writeln!(
+            out,
+            "{indent}no fsync/fdatasync calls; per write call: {:.2} write bios, {:.2} FLUSH, {:.2} FUA (writes to a file opened O_DSYNC carry their own flush)",
             per(x.writes),
             per(x.flushes),
             per(x.fua_writes)
@@ -193,12 +224,7 @@ impl Render for TraceReport {
                 if let Some(b) = &p.block {
                     any = true;
                     writeln!(out, "  PID {} {}:", p.pid, p.name.as_deref().unwrap_or("?"))?;
-                    block_lines(
-                        out,
-                        b,
-                        plumb_analyze::trace::sync_calls(&p.syscalls),
-                        "    ",
-                    )?;
+                    block_lines(out, b, &p.syscalls, "    ")?;
                 }
             }
             if !any {

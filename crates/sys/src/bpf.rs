@@ -157,6 +157,18 @@ impl Asm {
         self.insns.push(Insn::default());
         self
     }
+    /// `*(u64 *)(dst + off) |= src`, atomically.
+    pub fn atomic_or(&mut self, dst: u8, off: i16, src: u8) -> &mut Self {
+        const ATOMIC: u8 = 0xc0;
+        self.insns.push(insn(
+            STX | ATOMIC | Size::DW as u8,
+            dst,
+            src,
+            off,
+            Alu::Or as i32,
+        ));
+        self
+    }
     pub fn call(&mut self, h: Helper) -> &mut Self {
         self.insns.push(insn(JMP | CALL, 0, 0, 0, h as i32));
         self
@@ -211,6 +223,7 @@ const RAW_TRACEPOINT_OPEN: i32 = 17;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum MapType {
     Hash = 1,
+    Array = 2,
     PercpuHash = 5,
     PercpuArray = 6,
     LruHash = 9,

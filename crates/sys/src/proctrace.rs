@@ -162,6 +162,10 @@ const LOST_PIDS: i32 = 3;
 const NOEXIST: i32 = 1;
 
 struct Maps {
+    /// One bit per thread-group id: the followed processes (the test every program makes
+    /// first, for every task on the host, so it is an array lookup, not a hash one).
+    bits: Map,
+    /// The same set as keys, for reading back.
     pids: Map,
     tasks: Map,
     start: Map,
@@ -178,7 +182,12 @@ impl Maps {
         // Per-CPU maps are allocated whole on every possible CPU: fewer entries on big hosts.
         let cpus = crate::bpf::possible_cpus() as u32;
         let scale = |n: u32| (n / cpus.div_ceil(4)).max(4096);
+        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4_194_304);
         Ok(Maps {
+            bits: Map::create(MapType::Array, "plumb_bits", 4, 8, pid_max.div_ceil(64))?,
             pids: Map::create(MapType::Hash, "plumb_pids", 4, 4, 65536)?,
             tasks: Map::create(MapType::Hash, "plumb_tasks", 4, 4, 131072)?,
             start: Map::create(MapType::Hash, "plumb_start", 4, 16, 131072)?,
@@ -341,13 +350,21 @@ impl<'a> Emit<'a> {
             .call(Helper::PidTgid)
             .mov(R7, R0)
             .mov(R1, R7)
-            .alu_k(Alu::Rsh, R1, 32)
+            .alu_k(Alu::Rsh, R1, 32 + 6)
             .store(Size::W, FP, -4, R1)
-            .map(R1, &m.pids)
+            .map(R1, &m.bits)
             .mov(R2, FP)
             .alu_k(Alu::Add, R2, -4)
             .call(Helper::MapLookup)
-            .jump_k(Cond::Eq, R0, 0, not);
+            .jump_k(Cond::Eq, R0, 0, not)
+            .load(Size::DW, R2, R0, 0)
+            .mov(R3, R7)
+            .alu_k(Alu::Rsh, R3, 32)
+            .alu_k(Alu::And, R3, 63)
+            .mov_k(R4, 1)
+            .alu_x(Alu::Lsh, R4, R3)
+            .alu_x(Alu::And, R2, R4)
+            .jump_k(Cond::Eq, R2, 0, not);
         self
     }
     fn out(&mut self) -> Result<Vec<crate::bpf::Insn>, String> {
@@ -425,10 +442,9 @@ fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::
 /// `raw_syscalls:sys_exit`: add the call to its thread's counts and its process's histogram.
 fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn>, String> {
     let mut e = Emit::new(m);
-    e.a.mov(R6, R1)
-        .call(Helper::PidTgid)
-        .mov(R7, R0)
-        .store(Size::W, FP, -4, R7)
+    e.a.mov(R6, R1);
+    e.followed_or("out");
+    e.a.store(Size::W, FP, -4, R7)
         .map(R1, &m.start)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
@@ -575,7 +591,21 @@ fn process_fork(m: &Maps, child_off: i16) -> Result<Vec<crate::bpf::Insn>, Strin
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
-    e.a.load(Size::W, R1, R6, child_off)
+    e.a.load(Size::W, R8, R6, child_off)
+        .mov(R1, R8)
+        .alu_k(Alu::Rsh, R1, 6)
+        .store(Size::W, FP, -16, R1)
+        .map(R1, &m.bits)
+        .mov(R2, FP)
+        .alu_k(Alu::Add, R2, -16)
+        .call(Helper::MapLookup)
+        .jump_k(Cond::Eq, R0, 0, "lost")
+        .mov(R3, R8)
+        .alu_k(Alu::And, R3, 63)
+        .mov_k(R4, 1)
+        .alu_x(Alu::Lsh, R4, R3)
+        .atomic_or(R0, 0, R4)
+        .mov(R1, R8)
         .store(Size::W, FP, -8, R1)
         .store_k(Size::W, FP, -12, 1)
         .map(R1, &m.pids)
@@ -749,6 +779,15 @@ impl ProcTracer {
 
     /// Follow one more process (and its threads).
     pub fn follow(&self, pid: u32) -> Result<(), String> {
+        let word = (pid / 64).to_ne_bytes();
+        let bits = self
+            .maps
+            .bits
+            .lookup(&word)
+            .and_then(|v| v.into_iter().next())
+            .ok_or_else(|| format!("PID {pid} is beyond this kernel's pid_max"))?;
+        let bits = u64::from_ne_bytes(bits[..8].try_into().expect("8 bytes")) | 1 << (pid % 64);
+        self.maps.bits.update(&word, &bits.to_ne_bytes())?;
         self.maps
             .pids
             .update(&pid.to_ne_bytes(), &1u32.to_ne_bytes())?;

@@ -436,3 +436,92 @@ fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
         r["syscalls"]
     );
 }
+
+#[test]
+fn delta_traces_the_server_over_each_run() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !needs_root("tracing") {
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-trace-delta")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path().join("pg");
+    let dir = dir.to_str().unwrap();
+    let o = plumb()
+        .args([
+            "engine",
+            "start",
+            "--dir",
+            dir,
+            "--set",
+            "wal_sync_method=fdatasync",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let o = plumb()
+        .args([
+            "engine",
+            "psql",
+            "--dir",
+            dir,
+            "--",
+            "-q",
+            "-c",
+            "CREATE TABLE t (i int)",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let o = plumb()
+        .args([
+            "delta",
+            "--dir",
+            dir,
+            "--trace",
+            "--json",
+            "--repeat",
+            "2",
+            "--sql",
+            "INSERT INTO t SELECT g FROM generate_series(1, 5000) g",
+        ])
+        .output()
+        .unwrap();
+    let stop = plumb()
+        .args(["engine", "stop", "--dir", dir, "--remove"])
+        .output()
+        .unwrap();
+    assert_eq!(stop.status.code(), Some(0), "{stop:?}");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let r = json(&o);
+    let runs = r["modes"][0]["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for run in runs {
+        // One commit under fdatasync: the WAL is synced once, by the backend.
+        let t = &run["trace"];
+        assert!(calls(&t["syscalls"], "fdatasync") >= 1, "{}", t["syscalls"]);
+        assert!(calls(&t["syscalls"], "pwrite64") >= 1, "{}", t["syscalls"]);
+        assert!(run["values"]["syscall[fdatasync].calls"].as_f64().unwrap() >= 1.0);
+        assert!(run["values"]["kernel.minor_faults"].as_f64().is_some());
+    }
+    // The figures are rows of the report, beside the engine's.
+    let rows = r["rows"].as_array().unwrap();
+    assert!(rows
+        .iter()
+        .any(|x| x["group"] == "syscall" && x["object"] == "fdatasync" && x["metric"] == "calls"));
+    assert!(instances().is_empty(), "{:?}", instances());
+    // Without root: refused up front.
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .args(["delta", "--trace", "--sql", "SELECT 1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace needs root"));
+}

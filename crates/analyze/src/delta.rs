@@ -25,6 +25,9 @@ pub struct RunDelta {
     /// (None: not watched).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interference: Option<crate::interference::Interference>,
+    /// What the server's processes asked of the kernel during the run (`--trace`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceReport>,
 }
 
 fn ser_values<S: serde::Serializer>(v: &BTreeMap<Key, f64>, s: S) -> Result<S::Ok, S::Error> {

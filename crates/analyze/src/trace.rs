@@ -398,6 +398,51 @@ pub fn sync_calls(rows: &[SyscallRow]) -> u64 {
         .sum()
 }
 
+/// The figures a delta run shows from its trace, as (group, object, metric) and value: the
+/// syscalls that took most time (at most `top`), the block requests and the faults and
+/// switches of every followed process together.
+pub fn delta_values(r: &TraceReport, top: usize) -> Vec<((String, String, String), f64)> {
+    let mut out = Vec::new();
+    let key = |g: &str, o: &str, m: &str| (g.to_string(), o.to_string(), m.to_string());
+    for row in r.syscalls.iter().take(top) {
+        out.push((key("syscall", &row.name, "calls"), row.calls as f64));
+        out.push((key("syscall", &row.name, "time_s"), row.total_s));
+    }
+    let s = &r.sched;
+    for (m, v) in [
+        ("minor_faults", s.minor_faults as f64),
+        ("major_faults", s.major_faults as f64),
+        ("voluntary_switches", s.voluntary_switches as f64),
+        ("involuntary_switches", s.involuntary_switches as f64),
+        ("run_delay_s", s.run_delay_s),
+    ] {
+        out.push((key("kernel", "", m), v));
+    }
+    if r.devices.is_some() {
+        let mut b = ProcBios::default();
+        for p in r.processes.iter().filter_map(|p| p.block.as_ref()) {
+            let x = &p.bios;
+            b.reads += x.reads;
+            b.read_bytes += x.read_bytes;
+            b.writes += x.writes;
+            b.write_bytes += x.write_bytes;
+            b.flushes += x.flushes;
+            b.fua_writes += x.fua_writes;
+        }
+        for (m, v) in [
+            ("read_bios", b.reads),
+            ("read_bytes", b.read_bytes),
+            ("write_bios", b.writes),
+            ("write_bytes", b.write_bytes),
+            ("flush_bios", b.flushes),
+            ("fua_writes", b.fua_writes),
+        ] {
+            out.push((key("bios", "", m), v as f64));
+        }
+    }
+    out
+}
+
 fn notes(r: &TraceReport, cx: &Context) -> Vec<Note> {
     let mut out = Vec::new();
     let l = &r.lost;
@@ -542,6 +587,22 @@ mod tests {
         assert_eq!(r.processes[0].sched.voluntary_switches, 210);
         assert_eq!(sync_calls(&r.processes[0].syscalls), 200);
         assert!(r.notes.is_empty(), "{:?}", r.notes);
+    }
+
+    #[test]
+    fn a_delta_run_gets_the_top_syscalls_and_the_kernel_figures() {
+        let r = build(&snap(), Some(&BlockAgg::default()), &cx());
+        let v = delta_values(&r, 2);
+        let get = |g: &str, o: &str, m: &str| {
+            v.iter()
+                .find(|(k, _)| k.0 == g && k.1 == o && k.2 == m)
+                .map(|x| x.1)
+        };
+        assert_eq!(get("syscall", "fdatasync", "calls"), Some(200.0));
+        assert_eq!(get("syscall", "pwrite64", "calls"), Some(300.0));
+        assert_eq!(get("syscall", "poll", "calls"), None, "only the top 2");
+        assert_eq!(get("kernel", "", "voluntary_switches"), Some(210.0));
+        assert_eq!(get("bios", "", "flush_bios"), Some(0.0));
     }
 
     #[test]

@@ -62,6 +62,11 @@ pub struct DeltaArgs {
     /// shared_buffers=16MB.
     #[arg(long = "set", value_name = "NAME=VALUE")]
     pub set: Vec<String>,
+    /// Trace the server's processes over each run, as `plumb trace` does: the syscalls that took
+    /// most time, the block requests they submitted (FLUSH, FUA), faults and context switches,
+    /// as rows beside the engine's figures (root; the server must run on this host).
+    #[arg(long)]
+    pub trace: bool,
 }
 
 pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
@@ -77,6 +82,9 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
 }
 
 fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
+    if a.trace && !plumb_sys::os::is_root() {
+        anyhow::bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
+    }
     if !(a.threshold >= 0.0) {
         bail!(
             "--threshold {}: must be zero or more milliseconds",
@@ -184,6 +192,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         modes,
         repeat: a.repeat,
         sample_every: Duration::from_millis(a.sample_ms),
+        trace: a.trace,
     };
     let runs = plumb_lab::delta::run(&root, &wh, &workload, &plan, &interrupted)?;
     let report = delta::summarize(

@@ -82,6 +82,8 @@ pub struct DeltaPlan {
     pub repeat: u32,
     /// How often the workload's waits are sampled (engines whose waits are sampled).
     pub sample_every: Duration,
+    /// Trace the server's processes over each run (syscalls, block requests, faults).
+    pub trace: bool,
 }
 
 /// Every run's deltas, by mode, with what could not be measured.
@@ -149,6 +151,9 @@ pub fn run(
             let ctx = OsContext::find(root, &*observer, wh.private_dir.as_deref());
             if i == 0 && ctx.server_pid.is_none() {
                 push_once(&mut unavailable, "OS figures for the server's processes (the server is not on this host, or not visible)");
+                if plan.trace {
+                    push_once(&mut unavailable, "--trace: the server's processes are not on this host (or not visible), so they cannot be traced");
+                }
             }
             let r = measured_run(root, wh, workload, &mut *observer, &ctx, plan, &own, cancel)
                 .with_context(|| {
@@ -457,6 +462,18 @@ fn measured_run(
         devices: ctx.disks.clone(),
         also_own: ctx.server_pid.into_iter().collect(),
     });
+    // The server traced over the run, plumb's own connection to it left out.
+    let tracing = match (plan.trace, ctx.server_pid) {
+        (true, Some(pid)) => {
+            let (mut t, _) =
+                plumb_record::trace::Session::pids(root, &[pid], "the server", false, true)?;
+            if let Some(own) = ctx.observer_pid {
+                t.unfollow(own);
+            }
+            Some(plumb_record::trace::Polled::start(t))
+        }
+        _ => None,
+    };
     let os_before = os_snapshot(root, ctx, backend);
     let eng_before = obs.snapshot()?;
     let children_before = plumb_sys::os::children_cpu_s();
@@ -474,6 +491,7 @@ fn measured_run(
     }
     // The statistics collector reports after the session goes idle.
     std::thread::sleep(Duration::from_millis(50));
+    let trace = tracing.map(|t| t.finish("run ended")).transpose()?;
     let eng_after = obs.snapshot()?;
     let os_after = os_snapshot(root, ctx, backend);
     let mut run = RunDelta {
@@ -493,6 +511,12 @@ fn measured_run(
         );
     }
     delta::derive(&mut run, waits.as_ref());
+    if let Some(t) = trace {
+        for (k, v) in plumb_analyze::trace::delta_values(&t, 12) {
+            run.values.insert(k, v);
+        }
+        run.trace = Some(t);
+    }
     Ok(run)
 }
 

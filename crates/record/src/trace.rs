@@ -207,33 +207,144 @@ fn device_names(root: &Root, devs: impl Iterator<Item = String>) -> Vec<(String,
     .collect()
 }
 
-/// Trace `target` for a window and return what was gathered.
-pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
+/// A window being traced: start it ([`Session::pids`], or [`run`] for a command), call
+/// [`Session::poll`] now and then while it lasts (every 100 ms or so: it reads the block trace
+/// as it is written), and [`Session::finish`] it.
+pub struct Session {
+    root: Root,
+    cx: Context,
+    tracer: ProcTracer,
+    block: Option<BlockProcTrace>,
+    agg: BlockAgg,
+    names: Names,
+    t0: Instant,
+    last_names: Instant,
+}
+
+/// What every session sets up before the tracer: the syscall table, and the block trace
+/// (which also clears tracing that dead plumb runs left).
+fn prepare(root: &Root, threads: bool, block: bool) -> (Context, Option<BlockProcTrace>) {
     let mut cx = Context {
-        threads: o.threads,
+        threads,
         ..Default::default()
     };
-    if let Target::Pids { pids, .. } = target {
-        for &p in pids {
-            plumb_sys::process::check_pid(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
-        }
-    }
     cx.table = plumb_sys::syscalls::table(root).unwrap_or_default();
-    // Block requests first: that also clears tracing that dead plumb runs left.
-    let mut block = None;
-    if o.block {
+    let mut b = None;
+    if block {
         match BlockProcTrace::start() {
-            Ok(b) => {
-                cx.removed_stale = b.removed.iter().map(|p| p.display().to_string()).collect();
-                block = Some(b);
+            Ok(t) => {
+                cx.removed_stale = t.removed.iter().map(|p| p.display().to_string()).collect();
+                b = Some(t);
             }
             Err(e) => cx.block_unavailable = Some(e),
         }
     }
-    let mut agg = BlockAgg::default();
-    let mut names = Names::default();
-    let (tracer, mut child, roots) = match target {
+    (cx, b)
+}
+
+impl Session {
+    fn new(root: &Root, cx: Context, tracer: ProcTracer, block: Option<BlockProcTrace>) -> Session {
+        Session {
+            root: root.clone(),
+            cx,
+            tracer,
+            block,
+            agg: BlockAgg::default(),
+            names: Names::default(),
+            t0: Instant::now(),
+            last_names: Instant::now() - Duration::from_secs(1),
+        }
+    }
+
+    /// Follow running processes, their threads, the processes they started and what they
+    /// start from now on. Returns the session and how many processes it follows now.
+    pub fn pids(
+        root: &Root,
+        pids: &[u32],
+        label: &str,
+        threads: bool,
+        block: bool,
+    ) -> Result<(Session, usize)> {
+        for &p in pids {
+            plumb_sys::process::check_pid(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
+        }
+        let (mut cx, block) = prepare(root, threads, block);
+        let tracer = ProcTracer::start(pids).map_err(|e| anyhow!(e))?;
+        let mut all = pids.to_vec();
+        for &p in pids {
+            for d in plumb_sys::process::descendants(root, p) {
+                tracer.follow(d).map_err(|e| anyhow!(e))?;
+                all.push(d);
+            }
+        }
+        all.sort_unstable();
+        all.dedup();
+        cx.target = label.to_string();
+        Ok((Session::new(root, cx, tracer, block), all.len()))
+    }
+
+    /// Leave one process out from now on (plumb's own connection to the server it traces).
+    pub fn unfollow(&mut self, pid: u32) {
+        self.tracer.unfollow(pid);
+    }
+
+    /// Read what the block trace holds, and the names of new tasks.
+    pub fn poll(&mut self) -> Result<()> {
+        if let Some(b) = self.block.as_mut() {
+            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+        }
+        if self.last_names.elapsed() >= Duration::from_millis(500) {
+            self.names.look(&self.root, &self.tracer, &mut self.cx);
+            self.last_names = Instant::now();
+        }
+        Ok(())
+    }
+
+    /// Seconds since the tracing started.
+    pub fn elapsed(&self) -> Duration {
+        self.t0.elapsed()
+    }
+
+    /// End the window (`ended` says why) and build the result; everything is detached and
+    /// removed.
+    pub fn finish(mut self, ended: &str, exit_code: Option<i32>) -> Result<TraceReport> {
+        let mut cx = std::mem::take(&mut self.cx);
+        cx.window_s = self.t0.elapsed().as_secs_f64();
+        cx.ended = ended.to_string();
+        cx.exit_code = exit_code;
+        self.names.look(&self.root, &self.tracer, &mut cx);
+        let snap = self.tracer.snapshot();
+        cx.syscalls_via = format!("eBPF on {}", self.tracer.syscalls_via());
+        drop(self.tracer);
+        let mut block = self.block.take();
+        if let Some(b) = block.as_mut() {
+            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+            cx.block_lost = b.lost();
+        }
+        cx.alive = snap
+            .followed
+            .iter()
+            .copied()
+            .filter(|&p| plumb_sys::process::alive(p))
+            .collect();
+        cx.device_names = device_names(&self.root, self.agg.devices.keys().cloned())
+            .into_iter()
+            .collect();
+        let traced_block = block.is_some();
+        drop(block);
+        Ok(plumb_analyze::trace::build(
+            &snap,
+            traced_block.then_some(&self.agg),
+            &cx,
+        ))
+    }
+}
+
+/// Trace `target` for a window and return what was gathered.
+pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
+    let (mut s, mut child, roots) = match target {
         Target::Command(cmd) => {
+            let (mut cx, block) = prepare(root, o.threads, o.block);
             let held = spawn_held(cmd)?;
             let pid = held.pid;
             let tracer = match ProcTracer::start(&[pid]) {
@@ -246,44 +357,30 @@ pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
             let child = held.release(&cmd[0])?;
             cx.target = cmd.join(" ");
             (o.started)(&format!("PID {pid}: {}", cx.target));
-            (tracer, Some(child), vec![pid])
+            (
+                Session::new(root, cx, tracer, block),
+                Some(child),
+                vec![pid],
+            )
         }
         Target::Pids { pids, label } => {
-            let tracer = ProcTracer::start(pids).map_err(|e| anyhow!(e))?;
-            let mut all = pids.clone();
-            for &p in pids {
-                for d in plumb_sys::process::descendants(root, p) {
-                    tracer.follow(d).map_err(|e| anyhow!(e))?;
-                    all.push(d);
-                }
-            }
-            all.sort_unstable();
-            all.dedup();
-            cx.target = label.clone();
+            let (s, n) = Session::pids(root, pids, label, o.threads, o.block)?;
             (o.started)(&format!(
-                "{label}: {} process{} and what {} start{}",
-                all.len(),
-                if all.len() == 1 { "" } else { "es" },
-                if all.len() == 1 { "it" } else { "they" },
-                if all.len() == 1 { "s" } else { "" }
+                "{label}: {n} process{} and what {} start{}",
+                if n == 1 { "" } else { "es" },
+                if n == 1 { "it" } else { "they" },
+                if n == 1 { "s" } else { "" }
             ));
-            (tracer, None, pids.clone())
+            (s, None, pids.clone())
         }
     };
-    let t0 = Instant::now();
-    let mut last_names = Instant::now() - Duration::from_secs(1);
+    let mut exit_code = None;
     let ended;
     loop {
-        if let Some(b) = block.as_mut() {
-            b.drain(&mut agg).map_err(|e| anyhow!(e))?;
-        }
-        if last_names.elapsed() >= Duration::from_millis(500) {
-            names.look(root, &tracer, &mut cx);
-            last_names = Instant::now();
-        }
+        s.poll()?;
         if let Some(c) = child.as_mut() {
             if let Some(st) = c.try_wait()? {
-                cx.exit_code = Some(exit_code_of(st));
+                exit_code = Some(exit_code_of(st));
                 ended = "command exited";
                 break;
             }
@@ -295,42 +392,52 @@ pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
             ended = "interrupted";
             break;
         }
-        if o.duration.is_some_and(|d| t0.elapsed() >= d) {
+        if o.duration.is_some_and(|d| s.elapsed() >= d) {
             ended = "duration";
             break;
         }
-        std::thread::sleep(TICK.min(o.duration.map_or(TICK, |d| d.saturating_sub(t0.elapsed()))));
+        std::thread::sleep(TICK.min(o.duration.map_or(TICK, |d| d.saturating_sub(s.elapsed()))));
     }
-    cx.window_s = t0.elapsed().as_secs_f64();
-    cx.ended = ended.to_string();
-    names.look(root, &tracer, &mut cx);
     if let Some(c) = child.as_mut() {
-        if cx.exit_code.is_none() {
+        if exit_code.is_none() {
             let (st, _killed) = crate::foreground::stop(c, o.signal_command)?;
-            cx.exit_code = Some(exit_code_of(st));
+            exit_code = Some(exit_code_of(st));
         }
     }
-    let snap = tracer.snapshot();
-    cx.syscalls_via = format!("eBPF on {}", tracer.syscalls_via());
-    drop(tracer);
-    if let Some(b) = block.as_mut() {
-        b.drain(&mut agg).map_err(|e| anyhow!(e))?;
-        cx.block_lost = b.lost();
+    s.finish(ended, exit_code)
+}
+
+/// A session polled on a thread of its own while the caller works (a statement runs, a lab
+/// phase goes on).
+pub struct Polled {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    handle: std::thread::JoinHandle<(Session, Result<()>)>,
+}
+
+impl Polled {
+    pub fn start(mut s: Session) -> Polled {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::spawn(move || {
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Err(e) = s.poll() {
+                    return (s, Err(e));
+                }
+                std::thread::sleep(TICK);
+            }
+            (s, Ok(()))
+        });
+        Polled { stop, handle }
     }
-    cx.alive = snap
-        .followed
-        .iter()
-        .copied()
-        .filter(|&p| plumb_sys::process::alive(p))
-        .collect();
-    cx.device_names = device_names(root, agg.devices.keys().cloned())
-        .into_iter()
-        .collect();
-    let traced_block = block.is_some();
-    drop(block);
-    Ok(plumb_analyze::trace::build(
-        &snap,
-        traced_block.then_some(&agg),
-        &cx,
-    ))
+
+    /// End the window and build the result.
+    pub fn finish(self, ended: &str) -> Result<TraceReport> {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (s, polled) = self
+            .handle
+            .join()
+            .map_err(|_| anyhow!("the trace's polling thread panicked"))?;
+        polled?;
+        s.finish(ended, None)
+    }
 }

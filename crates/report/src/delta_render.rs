@@ -16,6 +16,18 @@ const GROUPS: &[(&str, &str)] = &[
         "server",
         "server processes (all of the instance's processes on this host)",
     ),
+    (
+        "syscall",
+        "syscalls of the server's processes (--trace: the 12 that took most time, blocking included)",
+    ),
+    (
+        "bios",
+        "block requests the server's processes submitted (--trace)",
+    ),
+    (
+        "kernel",
+        "faults and scheduling of the server's processes (--trace)",
+    ),
     ("host_cpu", "host CPU (/proc/stat)"),
     (
         "disk",

@@ -216,6 +216,7 @@ impl Asm {
 const MAP_CREATE: i32 = 0;
 const MAP_LOOKUP_ELEM: i32 = 1;
 const MAP_UPDATE_ELEM: i32 = 2;
+const MAP_DELETE_ELEM: i32 = 3;
 const MAP_GET_NEXT_KEY: i32 = 4;
 const PROG_LOAD: i32 = 5;
 const RAW_TRACEPOINT_OPEN: i32 = 17;
@@ -354,6 +355,14 @@ impl Map {
         bpf(MAP_UPDATE_ELEM, &mut a)
             .map(|_| ())
             .map_err(|e| format!("BPF map update: {e}"))
+    }
+
+    /// Remove a key (absent already: fine).
+    pub fn delete(&self, key: &[u8]) {
+        let mut a = Attr::new();
+        a.u32(0, self.fd.as_raw_fd() as u32)
+            .u64(8, key.as_ptr() as u64);
+        let _ = bpf(MAP_DELETE_ELEM, &mut a);
     }
 
     /// A key's value: for per-CPU maps, each CPU's value.

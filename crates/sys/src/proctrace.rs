@@ -805,6 +805,22 @@ impl ProcTracer {
         Ok(())
     }
 
+    /// Stop following one process (plumb's own connection to a server it traces): what it
+    /// does from now on is not counted, and what it starts is not followed.
+    pub fn unfollow(&self, pid: u32) {
+        let word = (pid / 64).to_ne_bytes();
+        if let Some(v) = self
+            .maps
+            .bits
+            .lookup(&word)
+            .and_then(|v| v.into_iter().next())
+        {
+            let bits = u64::from_ne_bytes(v[..8].try_into().expect("8 bytes")) & !(1 << (pid % 64));
+            let _ = self.maps.bits.update(&word, &bits.to_ne_bytes());
+        }
+        self.maps.pids.delete(&pid.to_ne_bytes());
+    }
+
     /// How syscalls are caught: `raw tracepoints` (the cheap way) or `tracepoints`.
     pub fn syscalls_via(&self) -> &'static str {
         if self.raw {

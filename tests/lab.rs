@@ -266,6 +266,36 @@ fn quick_lab_end_to_end() {
             "fdatasync {f}, open_datasync {o}"
         );
     }
+    // Traced as root: each commit's syscalls. Under fdatasync one fdatasync per commit from
+    // the committing backend; under open_datasync none, and a WAL write per commit carries the
+    // flush; a FLUSH per commit on a disk without FUA either way.
+    if common::is_root() {
+        let traced = |m: &str, direct: bool| {
+            loops
+                .iter()
+                .find(|l| {
+                    l["wal_sync_method"] == m
+                        && l["wal_direct"] == direct
+                        && l["scenario"] == "single"
+                })
+                .unwrap()["trace"]
+                .clone()
+        };
+        let f = traced("fdatasync", false);
+        let sync = f["sync_calls_per_commit"].as_f64().unwrap();
+        assert!(
+            (0.9..=1.2).contains(&sync),
+            "fdatasync: {sync} syncs per commit: {f}"
+        );
+        let o = traced("open_datasync", false);
+        assert!(o["sync_calls_per_commit"].as_f64().unwrap() < 0.05, "{o}");
+        assert!(o["write_calls_per_commit"].as_f64().unwrap() >= 0.9, "{o}");
+        for t in [&f, &o] {
+            let fl = t["backend_bios"]["flushes"].as_f64().unwrap()
+                + t["backend_bios"]["fua_writes"].as_f64().unwrap();
+            assert!(fl >= 0.9, "a durable commit asks for a FLUSH or FUA: {t}");
+        }
+    }
     let pgw = r["windows"]
         .as_array()
         .unwrap()
@@ -363,6 +393,12 @@ fn quick_lab_end_to_end() {
         assert!(
             dom.contains(&format!("id=\"{id}\"")),
             "no section {id} in the rendered page"
+        );
+    }
+    if is_root() {
+        assert!(
+            dom.contains("id=\"loops-trace\""),
+            "no traced loops in the page"
         );
     }
     assert!(

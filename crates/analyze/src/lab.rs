@@ -7,6 +7,7 @@ use crate::os::OsReport;
 use crate::sweep::SweepReport;
 use plumb_store::Recording;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Version of report.json's shape; docs/lab-report.schema.json pins it.
@@ -154,6 +155,84 @@ pub struct LoopResult {
     pub disk_writes: Option<u64>,
     pub disk_flushes: Option<u64>,
     pub flushes_per_commit: Option<f64>,
+    /// What each commit asked of the kernel, from tracing the server over the loop (as root).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace: Option<LoopTrace>,
+}
+
+/// A loop's commits as the kernel saw them: the committing backend's syscalls and bios per
+/// commit, and every server process's bios per commit (the WAL writer's and the checkpointer's
+/// too: the loop's CHECKPOINTs are in the window).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct LoopTrace {
+    /// The backend's syscalls per commit, the most frequent first (at most 8).
+    pub syscalls_per_commit: Vec<PerCommit>,
+    /// fsync, fdatasync and sync_file_range calls per commit (the backend's).
+    pub sync_calls_per_commit: f64,
+    /// write, pwrite64, pwritev… calls per commit (the backend's).
+    pub write_calls_per_commit: f64,
+    /// Bios per commit: the backend's own.
+    pub backend_bios: BiosPerCommit,
+    /// Bios per commit: every server process's.
+    pub server_bios: BiosPerCommit,
+    /// The backend's bios by blktrace's flags (`WS`, `FWS`, `WFS`…), counts over the loop.
+    pub patterns: BTreeMap<String, u64>,
+    /// Events or updates were lost: the figures are lower bounds.
+    pub lost: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PerCommit {
+    pub name: String,
+    pub per_commit: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BiosPerCommit {
+    pub writes: f64,
+    pub flushes: f64,
+    pub fua_writes: f64,
+}
+
+impl LoopTrace {
+    /// Per-commit figures from a trace of the server over a loop of `commits` commits made by
+    /// the backend `backend`.
+    pub fn from_trace(t: &crate::trace::TraceReport, backend: u32, commits: u64) -> LoopTrace {
+        let n = commits.max(1) as f64;
+        let b = t.processes.iter().find(|p| p.pid == backend);
+        let rows: &[crate::trace::SyscallRow] = b.map_or(&[], |p| &p.syscalls);
+        let mut by_calls: Vec<&crate::trace::SyscallRow> = rows.iter().collect();
+        by_calls.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.name.cmp(&y.name)));
+        let per = |bios: &plumb_sys::blockprocs::ProcBios| BiosPerCommit {
+            writes: bios.writes as f64 / n,
+            flushes: bios.flushes as f64 / n,
+            fua_writes: bios.fua_writes as f64 / n,
+        };
+        let mut server = plumb_sys::blockprocs::ProcBios::default();
+        for p in t.processes.iter().filter_map(|p| p.block.as_ref()) {
+            server.writes += p.bios.writes;
+            server.flushes += p.bios.flushes;
+            server.fua_writes += p.bios.fua_writes;
+        }
+        let own = b.and_then(|p| p.block.as_ref()).map(|x| &x.bios);
+        let l = &t.lost;
+        LoopTrace {
+            syscalls_per_commit: by_calls
+                .iter()
+                .take(8)
+                .map(|r| PerCommit {
+                    name: r.name.clone(),
+                    per_commit: r.calls as f64 / n,
+                })
+                .collect(),
+            sync_calls_per_commit: crate::trace::sync_calls(rows) as f64 / n,
+            write_calls_per_commit: crate::trace::write_calls(rows) as f64 / n,
+            backend_bios: own.map(per).unwrap_or_default(),
+            server_bios: per(&server),
+            patterns: own.map(|x| x.patterns.clone()).unwrap_or_default(),
+            lost: l.syscall_updates + l.sched_updates + l.processes + l.block_events > 0,
+        }
+    }
 }
 
 impl LoopResult {

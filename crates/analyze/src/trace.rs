@@ -390,6 +390,20 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
     report
 }
 
+/// Write syscalls of a row set (write, pwrite64, writev, pwritev, pwritev2): the durable
+/// writes when the file is opened O_DSYNC (PostgreSQL's open_datasync).
+pub fn write_calls(rows: &[SyscallRow]) -> u64 {
+    rows.iter()
+        .filter(|r| {
+            matches!(
+                r.name.as_str(),
+                "write" | "pwrite64" | "pwritev" | "pwritev2" | "writev"
+            )
+        })
+        .map(|r| r.calls)
+        .sum()
+}
+
 /// Durable-write syscalls of a row set: fsync, fdatasync and sync_file_range calls.
 pub fn sync_calls(rows: &[SyscallRow]) -> u64 {
     rows.iter()

@@ -49,6 +49,10 @@ pub struct LabArgs {
     /// disk throttled through the cgroup io (v2) or blkio (v1) controller, once per rate.
     #[arg(long, value_name = "RATE[,RATE...]")]
     pub throttle_writes: Option<String>,
+    /// Do not trace the server over the insert/CHECKPOINT loops. As root the lab traces them
+    /// (as `plumb trace` does) and reports each commit's syscalls and block requests.
+    #[arg(long)]
+    pub no_trace: bool,
 }
 
 pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
@@ -89,6 +93,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             .map(plumb_lab::parse_rates)
             .transpose()?,
         command_line: crate::cmd_io::command_line(),
+        trace: !a.no_trace,
     })?;
     plumb_report::out::check_out_dir("--out", &out)?;
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes

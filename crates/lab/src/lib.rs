@@ -57,6 +57,9 @@ pub struct Config {
     pub throttle_writes: Option<Vec<Rate>>,
     /// As typed (passwords masked), for the report and the recording.
     pub command_line: String,
+    /// Trace the server over the insert/CHECKPOINT loops (root, the server on this host):
+    /// syscalls and bios per commit.
+    pub trace: bool,
 }
 
 impl Config {
@@ -409,6 +412,7 @@ mod tests {
             pressure: None,
             throttle_writes: None,
             command_line: "plumb lab".into(),
+            trace: true,
         }
     }
 

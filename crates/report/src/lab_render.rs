@@ -360,6 +360,72 @@ fn tables(r: &LabReport) -> Vec<Table> {
             ],
         });
     }
+    let traced: Vec<&plumb_analyze::lab::LoopResult> =
+        r.loops.iter().filter(|l| l.trace.is_some()).collect();
+    if !traced.is_empty() {
+        let f2 = |v: f64| format!("{v:.2}");
+        let rows = traced
+            .iter()
+            .filter_map(|l| {
+                let t = l.trace.as_ref()?;
+                let mut pats: Vec<(&String, &u64)> = t.patterns.iter().collect();
+                pats.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+                let n = (l.commits_per_iteration * l.iterations).max(1) as f64;
+                Some(vec![
+                    if l.scenario == "bulk" {
+                        format!(
+                            "{} inserts in 1 transaction",
+                            count(l.rows_per_iteration as f64)
+                        )
+                    } else {
+                        format!("{} single-row commits", l.commits_per_iteration)
+                    },
+                    format!(
+                        "{}{}",
+                        l.configuration(),
+                        if t.lost { " (lost events)" } else { "" }
+                    ),
+                    t.syscalls_per_commit
+                        .iter()
+                        .take(4)
+                        .map(|c| format!("{} {}", c.name, f2(c.per_commit)))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    f2(t.sync_calls_per_commit),
+                    f2(t.write_calls_per_commit),
+                    f2(t.backend_bios.writes),
+                    f2(t.backend_bios.flushes),
+                    f2(t.backend_bios.fua_writes),
+                    f2(t.server_bios.flushes),
+                    pats.iter()
+                        .take(3)
+                        .map(|(k, v)| format!("{k} {}", f2(**v as f64 / n)))
+                        .collect::<Vec<_>>()
+                        .join(" + "),
+                ])
+            })
+            .collect();
+        out.push(Table {
+            id: "loops-trace",
+            title: "What a commit asked of the kernel (the loops' backend, traced)".into(),
+            headers: vec![
+                "loop",
+                "wal_sync_method",
+                "syscalls per commit (most frequent)",
+                "fsync/fdatasync",
+                "write calls",
+                "write bios",
+                "FLUSH",
+                "FUA",
+                "server FLUSH",
+                "as blktrace flags them",
+            ],
+            rows,
+            notes: vec![
+                "per commit, from tracing the server over each loop (eBPF; plumb's own connection left out): the committing backend's syscalls and the bios it submitted; server FLUSH counts every server process's (the WAL writer's, the checkpointer's at the loop's CHECKPOINTs); WS + FWS is a write and a cache FLUSH, WFS a write with FUA".into(),
+            ],
+        });
+    }
     for e in &r.experiments {
         let row = |label: &str, p: &Option<plumb_analyze::lab::Pgbench>| {
             let l = p.as_ref().map(|p| lat_cols(&p.latency));

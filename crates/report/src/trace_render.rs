@@ -118,20 +118,6 @@ fn patterns(p: &std::collections::BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// Write syscalls of a row set (pwrite64, write, pwritev…): the durable writes when the file is
-/// opened O_DSYNC (PostgreSQL's open_datasync) and no sync call follows them.
-fn write_calls(rows: &[SyscallRow]) -> u64 {
-    rows.iter()
-        .filter(|r| {
-            matches!(
-                r.name.as_str(),
-                "write" | "pwrite64" | "pwritev" | "pwritev2" | "writev"
-            )
-        })
-        .map(|r| r.calls)
-        .sum()
-}
-
 fn block_lines(
     out: &mut dyn Write,
     b: &BlockRow,
@@ -168,7 +154,7 @@ fn block_lines(
             per(x.fua_writes)
         )?;
     }
-    let writes = write_calls(rows);
+    let writes = plumb_analyze::trace::write_calls(rows);
     if syncs == 0 && writes > 0 && x.flushes > 0 {
         let per = |n: u64| n as f64 / writes as f64;
         writeln!(

@@ -170,6 +170,7 @@ fn lab_report_html() {
         disk_writes: Some(410),
         disk_flushes: Some(202),
         flushes_per_commit: Some(1.01),
+        trace: None,
     };
     let windows: Vec<Window> = [
         ("pgbench", true, 5.0, 30.0),

@@ -55,11 +55,13 @@ impl Experiment for Loops {
             .unwrap_or_default();
         let mut results = Vec::new();
         let mut phases = Vec::new();
+        let server_pid = cx.server.local_pid;
         for method in &methods {
             if cx.server.is_private() {
                 set_wal_sync_method(admin.as_mut(), sess.as_mut(), obs.as_mut(), method)?;
             }
-            let (r, p) = both_scenarios(cx, method, sess.as_mut(), obs.as_mut(), &disks)?;
+            let (r, p) =
+                both_scenarios(cx, method, sess.as_mut(), obs.as_mut(), &disks, server_pid)?;
             results.extend(r);
             phases.extend(p);
         }
@@ -175,7 +177,14 @@ fn direct_wal_loops(
          ALTER TABLE dummy_test ALTER col1 SET STORAGE PLAIN",
     )
     .context("creating the loops' table on the O_DIRECT instance")?;
-    let (results, phases) = both_scenarios(cx, DIRECT_WAL, sess.as_mut(), obs.as_mut(), disks)?;
+    let (results, phases) = both_scenarios(
+        cx,
+        DIRECT_WAL,
+        sess.as_mut(),
+        obs.as_mut(),
+        disks,
+        Some(running.pid),
+    )?;
     drop((sess, obs));
     // Stopped and removed now, not at the end of the lab.
     cx.resources.second_instance = None;
@@ -189,7 +198,10 @@ fn both_scenarios(
     sess: &mut dyn Session,
     obs: &mut dyn Observer,
     disks: &[String],
+    server_pid: Option<u32>,
 ) -> Result<(Vec<LoopResult>, Vec<plumb_record::Phase>)> {
+    // Traced as root, when the server runs here and the lab was not told otherwise.
+    let trace = server_pid.filter(|_| cx.config.trace && plumb_sys::os::is_root());
     let mut results = Vec::new();
     let mut phases = Vec::new();
     for scenario in [Scenario::Bulk, Scenario::Single] {
@@ -204,17 +216,24 @@ fn both_scenarios(
             PhaseKind::Workload,
             cx.recorder.now_s(),
         );
-        let (r, t0, t1) = run_loop(
+        let (r, t0, t1, trace_error) = run_loop(
             scenario,
             method,
             iterations,
             sess,
             obs,
             disks,
+            trace,
             &|| cx.recorder.now_s(),
             cx.cancel,
         )?
         .ok_or(Interrupted)?;
+        if let Some(e) = trace_error {
+            let msg = format!("tracing the loops' commits: {e}");
+            if !cx.skipped.contains(&msg) {
+                cx.skipped.push(msg);
+            }
+        }
         phases.push(cx.recorder.end_at(open.started_at(t0), t1));
         results.push(r);
     }
@@ -275,9 +294,10 @@ fn run_loop(
     sess: &mut dyn Session,
     obs: &mut dyn Observer,
     disks: &[String],
+    trace: Option<u32>,
     clock: &dyn Fn() -> f64,
     cancel: &dyn Fn() -> bool,
-) -> Result<Option<(LoopResult, f64, f64)>> {
+) -> Result<Option<(LoopResult, f64, f64, Option<String>)>> {
     let (rows, commits) = match scenario {
         Scenario::Bulk => (10_000u32, 1u32),
         Scenario::Single => (100, 100),
@@ -287,6 +307,32 @@ fn run_loop(
     sess.execute("CHECKPOINT").with_context(ctx)?;
     sess.flush();
     let before = obs.snapshot().with_context(ctx)?;
+    // The server traced over the loop, plumb's own observing connection left out.
+    let backend = sess.local_pid();
+    let mut trace_error = None;
+    let tracing = match trace.zip(backend) {
+        Some((pid, _)) => {
+            match plumb_record::trace::Session::pids(
+                &plumb_sys::Root::host(),
+                &[pid],
+                "the server",
+                false,
+                true,
+            ) {
+                Ok((mut t, _)) => {
+                    if let Some(own) = obs.own_pid() {
+                        t.unfollow(own);
+                    }
+                    Some(plumb_record::trace::Polled::start(t))
+                }
+                Err(e) => {
+                    trace_error = Some(format!("{e:#}"));
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let work_start = clock();
     let (w0, f0) = disk_counts(disks);
     let mut ins = Vec::new();
@@ -319,6 +365,14 @@ fn run_loop(
         chk.push(t.elapsed().as_micros() as u64);
     }
     let work_end = clock();
+    let traced = match tracing.map(|t| t.finish("loop ended")) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            trace_error = Some(format!("{e:#}"));
+            None
+        }
+        None => None,
+    };
     // Backends report WAL statistics when idle, the WAL writer about once a second.
     sess.flush();
     std::thread::sleep(Duration::from_millis(1100));
@@ -347,9 +401,13 @@ fn run_loop(
             disk_writes: w0.zip(w1).map(|(a, b)| b.saturating_sub(a)),
             disk_flushes: flushes,
             flushes_per_commit: flushes.map(|f| f as f64 / total_commits),
+            trace: traced.as_ref().zip(backend).map(|(t, b)| {
+                plumb_analyze::lab::LoopTrace::from_trace(t, b, total_commits as u64)
+            }),
         },
         work_start,
         work_end,
+        trace_error,
     )))
 }
 

@@ -63,6 +63,7 @@ fn single(method: &str, commit_us: Vec<u64>, flushes: Option<f64>) -> LoopResult
         disk_writes: None,
         disk_flushes: None,
         flushes_per_commit: flushes,
+        trace: None,
     }
 }
 
@@ -291,6 +292,7 @@ fn bulk(method: &str, ins_us: &[u64], flushes: f64) -> LoopResult {
         insert_ms: Latency::from_us(ins_us),
         commit: None,
         flushes_per_commit: Some(flushes),
+        trace: None,
         ..single(method, vec![], None)
     }
 }

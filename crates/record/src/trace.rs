@@ -53,11 +53,8 @@ impl Names {
                     cx.names.insert(id, c);
                 }
                 if id == tgid {
-                    if let Ok(t) = root.read(format!("/proc/{id}/cmdline")) {
-                        let t = t.replace('\0', " ").trim().to_string();
-                        if !t.is_empty() {
-                            cx.titles.insert(id, plumb_engine::redact(&t));
-                        }
+                    if let Some(t) = plumb_sys::process::cmdline(root, id) {
+                        cx.titles.insert(id, plumb_engine::redact(&t));
                     }
                 }
             }
@@ -200,9 +197,8 @@ pub fn exit_code_of(st: std::process::ExitStatus) -> i32 {
 /// Device names by `MAJ:MIN` (from /sys/dev/block/MAJ:MIN/uevent).
 fn device_names(root: &Root, devs: impl Iterator<Item = String>) -> Vec<(String, String)> {
     devs.filter_map(|d| {
-        let t = root.read(format!("/sys/dev/block/{d}/uevent")).ok()?;
-        let name = t.lines().find_map(|l| l.strip_prefix("DEVNAME="))?;
-        Some((d, name.to_string()))
+        let name = plumb_sys::block::name_of_devnum(root, &d)?;
+        Some((d, name))
     })
     .collect()
 }

@@ -410,6 +410,14 @@ pub fn io(root: &Root, pid: u32) -> Result<ProcIo> {
 }
 
 /// The process's name (comm), as the kernel keeps it (15 characters at most).
+/// A process's command line (its title: PostgreSQL writes a backend's role there), arguments
+/// joined by spaces; None when gone or empty.
+pub fn cmdline(root: &Root, pid: u32) -> Option<String> {
+    let t = root.read(format!("/proc/{pid}/cmdline")).ok()?;
+    let t = t.replace('\0', " ").trim().to_string();
+    (!t.is_empty()).then_some(t)
+}
+
 pub fn comm(root: &Root, pid: u32) -> Option<String> {
     root.read(format!("/proc/{pid}/comm"))
         .ok()

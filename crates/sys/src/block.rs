@@ -389,6 +389,14 @@ pub fn whole_disks(root: &Root) -> Vec<String> {
     out
 }
 
+/// A block device's name from its `MAJ:MIN` (`/sys/dev/block/MAJ:MIN/uevent`, `DEVNAME=`).
+pub fn name_of_devnum(root: &Root, majmin: &str) -> Option<String> {
+    let t = root.read(format!("/sys/dev/block/{majmin}/uevent")).ok()?;
+    t.lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -676,12 +684,4 @@ pub(crate) mod tests {
         let e = resolve_stack(&Root::new(d.path()), "sdb").unwrap_err();
         assert!(e.to_string().contains("queue/nr_requests:1"), "{e}");
     }
-}
-
-/// A block device's name from its `MAJ:MIN` (`/sys/dev/block/MAJ:MIN/uevent`, `DEVNAME=`).
-pub fn name_of_devnum(root: &Root, majmin: &str) -> Option<String> {
-    let t = root.read(format!("/sys/dev/block/{majmin}/uevent")).ok()?;
-    t.lines()
-        .find_map(|l| l.strip_prefix("DEVNAME="))
-        .map(str::to_string)
 }

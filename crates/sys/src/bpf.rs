@@ -76,6 +76,7 @@ pub enum Helper {
     KtimeNs = 5,
     PidTgid = 14,
     CurrentComm = 16,
+    ProbeReadKernel = 113,
 }
 
 pub const R0: u8 = 0;

@@ -13,6 +13,7 @@ pub mod activity;
 pub mod block;
 pub mod blockprocs;
 pub mod bpf;
+pub mod btf;
 pub mod cgroup;
 pub mod container;
 pub mod cpu;

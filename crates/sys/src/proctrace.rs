@@ -343,6 +343,35 @@ impl<'a> Emit<'a> {
         self.a.goto(then);
         self
     }
+    /// `*(u32 *)(fp + slot)` = a task's PID: from the trace record's field, or read from the
+    /// `struct task_struct *` a raw tracepoint hands over as argument `arg` (ctx in r6).
+    fn task_pid(&mut self, from: &SchedArgs, arg: usize, slot: i16) -> &mut Self {
+        match from {
+            SchedArgs::Record {
+                next_pid, wake_pid, ..
+            } => {
+                let off = if arg == SchedArgs::SWITCH_NEXT {
+                    *next_pid
+                } else {
+                    *wake_pid
+                };
+                self.a
+                    .load(Size::W, R1, R6, off)
+                    .store(Size::W, FP, slot, R1);
+            }
+            SchedArgs::Raw { pid } => {
+                self.a
+                    .store_k(Size::W, FP, slot, 0)
+                    .load(Size::DW, R3, R6, (arg * 8) as i16)
+                    .alu_k(Alu::Add, R3, *pid as i32)
+                    .mov(R1, FP)
+                    .alu_k(Alu::Add, R1, slot as i32)
+                    .mov_k(R2, 4)
+                    .call(Helper::ProbeReadKernel);
+            }
+        }
+        self
+    }
     /// Go to `not` unless the current task's process is followed; keeps pid_tgid in r7.
     fn followed_or(&mut self, not: &str) -> &mut Self {
         let m = self.m;
@@ -371,6 +400,28 @@ impl<'a> Emit<'a> {
         self.a.label("out").mov_k(R0, 0).exit();
         std::mem::take(&mut self.a).finish()
     }
+}
+
+/// Where the scheduler programs find what they need: in the ordinary tracepoints' records, or
+/// (cheaper: no record is built) in the raw tracepoints' arguments, with the task's PID read at
+/// this kernel's offset in `struct task_struct` (from its BTF).
+#[derive(Debug, Clone)]
+enum SchedArgs {
+    Record {
+        state: i16,
+        next_pid: i16,
+        wake_pid: i16,
+    },
+    Raw {
+        pid: u32,
+    },
+}
+
+impl SchedArgs {
+    /// sched_switch(preempt, prev, next, prev_state): `next` is argument 2.
+    const SWITCH_NEXT: usize = 2;
+    /// sched_wakeup(p): argument 0.
+    const WAKEUP_TASK: usize = 0;
 }
 
 fn offset(format: &str, field: &str, event: &str) -> Result<i16, String> {
@@ -536,23 +587,36 @@ fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn
 
 /// `sched:sched_switch`: the outgoing task's switch, voluntary or not (a task switched out
 /// while runnable waits for a CPU from now); the incoming task's wait for a CPU ends.
-fn sched_switch(m: &Maps, state_off: i16, next_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("next");
     e.a.store(Size::W, FP, -8, R7);
     e.lookup_or_init(&m.sched, -8, -56, SCHED_VALUE, "lost_prev");
-    e.a.load(Size::DW, R1, R6, state_off)
-        .alu_k(Alu::And, R1, 0xff)
-        .jump_k(Cond::Ne, R1, 0, "vol");
+    match from {
+        // The record's prev_state: 0 ("R") or TASK_REPORT_MAX ("R+") when preempted.
+        SchedArgs::Record { state, .. } => {
+            e.a.load(Size::DW, R1, R6, *state)
+                .alu_k(Alu::And, R1, 0xff)
+                .jump_k(Cond::Ne, R1, 0, "vol");
+        }
+        // (preempt, prev, next, prev_state): voluntary when not preempted and not runnable.
+        SchedArgs::Raw { .. } => {
+            e.a.load(Size::DW, R1, R6, 0)
+                .jump_k(Cond::Ne, R1, 0, "invol")
+                .load(Size::DW, R1, R6, 24)
+                .alu_k(Alu::And, R1, 0xffff)
+                .jump_k(Cond::Ne, R1, 0, "vol")
+                .label("invol");
+        }
+    }
     e.incr(8);
     e.waiting_since_now(-8, -16);
     e.a.goto("next").label("vol");
     e.incr(0);
-    e.a.label("next")
-        .load(Size::W, R1, R6, next_off)
-        .store(Size::W, FP, -4, R1)
-        .map(R1, &m.wake)
+    e.a.label("next");
+    e.task_pid(from, SchedArgs::SWITCH_NEXT, -4);
+    e.a.map(R1, &m.wake)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
         .call(Helper::MapLookup)
@@ -572,12 +636,11 @@ fn sched_switch(m: &Maps, state_off: i16, next_off: i16) -> Result<Vec<crate::bp
 }
 
 /// `sched:sched_wakeup`: a followed thread becomes runnable; its wait for a CPU starts.
-fn sched_wakeup(m: &Maps, pid_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String> {
     let mut e = Emit::new(m);
-    e.a.mov(R6, R1)
-        .load(Size::W, R1, R6, pid_off)
-        .store(Size::W, FP, -4, R1)
-        .map(R1, &m.tasks)
+    e.a.mov(R6, R1);
+    e.task_pid(from, SchedArgs::WAKEUP_TASK, -4);
+    e.a.map(R1, &m.tasks)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
         .call(Helper::MapLookup)
@@ -637,6 +700,7 @@ fn fault(m: &Maps, field: i16) -> Result<Vec<crate::bpf::Insn>, String> {
 pub struct ProcTracer {
     maps: Maps,
     raw: bool,
+    sched_raw: bool,
     _progs: Vec<Prog>,
     _links: Vec<Link>,
 }
@@ -668,6 +732,7 @@ impl ProcTracer {
         let t = ProcTracer {
             maps,
             raw: false,
+            sched_raw: false,
             _progs: Vec::new(),
             _links: Vec::new(),
         };
@@ -677,9 +742,17 @@ impl ProcTracer {
         let m = &t.maps;
         let id = offset(&tps[0].1, "id", "sys_enter")?;
         let ret = offset(&tps[1].1, "ret", "sys_exit")?;
-        let state = offset(&tps[2].1, "prev_state", "sched_switch")?;
-        let next = offset(&tps[2].1, "next_pid", "sched_switch")?;
-        let wpid = offset(&tps[3].1, "pid", "sched_wakeup")?;
+        let record = SchedArgs::Record {
+            state: offset(&tps[2].1, "prev_state", "sched_switch")?,
+            next_pid: offset(&tps[2].1, "next_pid", "sched_switch")?,
+            wake_pid: offset(&tps[3].1, "pid", "sched_wakeup")?,
+        };
+        // The raw arguments need the PID's place in struct task_struct, and sched_switch's
+        // fourth argument (prev_state, since Linux 5.18): its record says prev_state is there.
+        let raw = crate::btf::Btf::kernel()
+            .ok()
+            .and_then(|b| b.offset_of("task_struct", &["pid"]))
+            .map(|pid| SchedArgs::Raw { pid });
         let child = offset(&tps[4].1, "child_pid", "sched_process_fork")?;
         // This system's numbers for the calls that never return.
         let table = crate::syscalls::table(&crate::Root::host()).unwrap_or_default();
@@ -701,18 +774,6 @@ impl ProcTracer {
                 process_fork(m, child)?,
                 Some(tps[4].0),
             ),
-            (
-                Tracepoint,
-                "plumb_switch",
-                sched_switch(m, state, next)?,
-                Some(tps[2].0),
-            ),
-            (
-                Tracepoint,
-                "plumb_wakeup",
-                sched_wakeup(m, wpid)?,
-                Some(tps[3].0),
-            ),
             (PerfEvent, "plumb_minflt", fault(m, 32)?, None),
             (PerfEvent, "plumb_majflt", fault(m, 40)?, None),
         ];
@@ -733,6 +794,35 @@ impl ProcTracer {
                 }
             }
             progs.push(p);
+        }
+        // The scheduler programs: on raw tracepoints where this kernel's BTF gives the
+        // offsets, else on the ordinary ones.
+        let mut sched_raw = false;
+        for (name, raw_name, tp, build) in [
+            (
+                "plumb_switch",
+                "sched_switch",
+                tps[2].0,
+                sched_switch as fn(&Maps, &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String>,
+            ),
+            ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
+        ] {
+            let fast = raw.as_ref().ok_or_else(String::new).and_then(|r| {
+                let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
+                Ok((Link::raw_tracepoint(&p, raw_name)?, p))
+            });
+            match fast {
+                Ok((l, p)) => {
+                    links.push(l);
+                    progs.push(p);
+                    sched_raw = true;
+                }
+                Err(_) => {
+                    let p = Prog::load(Tracepoint, name, &build(m, &record)?)?;
+                    links.push(Link::tracepoint(&p, tp)?);
+                    progs.push(p);
+                }
+            }
         }
         let mut raw_used = false;
         // The syscall programs run twice per call of every task on the host: on the raw
@@ -771,6 +861,7 @@ impl ProcTracer {
         }
         Ok(ProcTracer {
             raw: raw_used,
+            sched_raw,
             _progs: progs,
             _links: links,
             ..t
@@ -822,6 +913,11 @@ impl ProcTracer {
     }
 
     /// How syscalls are caught: `raw tracepoints` (the cheap way) or `tracepoints`.
+    /// Whether the scheduler programs read raw tracepoints' arguments (with BTF offsets).
+    pub fn sched_raw(&self) -> bool {
+        self.sched_raw
+    }
+
     pub fn syscalls_via(&self) -> &'static str {
         if self.raw {
             "raw tracepoints"
@@ -842,6 +938,16 @@ impl ProcTracer {
 
     /// Everything counted so far (the counting goes on).
     pub fn snapshot(&self) -> Snapshot {
+        self.snapshot_with(true)
+    }
+
+    /// The counts so far without the latency histograms (the largest map: a recording that
+    /// reads counts every second does not need them).
+    pub fn counts(&self) -> Snapshot {
+        self.snapshot_with(false)
+    }
+
+    fn snapshot_with(&self, histograms: bool) -> Snapshot {
         let m = &self.maps;
         let tasks = self.tasks();
         let tgid = |tid: u32| tasks.get(&tid).copied().unwrap_or(0);
@@ -868,7 +974,12 @@ impl ProcTracer {
             .filter(|c| c.calls > 0)
             .collect();
         let mut hist: BTreeMap<(u32, u32), LogHist> = BTreeMap::new();
-        for (k, per_cpu) in m.hist.entries_per_cpu() {
+        let hist_entries = if histograms {
+            m.hist.entries_per_cpu()
+        } else {
+            Vec::new()
+        };
+        for (k, per_cpu) in hist_entries {
             let n: u64 = per_cpu.iter().map(|v| v[0]).sum();
             hist.entry((ne_u32(&k, 0), ne_u32(&k, 4)))
                 .or_default()
@@ -1008,6 +1119,8 @@ mod tests {
         let t = ProcTracer::start(&[pid]).unwrap();
         // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
         assert_eq!(t.syscalls_via(), "raw tracepoints");
+        // It has BTF too: the scheduler programs read the raw arguments.
+        assert!(t.sched_raw());
         child.stdin.take().unwrap().write_all(b"x").unwrap();
         assert!(child.wait().unwrap().success());
         let s = t.snapshot();

@@ -9,6 +9,12 @@ connections are open by then), and only the seconds the tracer covered are avera
 take turns in interleaved rounds (--rounds, default 3) so that a drift of the machine touches
 them all; the median of the rounds is printed with the ratio to untraced, and written with the
 machine and the command lines to --out (default bench/results/trace-overhead-DATE.md). Needs root.
+
+Then, once per workload, where plumb's cost goes: a run of `plumb trace` with the kernel's BPF
+statistics on (kernel.bpf_stats_enabled, which adds a little cost of its own, so this run is not
+among the rounds) gives the CPU time its eBPF programs took, per program, and /proc gives plumb's
+own CPU time (reading the block trace, its start-up); what the tps loss holds beyond both is the
+kernel's tracepoint machinery (syscalls take the slow path while any syscall tracepoint is on).
 A benchmark, not a test: it asserts nothing.
 """
 
@@ -69,6 +75,84 @@ def tracer_cmd(kind, postmaster):
             cmd += ["-p", str(p)]
         return cmd
     return None
+
+
+def prog_name(pid, fd):
+    """An eBPF program's name, from another process's descriptor (pidfd_getfd, then
+    BPF_OBJ_GET_INFO_BY_FD: struct bpf_prog_info has the name at offset 64)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    try:
+        pidfd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    try:
+        mine = libc.syscall(438, pidfd, fd, 0)  # pidfd_getfd
+        if mine < 0:
+            return None
+        try:
+            info = ctypes.create_string_buffer(256)
+            attr = ctypes.create_string_buffer(16)
+            ctypes.memmove(attr, ctypes.byref(ctypes.c_uint32(mine)), 4)
+            ctypes.memmove(ctypes.byref(attr, 4), ctypes.byref(ctypes.c_uint32(256)), 4)
+            ctypes.memmove(ctypes.byref(attr, 8), ctypes.byref(ctypes.c_uint64(ctypes.addressof(info))), 8)
+            if libc.syscall(321, 15, attr, 16) != 0:  # bpf(BPF_OBJ_GET_INFO_BY_FD)
+                return None
+            return info.raw[64:80].split(b"\0")[0].decode() or None
+        finally:
+            os.close(mine)
+    finally:
+        os.close(pidfd)
+
+
+def prog_stats(pid):
+    """(name, runs, ns) of the eBPF programs process `pid` holds, from /proc/PID/fdinfo."""
+    out = []
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                kv = dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
+        except OSError:
+            continue
+        if "prog_tag" in kv:
+            name = prog_name(pid, int(fd)) or f"prog {kv['prog_id'].strip()}"
+            out.append((name,
+                        int(kv.get("run_cnt", "0")), int(kv.get("run_time_ns", "0"))))
+    return out
+
+
+def cpu_s(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        st = f.read().rsplit(")", 1)[1].split()
+    return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cost_run(workload, conn, pgbench, postmaster, seconds):
+    """One traced run with BPF statistics on: (tps, seconds traced, programs, plumb's CPU
+    seconds to start and after)."""
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(seconds)] + workload + conn
+        bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        tracer = subprocess.Popen([PLUMB, "trace", "--pid", str(postmaster)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        tracer.stderr.readline()
+        t0 = time.monotonic()
+        started_cpu = cpu_s(tracer.pid)
+        out, _ = bench.communicate()
+        traced = time.monotonic() - t0
+        progs = prog_stats(tracer.pid)
+        plumb_cpu = (started_cpu, cpu_s(tracer.pid) - started_cpu)
+        tracer.send_signal(signal.SIGINT)
+        tracer.wait(timeout=60)
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write("0")
+    m = re.search(r"tps = ([\d.]+)", out)
+    return (float(m.group(1)) if m else float("nan")), traced, progs, plumb_cpu
 
 
 def run_one(kind, workload, conn, pgbench, postmaster, seconds):
@@ -136,6 +220,10 @@ def main():
                     if cmd:
                         cmds[k] = " ".join(cmd[:6]) + (" …" if len(cmd) > 6 else "")
                     print(f"round {r + 1}: {wname:17} {k:14} {tps:10.1f} tps", flush=True)
+        costs = {}
+        for wname, w in workloads.items():
+            costs[wname] = cost_run(w, conn, pgbench, postmaster, a.seconds)
+            print(f"cost: {wname}: {costs[wname]}", flush=True)
     finally:
         subprocess.run([PLUMB, "engine", "stop", "--dir", d, "--remove"], capture_output=True)
     lines = []
@@ -150,16 +238,41 @@ def main():
     for k, c in cmds.items():
         lines.append(f"- {k}: `{c}`")
     lines.append("")
-    lines.append("| workload | tracer | tps (median) | rounds | ratio to untraced |")
-    lines.append("|---|---|---:|---|---:|")
+    lines.append(
+        "| workload | tracer | tps (median) | rounds | ratio to untraced | ratio per round (min..max) |")
+    lines.append("|---|---|---:|---|---:|---|")
     for wname in ["select-only (-S)", "TPC-B-like"]:
         base = statistics.median(results[(wname, "untraced")])
         for k in ["untraced", "plumb trace", "perf trace -s", "strace -c -f"]:
             v = results[(wname, k)]
             med = statistics.median(v)
+            per = [x / u for x, u in zip(v, results[(wname, "untraced")])]
             lines.append(
-                f"| {wname} | {k} | {med:.0f} | {', '.join(f'{x:.0f}' for x in v)} | {med / base:.3f} |"
+                f"| {wname} | {k} | {med:.0f} | {', '.join(f'{x:.0f}' for x in v)} | {med / base:.3f} "
+                f"| {min(per):.3f}..{max(per):.3f} |"
             )
+    cpus = os.cpu_count()
+    lines.append("")
+    lines.append("Where plumb's cost goes (one run per workload with kernel.bpf_stats_enabled=1, "
+                 "which itself adds a little; share of the machine's CPU time):")
+    lines.append("")
+    lines.append("| workload | program | runs/s | ns per run | CPU ms/s | share of the machine |")
+    lines.append("|---|---|---:|---:|---:|---:|")
+    for wname, (tps, traced, progs, plumb_cpu) in costs.items():
+        total = 0.0
+        for name, runs, ns in sorted(progs, key=lambda p: -p[2]):
+            if runs == 0:
+                continue
+            ms = ns / traced / 1e6
+            total += ms
+            lines.append(f"| {wname} | {name} | {runs / traced:.0f} | {ns / runs:.0f} | {ms:.1f} "
+                         f"| {ms / 10 / cpus:.2f}% |")
+        lines.append(f"| {wname} | all programs | | | {total:.1f} | {total / 10 / cpus:.2f}% |")
+        own = plumb_cpu[1] * 1000 / traced
+        lines.append(f"| {wname} | plumb's own process (reading the block trace) | | | {own:.1f} "
+                     f"| {own / 10 / cpus:.2f}% |")
+        lines.append(f"| {wname} | plumb's start-up (maps allocated, programs loaded; once) | | "
+                     f"| {plumb_cpu[0] * 1000:.0f} ms | |")
     text = "\n".join(lines) + "\n"
     print()
     print(text)

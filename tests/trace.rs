@@ -9,6 +9,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// One test at a time: every trace run removes the instances dead runs left, and the tests
+/// check what is left in tracefs; run side by side they would see each other's.
+static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn needs_root(what: &str) -> bool {
     if !is_root() {
         skip(format!("skipped: {what} needs root (eBPF and tracefs)"));
@@ -58,6 +66,7 @@ const COUNTED: &str = "import ctypes, sys\n\
 
 #[test]
 fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
+    let _one = serial();
     if !needs_root("tracing") {
         return;
     }
@@ -119,6 +128,7 @@ fn strace_counts(path: &std::path::Path) -> std::collections::BTreeMap<String, u
 
 #[test]
 fn counts_agree_with_strace() {
+    let _one = serial();
     if !needs_root("tracing") {
         return;
     }
@@ -166,6 +176,7 @@ fn counts_agree_with_strace() {
 
 #[test]
 fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
+    let _one = serial();
     let o = plumb()
         .args(["trace", "--pid", "3999999", "--duration", "1s"])
         .output()
@@ -217,6 +228,7 @@ fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
 
 #[test]
 fn ctrl_c_ends_the_window_with_what_was_gathered() {
+    let _one = serial();
     if !needs_root("tracing") {
         return;
     }
@@ -257,6 +269,7 @@ fn ctrl_c_ends_the_window_with_what_was_gathered() {
 
 #[test]
 fn after_kill_9_the_next_run_removes_what_the_dead_one_left_and_says_so() {
+    let _one = serial();
     if !needs_root("tracing") {
         return;
     }
@@ -302,6 +315,7 @@ fn after_kill_9_the_next_run_removes_what_the_dead_one_left_and_says_so() {
 
 #[test]
 fn without_root_it_says_what_it_needs() {
+    let _one = serial();
     if !needs_root("switching to an unprivileged user") {
         return;
     }
@@ -318,6 +332,21 @@ fn without_root_it_says_what_it_needs() {
 
 /// A private PostgreSQL with one wal_sync_method, pgbench against it under `plumb trace
 /// --pid postmaster`: (fdatasync calls, fsync calls, committed transactions).
+/// A PostgreSQL client program (PLUMB_PG_BIN, else the first server build installed).
+fn pg_bin(name: &str) -> String {
+    let bin = std::env::var("PLUMB_PG_BIN").unwrap_or_else(|_| {
+        std::fs::read_dir("/usr/lib/postgresql")
+            .unwrap()
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join(name).exists())
+            .unwrap()
+            .display()
+            .to_string()
+    });
+    format!("{bin}/{name}")
+}
+
 fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
     let tmp = tempfile::Builder::new()
         .prefix("plumb-trace")
@@ -344,17 +373,7 @@ fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
     let pid = e["instance"]["pid"].as_u64().unwrap().to_string();
     let port = e["instance"]["port"].as_u64().unwrap().to_string();
     let sock = format!("{dir}/sock");
-    let bin = std::env::var("PLUMB_PG_BIN").unwrap_or_else(|_| {
-        std::fs::read_dir("/usr/lib/postgresql")
-            .unwrap()
-            .flatten()
-            .map(|e| e.path().join("bin"))
-            .find(|b| b.join("pgbench").exists())
-            .unwrap()
-            .display()
-            .to_string()
-    });
-    let pgbench = format!("{bin}/pgbench");
+    let pgbench = pg_bin("pgbench");
     let conn = ["-h", &sock, "-p", &port, "-U", "plumb", "postgres"];
     let i = Command::new(&pgbench)
         .args(["-i", "-q", "-s", "1"])
@@ -404,6 +423,7 @@ fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
 
 #[test]
 fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
+    let _one = serial();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -439,6 +459,7 @@ fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
 
 #[test]
 fn delta_traces_the_server_over_each_run() {
+    let _one = serial();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -524,4 +545,164 @@ fn delta_traces_the_server_over_each_run() {
         .unwrap();
     assert_eq!(o.status.code(), Some(2), "{o:?}");
     assert!(String::from_utf8_lossy(&o.stderr).contains("--trace needs root"));
+}
+
+/// The total of a counter over a recording, from its derived rate (Σ rate × Δt).
+fn total_of(rec: &plumb_store::Recording, metric: &str) -> f64 {
+    let cat = plumb_analyze::series::catalog(rec);
+    let m = plumb_analyze::series::find(&cat, metric)
+        .unwrap_or_else(|| panic!("{metric} not recorded"));
+    let v = plumb_analyze::series::compute(rec, m);
+    let t = plumb_analyze::series::times_s(rec);
+    (1..v.len())
+        .filter(|&i| v[i].is_finite())
+        .map(|i| v[i] * (t[i] - t[i - 1]))
+        .sum()
+}
+
+#[test]
+fn record_trace_keeps_the_servers_fdatasyncs_and_flushes_per_process() {
+    let _one = serial();
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !needs_root("tracing") {
+        return;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-trace-record")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path().join("pg");
+    let dir = dir.to_str().unwrap();
+    let o = plumb()
+        .args([
+            "engine",
+            "start",
+            "--dir",
+            dir,
+            "--set",
+            "wal_sync_method=fdatasync",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let e = json(&o);
+    let pid = e["instance"]["pid"].as_u64().unwrap().to_string();
+    let port = e["instance"]["port"].as_u64().unwrap().to_string();
+    let url = e["url"].as_str().unwrap().to_string();
+    let sock = format!("{dir}/sock");
+    let conn = ["-h", &sock, "-p", &port, "-U", "plumb", "postgres"];
+    let pgbench = pg_bin("pgbench");
+    let i = Command::new(&pgbench)
+        .args(["-i", "-q", "-s", "1"])
+        .args(conn)
+        .output()
+        .unwrap();
+    assert!(i.status.success(), "{i:?}");
+    let file = tmp.path().join("r.plumb");
+    // Three seconds: the backends live through several samples, so their titles are read.
+    let o = plumb()
+        .args(["record", "--trace", "--interval", "500ms", "--pid", &pid])
+        .args(["--engine", &url, "--out", file.to_str().unwrap(), "--"])
+        .arg(&pgbench)
+        .args(["-n", "-c", "2", "-T", "3"])
+        .args(conn)
+        .output()
+        .unwrap();
+    let report = tmp.path().join("report");
+    let rep = plumb()
+        .args(["report", file.to_str().unwrap(), "--out"])
+        .arg(&report)
+        .output()
+        .unwrap();
+    let stop = plumb()
+        .args(["engine", "stop", "--dir", dir, "--remove"])
+        .output()
+        .unwrap();
+    assert_eq!(stop.status.code(), Some(0), "{stop:?}");
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    assert_eq!(rep.status.code(), Some(0), "{rep:?}");
+    let rec = plumb_store::read(&file).unwrap();
+    // Every commit syncs the WAL once (group commit may merge a few), by the backends: the
+    // recording's fdatasync counts add up to the commits, and so do the engine's.
+    let commits = total_of(&rec, "engine.db.commits_per_s");
+    let syncs = total_of(&rec, "trace.all.fdatasyncs_per_s");
+    assert!(commits >= 600.0, "commits {commits}");
+    assert!(
+        syncs >= 0.8 * 600.0 && syncs <= commits * 1.2 + 50.0,
+        "fdatasyncs {syncs} for {commits} commits"
+    );
+    // Per process, named by its title; pgbench (the command) is traced too.
+    let objs: Vec<String> = rec
+        .metrics
+        .iter()
+        .filter_map(|m| m.name.strip_suffix(".fdatasyncs"))
+        .filter_map(|o| o.strip_prefix("trace."))
+        .filter(|o| o.parse::<u32>().is_ok())
+        .map(str::to_string)
+        .collect();
+    let backends: Vec<&String> = objs
+        .iter()
+        .filter(|o| {
+            rec.object_label(&format!("trace.{o}"))
+                .is_some_and(|l| l.contains("postgres: plumb postgres"))
+        })
+        .collect();
+    let labels: Vec<_> = objs
+        .iter()
+        .map(|o| (o, rec.object_label(&format!("trace.{o}"))))
+        .collect();
+    // pgbench's two clients (and the connection it reads the scale with, when it lived long
+    // enough for its title to be read; gone first, it is named "postgres" from the kernel's
+    // record); plumb's own connection to the engine is left out, so never more than three.
+    assert!((2..=3).contains(&backends.len()), "{labels:?}");
+    assert!(
+        labels.iter().all(|(_, l)| l.is_some()),
+        "every process named: {labels:?}"
+    );
+    let per_backend: f64 = backends
+        .iter()
+        .map(|o| total_of(&rec, &format!("trace.{o}.fdatasyncs_per_s")))
+        .sum();
+    assert!(
+        per_backend >= 0.8 * syncs,
+        "{per_backend} of {syncs} by the backends"
+    );
+    // The block requests: a durable WAL write is FLUSH (or FUA) on this disk.
+    let flushes =
+        total_of(&rec, "trace.all.flushes_per_s") + total_of(&rec, "trace.all.fua_writes_per_s");
+    assert!(
+        flushes >= 0.5 * syncs,
+        "{flushes} FLUSH/FUA for {syncs} fdatasyncs"
+    );
+    let lost = rec.column("trace.all.lost").unwrap();
+    assert_eq!(lost.last(), Some(&0), "nothing lost");
+    // The report charts them.
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    assert!(html.contains("Kernel: durable writes by process"));
+    assert!(html.contains("fsync+fdatasync/s") && html.contains("FLUSH+FUA/s"));
+    assert!(instances().is_empty(), "{:?}", instances());
+    // Without a process to trace, or without root: refused, nothing written.
+    let none = tmp.path().join("none.plumb");
+    let o = plumb()
+        .args(["record", "--trace", "--duration", "1s", "--out"])
+        .arg(&none)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace: say what to trace"));
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_plumb"))
+        .args(["record", "--trace", "--duration", "1s", "--out"])
+        .arg(&none)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--trace needs root"));
+    assert!(!none.exists());
 }

@@ -574,6 +574,123 @@ pub const RULES: &[Rule] = &[
         "/s",
         "InnoDB fsync() calls (MariaDB)"
     ),
+    r!(
+        "trace",
+        true,
+        "syscalls",
+        "syscalls_per_s",
+        How::Rate(1.0),
+        "/s",
+        "syscalls made (recorded with --trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "syscall_ns",
+        "syscall_time_pct",
+        How::PctOfTime(1e9),
+        "%",
+        "time inside syscalls, blocking included; 100% is one thread's whole time (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "fsyncs",
+        "fsyncs_per_s",
+        How::Rate(1.0),
+        "/s",
+        "fsync calls (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "fdatasyncs",
+        "fdatasyncs_per_s",
+        How::Rate(1.0),
+        "/s",
+        "fdatasync calls (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "write_calls",
+        "write_calls_per_s",
+        How::Rate(1.0),
+        "/s",
+        "write, pwrite64, writev, pwritev calls (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "minor_faults",
+        "minor_faults_per_s",
+        How::Rate(1.0),
+        "/s",
+        "page faults served from memory (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "major_faults",
+        "major_faults_per_s",
+        How::Rate(1.0),
+        "/s",
+        "page faults that read from storage or swap (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "involuntary_switches",
+        "involuntary_switches_per_s",
+        How::Rate(1.0),
+        "/s",
+        "times taken off a CPU while it could still run (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "read_bios",
+        "read_bios_per_s",
+        How::Rate(1.0),
+        "/s",
+        "block reads its I/O started (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "write_bios",
+        "write_bios_per_s",
+        How::Rate(1.0),
+        "/s",
+        "block writes its I/O started (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "flush_bios",
+        "flushes_per_s",
+        How::Rate(1.0),
+        "/s",
+        "cache FLUSH requests its I/O asked of the device (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "fua_bios",
+        "fua_writes_per_s",
+        How::Rate(1.0),
+        "/s",
+        "writes with FUA (durable without a separate FLUSH) (--trace)"
+    ),
+    r!(
+        "trace",
+        true,
+        "lost",
+        "lost_count",
+        How::Gauge(1.0),
+        "events",
+        "updates and events the trace had no room for, so far: rates are lower bounds when it grows (--trace)"
+    ),
 ];
 
 /// The engine counters a recording keeps (`engine.SET.FIELD`, from an engine snapshot's

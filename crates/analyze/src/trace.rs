@@ -390,6 +390,77 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
     report
 }
 
+/// One followed process's counts since its trace began, for recordings (`plumb record
+/// --trace`): each sample keeps them as they grow, and a rate is the difference between two.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ProcCounters {
+    pub pid: u32,
+    pub syscalls: u64,
+    /// Time from entry to exit of those calls, summed.
+    pub syscall_ns: u64,
+    pub fsyncs: u64,
+    pub fdatasyncs: u64,
+    /// write, pwrite64, writev, pwritev, pwritev2.
+    pub write_calls: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub involuntary_switches: u64,
+    /// The block requests its bios made, when block requests are traced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bios: Option<ProcBios>,
+}
+
+/// Every followed process's counts so far, by PID.
+pub fn counters(
+    snap: &Snapshot,
+    block: Option<&BlockAgg>,
+    table: &BTreeMap<u32, String>,
+) -> Vec<ProcCounters> {
+    let followed: BTreeSet<u32> = snap.followed.iter().copied().collect();
+    let tgid_of = |tid: u32, tgid: u32| if tgid != 0 { tgid } else { tid };
+    let mut by: BTreeMap<u32, ProcCounters> = BTreeMap::new();
+    fn get(by: &mut BTreeMap<u32, ProcCounters>, pid: u32) -> &mut ProcCounters {
+        by.entry(pid).or_insert_with(|| ProcCounters {
+            pid,
+            ..Default::default()
+        })
+    }
+    for c in &snap.calls {
+        let p = get(&mut by, tgid_of(c.tid, c.tgid));
+        p.syscalls += c.calls;
+        p.syscall_ns += c.total_ns;
+        match table.get(&c.nr).map(String::as_str) {
+            Some("fsync") => p.fsyncs += c.calls,
+            Some("fdatasync") => p.fdatasyncs += c.calls,
+            Some("write" | "pwrite64" | "writev" | "pwritev" | "pwritev2") => {
+                p.write_calls += c.calls
+            }
+            _ => {}
+        }
+    }
+    for s in &snap.sched {
+        // As in `build`: a task seen only by the scheduler, not followed, is not ours.
+        if s.tgid == 0 && !followed.contains(&s.tid) {
+            continue;
+        }
+        let p = get(&mut by, tgid_of(s.tid, s.tgid));
+        p.minor_faults += s.minor_faults;
+        p.major_faults += s.major_faults;
+        p.involuntary_switches += s.involuntary;
+    }
+    if let Some(b) = block {
+        for (pid, bios) in &b.procs {
+            if by.contains_key(pid) || followed.contains(pid) {
+                get(&mut by, *pid).bios = Some(bios.clone());
+            }
+        }
+        for p in by.values_mut() {
+            p.bios.get_or_insert_with(ProcBios::default);
+        }
+    }
+    by.into_values().collect()
+}
+
 /// Write syscalls of a row set (write, pwrite64, writev, pwritev, pwritev2): the durable
 /// writes when the file is opened O_DSYNC (PostgreSQL's open_datasync).
 pub fn write_calls(rows: &[SyscallRow]) -> u64 {
@@ -617,6 +688,38 @@ mod tests {
         assert_eq!(get("syscall", "poll", "calls"), None, "only the top 2");
         assert_eq!(get("kernel", "", "voluntary_switches"), Some(210.0));
         assert_eq!(get("bios", "", "flush_bios"), Some(0.0));
+    }
+
+    #[test]
+    fn counters_per_process_sum_threads_and_pick_the_sync_and_write_calls() {
+        let mut agg = BlockAgg::default();
+        agg.procs.insert(
+            101,
+            ProcBios {
+                writes: 200,
+                flushes: 200,
+                ..Default::default()
+            },
+        );
+        // A process the trace does not follow: its bios are not counted.
+        agg.procs.insert(
+            555,
+            ProcBios {
+                writes: 9,
+                ..Default::default()
+            },
+        );
+        let c = counters(&snap(), Some(&agg), &cx().table);
+        assert_eq!(c.iter().map(|p| p.pid).collect::<Vec<_>>(), [100, 101]);
+        let b = &c[1];
+        assert_eq!((b.syscalls, b.fdatasyncs, b.fsyncs), (510, 200, 0));
+        assert_eq!(b.write_calls, 300, "both threads' pwrite64");
+        assert_eq!(b.syscall_ns, 430_010_000);
+        assert_eq!((b.major_faults, b.involuntary_switches), (1, 3));
+        assert_eq!(b.bios.as_ref().map(|x| x.flushes), Some(200));
+        // Traced without bios: zero, not absent, for a followed process.
+        assert_eq!(c[0].bios.as_ref().map(|x| x.writes), Some(0));
+        assert!(counters(&snap(), None, &cx().table)[1].bios.is_none());
     }
 
     #[test]

@@ -35,6 +35,12 @@ pub struct RecordArgs {
     /// Read the engine's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
+    /// Also count in the kernel what the recorded processes ask of it, every sample: syscalls
+    /// and their time, fsync and fdatasync calls, faults, and the block requests their I/O
+    /// causes (reads, writes, FLUSH, FUA). Follows each --pid's children and threads, or CMD's.
+    /// Needs root (eBPF).
+    #[arg(long)]
+    pub trace: bool,
     /// Run this command, record it with the host while it runs, and stop when it exits.
     #[arg(last = true, value_name = "CMD")]
     pub cmd: Vec<String>,
@@ -102,6 +108,14 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     for &p in &a.pids {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
     }
+    if a.trace {
+        if a.pids.is_empty() && a.cmd.is_empty() {
+            bail!("--trace: say what to trace: --pid PID (its children and threads too) or -- CMD ARGS");
+        }
+        if !plumb_sys::os::is_root() {
+            bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
+        }
+    }
     // The engine first: a wrong URL must not leave an empty recording behind.
     let engine = plumb_record::EngineSampler::new(match &a.engine {
         None => None,
@@ -149,7 +163,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         },
     )
     .with_context(|| format!("--out {}", out.display()))?;
-    let child = match plumb_record::foreground::start_command(&mut rec, &a.cmd) {
+    let child = match start(&mut rec, a) {
         Ok(c) => c,
         Err(e) => {
             // Nothing recorded: no file left behind.
@@ -181,6 +195,32 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             plumb_record::foreground::GRACE.as_secs()
         );
     }
+    if let Some(t) = rec.trace.take() {
+        let r = t.finish("recording ended")?;
+        let sync: u64 = r
+            .processes
+            .iter()
+            .map(|p| plumb_analyze::trace::sync_calls(&p.syscalls))
+            .sum();
+        let flushes: u64 = r
+            .processes
+            .iter()
+            .filter_map(|p| p.block.as_ref())
+            .map(|b| b.bios.flushes)
+            .sum();
+        let l = &r.lost;
+        let lost = l.syscall_updates + l.sched_updates + l.processes + l.block_events;
+        eprintln!(
+            "plumb: traced {} process(es): {} syscalls, {sync} fsync/fdatasync/sync_file_range, {flushes} FLUSH requests{}",
+            r.processes.len(),
+            r.processes.iter().map(|p| p.calls).sum::<u64>(),
+            if lost > 0 {
+                format!("; {lost} updates or events lost (the recorded rates are lower bounds)")
+            } else {
+                String::new()
+            }
+        );
+    }
     let samples = rec.samples;
     let per = rec.bytes_written() / samples.max(1);
     let late = done.late;
@@ -193,6 +233,41 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
     );
     Ok(done.exit.map(exit_code_of).unwrap_or(0))
+}
+
+/// Start the command (held until its trace is in place with --trace) and the trace; the
+/// command, if any.
+fn start(rec: &mut plumb_record::Collector, a: &RecordArgs) -> Result<Option<std::process::Child>> {
+    use plumb_record::trace::{Polled, Session, TraceSampler};
+    if !a.trace {
+        return plumb_record::foreground::start_command(rec, &a.cmd);
+    }
+    let root = plumb_sys::Root::host();
+    let (mut session, child) = if a.cmd.is_empty() {
+        let label = a
+            .pids
+            .iter()
+            .map(|p| format!("PID {p}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (Session::pids(&root, &a.pids, &label, false, true)?.0, None)
+    } else {
+        let (s, c) = Session::command(&root, &a.cmd, false, true)?;
+        plumb_record::foreground::adopt_command(rec, &c, &a.cmd)?;
+        (s, Some(c))
+    };
+    for &p in &a.pids {
+        if !a.cmd.is_empty() {
+            session.follow(p)?;
+        }
+    }
+    let mut sampler = TraceSampler::new(Polled::start(session));
+    // plumb's own connection to the engine is not the workload.
+    if let Some(own) = rec.engine.own_pid() {
+        sampler.unfollow(own);
+    }
+    rec.trace = Some(sampler);
+    Ok(child)
 }
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {

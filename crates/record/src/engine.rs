@@ -24,6 +24,11 @@ impl EngineSampler {
         }
     }
 
+    /// The server process serving plumb's own connection, when the engine runs here.
+    pub fn own_pid(&self) -> Option<u32> {
+        self.obs.as_ref().and_then(|o| o.own_pid())
+    }
+
     /// Read from another session (another database) from the next sample on.
     pub fn replace(&mut self, obs: Box<dyn Observer>) {
         self.obs = Some(obs);

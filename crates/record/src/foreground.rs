@@ -41,12 +41,19 @@ pub fn start_command(rec: &mut Collector, command: &[String]) -> Result<Option<C
         .args(args)
         .spawn()
         .map_err(|e| anyhow!("cannot run {prog}: {e}"))?;
-    rec.add_pid(c.id());
+    adopt_command(rec, &c, command)?;
+    Ok(Some(c))
+}
+
+/// Record a command started elsewhere (held for tracing, then let run): its PID joins the
+/// recording's scope, marked "command started".
+pub fn adopt_command(rec: &mut Collector, c: &Child, command: &[String]) -> Result<()> {
+    rec.add_command(c.id());
     rec.mark(
         "command started",
         Some(format!("PID {}: {}", c.id(), command.join(" "))),
     )?;
-    Ok(Some(c))
+    Ok(())
 }
 
 /// Record until the duration is up, the command exits (marked "command exited") or `cancel`;
@@ -55,13 +62,17 @@ pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> 
     let mut schedule = Schedule::new(f.interval);
     let mut exit = None;
     while schedule.wait(f.cancel) {
+        // Whether the command has ended is asked before the sample, so that the last sample
+        // holds everything it did.
+        let ended = match child.as_mut() {
+            Some(c) => c.try_wait()?,
+            None => None,
+        };
         let t_ms = rec.tick()?;
-        if let Some(c) = child.as_mut() {
-            if let Some(st) = c.try_wait()? {
-                exit = Some(st);
-                rec.mark_at(t_ms, "command exited", Some(format!("{st}")))?;
-                break;
-            }
+        if let Some(st) = ended {
+            exit = Some(st);
+            rec.mark_at(t_ms, "command exited", Some(format!("{st}")))?;
+            break;
         }
         if f.duration.is_some_and(|d| schedule.elapsed() >= d) {
             break;

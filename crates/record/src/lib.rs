@@ -97,6 +97,12 @@ pub struct Collector {
     sampler: Sampler,
     pub engine: EngineSampler,
     engine_gone: bool,
+    /// The recorded processes' syscalls, faults and block requests, counted in the kernel
+    /// (`plumb record --trace`).
+    pub trace: Option<trace::TraceSampler>,
+    /// The command plumb runs: its end is marked with its status ("command exited"), not as
+    /// a PID gone.
+    command_pid: Option<u32>,
     pub samples: u64,
 }
 
@@ -119,6 +125,8 @@ impl Collector {
             sampler: Sampler::new(root, scope),
             engine,
             engine_gone: false,
+            trace: None,
+            command_pid: None,
             samples: 0,
         })
     }
@@ -145,6 +153,12 @@ impl Collector {
         self.sampler.add_pid(pid);
     }
 
+    /// Record the command plumb runs from the next sample on.
+    pub fn add_command(&mut self, pid: u32) {
+        self.sampler.add_pid(pid);
+        self.command_pid = Some(pid);
+    }
+
     /// Take and write one sample; what changed since the last one (a PID gone, the engine
     /// unreachable or back) is marked at the sample's time. Returns the sample's time.
     pub fn tick(&mut self) -> Result<u64> {
@@ -167,6 +181,24 @@ impl Collector {
                 .iter()
                 .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
         );
+        let mut trace_failed = None;
+        let traced = match self.trace.as_mut().map(|t| t.take()) {
+            Some(Ok(t)) => t,
+            Some(Err(e)) => {
+                trace_failed = Some(format!("{e:#}"));
+                Default::default()
+            }
+            None => Default::default(),
+        };
+        for (object, label) in &traced.labels {
+            self.writer.label_object(object, label);
+        }
+        rows.extend(
+            traced
+                .values
+                .iter()
+                .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
+        );
         self.writer
             .sample(t_ms, &rows)
             .with_context(|| format!("writing to {}", self.path.display()))?;
@@ -182,8 +214,15 @@ impl Collector {
             };
             self.mark_at(t_ms, name, self.engine.failed.clone())?;
         }
-        for p in gone {
+        for p in gone.into_iter().filter(|p| Some(*p) != self.command_pid) {
             self.mark_at(t_ms, &format!("PID {p} exited"), None)?;
+        }
+        if let Some(why) = trace_failed {
+            // The trace is given up, the recording goes on.
+            if let Some(t) = self.trace.take() {
+                let _ = t.finish("failed");
+            }
+            self.mark_at(t_ms, "trace stopped", Some(why))?;
         }
         Ok(t_ms)
     }

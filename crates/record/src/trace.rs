@@ -4,11 +4,13 @@
 //! reading the block layer's trace as it goes; then the result.
 
 use anyhow::{anyhow, bail, Result};
-use plumb_analyze::trace::{Context, TraceReport};
+use plumb_analyze::trace::{Context, ProcCounters, TraceReport};
 use plumb_sys::blockprocs::{BlockAgg, BlockProcTrace};
 use plumb_sys::proctrace::ProcTracer;
 use plumb_sys::Root;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// What to follow.
@@ -215,6 +217,8 @@ pub struct Session {
     names: Names,
     t0: Instant,
     last_names: Instant,
+    /// Task names the kernel kept (for processes gone before plumb read their title).
+    comms: BTreeMap<u32, String>,
 }
 
 /// What every session sets up before the tracer: the syscall table, and the block trace
@@ -249,6 +253,7 @@ impl Session {
             names: Names::default(),
             t0: Instant::now(),
             last_names: Instant::now() - Duration::from_secs(1),
+            comms: BTreeMap::new(),
         }
     }
 
@@ -277,6 +282,72 @@ impl Session {
         all.dedup();
         cx.target = label.to_string();
         Ok((Session::new(root, cx, tracer, block), all.len()))
+    }
+
+    /// Start `command` traced from its first instruction: it is held before exec until the
+    /// tracing is in place. Returns the session and the running command.
+    pub fn command(
+        root: &Root,
+        command: &[String],
+        threads: bool,
+        block: bool,
+    ) -> Result<(Session, std::process::Child)> {
+        let (mut cx, block) = prepare(root, threads, block);
+        let held = spawn_held(command)?;
+        let tracer = match ProcTracer::start(&[held.pid]) {
+            Ok(t) => t,
+            Err(e) => {
+                held.abandon();
+                bail!(e);
+            }
+        };
+        let child = held.release(&command[0])?;
+        cx.target = command.join(" ");
+        Ok((Session::new(root, cx, tracer, block), child))
+    }
+
+    /// Every followed process's counts so far (the block trace read first), and how many
+    /// updates and events were lost so far.
+    pub fn counters(&mut self) -> Result<(Vec<ProcCounters>, u64)> {
+        if let Some(b) = self.block.as_mut() {
+            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+        }
+        let mut snap = self.tracer.counts();
+        self.comms = std::mem::take(&mut snap.comms);
+        let l = &snap.lost;
+        let lost =
+            l.calls + l.hist + l.sched + l.processes + self.block.as_ref().map_or(0, |b| b.lost());
+        let c = plumb_analyze::trace::counters(
+            &snap,
+            self.block.is_some().then_some(&self.agg),
+            &self.cx.table,
+        );
+        Ok((c, lost))
+    }
+
+    /// What to call a process: its title (command line, passwords masked) or its name, read
+    /// now if the session has not seen it yet.
+    pub fn label(&mut self, pid: u32) -> Option<String> {
+        // Read afresh: a title seen at fork may still be the parent's.
+        if let Some(t) = plumb_sys::process::cmdline(&self.root, pid).filter(|t| !t.is_empty()) {
+            self.cx.titles.insert(pid, plumb_engine::redact(&t));
+        }
+        self.cx
+            .titles
+            .get(&pid)
+            .filter(|t| !t.is_empty())
+            .or_else(|| self.cx.names.get(&pid))
+            .or_else(|| self.comms.get(&pid))
+            .cloned()
+    }
+
+    /// Follow one more running process, its threads and the processes it started.
+    pub fn follow(&mut self, pid: u32) -> Result<()> {
+        self.tracer.follow(pid).map_err(|e| anyhow!(e))?;
+        for d in plumb_sys::process::descendants(&self.root, pid) {
+            self.tracer.follow(d).map_err(|e| anyhow!(e))?;
+        }
+        Ok(())
     }
 
     /// Leave one process out from now on (plumb's own connection to the server it traces).
@@ -340,24 +411,10 @@ impl Session {
 pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
     let (mut s, mut child, roots) = match target {
         Target::Command(cmd) => {
-            let (mut cx, block) = prepare(root, o.threads, o.block);
-            let held = spawn_held(cmd)?;
-            let pid = held.pid;
-            let tracer = match ProcTracer::start(&[pid]) {
-                Ok(t) => t,
-                Err(e) => {
-                    held.abandon();
-                    bail!(e);
-                }
-            };
-            let child = held.release(&cmd[0])?;
-            cx.target = cmd.join(" ");
-            (o.started)(&format!("PID {pid}: {}", cx.target));
-            (
-                Session::new(root, cx, tracer, block),
-                Some(child),
-                vec![pid],
-            )
+            let (s, child) = Session::command(root, cmd, o.threads, o.block)?;
+            let pid = child.id();
+            (o.started)(&format!("PID {pid}: {}", s.cx.target));
+            (s, Some(child), vec![pid])
         }
         Target::Pids { pids, label } => {
             let (s, n) = Session::pids(root, pids, label, o.threads, o.block)?;
@@ -404,36 +461,154 @@ pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
 }
 
 /// A session polled on a thread of its own while the caller works (a statement runs, a lab
-/// phase goes on).
+/// phase goes on, a recording samples).
 pub struct Polled {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    handle: std::thread::JoinHandle<(Session, Result<()>)>,
+    session: Arc<Mutex<Session>>,
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<Result<()>>,
 }
 
 impl Polled {
-    pub fn start(mut s: Session) -> Polled {
-        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let flag = stop.clone();
+    pub fn start(s: Session) -> Polled {
+        let session = Arc::new(Mutex::new(s));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (shared, flag) = (session.clone(), stop.clone());
         let handle = std::thread::spawn(move || {
-            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Err(e) = s.poll() {
-                    return (s, Err(e));
-                }
+            while !flag.load(Ordering::Relaxed) {
+                shared.lock().unwrap_or_else(|e| e.into_inner()).poll()?;
                 std::thread::sleep(TICK);
             }
-            (s, Ok(()))
+            Ok(())
         });
-        Polled { stop, handle }
+        Polled {
+            session,
+            stop,
+            handle,
+        }
+    }
+
+    /// Work with the session between polls.
+    pub fn with<R>(&self, f: impl FnOnce(&mut Session) -> R) -> R {
+        f(&mut self.session.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// End the window and build the result.
     pub fn finish(self, ended: &str) -> Result<TraceReport> {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        let (s, polled) = self
+        self.stop.store(true, Ordering::Relaxed);
+        let polled = self
             .handle
             .join()
             .map_err(|_| anyhow!("the trace's polling thread panicked"))?;
         polled?;
+        let s = Arc::into_inner(self.session)
+            .ok_or_else(|| anyhow!("the trace session is still shared"))?
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
         s.finish(ended, None)
+    }
+}
+
+/// Objects a recording keeps apart; processes seen after these are summed as `trace.other`.
+pub const MAX_TRACED_OBJECTS: usize = 16;
+
+/// A trace's counts as recording samples: `trace.PID.FIELD` for the first
+/// [`MAX_TRACED_OBJECTS`] processes seen, `trace.other.FIELD` for the rest together,
+/// `trace.all.FIELD` for every process, and `trace.all.lost` for what the kernel or the trace
+/// buffer had no room for.
+pub struct TraceSampler {
+    polled: Polled,
+    /// Processes with an object of their own.
+    own: BTreeSet<u32>,
+    /// Processes summed as `other`.
+    other: BTreeSet<u32>,
+    /// Processes left out (counted before they were unfollowed).
+    ignored: BTreeSet<u32>,
+}
+
+/// One sample's trace values, and labels for objects seen for the first time.
+#[derive(Debug, Default)]
+pub struct TraceSample {
+    pub values: Vec<(String, u64)>,
+    pub labels: Vec<(String, String)>,
+}
+
+fn fields(p: &ProcCounters) -> Vec<(&'static str, u64)> {
+    let mut v = vec![
+        ("syscalls", p.syscalls),
+        ("syscall_ns", p.syscall_ns),
+        ("fsyncs", p.fsyncs),
+        ("fdatasyncs", p.fdatasyncs),
+        ("write_calls", p.write_calls),
+        ("minor_faults", p.minor_faults),
+        ("major_faults", p.major_faults),
+        ("involuntary_switches", p.involuntary_switches),
+    ];
+    if let Some(b) = &p.bios {
+        v.extend([
+            ("read_bios", b.reads),
+            ("write_bios", b.writes),
+            ("flush_bios", b.flushes),
+            ("fua_bios", b.fua_writes),
+        ]);
+    }
+    v
+}
+
+impl TraceSampler {
+    pub fn new(polled: Polled) -> TraceSampler {
+        TraceSampler {
+            polled,
+            own: BTreeSet::new(),
+            other: BTreeSet::new(),
+            ignored: BTreeSet::new(),
+        }
+    }
+
+    /// Leave one process out from now on (plumb's own connection to the engine).
+    pub fn unfollow(&mut self, pid: u32) {
+        self.polled.with(|s| s.unfollow(pid));
+        self.ignored.insert(pid);
+    }
+
+    /// The counts now, as samples.
+    pub fn take(&mut self) -> Result<TraceSample> {
+        let (procs, lost) = self.polled.with(|s| s.counters())?;
+        let mut out = TraceSample::default();
+        let mut sums: BTreeMap<&'static str, BTreeMap<&'static str, u64>> = BTreeMap::new();
+        for p in procs.iter().filter(|p| !self.ignored.contains(&p.pid)) {
+            if !self.own.contains(&p.pid) && !self.other.contains(&p.pid) {
+                if self.own.len() < MAX_TRACED_OBJECTS {
+                    self.own.insert(p.pid);
+                    if let Some(l) = self.polled.with(|s| s.label(p.pid)) {
+                        out.labels.push((format!("trace.{}", p.pid), l));
+                    }
+                } else {
+                    self.other.insert(p.pid);
+                }
+            }
+            let f = fields(p);
+            for (k, v) in &f {
+                *sums.entry("all").or_default().entry(k).or_default() += v;
+            }
+            if self.own.contains(&p.pid) {
+                out.values
+                    .extend(f.iter().map(|(k, v)| (format!("trace.{}.{k}", p.pid), *v)));
+            } else {
+                for (k, v) in &f {
+                    *sums.entry("other").or_default().entry(k).or_default() += v;
+                }
+            }
+        }
+        for (obj, m) in sums {
+            out.values
+                .extend(m.into_iter().map(|(k, v)| (format!("trace.{obj}.{k}"), v)));
+        }
+        out.values.push(("trace.all.lost".into(), lost));
+        Ok(out)
+    }
+
+    /// End the trace and build its summary.
+    pub fn finish(self, ended: &str) -> Result<TraceReport> {
+        self.polled.finish(ended)
     }
 }

@@ -427,6 +427,190 @@ fn engine_chart(runs: &[Run]) -> Option<String> {
     }))
 }
 
+/// Processes drawn apart in the trace chart; the rest are in "all traced".
+const TRACE_CHART_PROCESSES: usize = 5;
+
+fn sum_series(a: Option<Vec<f64>>, b: Option<Vec<f64>>) -> Option<Vec<f64>> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(
+            a.iter()
+                .zip(&b)
+                .map(|(x, y)| match (x.is_finite(), y.is_finite()) {
+                    (true, true) => x + y,
+                    (true, false) => *x,
+                    (false, true) => *y,
+                    _ => f64::NAN,
+                })
+                .collect(),
+        ),
+        (a, b) => a.or(b),
+    }
+}
+
+fn total(v: &[f64]) -> f64 {
+    v.iter().filter(|x| x.is_finite()).sum()
+}
+
+/// PostgreSQL's auxiliary processes, as their titles begin (`postgres: walwriter`).
+const PG_AUXILIARY: &[&str] = &[
+    "checkpointer",
+    "background writer",
+    "walwriter",
+    "autovacuum launcher",
+    "autovacuum worker",
+    "logical replication launcher",
+    "logical replication worker",
+    "archiver",
+    "stats collector",
+    "walsender",
+    "walreceiver",
+    "walsummarizer",
+    "startup",
+    "parallel worker",
+    "io worker",
+];
+
+/// A process title made short for a legend: PostgreSQL's auxiliary processes by their role,
+/// its backends as `backend USER@DB` (the state in the title is only what it was doing when
+/// first seen), other commands by program name and arguments, cut at 36 characters.
+pub fn short_title(title: &str) -> String {
+    let words: Vec<&str> = title.split_whitespace().collect();
+    if let Some(rest) = title.trim().strip_prefix("postgres: ") {
+        // A cluster name may come first ("postgres: main: walwriter").
+        let role = rest.rsplit_once(": ").map_or(rest, |(_, r)| r);
+        if let Some(a) = PG_AUXILIARY.iter().find(|a| role.starts_with(*a)) {
+            return format!("postgres: {a}");
+        }
+        let w: Vec<&str> = role.split_whitespace().collect();
+        if w.len() >= 2 {
+            return format!("postgres: backend {}@{}", w[0], w[1]);
+        }
+    }
+    let mut out = match words.split_first() {
+        Some((prog, args)) => {
+            let base = prog.rsplit('/').next().unwrap_or(prog);
+            std::iter::once(base)
+                .chain(args.iter().copied())
+                .collect::<Vec<_>>()
+                .join(" ")
+        }
+        None => String::new(),
+    };
+    if out.chars().count() > 36 {
+        out = out.chars().take(35).collect::<String>() + "…";
+    }
+    out
+}
+
+/// A process's name in a legend: its PID and, when recorded, its title made short.
+fn process_name(r: &Run, pid: &str) -> String {
+    match r.rec.object_label(&format!("trace.{pid}")) {
+        Some(l) => format!("PID {pid} {}", short_title(l)),
+        None if pid == "other" => "other processes".into(),
+        None => format!("PID {pid}"),
+    }
+}
+
+/// Durable writes by process (`plumb record --trace`): fsync and fdatasync calls per second
+/// (solid) and the FLUSH and FUA requests their writes sent to the devices (dashed), for the
+/// processes that made most of them and for all traced processes together.
+fn trace_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    let mut lost = 0.0f64;
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        let syncs = |obj: &str| {
+            sum_series(
+                r.values(&format!("trace.{obj}.fsyncs_per_s")),
+                r.values(&format!("trace.{obj}.fdatasyncs_per_s")),
+            )
+        };
+        let flushes = |obj: &str| {
+            sum_series(
+                r.values(&format!("trace.{obj}.flushes_per_s")),
+                r.values(&format!("trace.{obj}.fua_writes_per_s")),
+            )
+        };
+        let mut objs: Vec<(String, f64)> = r
+            .objects("trace", "syscalls_per_s")
+            .into_iter()
+            .filter(|o| o != "all")
+            .map(|o| {
+                let w =
+                    syncs(&o).map_or(0.0, |v| total(&v)) + flushes(&o).map_or(0.0, |v| total(&v));
+                (o, w)
+            })
+            .filter(|(_, w)| *w > 0.0)
+            .collect();
+        objs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        let shown = objs.len().min(TRACE_CHART_PROCESSES);
+        let mut lines: Vec<(String, String)> = objs[..shown]
+            .iter()
+            .map(|(o, _)| (o.clone(), process_name(r, o)))
+            .collect();
+        if objs.len() != 1 {
+            lines.push(("all".into(), "all traced".into()));
+        }
+        for (obj, name) in lines {
+            let c = PALETTE[color % PALETTE.len()];
+            color += 1;
+            let pts =
+                |v: Vec<f64>| svg::downsample(&r.t.iter().cloned().zip(v).collect::<Vec<_>>(), 800);
+            if let Some(v) = syncs(&obj).filter(|v| total(v) > 0.0) {
+                series.push(TimeSeries {
+                    name: format!("{name}: fsync+fdatasync/s{tag}"),
+                    color: c,
+                    dashed: false,
+                    draw: Draw::Line,
+                    right: false,
+                    points: pts(v),
+                });
+            }
+            if let Some(v) = flushes(&obj).filter(|v| total(v) > 0.0) {
+                series.push(TimeSeries {
+                    name: format!("{name}: FLUSH+FUA/s{tag}"),
+                    color: c,
+                    dashed: true,
+                    draw: Draw::Line,
+                    right: false,
+                    points: pts(v),
+                });
+            }
+        }
+        if let Some(v) = r.values("trace.all.lost_count") {
+            lost = lost.max(
+                v.iter()
+                    .cloned()
+                    .filter(|x| x.is_finite())
+                    .fold(0.0, f64::max),
+            );
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    let mut subtitle = "fsync and fdatasync calls (solid) and the cache FLUSH and FUA requests their I/O sent to the device (dashed), counted in the kernel".to_string();
+    if lost > 0.0 {
+        subtitle.push_str(&format!("; {lost:.0} events lost: rates are lower bounds"));
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Kernel: durable writes by process".into(),
+        subtitle,
+        y_label: "per second".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: per_s_axis,
+        y2_fmt: per_s_axis,
+    }))
+}
+
 fn per_s_axis(v: f64) -> String {
     if v >= 10_000.0 {
         format!("{:.0}k", v / 1000.0)
@@ -629,9 +813,15 @@ pub fn charts_html(runs: &[Run]) -> String {
     if let Some(c) = proc_chart(runs) {
         charts.push(("processes".into(), c));
     }
+    // Next to the CPU chart: what the database did, what it asked of the kernel, then what
+    // the host did for it.
+    let mut at = charts.len().min(1);
     if let Some(c) = engine_chart(runs) {
-        // Next to the CPU chart: what the database did, then what the host did for it.
-        charts.insert(charts.len().min(1), ("engine".into(), c));
+        charts.insert(at, ("engine".into(), c));
+        at += 1;
+    }
+    if let Some(c) = trace_chart(runs) {
+        charts.insert(at, ("trace".into(), c));
     }
     let mut h = Html::new();
     for (id, c) in &charts {
@@ -883,5 +1073,33 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_title;
+
+    #[test]
+    fn process_titles_are_made_short_by_role() {
+        assert_eq!(short_title("postgres: walwriter "), "postgres: walwriter");
+        assert_eq!(
+            short_title("postgres: main: checkpointer"),
+            "postgres: checkpointer"
+        );
+        assert_eq!(
+            short_title("postgres: plumb postgres [local] COMMIT"),
+            "postgres: backend plumb@postgres"
+        );
+        assert_eq!(
+            short_title("postgres: app shop 10.0.0.7(51234) idle in transaction"),
+            "postgres: backend app@shop"
+        );
+        assert_eq!(
+            short_title("/usr/lib/postgresql/15/bin/postgres -D /var/lib/postgresql/15/main"),
+            "postgres -D /var/lib/postgresql/15/…"
+        );
+        assert_eq!(short_title("pgbench -c 4"), "pgbench -c 4");
+        assert_eq!(short_title(""), "");
     }
 }

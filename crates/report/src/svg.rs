@@ -409,6 +409,45 @@ mod tests {
         assert!(s.contains("QD 4") && s.contains("knee"));
         assert!(!s.contains("NaN"));
     }
+
+    #[test]
+    fn a_long_legend_wraps_under_the_plot_and_names_every_series() {
+        let series = |n: usize| -> Vec<TimeSeries> {
+            (0..n)
+                .map(|i| TimeSeries {
+                    name: format!("PID {} postgres: walwriter: fdatasync/s", 1000 + i),
+                    color: PALETTE[i % PALETTE.len()],
+                    dashed: i % 2 == 1,
+                    draw: Draw::Line,
+                    right: false,
+                    points: vec![(0.0, i as f64), (1.0, i as f64 + 1.0)],
+                })
+                .collect()
+        };
+        let chart = |n| {
+            render_time(&TimeChart {
+                title: "t".into(),
+                subtitle: String::new(),
+                y_label: "per second".into(),
+                y2_label: None,
+                y_log: false,
+                series: series(n),
+                marks: Vec::new(),
+                y_fmt: |v| format!("{v}"),
+                y2_fmt: |v| format!("{v}"),
+            })
+        };
+        let one = chart(1);
+        assert!(one.contains(&format!(r#"height="{H}""#)));
+        let many = chart(8);
+        for i in 0..8 {
+            assert!(
+                many.contains(&format!("PID {}", 1000 + i)),
+                "series {i} named"
+            );
+        }
+        assert!(!many.contains(&format!(r#"height="{H}""#)), "taller");
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -707,15 +746,19 @@ pub fn render_time(c: &TimeChart) -> String {
             esc(&m.label)
         );
     }
-    // Legend along the top.
+    // Legend along the top; what does not fit there goes in rows under the plot, and the
+    // picture grows to hold them (no series goes unnamed).
     let mut lx = L;
+    let mut ly = T - 10.0;
+    let mut below = 0usize;
     for se in &c.series {
         let label = format!("{}{}", se.name, if se.right { " (right)" } else { "" });
-        let w = 34.0 + label.len() as f64 * 6.4;
-        if lx + w > W - 10.0 {
-            break;
+        let w = 34.0 + label.chars().count() as f64 * 6.4;
+        if lx > L && lx + w > W - 10.0 {
+            below += 1;
+            lx = L;
+            ly = H + 2.0 + 16.0 * below as f64;
         }
-        let ly = T - 10.0;
         if se.draw == Draw::Area {
             let _ = write!(
                 s,
@@ -741,6 +784,19 @@ pub fn render_time(c: &TimeChart) -> String {
             esc(&label)
         );
         lx += w;
+    }
+    if below > 0 {
+        let h = H + 16.0 * below as f64 + 10.0;
+        s = s.replacen(
+            &format!(r##"height="{H}" viewBox="0 0 {W} {H}""##),
+            &format!(r##"height="{h}" viewBox="0 0 {W} {h}""##),
+            1,
+        );
+        s = s.replacen(
+            &format!(r##"<rect width="{W}" height="{H}""##),
+            &format!(r##"<rect width="{W}" height="{h}""##),
+            1,
+        );
     }
     s.push_str("</svg>\n");
     s

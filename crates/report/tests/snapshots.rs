@@ -53,7 +53,7 @@ fn raw_name(family: &str, per_object: bool, raw: &str) -> String {
     let object = match family {
         "cpu" => "all",
         "disk" => "vda",
-        "proc" => "4242",
+        "proc" | "trace" => "4242",
         "psi" => "memory",
         "engine" => "db",
         _ => "x",

@@ -93,6 +93,10 @@ pub struct MetricDef {
     pub id: u32,
     pub name: String,
     pub kind: Kind,
+    /// What the metric's object is, when its name says only a number (`trace.4242.…`: the
+    /// process's title when it was first seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -157,6 +161,8 @@ pub struct Writer {
     prev: Vec<u64>,
     /// Whether each metric had a value in the last sample written.
     present: Vec<bool>,
+    /// Labels for the metrics of an object (`trace.4242`), given to metrics defined later.
+    labels: HashMap<String, String>,
     pub bytes_written: u64,
 }
 
@@ -177,6 +183,7 @@ impl Writer {
             ids: HashMap::new(),
             prev: Vec::new(),
             present: Vec::new(),
+            labels: HashMap::new(),
             bytes_written: 0,
         };
         let mut first = MAGIC.to_vec();
@@ -198,6 +205,11 @@ impl Writer {
         Ok(())
     }
 
+    /// Label the metrics of `object` (a name without its last dotted part) defined from now on.
+    pub fn label_object(&mut self, object: &str, label: &str) {
+        self.labels.insert(object.to_string(), label.to_string());
+    }
+
     /// Write one sample. `values` are (name, kind, raw value); new names are defined first.
     pub fn sample(&mut self, t_ms: u64, values: &[(&str, Kind, u64)]) -> Result<()> {
         let mut new_defs = Vec::new();
@@ -214,6 +226,9 @@ impl Writer {
                         id,
                         name: name.to_string(),
                         kind: *kind,
+                        label: name
+                            .rsplit_once('.')
+                            .and_then(|(obj, _)| self.labels.get(obj).cloned()),
                     });
                     id
                 }
@@ -312,6 +327,14 @@ pub const MISSING: u64 = u64::MAX;
 impl Recording {
     pub fn metric(&self, name: &str) -> Option<&MetricDef> {
         self.metrics.iter().find(|m| m.name == name)
+    }
+
+    /// The label of an object's metrics (`trace.4242`), when the recorder gave one.
+    pub fn object_label(&self, object: &str) -> Option<&str> {
+        self.metrics
+            .iter()
+            .filter(|m| m.name.rsplit_once('.').is_some_and(|(o, _)| o == object))
+            .find_map(|m| m.label.as_deref())
     }
 
     pub fn column(&self, name: &str) -> Option<&[u64]> {
@@ -624,6 +647,31 @@ mod tests {
         assert_eq!(r.marks[0].name, "phase 1");
         assert!(r.damage.is_none());
         assert!(Writer::create(&p, &header()).is_err(), "never overwrites");
+    }
+
+    #[test]
+    fn an_objects_label_is_kept_with_its_metrics() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.plumb");
+        let mut w = Writer::create(&p, &header()).unwrap();
+        w.sample(0, &[("trace.7.syscalls", Kind::Counter, 1)])
+            .unwrap();
+        // Labels apply to metrics defined after them, of that object only.
+        w.label_object("trace.9", "postgres: walwriter");
+        w.sample(
+            1000,
+            &[
+                ("trace.7.syscalls", Kind::Counter, 2),
+                ("trace.9.syscalls", Kind::Counter, 5),
+                ("trace.9.fdatasyncs", Kind::Counter, 1),
+            ],
+        )
+        .unwrap();
+        let r = read(&p).unwrap();
+        assert_eq!(r.object_label("trace.9"), Some("postgres: walwriter"));
+        assert_eq!(r.object_label("trace.7"), None);
+        assert_eq!(r.object_label("trace"), None);
+        assert_eq!(r.column("trace.9.syscalls").unwrap(), [MISSING, 5]);
     }
 
     #[test]

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """What tracing a database server costs it: pgbench's throughput untraced, under `plumb trace`,
-under `perf trace -s` and under `strace -c -f`, in one run, on one private PostgreSQL.
+under `perf trace -s` and under `strace -c -f`, in one run, on one private PostgreSQL; and under
+empty programs on the four tracepoints plumb trace uses (the floor: what the kernel's tracepoint
+machinery costs before anything is counted; crates/sys/examples/tracepoint_floor.rs).
 
 For each tracer and each workload (select-only, `-S`: syscall-bound, the worst case for a
 tracer; and the default TPC-B-like one: commit-bound), pgbench runs for --seconds with progress
@@ -63,10 +65,19 @@ def descendants(pid):
     return out
 
 
+# Programs that return at once on the four raw tracepoints plumb trace uses: what the kernel's
+# tracepoint machinery costs before plumb counts anything.
+FLOOR = "empty programs"
+FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "tracepoint_floor")
+KINDS = ["untraced", FLOOR, "plumb trace", "perf trace -s", "strace -c -f"]
+
+
 def tracer_cmd(kind, postmaster):
     pids = [postmaster] + descendants(postmaster)
     if kind == "plumb trace":
         return [PLUMB, "trace", "--pid", str(postmaster)]
+    if kind == FLOOR:
+        return [FLOOR_BIN]
     if kind == "perf trace -s":
         return ["perf", "trace", "-s", "-o", "/dev/null", "-p", ",".join(map(str, pids))]
     if kind == "strace -c -f":
@@ -191,6 +202,8 @@ def main():
     if os.geteuid() != 0:
         sys.exit("needs root (eBPF, perf, strace -p and the private PostgreSQL)")
     subprocess.run(["cargo", "build", "--release", "-j2", "-q"], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--release", "-j2", "-q", "-p", "plumb-sys", "--example",
+                    "tracepoint_floor"], cwd=ROOT, check=True)
     bin_dir = pg_bin()
     pgbench = f"{bin_dir}/pgbench"
     tmp = tempfile.mkdtemp(prefix="plumb-trace-bench", dir="/tmp")
@@ -210,7 +223,7 @@ def main():
     cmds = {}
     try:
         subprocess.run([pgbench, "-i", "-q", "-s", "10"] + conn, check=True, capture_output=True)
-        kinds = ["untraced", "plumb trace", "perf trace -s", "strace -c -f"]
+        kinds = KINDS
         workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
         for r in range(a.rounds):
             for wname, w in workloads.items():
@@ -243,7 +256,7 @@ def main():
     lines.append("|---|---|---:|---|---:|---|")
     for wname in ["select-only (-S)", "TPC-B-like"]:
         base = statistics.median(results[(wname, "untraced")])
-        for k in ["untraced", "plumb trace", "perf trace -s", "strace -c -f"]:
+        for k in KINDS:
             v = results[(wname, k)]
             med = statistics.median(v)
             per = [x / u for x, u in zip(v, results[(wname, "untraced")])]

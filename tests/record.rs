@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{plumb, skip};
+use common::{no_postgres, pg_bin, plumb, skip};
 
 fn run(args: &[&str]) -> Output {
     plumb().args(args).output().expect("run plumb")
@@ -212,6 +212,10 @@ fn bad_record_input_exits_2() {
             "--pid 999999999",
         ),
         (vec!["record", "--duration", "soon"], "--duration"),
+        (
+            vec!["record", "--pid", "1", "--no-children", "--trace"],
+            "--no-children",
+        ),
     ] {
         let o = run(&args);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -370,4 +374,185 @@ fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
         .filter_map(|v| v["values"]["engine.db.commits_per_s"].as_f64())
         .fold(0.0, f64::max);
     assert!(best > 5.0, "commits per second seen: {best}");
+}
+
+/// A private PostgreSQL that is stopped and removed however the test ends.
+struct PrivatePg {
+    dir: PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+impl PrivatePg {
+    fn start(prefix: &str) -> PrivatePg {
+        let tmp = tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        std::fs::set_permissions(
+            tmp.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let dir = tmp.path().join("pg");
+        let o = run(&["engine", "start", "--dir", s(&dir)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        PrivatePg { dir, _tmp: tmp }
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let st = run(&["--json", "engine", "status", "--dir", s(&self.dir)]);
+        serde_json::from_slice(&st.stdout).unwrap()
+    }
+}
+
+impl Drop for PrivatePg {
+    fn drop(&mut self) {
+        let _ = run(&["engine", "stop", "--remove", "--dir", s(&self.dir)]);
+    }
+}
+
+/// A recorded series by name, with its sample times in seconds.
+fn series(rec: &plumb_store::Recording, name: &str) -> Vec<(f64, f64)> {
+    let cat = plumb_analyze::series::catalog(rec);
+    let m = plumb_analyze::series::find(&cat, name).unwrap_or_else(|| {
+        panic!(
+            "{name} not recorded; have {:?}",
+            cat.iter().map(|m| m.name.as_str()).collect::<Vec<_>>()
+        )
+    });
+    let v = plumb_analyze::series::compute(rec, m);
+    plumb_analyze::series::times_s(rec)
+        .into_iter()
+        .zip(v)
+        .filter(|(_, v)| v.is_finite())
+        .collect()
+}
+
+#[test]
+fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let pg = PrivatePg::start("plumb-rec-tree");
+    let st = pg.status();
+    let pm = st["instance"]["pid"].as_u64().unwrap().to_string();
+    let port = st["instance"]["port"].as_u64().unwrap().to_string();
+    let url = st["url"].as_str().unwrap().to_string();
+    let sock = format!("{}/sock", s(&pg.dir));
+    let pgbench = pg_bin("pgbench");
+    let conn = format!("-h {sock} -p {port} -U plumb postgres");
+    let i = Command::new("sh")
+        .args(["-c", &format!("{pgbench} -i -q -s 1 {conn}")])
+        .output()
+        .unwrap();
+    assert!(i.status.success(), "{i:?}");
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("tree.plumb");
+    // One client for three seconds, then four: the tree's backends rise with the clients.
+    let script = format!(
+        "{pgbench} -n -c 1 -T 3 {conn} >/dev/null 2>&1 && {pgbench} -n -c 4 -j 2 -T 3 {conn} >/dev/null 2>&1"
+    );
+    let o = run(&[
+        "record",
+        "--interval",
+        "500ms",
+        "--pid",
+        &pm,
+        "--engine",
+        &url,
+        "--out",
+        s(&f),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rec = plumb_store::read(&f).unwrap();
+    let cpu = series(&rec, &format!("tree.{pm}.cpu_pct"));
+    let busy = cpu.iter().map(|x| x.1).sum::<f64>() / cpu.len() as f64;
+    assert!(
+        busy > 10.0,
+        "the server's tree used {busy:.1}% of a CPU: {cpu:?}"
+    );
+    let backends = series(&rec, &format!("role.{pm}-backend.processes_count"));
+    let early = backends
+        .iter()
+        .filter(|(t, _)| *t > 0.9 && *t < 2.6)
+        .map(|x| x.1)
+        .fold(0.0, f64::max);
+    let late = backends.iter().map(|x| x.1).fold(0.0, f64::max);
+    // plumb's own connection (--engine) is left out: one client is one backend.
+    assert!((1.0..=2.0).contains(&early), "{backends:?}");
+    assert!(late >= 4.0, "{backends:?}");
+    // The server's own processes, by role, and the backends that came and went.
+    for role in ["checkpointer", "walwriter"] {
+        assert!(
+            !series(&rec, &format!("role.{pm}-{role}.processes_count")).is_empty(),
+            "{role}"
+        );
+    }
+    let exited: f64 = series(&rec, &format!("tree.{pm}.exited_per_s"))
+        .windows(2)
+        .map(|w| w[1].1 * (w[1].0 - w[0].0))
+        .sum();
+    assert!(exited >= 4.5, "backends that left: {exited}");
+    assert!(!series(&rec, &format!("tree.{pm}.pss_bytes")).is_empty());
+    // Members have series of their own, named by their titles.
+    let titled = rec
+        .metrics
+        .iter()
+        .filter_map(|m| m.label.as_deref())
+        .filter(|l| l.starts_with("postgres: "))
+        .count();
+    assert!(titled > 0, "no member of the tree labelled with its title");
+    // The report draws the tree.
+    let out = d.path().join("report");
+    let r = run(&["report", s(&f), "--out", s(&out)]);
+    assert!(r.status.success(), "{}", stderr(&r));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("Process trees: CPU by role"), "no tree chart");
+    assert!(html.contains("backends"), "no backends line");
+
+    // --no-children: the postmaster alone; --engine-server finds it without its PID.
+    let one = d.path().join("one.plumb");
+    let o = run(&[
+        "record",
+        "--duration",
+        "1s",
+        "--interval",
+        "200ms",
+        "--pid",
+        &pm,
+        "--no-children",
+        "--out",
+        s(&one),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec = plumb_store::read(&one).unwrap();
+    assert!(rec.metrics.iter().all(|m| !m.name.starts_with("tree.")));
+    assert!(rec
+        .metrics
+        .iter()
+        .any(|m| m.name == format!("proc.{pm}.cpu_ticks")));
+    let found = d.path().join("found.plumb");
+    let o = run(&[
+        "record",
+        "--duration",
+        "1s",
+        "--interval",
+        "200ms",
+        "--engine-server",
+        "--out",
+        s(&found),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rec = plumb_store::read(&found).unwrap();
+    assert!(
+        rec.metrics
+            .iter()
+            .any(|m| m.name == format!("tree.{pm}.cpu_ticks")),
+        "--engine-server did not find PID {pm}"
+    );
 }

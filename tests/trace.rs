@@ -3,7 +3,7 @@
 //! trace ends (Ctrl-C, kill -9 of plumb, a PID that exits, a PID that never was, no root).
 
 mod common;
-use common::{is_root, no_postgres, plumb, skip};
+use common::{is_root, no_postgres, pg_bin, plumb, skip};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
@@ -333,20 +333,6 @@ fn without_root_it_says_what_it_needs() {
 /// A private PostgreSQL with one wal_sync_method, pgbench against it under `plumb trace
 /// --pid postmaster`: (fdatasync calls, fsync calls, committed transactions).
 /// A PostgreSQL client program (PLUMB_PG_BIN, else the first server build installed).
-fn pg_bin(name: &str) -> String {
-    let bin = std::env::var("PLUMB_PG_BIN").unwrap_or_else(|_| {
-        std::fs::read_dir("/usr/lib/postgresql")
-            .unwrap()
-            .flatten()
-            .map(|e| e.path().join("bin"))
-            .find(|b| b.join(name).exists())
-            .unwrap()
-            .display()
-            .to_string()
-    });
-    format!("{bin}/{name}")
-}
-
 fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
     let tmp = tempfile::Builder::new()
         .prefix("plumb-trace")

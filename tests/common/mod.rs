@@ -49,6 +49,22 @@ pub fn no_postgres() -> Option<String> {
         .then(|| "no PostgreSQL server binaries and pgbench (apt-get install postgresql)".into())
 }
 
+/// A PostgreSQL program (`pgbench`, `psql`): from PLUMB_PG_BIN, else the first of Debian's
+/// installed versions that has it.
+pub fn pg_bin(name: &str) -> String {
+    let bin = std::env::var("PLUMB_PG_BIN").unwrap_or_else(|_| {
+        std::fs::read_dir("/usr/lib/postgresql")
+            .expect("/usr/lib/postgresql (no_postgres() first)")
+            .flatten()
+            .map(|e| e.path().join("bin"))
+            .find(|b| b.join(name).exists())
+            .unwrap_or_else(|| panic!("no {name} under /usr/lib/postgresql"))
+            .display()
+            .to_string()
+    });
+    format!("{bin}/{name}")
+}
+
 /// Processes whose command line names `dir`, or that work in it (a server's processes).
 pub fn processes_in(dir: &Path) -> Vec<String> {
     let needle = dir.to_str().unwrap();

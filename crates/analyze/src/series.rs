@@ -575,6 +575,168 @@ pub const RULES: &[Rule] = &[
         "InnoDB fsync() calls (MariaDB)"
     ),
     r!(
+        "tree",
+        true,
+        "processes",
+        "processes_count",
+        How::Gauge(1.0),
+        "processes",
+        "processes in the tree (the process and everything below it)"
+    ),
+    r!(
+        "tree",
+        true,
+        "threads",
+        "threads_count",
+        How::Gauge(1.0),
+        "threads",
+        "threads of the tree's processes"
+    ),
+    r!(
+        "tree",
+        true,
+        "cpu_ticks",
+        "cpu_pct",
+        How::TicksPct,
+        "%",
+        "CPU time of the tree, exited members and reaped children included, in percent of one CPU"
+    ),
+    r!(
+        "tree",
+        true,
+        "major_faults",
+        "major_faults_per_s",
+        How::Rate(1.0),
+        "/s",
+        "page faults that needed I/O, in the whole tree"
+    ),
+    r!(
+        "tree",
+        true,
+        "read_bytes",
+        "read_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes the tree read from storage"
+    ),
+    r!(
+        "tree",
+        true,
+        "write_bytes",
+        "write_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes the tree wrote to storage"
+    ),
+    r!(
+        "tree",
+        true,
+        "run_delay_ns",
+        "run_delay_pct",
+        How::PctOfTime(1e9),
+        "%",
+        "time the tree's threads waited for a CPU, summed (100% is one thread waiting all the time)"
+    ),
+    r!(
+        "tree",
+        true,
+        "rss_anon_bytes",
+        "rss_anon_bytes",
+        How::Gauge(1.0),
+        "B",
+        "RssAnon summed over the tree"
+    ),
+    r!(
+        "tree",
+        true,
+        "pss_bytes",
+        "pss_bytes",
+        How::Gauge(1.0),
+        "B",
+        "PSS summed over the tree: its memory, shared pages counted once"
+    ),
+    r!(
+        "tree",
+        true,
+        "pss_shmem_bytes",
+        "pss_shmem_bytes",
+        How::Gauge(1.0),
+        "B",
+        "PSS of shared memory summed over the tree (the part of the shared segment it has touched)"
+    ),
+    r!(
+        "tree",
+        true,
+        "swap_pss_bytes",
+        "swap_pss_bytes",
+        How::Gauge(1.0),
+        "B",
+        "swapped memory of the tree, shared memory included and counted once (SwapPss)"
+    ),
+    r!(
+        "tree",
+        true,
+        "started",
+        "started_per_s",
+        How::Rate(1.0),
+        "/s",
+        "processes that joined the tree (forks seen)"
+    ),
+    r!(
+        "tree",
+        true,
+        "exited",
+        "exited_per_s",
+        How::Rate(1.0),
+        "/s",
+        "processes that left the tree"
+    ),
+    r!(
+        "role",
+        true,
+        "processes",
+        "processes_count",
+        How::Gauge(1.0),
+        "processes",
+        "processes of this PostgreSQL role in the tree"
+    ),
+    r!(
+        "role",
+        true,
+        "cpu_ticks",
+        "cpu_pct",
+        How::TicksPct,
+        "%",
+        "CPU time of this role's processes, in percent of one CPU"
+    ),
+    r!(
+        "role",
+        true,
+        "run_delay_ns",
+        "run_delay_pct",
+        How::PctOfTime(1e9),
+        "%",
+        "time this role's processes waited for a CPU, summed"
+    ),
+    r!(
+        "role",
+        true,
+        "rss_anon_bytes",
+        "rss_anon_bytes",
+        How::Gauge(1.0),
+        "B",
+        "RssAnon of this role's processes"
+    ),
+    r!(
+        "role",
+        true,
+        "pss_bytes",
+        "pss_bytes",
+        How::Gauge(1.0),
+        "B",
+        "PSS of this role's processes"
+    ),
+    r!(
         "trace",
         true,
         "syscalls",

@@ -18,9 +18,20 @@ pub struct RecordArgs {
     /// Stop after this long (default: until Ctrl-C, or until CMD exits).
     #[arg(long, value_name = "TIME")]
     pub duration: Option<String>,
-    /// Also record this process: CPU, RSS and swap, I/O, run-queue delay, its memory cgroup.
+    /// Also record this process and every process below it (a PostgreSQL postmaster and
+    /// the backends it forks, new ones picked up): the tree's CPU, memory (PSS, swap), I/O and
+    /// run-queue delay, the same per PostgreSQL role (backends, checkpointer, WAL writer…),
+    /// and series of their own for the process and its first 16 members.
     #[arg(long = "pid", value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
     pub pids: Vec<u32>,
+    /// Record only the --pid processes (and CMD) themselves, not what they start. (--trace
+    /// always follows children: the kernel hands a traced process's mark to what it forks.)
+    #[arg(long, conflicts_with = "trace")]
+    pub no_children: bool,
+    /// Record the database servers running here (PostgreSQL, MariaDB/MySQL, SQL Server, found
+    /// by name as `plumb mem` finds them) as with --pid, without their PIDs.
+    #[arg(long)]
+    pub engine_server: bool,
     /// The recording file (default: plumb-DATE-TIME.plumb here). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -29,7 +40,7 @@ pub struct RecordArgs {
     pub name: Option<String>,
     /// Also record this database's counters with every sample (commits, block reads, WAL
     /// bytes and syncs; MariaDB statements, buffer pool reads, fsyncs): postgres://, mysql://.
-    /// When the server runs here, add its PID with --pid for its processes.
+    /// When the server runs here, add --engine-server (or its PID with --pid) for its processes.
     #[arg(long, value_name = "URL")]
     pub engine: Option<String>,
     /// Read the engine's password from this file (not readable by others).
@@ -108,9 +119,21 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     for &p in &a.pids {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
     }
+    let mut pids = a.pids.clone();
+    if a.engine_server {
+        let engines = plumb_sys::smaps::find_engines(&root);
+        if engines.is_empty() {
+            bail!("--engine-server: no database server runs here (looked for postgres, mariadbd/mysqld and sqlservr by name); give --pid");
+        }
+        for e in engines {
+            if !pids.contains(&e.main_pid) {
+                pids.push(e.main_pid);
+            }
+        }
+    }
     if a.trace {
-        if a.pids.is_empty() && a.cmd.is_empty() {
-            bail!("--trace: say what to trace: --pid PID (its children and threads too) or -- CMD ARGS");
+        if pids.is_empty() && a.cmd.is_empty() {
+            bail!("--trace: say what to trace: --pid PID (its children and threads too), --engine-server or -- CMD ARGS");
         }
         if !plumb_sys::os::is_root() {
             bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
@@ -153,7 +176,8 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         &out,
         root,
         Scope {
-            pids: a.pids.clone(),
+            pids: pids.clone(),
+            children: !a.no_children,
         },
         engine,
         &plumb_record::Setup {
@@ -163,7 +187,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         },
     )
     .with_context(|| format!("--out {}", out.display()))?;
-    let child = match start(&mut rec, a) {
+    let child = match start(&mut rec, a, &pids) {
         Ok(c) => c,
         Err(e) => {
             // Nothing recorded: no file left behind.
@@ -237,26 +261,29 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
 
 /// Start the command (held until its trace is in place with --trace) and the trace; the
 /// command, if any.
-fn start(rec: &mut plumb_record::Collector, a: &RecordArgs) -> Result<Option<std::process::Child>> {
+fn start(
+    rec: &mut plumb_record::Collector,
+    a: &RecordArgs,
+    pids: &[u32],
+) -> Result<Option<std::process::Child>> {
     use plumb_record::trace::{Polled, Session, TraceSampler};
     if !a.trace {
         return plumb_record::foreground::start_command(rec, &a.cmd);
     }
     let root = plumb_sys::Root::host();
     let (mut session, child) = if a.cmd.is_empty() {
-        let label = a
-            .pids
+        let label = pids
             .iter()
             .map(|p| format!("PID {p}"))
             .collect::<Vec<_>>()
             .join(", ");
-        (Session::pids(&root, &a.pids, &label, false, true)?.0, None)
+        (Session::pids(&root, pids, &label, false, true)?.0, None)
     } else {
         let (s, c) = Session::command(&root, &a.cmd, false, true)?;
         plumb_record::foreground::adopt_command(rec, &c, &a.cmd)?;
         (s, Some(c))
     };
-    for &p in &a.pids {
+    for &p in pids {
         if !a.cmd.is_empty() {
             session.follow(p)?;
         }

@@ -229,6 +229,7 @@ mod tests {
             plumb_sys::Root::host(),
             plumb_sys::rawsample::Scope {
                 pids: vec![std::process::id()],
+                children: false,
             },
             crate::EngineSampler::new(None),
             &setup,
@@ -238,7 +239,10 @@ mod tests {
         assert!(crate::Collector::create(
             &path,
             plumb_sys::Root::host(),
-            plumb_sys::rawsample::Scope { pids: vec![] },
+            plumb_sys::rawsample::Scope {
+                pids: vec![],
+                children: false
+            },
             crate::EngineSampler::new(None),
             &setup
         )

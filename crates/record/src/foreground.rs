@@ -123,7 +123,10 @@ mod tests {
         Collector::create(
             path,
             plumb_sys::Root::host(),
-            plumb_sys::rawsample::Scope { pids: vec![] },
+            plumb_sys::rawsample::Scope {
+                pids: vec![],
+                children: false,
+            },
             crate::EngineSampler::new(None),
             &crate::Setup {
                 interval: Duration::from_millis(50),

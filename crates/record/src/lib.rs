@@ -163,9 +163,17 @@ impl Collector {
     /// unreachable or back) is marked at the sample's time. Returns the sample's time.
     pub fn tick(&mut self) -> Result<u64> {
         let t_ms = self.now_ms();
-        let (vals, gone) = self.sampler.take();
+        // plumb's own connection to the engine is not the workload.
+        self.sampler
+            .leave_out(self.engine.own_pid().into_iter().collect());
+        let taken = self.sampler.take();
+        for (object, label) in &taken.labels {
+            self.writer.label_object(object, label);
+        }
+        let gone = taken.gone;
         let engine_vals = self.engine.take();
-        let mut rows: Vec<(&str, Kind, u64)> = vals
+        let mut rows: Vec<(&str, Kind, u64)> = taken
+            .values
             .iter()
             .map(|v| {
                 let kind = if v.kind == RawKind::Counter {

@@ -504,7 +504,11 @@ pub fn short_title(title: &str) -> String {
 
 /// A process's name in a legend: its PID and, when recorded, its title made short.
 fn process_name(r: &Run, pid: &str) -> String {
-    match r.rec.object_label(&format!("trace.{pid}")) {
+    let label = r
+        .rec
+        .object_label(&format!("trace.{pid}"))
+        .or_else(|| r.rec.object_label(&format!("proc.{pid}")));
+    match label {
         Some(l) => format!("PID {pid} {}", short_title(l)),
         None if pid == "other" => "other processes".into(),
         None => format!("PID {pid}"),
@@ -621,6 +625,155 @@ fn per_s_axis(v: f64) -> String {
     }
 }
 
+/// A PostgreSQL role's code (`role.PID-CODE.*`, from `plumb_sys::proctree::pg_role`) in words.
+fn role_name(code: &str) -> String {
+    match code {
+        "backend" => "backends".into(),
+        "checkpointer" => "checkpointer".into(),
+        "background_writer" => "background writer".into(),
+        "walwriter" => "WAL writer".into(),
+        "autovacuum_launcher" => "autovacuum launcher".into(),
+        "autovacuum_worker" => "autovacuum workers".into(),
+        "logical_replication_launcher" => "logical replication launcher".into(),
+        "logical_replication_worker" => "logical replication workers".into(),
+        "walsender" => "WAL senders".into(),
+        "walreceiver" => "WAL receiver".into(),
+        "parallel_worker" => "parallel workers".into(),
+        "io_worker" => "I/O workers".into(),
+        other => other.replace('_', " "),
+    }
+}
+
+/// Lines shown per tree in the CPU-by-role chart (the busiest roles).
+const TREE_CHART_ROLES: usize = 6;
+
+/// Process trees (`plumb record --pid`, children followed): the tree's CPU and each PostgreSQL
+/// role's (busiest first), with the number of processes in the tree on the right axis.
+fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for root in r.objects("tree", "cpu_pct") {
+            let name = process_name(r, &root);
+            let c = PALETTE[color % PALETTE.len()];
+            color += 1;
+            if let Some(p) = r.points(&format!("tree.{root}.cpu_pct")) {
+                series.push(TimeSeries {
+                    name: format!("{name} and everything below it{tag}"),
+                    color: c,
+                    dashed: false,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
+            }
+            if let Some(p) = r.points(&format!("tree.{root}.processes_count")) {
+                series.push(TimeSeries {
+                    name: format!("PID {root}: processes in the tree{tag}"),
+                    color: c,
+                    dashed: true,
+                    draw: Draw::Line,
+                    right: true,
+                    points: p,
+                });
+            }
+            let mut roles: Vec<(String, f64)> = r
+                .objects("role", "cpu_pct")
+                .into_iter()
+                .filter_map(|o| {
+                    let code = o.strip_prefix(&format!("{root}-"))?.to_string();
+                    let v = r.values(&format!("role.{o}.cpu_pct"))?;
+                    Some((code, total(&v)))
+                })
+                .filter(|(_, w)| *w > 0.0)
+                .collect();
+            roles.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            for (code, _) in roles.iter().take(TREE_CHART_ROLES) {
+                if let Some(p) = r.points(&format!("role.{root}-{code}.cpu_pct")) {
+                    series.push(TimeSeries {
+                        name: format!("{}{tag}", role_name(code)),
+                        color: PALETTE[color % PALETTE.len()],
+                        dashed: false,
+                        draw: Draw::Line,
+                        right: false,
+                        points: p,
+                    });
+                    color += 1;
+                }
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Process trees: CPU by role".into(),
+        subtitle: "each tree's CPU (short-lived backends included) and its busiest PostgreSQL roles; processes in the tree dashed, right".into(),
+        y_label: "% of one CPU".into(),
+        y2_label: Some("processes".into()),
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: pct,
+        y2_fmt: count,
+    }))
+}
+
+/// Process trees' memory: PSS (each shared page counted once across the tree), the shared
+/// memory part of it, and swapped memory (SwapPss, shared memory included).
+fn tree_memory_chart(runs: &[Run]) -> Option<String> {
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for root in r.objects("tree", "pss_bytes") {
+            let name = process_name(r, &root);
+            let c = PALETTE[color % PALETTE.len()];
+            let c2 = PALETTE[(color + 1) % PALETTE.len()];
+            color += 2;
+            for (field, what, col, dashed) in [
+                ("pss_bytes", "PSS", c, false),
+                ("pss_shmem_bytes", "shared memory (PSS)", c2, false),
+                ("swap_pss_bytes", "swapped (SwapPss)", c, true),
+            ] {
+                if let Some(p) = r.points(&format!("tree.{root}.{field}")) {
+                    series.push(TimeSeries {
+                        name: format!("{name} tree: {what}{tag}"),
+                        color: col,
+                        dashed,
+                        draw: Draw::Line,
+                        right: false,
+                        points: p,
+                    });
+                }
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Process trees: memory".into(),
+        subtitle: "PSS over the tree (a shared page counted once; shared memory only where a live member maps it) and SwapPss, dashed".into(),
+        y_label: "bytes".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: byte_axis,
+        y2_fmt: byte_axis,
+    }))
+}
+
 fn proc_chart(runs: &[Run]) -> Option<String> {
     let mut series = Vec::new();
     for r in runs.iter() {
@@ -629,10 +782,18 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
         } else {
             String::new()
         };
-        for (j, pid) in r.objects("proc", "rss_bytes").iter().enumerate() {
+        // With trees recorded, their roots (the members are in the tree charts).
+        let roots = r.objects("tree", "cpu_pct");
+        let pids: Vec<String> = r
+            .objects("proc", "rss_bytes")
+            .into_iter()
+            .filter(|p| roots.is_empty() || roots.contains(p))
+            .collect();
+        for (j, pid) in pids.iter().enumerate() {
+            let name = process_name(r, pid);
             if let Some(p) = r.points(&format!("proc.{pid}.rss_bytes")) {
                 series.push(TimeSeries {
-                    name: format!("PID {pid} RSS{tag}"),
+                    name: format!("{name} RSS{tag}"),
                     color: PALETTE[(2 * j) % PALETTE.len()],
                     dashed: false,
                     draw: Draw::Line,
@@ -642,7 +803,7 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
             }
             if let Some(p) = r.points(&format!("proc.{pid}.swap_bytes")) {
                 series.push(TimeSeries {
-                    name: format!("PID {pid} swap{tag}"),
+                    name: format!("{name} swap{tag}"),
                     color: PALETTE[(2 * j + 1) % PALETTE.len()],
                     dashed: true,
                     draw: Draw::Line,
@@ -809,6 +970,12 @@ pub fn charts_html(runs: &[Run]) -> String {
     }
     if let Some(c) = psi_chart(runs) {
         charts.push(("psi".into(), c));
+    }
+    if let Some(c) = tree_cpu_chart(runs) {
+        charts.push(("trees".into(), c));
+    }
+    if let Some(c) = tree_memory_chart(runs) {
+        charts.push(("tree-memory".into(), c));
     }
     if let Some(c) = proc_chart(runs) {
         charts.push(("processes".into(), c));

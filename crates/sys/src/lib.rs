@@ -27,6 +27,7 @@ pub mod perf;
 pub mod pressure;
 pub mod process;
 pub mod proctrace;
+pub mod proctree;
 pub mod rawsample;
 pub mod smaps;
 pub mod snapshot;

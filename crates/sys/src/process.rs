@@ -130,6 +130,8 @@ pub struct ProcStat {
     pub ppid: u32,
     pub minor_faults: u64,
     pub major_faults: u64,
+    /// Major faults of children that have exited and been waited for.
+    pub cmajor_faults: Option<u64>,
     pub utime_ticks: u64,
     pub stime_ticks: u64,
     /// CPU of children that have exited and been waited for (parallel workers, helpers).
@@ -166,6 +168,7 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<ProcStat> {
         ppid: field(4)? as u32,
         minor_faults: field(10)?,
         major_faults: field(12)?,
+        cmajor_faults: field(13).ok(),
         utime_ticks: field(14)?,
         stime_ticks: field(15)?,
         cutime_ticks: field(16).ok(),

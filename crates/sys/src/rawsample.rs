@@ -20,6 +20,19 @@ pub struct RawValue {
 #[derive(Debug, Clone, Default)]
 pub struct Scope {
     pub pids: Vec<u32>,
+    /// Follow each PID's descendants too (`tree.PID.*`, `role.PID-ROLE.*`, and series of their
+    /// own for the first [`crate::proctree::DETAILED_MEMBERS`] of them).
+    pub children: bool,
+}
+
+/// One sample's values and what changed with it.
+#[derive(Debug, Default)]
+pub struct Taken {
+    pub values: Vec<RawValue>,
+    /// Processes with series of their own that have exited (dropped from the scope).
+    pub gone: Vec<u32>,
+    /// (object, title) for processes given series of their own since the last sample.
+    pub labels: Vec<(String, String)>,
 }
 
 /// Devices worth recording: whole disks and dm/md devices, but not idle loop or ram devices.
@@ -37,6 +50,8 @@ pub struct Sampler {
     root: Root,
     scope: Scope,
     cg_mounts: Option<cgroup::CgroupMounts>,
+    trees: Vec<crate::proctree::Tree>,
+    left_out: Vec<u32>,
 }
 
 impl Sampler {
@@ -44,15 +59,26 @@ impl Sampler {
         let cg_mounts = mount::read_mountinfo(&root, None)
             .ok()
             .map(|m| cgroup::CgroupMounts::from_mounts(&m));
+        let trees = if scope.children {
+            scope
+                .pids
+                .iter()
+                .map(|p| crate::proctree::Tree::new(*p))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Sampler {
             root,
             scope,
             cg_mounts,
+            trees,
+            left_out: Vec::new(),
         }
     }
 
     /// Processes that have exited are dropped from the scope (and reported).
-    pub fn take(&mut self) -> (Vec<RawValue>, Vec<u32>) {
+    pub fn take(&mut self) -> Taken {
         let mut out = Vec::with_capacity(160);
         let mut push = |name: String, kind: RawKind, value: Option<u64>| {
             if let Some(v) = value {
@@ -173,13 +199,47 @@ impl Sampler {
                 push(format!("disk.{n}.in_flight"), G, Some(d.in_flight));
             }
         }
-        let mut gone = Vec::new();
-        for &pid in &self.scope.pids {
+        let mut taken = Taken::default();
+        // The processes with series of their own: the scope's, or each tree's root and its
+        // first members.
+        let mut detailed = Vec::new();
+        if self.trees.is_empty() {
+            detailed.clone_from(&self.scope.pids);
+        } else {
+            let table = crate::proctree::table(r);
+            let mut ended = Vec::new();
+            for t in &mut self.trees {
+                let tt = t.take(r, &table, &self.left_out);
+                out.extend(tt.values);
+                taken.labels.extend(tt.labels);
+                taken.gone.extend(tt.gone);
+                if tt.root_gone {
+                    ended.push(t.root);
+                } else {
+                    detailed.extend(tt.detailed);
+                }
+            }
+            self.trees.retain(|t| !ended.contains(&t.root));
+            self.scope.pids.retain(|p| !ended.contains(p));
+            taken.gone.extend(ended);
+            detailed.sort_unstable();
+            detailed.dedup();
+        }
+        for pid in detailed {
             let p = match process::read(r, pid) {
                 Ok(p) => p,
                 Err(_) => {
-                    gone.push(pid);
+                    taken.gone.push(pid);
                     continue;
+                }
+            };
+            let mut push = |name: String, kind: RawKind, value: Option<u64>| {
+                if let Some(v) = value {
+                    out.push(RawValue {
+                        name,
+                        kind,
+                        value: v,
+                    });
                 }
             };
             let pre = format!("proc.{pid}");
@@ -220,13 +280,27 @@ impl Sampler {
                 }
             }
         }
-        self.scope.pids.retain(|p| !gone.contains(p));
-        (out, gone)
+        if self.trees.is_empty() {
+            let gone = &taken.gone;
+            self.scope.pids.retain(|p| !gone.contains(p));
+        }
+        taken.gone.sort_unstable();
+        taken.gone.dedup();
+        taken.values = out;
+        taken
+    }
+
+    /// Processes left out of the trees (plumb's own connection to the engine), from now on.
+    pub fn leave_out(&mut self, pids: Vec<u32>) {
+        self.left_out = pids;
     }
 
     pub fn add_pid(&mut self, pid: u32) {
         if !self.scope.pids.contains(&pid) {
             self.scope.pids.push(pid);
+            if self.scope.children {
+                self.trees.push(crate::proctree::Tree::new(pid));
+            }
         }
     }
 }
@@ -241,9 +315,11 @@ mod tests {
             Root::host(),
             Scope {
                 pids: vec![std::process::id()],
+                children: false,
             },
         );
-        let (v, gone) = s.take();
+        let t = s.take();
+        let (v, gone) = (t.values, t.gone);
         assert!(gone.is_empty());
         let has = |n: &str| v.iter().any(|x| x.name == n);
         assert!(

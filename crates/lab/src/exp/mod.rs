@@ -195,7 +195,10 @@ impl<'a> Context<'a> {
         let collector = plumb_record::Collector::create(
             &s.config.recording(),
             root.clone(),
-            plumb_sys::rawsample::Scope { pids },
+            plumb_sys::rawsample::Scope {
+                pids,
+                children: false,
+            },
             plumb_record::EngineSampler::new(None),
             &plumb_record::Setup {
                 interval: Duration::from_secs(1),

@@ -250,3 +250,34 @@ fn urls_kinds_and_credentials() {
         "{e}"
     );
 }
+
+/// What `plumb record --engine mssql://…` keeps with every sample for the memory and waits
+/// charts (Memory Manager, Plan Cache and tempdb, as the documentation shapes them): each is
+/// in the snapshot, and each is a field the recording's engine rules know.
+#[test]
+fn sql_server_memory_gauges_are_recordable() {
+    let s = snap("before.json");
+    let fields = plumb_analyze::series::engine_fields();
+    for (key, want) in [
+        (
+            "perf.memory_manager.database_cache_memory_bytes",
+            20971520.0 * 1024.0,
+        ),
+        ("perf.memory_manager.memory_grants_outstanding", 2.0),
+        ("perf.memory_manager.memory_grants_pending", 0.0),
+        ("perf.plan_cache.cache_pages", 51200.0),
+    ] {
+        assert_eq!(s.gauges.get(key), Some(&want), "{key}: {:?}", s.gauges);
+        let field = key.split_once('.').unwrap().1;
+        assert!(fields.contains(&field), "{field} is not recorded");
+    }
+    for key in [
+        "perf.memory_manager.free_memory_bytes",
+        "perf.memory_manager.stolen_server_memory_bytes",
+        "tempdb.user_objects_bytes",
+        "tempdb.version_store_bytes",
+    ] {
+        assert!(s.gauges.contains_key(key), "{key}: {:?}", s.gauges);
+        assert!(fields.contains(&key.split_once('.').unwrap().1), "{key}");
+    }
+}

@@ -301,3 +301,68 @@ fn delta_against_mariadb() {
     );
     let _ = m.child.take().map(|mut c| c.wait());
 }
+
+/// `plumb record --engine` on MariaDB keeps the engine's gauges (buffer pool, threads) with
+/// the kernel's view of the server, and the report draws the engine's memory.
+#[test]
+fn record_keeps_mariadbs_buffer_pool_and_threads() {
+    let m = match Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("m.plumb");
+    let pid = m.pid().unwrap().to_string();
+    let url = m.url("mysql");
+    let o = plumb()
+        .args([
+            "record",
+            "--duration",
+            "2s",
+            "--interval",
+            "500ms",
+            "--pid",
+            &pid,
+        ])
+        .args(["--engine", &url, "--out", f.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list = plumb()
+        .args(["export", f.to_str().unwrap(), "--list"])
+        .output()
+        .unwrap();
+    let list = String::from_utf8_lossy(&list.stdout);
+    for name in [
+        "engine.innodb.buffer_pool_data_bytes",
+        "engine.innodb.buffer_pool_free_pages_count",
+        "engine.status.threads_connected_count",
+        "engine.innodb.row_lock_waiting_count",
+        &format!("tree.{pid}.pss_bytes"),
+    ] {
+        assert!(list.contains(name), "{name} not in:\n{list}");
+    }
+    let rec = plumb_store::read(&f).unwrap();
+    let cat = plumb_analyze::series::catalog(&rec);
+    let data = plumb_analyze::series::find(&cat, "engine.innodb.buffer_pool_data_bytes").unwrap();
+    let v = plumb_analyze::series::compute(&rec, data);
+    assert!(v.iter().any(|x| *x > 0.0), "buffer pool data bytes: {v:?}");
+    let out = d.path().join("report");
+    let r = plumb()
+        .args([
+            "report",
+            f.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(r.status.success());
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(html.contains("Database: memory as the engine sees it"));
+    assert!(html.contains("buffer pool: data"));
+    assert!(html.contains("kernel: PSS of PID"));
+}

@@ -447,6 +447,17 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
         .output()
         .unwrap();
     assert!(i.status.success(), "{i:?}");
+    // The cache's pages by state (pg_buffercache ships with the server).
+    let ext = run(&[
+        "engine",
+        "psql",
+        "--dir",
+        s(&pg.dir),
+        "--",
+        "-qc",
+        "CREATE EXTENSION pg_buffercache",
+    ]);
+    assert!(ext.status.success(), "{}", stderr(&ext));
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("tree.plumb");
     // One client for three seconds, then four: the tree's backends rise with the clients.
@@ -507,13 +518,36 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
         .filter(|l| l.starts_with("postgres: "))
         .count();
     assert!(titled > 0, "no member of the tree labelled with its title");
-    // The report draws the tree.
+    // The engine's gauges: sessions (plumb's own left out) and the cache's pages.
+    let active = series(&rec, "engine.activity.sessions_active_count");
+    let most = active.iter().map(|x| x.1).fold(0.0, f64::max);
+    assert!((2.0..=4.0).contains(&most), "active sessions: {active:?}");
+    for name in [
+        "engine.activity.sessions_idle_count",
+        "engine.activity.waiting_lwlock_count",
+        "engine.checkpoint.running_count",
+        "engine.replication.standbys_count",
+    ] {
+        assert!(!series(&rec, name).is_empty(), "{name}");
+    }
+    let clean = series(&rec, "engine.buffercache.clean_bytes");
+    assert!(clean.iter().any(|x| x.1 > 0.0), "{clean:?}");
+    let dirty = series(&rec, "engine.buffercache.dirty_bytes");
+    assert!(
+        dirty.iter().any(|x| x.1 > 0.0),
+        "pgbench dirtied no buffer: {dirty:?}"
+    );
+    // The report draws the tree, the sessions and the cache beside the tree's PSS.
     let out = d.path().join("report");
     let r = run(&["report", s(&f), "--out", s(&out)]);
     assert!(r.status.success(), "{}", stderr(&r));
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     assert!(html.contains("Process trees: CPU by role"), "no tree chart");
     assert!(html.contains("backends"), "no backends line");
+    assert!(html.contains("Database: sessions and waits"));
+    assert!(html.contains("Database: memory as the engine sees it"));
+    assert!(html.contains("shared buffers: dirty pages"));
+    assert!(html.contains(&format!("kernel: PSS of PID {pm}")));
 
     // --no-children: the postmaster alone; --engine-server finds it without its PID.
     let one = d.path().join("one.plumb");

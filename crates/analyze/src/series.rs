@@ -737,6 +737,357 @@ pub const RULES: &[Rule] = &[
         "PSS of this role's processes"
     ),
     r!(
+        "engine",
+        true,
+        "sessions_active",
+        "sessions_active_count",
+        How::Gauge(1.0),
+        "sessions",
+        "client sessions running a statement (PostgreSQL; plumb's own left out)"
+    ),
+    r!(
+        "engine",
+        true,
+        "sessions_idle",
+        "sessions_idle_count",
+        How::Gauge(1.0),
+        "sessions",
+        "client sessions idle (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "sessions_idle_in_transaction",
+        "sessions_idle_in_transaction_count",
+        How::Gauge(1.0),
+        "sessions",
+        "client sessions idle inside an open transaction (PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_lwlock",
+        "waiting_lwlock_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on LWLock (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_lock",
+        "waiting_lock_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on Lock (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_bufferpin",
+        "waiting_bufferpin_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on BufferPin (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_io",
+        "waiting_io_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on IO (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_ipc",
+        "waiting_ipc_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on IPC (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_client",
+        "waiting_client_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on Client (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_timeout",
+        "waiting_timeout_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on Timeout (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_activity",
+        "waiting_activity_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on Activity (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_extension",
+        "waiting_extension_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on Extension (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "waiting_injectionpoint",
+        "waiting_injectionpoint_count",
+        How::Gauge(1.0),
+        "sessions",
+        "active sessions waiting on InjectionPoint (PostgreSQL wait event type)"
+    ),
+    r!(
+        "engine",
+        true,
+        "clean_bytes",
+        "clean_bytes",
+        How::Gauge(1.0),
+        "B",
+        "shared buffers holding a page not changed since read (pg_buffercache)"
+    ),
+    r!(
+        "engine",
+        true,
+        "dirty_bytes",
+        "dirty_bytes",
+        How::Gauge(1.0),
+        "B",
+        "shared buffers holding a changed page not yet written (pg_buffercache)"
+    ),
+    r!(
+        "engine",
+        true,
+        "unused_bytes",
+        "unused_bytes",
+        How::Gauge(1.0),
+        "B",
+        "shared buffers holding no page (pg_buffercache)"
+    ),
+    r!(
+        "engine",
+        true,
+        "running",
+        "running_count",
+        How::Gauge(1.0),
+        "checkpoints",
+        "1 while a checkpoint runs (the checkpointer is not waiting idle; PostgreSQL)"
+    ),
+    r!(
+        "engine",
+        true,
+        "standbys",
+        "standbys_count",
+        How::Gauge(1.0),
+        "standbys",
+        "standbys streaming from this server (pg_stat_replication)"
+    ),
+    r!(
+        "engine",
+        true,
+        "replay_lag_bytes",
+        "replay_lag_bytes",
+        How::Gauge(1.0),
+        "B",
+        "WAL sent but not yet replayed by the furthest standby"
+    ),
+    r!(
+        "engine",
+        true,
+        "replay_lag_ms",
+        "replay_lag_ms",
+        How::Gauge(1.0),
+        "ms",
+        "replay lag of the furthest standby, as the server measured it"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffer_pool_data_bytes",
+        "buffer_pool_data_bytes",
+        How::Gauge(1.0),
+        "B",
+        "InnoDB buffer pool bytes holding data (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffer_pool_dirty_bytes",
+        "buffer_pool_dirty_bytes",
+        How::Gauge(1.0),
+        "B",
+        "InnoDB buffer pool bytes changed and not yet written (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffer_pool_pages_free",
+        "buffer_pool_free_pages_count",
+        How::Gauge(1.0),
+        "pages",
+        "InnoDB buffer pool pages free (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "buffer_pool_pages_total",
+        "buffer_pool_total_pages_count",
+        How::Gauge(1.0),
+        "pages",
+        "InnoDB buffer pool pages in all (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "threads_running",
+        "threads_running_count",
+        How::Gauge(1.0),
+        "threads",
+        "threads running a statement (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "threads_connected",
+        "threads_connected_count",
+        How::Gauge(1.0),
+        "threads",
+        "client connections (MariaDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "row_lock_current_waits",
+        "row_lock_waiting_count",
+        How::Gauge(1.0),
+        "waits",
+        "row lock waits in progress (MariaDB InnoDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "row_lock_waits",
+        "row_lock_waits_per_s",
+        How::Rate(1.0),
+        "/s",
+        "row lock waits begun (MariaDB InnoDB)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.database_cache_memory_bytes",
+        "database_cache_bytes",
+        How::Gauge(1.0),
+        "B",
+        "memory for the buffer pool's database pages (SQL Server Memory Manager)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.free_memory_bytes",
+        "free_memory_bytes",
+        How::Gauge(1.0),
+        "B",
+        "memory the server has committed and not used (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.stolen_server_memory_bytes",
+        "stolen_memory_bytes",
+        How::Gauge(1.0),
+        "B",
+        "memory taken from the buffer pool for other uses: plans, grants, locks (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.total_server_memory_bytes",
+        "total_server_memory_bytes",
+        How::Gauge(1.0),
+        "B",
+        "memory the server has committed (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.target_server_memory_bytes",
+        "target_server_memory_bytes",
+        How::Gauge(1.0),
+        "B",
+        "memory the server would like to have (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.memory_grants_outstanding",
+        "memory_grants_outstanding_count",
+        How::Gauge(1.0),
+        "grants",
+        "queries holding a workspace memory grant (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "memory_manager.memory_grants_pending",
+        "memory_grants_pending_count",
+        How::Gauge(1.0),
+        "grants",
+        "queries waiting for a workspace memory grant (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "plan_cache.cache_pages",
+        "plan_cache_bytes",
+        How::Gauge(8192.0),
+        "B",
+        "plan cache size, 8 KiB pages (SQL Server Plan Cache, all instances)"
+    ),
+    r!(
+        "engine",
+        true,
+        "user_objects_bytes",
+        "user_objects_bytes",
+        How::Gauge(1.0),
+        "B",
+        "tempdb space of user objects: temp tables, table variables (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "internal_objects_bytes",
+        "internal_objects_bytes",
+        How::Gauge(1.0),
+        "B",
+        "tempdb space of internal objects: sorts, hashes, spools (SQL Server)"
+    ),
+    r!(
+        "engine",
+        true,
+        "version_store_bytes",
+        "version_store_bytes",
+        How::Gauge(1.0),
+        "B",
+        "tempdb version store (SQL Server)"
+    ),
+    r!(
         "trace",
         true,
         "syscalls",

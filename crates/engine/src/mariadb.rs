@@ -94,6 +94,10 @@ const STATUS_GAUGES: &[(&str, &str)] = &[
     ),
     ("Threads_running", "status.threads_running"),
     ("Threads_connected", "status.threads_connected"),
+    (
+        "Innodb_row_lock_current_waits",
+        "innodb.row_lock_current_waits",
+    ),
 ];
 
 pub const WAITS: &str = "SELECT EVENT_NAME, COUNT_STAR, SUM_TIMER_WAIT FROM performance_schema.events_waits_summary_global_by_event_name WHERE COUNT_STAR > 0";

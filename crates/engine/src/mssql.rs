@@ -144,7 +144,8 @@ OR object_name LIKE '%SQL Statistics%' OR object_name LIKE '%General Statistics%
 OR object_name LIKE '%Access Methods%' OR object_name LIKE '%Latches%' \
 OR object_name LIKE '%Transactions%' \
 OR (object_name LIKE '%:Databases%' AND instance_name = '_Total') \
-OR (object_name LIKE '%:Locks%' AND instance_name = '_Total'))";
+OR (object_name LIKE '%:Locks%' AND instance_name = '_Total') \
+OR (object_name LIKE '%Plan Cache%' AND instance_name = '_Total'))";
 
     pub const TEMPDB: &str = "SELECT SUM(user_object_reserved_page_count) * 8 AS user_objects_kb, \
 SUM(internal_object_reserved_page_count) * 8 AS internal_objects_kb, \

@@ -305,13 +305,109 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
             {
                 s.gauges.insert(n.to_string(), *v);
             }
+            // The same in bytes, for charts beside the kernel's view of the server's memory.
+            let block: f64 = s
+                .settings
+                .get("block_size")
+                .and_then(|b| b.parse().ok())
+                .unwrap_or(8192.0);
+            if let [used, dirty, total] = vals[..] {
+                for (n, v) in [
+                    ("buffercache.clean_bytes", (used - dirty).max(0.0)),
+                    ("buffercache.dirty_bytes", dirty),
+                    ("buffercache.unused_bytes", (total - used).max(0.0)),
+                ] {
+                    s.gauges.insert(n.to_string(), v * block);
+                }
+            }
         }
     } else {
         s.unavailable.push(
             "pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into(),
         );
     }
+    activity_gauges(c, &mut s)?;
     Ok(s)
+}
+
+/// Wait event types a session can report (PostgreSQL 15–18), as gauge names: every one is
+/// present in a snapshot (0 when nobody waits on it), so a recording's line starts at 0.
+pub const WAIT_TYPES: &[(&str, &str)] = &[
+    ("LWLock", "waiting_lwlock"),
+    ("Lock", "waiting_lock"),
+    ("BufferPin", "waiting_bufferpin"),
+    ("IO", "waiting_io"),
+    ("IPC", "waiting_ipc"),
+    ("Client", "waiting_client"),
+    ("Timeout", "waiting_timeout"),
+    ("Activity", "waiting_activity"),
+    ("Extension", "waiting_extension"),
+    ("InjectionPoint", "waiting_injectionpoint"),
+];
+
+/// Values of the moment from pg_stat_activity and pg_stat_replication: client sessions by
+/// state, the active ones by what they wait on (plumb's own session left out), whether a
+/// checkpoint is running (the checkpointer waits on anything but its idle `CheckpointerMain`),
+/// and the standbys' replay lag.
+pub fn activity_gauges(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
+    let rows = c.rows(
+        "pg_stat_activity",
+        "SELECT coalesce(state, ''), coalesce(wait_event_type, ''), count(*)::float8 FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1, 2",
+        2,
+    )?;
+    let mut g: BTreeMap<&str, f64> = BTreeMap::new();
+    for n in [
+        "sessions_active",
+        "sessions_idle",
+        "sessions_idle_in_transaction",
+    ] {
+        g.insert(n, 0.0);
+    }
+    for (_, n) in WAIT_TYPES {
+        g.insert(n, 0.0);
+    }
+    for (k, v) in rows {
+        let n = v.first().copied().unwrap_or(0.0);
+        let state = match k[0].as_str() {
+            "active" => "sessions_active",
+            "idle" => "sessions_idle",
+            st if st.starts_with("idle in transaction") => "sessions_idle_in_transaction",
+            _ => continue,
+        };
+        *g.entry(state).or_default() += n;
+        if state == "sessions_active" {
+            if let Some((_, w)) = WAIT_TYPES.iter().find(|(t, _)| *t == k[1]) {
+                *g.entry(w).or_default() += n;
+            }
+        }
+    }
+    for (n, v) in g {
+        s.gauges.insert(format!("activity.{n}"), v);
+    }
+    let ck = c.rows(
+        "pg_stat_activity",
+        "SELECT '', count(*) FILTER (WHERE wait_event IS DISTINCT FROM 'CheckpointerMain')::float8, count(*)::float8 FROM pg_stat_activity WHERE backend_type = 'checkpointer'",
+        1,
+    )?;
+    if let Some((_, v)) = ck.first() {
+        if v.get(1).copied().unwrap_or(0.0) > 0.0 {
+            s.gauges.insert("checkpoint.running".into(), v[0].min(1.0));
+        }
+    }
+    let rep = c.rows(
+        "pg_stat_replication",
+        "SELECT '', count(*)::float8, coalesce(max(pg_wal_lsn_diff(sent_lsn, replay_lsn)), 0)::float8, coalesce(max(extract(epoch FROM replay_lag)) * 1000, 0)::float8 FROM pg_stat_replication",
+        1,
+    )?;
+    if let Some((_, v)) = rep.first() {
+        for (n, x) in ["standbys", "replay_lag_bytes", "replay_lag_ms"]
+            .iter()
+            .zip(v)
+        {
+            s.gauges.insert(format!("replication.{n}"), *x);
+        }
+    }
+    Ok(())
 }
 
 /// What backends are waiting on now: one backend, or every active client backend but our own.

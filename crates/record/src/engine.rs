@@ -1,6 +1,6 @@
-//! Engine counters for recordings: an observer's snapshot, kept to the counters the recording's
-//! `engine` rules turn into rates (commits, block reads, WAL bytes, ...), named
-//! `engine.SET.FIELD`.
+//! Engine counters and gauges for recordings: an observer's snapshot, kept to the fields the
+//! recording's `engine` rules know (commits, block reads, WAL bytes…; sessions by state and wait,
+//! cache memory, replication lag…), named `engine.SET.FIELD`.
 
 use plumb_engine::Observer;
 
@@ -35,8 +35,9 @@ impl EngineSampler {
         self.skip = true;
     }
 
-    /// The counters now; nothing when there is no engine, it failed, or right after a switch.
-    pub fn take(&mut self) -> Vec<(String, u64)> {
+    /// The counters and gauges now (`true` for a gauge); nothing when there is no engine, it
+    /// failed, or right after a switch.
+    pub fn take(&mut self) -> Vec<(String, bool, u64)> {
         let Some(obs) = self.obs.as_mut() else {
             return Vec::new();
         };
@@ -47,16 +48,23 @@ impl EngineSampler {
         match obs.snapshot() {
             Ok(s) => {
                 self.failed = None;
-                s.counters
+                let fields = &self.fields;
+                let keep = |k: &String, v: &f64| {
+                    v.is_finite()
+                        && *v >= 0.0
+                        && k.split_once('.').is_some_and(|(_, f)| fields.contains(&f))
+                };
+                let counters = s
+                    .counters
                     .iter()
-                    .filter(|(k, v)| {
-                        v.is_finite()
-                            && **v >= 0.0
-                            && k.split_once('.')
-                                .is_some_and(|(_, f)| self.fields.contains(&f))
-                    })
-                    .map(|(k, v)| (format!("engine.{k}"), v.round() as u64))
-                    .collect()
+                    .filter(|(k, v)| keep(k, v))
+                    .map(|(k, v)| (format!("engine.{k}"), false, v.round() as u64));
+                let gauges = s
+                    .gauges
+                    .iter()
+                    .filter(|(k, v)| keep(k, v))
+                    .map(|(k, v)| (format!("engine.{k}"), true, v.round() as u64));
+                counters.chain(gauges).collect()
             }
             Err(e) => {
                 self.failed = Some(e.to_string());

@@ -184,11 +184,10 @@ impl Collector {
                 (v.name.as_str(), kind, v.value)
             })
             .collect();
-        rows.extend(
-            engine_vals
-                .iter()
-                .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
-        );
+        rows.extend(engine_vals.iter().map(|(n, gauge, v)| {
+            let kind = if *gauge { Kind::Gauge } else { Kind::Counter };
+            (n.as_str(), kind, *v)
+        }));
         let mut trace_failed = None;
         let traced = match self.trace.as_mut().map(|t| t.take()) {
             Some(Ok(t)) => t,

@@ -625,6 +625,218 @@ fn per_s_axis(v: f64) -> String {
     }
 }
 
+/// The engine's memory as the engine sees it, stacked (PostgreSQL's shared buffers from
+/// pg_buffercache, MariaDB's buffer pool, SQL Server's Memory Manager counters), with the
+/// kernel's view of the server's process tree beside it (its PSS, dashed).
+fn engine_memory_chart(runs: &[Run]) -> Option<String> {
+    let stack: &[(&str, &str)] = &[
+        (
+            "engine.buffercache.clean_bytes",
+            "shared buffers: clean pages",
+        ),
+        (
+            "engine.buffercache.dirty_bytes",
+            "shared buffers: dirty pages",
+        ),
+        ("engine.buffercache.unused_bytes", "shared buffers: unused"),
+        ("engine.innodb.buffer_pool_data_bytes", "buffer pool: data"),
+        (
+            "engine.innodb.buffer_pool_dirty_bytes",
+            "buffer pool: of which dirty",
+        ),
+        ("engine.perf.database_cache_bytes", "database cache"),
+        ("engine.perf.free_memory_bytes", "free"),
+        ("engine.perf.stolen_memory_bytes", "stolen"),
+    ];
+    let lines: &[(&str, &str)] = &[
+        (
+            "engine.perf.plan_cache_bytes",
+            "plan cache (part of stolen)",
+        ),
+        (
+            "engine.perf.target_server_memory_bytes",
+            "target server memory",
+        ),
+    ];
+    let area = runs.len() == 1;
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        let mut any = false;
+        for (name, what) in stack.iter().chain(lines) {
+            let Some(p) = r.points(name) else { continue };
+            if !p.iter().any(|(_, v)| v.is_finite()) {
+                continue;
+            }
+            // MariaDB's dirty bytes are part of its data bytes: a line, not a layer.
+            let layer = area
+                && stack.iter().any(|(n, _)| n == name)
+                && !name.ends_with("buffer_pool_dirty_bytes");
+            series.push(TimeSeries {
+                name: format!("{what}{tag}"),
+                color: PALETTE[color % PALETTE.len()],
+                dashed: false,
+                draw: if layer { Draw::Area } else { Draw::Line },
+                right: false,
+                points: p,
+            });
+            color += 1;
+            any = true;
+        }
+        if !any {
+            continue;
+        }
+        // The kernel's view: the server's tree (the one with PostgreSQL roles, else the first).
+        let trees = r.objects("tree", "pss_bytes");
+        let server = trees
+            .iter()
+            .find(|t| {
+                r.objects("role", "cpu_pct")
+                    .iter()
+                    .any(|o| o.starts_with(&format!("{t}-")))
+            })
+            .or(trees.first());
+        if let Some(t) = server {
+            if let Some(p) = r.points(&format!("tree.{t}.pss_bytes")) {
+                series.push(TimeSeries {
+                    name: format!("kernel: PSS of PID {t} and its children{tag}"),
+                    color: PALETTE[color % PALETTE.len()],
+                    dashed: true,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
+                color += 1;
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Database: memory as the engine sees it".into(),
+        subtitle: "the engine's own account of its cache (stacked where one run), and the kernel's PSS of the server's processes (dashed, with --pid)".into(),
+        y_label: "bytes".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: byte_axis,
+        y2_fmt: byte_axis,
+    }))
+}
+
+/// Sessions and what they wait on, now, at every sample: PostgreSQL's active sessions by wait
+/// event type (stacked), MariaDB's running threads and row lock waits, SQL Server's memory
+/// grants.
+fn engine_waits_chart(runs: &[Run]) -> Option<String> {
+    const PG_WAITS: &[(&str, &str)] = &[
+        ("lwlock", "LWLock"),
+        ("lock", "Lock"),
+        ("bufferpin", "BufferPin"),
+        ("io", "IO"),
+        ("ipc", "IPC"),
+        ("client", "Client"),
+        ("timeout", "Timeout"),
+        ("activity", "Activity"),
+        ("extension", "Extension"),
+        ("injectionpoint", "InjectionPoint"),
+    ];
+    let lines: &[(&str, &str, bool)] = &[
+        (
+            "engine.activity.sessions_active_count",
+            "active sessions",
+            false,
+        ),
+        (
+            "engine.activity.sessions_idle_in_transaction_count",
+            "idle in transaction",
+            true,
+        ),
+        (
+            "engine.status.threads_running_count",
+            "threads running",
+            false,
+        ),
+        (
+            "engine.innodb.row_lock_waiting_count",
+            "row lock waits now",
+            true,
+        ),
+        (
+            "engine.perf.memory_grants_outstanding_count",
+            "memory grants outstanding",
+            false,
+        ),
+        (
+            "engine.perf.memory_grants_pending_count",
+            "memory grants pending",
+            true,
+        ),
+    ];
+    let area = runs.len() == 1;
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for (field, what) in PG_WAITS {
+            let Some(v) = r.values(&format!("engine.activity.waiting_{field}_count")) else {
+                continue;
+            };
+            if total(&v) <= 0.0 {
+                continue;
+            }
+            if let Some(p) = r.points(&format!("engine.activity.waiting_{field}_count")) {
+                series.push(TimeSeries {
+                    name: format!("waiting on {what}{tag}"),
+                    color: PALETTE[color % PALETTE.len()],
+                    dashed: false,
+                    draw: if area { Draw::Area } else { Draw::Line },
+                    right: false,
+                    points: p,
+                });
+                color += 1;
+            }
+        }
+        for (name, what, dashed) in lines {
+            if let Some(p) = r.points(name) {
+                series.push(TimeSeries {
+                    name: format!("{what}{tag}"),
+                    color: PALETTE[color % PALETTE.len()],
+                    dashed: *dashed,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                });
+                color += 1;
+            }
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(svg::render_time(&TimeChart {
+        title: "Database: sessions and waits".into(),
+        subtitle: "at each sample: active sessions and those waiting, by wait type (stacked); MariaDB threads and row lock waits; SQL Server grants".into(),
+        y_label: "sessions".into(),
+        y2_label: None,
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: count,
+        y2_fmt: count,
+    }))
+}
+
 /// A PostgreSQL role's code (`role.PID-CODE.*`, from `plumb_sys::proctree::pg_role`) in words.
 fn role_name(code: &str) -> String {
     match code {
@@ -985,6 +1197,14 @@ pub fn charts_html(runs: &[Run]) -> String {
     let mut at = charts.len().min(1);
     if let Some(c) = engine_chart(runs) {
         charts.insert(at, ("engine".into(), c));
+        at += 1;
+    }
+    if let Some(c) = engine_waits_chart(runs) {
+        charts.insert(at, ("engine-waits".into(), c));
+        at += 1;
+    }
+    if let Some(c) = engine_memory_chart(runs) {
+        charts.insert(at, ("engine-memory".into(), c));
         at += 1;
     }
     if let Some(c) = trace_chart(runs) {

@@ -590,3 +590,53 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
         "--engine-server did not find PID {pm}"
     );
 }
+
+/// At 100 ms the host is read every sample and the slow metrics (process trees, smaps) about
+/// once a second; the file says which samples read them, and their rates span those samples.
+#[test]
+fn a_100ms_recording_reads_the_slow_metrics_once_a_second() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("fast.plumb");
+    let o = run(&[
+        "record",
+        "--interval",
+        "100ms",
+        "--out",
+        s(&f),
+        "--",
+        "sh",
+        "-c",
+        "sleep 0.5; dd if=/dev/zero of=/dev/null bs=1M count=20000 2>/dev/null; sleep 1",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let rec = plumb_store::read(&f).unwrap();
+    assert_eq!(rec.header.interval_ms, 100);
+    assert_eq!(rec.header.slow_interval_ms, Some(1000));
+    let n = rec.times_ms.len();
+    assert!(n >= 15, "{n} samples");
+    let slow = rec.slow_rows().expect("the slow samples are marked");
+    let count = slow.iter().filter(|x| **x).count();
+    // About one in ten, the first and the last (after the command exited) among them.
+    assert!(slow[0] && slow[n - 1], "{slow:?}");
+    assert!(count >= 2 && count <= n / 5 + 2, "{count} of {n}: {slow:?}");
+    let host = series(&rec, "cpu.all.user_pct");
+    assert!(
+        host.len() >= n - 2,
+        "host CPU in every sample: {} of {n}",
+        host.len()
+    );
+    let tree = rec
+        .metrics
+        .iter()
+        .find(|m| m.name.starts_with("tree.") && m.name.ends_with(".cpu_ticks"))
+        .expect("the command's tree is recorded");
+    assert!(tree.slow);
+    let cpu = series(&rec, &tree.name.replace("cpu_ticks", "cpu_pct"));
+    // Only in the samples that read it; dd kept a CPU busy for a while, so it shows.
+    assert!(
+        cpu.len() < count,
+        "{} values from {count} slow samples",
+        cpu.len()
+    );
+    assert!(cpu.iter().any(|(_, v)| *v > 20.0), "{cpu:?}");
+}

@@ -1223,6 +1223,7 @@ fn header() -> plumb_store::Header {
         plumb_version: "test".into(),
         started_unix_ms: 1_700_000_000_000,
         interval_ms: 1000,
+        slow_interval_ms: None,
         hostname: None,
         kernel: None,
         cpus: Some(2),

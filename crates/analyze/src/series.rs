@@ -1275,12 +1275,12 @@ fn get(c: &[u64], i: usize) -> Option<f64> {
     (c[i] != MISSING).then(|| c[i] as f64)
 }
 
-/// Δ of a counter between rows i-1 and i; None when missing or it went backwards.
-fn delta(c: &[u64], i: usize) -> Option<f64> {
-    if i == 0 || c[i] == MISSING || c[i - 1] == MISSING || c[i] < c[i - 1] {
+/// Δ of a counter from row j to row i; None when missing or it went backwards.
+fn delta(c: &[u64], j: usize, i: usize) -> Option<f64> {
+    if j >= i || c[i] == MISSING || c[j] == MISSING || c[i] < c[j] {
         return None;
     }
-    Some((c[i] - c[i - 1]) as f64)
+    Some((c[i] - c[j]) as f64)
 }
 
 /// Sample times in seconds from the start.
@@ -1294,26 +1294,38 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
     let r = &RULES[info.rule];
     let n = rec.times_ms.len();
     let mut out = vec![f64::NAN; n];
-    let Some(raw) = col(rec, &format!("{}{}", info.prefix, r.raw)) else {
+    let raw_name = format!("{}{}", info.prefix, r.raw);
+    let Some(raw) = col(rec, &raw_name) else {
         return out;
     };
-    let dt = |i: usize| -> Option<f64> {
-        (i > 0 && rec.times_ms[i] > rec.times_ms[i - 1])
-            .then(|| (rec.times_ms[i] - rec.times_ms[i - 1]) as f64 / 1000.0)
+    // A slow metric (read every few samples) has values only in the samples that read it, and
+    // its rates run from one of those to the next.
+    let mask = rec
+        .metric(&raw_name)
+        .filter(|m| m.slow)
+        .and_then(|_| rec.slow_rows());
+    let rows: Vec<usize> = match &mask {
+        Some(m) => (0..n).filter(|&i| m[i]).collect(),
+        None => (0..n).collect(),
+    };
+    let pairs = || rows.windows(2).map(|w| (w[0], w[1]));
+    let dt = |j: usize, i: usize| -> Option<f64> {
+        (rec.times_ms[i] > rec.times_ms[j])
+            .then(|| (rec.times_ms[i] - rec.times_ms[j]) as f64 / 1000.0)
     };
     let hz = rec.header.clock_ticks_per_s.unwrap_or(100) as f64;
     let page = rec.header.page_size_bytes.unwrap_or(4096) as f64;
     match r.how {
         How::Gauge(f) => {
-            for (i, o) in out.iter_mut().enumerate() {
+            for &i in &rows {
                 if let Some(v) = get(raw, i) {
-                    *o = v * f;
+                    out[i] = v * f;
                 }
             }
         }
         How::Rate(_) | How::PctOfTime(_) | How::PagesPerS | How::TicksPct => {
-            for i in 1..n {
-                if let (Some(d), Some(t)) = (delta(raw, i), dt(i)) {
+            for (j, i) in pairs() {
+                if let (Some(d), Some(t)) = (delta(raw, j, i), dt(j, i)) {
                     out[i] = match r.how {
                         How::Rate(f) => d / t * f,
                         How::PctOfTime(f) => d / f / t * 100.0,
@@ -1329,9 +1341,9 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
                 .iter()
                 .filter_map(|f| col(rec, &format!("{}{f}", info.prefix)))
                 .collect();
-            for i in 1..n {
-                let total: Option<f64> = fields.iter().map(|c| delta(c, i)).sum();
-                if let (Some(d), Some(t)) = (delta(raw, i), total) {
+            for (j, i) in pairs() {
+                let total: Option<f64> = fields.iter().map(|c| delta(c, j, i)).sum();
+                if let (Some(d), Some(t)) = (delta(raw, j, i), total) {
                     if t > 0.0 {
                         out[i] = d / t * 100.0;
                     }
@@ -1340,8 +1352,8 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
         }
         How::PerOp(ops) => {
             if let Some(o) = col(rec, &format!("{}{ops}", info.prefix)) {
-                for i in 1..n {
-                    if let (Some(d), Some(k)) = (delta(raw, i), delta(o, i)) {
+                for (j, i) in pairs() {
+                    if let (Some(d), Some(k)) = (delta(raw, j, i), delta(o, j, i)) {
                         if k > 0.0 {
                             out[i] = d / k;
                         }
@@ -1351,6 +1363,16 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
         }
     }
     out
+}
+
+/// Whether a derived metric is slow: it has values only in the samples that read it (a
+/// recording at 100 ms reads the engine and smaps every second).
+pub fn is_slow(rec: &Recording, info: &MetricInfo) -> bool {
+    let r = &RULES[info.rule];
+    rec.slow_rows().is_some()
+        && rec
+            .metric(&format!("{}{}", info.prefix, r.raw))
+            .is_some_and(|m| m.slow)
 }
 
 pub fn find<'a>(cat: &'a [MetricInfo], name: &str) -> Option<&'a MetricInfo> {
@@ -1370,6 +1392,7 @@ mod tests {
             plumb_version: "t".into(),
             started_unix_ms: 0,
             interval_ms: 1000,
+            slow_interval_ms: None,
             hostname: None,
             kernel: None,
             cpus: Some(1),

@@ -197,9 +197,12 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         }
     };
     eprintln!(
-        "plumb: recording to {} every {:?}{}; Ctrl-C to stop",
+        "plumb: recording to {} every {:?}{}{}; Ctrl-C to stop",
         out.display(),
         interval,
+        plumb_record::slow_interval(interval)
+            .map(|s| format!(" (engine, process trees, smaps and cgroups every {s:?})"))
+            .unwrap_or_default(),
         duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
     );
     let done = plumb_record::foreground::record(

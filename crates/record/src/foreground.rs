@@ -68,6 +68,10 @@ pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> 
             Some(c) => c.try_wait()?,
             None => None,
         };
+        if ended.is_some() {
+            // The last sample reads everything, the slow metrics too.
+            rec.slow_next();
+        }
         let t_ms = rec.tick()?;
         if let Some(st) = ended {
             exit = Some(st);

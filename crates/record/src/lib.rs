@@ -71,6 +71,16 @@ pub struct Setup {
     pub command_line: String,
 }
 
+/// How often a recording at `interval` reads the slow metrics (engine queries, process trees,
+/// smaps, cgroups: [`plumb_sys::rawsample::is_slow`]), when less often than every sample:
+/// about once a second.
+pub fn slow_interval(interval: Duration) -> Option<Duration> {
+    (interval < SLOW_EVERY).then_some(SLOW_EVERY)
+}
+
+/// The slow metrics' interval in a faster recording.
+pub const SLOW_EVERY: Duration = Duration::from_secs(1);
+
 /// A recording's header for a recording that starts now.
 pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
     let host = plumb_sys::host::read(root).ok();
@@ -79,6 +89,7 @@ pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
         plumb_version: PLUMB_VERSION.to_string(),
         started_unix_ms: now_unix_ms(),
         interval_ms: setup.interval.as_millis() as u64,
+        slow_interval_ms: slow_interval(setup.interval).map(|d| d.as_millis() as u64),
         hostname: host.as_ref().and_then(|h| h.hostname.clone()),
         kernel: host.as_ref().and_then(|h| h.kernel_release.clone()),
         cpus: plumb_sys::cpu::read_online_cpus(root).ok().flatten(),
@@ -104,6 +115,11 @@ pub struct Collector {
     /// a PID gone.
     command_pid: Option<u32>,
     pub samples: u64,
+    /// Reading the slow metrics less often than every sample: (interval, sample interval).
+    slow: Option<(u64, u64)>,
+    /// When the slow metrics were last read, and how many times.
+    last_slow_ms: Option<u64>,
+    slow_samples: u64,
 }
 
 impl Collector {
@@ -116,8 +132,11 @@ impl Collector {
         setup: &Setup,
     ) -> Result<Collector> {
         let header = new_header(&root, setup);
-        let writer = Writer::create(path, &header)
+        let mut writer = Writer::create(path, &header)
             .with_context(|| format!("creating the recording {}", path.display()))?;
+        if header.slow_interval_ms.is_some() {
+            writer.set_slow(plumb_sys::rawsample::is_slow);
+        }
         Ok(Collector {
             path: path.to_path_buf(),
             started_unix_ms: header.started_unix_ms,
@@ -128,6 +147,9 @@ impl Collector {
             trace: None,
             command_pid: None,
             samples: 0,
+            slow: header.slow_interval_ms.map(|s| (s, header.interval_ms)),
+            last_slow_ms: None,
+            slow_samples: 0,
         })
     }
 
@@ -159,19 +181,34 @@ impl Collector {
         self.command_pid = Some(pid);
     }
 
+    /// Read the slow metrics in the next sample, whenever they were last read (the last
+    /// sample of a recording).
+    pub fn slow_next(&mut self) {
+        self.last_slow_ms = None;
+    }
+
     /// Take and write one sample; what changed since the last one (a PID gone, the engine
     /// unreachable or back) is marked at the sample's time. Returns the sample's time.
     pub fn tick(&mut self) -> Result<u64> {
         let t_ms = self.now_ms();
+        // The slow metrics: every sample, or about once a slow interval (the first sample
+        // always; a tick is close enough within half a sample interval).
+        let slow = match (self.slow, self.last_slow_ms) {
+            (None, _) | (_, None) => true,
+            (Some((every, interval)), Some(last)) => t_ms + interval / 2 >= last + every,
+        };
+        if slow {
+            self.last_slow_ms = Some(t_ms);
+        }
         // plumb's own connection to the engine is not the workload.
         self.sampler
             .leave_out(self.engine.own_pid().into_iter().collect());
-        let taken = self.sampler.take();
+        let taken = self.sampler.take_some(slow);
         for (object, label) in &taken.labels {
             self.writer.label_object(object, label);
         }
         let gone = taken.gone;
-        let engine_vals = self.engine.take();
+        let engine_vals = if slow { self.engine.take() } else { Vec::new() };
         let mut rows: Vec<(&str, Kind, u64)> = taken
             .values
             .iter()
@@ -206,9 +243,16 @@ impl Collector {
                 .iter()
                 .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
         );
-        self.writer
-            .sample(t_ms, &rows)
-            .with_context(|| format!("writing to {}", self.path.display()))?;
+        let written = if self.slow.is_none() {
+            self.writer.sample(t_ms, &rows)
+        } else if slow {
+            self.slow_samples += 1;
+            rows.push((plumb_store::SLOW_SAMPLES, Kind::Counter, self.slow_samples));
+            self.writer.sample(t_ms, &rows)
+        } else {
+            self.writer.sample_fast(t_ms, &rows)
+        };
+        written.with_context(|| format!("writing to {}", self.path.display()))?;
         self.samples += 1;
         // The engine going away (or coming back) is a mark, not an error: the host recording
         // goes on.

@@ -30,11 +30,19 @@ impl<'a> Run<'a> {
     }
 
     fn points(&self, name: &str) -> Option<Vec<(f64, f64)>> {
-        let v = self.values(name)?;
-        Some(svg::downsample(
-            &self.t.iter().cloned().zip(v).collect::<Vec<_>>(),
-            800,
-        ))
+        let m = series::find(&self.catalog, name)?;
+        let v = series::compute(self.rec, m);
+        // A slow metric (read about once a second in a faster recording) is drawn through the
+        // samples that read it, not broken between them.
+        let slow = series::is_slow(self.rec, m);
+        let pts: Vec<(f64, f64)> = self
+            .t
+            .iter()
+            .cloned()
+            .zip(v)
+            .filter(|(_, v)| !slow || v.is_finite())
+            .collect();
+        Some(svg::downsample(&pts, 800))
     }
 
     fn objects(&self, family: &str, suffix: &str) -> Vec<String> {

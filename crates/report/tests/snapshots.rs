@@ -70,6 +70,7 @@ fn synthetic_recording(dir: &Path) -> plumb_store::Recording {
         // 2026-11-23 10:00:00 UTC
         started_unix_ms: 1_795_428_000_000,
         interval_ms: 1000,
+        slow_interval_ms: None,
         hostname: Some("db1".into()),
         kernel: Some("6.1.0".into()),
         cpus: Some(2),

@@ -67,6 +67,10 @@ pub struct Header {
     /// Wall-clock start, ms since the Unix epoch; sample times are offsets from it.
     pub started_unix_ms: u64,
     pub interval_ms: u64,
+    /// How often the slow metrics (engine queries, smaps, process trees) were read, when less
+    /// often than every sample; the samples that read them carry a new `slow.samples` count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slow_interval_ms: Option<u64>,
     pub hostname: Option<String>,
     pub kernel: Option<String>,
     pub cpus: Option<u32>,
@@ -97,7 +101,14 @@ pub struct MetricDef {
     /// process's title when it was first seen).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// Read only in the samples that carry a new `slow.samples` count (see
+    /// [`Header::slow_interval_ms`]); in the others it holds the last value read.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub slow: bool,
 }
+
+/// The counter a recorder bumps in every sample that read the slow metrics.
+pub const SLOW_SAMPLES: &str = "slow.samples";
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mark {
@@ -163,6 +174,10 @@ pub struct Writer {
     present: Vec<bool>,
     /// Labels for the metrics of an object (`trace.4242`), given to metrics defined later.
     labels: HashMap<String, String>,
+    /// Which metrics are slow (read every few samples), by name.
+    slow: Option<fn(&str) -> bool>,
+    /// Whether each metric is slow.
+    is_slow: Vec<bool>,
     pub bytes_written: u64,
 }
 
@@ -184,6 +199,8 @@ impl Writer {
             prev: Vec::new(),
             present: Vec::new(),
             labels: HashMap::new(),
+            slow: None,
+            is_slow: Vec::new(),
             bytes_written: 0,
         };
         let mut first = MAGIC.to_vec();
@@ -210,8 +227,23 @@ impl Writer {
         self.labels.insert(object.to_string(), label.to_string());
     }
 
+    /// Say which metrics are slow: read only every few samples ([`Writer::sample_fast`]).
+    pub fn set_slow(&mut self, f: fn(&str) -> bool) {
+        self.slow = Some(f);
+    }
+
     /// Write one sample. `values` are (name, kind, raw value); new names are defined first.
     pub fn sample(&mut self, t_ms: u64, values: &[(&str, Kind, u64)]) -> Result<()> {
+        self.sample_inner(t_ms, values, true)
+    }
+
+    /// Write a sample that did not read the slow metrics: those it lacks keep their last value
+    /// instead of being marked gone.
+    pub fn sample_fast(&mut self, t_ms: u64, values: &[(&str, Kind, u64)]) -> Result<()> {
+        self.sample_inner(t_ms, values, false)
+    }
+
+    fn sample_inner(&mut self, t_ms: u64, values: &[(&str, Kind, u64)], all: bool) -> Result<()> {
         let mut new_defs = Vec::new();
         let mut pairs: Vec<(u32, u64)> = Vec::with_capacity(values.len());
         for (name, kind, v) in values {
@@ -222,6 +254,8 @@ impl Writer {
                     self.ids.insert(name.to_string(), id);
                     self.prev.push(0);
                     self.present.push(false);
+                    let slow = self.slow.is_some_and(|f| f(name));
+                    self.is_slow.push(slow);
                     new_defs.push(MetricDef {
                         id,
                         name: name.to_string(),
@@ -229,6 +263,7 @@ impl Writer {
                         label: name
                             .rsplit_once('.')
                             .and_then(|(obj, _)| self.labels.get(obj).cloned()),
+                        slow,
                     });
                     id
                 }
@@ -255,7 +290,12 @@ impl Writer {
         }
         for (id, was) in self.present.iter().enumerate() {
             if *was && !now_present[id] {
-                entries.push((id as u32, None));
+                if !all && self.is_slow[id] {
+                    // Not read this time: it keeps its value.
+                    now_present[id] = true;
+                } else {
+                    entries.push((id as u32, None));
+                }
             }
         }
         entries.sort_unstable_by_key(|e| e.0);
@@ -335,6 +375,17 @@ impl Recording {
             .iter()
             .filter(|m| m.name.rsplit_once('.').is_some_and(|(o, _)| o == object))
             .find_map(|m| m.label.as_deref())
+    }
+
+    /// Which samples read the slow metrics (those with a new `slow.samples` count); None when
+    /// every sample read everything.
+    pub fn slow_rows(&self) -> Option<Vec<bool>> {
+        let c = self.column(SLOW_SAMPLES)?;
+        Some(
+            (0..c.len())
+                .map(|i| c[i] != MISSING && (i == 0 || c[i - 1] == MISSING || c[i] != c[i - 1]))
+                .collect(),
+        )
     }
 
     pub fn column(&self, name: &str) -> Option<&[u64]> {
@@ -596,6 +647,7 @@ mod tests {
             plumb_version: "test".into(),
             started_unix_ms: 1_700_000_000_000,
             interval_ms: 1000,
+            slow_interval_ms: None,
             hostname: Some("h".into()),
             kernel: None,
             cpus: Some(2),
@@ -672,6 +724,44 @@ mod tests {
         assert_eq!(r.object_label("trace.7"), None);
         assert_eq!(r.object_label("trace"), None);
         assert_eq!(r.column("trace.9.syscalls").unwrap(), [MISSING, 5]);
+    }
+
+    #[test]
+    fn slow_metrics_keep_their_value_between_the_samples_that_read_them() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("r.plumb");
+        let mut w = Writer::create(&p, &header()).unwrap();
+        w.set_slow(|n| n.starts_with("engine."));
+        let slow = |t: u64, n: u64, v: u64| {
+            vec![
+                ("cpu.all.user_ticks", Kind::Counter, t),
+                (SLOW_SAMPLES, Kind::Counter, n),
+                ("engine.db.xact_commit", Kind::Counter, v),
+            ]
+        };
+        w.sample(0, &slow(0, 1, 100)).unwrap();
+        w.sample_fast(100, &[("cpu.all.user_ticks", Kind::Counter, 1)])
+            .unwrap();
+        w.sample_fast(200, &[("cpu.all.user_ticks", Kind::Counter, 2)])
+            .unwrap();
+        w.sample(300, &slow(3, 2, 130)).unwrap();
+        // Gone for real in a sample that read the slow metrics: marked gone.
+        w.sample(
+            400,
+            &[
+                ("cpu.all.user_ticks", Kind::Counter, 4),
+                (SLOW_SAMPLES, Kind::Counter, 3),
+            ],
+        )
+        .unwrap();
+        let r = read(&p).unwrap();
+        assert!(r.metric("engine.db.xact_commit").unwrap().slow);
+        assert!(!r.metric("cpu.all.user_ticks").unwrap().slow);
+        assert_eq!(
+            r.column("engine.db.xact_commit").unwrap(),
+            [100, 100, 100, 130, MISSING]
+        );
+        assert_eq!(r.slow_rows().unwrap(), [true, false, false, true, true]);
     }
 
     #[test]

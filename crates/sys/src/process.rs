@@ -340,6 +340,12 @@ pub fn check_pid(root: &Root, pid: u32) -> Result<()> {
 /// Read everything plumb needs about one process. Fails only if the process does not exist
 /// (or vanished while being read); unreadable parts are listed in `missing`.
 pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
+    read_with(root, pid, true)
+}
+
+/// As [`read`]; without `heavy`, smaps_rollup (a walk of the page tables) and the cgroup file
+/// are left out (None / empty), for samples taken many times a second.
+pub fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
     check_pid(root, pid)?;
     let mut missing = Vec::new();
     let base = format!("/proc/{pid}");
@@ -355,10 +361,10 @@ pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
     };
     let stat_text = opt("stat");
     let status_text = opt("status");
-    let smaps_text = opt("smaps_rollup");
+    let smaps_text = if heavy { opt("smaps_rollup") } else { None };
     let io_text = opt("io");
     let sched_text = opt("schedstat");
-    let cgroup_text = opt("cgroup");
+    let cgroup_text = if heavy { opt("cgroup") } else { None };
     let cmdline_text = opt("cmdline");
 
     // A process that exits between check_pid and here loses its stat file.
@@ -430,6 +436,22 @@ pub fn comm(root: &Root, pid: u32) -> Option<String> {
 /// The process's working directory (root or its owner).
 pub fn cwd(root: &Root, pid: u32) -> Option<PathBuf> {
     std::fs::read_link(root.path(format!("/proc/{pid}/cwd"))).ok()
+}
+
+/// /proc/PID/smaps_rollup: PSS, swap (a walk of the process's page tables: about a
+/// millisecond per 128 MiB mapped).
+pub fn smaps_rollup(root: &Root, pid: u32) -> Option<SmapsRollup> {
+    let path = format!("/proc/{pid}/smaps_rollup");
+    parse_smaps_rollup(&root.path(&path), &root.read(&path).ok()?).ok()
+}
+
+/// /proc/PID/cgroup: the process's cgroups (empty when unreadable).
+pub fn cgroups(root: &Root, pid: u32) -> Vec<CgroupLine> {
+    let path = format!("/proc/{pid}/cgroup");
+    root.read(&path)
+        .ok()
+        .and_then(|t| parse_cgroup_file(&root.path(&path), &t).ok())
+        .unwrap_or_default()
 }
 
 /// /proc/PID/status and smaps_rollup, whichever can be read.

@@ -27,6 +27,48 @@ pub fn table(root: &Root) -> BTreeMap<u32, ProcStat> {
         .collect()
 }
 
+/// `pid` and every process below it from the kernel's lists of each thread's children
+/// (`/proc/PID/task/TID/children`), without reading every process on the host; None where the
+/// kernel lacks those lists (CONFIG_PROC_CHILDREN), empty when `pid` is gone.
+pub fn members_by_children(root: &Root, pid: u32) -> Option<Vec<u32>> {
+    let tasks = |p: u32| -> Vec<u32> {
+        std::fs::read_dir(root.path(format!("/proc/{p}/task")))
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let first = tasks(pid);
+    if first.is_empty() {
+        return Some(Vec::new());
+    }
+    if !root.exists(format!("/proc/{pid}/task/{}/children", first[0])) {
+        return None;
+    }
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        let p = out[i];
+        for t in tasks(p) {
+            if let Ok(text) = root.read(format!("/proc/{p}/task/{t}/children")) {
+                for c in text
+                    .split_whitespace()
+                    .filter_map(|c| c.parse::<u32>().ok())
+                {
+                    if !out.contains(&c) {
+                        out.push(c);
+                    }
+                }
+            }
+        }
+        i += 1;
+    }
+    out.sort_unstable();
+    Some(out)
+}
+
 /// `pid` (when it is in the table) and every process below it.
 pub fn members(table: &BTreeMap<u32, ProcStat>, pid: u32) -> Vec<u32> {
     if !table.contains_key(&pid) {
@@ -109,6 +151,12 @@ impl Kept {
 /// up to this many of its members (the first seen; a slot frees when its process exits).
 pub const DETAILED_MEMBERS: usize = 16;
 
+/// CPU time a sample may spend reading the members' smaps_rollup (PSS, swap), which walks each
+/// process's page tables: about a millisecond per backend per 128 MiB of shared buffers it
+/// maps, so a large server's tree is refreshed a few members per sample, stalest first, and
+/// its PSS sums the latest reading of each.
+pub const SMAPS_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
+
 /// One followed tree between samples.
 #[derive(Debug)]
 pub struct Tree {
@@ -121,6 +169,8 @@ pub struct Tree {
     exited: u64,
     /// Titles already handed out as labels (a metric keeps the label it was defined with).
     titled: HashMap<u32, String>,
+    /// Each member's last smaps_rollup, and when it was read.
+    smaps: HashMap<u32, (process::SmapsRollup, std::time::Instant)>,
 }
 
 /// What one tree gave in a sample.
@@ -136,6 +186,9 @@ pub struct TreeTake {
     pub labels: Vec<(String, String)>,
     /// The root itself is gone: the tree ends.
     pub root_gone: bool,
+    /// What was read of the processes with series of their own (smaps from the latest reading,
+    /// cgroups read now).
+    pub samples: Vec<ProcessSample>,
 }
 
 /// Sums for a group of members.
@@ -206,6 +259,7 @@ impl Tree {
             started: 0,
             exited: 0,
             titled: HashMap::new(),
+            smaps: HashMap::new(),
         }
     }
 
@@ -213,16 +267,13 @@ impl Tree {
         self.kept.entry(name.to_string()).or_default().next(sum)
     }
 
-    /// Read the tree now. `table` is this sample's pass over /proc; `left_out` are processes
-    /// that are not the workload (plumb's own connection to the engine).
-    pub fn take(
-        &mut self,
-        root: &Root,
-        table: &BTreeMap<u32, ProcStat>,
-        left_out: &[u32],
-    ) -> TreeTake {
+    /// Read the tree now; `left_out` are processes that are not the workload (plumb's own
+    /// connection to the engine).
+    pub fn take(&mut self, root: &Root, left_out: &[u32]) -> TreeTake {
         let mut out = TreeTake::default();
-        let now: BTreeSet<u32> = members(table, self.root)
+        let list = members_by_children(root, self.root)
+            .unwrap_or_else(|| members(&table(root), self.root));
+        let now: BTreeSet<u32> = list
             .into_iter()
             .filter(|p| *p == self.root || !left_out.contains(p))
             .collect();
@@ -251,9 +302,25 @@ impl Tree {
         self.titled.retain(|p, _| now.contains(p));
         let mut samples: Vec<ProcessSample> = Vec::with_capacity(now.len());
         for &p in &now {
-            if let Ok(s) = process::read(root, p) {
+            if let Ok(s) = process::read_with(root, p, false) {
                 samples.push(s);
             }
+        }
+        // smaps_rollup within the budget, stalest (never read) first, at least one a sample.
+        self.smaps.retain(|p, _| now.contains(p));
+        let mut order: Vec<u32> = now.iter().copied().collect();
+        order.sort_by_key(|p| self.smaps.get(p).map(|(_, at)| *at));
+        let t0 = std::time::Instant::now();
+        for p in order {
+            if let Some(sm) = process::smaps_rollup(root, p) {
+                self.smaps.insert(p, (sm, std::time::Instant::now()));
+            }
+            if t0.elapsed() >= SMAPS_BUDGET {
+                break;
+            }
+        }
+        for s in &mut samples {
+            s.smaps_rollup = self.smaps.get(&s.pid).map(|(sm, _)| sm.clone());
         }
         let title_of =
             |s: &ProcessSample| s.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
@@ -284,6 +351,14 @@ impl Tree {
         out.detailed = std::iter::once(self.root)
             .chain(self.detailed.iter().copied())
             .filter(|p| samples.iter().any(|s| s.pid == *p))
+            .collect();
+        out.samples = samples
+            .iter()
+            .filter(|s| out.detailed.contains(&s.pid))
+            .map(|s| ProcessSample {
+                cgroups: process::cgroups(root, s.pid),
+                ..s.clone()
+            })
             .collect();
         let r = self.root;
         let mut push = |name: String, kind: RawKind, value: u64| {
@@ -412,6 +487,31 @@ mod tests {
     }
 
     #[test]
+    fn the_kernels_children_lists_give_the_same_tree_as_a_pass_over_proc() {
+        let root = Root::host();
+        let mut kids: Vec<std::process::Child> = (0..3)
+            .map(|_| {
+                std::process::Command::new("sleep")
+                    .arg("30")
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        let me = std::process::id();
+        if let Some(by_children) = members_by_children(&root, me) {
+            let by_table = members(&table(&root), me);
+            for k in &kids {
+                assert!(by_children.contains(&k.id()) && by_table.contains(&k.id()));
+            }
+        }
+        for k in &mut kids {
+            k.kill().unwrap();
+            k.wait().unwrap();
+        }
+        assert_eq!(members_by_children(&root, 999_999_999), Some(Vec::new()));
+    }
+
+    #[test]
     fn postgres_titles_give_roles() {
         assert_eq!(pg_role("postgres: checkpointer "), Some("checkpointer"));
         assert_eq!(pg_role("postgres: 15/main: walwriter"), Some("walwriter"));
@@ -454,11 +554,11 @@ mod tests {
             .expect("sleep runs");
         let me = std::process::id();
         let mut t = Tree::new(me);
-        let first = t.take(&root, &table(&root), &[]);
+        let first = t.take(&root, &[]);
         assert!(!first.root_gone);
         // The child gets series of its own once it has lived through a sample.
         assert!(first.detailed.contains(&me) && !first.detailed.contains(&child.id()));
-        let first = t.take(&root, &table(&root), &[]);
+        let first = t.take(&root, &[]);
         assert!(first.detailed.contains(&child.id()));
         let get = |v: &[RawValue], n: &str| v.iter().find(|x| x.name == n).map(|x| x.value);
         let procs = get(&first.values, &format!("tree.{me}.processes")).unwrap();
@@ -467,7 +567,7 @@ mod tests {
         let cpu0 = get(&first.values, &format!("tree.{me}.cpu_ticks")).unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
-        let second = t.take(&root, &table(&root), &[]);
+        let second = t.take(&root, &[]);
         // (Other tests may start and end processes of their own meanwhile.)
         assert!(second.gone.contains(&child.id()), "{:?}", second.gone);
         assert!(!second.detailed.contains(&child.id()));

@@ -25,6 +25,16 @@ pub struct Scope {
     pub children: bool,
 }
 
+/// Metrics too costly to read many times a second (process trees, smaps, cgroups; the
+/// recorder adds the engine's): a recording faster than 1 s reads them about once a second.
+pub fn is_slow(name: &str) -> bool {
+    name.starts_with("tree.")
+        || name.starts_with("role.")
+        || name.starts_with("engine.")
+        || (name.starts_with("proc.")
+            && (name.ends_with(".swap_bytes") || name.contains(".cgroup_")))
+}
+
 /// One sample's values and what changed with it.
 #[derive(Debug, Default)]
 pub struct Taken {
@@ -52,6 +62,8 @@ pub struct Sampler {
     cg_mounts: Option<cgroup::CgroupMounts>,
     trees: Vec<crate::proctree::Tree>,
     left_out: Vec<u32>,
+    /// The trees' processes with series of their own, as of the last slow sample.
+    tree_detailed: Vec<u32>,
 }
 
 impl Sampler {
@@ -74,11 +86,18 @@ impl Sampler {
             cg_mounts,
             trees,
             left_out: Vec::new(),
+            tree_detailed: Vec::new(),
         }
     }
 
-    /// Processes that have exited are dropped from the scope (and reported).
+    /// Everything, slow metrics included ([`is_slow`]).
     pub fn take(&mut self) -> Taken {
+        self.take_some(true)
+    }
+
+    /// One sample; the slow metrics only when `slow`. Processes that have exited are dropped
+    /// from the scope (and reported).
+    pub fn take_some(&mut self, slow: bool) -> Taken {
         let mut out = Vec::with_capacity(160);
         let mut push = |name: String, kind: RawKind, value: Option<u64>| {
             if let Some(v) = value {
@@ -203,13 +222,16 @@ impl Sampler {
         // The processes with series of their own: the scope's, or each tree's root and its
         // first members.
         let mut detailed = Vec::new();
+        // What the trees read already (on a slow sample): not read twice.
+        let mut read: Vec<process::ProcessSample> = Vec::new();
         if self.trees.is_empty() {
             detailed.clone_from(&self.scope.pids);
+        } else if !slow {
+            detailed.clone_from(&self.tree_detailed);
         } else {
-            let table = crate::proctree::table(r);
             let mut ended = Vec::new();
             for t in &mut self.trees {
-                let tt = t.take(r, &table, &self.left_out);
+                let tt = t.take(r, &self.left_out);
                 out.extend(tt.values);
                 taken.labels.extend(tt.labels);
                 taken.gone.extend(tt.gone);
@@ -217,6 +239,7 @@ impl Sampler {
                     ended.push(t.root);
                 } else {
                     detailed.extend(tt.detailed);
+                    read.extend(tt.samples);
                 }
             }
             self.trees.retain(|t| !ended.contains(&t.root));
@@ -224,14 +247,23 @@ impl Sampler {
             taken.gone.extend(ended);
             detailed.sort_unstable();
             detailed.dedup();
+            self.tree_detailed.clone_from(&detailed);
         }
+        let mut cgroups_read: std::collections::HashMap<String, cgroup::ProcessCgroups> =
+            std::collections::HashMap::new();
         for pid in detailed {
-            let p = match process::read(r, pid) {
-                Ok(p) => p,
-                Err(_) => {
-                    taken.gone.push(pid);
-                    continue;
-                }
+            let p = match read.iter().position(|s| s.pid == pid) {
+                Some(i) => read.swap_remove(i),
+                None => match process::read_with(r, pid, slow) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        // A tree member is reported gone by its tree, on the next slow sample.
+                        if self.trees.is_empty() {
+                            taken.gone.push(pid);
+                        }
+                        continue;
+                    }
+                },
             };
             let mut push = |name: String, kind: RawKind, value: Option<u64>| {
                 if let Some(v) = value {
@@ -267,8 +299,13 @@ impl Sampler {
             if let Some(s) = &p.schedstat {
                 push(format!("{pre}.run_delay_ns"), C, Some(s.run_delay_ns));
             }
-            if let Some(cm) = &self.cg_mounts {
-                let cg = cgroup::read_for_process(r, cm, &p.cgroups);
+            if let Some(cm) = self.cg_mounts.as_ref().filter(|_| slow) {
+                // Processes in one cgroup (a server's) read its files once.
+                let key: Vec<&str> = p.cgroups.iter().map(|l| l.path.as_str()).collect();
+                let key = key.join("\n");
+                let cg = cgroups_read
+                    .entry(key)
+                    .or_insert_with(|| cgroup::read_for_process(r, cm, &p.cgroups));
                 if let Some(m) = &cg.memory {
                     push(format!("{pre}.cgroup_usage_bytes"), G, m.usage_bytes);
                     push(format!("{pre}.cgroup_swap_bytes"), G, m.swap_bytes);

@@ -538,12 +538,7 @@ fn total_of(rec: &plumb_store::Recording, metric: &str) -> f64 {
     let cat = plumb_analyze::series::catalog(rec);
     let m = plumb_analyze::series::find(&cat, metric)
         .unwrap_or_else(|| panic!("{metric} not recorded"));
-    let v = plumb_analyze::series::compute(rec, m);
-    let t = plumb_analyze::series::times_s(rec);
-    (1..v.len())
-        .filter(|&i| v[i].is_finite())
-        .map(|i| v[i] * (t[i] - t[i - 1]))
-        .sum()
+    plumb_analyze::series::total_over_time(rec, m)
 }
 
 #[test]

@@ -1365,6 +1365,31 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
     out
 }
 
+/// The total of a rate over the recording (Σ rate × the time it covers): how many commits,
+/// bytes, syscalls in all. A slow metric's rate covers the time since the previous sample that
+/// read it.
+pub fn total_over_time(rec: &Recording, info: &MetricInfo) -> f64 {
+    let v = compute(rec, info);
+    let t = times_s(rec);
+    let slow = if is_slow(rec, info) {
+        rec.slow_rows()
+    } else {
+        None
+    };
+    let mut sum = 0.0;
+    let mut prev: Option<usize> = None;
+    for i in 0..v.len() {
+        if slow.as_ref().is_some_and(|m| !m[i]) {
+            continue;
+        }
+        if let (Some(j), true) = (prev, v[i].is_finite()) {
+            sum += v[i] * (t[i] - t[j]);
+        }
+        prev = Some(i);
+    }
+    sum
+}
+
 /// Whether a derived metric is slow: it has values only in the samples that read it (a
 /// recording at 100 ms reads the engine and smaps every second).
 pub fn is_slow(rec: &Recording, info: &MetricInfo) -> bool {
@@ -1442,6 +1467,60 @@ mod tests {
                 r.derived
             );
         }
+    }
+
+    #[test]
+    fn a_slow_counters_rate_spans_the_samples_that_read_it() {
+        use Kind::*;
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.plumb");
+        let h = Header {
+            format_version: 1,
+            plumb_version: "t".into(),
+            started_unix_ms: 0,
+            interval_ms: 100,
+            slow_interval_ms: Some(1000),
+            hostname: None,
+            kernel: None,
+            cpus: Some(1),
+            clock_ticks_per_s: Some(100),
+            page_size_bytes: Some(4096),
+            command_line: String::new(),
+            labels: Default::default(),
+        };
+        let mut w = Writer::create(&p, &h).unwrap();
+        w.set_slow(|n| n.starts_with("engine."));
+        for t in 0..=20u64 {
+            let reads = vec![("disk.vda.reads", Counter, t * 10)];
+            if t % 10 == 0 {
+                let mut all = reads.clone();
+                all.push((plumb_store::SLOW_SAMPLES, Counter, t / 10 + 1));
+                // 100 commits in the first second, 200 in the second.
+                all.push((
+                    "engine.db.xact_commit",
+                    Counter,
+                    [0, 100, 300][t as usize / 10],
+                ));
+                w.sample(t * 100, &all).unwrap();
+            } else {
+                w.sample_fast(t * 100, &reads).unwrap();
+            }
+        }
+        drop(w);
+        let r = plumb_store::read(&p).unwrap();
+        let cat = catalog(&r);
+        let commits = find(&cat, "engine.db.commits_per_s").unwrap();
+        let v = compute(&r, commits);
+        assert!(is_slow(&r, commits));
+        assert_eq!(v[10], 100.0);
+        assert_eq!(v[20], 200.0);
+        assert!(v[5].is_nan() && v[15].is_nan(), "{v:?}");
+        assert!((total_over_time(&r, commits) - 300.0).abs() < 1e-9);
+        // A fast metric is as it always was: 10 reads per 100 ms.
+        let reads = find(&cat, "disk.vda.read_iops").unwrap();
+        assert!(!is_slow(&r, reads));
+        assert_eq!(compute(&r, reads)[5], 100.0);
+        assert!((total_over_time(&r, reads) - 200.0).abs() < 1e-9);
     }
 
     #[test]

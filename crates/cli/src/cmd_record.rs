@@ -249,10 +249,11 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         );
     }
     let samples = rec.samples;
-    let per = rec.bytes_written() / samples.max(1);
+    // The metrics' definitions are written once: a day grows by the samples alone.
+    let per = rec.sample_bytes() / samples.max(1);
     let late = done.late;
     eprintln!(
-        "plumb: {samples} samples in {} ({} bytes, about {} bytes per sample: {:.1} MB per day at this interval){}",
+        "plumb: {samples} samples in {} ({} bytes; samples about {} bytes each: {:.1} MB per day at this interval){}",
         out.display(),
         rec.bytes_written(),
         per,

@@ -170,6 +170,12 @@ impl Collector {
         self.writer.bytes_written
     }
 
+    /// Bytes of samples alone (without the header and the metrics' definitions, which are
+    /// written once): what a longer recording grows by.
+    pub fn sample_bytes(&self) -> u64 {
+        self.writer.bytes_written - self.writer.definition_bytes
+    }
+
     /// Record one more process from the next sample on.
     pub fn add_pid(&mut self, pid: u32) {
         self.sampler.add_pid(pid);

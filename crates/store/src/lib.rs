@@ -179,6 +179,8 @@ pub struct Writer {
     /// Whether each metric is slow.
     is_slow: Vec<bool>,
     pub bytes_written: u64,
+    /// Of which the header and metric definitions (written once per metric, not per sample).
+    pub definition_bytes: u64,
 }
 
 impl Writer {
@@ -202,6 +204,7 @@ impl Writer {
             slow: None,
             is_slow: Vec::new(),
             bytes_written: 0,
+            definition_bytes: 0,
         };
         let mut first = MAGIC.to_vec();
         first.extend(frame(
@@ -209,6 +212,7 @@ impl Writer {
             &serde_json::to_vec(header).expect("header serialises"),
         ));
         w.write(&first)?;
+        w.definition_bytes = w.bytes_written;
         Ok(w)
     }
 
@@ -278,6 +282,7 @@ impl Writer {
                 T_METRICS,
                 &serde_json::to_vec(&new_defs).expect("defs serialise"),
             ));
+            self.definition_bytes += buf.len() as u64;
         }
         // What changed: new or different values, and metrics that are gone.
         let mut now_present = vec![false; self.prev.len()];

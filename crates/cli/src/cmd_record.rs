@@ -38,9 +38,11 @@ pub struct RecordArgs {
     /// A name for this run, shown when several recordings are overlaid.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
-    /// Also record this database's counters with every sample (commits, block reads, WAL
-    /// bytes and syncs; MariaDB statements, buffer pool reads, fsyncs): postgres://, mysql://.
-    /// When the server runs here, add --engine-server (or its PID with --pid) for its processes.
+    /// Also record this database's counters and gauges (commits, block reads, WAL; sessions
+    /// by state and wait, shared buffers clean and dirty, replication lag; MariaDB statements,
+    /// buffer pool, row lock waits; SQL Server memory and grants): postgres://, mysql://,
+    /// mssql://. Read about once a second when --interval is shorter. When the server runs
+    /// here, add --engine-server (or its PID with --pid) for its processes.
     #[arg(long, value_name = "URL")]
     pub engine: Option<String>,
     /// Read the engine's password from this file (not readable by others).

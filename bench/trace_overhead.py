@@ -26,6 +26,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -239,6 +240,7 @@ def main():
             print(f"cost: {wname}: {costs[wname]}", flush=True)
     finally:
         subprocess.run([PLUMB, "engine", "stop", "--dir", d, "--remove"], capture_output=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     lines = []
     lines.append(f"# plumb trace overhead, {datetime.date.today()}\n")
     lines.append(

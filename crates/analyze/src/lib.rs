@@ -10,6 +10,7 @@ pub mod io;
 pub mod k8s;
 pub mod lab;
 pub mod mem;
+pub mod openmetrics;
 pub mod os;
 pub mod sched;
 pub mod series;

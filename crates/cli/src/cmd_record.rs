@@ -97,9 +97,19 @@ pub struct ExportArgs {
     /// Only metrics whose name starts with one of these (e.g. disk.vda. or mem.).
     #[arg(long = "metric", value_name = "PREFIX")]
     pub metrics: Vec<String>,
-    /// List the metric names with units instead of exporting.
+    /// List the metric names with units instead of exporting (with --format openmetrics:
+    /// the Prometheus names, types and units).
     #[arg(long)]
     pub list: bool,
+}
+
+/// The engine's kind as recordings and Prometheus labels name it.
+pub(crate) fn engine_label(k: plumb_engine::Kind) -> &'static str {
+    match k {
+        plumb_engine::Kind::Postgres => "postgresql",
+        plumb_engine::Kind::Mariadb => "mariadb",
+        plumb_engine::Kind::Sqlserver => "sqlserver",
+    }
 }
 
 fn default_out() -> PathBuf {
@@ -165,6 +175,11 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
                 .unwrap_or_default()
         }),
     );
+    if let Some(url) = &a.engine {
+        if let Ok(k) = plumb_engine::Kind::from_url(url) {
+            labels.insert("engine".to_string(), engine_label(k).to_string());
+        }
+    }
     if !a.cmd.is_empty() {
         labels.insert(
             "command".to_string(),
@@ -395,6 +410,9 @@ pub fn plot(a: &PlotArgs) -> Result<i32> {
 
 pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
     let recs = load(std::slice::from_ref(&a.file))?;
+    if g.openmetrics() {
+        return export_openmetrics(&recs[0], a);
+    }
     let run = Run::new(&recs[0], label(&recs[0], &a.file, 0, 1));
     let metrics: Vec<_> = run
         .catalog
@@ -429,6 +447,86 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
         record_render::export_csv(&run, &metrics, &mut out)?;
     }
     out.flush()?;
+    Ok(0)
+}
+
+/// `plumb export --format openmetrics`: the recording's raw counters and gauges, in base units
+/// with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
+fn export_openmetrics(rec: &plumb_store::Recording, a: &ExportArgs) -> Result<i32> {
+    use plumb_report::openmetrics as om;
+    let cx = om::context_of(rec);
+    let keep = |raw: &str, s: &plumb_analyze::openmetrics::Series| {
+        a.metrics.is_empty()
+            || a.metrics.iter().any(|p| {
+                s.plumb_name.starts_with(p.as_str())
+                    || raw.starts_with(p.as_str())
+                    || s.family.sample_name().starts_with(p.as_str())
+            })
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    use std::io::Write;
+    if a.list {
+        let mut rows: Vec<(String, String, &str, &str, String)> = rec
+            .metrics
+            .iter()
+            .filter_map(|m| {
+                let s = plumb_analyze::openmetrics::series_of(&m.name, &cx.scale)?;
+                keep(&m.name, &s).then(|| {
+                    let labels: Vec<&str> = s.labels.iter().map(|(k, _)| *k).collect();
+                    (
+                        s.family.sample_name(),
+                        labels.join(","),
+                        s.family.kind.as_str(),
+                        s.family.unit,
+                        s.plumb_name
+                            .split('.')
+                            .next_back()
+                            .unwrap_or("")
+                            .to_string(),
+                    )
+                })
+            })
+            .collect();
+        rows.sort();
+        rows.dedup();
+        if rows.is_empty() {
+            bail!("{}: no metric to export", a.file.display());
+        }
+        for (name, labels, kind, unit, derived) in rows {
+            let labels = if labels.is_empty() {
+                String::new()
+            } else {
+                format!("{{{labels}}}")
+            };
+            writeln!(
+                out,
+                "{:<56} {:<8} {:<8} (plumb: {derived})",
+                format!("{name}{labels}"),
+                kind,
+                unit
+            )?;
+        }
+        out.flush()?;
+        return Ok(0);
+    }
+    let w = om::write_recording(&mut out, rec, &cx, &keep)?;
+    out.flush()?;
+    if w.series == 0 {
+        bail!(
+            "{}: no metric {}to export",
+            a.file.display(),
+            if a.metrics.is_empty() {
+                String::new()
+            } else {
+                format!("starting with {} ", a.metrics.join(", "))
+            }
+        );
+    }
+    eprintln!(
+        "plumb: {} series, {} samples as OpenMetrics (load them with: promtool tsdb create-blocks-from openmetrics FILE DIR)",
+        w.series, w.samples
+    );
     Ok(0)
 }
 

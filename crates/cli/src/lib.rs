@@ -39,7 +39,8 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct GlobalArgs {
-    /// Output format [default: text]. CSV only where the result is a table.
+    /// Output format [default: text]. CSV only where the result is a table; openmetrics only
+    /// for `plumb export`.
     #[arg(long, global = true, value_enum)]
     pub format: Option<FormatArg>,
     /// Shorthand for --format json.
@@ -56,6 +57,8 @@ pub enum FormatArg {
     Text,
     Json,
     Csv,
+    /// OpenMetrics text with timestamps (`plumb export`, for promtool's backfill).
+    Openmetrics,
 }
 
 impl GlobalArgs {
@@ -64,10 +67,15 @@ impl GlobalArgs {
             return Format::Json;
         }
         match self.format {
-            None | Some(FormatArg::Text) => Format::Text,
+            None | Some(FormatArg::Text) | Some(FormatArg::Openmetrics) => Format::Text,
             Some(FormatArg::Json) => Format::Json,
             Some(FormatArg::Csv) => Format::Csv,
         }
+    }
+
+    /// `--format openmetrics` (only `plumb export` takes it).
+    pub fn openmetrics(&self) -> bool {
+        self.format == Some(FormatArg::Openmetrics)
     }
 
     pub fn root(&self) -> Result<plumb_sys::Root> {
@@ -113,7 +121,8 @@ pub enum Command {
     Report(cmd_record::ReportArgs),
     /// Draw chosen metrics of recordings into one SVG chart.
     Plot(cmd_record::PlotArgs),
-    /// Write a recording's derived metrics as CSV (or JSON Lines with --json).
+    /// Write a recording's derived metrics as CSV (or JSON Lines with --json), or its raw
+    /// counters and gauges as OpenMetrics for Prometheus (--format openmetrics).
     Export(cmd_record::ExportArgs),
     /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
     /// steal, and the threads of a process that wait for a CPU.
@@ -231,14 +240,24 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
-    if cli.global.json && matches!(cli.global.format, Some(FormatArg::Text | FormatArg::Csv)) {
+    if cli.global.json
+        && matches!(
+            cli.global.format,
+            Some(FormatArg::Text | FormatArg::Csv | FormatArg::Openmetrics)
+        )
+    {
         anyhow::bail!(
             "--json is --format json: it cannot go with --format {}; give one of them",
-            if cli.global.format == Some(FormatArg::Csv) {
-                "csv"
-            } else {
-                "text"
+            match cli.global.format {
+                Some(FormatArg::Csv) => "csv",
+                Some(FormatArg::Openmetrics) => "openmetrics",
+                _ => "text",
             }
+        );
+    }
+    if cli.global.openmetrics() && !matches!(cli.command, Command::Export(_)) {
+        anyhow::bail!(
+            "--format openmetrics: only plumb export writes OpenMetrics (plumb record --serve ADDR exposes the live figures)"
         );
     }
     match &cli.command {

@@ -12,6 +12,7 @@ pub mod io_render;
 pub mod k8s_render;
 pub mod lab_render;
 pub mod mem_render;
+pub mod openmetrics;
 pub mod os;
 pub mod out;
 pub mod record_render;

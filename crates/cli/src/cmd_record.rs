@@ -32,9 +32,15 @@ pub struct RecordArgs {
     /// by name as `plumb mem` finds them) as with --pid, without their PIDs.
     #[arg(long)]
     pub engine_server: bool,
-    /// The recording file (default: plumb-DATE-TIME.plumb here). Never overwritten.
+    /// The recording file (default: plumb-DATE-TIME.plumb here; with --serve, none unless
+    /// given). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Expose the live figures on http://ADDR/metrics for Prometheus (OpenMetrics, names from
+    /// `plumb export FILE --list --format openmetrics`): PORT listens on 127.0.0.1 only,
+    /// :PORT on every interface, or HOST:PORT. No file is kept unless --out is given.
+    #[arg(long, value_name = "ADDR")]
+    pub serve: Option<String>,
     /// A name for this run, shown when several recordings are overlaid.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -159,8 +165,16 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             Some(plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?)
         }
     });
+    let serve = a
+        .serve
+        .as_deref()
+        .map(plumb_record::serve::parse_addr)
+        .transpose()
+        .map_err(|e| anyhow!("--serve {e}"))?;
+    // --serve alone keeps no file (a recorder on every node for months must not fill a disk).
+    let keep_file = a.out.is_some() || serve.is_none();
     let out = a.out.clone().unwrap_or_else(default_out);
-    if out.exists() {
+    if keep_file && out.exists() {
         bail!(
             "--out {}: exists; plumb never overwrites a recording",
             out.display()
@@ -170,9 +184,13 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     labels.insert(
         "run".to_string(),
         a.name.clone().unwrap_or_else(|| {
-            out.file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default()
+            if keep_file {
+                out.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            } else {
+                "live".to_string()
+            }
         }),
     );
     if let Some(url) = &a.engine {
@@ -187,35 +205,53 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         );
     }
     plumb_load::signal::install();
-    // The file first: a bad --out must not leave the command running.
-    plumb_report::out::check_new_file("--out", &out)?;
-    let mut rec = plumb_record::Collector::create(
-        &out,
-        root,
-        Scope {
-            pids: pids.clone(),
-            children: !a.no_children,
-        },
-        engine,
-        &plumb_record::Setup {
-            interval,
-            labels,
-            command_line: crate::cmd_io::command_line(),
-        },
-    )
-    .with_context(|| format!("--out {}", out.display()))?;
-    let child = match start(&mut rec, a, &pids) {
+    let scope = Scope {
+        pids: pids.clone(),
+        children: !a.no_children,
+    };
+    let setup = plumb_record::Setup {
+        interval,
+        labels,
+        command_line: crate::cmd_io::command_line(),
+    };
+    let mut rec = if keep_file {
+        // The file first: a bad --out must not leave the command running.
+        plumb_report::out::check_new_file("--out", &out)?;
+        plumb_record::Collector::create(&out, root, scope, engine, &setup)
+            .with_context(|| format!("--out {}", out.display()))?
+    } else {
+        plumb_record::Collector::unwritten(root, scope, engine, &setup)
+    };
+    let started = serve_on(&mut rec, serve).and_then(|s| Ok((s, start(&mut rec, a, &pids)?)));
+    let (serving, child) = match started {
         Ok(c) => c,
         Err(e) => {
             // Nothing recorded: no file left behind.
             drop(rec);
-            let _ = std::fs::remove_file(&out);
+            if keep_file {
+                let _ = std::fs::remove_file(&out);
+            }
             return Err(e);
         }
     };
+    if let Some(s) = &serving {
+        eprintln!(
+            "plumb: serving the live figures on http://{}/metrics{}",
+            s.addr,
+            if s.addr.ip().is_loopback() {
+                " (this host only)"
+            } else {
+                ""
+            }
+        );
+    }
     eprintln!(
-        "plumb: recording to {} every {:?}{}{}; Ctrl-C to stop",
-        out.display(),
+        "plumb: recording {} every {:?}{}{}; Ctrl-C to stop",
+        if keep_file {
+            format!("to {}", out.display())
+        } else {
+            "(no file: --out FILE keeps one)".to_string()
+        },
         interval,
         plumb_record::slow_interval(interval)
             .map(|s| format!(" (engine, process trees, smaps and cgroups every {s:?})"))
@@ -265,7 +301,12 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             }
         );
     }
+    drop(serving);
     let samples = rec.samples;
+    if !rec.writes_file() {
+        eprintln!("plumb: {samples} samples served");
+        return Ok(done.exit.map(exit_code_of).unwrap_or(0));
+    }
     // The metrics' definitions are written once: a day grows by the samples alone.
     let per = rec.sample_bytes() / samples.max(1);
     let late = done.late;
@@ -278,6 +319,42 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
     );
     Ok(done.exit.map(exit_code_of).unwrap_or(0))
+}
+
+/// Serve the recorder's live figures on `addr` (OpenMetrics on /metrics).
+fn serve_on(
+    rec: &mut plumb_record::Collector,
+    addr: Option<std::net::SocketAddr>,
+) -> Result<Option<plumb_record::serve::Serving>> {
+    use plumb_report::openmetrics as om;
+    let Some(addr) = addr else {
+        return Ok(None);
+    };
+    let h = rec.header();
+    let cx = om::Context {
+        host: h.hostname.clone(),
+        engine: h.labels.get("engine").cloned(),
+        run: None,
+        scale: plumb_analyze::openmetrics::Scale {
+            clock_ticks_per_s: h.clock_ticks_per_s.unwrap_or(100) as f64,
+            page_size_bytes: h.page_size_bytes.unwrap_or(4096) as f64,
+        },
+    };
+    let live = std::sync::Arc::new(plumb_record::live::Live::default());
+    rec.publish_to(live.clone());
+    let render: plumb_record::serve::Render = Box::new(move |values, _samples, openmetrics| {
+        let mut body = Vec::with_capacity(64 << 10);
+        // Writing into memory does not fail.
+        let _ = om::write_live(&mut body, values, &cx, openmetrics);
+        let ct = if openmetrics {
+            om::OPENMETRICS_CONTENT_TYPE
+        } else {
+            om::TEXT_CONTENT_TYPE
+        };
+        (body, ct)
+    });
+    let s = plumb_record::serve::start(addr, live, render).map_err(|e| anyhow!("--serve {e}"))?;
+    Ok(Some(s))
 }
 
 /// Start the command (held until its trace is in place with --trace) and the trace; the

@@ -8,7 +8,9 @@
 mod background;
 mod engine;
 pub mod foreground;
+pub mod live;
 mod schedule;
+pub mod serve;
 pub mod trace;
 pub mod watch;
 
@@ -103,8 +105,11 @@ pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
 /// One recording being written: the file, its samplers, and the marks that samples bring.
 pub struct Collector {
     path: PathBuf,
-    started_unix_ms: u64,
-    writer: Writer,
+    header: Header,
+    /// None: nothing written (`plumb record --serve` without a file); marks go to stderr.
+    writer: Option<Writer>,
+    /// The latest values, for `/metrics` (`plumb record --serve`).
+    live: Option<std::sync::Arc<live::Live>>,
     sampler: Sampler,
     pub engine: EngineSampler,
     engine_gone: bool,
@@ -137,10 +142,40 @@ impl Collector {
         if header.slow_interval_ms.is_some() {
             writer.set_slow(plumb_sys::rawsample::is_slow);
         }
-        Ok(Collector {
-            path: path.to_path_buf(),
-            started_unix_ms: header.started_unix_ms,
+        Ok(Collector::with(
+            path.to_path_buf(),
+            Some(writer),
+            header,
+            root,
+            scope,
+            engine,
+        ))
+    }
+
+    /// A collector that keeps no file: its figures are only live ([`Collector::publish_to`]), and
+    /// what would be marked is said on stderr.
+    pub fn unwritten(
+        root: plumb_sys::Root,
+        scope: Scope,
+        engine: EngineSampler,
+        setup: &Setup,
+    ) -> Collector {
+        let header = new_header(&root, setup);
+        Collector::with(PathBuf::new(), None, header, root, scope, engine)
+    }
+
+    fn with(
+        path: PathBuf,
+        writer: Option<Writer>,
+        header: Header,
+        root: plumb_sys::Root,
+        scope: Scope,
+        engine: EngineSampler,
+    ) -> Collector {
+        Collector {
+            path,
             writer,
+            live: None,
             sampler: Sampler::new(root, scope),
             engine,
             engine_gone: false,
@@ -150,30 +185,48 @@ impl Collector {
             slow: header.slow_interval_ms.map(|s| (s, header.interval_ms)),
             last_slow_ms: None,
             slow_samples: 0,
-        })
+            header,
+        }
     }
 
+    /// The recording's file (empty for an unwritten collector).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
     pub fn started_unix_ms(&self) -> u64 {
-        self.started_unix_ms
+        self.header.started_unix_ms
+    }
+
+    /// Keep `live` up to date with every sample from now on (for `/metrics`).
+    pub fn publish_to(&mut self, live: std::sync::Arc<live::Live>) {
+        self.live = Some(live);
+    }
+
+    /// Whether samples are written to a file.
+    pub fn writes_file(&self) -> bool {
+        self.writer.is_some()
     }
 
     /// Milliseconds since the recording started.
     pub fn now_ms(&self) -> u64 {
-        now_unix_ms().saturating_sub(self.started_unix_ms)
+        now_unix_ms().saturating_sub(self.header.started_unix_ms)
     }
 
     pub fn bytes_written(&self) -> u64 {
-        self.writer.bytes_written
+        self.writer.as_ref().map_or(0, |w| w.bytes_written)
     }
 
     /// Bytes of samples alone (without the header and the metrics' definitions, which are
     /// written once): what a longer recording grows by.
     pub fn sample_bytes(&self) -> u64 {
-        self.writer.bytes_written - self.writer.definition_bytes
+        self.writer
+            .as_ref()
+            .map_or(0, |w| w.bytes_written - w.definition_bytes)
     }
 
     /// Record one more process from the next sample on.
@@ -210,8 +263,10 @@ impl Collector {
         self.sampler
             .leave_out(self.engine.own_pid().into_iter().collect());
         let taken = self.sampler.take_some(slow);
-        for (object, label) in &taken.labels {
-            self.writer.label_object(object, label);
+        if let Some(w) = self.writer.as_mut() {
+            for (object, label) in &taken.labels {
+                w.label_object(object, label);
+            }
         }
         let gone = taken.gone;
         let engine_vals = if slow { self.engine.take() } else { Vec::new() };
@@ -240,8 +295,10 @@ impl Collector {
             }
             None => Default::default(),
         };
-        for (object, label) in &traced.labels {
-            self.writer.label_object(object, label);
+        if let Some(w) = self.writer.as_mut() {
+            for (object, label) in &traced.labels {
+                w.label_object(object, label);
+            }
         }
         rows.extend(
             traced
@@ -249,16 +306,21 @@ impl Collector {
                 .iter()
                 .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
         );
-        let written = if self.slow.is_none() {
-            self.writer.sample(t_ms, &rows)
-        } else if slow {
+        if self.slow.is_some() && slow {
             self.slow_samples += 1;
             rows.push((plumb_store::SLOW_SAMPLES, Kind::Counter, self.slow_samples));
-            self.writer.sample(t_ms, &rows)
-        } else {
-            self.writer.sample_fast(t_ms, &rows)
-        };
-        written.with_context(|| format!("writing to {}", self.path.display()))?;
+        }
+        if let Some(w) = self.writer.as_mut() {
+            let written = if self.slow.is_none() || slow {
+                w.sample(t_ms, &rows)
+            } else {
+                w.sample_fast(t_ms, &rows)
+            };
+            written.with_context(|| format!("writing to {}", self.path.display()))?;
+        }
+        if let Some(live) = &self.live {
+            live.update(&rows, slow);
+        }
         self.samples += 1;
         // The engine going away (or coming back) is a mark, not an error: the host recording
         // goes on.
@@ -292,6 +354,13 @@ impl Collector {
     }
 
     pub fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
+        if self.writer.is_none() {
+            eprintln!(
+                "plumb: {name}{}",
+                detail.map(|d| format!(": {d}")).unwrap_or_default()
+            );
+            return Ok(());
+        }
         append_mark(&self.path, t_ms, name, detail)
     }
 }

@@ -1,0 +1,380 @@
+//! plumb and a real Prometheus (Debian's `prometheus`, installed by `scripts/setup --test`):
+//! Prometheus scrapes `plumb record --serve` and answers with the values plumb recorded; an
+//! exported recording is backfilled with `promtool` and queried.
+
+mod common;
+use common::{plumb, skip};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn have(prog: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {prog}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn prometheus_missing() -> bool {
+    if have("prometheus") && have("promtool") {
+        return false;
+    }
+    skip("skipped: no prometheus and promtool (apt-get install prometheus; scripts/setup --test does)");
+    true
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A GET over plain HTTP/1.0; the status and the body.
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    let (head, body) = buf.split_once("\r\n\r\n")?;
+    let code = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, body.to_string()))
+}
+
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A Prometheus of the test's own (its port, config and data), stopped when dropped.
+struct Prometheus {
+    child: Child,
+    port: u16,
+}
+
+impl Prometheus {
+    fn start(dir: &Path, data: &Path, config: &str) -> Prometheus {
+        let port = free_port();
+        let cfg = dir.join("prometheus.yml");
+        std::fs::write(&cfg, config).unwrap();
+        let child = Command::new("prometheus")
+            .arg(format!("--config.file={}", cfg.display()))
+            .arg(format!("--storage.tsdb.path={}", data.display()))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .expect("prometheus");
+        let p = Prometheus { child, port };
+        let t0 = Instant::now();
+        while get(port, "/-/ready").map(|r| r.0) != Some(200) {
+            assert!(
+                t0.elapsed() < Duration::from_secs(60),
+                "prometheus did not get ready: {}",
+                std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        p
+    }
+
+    /// An instant query's result (`data.result`).
+    fn query(&self, q: &str, at: Option<f64>) -> Vec<serde_json::Value> {
+        let mut path = format!("/api/v1/query?query={}", urlencode(q));
+        if let Some(t) = at {
+            path.push_str(&format!("&time={t:.3}"));
+        }
+        let (code, body) = get(self.port, &path).expect("prometheus answers");
+        assert_eq!(code, 200, "{q}: {body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["status"], "success", "{body}");
+        v["data"]["result"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_str().unwrap().parse().unwrap()
+}
+
+fn raw_values(rec: &plumb_store::Recording, name: &str) -> Vec<u64> {
+    rec.column(name)
+        .unwrap_or_else(|| panic!("{name} not recorded"))
+        .iter()
+        .copied()
+        .filter(|v| *v != plumb_store::MISSING)
+        .collect()
+}
+
+#[test]
+fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
+    if prometheus_missing() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rec_path = d.path().join("live.plumb");
+    let plumb_port = free_port();
+    let rec = plumb()
+        .args(["record", "--serve"])
+        .arg(format!("127.0.0.1:{plumb_port}"))
+        .arg("--out")
+        .arg(&rec_path)
+        .args(["--interval", "1s", "--duration", "14s"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The endpoint answers before Prometheus starts.
+    let t0 = Instant::now();
+    let body = loop {
+        if let Some((200, b)) = get(plumb_port, "/metrics") {
+            if b.contains("plumb_mem_total_bytes") {
+                break b;
+            }
+        }
+        assert!(t0.elapsed() < Duration::from_secs(10), "no /metrics");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(body.contains("# TYPE plumb_cpu_user_seconds_total counter"));
+    assert_eq!(get(plumb_port, "/nothing-here").map(|r| r.0), Some(404));
+    let prom = Prometheus::start(
+        d.path(),
+        &d.path().join("data"),
+        &format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: plumb\n    static_configs:\n      - targets: ['127.0.0.1:{plumb_port}']\n"
+        ),
+    );
+    let out = rec.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("http://127.0.0.1:{plumb_port}/metrics")),
+        "{err}"
+    );
+    let r = plumb_store::read(&rec_path).unwrap();
+    let hz = r.header.clock_ticks_per_s.unwrap() as f64;
+    let host = r.header.hostname.clone().unwrap();
+
+    // Every value Prometheus scraped is one plumb recorded (in seconds: ticks / USER_HZ).
+    let scraped = prom.query(
+        &format!("plumb_cpu_user_seconds_total{{cpu=\"all\",host=\"{host}\"}}[2m]"),
+        None,
+    );
+    assert_eq!(scraped.len(), 1, "{scraped:?}");
+    let values: Vec<f64> = scraped[0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p[1]))
+        .collect();
+    let recorded: Vec<f64> = raw_values(&r, "cpu.all.user_ticks")
+        .iter()
+        .map(|t| *t as f64 / hz)
+        .collect();
+    assert!(
+        values.len() >= 5,
+        "Prometheus scraped {} samples in the 14 s: {values:?}",
+        values.len()
+    );
+    for v in &values {
+        assert!(
+            recorded.iter().any(|x| (x - v).abs() < 1e-9),
+            "scraped {v} s of user CPU, which plumb never recorded: {recorded:?}"
+        );
+    }
+    let mut distinct = values.clone();
+    distinct.dedup();
+    assert!(distinct.len() >= 3, "the counter moved: {values:?}");
+
+    // A gauge, and a counter per device with its label.
+    let total = prom.query("last_over_time(plumb_mem_total_bytes[2m])", None);
+    assert_eq!(
+        num(&total[0]["value"][1]) as u64,
+        raw_values(&r, "mem.total_bytes")[0]
+    );
+    let dev = r
+        .metrics
+        .iter()
+        .find_map(|m| {
+            m.name
+                .strip_prefix("disk.")
+                .and_then(|s| s.strip_suffix(".reads"))
+        })
+        .expect("a disk")
+        .to_string();
+    let reads = prom.query(
+        &format!("last_over_time(plumb_disk_reads_total{{device=\"{dev}\"}}[2m])"),
+        None,
+    );
+    assert_eq!(reads.len(), 1, "{reads:?}");
+    assert!(
+        raw_values(&r, &format!("disk.{dev}.reads")).contains(&(num(&reads[0]["value"][1]) as u64))
+    );
+    // Scraped as OpenMetrics, with the unit metadata.
+    let (_, meta) = get(prom.port, "/api/v1/metadata?metric=plumb_cpu_user_seconds").unwrap();
+    assert!(meta.contains("\"unit\":\"seconds\""), "{meta}");
+}
+
+#[test]
+fn an_exported_recording_is_backfilled_by_promtool_and_queried() {
+    if prometheus_missing() {
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let rec_path = d.path().join("incident.plumb");
+    let st = plumb()
+        .args([
+            "record",
+            "--interval",
+            "200ms",
+            "--duration",
+            "2s",
+            "--name",
+            "incident",
+            "--out",
+        ])
+        .arg(&rec_path)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let om = d.path().join("incident.om");
+    let out = plumb()
+        .args(["export", "--format", "openmetrics"])
+        .arg(&rec_path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(&om, &out.stdout).unwrap();
+    let data = d.path().join("data");
+    let st = Command::new("promtool")
+        .args(["tsdb", "create-blocks-from", "openmetrics"])
+        .arg(&om)
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        st.status.success(),
+        "promtool refused the export: {}{}",
+        String::from_utf8_lossy(&st.stdout),
+        String::from_utf8_lossy(&st.stderr)
+    );
+    let prom = Prometheus::start(d.path(), &data, "global:\n  scrape_interval: 15s\n");
+    let r = plumb_store::read(&rec_path).unwrap();
+    let host = r.header.hostname.clone().unwrap();
+    // At the last sample's time, the gauge and the counter are what was recorded then.
+    let last = r.times_ms.len() - 1;
+    let at = (r.header.started_unix_ms + r.times_ms[last]) as f64 / 1000.0;
+    let free = prom.query(
+        &format!("plumb_mem_free_bytes{{host=\"{host}\",run=\"incident\"}}"),
+        Some(at),
+    );
+    assert_eq!(free.len(), 1, "{free:?}");
+    assert_eq!(
+        num(&free[0]["value"][1]) as u64,
+        r.column("mem.free_bytes").unwrap()[last]
+    );
+    assert!((free[0]["value"][0].as_f64().unwrap() - at).abs() < 1e-6);
+    // Every sample is there: 2 s at 200 ms.
+    let n = prom.query(
+        &format!(
+            "count_over_time(plumb_cpu_idle_seconds_total{{cpu=\"all\",host=\"{host}\"}}[1h])"
+        ),
+        Some(at),
+    );
+    assert_eq!(num(&n[0]["value"][1]) as usize, r.times_ms.len());
+    // A rate Prometheus computes from the export is the one plumb computes.
+    let idle = r.column("cpu.all.idle_ticks").unwrap();
+    let hz = r.header.clock_ticks_per_s.unwrap() as f64;
+    let first_t = (r.header.started_unix_ms + r.times_ms[0]) as f64 / 1000.0;
+    let span = at - first_t;
+    let q = format!(
+        "increase(plumb_cpu_idle_seconds_total{{cpu=\"all\",host=\"{host}\"}}[{}ms])",
+        (span * 1000.0).round() as u64 + 1
+    );
+    let inc = prom.query(&q, Some(at));
+    let want = (idle[last] - idle[0]) as f64 / hz;
+    // increase() extrapolates to the window's edges: within one sample's worth.
+    let got = num(&inc[0]["value"][1]);
+    assert!(
+        (got - want).abs() <= want / (r.times_ms.len() - 1) as f64 + 1e-6,
+        "increase {got} s, recorded {want} s"
+    );
+}
+
+#[test]
+fn serve_and_openmetrics_refuse_bad_input_and_leave_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let out = plumb()
+        .args(["record", "--serve", "99999"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--serve \"99999\""));
+    // A port in use: the error names it, and the file is not left behind.
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let f = d.path().join("r.plumb");
+    let out = plumb()
+        .args(["record", "--duration", "1s", "--serve"])
+        .arg(port.to_string())
+        .arg("--out")
+        .arg(&f)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains(&format!("--serve 127.0.0.1:{port}")), "{err}");
+    assert!(
+        !f.exists(),
+        "a recording that never started is not left behind"
+    );
+    // OpenMetrics is plumb export's format only.
+    let out = plumb()
+        .args(["os", "--format", "openmetrics"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only plumb export"));
+    // --serve alone keeps no file.
+    let out = plumb()
+        .current_dir(d.path())
+        .args(["record", "--duration", "1s", "--serve", "0"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("samples served"));
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}

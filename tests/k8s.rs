@@ -362,3 +362,161 @@ fn issue_11_nonsense_quantities_names_and_images_are_refused() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// The lines of a YAML list under `key:` at the indentation the generator writes.
+fn list_after<'a>(y: &'a str, key: &str) -> Vec<&'a str> {
+    let mut it = y.lines().skip_while(|l| l.trim() != key).skip(1);
+    let mut out = Vec::new();
+    for l in it.by_ref() {
+        match l.trim().strip_prefix("- ") {
+            Some(v) => out.push(v.trim_matches('"')),
+            None => break,
+        }
+    }
+    out
+}
+
+#[test]
+fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
+    let d = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "k8s",
+        "manifest",
+        "--plumb",
+        "--image",
+        "registry.example/plumb:1",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let y = String::from_utf8(o.stdout).unwrap();
+    let p = d.path().join("plumb.yaml");
+    std::fs::write(&p, &y).unwrap();
+    let l = run(&["k8s", "lint", p.to_str().unwrap(), "--json"]);
+    let j = json(&l);
+    assert_eq!(l.status.code(), Some(0), "{}", j["findings"]);
+    assert_eq!(
+        j["findings"].as_array().unwrap().len(),
+        0,
+        "{}",
+        j["findings"]
+    );
+    for want in [
+        "kind: DaemonSet",
+        "hostPID: true",
+        "automountServiceAccountToken: false",
+        "readOnlyRootFilesystem: true",
+        "allowPrivilegeEscalation: false",
+        "image: registry.example/plumb:1",
+        "prometheus.io/port: \"9187\"",
+    ] {
+        assert!(y.contains(want), "{want} missing:\n{y}");
+    }
+    assert_eq!(list_after(&y, "drop:"), ["ALL"]);
+    assert_eq!(list_after(&y, "add:"), ["SYS_PTRACE", "DAC_READ_SEARCH"]);
+    assert_eq!(
+        y.matches("readOnly: true").count(),
+        y.matches("mountPath:").count(),
+        "every mount read-only"
+    );
+    // The same file, made privileged, is flagged.
+    let bad = d.path().join("bad.yaml");
+    std::fs::write(&bad, y.replace("privileged: false", "privileged: true")).unwrap();
+    let j = json(&run(&["k8s", "lint", bad.to_str().unwrap(), "--json"]));
+    assert!(
+        j["findings"].to_string().contains("\"privileged\""),
+        "{}",
+        j["findings"]
+    );
+    // Bad input.
+    let o = run(&["k8s", "manifest", "--plumb", "--engine", "postgres"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = run(&[
+        "k8s", "manifest", "--engine", "postgres", "--memory", "4Gi", "--port", "80",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--plumb"), "{}", stderr(&o));
+
+    // Run the container's arguments as the pod would: the node's /proc and /sys under /host,
+    // uid 0 with only the two capabilities; another user's process is read in full (its PSS),
+    // and without them it is not. (Needs root, unshare and setpriv.)
+    if !common::is_root() {
+        common::skip("skipped: running the DaemonSet's arguments needs root");
+        return;
+    }
+    let args = list_after(&y, "args:");
+    assert_eq!(args[0], "record");
+    let other = std::process::Command::new("setpriv")
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "sleep",
+            "60",
+        ])
+        .spawn()
+        .expect("setpriv (util-linux)");
+    let host = d.path().join("host");
+    std::fs::create_dir_all(host.join("proc")).unwrap();
+    std::fs::create_dir_all(host.join("sys")).unwrap();
+    let pss_with = |caps: &str| -> Option<String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut cmd = format!(
+            "mount --rbind /proc {h}/proc && mount --rbind /sys {h}/sys && exec setpriv --bounding-set={caps} --no-new-privs {plumb}",
+            h = host.display(),
+            plumb = env!("CARGO_BIN_EXE_plumb"),
+        );
+        for a in &args {
+            let a = a
+                .replace("/host", &host.display().to_string())
+                .replace("$(HOST_IP):9187", &format!("127.0.0.1:{port}"));
+            cmd.push_str(&format!(" '{a}'"));
+        }
+        cmd.push_str(&format!(" --pid {} --duration 4s", other.id()));
+        let child = std::process::Command::new("unshare")
+            .args(["-m", "--propagation", "private", "sh", "-c", &cmd])
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        let mut body = None;
+        while t0.elapsed() < std::time::Duration::from_secs(4) {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+                use std::io::{Read, Write};
+                let _ = write!(s, "GET /metrics HTTP/1.0\r\n\r\n");
+                let mut b = String::new();
+                let _ = s.read_to_string(&mut b);
+                if b.contains("plumb_tree_processes") {
+                    body = Some(b);
+                    break;
+                }
+            }
+        }
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let b = body.expect("no /metrics with the tree");
+        assert!(b.contains("plumb_cpu_user_seconds_total{host="), "{b}");
+        b.lines()
+            .find(|l| l.starts_with("plumb_tree_pss_bytes{"))
+            .map(str::to_string)
+    };
+    let with = pss_with("-all,+sys_ptrace,+dac_read_search");
+    let without = pss_with("-all");
+    let mut other = other;
+    let _ = other.kill();
+    let _ = other.wait();
+    let with = with.expect("the tree's PSS with SYS_PTRACE and DAC_READ_SEARCH");
+    let v: f64 = with.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(v > 0.0, "{with}");
+    assert!(
+        without.is_none(),
+        "without the capabilities plumb could not read it, so it needs them: {without:?}"
+    );
+}

@@ -628,6 +628,16 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                 )
             })
             .collect();
+        // hostPath volumes: name -> the node's path.
+        let host_paths: Vec<(String, String)> = seq(ps, &["volumes"])
+            .iter()
+            .filter_map(|v| {
+                Some((
+                    scalar(v, &["name"]).unwrap_or("").to_string(),
+                    scalar(v, &["hostPath", "path"])?.to_string(),
+                ))
+            })
+            .collect();
         let mut is_db = false;
         for c in seq(ps, &["containers"]) {
             let cname = scalar(c, &["name"]).unwrap_or("?");
@@ -727,6 +737,41 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                             quantity(alloc)
                         ),
                     );
+                }
+            }
+            // Privileges: a container that can do anything on the node.
+            if scalar(c, &["securityContext", "privileged"]) == Some("true") {
+                cx.add(
+                    at(&["securityContext", "privileged"]),
+                    Severity::Warning,
+                    "privileged",
+                    format!("container {cname} is privileged: every capability and every device of the node; add only the capabilities it needs (securityContext.capabilities.add)"),
+                );
+            }
+            for cap in seq(c, &["securityContext", "capabilities", "add"]) {
+                if let Some(v) = cap.as_scalar().map(|s| s.as_str()) {
+                    if matches!(v, "ALL" | "SYS_ADMIN" | "CAP_SYS_ADMIN") {
+                        cx.add(
+                            cap,
+                            Severity::Warning,
+                            "privileged",
+                            format!("container {cname} adds {v}: nearly everything root can do on the node; add only the capabilities it needs"),
+                        );
+                    }
+                }
+            }
+            for m in seq(c, &["volumeMounts"]) {
+                let vname = scalar(m, &["name"]).unwrap_or("");
+                let host = host_paths.iter().find(|(n, _)| n == vname);
+                if let Some((_, path)) = host {
+                    if scalar(m, &["readOnly"]) != Some("true") {
+                        cx.add(
+                            m,
+                            Severity::Warning,
+                            "host-path-writable",
+                            format!("container {cname} mounts the node's {path} writable; add readOnly: true unless it must write there"),
+                        );
+                    }
                 }
             }
             // Environment.
@@ -900,6 +945,19 @@ pub struct ManifestPlan {
     pub secret_name: String,
     pub max_connections: u64,
     pub settings: EngineSettingsAdvice,
+}
+
+/// plumb itself on every node: a DaemonSet that records the node and serves `/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlumbPlan {
+    pub name: String,
+    pub image: String,
+    pub port: u16,
+    pub memory_limit_bytes: u64,
+    /// `plumb record --interval`.
+    pub interval: String,
+    /// Also record the database servers' process trees (`--engine-server`).
+    pub engine_server: bool,
 }
 
 pub fn default_image(e: EngineKind) -> &'static str {

@@ -21,7 +21,8 @@ pub enum K8sCmd {
     /// Check Kubernetes YAML for database memory and storage mistakes. Exit 1 on errors.
     Lint(LintArgs),
     /// Generate a Deployment or StatefulSet with limits, engine memory settings, a Service, a
-    /// Secret reference and volumes for data and log (and system files for SQL Server).
+    /// Secret reference and volumes for data and log (and system files for SQL Server); or,
+    /// with --plumb, a DaemonSet that runs `plumb record --serve` on every node.
     Manifest(ManifestArgs),
 }
 
@@ -81,11 +82,30 @@ pub struct LintArgs {
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
     /// mssql, postgres or mariadb.
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: String,
-    /// The pod's memory request = limit, e.g. 4Gi.
-    #[arg(long, value_name = "QUANTITY", allow_hyphen_values = true)]
-    pub memory: String,
+    #[arg(long, value_name = "ENGINE", required_unless_present = "plumb")]
+    pub engine: Option<String>,
+    /// The pod's memory request = limit, e.g. 4Gi (with --plumb: default 128Mi).
+    #[arg(
+        long,
+        value_name = "QUANTITY",
+        allow_hyphen_values = true,
+        required_unless_present = "plumb"
+    )]
+    pub memory: Option<String>,
+    /// A DaemonSet that runs plumb on every node (`plumb record --serve` on the node's IP, for
+    /// Prometheus) with only the privileges it needs, instead of a database.
+    #[arg(long, conflicts_with_all = ["engine", "kind", "cpu", "storage_class", "secret", "max_connections"])]
+    pub plumb: bool,
+    /// With --plumb: the port /metrics is served on [default: 9187].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+    /// With --plumb: how often plumb samples the node [default: 5s].
+    #[arg(long, value_name = "TIME")]
+    pub interval: Option<String>,
+    /// With --plumb: also record the database servers' process trees (--engine-server; only
+    /// for nodes that run one, e.g. with a nodeSelector).
+    #[arg(long)]
+    pub engine_server: bool,
     /// CPU request = limit, e.g. 2 or 1500m (omit for no CPU limit).
     #[arg(long, value_name = "CPU", allow_hyphen_values = true)]
     pub cpu: Option<String>,
@@ -267,31 +287,103 @@ fn lint(g: &GlobalArgs, a: &LintArgs) -> Result<i32> {
     Ok(if errors > 0 { 1 } else { 0 })
 }
 
+fn check_image(i: &str) -> Result<()> {
+    let ok = !i.is_empty()
+        && i.len() <= 512
+        && i.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
+    if !ok {
+        bail!("--image {i:?}: not an image reference (registry/name:tag or name@sha256:digest)");
+    }
+    Ok(())
+}
+
+fn check_name(name: &str) -> Result<()> {
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        || name.len() > 52
+    {
+        bail!("--name {name}: use lower-case letters, digits and '-' (at most 52 characters)");
+    }
+    Ok(())
+}
+
+/// `plumb k8s manifest --plumb`: plumb's own DaemonSet.
+fn plumb_manifest(a: &ManifestArgs) -> Result<i32> {
+    let mem = q("--memory", a.memory.as_deref().unwrap_or("128Mi"))?;
+    if mem < 32 << 20 {
+        bail!(
+            "--memory {}: plumb needs at least 32Mi",
+            a.memory.as_deref().unwrap_or_default()
+        );
+    }
+    let port = a.port.unwrap_or(9187);
+    if port == 0 {
+        bail!("--port 0: give the port Prometheus scrapes, e.g. 9187");
+    }
+    let interval = a.interval.clone().unwrap_or_else(|| "5s".into());
+    let d = plumb_load::units::parse_duration(&interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if d < std::time::Duration::from_millis(100) {
+        bail!("--interval {interval}: use 100ms or more");
+    }
+    let image = a
+        .image
+        .clone()
+        .unwrap_or_else(|| format!("plumb:{}", env!("CARGO_PKG_VERSION")));
+    check_image(&image)?;
+    let name = a.name.clone().unwrap_or_else(|| "plumb".into());
+    check_name(&name)?;
+    let plan = k8s::PlumbPlan {
+        name,
+        image,
+        port,
+        memory_limit_bytes: mem,
+        interval,
+        engine_server: a.engine_server,
+    };
+    let yaml =
+        plumb_report::k8s_render::plumb_daemonset_yaml(&plan, &crate::cmd_io::command_line());
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(yaml.as_bytes())?;
+    out.flush()?;
+    Ok(0)
+}
+
 fn manifest(a: &ManifestArgs) -> Result<i32> {
-    let e = engine("--engine", &a.engine)?;
-    let mem = q("--memory", &a.memory)?;
+    if a.plumb {
+        return plumb_manifest(a);
+    }
+    for (flag, given) in [
+        ("--port", a.port.is_some()),
+        ("--interval", a.interval.is_some()),
+        ("--engine-server", a.engine_server),
+    ] {
+        if given {
+            bail!("{flag} is for plumb's own DaemonSet: add --plumb (or leave {flag} out)");
+        }
+    }
+    // clap requires both without --plumb.
+    let (Some(engine_arg), Some(memory)) = (a.engine.as_deref(), a.memory.as_deref()) else {
+        bail!("give --engine and --memory (or --plumb)");
+    };
+    let e = engine("--engine", engine_arg)?;
+    let mem = q("--memory", memory)?;
     if mem < 512 << 20 {
-        bail!("--memory {}: a database pod needs at least 512Mi", a.memory);
+        bail!("--memory {memory}: a database pod needs at least 512Mi");
     }
     if e == EngineKind::Mssql && mem < 2 << 30 {
         bail!(
-            "--memory {}: SQL Server refuses to start with less than 2000 MB; give it at least 2Gi",
-            a.memory
+            "--memory {memory}: SQL Server refuses to start with less than 2000 MB; give it at least 2Gi"
         );
     }
     if let Some(c) = &a.cpu {
         k8s::parse_cpu(c).map_err(|e| anyhow!("--cpu: {e}"))?;
     }
     if let Some(i) = &a.image {
-        let ok = !i.is_empty()
-            && i.len() <= 512
-            && i.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
-        if !ok {
-            bail!(
-                "--image {i:?}: not an image reference (registry/name:tag or name@sha256:digest)"
-            );
-        }
+        check_image(i)?;
     }
     for (flag, v) in [
         ("--secret", &a.secret),
@@ -320,14 +412,7 @@ fn manifest(a: &ManifestArgs) -> Result<i32> {
         EngineKind::Postgres => "postgres".into(),
         EngineKind::Mariadb => "mariadb".into(),
     });
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        || name.len() > 52
-    {
-        bail!("--name {name}: use lower-case letters, digits and '-' (at most 52 characters)");
-    }
+    check_name(&name)?;
     let plan = k8s::ManifestPlan {
         engine: e,
         kind,

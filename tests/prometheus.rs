@@ -378,3 +378,58 @@ fn serve_and_openmetrics_refuse_bad_input_and_leave_nothing() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Every Prometheus sample name plumb can expose, from the one metric list.
+fn exposed_names() -> std::collections::BTreeSet<String> {
+    use plumb_analyze::openmetrics::{series_of, Scale};
+    plumb_analyze::series::RULES
+        .iter()
+        .filter_map(|r| {
+            let raw = if r.per_object {
+                format!("{}.x.{}", r.family, r.raw)
+            } else {
+                format!("{}.{}", r.family, r.raw)
+            };
+            series_of(&raw, &Scale::default())
+        })
+        .map(|s| s.family.sample_name())
+        .collect()
+}
+
+#[test]
+fn the_shipped_rules_and_scrape_config_pass_promtool_and_name_real_metrics() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prometheus");
+    let rules = std::fs::read_to_string(dir.join("plumb.rules.yml")).unwrap();
+    // The rules use names plumb exposes (a renamed metric would silence an alert).
+    let names = exposed_names();
+    let mut used = 0;
+    for w in rules.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':')) {
+        if w.starts_with("plumb_") {
+            assert!(
+                names.contains(w),
+                "{w} in plumb.rules.yml is not a metric plumb exposes"
+            );
+            used += 1;
+        }
+    }
+    assert!(used >= 6, "{used}");
+    if prometheus_missing() {
+        return;
+    }
+    for args in [
+        vec!["check", "config", "prometheus.yml"],
+        vec!["test", "rules", "plumb.rules.test.yml"],
+    ] {
+        let o = Command::new("promtool")
+            .args(&args)
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "promtool {args:?}: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+}

@@ -359,6 +359,15 @@ pub const RULES: &[Rule] = &[
         "cache FLUSH requests completed"
     ),
     r!(
+        "disk",
+        true,
+        "flush_time_ms",
+        "flush_await_ms",
+        How::PerOp("flushes"),
+        "ms",
+        "mean time a cache FLUSH took (what every commit's fdatasync waits for)"
+    ),
+    r!(
         "proc",
         true,
         "cpu_ticks",

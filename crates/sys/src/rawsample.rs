@@ -215,6 +215,7 @@ impl Sampler {
                     Some(d.weighted_time_ms),
                 );
                 push(format!("disk.{n}.flushes"), C, d.flushes);
+                push(format!("disk.{n}.flush_time_ms"), C, d.flush_time_ms);
                 push(format!("disk.{n}.in_flight"), G, Some(d.in_flight));
             }
         }

@@ -134,6 +134,12 @@ pub trait Observer: Send {
     fn kind(&self) -> Kind;
     /// Read every metric set the server offers.
     fn snapshot(&mut self) -> Result<Snapshot>;
+    /// What a recording reads every second: the server-wide sets, without what only a
+    /// before/after delta uses (per-table statistics). The full snapshot unless an engine has
+    /// a lighter one.
+    fn snapshot_for_recording(&mut self) -> Result<Snapshot> {
+        self.snapshot()
+    }
     /// Version string and settings a report should show.
     fn info(&mut self) -> Result<ServerInfo>;
     /// What sessions are waiting on right now, for engines whose waits are sampled rather than

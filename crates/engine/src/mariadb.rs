@@ -305,12 +305,10 @@ pub fn snapshot_from(
     s
 }
 
-impl crate::Observer for MariaObserver {
-    fn kind(&self) -> Kind {
-        Kind::Mariadb
-    }
-
-    fn snapshot(&mut self) -> Result<Snapshot> {
+impl MariaObserver {
+    /// A snapshot; without `per_object`, the waits by event and I/O by file (a delta's, not
+    /// a recording's) are left out.
+    fn snapshot_with(&mut self, per_object: bool) -> Result<Snapshot> {
         let version: Option<String> = self
             .conn
             .query_first("SELECT VERSION()")
@@ -321,10 +319,13 @@ impl crate::Observer for MariaObserver {
             .filter(|r| r.len() >= 2)
             .map(|r| (text(&r[0]).to_ascii_lowercase(), num(&r[1])))
             .collect();
-        let ps: Option<i64> = self
-            .conn
-            .query_first("SELECT @@performance_schema")
-            .map_err(|e| merr("@@performance_schema", e))?;
+        let ps: Option<i64> = if per_object {
+            self.conn
+                .query_first("SELECT @@performance_schema")
+                .map_err(|e| merr("@@performance_schema", e))?
+        } else {
+            None
+        };
         let (waits, files) = if ps == Some(1) {
             (
                 Some(self.rows("events_waits_summary_global_by_event_name", WAITS)?),
@@ -348,6 +349,20 @@ impl crate::Observer for MariaObserver {
             s.settings.insert(k, v);
         }
         Ok(s)
+    }
+}
+
+impl crate::Observer for MariaObserver {
+    fn kind(&self) -> Kind {
+        Kind::Mariadb
+    }
+
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        self.snapshot_with(true)
+    }
+
+    fn snapshot_for_recording(&mut self) -> Result<Snapshot> {
+        self.snapshot_with(false)
     }
 
     fn info(&mut self) -> Result<ServerInfo> {

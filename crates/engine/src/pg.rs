@@ -113,6 +113,13 @@ impl Conn {
 
 /// Read every metric set the server offers.
 pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
+    snapshot_with(c, true)
+}
+
+/// A snapshot; without `per_object`, the per-table and per-backend-type sets
+/// (pg_statio_user_tables, pg_stat_io) are left out: a recording keeps none of them, and on a
+/// server with many tables they are most of the reading.
+pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
     let v = c.version_num;
     let mut s = Snapshot {
         engine: "postgresql".into(),
@@ -242,7 +249,7 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
     } else {
         s.unavailable.push("pg_stat_wal (PostgreSQL 14+)".into());
     }
-    if v >= 160000 {
+    if v >= 160000 && per_object {
         let r = c.rows(
             "pg_stat_io",
             "SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8 FROM pg_stat_io",
@@ -261,17 +268,21 @@ pub fn snapshot(c: &mut Conn) -> Result<Snapshot> {
         for (k, vals) in r {
             s.put_object("io", &k[0], &names, &vals);
         }
-    } else {
+    } else if per_object {
         s.unavailable.push(
             "pg_stat_io (PostgreSQL 16+); per-table block reads from pg_statio_user_tables instead"
                 .into(),
         );
     }
-    let r = c.rows(
+    let r = if per_object {
+        c.rows(
         "pg_statio_user_tables",
         "SELECT schemaname || '.' || relname || ' (' || coalesce(pg_relation_filepath(relid), '?') || ')', coalesce(heap_blks_read,0)::float8, coalesce(heap_blks_hit,0)::float8, coalesce(idx_blks_read,0)::float8, coalesce(idx_blks_hit,0)::float8, coalesce(toast_blks_read,0)::float8, coalesce(toast_blks_hit,0)::float8 FROM pg_statio_user_tables",
         1,
-    )?;
+    )?
+    } else {
+        Vec::new()
+    };
     let names = [
         "heap_blks_read",
         "heap_blks_hit",
@@ -507,6 +518,9 @@ impl crate::Observer for PgObserver {
     }
     fn snapshot(&mut self) -> Result<Snapshot> {
         snapshot(&mut self.conn)
+    }
+    fn snapshot_for_recording(&mut self) -> Result<Snapshot> {
+        snapshot_with(&mut self.conn, false)
     }
     fn info(&mut self) -> Result<ServerInfo> {
         server_info(&mut self.conn)

@@ -45,7 +45,7 @@ impl EngineSampler {
             self.skip = false;
             return Vec::new();
         }
-        match obs.snapshot() {
+        match obs.snapshot_for_recording() {
             Ok(s) => {
                 self.failed = None;
                 let fields = &self.fields;

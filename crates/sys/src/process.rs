@@ -347,6 +347,24 @@ pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
 /// are left out (None / empty), for samples taken many times a second.
 pub fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
     check_pid(root, pid)?;
+    read_parts(root, pid, heavy, true)
+}
+
+/// A member of a followed tree, read every sample: stat, status, io and schedstat, and the
+/// command line only when asked (a title does not change what a member is). No separate
+/// existence check: a member that has exited has no stat.
+pub fn read_member(root: &Root, pid: u32, with_cmdline: bool) -> Result<ProcessSample> {
+    let s = read_parts(root, pid, false, with_cmdline)?;
+    if s.stat.is_none() {
+        return Err(Error::NoSuchProcess {
+            pid,
+            path: root.display_path(&root.path(format!("/proc/{pid}"))),
+        });
+    }
+    Ok(s)
+}
+
+fn read_parts(root: &Root, pid: u32, heavy: bool, with_cmdline: bool) -> Result<ProcessSample> {
     let mut missing = Vec::new();
     let base = format!("/proc/{pid}");
     let mut opt = |name: &str| -> Option<(std::path::PathBuf, String)> {
@@ -365,7 +383,7 @@ pub fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
     let io_text = opt("io");
     let sched_text = opt("schedstat");
     let cgroup_text = if heavy { opt("cgroup") } else { None };
-    let cmdline_text = opt("cmdline");
+    let cmdline_text = if with_cmdline { opt("cmdline") } else { None };
 
     // A process that exits between check_pid and here loses its stat file.
     if stat_text.is_none() && !root.path(&base).exists() {

@@ -171,6 +171,10 @@ pub struct Tree {
     titled: HashMap<u32, String>,
     /// Each member's last smaps_rollup, and when it was read.
     smaps: HashMap<u32, (process::SmapsRollup, std::time::Instant)>,
+    /// Each member's title, read until it has lived through a sample (a process just forked
+    /// still has its parent's title), then kept: what a member is does not change.
+    /// (title, read after its first sample).
+    titles: HashMap<u32, (String, bool)>,
 }
 
 /// What one tree gave in a sample.
@@ -260,6 +264,7 @@ impl Tree {
             exited: 0,
             titled: HashMap::new(),
             smaps: HashMap::new(),
+            titles: HashMap::new(),
         }
     }
 
@@ -301,8 +306,14 @@ impl Tree {
         self.detailed.retain(|p| now.contains(p));
         self.titled.retain(|p, _| now.contains(p));
         let mut samples: Vec<ProcessSample> = Vec::with_capacity(now.len());
+        self.titles.retain(|p, _| now.contains(p));
         for &p in &now {
-            if let Ok(s) = process::read_with(root, p, false) {
+            let settled = self.titles.get(&p).is_some_and(|t| t.1);
+            if let Ok(s) = process::read_member(root, p, !settled) {
+                if let Some(c) = &s.cmdline {
+                    self.titles
+                        .insert(p, (c.join(" "), self.known.contains(&p)));
+                }
                 samples.push(s);
             }
         }
@@ -322,8 +333,9 @@ impl Tree {
         for s in &mut samples {
             s.smaps_rollup = self.smaps.get(&s.pid).map(|(sm, _)| sm.clone());
         }
+        let titles = &self.titles;
         let title_of =
-            |s: &ProcessSample| s.cmdline.as_ref().map(|c| c.join(" ")).unwrap_or_default();
+            |s: &ProcessSample| titles.get(&s.pid).map(|t| t.0.clone()).unwrap_or_default();
         let mut tree = Sums::default();
         let mut roles: BTreeMap<&'static str, Sums> = BTreeMap::new();
         for s in &samples {

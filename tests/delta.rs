@@ -143,6 +143,65 @@ fn delta_against_a_private_postgres() {
         assert!(r["modes"][0]["preparation"]
             .to_string()
             .contains("drop_caches"));
+
+        // The same server by URL is one plumb did not start: --cold leaves the host's page
+        // cache alone (a file of a neighbour's stays cached) unless --drop-host-cache is given.
+        let st: Value =
+            serde_json::from_slice(&run(&["engine", "status", "--dir", dir, "--json"]).stdout)
+                .unwrap();
+        let url = st["url"].as_str().expect("status has the URL").to_string();
+        let probe = tmp.path().join("neighbour.dat");
+        std::fs::write(&probe, vec![7u8; 8 << 20]).unwrap();
+        let cached = || -> u64 {
+            let _ = std::fs::read(&probe).unwrap();
+            let o = std::process::Command::new("fincore")
+                .args(["--bytes", "--noheadings", "--output", "RES"])
+                .arg(&probe)
+                .output()
+                .expect("fincore (util-linux)");
+            String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+        };
+        let resident_after = |extra: &[&str]| -> (Value, u64) {
+            assert_eq!(cached(), 8 << 20, "the probe is cached before the run");
+            let mut args = vec![
+                "delta", "--engine", &url, "--json", "--sql", "SELECT 1", "--cold",
+            ];
+            args.extend_from_slice(extra);
+            let o = run(&args);
+            assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+            let res = std::process::Command::new("fincore")
+                .args(["--bytes", "--noheadings", "--output", "RES"])
+                .arg(&probe)
+                .output()
+                .unwrap();
+            let res = String::from_utf8_lossy(&res.stdout).trim().parse().unwrap();
+            (serde_json::from_slice(&o.stdout).unwrap(), res)
+        };
+        let (r, res) = resident_after(&[]);
+        let prep = r["modes"][0]["preparation"].to_string();
+        assert!(
+            prep.contains("NOT dropped") && prep.contains("--drop-host-cache"),
+            "{prep}"
+        );
+        assert_eq!(res, 8 << 20, "the neighbour's file stayed cached");
+        let (r, res) = resident_after(&["--drop-host-cache"]);
+        assert!(r["modes"][0]["preparation"]
+            .to_string()
+            .contains("drop_caches"));
+        assert!(
+            res < 8 << 20,
+            "dropped on request: {res} bytes still cached"
+        );
+        let o = run(&[
+            "delta",
+            "--engine",
+            &url,
+            "--sql",
+            "SELECT 1",
+            "--drop-host-cache",
+        ]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(text(&o).1.contains("--cold"), "{:?}", text(&o));
     } else {
         skip("cold run skipped: dropping the page cache needs root");
     }

@@ -40,17 +40,25 @@ pub struct DeltaArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Empty the caches before each run: restart the private instance (the engine's cache) and
-    /// drop the OS page cache (root).
+    /// drop the OS page cache (root). Against a server plumb did not start, the engine's cache
+    /// is emptied where it has a statement for it, and the host's page cache only with
+    /// --drop-host-cache.
     #[arg(long)]
     pub cold: bool,
+    /// With --cold or --both against a server plumb did not start: also drop the whole host's
+    /// page cache before each cold run (every process's cached files, the server's neighbours'
+    /// too; root).
+    #[arg(long)]
+    pub drop_host_cache: bool,
     /// Run the workload once unmeasured first, so every measured run finds the caches warm.
     #[arg(long)]
     pub warm: bool,
     /// Cold runs, then warm runs, side by side.
     #[arg(long)]
     pub both: bool,
-    /// Hide waits, latches and spinlocks under this many milliseconds of wait time.
-    #[arg(long, value_name = "MS", default_value_t = 1.0)]
+    /// Hide waits, latches and spinlocks under this much wait time (e.g. 1ms, 250us, 2s; a
+    /// bare number is milliseconds).
+    #[arg(long, value_name = "TIME", default_value = "1ms", value_parser = threshold_ms)]
     pub threshold: f64,
     /// Show every figure, also zeros and waits under the threshold.
     #[arg(long)]
@@ -69,6 +77,18 @@ pub struct DeltaArgs {
     pub trace: bool,
 }
 
+/// `--threshold`: a duration (`1ms`, `250us`), or a bare number of milliseconds; in ms.
+fn threshold_ms(s: &str) -> std::result::Result<f64, String> {
+    if let Ok(v) = s.trim().parse::<f64>() {
+        return if v.is_finite() && v >= 0.0 {
+            Ok(v)
+        } else {
+            Err(format!("{s:?}: must be zero or more"))
+        };
+    }
+    plumb_load::units::parse_duration(s).map(|d| d.as_secs_f64() * 1000.0)
+}
+
 pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     plumb_load::signal::install();
     match run_inner(g, a) {
@@ -84,6 +104,9 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
 fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     if a.trace && !plumb_sys::os::is_root() {
         anyhow::bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
+    }
+    if a.drop_host_cache && !(a.cold || a.both) {
+        bail!("--drop-host-cache goes with --cold or --both (it empties the host's page cache before each cold run)");
     }
     if !(a.threshold >= 0.0) {
         bail!(
@@ -193,6 +216,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         repeat: a.repeat,
         sample_every: Duration::from_millis(a.sample_ms),
         trace: a.trace,
+        drop_host_cache: a.drop_host_cache,
     };
     let runs = plumb_lab::delta::run(&root, &wh, &workload, &plan, &interrupted)?;
     let report = delta::summarize(

@@ -84,6 +84,9 @@ pub struct DeltaPlan {
     pub sample_every: Duration,
     /// Trace the server's processes over each run (syscalls, block requests, faults).
     pub trace: bool,
+    /// Drop the host's page cache before cold runs against a server plumb did not start (it
+    /// always does for its private instance).
+    pub drop_host_cache: bool,
 }
 
 /// Every run's deltas, by mode, with what could not be measured.
@@ -141,7 +144,7 @@ pub fn run(
                 return Err(Interrupted.into());
             }
             if *mode == Mode::Cold {
-                let done = make_cold(wh, is_root)?;
+                let done = make_cold(wh, is_root, plan.drop_host_cache)?;
                 if i == 0 {
                     prep = done;
                 }
@@ -197,7 +200,7 @@ fn push_once(v: &mut Vec<String>, s: &str) {
 }
 
 /// Empty the caches plumb can empty; say what was done and what could not be.
-fn make_cold(wh: &DeltaTarget, is_root: bool) -> Result<Vec<String>> {
+fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<Vec<String>> {
     let mut done = Vec::new();
     match &wh.private_dir {
         Some(d) => {
@@ -215,7 +218,10 @@ fn make_cold(wh: &DeltaTarget, is_root: bool) -> Result<Vec<String>> {
             }
         }
     }
-    if is_root {
+    // The page cache is the whole host's: for a server plumb did not start, only when asked.
+    if wh.private_dir.is_none() && !drop_host_cache {
+        done.push("the OS page cache was NOT dropped: it is the whole host's, the server's neighbours' too (add --drop-host-cache to drop it)".to_string());
+    } else if is_root {
         plumb_sys::os::drop_page_cache()
             .context("dropping the page cache (/proc/sys/vm/drop_caches)")?;
         done.push("dropped the OS page cache (echo 3 > /proc/sys/vm/drop_caches)".to_string());

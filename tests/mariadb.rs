@@ -52,6 +52,9 @@ impl Maria {
         let o = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", m.data().display()))
+            // Its own temporary directory: two bootstraps at once in /tmp have failed with
+            // "Could not remove temporary table".
+            .arg(format!("--tmpdir={}", m.dir.path().display()))
             .args([
                 "--user=mysql",
                 "--auth-root-authentication-method=normal",

@@ -141,9 +141,9 @@ pub struct LoopResult {
     pub iterations: u32,
     pub rows_per_iteration: u32,
     pub commits_per_iteration: u32,
-    /// Per iteration: the inserts with their commit(s) ("INS" in the seed).
+    /// Per iteration: the inserts with their commit(s) (the first timed part of each loop).
     pub insert_ms: Option<Latency>,
-    /// Per iteration: the CHECKPOINT ("CHKPT" in the seed).
+    /// Per iteration: the CHECKPOINT (the second timed part).
     pub checkpoint_ms: Option<Latency>,
     /// Per commit, timed at the client (the single-row scenario).
     pub commit: Option<Latency>,

@@ -100,8 +100,8 @@ pub enum MemCmd {
     /// What an engine will take as its memory here, from host RAM, the cgroup limit and its
     /// settings (read from a running instance, or given as flags).
     Assume(AssumeArgs),
-    /// Allocate SIZE of memory and keep writing to it, as the seed's pressure program did:
-    /// random data, every page hot (or --idle), optionally in its own memory cgroup and with
+    /// Allocate SIZE of memory and keep writing to it, as a memory-pressure test program
+    /// does: random data, every page hot (or --idle), optionally in its own memory cgroup and with
     /// zram swap set up for the run. Everything is released on exit and Ctrl-C.
     Pressure(PressureArgs),
 }

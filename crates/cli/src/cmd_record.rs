@@ -246,17 +246,24 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         );
     }
     eprintln!(
-        "plumb: recording {} every {:?}{}{}; Ctrl-C to stop",
+        "plumb: recording {} every {}{}{}; Ctrl-C to stop",
         if keep_file {
             format!("to {}", out.display())
         } else {
             "(no file: --out FILE keeps one)".to_string()
         },
-        interval,
+        plumb_load::units::format_duration(interval),
         plumb_record::slow_interval(interval)
-            .map(|s| format!(" (engine, process trees, smaps and cgroups every {s:?})"))
+            .map(|s| {
+                format!(
+                    " (engine, process trees, smaps and cgroups every {})",
+                    plumb_load::units::format_duration(s)
+                )
+            })
             .unwrap_or_default(),
-        duration.map(|d| format!(" for {d:?}")).unwrap_or_default()
+        duration
+            .map(|d| format!(" for {}", plumb_load::units::format_duration(d)))
+            .unwrap_or_default()
     );
     let done = plumb_record::foreground::record(
         &mut rec,

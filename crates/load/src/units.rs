@@ -47,20 +47,42 @@ pub const MAX_DURATION_S: f64 = 365.0 * 86400.0;
 
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim().to_ascii_lowercase();
-    let bad = || format!("{s:?} is not a duration (e.g. 15s, 500ms, 2m)");
-    let end = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(end);
-    let v: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "" | "s" | "sec" => v,
-        "ms" => v / 1e3,
-        "us" | "µs" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        _ => return Err(bad()),
-    };
+    let bad = || format!("{s:?} is not a duration (e.g. 15s, 500ms, 2m, 1m30s, 1h)");
+    if t.is_empty() {
+        return Err(bad());
+    }
+    // One or more NUMBER UNIT parts, largest unit first (`1h30m`, `1m30s`, `2.5s`); a bare
+    // number is seconds.
+    let mut rest = t.as_str();
+    let mut secs = 0.0;
+    let mut last_scale = f64::INFINITY;
+    while !rest.is_empty() {
+        let end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        let (num, after) = rest.split_at(end);
+        let v: f64 = num.parse().map_err(|_| bad())?;
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let scale = match unit {
+            "" if rest.len() == t.len() && next.is_empty() => 1.0,
+            "s" | "sec" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "m" | "min" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        // 1m30s, not 30s1m or 1m1m.
+        if scale >= last_scale {
+            return Err(bad());
+        }
+        last_scale = scale;
+        secs += v * scale;
+        rest = next;
+    }
     if !secs.is_finite() || secs < 0.0 {
         return Err(bad());
     }
@@ -70,6 +92,37 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         ));
     }
     Ok(Duration::from_secs_f64(secs))
+}
+
+/// A duration as people write it: `1m30s`, `500ms`, `2h`, `1.5s`.
+pub fn format_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return if d.is_zero() {
+            "0s".into()
+        } else {
+            format!("{}us", d.as_micros())
+        };
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    if ms % 1000 != 0 && ms < 60_000 {
+        return format!("{}s", d.as_secs_f64());
+    }
+    let total = d.as_secs();
+    let (h, m, sec) = (total / 3600, total / 60 % 60, total % 60);
+    let mut out = String::new();
+    if h > 0 {
+        out.push_str(&format!("{h}h"));
+    }
+    if m > 0 {
+        out.push_str(&format!("{m}m"));
+    }
+    if sec > 0 || out.is_empty() {
+        out.push_str(&format!("{sec}s"));
+    }
+    out
 }
 
 /// A throughput limit.
@@ -143,6 +196,26 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert!(parse_duration("soon").is_err());
+        // Compound, largest unit first.
+        assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("1h2m3s"), Ok(Duration::from_secs(3723)));
+        assert_eq!(parse_duration("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("30s1m").is_err());
+        assert!(parse_duration("1m1m").is_err());
+        assert!(parse_duration("1m30").is_err(), "a bare number only alone");
+        assert!(parse_duration("").is_err());
+        // Printed as people write them.
+        for (d, want) in [
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_millis(500), "500ms"),
+            (Duration::from_secs(7200), "2h"),
+            (Duration::from_millis(1500), "1.5s"),
+            (Duration::from_secs(15), "15s"),
+            (Duration::ZERO, "0s"),
+        ] {
+            assert_eq!(format_duration(d), want);
+            assert_eq!(parse_duration(want), Ok(d), "{want} round-trips");
+        }
         assert!(parse_duration("-1s").is_err());
     }
 

@@ -64,10 +64,10 @@ fn write_text(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(out, "  job {} · engine {}", j.name, r.engine)?;
     writeln!(
         out,
-        "  duration {:.0} s · warm-up {:.0} s · cool-down {:.0} s · measured {:.2} s",
-        j.duration.as_secs_f64(),
-        j.warmup.as_secs_f64(),
-        j.cooldown.as_secs_f64(),
+        "  duration {} · warm-up {} · cool-down {} · measured {:.2} s",
+        plumb_load::units::format_duration(j.duration),
+        plumb_load::units::format_duration(j.warmup),
+        plumb_load::units::format_duration(j.cooldown),
         r.measured_s
     )?;
     for t in &r.targets {
@@ -742,15 +742,15 @@ impl Render for plumb_analyze::sweep::SweepReport {
         writeln!(out, "Command line: {}", self.command_line)?;
         writeln!(
             out,
-            "Sweep over {} · {} repetition(s) per level · {} s each after {} s warm-up",
+            "Sweep over {} · {} repetition(s) per level · {} each after {} warm-up",
             match self.sweep_over {
                 plumb_analyze::sweep::SweepKind::QueueDepth =>
                     "queue depth (outstanding I/Os per thread)",
                 plumb_analyze::sweep::SweepKind::Rate => "rate limit (latency from intended start)",
             },
             self.repetitions,
-            j.duration.as_secs_f64(),
-            j.warmup.as_secs_f64()
+            plumb_load::units::format_duration(j.duration),
+            plumb_load::units::format_duration(j.warmup)
         )?;
         writeln!(
             out,

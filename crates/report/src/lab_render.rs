@@ -345,9 +345,9 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "loop",
                 "wal_sync_method",
                 "iterations",
-                "INS median",
-                "CHKPT median",
-                "CHKPT max",
+                "inserts median",
+                "CHECKPOINT median",
+                "CHECKPOINT max",
                 "commit p50",
                 "commit p99",
                 "FLUSH per commit",
@@ -356,7 +356,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
             ],
             rows,
             notes: vec![
-                "INS: the inserts with their commit(s), per iteration; CHKPT: the CHECKPOINT after them; commits timed one by one at the client; FLUSH from /proc/diskstats on the data disk; WAL from pg_stat_wal".into(),
+                "inserts: the inserts with their commit(s), per iteration; CHECKPOINT: the one after them; commits timed one by one at the client; FLUSH from /proc/diskstats on the data disk; WAL from pg_stat_wal".into(),
             ],
         });
     }

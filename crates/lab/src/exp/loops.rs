@@ -568,7 +568,7 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
             .iter()
             .map(|l| {
                 format!(
-                    "{} {}: INS median {}, {} FLUSH per commit",
+                    "{} {}: inserts median {}, {} FLUSH per commit",
                     l.scenario,
                     l.configuration(),
                     l.insert_ms

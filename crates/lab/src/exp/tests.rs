@@ -338,7 +338,7 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
     assert!(
         w.evidence
             .iter()
-            .any(|e| e.starts_with("bulk open_datasync+O_DIRECT: INS median")),
+            .any(|e| e.starts_with("bulk open_datasync+O_DIRECT: inserts median")),
         "{:?}",
         w.evidence
     );

@@ -606,7 +606,9 @@ fn a_100ms_recording_reads_the_slow_metrics_once_a_second() {
         "--",
         "sh",
         "-c",
-        "sleep 0.5; dd if=/dev/zero of=/dev/null bs=1M count=20000 2>/dev/null; sleep 1",
+        // Two seconds of a CPU kept busy (a dd of a fixed size can end within one slow
+        // interval on a fast host), so at least one whole slow interval shows it.
+        "sleep 0.5; timeout 2 sh -c 'while :; do :; done'; sleep 1",
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let rec = plumb_store::read(&f).unwrap();
@@ -632,11 +634,136 @@ fn a_100ms_recording_reads_the_slow_metrics_once_a_second() {
         .expect("the command's tree is recorded");
     assert!(tree.slow);
     let cpu = series(&rec, &tree.name.replace("cpu_ticks", "cpu_pct"));
-    // Only in the samples that read it; dd kept a CPU busy for a while, so it shows.
+    // Only in the samples that read it; the loop kept a CPU busy for 2 s, so it shows.
     assert!(
         cpu.len() < count,
         "{} values from {count} slow samples",
         cpu.len()
     );
     assert!(cpu.iter().any(|(_, v)| *v > 20.0), "{cpu:?}");
+}
+
+/// A Python that has pandas: Debian's (python3-pandas, from `scripts/setup --test`) first.
+fn python_with_pandas() -> Option<&'static str> {
+    ["/usr/bin/python3", "python3"].into_iter().find(|p| {
+        std::process::Command::new(p)
+            .args(["-c", "import pandas"])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+#[test]
+fn exports_load_clean_in_pandas_wide_long_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("r.plumb");
+    let o = run(&[
+        "record",
+        "--interval",
+        "200ms",
+        "--out",
+        s(&f),
+        "--",
+        "sh",
+        "-c",
+        "sleep 1.2",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let export = |extra: &[&str]| -> (String, String) {
+        let mut args = vec!["export", s(&f)];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        (String::from_utf8(o.stdout.clone()).unwrap(), stderr(&o))
+    };
+    // Wide: no column empty in every row; the marks in a column of their own.
+    let (wide, err) = export(&[]);
+    let rows: Vec<Vec<&str>> = wide.lines().map(|l| l.split(',').collect()).collect();
+    let header = &rows[0];
+    assert_eq!(header.last(), Some(&"marks"));
+    for (c, name) in header.iter().enumerate() {
+        assert!(
+            rows[1..].iter().any(|r| !r[c].is_empty()),
+            "column {name} is empty in every row"
+        );
+    }
+    assert!(wide.contains("command started") && wide.contains("command exited"));
+    // What was left out is said (the first sample has no rates, so a 200 ms recording of an
+    // idle disk leaves some await columns without a value).
+    let listed = String::from_utf8(run(&["export", s(&f), "--list"]).stdout)
+        .unwrap()
+        .lines()
+        .count();
+    if header.len() - 3 < listed {
+        assert!(err.contains("left out"), "{err}");
+    }
+    // JSON Lines: marks carry the samples' time fields.
+    let (jsonl, _) = export(&["--json"]);
+    let marks: Vec<serde_json::Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|v| v["kind"] == "mark")
+        .collect();
+    assert!(marks.len() >= 2);
+    for m in &marks {
+        assert!(
+            m["t_s"].is_f64() && m["unix_ms"].is_u64() && m.get("t_ms").is_none(),
+            "{m}"
+        );
+    }
+    let (long, _) = export(&["--long"]);
+    assert!(long.starts_with("unix_ms,time,metric,unit,object,value\n"));
+
+    let Some(py) = python_with_pandas() else {
+        common::skip(
+            "skipped loading the exports: no pandas (scripts/setup --test installs python3-pandas)",
+        );
+        return;
+    };
+    let wide_p = d.path().join("wide.csv");
+    let long_p = d.path().join("long.csv");
+    std::fs::write(&wide_p, &wide).unwrap();
+    std::fs::write(&long_p, &long).unwrap();
+    let script = r#"
+import sys, pandas as pd
+wide = pd.read_csv(sys.argv[1])
+metrics = [c for c in wide.columns if c not in ("t_s", "unix_ms", "marks")]
+bad = [c for c in metrics if not pd.api.types.is_numeric_dtype(wide[c])]
+assert not bad, f"not numeric: {bad}"
+# UNPIVOT: one value column, numeric.
+melted = wide.melt(id_vars=["t_s", "unix_ms"], value_vars=metrics, var_name="metric")
+assert pd.api.types.is_numeric_dtype(melted["value"]), melted.dtypes
+long = pd.read_csv(sys.argv[2])
+assert pd.api.types.is_numeric_dtype(long["value"]), long.dtypes
+assert pd.api.types.is_integer_dtype(long["unix_ms"]), long.dtypes
+t = pd.to_datetime(long["time"], utc=True)
+ms = (t - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
+assert (ms == long["unix_ms"]).all(), "time and unix_ms agree"
+values = long[long.metric != "mark"]
+assert set(values.metric) == set(melted.dropna().metric), "the same metrics in both forms"
+assert (long.metric == "mark").sum() >= 2
+print(len(melted.dropna()), len(values))
+"#;
+    let o = std::process::Command::new(py)
+        .args(["-c", script])
+        .arg(&wide_p)
+        .arg(&long_p)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "pandas: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Every value of the wide form is a row of the long form.
+    let counts: Vec<usize> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(
+        counts[0], counts[1],
+        "wide values {} long rows {}",
+        counts[0], counts[1]
+    );
 }

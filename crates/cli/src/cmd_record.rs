@@ -107,6 +107,10 @@ pub struct ExportArgs {
     /// the Prometheus names, types and units).
     #[arg(long)]
     pub list: bool,
+    /// CSV in long form: a row per value (unix_ms, time in ISO 8601 UTC, metric, unit, object,
+    /// value) and a row per mark, instead of a column per metric.
+    #[arg(long, conflicts_with = "list")]
+    pub long: bool,
 }
 
 /// The engine's kind as recordings and Prometheus labels name it.
@@ -526,9 +530,24 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
             writeln!(out, "{:<40} {:<9} {}", m.name, m.unit, m.help)?;
         }
     } else if g.format() == plumb_report::Format::Json {
+        if a.long {
+            bail!("--long is a CSV form; JSON Lines already has a line per sample and per mark");
+        }
         record_render::export_jsonl(&run, &metrics, &mut out)?;
     } else {
-        record_render::export_csv(&run, &metrics, &mut out)?;
+        let (_, empty) = record_render::with_values(&run, &metrics);
+        if a.long {
+            record_render::export_long_csv(&run, &metrics, &mut out)?;
+        } else {
+            record_render::export_csv(&run, &metrics, &mut out)?;
+        }
+        if !empty.is_empty() {
+            eprintln!(
+                "plumb: {} metric(s) with no value in any sample left out: {}",
+                empty.len(),
+                empty.join(", ")
+            );
+        }
     }
     out.flush()?;
     Ok(0)

@@ -1311,11 +1311,55 @@ pub fn plot(runs: &[Run], metrics: &[String]) -> String {
 }
 
 /// Wide CSV: one row per sample, one column per derived metric (the metric list's names).
-pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::Result<()> {
-    let cols: Vec<Vec<f64>> = metrics.iter().map(|m| series::compute(r.rec, m)).collect();
-    write!(out, "t_s,unix_ms")?;
+/// The metrics with a value in at least one sample (a column empty in every row types as text
+/// in DuckDB and pandas), and the ones left out.
+pub fn with_values<'a>(
+    r: &Run,
+    metrics: &'a [MetricInfo],
+) -> (Vec<(&'a MetricInfo, Vec<f64>)>, Vec<&'a str>) {
+    let mut kept = Vec::new();
+    let mut empty = Vec::new();
     for m in metrics {
+        let c = series::compute(r.rec, m);
+        if c.iter().any(|v| v.is_finite()) {
+            kept.push((m, c));
+        } else {
+            empty.push(m.name.as_str());
+        }
+    }
+    (kept, empty)
+}
+
+/// The marks that fall in each sample's interval (after the previous sample, up to this one;
+/// the first sample takes the earlier ones, the last the later ones), joined by "; ".
+fn marks_by_row(r: &Run) -> Vec<String> {
+    let n = r.rec.times_ms.len();
+    let mut rows = vec![String::new(); n];
+    if n == 0 {
+        return rows;
+    }
+    for m in &r.rec.marks {
+        let i = r.rec.times_ms.partition_point(|t| *t < m.t_ms).min(n - 1);
+        if !rows[i].is_empty() {
+            rows[i].push_str("; ");
+        }
+        rows[i].push_str(&m.name);
+    }
+    rows
+}
+
+/// The wide CSV: a row per sample (`t_s`, `unix_ms`, a column per metric), and a `marks`
+/// column when the recording has marks. Metrics without a value in any sample are left out
+/// (see [`with_values`]).
+pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::Result<()> {
+    let (cols, _) = with_values(r, metrics);
+    let marks = (!r.rec.marks.is_empty()).then(|| marks_by_row(r));
+    write!(out, "t_s,unix_ms")?;
+    for (m, _) in &cols {
         write!(out, ",{}", crate::csv_field(&m.name))?;
+    }
+    if marks.is_some() {
+        write!(out, ",marks")?;
     }
     writeln!(out)?;
     for i in 0..r.t.len() {
@@ -1325,14 +1369,82 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
             r.t[i],
             r.rec.header.started_unix_ms + r.rec.times_ms[i]
         )?;
-        for c in &cols {
+        for (_, c) in &cols {
             if c[i].is_finite() {
                 write!(out, ",{}", trim(c[i]))?;
             } else {
                 write!(out, ",")?;
             }
         }
+        if let Some(m) = &marks {
+            write!(out, ",{}", crate::csv_field(&m[i]))?;
+        }
         writeln!(out)?;
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch as ISO 8601 in UTC: `2026-11-23T20:31:05.123Z`.
+pub fn iso_utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (y, mo, d) = civil_from_days((secs / 86400) as i64);
+    let t = secs % 86400;
+    format!(
+        "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t / 3600,
+        t / 60 % 60,
+        t % 60,
+        unix_ms % 1000
+    )
+}
+
+/// Days since the Unix epoch to (year, month, day): Howard Hinnant's days-to-civil.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719468;
+    let era = z.div_euclid(146097);
+    let doe = z.rem_euclid(146097);
+    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// The long CSV: a row per value (`unix_ms`, `time` in ISO 8601 UTC, `metric`, `unit`, `object`
+/// (the device, CPU, PID… the name carries, empty for host-wide metrics), `value`), then a row
+/// per mark with `metric` `mark`, its name as `object` and no value.
+pub fn export_long_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::Result<()> {
+    let (cols, _) = with_values(r, metrics);
+    writeln!(out, "unix_ms,time,metric,unit,object,value")?;
+    for i in 0..r.t.len() {
+        let ms = r.rec.header.started_unix_ms + r.rec.times_ms[i];
+        let time = iso_utc(ms);
+        for (m, c) in &cols {
+            if !c[i].is_finite() {
+                continue;
+            }
+            let parts: Vec<&str> = m.name.split('.').collect();
+            let object = if parts.len() >= 3 { parts[1] } else { "" };
+            writeln!(
+                out,
+                "{ms},{time},{},{},{},{}",
+                crate::csv_field(&m.name),
+                crate::csv_field(m.unit),
+                crate::csv_field(object),
+                trim(c[i])
+            )?;
+        }
+    }
+    for m in &r.rec.marks {
+        let ms = r.rec.header.started_unix_ms + m.t_ms;
+        writeln!(
+            out,
+            "{ms},{},mark,,{},",
+            iso_utc(ms),
+            crate::csv_field(&m.name)
+        )?;
     }
     Ok(())
 }
@@ -1378,8 +1490,25 @@ pub fn export_jsonl(
             out,
         )?;
     }
+    // Marks carry the samples' time fields.
+    #[derive(serde::Serialize)]
+    struct MarkLine<'a> {
+        t_s: f64,
+        unix_ms: u64,
+        name: &'a str,
+        detail: Option<&'a str>,
+    }
     for m in &r.rec.marks {
-        crate::write_json_line(m, "mark", out)?;
+        crate::write_json_line(
+            &MarkLine {
+                t_s: m.t_ms as f64 / 1000.0,
+                unix_ms: r.rec.header.started_unix_ms + m.t_ms,
+                name: &m.name,
+                detail: m.detail.as_deref(),
+            },
+            "mark",
+            out,
+        )?;
     }
     Ok(())
 }

@@ -131,6 +131,11 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
     let d = tempfile::tempdir().unwrap();
     let rec_path = d.path().join("live.plumb");
     let plumb_port = free_port();
+    // User CPU that moves while Prometheus scrapes (an idle host's barely does).
+    let mut busy = Command::new("timeout")
+        .args(["12", "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
     let rec = plumb()
         .args(["record", "--serve"])
         .arg(format!("127.0.0.1:{plumb_port}"))
@@ -161,6 +166,8 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
         ),
     );
     let out = rec.wait_with_output().unwrap();
+    let _ = busy.kill();
+    let _ = busy.wait();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(

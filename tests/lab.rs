@@ -324,6 +324,12 @@ fn quick_lab_end_to_end() {
     };
     let w = find("wal-sync-method");
     assert!(
+        w["experiment"]
+            .as_str()
+            .is_some_and(|x| x.contains("private instance")),
+        "the comparison is labelled as plumb's own experiment: {w}"
+    );
+    assert!(
         w["numbers"]["single.fdatasync.p50_ms"].as_f64().unwrap() > 0.0,
         "{w}"
     );

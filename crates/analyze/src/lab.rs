@@ -37,6 +37,11 @@ pub struct Finding {
     /// is lowered to info and says why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub phases: Vec<String>,
+    /// What plumb set up to get it, when the finding is about one of its own experiments (a
+    /// setting of its private instance) rather than about the server or the host: it must not
+    /// be read as a fact about the server's configuration.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub experiment: Option<String>,
 }
 
 impl Finding {
@@ -48,7 +53,14 @@ impl Finding {
             numbers: Default::default(),
             evidence: Vec::new(),
             phases: Vec::new(),
+            experiment: None,
         }
+    }
+
+    /// The finding is about plumb's own experiment: what plumb set up for it.
+    pub fn experiment(mut self, what: String) -> Finding {
+        self.experiment = Some(what);
+        self
     }
 
     /// The phases it is drawn from.

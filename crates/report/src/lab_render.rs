@@ -556,6 +556,12 @@ impl Render for LabOutput<'_> {
                 Severity::Info => "- ",
             };
             writeln!(out, "  {mark} [{}] {}", sev(f.severity), f.statement)?;
+            if let Some(x) = &f.experiment {
+                writeln!(
+                    out,
+                    "       plumb's own experiment ({x}), not your server's configuration"
+                )?;
+            }
             for e in &f.evidence {
                 writeln!(out, "       {e}")?;
             }
@@ -610,6 +616,18 @@ pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
                     h.el("td", &[], sev(f.severity))
                         .el("td", &[], &f.statement)
                         .with("td", &[], |h| {
+                            if let Some(x) = &f.experiment {
+                                h.el(
+                                    "em",
+                                    &[],
+                                    &format!(
+                                        "plumb's own experiment ({x}), not your server's configuration"
+                                    ),
+                                );
+                                if !f.evidence.is_empty() {
+                                    h.raw("<br>");
+                                }
+                            }
                             for (i, e) in f.evidence.iter().enumerate() {
                                 if i > 0 {
                                     h.raw("<br>");

@@ -464,7 +464,11 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
         "{}, {}",
         Scenario::Single.what(),
         l.wal_sync_method
-    )]);
+    )])
+    .experiment(format!(
+        "wal_sync_method={}, set by plumb on its private instance for the insert/CHECKPOINT loops",
+        l.configuration()
+    ));
     if let Some(fl) = l.flushes_per_commit {
         f = f.number("flushes_per_commit", fl);
     }
@@ -562,6 +566,10 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
         Severity::Info,
         "wal-sync-method",
         format!("wal_sync_method compared on this device: {}", ev.join("; ")),
+    )
+    .experiment(
+        "each wal_sync_method set by plumb on its private instance for the insert/CHECKPOINT loops"
+            .to_string(),
     )
     .evidence(
         r.loops

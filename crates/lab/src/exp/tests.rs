@@ -133,6 +133,14 @@ fn slow_commits_are_named_with_their_cause() {
     let c = rule(&f, "commit-latency").expect("a commit finding");
     assert_eq!(c.severity, Severity::Warn);
     assert!(c.statement.contains("cache FLUSH"), "{}", c.statement);
+    // It is about plumb's own loops, not the server's setting, and says so.
+    assert!(
+        c.experiment
+            .as_deref()
+            .is_some_and(|x| x.contains("wal_sync_method=fdatasync") && x.contains("plumb")),
+        "{:?}",
+        c.experiment
+    );
     // Ten times the threshold is critical; fast commits are no finding at all.
     r.loops = vec![single("fdatasync", vec![25_000; 100], Some(1.0))];
     assert_eq!(
@@ -316,6 +324,10 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
     ];
     let f = findings(&r);
     let w = rule(&f, "wal-sync-method").unwrap();
+    assert!(
+        w.experiment.is_some(),
+        "the comparison is of plumb's own experiment"
+    );
     assert!(
         w.statement
             .contains("10,000-row transactions: 4.10x faster with fdatasync"),

@@ -61,6 +61,7 @@ pub enum EngineCmd {
     Psql {
         #[command(flatten)]
         dir: DirArg,
+        /// Arguments for psql after `--` (e.g. -- -c "SELECT 1").
         #[arg(last = true, value_name = "PSQL_ARGS")]
         args: Vec<String>,
     },

@@ -121,10 +121,13 @@ pub struct ManifestArgs {
     /// StorageClass for the volumes (default: the cluster's default class).
     #[arg(long, value_name = "CLASS")]
     pub storage_class: Option<String>,
+    /// Size of SQL Server's system volume (/var/opt/mssql).
     #[arg(long, value_name = "QUANTITY", default_value = "10Gi")]
     pub system_size: String,
+    /// Size of the data volume.
     #[arg(long, value_name = "QUANTITY", default_value = "50Gi")]
     pub data_size: String,
+    /// Size of the log volume (WAL, binlog, transaction log).
     #[arg(long, value_name = "QUANTITY", default_value = "20Gi")]
     pub log_size: String,
     /// The Secret holding the password.

@@ -71,6 +71,7 @@ pub struct MarkArgs {
     pub file: PathBuf,
     /// The mark's name, e.g. "checkpoint start".
     pub name: String,
+    /// More about it, shown with the mark (e.g. "manual, after the index rebuild").
     #[arg(long)]
     pub detail: Option<String>,
 }
@@ -87,6 +88,7 @@ pub struct ReportArgs {
 
 #[derive(Debug, Args)]
 pub struct PlotArgs {
+    /// Recordings; several are drawn as runs on the same axes.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// Metric names (see `plumb export FILE --list`); repeat for several.
@@ -99,6 +101,7 @@ pub struct PlotArgs {
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
+    /// The recording.
     pub file: PathBuf,
     /// Only metrics whose name starts with one of these (e.g. disk.vda. or mem.).
     #[arg(long = "metric", value_name = "PREFIX")]
@@ -638,6 +641,7 @@ pub struct CpuArgs {
     /// Also show this process's threads: CPU use and time runnable but waiting for a CPU.
     #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
     pub pid: Option<u32>,
+    /// How long to watch before each report (e.g. 1s, 500ms).
     #[arg(long, value_name = "TIME", default_value = "1s")]
     pub interval: String,
     /// Keep going, one report per interval, until Ctrl-C.

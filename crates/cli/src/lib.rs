@@ -141,6 +141,7 @@ pub enum Command {
     Trace(Box<cmd_trace::TraceArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
+        /// The shell to complete for.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
@@ -344,5 +345,32 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         let e = Cli::try_parse_from(["plumb", "os", "--pid", "0"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
+    }
+}
+
+#[cfg(test)]
+mod vocabulary {
+    use super::*;
+
+    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+        for a in cmd.get_arguments() {
+            let id = a.get_id().as_str();
+            if id == "help" || id == "version" || a.is_hide_set() {
+                continue;
+            }
+            if a.get_help().is_none() && a.get_long_help().is_none() {
+                out.push(format!("{path} {id}"));
+            }
+        }
+        for s in cmd.get_subcommands() {
+            walk(s, &format!("{path} {}", s.get_name()), out);
+        }
+    }
+
+    #[test]
+    fn every_argument_has_help() {
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "plumb", &mut missing);
+        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
     }
 }

@@ -36,20 +36,7 @@ pub fn now_unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// Days since the Unix epoch to a civil (proleptic Gregorian) date: Howard Hinnant's
-/// days-to-civil algorithm.
-pub fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z.rem_euclid(146097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub use plumb_analyze::units::civil;
 
 /// Now in UTC as `YYYYMMDD-HHMMSS`, for default file names.
 pub fn stamp() -> String {

@@ -1387,7 +1387,7 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
 /// Milliseconds since the epoch as ISO 8601 in UTC: `2026-11-23T20:31:05.123Z`.
 pub fn iso_utc(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
-    let (y, mo, d) = civil_from_days((secs / 86400) as i64);
+    let (y, mo, d) = plumb_analyze::units::civil((secs / 86400) as i64);
     let t = secs % 86400;
     format!(
         "{y:04}-{mo:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
@@ -1396,20 +1396,6 @@ pub fn iso_utc(unix_ms: u64) -> String {
         t % 60,
         unix_ms % 1000
     )
-}
-
-/// Days since the Unix epoch to (year, month, day): Howard Hinnant's days-to-civil.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z.rem_euclid(146097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// The long CSV: a row per value (`unix_ms`, `time` in ISO 8601 UTC, `metric`, `unit`, `object`

@@ -454,11 +454,48 @@ fn label(r: &plumb_store::Recording, path: &Path, i: usize, n: usize) -> String 
     }
 }
 
-/// Recordings as runs, each under its label.
+/// Recordings as runs, each under its own label: two lab runs (both called "lab") become
+/// "lab (r1)" and "lab (r2)" after their files, or "lab #1" and "lab #2" when those match too.
 fn runs_of<'a>(recs: &'a [plumb_store::Recording], files: &[PathBuf]) -> Vec<Run<'a>> {
-    recs.iter()
+    let mut labels: Vec<String> = recs
+        .iter()
         .enumerate()
-        .map(|(i, r)| Run::new(r, label(r, &files[i], i, recs.len())))
+        .map(|(i, r)| label(r, &files[i], i, recs.len()))
+        .collect();
+    let dup = |l: &[String], i: usize| l.iter().filter(|x| **x == l[i]).count() > 1;
+    let by_file: Vec<String> = (0..labels.len())
+        .map(|i| {
+            if !dup(&labels, i) {
+                return labels[i].clone();
+            }
+            let stem = files[i]
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if stem.is_empty() || stem == labels[i] {
+                labels[i].clone()
+            } else {
+                format!("{} ({stem})", labels[i])
+            }
+        })
+        .collect();
+    labels = (0..by_file.len())
+        .map(|i| {
+            if dup(&by_file, i) {
+                format!("{} #{}", by_file[i], i + 1)
+            } else {
+                by_file[i].clone()
+            }
+        })
+        .collect();
+    recs.iter()
+        .zip(labels)
+        .enumerate()
+        .map(|(i, (r, l))| {
+            let mut run = Run::new(r, l);
+            run.index = i;
+            run
+        })
         .collect()
 }
 

@@ -117,10 +117,13 @@ fn header_lines(r: &LabReport) -> Vec<(&'static str, String)> {
             ),
         ));
     }
+    let end_ms = r.started_unix_ms + (r.elapsed_s.max(0.0) * 1000.0) as u64;
     v.push((
         "run",
         format!(
-            "{}{} · {}",
+            "{} to {} · {}{} · {}",
+            crate::record_render::wall_utc(r.started_unix_ms),
+            crate::record_render::wall_utc(end_ms),
             duration(r.elapsed_s),
             if r.quick { " (--quick)" } else { "" },
             r.command_line

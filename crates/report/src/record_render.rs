@@ -1,8 +1,9 @@
 //! Recordings as charts: the self-contained HTML report, single SVG plots, and CSV / JSON Lines
 //! export. Rates come from `plumb_analyze::series`, the one metric list.
 
+use crate::explore::{self, PageChart, RunTimes};
 use crate::fmt::{bytes, MISSING};
-use crate::svg::{self, Draw, TimeChart, TimeMark, TimeSeries, PALETTE};
+use crate::svg::{self, Draw, Fmt, TimeChart, TimeMark, TimeSeries, PALETTE};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
 use std::io::{self, Write};
@@ -10,6 +11,8 @@ use std::io::{self, Write};
 /// One recording with its derived-metric catalog and a label for overlays.
 pub struct Run<'a> {
     pub label: String,
+    /// The run's place on the page (its series and marks refer to it).
+    pub index: usize,
     pub rec: &'a Recording,
     pub catalog: Vec<MetricInfo>,
     pub t: Vec<f64>,
@@ -19,10 +22,16 @@ impl<'a> Run<'a> {
     pub fn new(rec: &'a Recording, label: String) -> Run<'a> {
         Run {
             label,
+            index: 0,
             catalog: series::catalog(rec),
             t: series::times_s(rec),
             rec,
         }
+    }
+
+    /// When the last sample was taken (the start when there is none).
+    pub fn end_unix_ms(&self) -> u64 {
+        self.rec.header.started_unix_ms + self.rec.times_ms.last().copied().unwrap_or(0)
     }
 
     pub fn values(&self, name: &str) -> Option<Vec<f64>> {
@@ -42,7 +51,7 @@ impl<'a> Run<'a> {
             .zip(v)
             .filter(|(_, v)| !slow || v.is_finite())
             .collect();
-        Some(svg::downsample(&pts, 800))
+        Some(pts)
     }
 
     fn objects(&self, family: &str, suffix: &str) -> Vec<String> {
@@ -65,6 +74,7 @@ impl<'a> Run<'a> {
             .iter()
             .map(|m| TimeMark {
                 t_s: m.t_ms as f64 / 1000.0,
+                run: self.index,
                 label: if prefix {
                     format!("{}: {}", self.label, m.name)
                 } else {
@@ -75,36 +85,15 @@ impl<'a> Run<'a> {
     }
 }
 
-fn pct(v: f64) -> String {
-    format!("{v:.0}%")
-}
-
-fn count(v: f64) -> String {
-    if v.abs() >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v.abs() >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else {
-        format!("{v:.1}")
-    }
-}
-
-fn byte_axis(v: f64) -> String {
-    bytes(v.max(0.0) as u64)
-}
-
-fn byte_rate(v: f64) -> String {
-    format!("{}/s", bytes(v.max(0.0) as u64))
-}
-
 /// A stacked area on the left axis.
-fn area(name: &str, color: &'static str, points: Vec<(f64, f64)>) -> TimeSeries {
+fn area(r: &Run, name: &str, color: &'static str, points: Vec<(f64, f64)>) -> TimeSeries {
     TimeSeries {
         name: name.into(),
         color,
         dashed: false,
         draw: Draw::Area,
         right: false,
+        run: r.index,
         points,
     }
 }
@@ -127,7 +116,7 @@ fn wants_log(series: &[TimeSeries]) -> bool {
     hi / lo > 1000.0
 }
 
-fn cpu_chart(r: &Run) -> Option<String> {
+fn cpu_chart(r: &Run) -> Option<TimeChart> {
     let parts = [
         ("user", PALETTE[0]),
         ("system", PALETTE[1]),
@@ -138,7 +127,7 @@ fn cpu_chart(r: &Run) -> Option<String> {
     let mut series = Vec::new();
     for (n, c) in parts {
         if let Some(p) = r.points(&format!("cpu.all.{n}_pct")) {
-            series.push(area(n, c, p));
+            series.push(area(r, n, c, p));
         }
     }
     if series.is_empty() {
@@ -152,9 +141,10 @@ fn cpu_chart(r: &Run) -> Option<String> {
             draw: Draw::Line,
             right: true,
             points: p,
+            run: r.index,
         });
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: format!("CPU by state — {}", r.label),
         subtitle: format!("all {} CPUs, % of CPU time; runnable tasks (running or waiting for a CPU) on the right", r.rec.header.cpus.map(|c| c.to_string()).unwrap_or_else(|| "?".into())),
         y_label: "% of CPU time".into(),
@@ -162,12 +152,12 @@ fn cpu_chart(r: &Run) -> Option<String> {
         y_log: false,
         series,
         marks: r.marks(false),
-        y_fmt: pct,
-        y2_fmt: count,
-    }))
+        y_fmt: Fmt::Pct,
+        y2_fmt: Fmt::Count,
+    })
 }
 
-fn mem_chart(r: &Run) -> Option<String> {
+fn mem_chart(r: &Run) -> Option<TimeChart> {
     let parts = [
         ("anon", "mem.anon_bytes", PALETTE[1]),
         ("cache", "mem.cache_bytes", PALETTE[0]),
@@ -177,7 +167,7 @@ fn mem_chart(r: &Run) -> Option<String> {
     let mut series = Vec::new();
     for (n, m, c) in parts {
         if let Some(p) = r.points(m) {
-            series.push(area(n, c, p));
+            series.push(area(r, n, c, p));
         }
     }
     if series.is_empty() {
@@ -192,10 +182,11 @@ fn mem_chart(r: &Run) -> Option<String> {
                 draw: Draw::Line,
                 right: true,
                 points: p,
+                run: r.index,
             });
         }
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: format!("Memory — {}", r.label),
         subtitle: "anon + cache + free ≈ RAM; swap used stacked on top".into(),
         y_label: "bytes".into(),
@@ -203,9 +194,9 @@ fn mem_chart(r: &Run) -> Option<String> {
         y_log: false,
         series,
         marks: r.marks(false),
-        y_fmt: byte_axis,
-        y2_fmt: byte_rate,
-    }))
+        y_fmt: Fmt::Bytes,
+        y2_fmt: Fmt::ByteRate,
+    })
 }
 
 fn overlay_marks(runs: &[Run]) -> Vec<TimeMark> {
@@ -213,7 +204,7 @@ fn overlay_marks(runs: &[Run]) -> Vec<TimeMark> {
     runs.iter().flat_map(|r| r.marks(prefix)).collect()
 }
 
-fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
+fn disk_chart(runs: &[Run], dev: &str) -> Option<TimeChart> {
     let mut series = Vec::new();
     for (k, r) in runs.iter().enumerate() {
         let dashed = k % 2 == 1;
@@ -236,6 +227,7 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
                     draw: Draw::Line,
                     right,
                     points: p,
+                    run: r.index,
                 });
             }
         }
@@ -244,7 +236,7 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
         return None;
     }
     let log = wants_log(&series);
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: format!("Disk {dev}: throughput and latency"),
         subtitle: "bytes per second (left); mean time per I/O, queued and in service (right)"
             .into(),
@@ -253,9 +245,9 @@ fn disk_chart(runs: &[Run], dev: &str) -> Option<String> {
         y_log: log,
         series,
         marks: overlay_marks(runs),
-        y_fmt: byte_rate,
-        y2_fmt: crate::fmt::latency_ms,
-    }))
+        y_fmt: Fmt::ByteRate,
+        y2_fmt: Fmt::Ms,
+    })
 }
 
 fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
@@ -319,7 +311,7 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
         y_log: false,
         series,
         marks: vec![],
-        x_fmt: |v| count(v),
+        x_fmt: |v| Fmt::Count.apply(v),
         y_fmt: |v| {
             if v == 0.0 || v >= 1.0 {
                 format!("{v:.1}")
@@ -332,7 +324,7 @@ fn iops_vs_latency(runs: &[Run], dev: &str) -> Option<String> {
     }))
 }
 
-fn psi_chart(runs: &[Run]) -> Option<String> {
+fn psi_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     for (k, r) in runs.iter().enumerate() {
         let tag = if runs.len() > 1 {
@@ -350,6 +342,7 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
                         draw: Draw::Line,
                         right: false,
                         points: p,
+                        run: r.index,
                     });
                 }
             }
@@ -358,7 +351,7 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Pressure stall information".into(),
         subtitle: "% of time some task (solid) or all tasks (dashed) stalled on the resource"
             .into(),
@@ -367,14 +360,14 @@ fn psi_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: pct,
-        y2_fmt: pct,
-    }))
+        y_fmt: Fmt::Pct,
+        y2_fmt: Fmt::Pct,
+    })
 }
 
 /// The engine's throughput over time: rates on the left (commits, statements, block reads,
 /// WAL syncs), WAL bytes per second on the right.
-fn engine_chart(runs: &[Run]) -> Option<String> {
+fn engine_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     let left = [
         ("db", "commits_per_s", "commits/s"),
@@ -404,6 +397,7 @@ fn engine_chart(runs: &[Run]) -> Option<String> {
                         draw: Draw::Line,
                         right: false,
                         points: p,
+                        run: r.index,
                     });
                 }
             }
@@ -416,13 +410,14 @@ fn engine_chart(runs: &[Run]) -> Option<String> {
                 draw: Draw::Line,
                 right: true,
                 points: p,
+                run: r.index,
             });
         }
     }
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Database: throughput".into(),
         subtitle: "from the engine's own counters, read with every sample (plumb's reading adds a few commits per second)".into(),
         y_label: "per second".into(),
@@ -430,9 +425,9 @@ fn engine_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: per_s_axis,
-        y2_fmt: byte_rate,
-    }))
+        y_fmt: Fmt::PerS,
+        y2_fmt: Fmt::ByteRate,
+    })
 }
 
 /// Processes drawn apart in the trace chart; the rest are in "all traced".
@@ -526,7 +521,7 @@ fn process_name(r: &Run, pid: &str) -> String {
 /// Durable writes by process (`plumb record --trace`): fsync and fdatasync calls per second
 /// (solid) and the FLUSH and FUA requests their writes sent to the devices (dashed), for the
 /// processes that made most of them and for all traced processes together.
-fn trace_chart(runs: &[Run]) -> Option<String> {
+fn trace_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     let mut lost = 0.0f64;
     let mut color = 0;
@@ -571,8 +566,7 @@ fn trace_chart(runs: &[Run]) -> Option<String> {
         for (obj, name) in lines {
             let c = PALETTE[color % PALETTE.len()];
             color += 1;
-            let pts =
-                |v: Vec<f64>| svg::downsample(&r.t.iter().cloned().zip(v).collect::<Vec<_>>(), 800);
+            let pts = |v: Vec<f64>| r.t.iter().cloned().zip(v).collect::<Vec<_>>();
             if let Some(v) = syncs(&obj).filter(|v| total(v) > 0.0) {
                 series.push(TimeSeries {
                     name: format!("{name}: fsync+fdatasync/s{tag}"),
@@ -581,6 +575,7 @@ fn trace_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: pts(v),
+                    run: r.index,
                 });
             }
             if let Some(v) = flushes(&obj).filter(|v| total(v) > 0.0) {
@@ -591,6 +586,7 @@ fn trace_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: pts(v),
+                    run: r.index,
                 });
             }
         }
@@ -610,7 +606,7 @@ fn trace_chart(runs: &[Run]) -> Option<String> {
     if lost > 0.0 {
         subtitle.push_str(&format!("; {lost:.0} events lost: rates are lower bounds"));
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Kernel: durable writes by process".into(),
         subtitle,
         y_label: "per second".into(),
@@ -618,25 +614,15 @@ fn trace_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: per_s_axis,
-        y2_fmt: per_s_axis,
-    }))
-}
-
-fn per_s_axis(v: f64) -> String {
-    if v >= 10_000.0 {
-        format!("{:.0}k", v / 1000.0)
-    } else if v >= 1000.0 {
-        format!("{:.1}k", v / 1000.0)
-    } else {
-        format!("{v:.0}")
-    }
+        y_fmt: Fmt::PerS,
+        y2_fmt: Fmt::PerS,
+    })
 }
 
 /// The engine's memory as the engine sees it, stacked (PostgreSQL's shared buffers from
 /// pg_buffercache, MariaDB's buffer pool, SQL Server's Memory Manager counters), with the
 /// kernel's view of the server's process tree beside it (its PSS, dashed).
-fn engine_memory_chart(runs: &[Run]) -> Option<String> {
+fn engine_memory_chart(runs: &[Run]) -> Option<TimeChart> {
     let stack: &[(&str, &str)] = &[
         (
             "engine.buffercache.clean_bytes",
@@ -692,6 +678,7 @@ fn engine_memory_chart(runs: &[Run]) -> Option<String> {
                 draw: if layer { Draw::Area } else { Draw::Line },
                 right: false,
                 points: p,
+                run: r.index,
             });
             color += 1;
             any = true;
@@ -718,6 +705,7 @@ fn engine_memory_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
                 color += 1;
             }
@@ -726,7 +714,7 @@ fn engine_memory_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Database: memory as the engine sees it".into(),
         subtitle: "the engine's own account of its cache (stacked where one run), and the kernel's PSS of the server's processes (dashed, with --pid)".into(),
         y_label: "bytes".into(),
@@ -734,15 +722,15 @@ fn engine_memory_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: byte_axis,
-        y2_fmt: byte_axis,
-    }))
+        y_fmt: Fmt::Bytes,
+        y2_fmt: Fmt::Bytes,
+    })
 }
 
 /// Sessions and what they wait on, now, at every sample: PostgreSQL's active sessions by wait
 /// event type (stacked), MariaDB's running threads and row lock waits, SQL Server's memory
 /// grants.
-fn engine_waits_chart(runs: &[Run]) -> Option<String> {
+fn engine_waits_chart(runs: &[Run]) -> Option<TimeChart> {
     const PG_WAITS: &[(&str, &str)] = &[
         ("lwlock", "LWLock"),
         ("lock", "Lock"),
@@ -811,6 +799,7 @@ fn engine_waits_chart(runs: &[Run]) -> Option<String> {
                     draw: if area { Draw::Area } else { Draw::Line },
                     right: false,
                     points: p,
+                    run: r.index,
                 });
                 color += 1;
             }
@@ -824,6 +813,7 @@ fn engine_waits_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
                 color += 1;
             }
@@ -832,7 +822,7 @@ fn engine_waits_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Database: sessions and waits".into(),
         subtitle: "at each sample: active sessions and those waiting, by wait type (stacked); MariaDB threads and row lock waits; SQL Server grants".into(),
         y_label: "sessions".into(),
@@ -840,9 +830,9 @@ fn engine_waits_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: count,
-        y2_fmt: count,
-    }))
+        y_fmt: Fmt::Count,
+        y2_fmt: Fmt::Count,
+    })
 }
 
 /// A PostgreSQL role's code (`role.PID-CODE.*`, from `plumb_sys::proctree::pg_role`) in words.
@@ -869,7 +859,7 @@ const TREE_CHART_ROLES: usize = 6;
 
 /// Process trees (`plumb record --pid`, children followed): the tree's CPU and each PostgreSQL
 /// role's (busiest first), with the number of processes in the tree on the right axis.
-fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
+fn tree_cpu_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     let mut color = 0;
     for r in runs {
@@ -890,6 +880,7 @@ fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
             }
             if let Some(p) = r.points(&format!("tree.{root}.processes_count")) {
@@ -900,6 +891,7 @@ fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: true,
                     points: p,
+                    run: r.index,
                 });
             }
             let mut roles: Vec<(String, f64)> = r
@@ -922,6 +914,7 @@ fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
                         draw: Draw::Line,
                         right: false,
                         points: p,
+                        run: r.index,
                     });
                     color += 1;
                 }
@@ -931,7 +924,7 @@ fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Process trees: CPU by role".into(),
         subtitle: "each tree's CPU (short-lived backends included) and its busiest PostgreSQL roles; processes in the tree dashed, right".into(),
         y_label: "% of one CPU".into(),
@@ -939,14 +932,14 @@ fn tree_cpu_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: pct,
-        y2_fmt: count,
-    }))
+        y_fmt: Fmt::Pct,
+        y2_fmt: Fmt::Count,
+    })
 }
 
 /// Process trees' memory: PSS (each shared page counted once across the tree), the shared
 /// memory part of it, and swapped memory (SwapPss, shared memory included).
-fn tree_memory_chart(runs: &[Run]) -> Option<String> {
+fn tree_memory_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     let mut color = 0;
     for r in runs {
@@ -973,6 +966,7 @@ fn tree_memory_chart(runs: &[Run]) -> Option<String> {
                         draw: Draw::Line,
                         right: false,
                         points: p,
+                        run: r.index,
                     });
                 }
             }
@@ -981,7 +975,7 @@ fn tree_memory_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Process trees: memory".into(),
         subtitle: "PSS over the tree (a shared page counted once; shared memory only where a live member maps it) and SwapPss, dashed".into(),
         y_label: "bytes".into(),
@@ -989,12 +983,12 @@ fn tree_memory_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: byte_axis,
-        y2_fmt: byte_axis,
-    }))
+        y_fmt: Fmt::Bytes,
+        y2_fmt: Fmt::Bytes,
+    })
 }
 
-fn proc_chart(runs: &[Run]) -> Option<String> {
+fn proc_chart(runs: &[Run]) -> Option<TimeChart> {
     let mut series = Vec::new();
     for r in runs.iter() {
         let tag = if runs.len() > 1 {
@@ -1019,6 +1013,7 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
             }
             if let Some(p) = r.points(&format!("proc.{pid}.swap_bytes")) {
@@ -1029,6 +1024,7 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
             }
         }
@@ -1036,7 +1032,7 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
     if series.is_empty() {
         return None;
     }
-    Some(svg::render_time(&TimeChart {
+    Some(TimeChart {
         title: "Processes: resident vs swapped".into(),
         subtitle:
             "VmRSS (solid) and smaps_rollup Swap, which counts swapped shared memory (dashed)"
@@ -1046,9 +1042,9 @@ fn proc_chart(runs: &[Run]) -> Option<String> {
         y_log: false,
         series,
         marks: overlay_marks(runs),
-        y_fmt: byte_axis,
-        y2_fmt: byte_axis,
-    }))
+        y_fmt: Fmt::Bytes,
+        y2_fmt: Fmt::Bytes,
+    })
 }
 
 pub use crate::html::escape as esc;
@@ -1090,6 +1086,8 @@ fn summary(h: &mut Html, r: &Run) {
         for c in [
             r.label.clone(),
             r.rec.header.hostname.clone().unwrap_or_else(|| "?".into()),
+            wall_utc(r.rec.header.started_unix_ms),
+            wall_utc(r.end_unix_ms()),
             svg::fmt_clock(dur),
             r.t.len().to_string(),
             bytes(r.rec.file_bytes),
@@ -1106,7 +1104,7 @@ fn summary(h: &mut Html, r: &Run) {
         h.with("tr", &[], |h| {
             h.el(
                 "td",
-                &[("colspan", "10"), ("class", "warn")],
+                &[("colspan", "12"), ("class", "warn")],
                 &format!(
                     "{}: read up to offset {}: {}",
                     r.rec.path.display(),
@@ -1118,6 +1116,22 @@ fn summary(h: &mut Html, r: &Run) {
     }
 }
 
+/// A wall-clock time to the second, in UTC, for headers and summaries.
+pub fn wall_utc(unix_ms: u64) -> String {
+    let iso = iso_utc(unix_ms);
+    format!("{} {} UTC", &iso[..10], &iso[11..19])
+}
+
+/// ", from … to … UTC" over all runs, for a page's header.
+pub fn span_utc(runs: &[Run]) -> String {
+    let start = runs.iter().map(|r| r.rec.header.started_unix_ms).min();
+    let end = runs.iter().map(|r| r.end_unix_ms()).max();
+    match (start, end) {
+        (Some(a), Some(b)) => format!(", from {} to {}", wall_utc(a), wall_utc(b)),
+        _ => String::new(),
+    }
+}
+
 /// The whole report: one self-contained page.
 pub fn html(runs: &[Run]) -> String {
     let mut h = Html::new();
@@ -1125,8 +1139,10 @@ pub fn html(runs: &[Run]) -> String {
         "p",
         &[("class", "sub")],
         &format!(
-            "{} recording(s); charts are SVG; everything needed is in this file.",
-            runs.len()
+            "{} recording(s){}; everything the page needs, the chart library included, is in \
+             this file (it opens offline).",
+            runs.len(),
+            span_utc(runs)
         ),
     );
     h.with("table", &[], |h| {
@@ -1134,6 +1150,8 @@ pub fn html(runs: &[Run]) -> String {
             for c in [
                 "run",
                 "host",
+                "start (UTC)",
+                "end (UTC)",
                 "length",
                 "samples",
                 "file",
@@ -1156,13 +1174,13 @@ pub fn html(runs: &[Run]) -> String {
 
 /// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.
 pub fn charts_html(runs: &[Run]) -> String {
-    let mut charts: Vec<(String, String)> = Vec::new();
+    let mut charts: Vec<(String, PageChart)> = Vec::new();
     for r in runs {
         if let Some(c) = cpu_chart(r) {
-            charts.push(("cpu".into(), c));
+            charts.push(("cpu".into(), PageChart::Time(c)));
         }
         if let Some(c) = mem_chart(r) {
-            charts.push(("memory".into(), c));
+            charts.push(("memory".into(), PageChart::Time(c)));
         }
     }
     let mut devs: Vec<String> = runs
@@ -1182,48 +1200,52 @@ pub fn charts_html(runs: &[Run]) -> String {
     });
     for d in &devs {
         if let Some(c) = disk_chart(runs, d) {
-            charts.push((format!("disk-{d}"), c));
+            charts.push((format!("disk-{d}"), PageChart::Time(c)));
         }
         if let Some(c) = iops_vs_latency(runs, d) {
-            charts.push((format!("iops-{d}"), c));
+            charts.push((format!("iops-{d}"), PageChart::Svg(c)));
         }
     }
     if let Some(c) = psi_chart(runs) {
-        charts.push(("psi".into(), c));
+        charts.push(("psi".into(), PageChart::Time(c)));
     }
     if let Some(c) = tree_cpu_chart(runs) {
-        charts.push(("trees".into(), c));
+        charts.push(("trees".into(), PageChart::Time(c)));
     }
     if let Some(c) = tree_memory_chart(runs) {
-        charts.push(("tree-memory".into(), c));
+        charts.push(("tree-memory".into(), PageChart::Time(c)));
     }
     if let Some(c) = proc_chart(runs) {
-        charts.push(("processes".into(), c));
+        charts.push(("processes".into(), PageChart::Time(c)));
     }
     // Next to the CPU chart: what the database did, what it asked of the kernel, then what
     // the host did for it.
     let mut at = charts.len().min(1);
     if let Some(c) = engine_chart(runs) {
-        charts.insert(at, ("engine".into(), c));
+        charts.insert(at, ("engine".into(), PageChart::Time(c)));
         at += 1;
     }
     if let Some(c) = engine_waits_chart(runs) {
-        charts.insert(at, ("engine-waits".into(), c));
+        charts.insert(at, ("engine-waits".into(), PageChart::Time(c)));
         at += 1;
     }
     if let Some(c) = engine_memory_chart(runs) {
-        charts.insert(at, ("engine-memory".into(), c));
+        charts.insert(at, ("engine-memory".into(), PageChart::Time(c)));
         at += 1;
     }
     if let Some(c) = trace_chart(runs) {
-        charts.insert(at, ("trace".into(), c));
+        charts.insert(at, ("trace".into(), PageChart::Time(c)));
     }
+    let times: Vec<RunTimes> = runs
+        .iter()
+        .map(|r| RunTimes {
+            label: &r.label,
+            started_unix_ms: r.rec.header.started_unix_ms,
+            times_ms: &r.rec.times_ms,
+        })
+        .collect();
     let mut h = Html::new();
-    for (id, c) in &charts {
-        h.with("div", &[("class", "chart"), ("id", id)], |h| {
-            h.raw(c);
-        });
-    }
+    h.raw(&explore::charts_block(&times, &charts));
     let marks: Vec<String> = runs
         .iter()
         .flat_map(|r| {
@@ -1252,6 +1274,7 @@ pub fn page(title: &str, body: &str) -> String {
     const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:880px}h1{margin:0}.sub{color:#555}\
 table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
 .warn{background:#fff3cd}.crit{background:#f8d7da}.chart{margin:18px 0}td.n{text-align:right}";
+    let charts = body.contains(&format!("id=\"{}\"", explore::DATA_ID));
     let mut h = Html::new();
     h.raw("<!DOCTYPE html>");
     h.with("html", &[("lang", "en")], |h| {
@@ -1261,9 +1284,15 @@ table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px sol
                 .with("style", &[], |h| {
                     h.raw(STYLE);
                 });
+            if charts {
+                h.raw(&explore::head_style());
+            }
         })
         .with("body", &[], |h| {
             h.raw(body);
+            if charts {
+                h.raw(&explore::scripts());
+            }
         });
     });
     let mut s = h.finish();
@@ -1288,6 +1317,7 @@ pub fn plot(runs: &[Run], metrics: &[String]) -> String {
                     draw: Draw::Line,
                     right: false,
                     points: p,
+                    run: r.index,
                 });
             }
         }
@@ -1305,8 +1335,8 @@ pub fn plot(runs: &[Run], metrics: &[String]) -> String {
         y_log: log,
         series,
         marks: overlay_marks(runs),
-        y_fmt: count,
-        y2_fmt: count,
+        y_fmt: Fmt::Count,
+        y2_fmt: Fmt::Count,
     })
 }
 

@@ -301,10 +301,16 @@ pub fn render(c: &Chart) -> String {
                     se.color
                 );
             }
+            // Hovering a point shows its values (the browser's own tooltip).
             let _ = write!(
                 s,
-                r##"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"/>"##,
-                se.color
+                r##"<circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{}"><title>{}: {} {}, {} {}</title></circle>"##,
+                se.color,
+                esc(&se.name),
+                esc(&c.x_label),
+                esc(&(c.x_fmt)(p.x)),
+                esc(&c.y_label),
+                esc(&(c.y_fmt)(p.y)),
             );
             if let Some(l) = &p.label {
                 if i == 0 {
@@ -420,6 +426,7 @@ mod tests {
                     dashed: i % 2 == 1,
                     draw: Draw::Line,
                     right: false,
+                    run: 0,
                     points: vec![(0.0, i as f64), (1.0, i as f64 + 1.0)],
                 })
                 .collect()
@@ -433,8 +440,8 @@ mod tests {
                 y_log: false,
                 series: series(n),
                 marks: Vec::new(),
-                y_fmt: |v| format!("{v}"),
-                y2_fmt: |v| format!("{v}"),
+                y_fmt: Fmt::Count,
+                y2_fmt: Fmt::Count,
             })
         };
         let one = chart(1);
@@ -468,14 +475,77 @@ pub struct TimeSeries {
     pub draw: Draw,
     /// On the right-hand axis.
     pub right: bool,
-    /// (seconds from start, value); NaN values are gaps.
+    /// Which run of the page the points come from (its sample times are the x values).
+    pub run: usize,
+    /// (seconds from the run's start, value) at full resolution; NaN values are gaps. A slow
+    /// metric has points only at the samples that read it, and is drawn through them.
     pub points: Vec<(f64, f64)>,
 }
 
 #[derive(Debug, Clone)]
 pub struct TimeMark {
     pub t_s: f64,
+    pub run: usize,
     pub label: String,
+}
+
+/// How a time chart's axis and hover values are written (the same rule in the SVG and in the
+/// page's script, `plumb.js`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fmt {
+    /// Percent, 0–100.
+    Pct,
+    /// A plain count or level (k, M for thousands, millions).
+    Count,
+    /// Per second (k above a thousand).
+    PerS,
+    /// Bytes, in binary units.
+    Bytes,
+    /// Bytes per second.
+    ByteRate,
+    /// Milliseconds.
+    Ms,
+}
+
+impl Fmt {
+    pub fn apply(self, v: f64) -> String {
+        match self {
+            Fmt::Pct => format!("{v:.0}%"),
+            Fmt::Count => {
+                if v.abs() >= 1e6 {
+                    format!("{:.1}M", v / 1e6)
+                } else if v.abs() >= 1e3 {
+                    format!("{:.1}k", v / 1e3)
+                } else {
+                    format!("{v:.1}")
+                }
+            }
+            Fmt::PerS => {
+                if v >= 10_000.0 {
+                    format!("{:.0}k", v / 1000.0)
+                } else if v >= 1000.0 {
+                    format!("{:.1}k", v / 1000.0)
+                } else {
+                    format!("{v:.0}")
+                }
+            }
+            Fmt::Bytes => crate::fmt::bytes(v.max(0.0) as u64),
+            Fmt::ByteRate => format!("{}/s", crate::fmt::bytes(v.max(0.0) as u64)),
+            Fmt::Ms => crate::fmt::latency_ms(v),
+        }
+    }
+
+    /// The name the page's script knows this format by.
+    pub fn code(self) -> &'static str {
+        match self {
+            Fmt::Pct => "pct",
+            Fmt::Count => "count",
+            Fmt::PerS => "per_s",
+            Fmt::Bytes => "bytes",
+            Fmt::ByteRate => "byte_rate",
+            Fmt::Ms => "ms",
+        }
+    }
 }
 
 pub struct TimeChart {
@@ -486,8 +556,8 @@ pub struct TimeChart {
     pub y_log: bool,
     pub series: Vec<TimeSeries>,
     pub marks: Vec<TimeMark>,
-    pub y_fmt: fn(f64) -> String,
-    pub y2_fmt: fn(f64) -> String,
+    pub y_fmt: Fmt,
+    pub y2_fmt: Fmt,
 }
 
 /// Average points into at most `buckets` time buckets (NaNs ignored), keeping charts of long
@@ -565,11 +635,25 @@ fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {
     v
 }
 
+/// The chart as one SVG picture (for `plumb plot`): long series are averaged into 800 time
+/// buckets, the page's charts carry every point instead.
 pub fn render_time(c: &TimeChart) -> String {
+    let series: Vec<TimeSeries> = c
+        .series
+        .iter()
+        .map(|s| TimeSeries {
+            points: downsample(&s.points, 800),
+            ..s.clone()
+        })
+        .collect();
+    render_time_points(c, &series)
+}
+
+fn render_time_points(c: &TimeChart, series: &[TimeSeries]) -> String {
     // Stack areas first (cumulative sums on their own timestamps: all series of a chart share them).
     let mut drawn: Vec<(usize, Vec<(f64, f64)>, Vec<(f64, f64)>)> = Vec::new(); // (series, top, bottom)
     let mut base: Vec<(f64, f64)> = Vec::new();
-    for (i, s) in c.series.iter().enumerate() {
+    for (i, s) in series.iter().enumerate() {
         if s.draw == Draw::Area {
             let bottom: Vec<(f64, f64)> = if base.len() == s.points.len() {
                 base.clone()
@@ -612,7 +696,7 @@ pub fn render_time(c: &TimeChart) -> String {
     let vals = |right: bool| -> Vec<f64> {
         drawn
             .iter()
-            .filter(|(i, _, _)| c.series[*i].right == right)
+            .filter(|(i, _, _)| series[*i].right == right)
             .flat_map(|(_, top, _)| top.iter().map(|p| p.1))
             .filter(|v| v.is_finite() && (!c.y_log || right || *v > 0.0))
             .collect()
@@ -648,7 +732,7 @@ pub fn render_time(c: &TimeChart) -> String {
     }
     for t in ya.ticks() {
         let y = py(&ya, t);
-        y_gridline(&mut s, y, pw, &(c.y_fmt)(t));
+        y_gridline(&mut s, y, pw, &c.y_fmt.apply(t));
     }
     if let Some(a2) = &y2 {
         for t in a2.ticks() {
@@ -658,7 +742,7 @@ pub fn render_time(c: &TimeChart) -> String {
                 r##"<text x="{:.1}" y="{:.1}" fill="#333">{}</text>"##,
                 L + pw + 6.0,
                 y + 4.0,
-                esc(&(c.y2_fmt)(t))
+                esc(&c.y2_fmt.apply(t))
             );
         }
         if let Some(lbl) = &c.y2_label {
@@ -675,7 +759,7 @@ pub fn render_time(c: &TimeChart) -> String {
     // Areas first (bottom to top), then lines over them.
     for pass in [Draw::Area, Draw::Line] {
         for (i, top, bottom) in &drawn {
-            let se = &c.series[*i];
+            let se = &series[*i];
             if se.draw != pass {
                 continue;
             }
@@ -751,7 +835,7 @@ pub fn render_time(c: &TimeChart) -> String {
     let mut lx = L;
     let mut ly = T - 10.0;
     let mut below = 0usize;
-    for se in &c.series {
+    for se in series {
         let label = format!("{}{}", se.name, if se.right { " (right)" } else { "" });
         let w = 34.0 + label.chars().count() as f64 * 6.4;
         if lx > L && lx + w > W - 10.0 {

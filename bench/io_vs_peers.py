@@ -99,7 +99,7 @@ def main():
     try:
         # One 2 GiB file of random data for both tools: plumb creates and keeps it.
         if cases & {"qd32", "qd1", "logwrite"} and not os.path.exists(data):
-            sh([PLUMB, "io", "run", "--engine", "null", "--duration", "1s", "--warmup", "0", "--size", "2G",
+            sh([PLUMB, "io", "run", "--ioengine", "null", "--duration", "1s", "--warmup", "0", "--size", "2G",
                 "--keep", data], log)
 
         def rr(qd):

@@ -39,7 +39,7 @@ fn advise_reproduces_the_seed_node() {
         "7Gi",
         "--capacity",
         "7113152Ki",
-        "--engine",
+        "--kind",
         "mssql",
         "--limit",
         "3Gi",
@@ -105,7 +105,7 @@ fn advise_settings_fit_inside_the_pod() {
         "advise",
         "--capacity",
         "16Gi",
-        "--engine",
+        "--kind",
         "postgres",
         "--limit",
         "8Gi",
@@ -167,7 +167,15 @@ fn generated_manifests_lint_clean() {
     for engine in ["mssql", "postgres", "mariadb"] {
         for kind in ["deployment", "statefulset"] {
             let o = run(&[
-                "k8s", "manifest", "--engine", engine, "--memory", "4Gi", "--kind", kind, "--cpu",
+                "k8s",
+                "manifest",
+                "--kind",
+                engine,
+                "--memory",
+                "4Gi",
+                "--workload",
+                kind,
+                "--cpu",
                 "2",
             ]);
             assert!(o.status.success(), "{engine} {kind}: {}", stderr(&o));
@@ -203,7 +211,7 @@ fn generated_manifests_lint_clean() {
     }
     // The seed's layout: MSSQL_DATA_DIR and MSSQL_LOG_DIR on their own volumes.
     let y =
-        String::from_utf8(run(&["k8s", "manifest", "--engine", "mssql", "--memory", "4Gi"]).stdout)
+        String::from_utf8(run(&["k8s", "manifest", "--kind", "mssql", "--memory", "4Gi"]).stdout)
             .unwrap();
     assert!(
         y.contains("MSSQL_DATA_DIR")
@@ -254,15 +262,15 @@ fn bad_input_exits_2() {
             "--preset openshift",
         ),
         (
-            vec!["k8s", "manifest", "--engine", "mssql", "--memory", "1Gi"],
+            vec!["k8s", "manifest", "--kind", "mssql", "--memory", "1Gi"],
             "2000 MB",
         ),
         (
-            vec!["k8s", "manifest", "--engine", "oracle", "--memory", "4Gi"],
-            "--engine oracle",
+            vec!["k8s", "manifest", "--kind", "oracle", "--memory", "4Gi"],
+            "--kind oracle",
         ),
         (
-            vec!["k8s", "manifest", "--engine", "postgres", "--memory", "4XB"],
+            vec!["k8s", "manifest", "--kind", "postgres", "--memory", "4XB"],
             "--memory",
         ),
     ] {
@@ -284,7 +292,7 @@ fn issue_11_nonsense_quantities_names_and_images_are_refused() {
         (vec!["--storage-class", "Fast SSD"], "--storage-class"),
         (vec!["--data-size", "lots"], "--data-size"),
     ] {
-        let mut all = vec!["k8s", "manifest", "--engine", "postgres", "--memory", "4Gi"];
+        let mut all = vec!["k8s", "manifest", "--kind", "postgres", "--memory", "4Gi"];
         all.extend(&args);
         let o = run(&all);
         assert_eq!(o.status.code(), Some(2), "{args:?}");
@@ -292,9 +300,7 @@ fn issue_11_nonsense_quantities_names_and_images_are_refused() {
         assert!(o.stdout.is_empty(), "{args:?}: YAML was written");
     }
     // 16Ei is 2^64 bytes: refused, not saturated to 16 EiB - 1.
-    let o = run(&[
-        "k8s", "manifest", "--engine", "postgres", "--memory", "16Ei",
-    ]);
+    let o = run(&["k8s", "manifest", "--kind", "postgres", "--memory", "16Ei"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("16Ei"), "{}", stderr(&o));
     // Other pods take more than the node has: no "limit = 0" advice.
@@ -338,7 +344,7 @@ fn issue_11_nonsense_quantities_names_and_images_are_refused() {
     let o = run(&[
         "k8s",
         "manifest",
-        "--engine",
+        "--kind",
         "mssql",
         "--memory",
         "4Gi",
@@ -427,10 +433,10 @@ fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
         j["findings"]
     );
     // Bad input.
-    let o = run(&["k8s", "manifest", "--plumb", "--engine", "postgres"]);
+    let o = run(&["k8s", "manifest", "--plumb", "--kind", "postgres"]);
     assert_eq!(o.status.code(), Some(2));
     let o = run(&[
-        "k8s", "manifest", "--engine", "postgres", "--memory", "4Gi", "--port", "80",
+        "k8s", "manifest", "--kind", "postgres", "--memory", "4Gi", "--port", "80",
     ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--plumb"), "{}", stderr(&o));

@@ -570,8 +570,8 @@ fn bad_input_is_named_and_exits_2() {
             "bytes per second",
         ),
         (
-            vec!["--target".into(), "redis://x".into()],
-            "--target redis://x",
+            vec!["--engine".into(), "redis://x".into()],
+            "--engine redis://x",
         ),
     ];
     for (mut args, want) in cases {
@@ -731,7 +731,7 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
     let before = databases();
     let lab = |extra: &[&str], out: &str| -> Value {
         let o = plumb()
-            .args(["lab", "--quick", "--target", &url, "--dir"])
+            .args(["lab", "--quick", "--engine", &url, "--dir"])
             .arg(d.path())
             .arg("--out")
             .arg(d.path().join(out))

@@ -44,7 +44,7 @@ fn sql_server_detected_ram_matches_the_seed() {
     let j = json(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "mssql",
         "--host-memory",
         "7113152Ki",
@@ -57,7 +57,7 @@ fn sql_server_detected_ram_matches_the_seed() {
     let j = json(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "mssql",
         "--host-memory",
         "7113152Ki",
@@ -70,7 +70,7 @@ fn sql_server_detected_ram_matches_the_seed() {
     let o = run(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "mssql",
         "--host-memory",
         "16G",
@@ -84,7 +84,7 @@ fn sql_server_detected_ram_matches_the_seed() {
     let o = run(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "mssql",
         "--host-memory",
         "16G",
@@ -106,7 +106,7 @@ fn postgres_cache_above_the_limit_is_flagged() {
     let o = run(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "postgres",
         "--shared-buffers",
         "8G",
@@ -121,7 +121,7 @@ fn postgres_cache_above_the_limit_is_flagged() {
     let o = run(&[
         "mem",
         "assume",
-        "--engine",
+        "--kind",
         "mariadb",
         "--innodb-buffer-pool-size",
         "2G",
@@ -142,17 +142,14 @@ fn postgres_cache_above_the_limit_is_flagged() {
 fn bad_sizes_and_pids_exit_2() {
     for (args, needle) in [
         (
-            vec!["mem", "assume", "--engine", "mssql", "--limit", "12XB"],
+            vec!["mem", "assume", "--kind", "mssql", "--limit", "12XB"],
             "--limit",
         ),
         (
-            vec!["mem", "assume", "--engine", "mssql", "--limit", "-1G"],
+            vec!["mem", "assume", "--kind", "mssql", "--limit", "-1G"],
             "--limit",
         ),
-        (
-            vec!["mem", "assume", "--engine", "oracle"],
-            "--engine oracle",
-        ),
+        (vec!["mem", "assume", "--kind", "oracle"], "--kind oracle"),
         (vec!["mem", "pressure", "12XB"], "SIZE"),
         (vec!["mem", "pressure", "0"], "SIZE"),
         (vec!["mem", "pressure", "999T"], "--force"),

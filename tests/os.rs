@@ -338,7 +338,7 @@ fn help_completions_and_man() {
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success() && t.contains(".TH plumb"), "{t}");
     let d = tempfile::tempdir().unwrap();
-    let o = run(&["man", "--dir", d.path().to_str().unwrap()]);
+    let o = run(&["man", "--out", d.path().to_str().unwrap()]);
     assert!(o.status.success());
     let os_page = std::fs::read_to_string(d.path().join("plumb-os.1")).unwrap();
     assert!(

@@ -458,7 +458,7 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
             "lab",
             "--quick",
             "--allow-writes",
-            "--target",
+            "--engine",
             &forms[0],
             "--dir",
         ])
@@ -535,6 +535,7 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
         let o = run(&["delta", "--engine", &url, "--sql", "SELECT 1"]);
         assert_eq!(o.status.code(), Some(2), "{url}");
         outputs.push((format!("delta --engine {url:?} stderr"), o.stderr));
+        // The lab's old name for --engine, still accepted.
         let o = run(&["lab", "--target", &url, "--dir", "/nonexistent"]);
         assert_eq!(o.status.code(), Some(2), "{url}");
         outputs.push((format!("lab --target {url:?} stderr"), o.stderr));
@@ -805,14 +806,14 @@ fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
     let man = base.join("man1");
     std::fs::create_dir(&man).unwrap();
     std::fs::write(man.join("ls.1"), "USER DATA").unwrap();
-    assert!(run(&["man", "--dir", man.to_str().unwrap()])
+    assert!(run(&["man", "--out", man.to_str().unwrap()])
         .status
         .success());
-    assert!(run(&["man", "--dir", man.to_str().unwrap()])
+    assert!(run(&["man", "--out", man.to_str().unwrap()])
         .status
         .success());
     std::fs::write(man.join("plumb-os.1"), "USER DATA").unwrap();
-    let o = run(&["man", "--dir", man.to_str().unwrap()]);
+    let o = run(&["man", "--out", man.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(err(&o).contains("plumb-os.1"), "{}", err(&o));
     assert_eq!(

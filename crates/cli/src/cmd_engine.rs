@@ -17,7 +17,7 @@ pub struct EngineArgs {
 
 #[derive(Debug, Args, Clone)]
 pub struct DirArg {
-    /// The instance's directory (data, socket, log): a new one (plumb makes it; its parent must
+    /// The instance's work directory (data, socket, log): a new one (plumb makes it; its parent must
     /// exist) or an empty one you own; never a symbolic link. Default: $PLUMB_PG_DIR, else
     /// /var/tmp/plumb-pg-USER.
     #[arg(long, value_name = "DIR")]

@@ -143,9 +143,10 @@ pub struct JobFlags {
     /// Seed for offsets and data.
     #[arg(long)]
     pub seed: Option<u64>,
-    /// io_uring (default), psync (a thread per outstanding I/O) or null (no I/O: tests plumb).
+    /// The I/O engine, as fio's --ioengine: io_uring (default), psync (a thread per
+    /// outstanding I/O) or null (no I/O: tests plumb).
     #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
+    pub ioengine: Option<String>,
     /// Completions to wait for per kernel entry (io_uring); above 1 saves CPU but times
     /// early completions late.
     #[arg(long, value_name = "N")]
@@ -193,9 +194,9 @@ pub struct RunArgs {
 pub struct DiskspdArgs {
     #[command(flatten)]
     pub safety: SafetyFlags,
-    /// Use this engine instead of io_uring.
+    /// Use this I/O engine instead of io_uring: psync or null.
     #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
+    pub ioengine: Option<String>,
     /// diskspd's flags and target, after `--`.
     #[arg(
         value_name = "DISKSPD_ARGS",
@@ -292,8 +293,8 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
     if let Some(v) = f.seed {
         j.seed = v;
     }
-    if let Some(v) = &f.engine {
-        j.engine = flag("--engine", EngineKind::parse(v))?;
+    if let Some(v) = &f.ioengine {
+        j.engine = flag("--ioengine", EngineKind::parse(v))?;
     }
     if let Some(v) = f.batch_complete {
         j.batch_complete = v;
@@ -426,8 +427,8 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
         IoCmd::Diskspd(d) => {
             let p = plumb_load::diskspd::parse(&d.args).map_err(|e| anyhow!(e))?;
             let mut j = p.job;
-            if let Some(e) = &d.engine {
-                j.engine = flag("--engine", EngineKind::parse(e))?;
+            if let Some(e) = &d.ioengine {
+                j.engine = flag("--ioengine", EngineKind::parse(e))?;
             }
             j.validate().map_err(|e| anyhow!(e))?;
             report_run(g, &j, &d.safety.safety(), p.notes)

@@ -61,9 +61,9 @@ pub struct AdviseArgs {
     /// The pod limit you have in mind (default: all that is left on the node).
     #[arg(long, value_name = "QUANTITY", allow_hyphen_values = true)]
     pub limit: Option<String>,
-    /// mssql, postgres or mariadb: settings that fit inside the pod.
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: Option<String>,
+    /// The kind of engine (mssql, postgres or mariadb): settings that fit inside the pod.
+    #[arg(long, value_name = "KIND")]
+    pub kind: Option<String>,
     /// PostgreSQL max_connections, for work_mem.
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub max_connections: u64,
@@ -81,9 +81,9 @@ pub struct LintArgs {
 
 #[derive(Debug, Args)]
 pub struct ManifestArgs {
-    /// mssql, postgres or mariadb.
-    #[arg(long, value_name = "ENGINE", required_unless_present = "plumb")]
-    pub engine: Option<String>,
+    /// The kind of engine: mssql, postgres or mariadb.
+    #[arg(long, value_name = "KIND", required_unless_present = "plumb")]
+    pub kind: Option<String>,
     /// The pod's memory request = limit, e.g. 4Gi (with --plumb: default 128Mi).
     #[arg(
         long,
@@ -94,7 +94,7 @@ pub struct ManifestArgs {
     pub memory: Option<String>,
     /// A DaemonSet that runs plumb on every node (`plumb record --serve` on the node's IP, for
     /// Prometheus) with only the privileges it needs, instead of a database.
-    #[arg(long, conflicts_with_all = ["engine", "kind", "cpu", "storage_class", "secret", "max_connections"])]
+    #[arg(long, conflicts_with_all = ["kind", "workload", "cpu", "storage_class", "secret", "max_connections"])]
     pub plumb: bool,
     /// With --plumb: the port /metrics is served on [default: 9187].
     #[arg(long, value_name = "PORT")]
@@ -109,9 +109,9 @@ pub struct ManifestArgs {
     /// CPU request = limit, e.g. 2 or 1500m (omit for no CPU limit).
     #[arg(long, value_name = "CPU", allow_hyphen_values = true)]
     pub cpu: Option<String>,
-    /// deployment or statefulset.
-    #[arg(long, value_name = "KIND", default_value = "deployment")]
-    pub kind: String,
+    /// The kind of workload: deployment or statefulset.
+    #[arg(long, value_name = "WORKLOAD", default_value = "deployment")]
+    pub workload: String,
     /// Name of the workload, Service and volumes (default: the engine's name).
     #[arg(long)]
     pub name: Option<String>,
@@ -236,11 +236,7 @@ fn advise(g: &GlobalArgs, a: &AdviseArgs) -> Result<i32> {
     if limit == Some(0) {
         bail!("--limit must be more than 0");
     }
-    let eng = a
-        .engine
-        .as_deref()
-        .map(|e| engine("--engine", e))
-        .transpose()?;
+    let eng = a.kind.as_deref().map(|e| engine("--kind", e)).transpose()?;
     let adv = k8s::advise(&k8s::AdviseInputs {
         capacity: cap,
         node_memory: node,
@@ -369,10 +365,10 @@ fn manifest(a: &ManifestArgs) -> Result<i32> {
         }
     }
     // clap requires both without --plumb.
-    let (Some(engine_arg), Some(memory)) = (a.engine.as_deref(), a.memory.as_deref()) else {
-        bail!("give --engine and --memory (or --plumb)");
+    let (Some(engine_arg), Some(memory)) = (a.kind.as_deref(), a.memory.as_deref()) else {
+        bail!("give --kind and --memory (or --plumb)");
     };
-    let e = engine("--engine", engine_arg)?;
+    let e = engine("--kind", engine_arg)?;
     let mem = q("--memory", memory)?;
     if mem < 512 << 20 {
         bail!("--memory {memory}: a database pod needs at least 512Mi");
@@ -398,10 +394,10 @@ fn manifest(a: &ManifestArgs) -> Result<i32> {
             }
         }
     }
-    let kind = match a.kind.as_str() {
+    let kind = match a.workload.as_str() {
         "deployment" | "Deployment" => WorkloadKind::Deployment,
         "statefulset" | "StatefulSet" | "sts" => WorkloadKind::StatefulSet,
-        k => bail!("--kind {k}: use deployment or statefulset"),
+        k => bail!("--workload {k}: use deployment or statefulset"),
     };
     for (f, v) in [
         ("--system-size", &a.system_size),

@@ -13,24 +13,24 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct LabArgs {
-    /// Measure an existing server instead (postgres://, mysql://, mariadb://, mssql://): the
-    /// host, the storage under --dir and the engine are read; no DDL and no workload unless
-    /// --allow-writes.
-    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
-    pub target: Option<String>,
-    /// Read the target's password from this file (not readable by others).
-    #[arg(long, value_name = "FILE", requires = "target")]
+    /// Measure an existing server instead of plumb's private PostgreSQL (postgres://,
+    /// mysql://, mariadb://, mssql://): the host, the storage under --dir and the engine are
+    /// read; no DDL and no workload unless --allow-writes. (Formerly --target, still accepted.)
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE", alias = "target")]
+    pub engine: Option<String>,
+    /// Read the server's password from this file (not readable by others).
+    #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
-    /// With --target (PostgreSQL): run pgbench and the loops in a scratch database plumb creates
+    /// With --engine (PostgreSQL): run pgbench and the loops in a scratch database plumb creates
     /// and drops. The loops run CHECKPOINT (superuser or pg_checkpoint).
-    #[arg(long, requires = "target")]
+    #[arg(long, requires = "engine")]
     pub allow_writes: bool,
-    /// The filesystem to assess: plumb works in a new directory under DIR (the private
+    /// The work directory, on the filesystem to assess: plumb works in a new directory under DIR (the private
     /// PostgreSQL's data and WAL, the storage probe's files) and removes it at the end.
     #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
     pub dir: PathBuf,
-    /// Where to write the report (index.html, report.json, summary.txt, recording.plumb).
-    /// Default: ./plumb-lab-DATE-TIME. Must not exist or be empty.
+    /// The directory to write the report into (index.html, report.json, summary.txt,
+    /// recording.plumb). Default: ./plumb-lab-DATE-TIME. Must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// A shorter lab (about half a minute): fewer levels, shorter runs, a smaller pgbench.
@@ -71,9 +71,9 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         .map(|d| parse_duration(d).map_err(|e| anyhow::anyhow!("--duration {d}: {e}")))
         .transpose()?;
     let target = a
-        .target
+        .engine
         .as_deref()
-        .map(|url| crate::engine_target("--target", url, a.password_file.as_deref()))
+        .map(|url| crate::engine_target("--engine", url, a.password_file.as_deref()))
         .transpose()?;
     let out = a
         .out

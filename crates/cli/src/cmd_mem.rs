@@ -108,9 +108,9 @@ pub enum MemCmd {
 
 #[derive(Debug, Args)]
 pub struct AssumeArgs {
-    /// mssql, postgres or mariadb.
-    #[arg(long, value_name = "ENGINE")]
-    pub engine: String,
+    /// The kind of engine: mssql, postgres or mariadb.
+    #[arg(long, value_name = "KIND")]
+    pub kind: String,
     /// The engine's process: its cgroup limit and settings are read from it.
     #[arg(long, value_name = "PID", value_parser = clap::value_parser!(u32).range(1..))]
     pub pid: Option<u32>,
@@ -244,8 +244,8 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
 }
 
 fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
-    let kind = EngineKind::parse(&a.engine)
-        .ok_or_else(|| anyhow!("--engine {}: use mssql, postgres or mariadb", a.engine))?;
+    let kind = EngineKind::parse(&a.kind)
+        .ok_or_else(|| anyhow!("--kind {}: use mssql, postgres or mariadb", a.kind))?;
     // Settings of another engine would be ignored without a word: refused instead.
     let given: [(&str, bool, EngineKind); 5] = [
         (
@@ -273,9 +273,9 @@ fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
     for (flag, set, of) in given {
         if set && of != kind {
             bail!(
-                "{flag} is a {} setting; --engine {} does not use it",
+                "{flag} is a {} setting; --kind {} does not use it",
                 of.name(),
-                a.engine
+                a.kind
             );
         }
     }

@@ -32,7 +32,7 @@ pub struct RecordArgs {
     /// by name as `plumb mem` finds them) as with --pid, without their PIDs.
     #[arg(long)]
     pub engine_server: bool,
-    /// The recording file (default: plumb-DATE-TIME.plumb here; with --serve, none unless
+    /// The file to record into (default: plumb-DATE-TIME.plumb here; with --serve, none unless
     /// given). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -81,7 +81,8 @@ pub struct ReportArgs {
     /// Recordings; several are overlaid as runs.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Directory for index.html (created; an existing index.html there is not overwritten).
+    /// The directory to write index.html into (created; an existing index.html there is not
+    /// overwritten).
     #[arg(long, value_name = "DIR", default_value = "plumb-report")]
     pub out: PathBuf,
 }
@@ -94,7 +95,7 @@ pub struct PlotArgs {
     /// Metric names (see `plumb export FILE --list`); repeat for several.
     #[arg(long = "metric", value_name = "NAME", required = true)]
     pub metrics: Vec<String>,
-    /// The SVG to write.
+    /// The SVG file to write.
     #[arg(long, value_name = "FILE.svg")]
     pub out: PathBuf,
 }

@@ -191,10 +191,10 @@ impl Lab {
         }
         let experiments = config.pressure.is_some() || config.throttle_writes.is_some();
         if config.target.is_some() && experiments {
-            bail!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --target");
+            bail!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --engine");
         }
         if let Some(t) = &config.target {
-            t.kind().map_err(|e| anyhow!("--target {e}"))?;
+            t.kind().map_err(|e| anyhow!("--engine {e}"))?;
         }
         if experiments && !plumb_sys::os::is_root() {
             bail!(
@@ -275,7 +275,7 @@ impl Lab {
         let of = 1 + experiments.iter().map(|e| e.steps()).sum::<u32>() + 1;
         let mut progress = Progress { n: 0, of, events };
 
-        // The server (plumb's private instance, or the --target), and the host it runs on.
+        // The server (plumb's private instance, or the server of --engine), and the host it runs on.
         if config.pressure.is_some() || config.throttle_writes.is_some() {
             let cg = plumb_load::labcg::LabCgroup::create(
                 &format!("plumb-lab-{}", std::process::id()),
@@ -439,7 +439,7 @@ mod tests {
         assert!(refused(c).contains("private instance"));
         let mut c = config(d.path());
         c.target = Some(plumb_engine::Target::new("oracle://u@h/db"));
-        assert!(refused(c).contains("--target"));
+        assert!(refused(c).contains("--engine"));
         // Nothing was made by the refusals.
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }

@@ -249,6 +249,50 @@ fn delta_against_a_private_postgres() {
         "{out}"
     );
 
+    // CSV as documented: a row per figure and mode, the mode a value; DuckDB types it.
+    let o = run(&[
+        "delta",
+        "--dir",
+        dir,
+        "--sql",
+        "SELECT count(*) FROM t",
+        "--warm",
+        "--repeat",
+        "2",
+        "--format",
+        "csv",
+    ]);
+    let (csv, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        csv.starts_with("group,object,metric,unit,mode,median,min,max,runs\n"),
+        "{csv}"
+    );
+    assert!(csv.lines().skip(1).all(|l| l.contains(",warm,")), "{csv}");
+    let venv = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-test/bin/python");
+    if venv.exists() {
+        let f = tmp.path().join("delta.csv");
+        std::fs::write(&f, &csv).unwrap();
+        let o = std::process::Command::new(&venv)
+            .args([
+                "-c",
+                "import sys, duckdb\n\
+                 r = duckdb.connect().execute(f\"SELECT typeof(median), typeof(runs), count(*) FROM read_csv('{sys.argv[1]}') GROUP BY ALL\").fetchall()\n\
+                 assert len(r) == 1 and r[0][0] == 'DOUBLE' and r[0][1] == 'BIGINT', r\n\
+                 print(r[0][2])",
+            ])
+            .arg(&f)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let n: usize = String::from_utf8_lossy(&o.stdout).trim().parse().unwrap();
+        assert_eq!(n, csv.lines().count() - 1);
+    } else {
+        skip(
+            "skipped loading delta's CSV in DuckDB: no .venv-test (scripts/setup --test makes it)",
+        );
+    }
+
     // A command as the workload gets the connection in its environment.
     let o = run(&[
         "delta",

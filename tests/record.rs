@@ -657,6 +657,78 @@ fn python_with_pandas() -> Option<&'static str> {
     })
 }
 
+/// The repository's Python with DuckDB (scripts/setup --test makes .venv-test: DuckDB is not
+/// in Debian).
+fn python_with_duckdb() -> Option<std::path::PathBuf> {
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-test/bin/python");
+    std::process::Command::new(&py)
+        .args(["-c", "import duckdb"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+        .then_some(py)
+}
+
+/// DuckDB reads each export as it is: every metric column of the wide CSV typed as a number
+/// (so UNPIVOT works), the long CSV with integer times and numeric values, and JSON Lines with
+/// samples and marks on the same time fields.
+fn load_in_duckdb(dir: &Path, wide: &str, long: &str, jsonl: &str) {
+    let Some(py) = python_with_duckdb() else {
+        common::skip("skipped loading the exports in DuckDB: no .venv-test with duckdb (scripts/setup --test makes it)");
+        return;
+    };
+    let (w, l, j) = (
+        dir.join("d-wide.csv"),
+        dir.join("d-long.csv"),
+        dir.join("d.jsonl"),
+    );
+    std::fs::write(&w, wide).unwrap();
+    std::fs::write(&l, long).unwrap();
+    std::fs::write(&j, jsonl).unwrap();
+    let script = r#"
+import sys, duckdb
+w, l, j = sys.argv[1:4]
+con = duckdb.connect()
+wide = con.sql(f"SELECT * FROM read_csv('{w}')")
+types = dict(zip(wide.columns, [str(t) for t in wide.types]))
+numeric = ("DOUBLE", "BIGINT", "INTEGER", "FLOAT", "DECIMAL", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT")
+bad = {c: t for c, t in types.items() if c != "marks" and not t.startswith(numeric)}
+assert not bad, f"not numeric: {bad}"
+assert types["unix_ms"] in ("BIGINT", "UBIGINT", "HUGEINT"), types["unix_ms"]
+n_wide = con.execute(f"""SELECT count(*) FROM (UNPIVOT (SELECT * EXCLUDE (marks) FROM read_csv('{w}'))
+                    ON COLUMNS(* EXCLUDE (t_s, unix_ms)) INTO NAME metric VALUE value)""").fetchone()[0]
+long = con.sql(f"SELECT * FROM read_csv('{l}')")
+lt = dict(zip(long.columns, [str(t) for t in long.types]))
+assert lt["unix_ms"] == "BIGINT" and lt["value"] == "DOUBLE", lt
+n_long = con.execute(f"SELECT count(*) FROM read_csv('{l}') WHERE metric <> 'mark'").fetchone()[0]
+marks = con.execute(f"SELECT count(*) FROM read_csv('{l}') WHERE metric = 'mark'").fetchone()[0]
+js = con.execute(f"SELECT kind, count(*), min(t_s), min(unix_ms) FROM read_json_auto('{j}', format='newline_delimited') GROUP BY kind ORDER BY kind").fetchall()
+kinds = {k: (n, t, u) for k, n, t, u in js}
+assert set(kinds) == {"mark", "sample"}, kinds
+assert all(t is not None and u is not None for _, t, u in kinds.values()), kinds
+print(n_wide, n_long, marks)
+"#;
+    let o = std::process::Command::new(&py)
+        .args(["-c", script])
+        .arg(&w)
+        .arg(&l)
+        .arg(&j)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "duckdb: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let n: Vec<usize> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(|x| x.parse().unwrap())
+        .collect();
+    // UNPIVOT drops NULLs: every value of the wide form is a row of the long form.
+    assert_eq!(n[0], n[1], "wide values {} long rows {}", n[0], n[1]);
+    assert!(n[2] >= 2, "marks in the long form");
+}
+
 #[test]
 fn exports_load_clean_in_pandas_wide_long_and_json() {
     let d = tempfile::tempdir().unwrap();
@@ -717,6 +789,7 @@ fn exports_load_clean_in_pandas_wide_long_and_json() {
     }
     let (long, _) = export(&["--long"]);
     assert!(long.starts_with("unix_ms,time,metric,unit,object,value\n"));
+    load_in_duckdb(d.path(), &wide, &long, &jsonl);
 
     let Some(py) = python_with_pandas() else {
         common::skip(

@@ -288,44 +288,67 @@ impl Render for DeltaReport {
         Ok(())
     }
 
+    /// One row per figure and mode (group, object, metric, unit, mode, median, min, max,
+    /// runs): a mode's name ("as found") stays a value, never part of a column name, and the
+    /// numbers are written as short as they read.
     fn table(&self) -> Option<Table> {
-        let mut headers: Vec<String> = ["group", "object", "metric", "unit"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        for m in &self.modes {
-            for s in ["median", "min", "max"] {
-                headers.push(format!("{}_{s}", m.mode));
-            }
-        }
-        let rows = self
-            .rows
-            .iter()
-            .map(|r| {
-                let mut row = vec![
+        let headers: Vec<String> = [
+            "group", "object", "metric", "unit", "mode", "median", "min", "max", "runs",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let mut rows = Vec::new();
+        for r in &self.rows {
+            for (m, st) in self.modes.iter().zip(&r.stats) {
+                let Some(st) = st else { continue };
+                rows.push(vec![
                     r.group.clone(),
                     r.object.clone(),
                     r.metric.clone(),
                     r.unit.clone(),
-                ];
-                for s in &r.stats {
-                    match s {
-                        Some(s) => {
-                            row.extend([s.median, s.min, s.max].iter().map(|v| v.to_string()))
-                        }
-                        None => row.extend(["", "", ""].iter().map(|v| v.to_string())),
-                    }
-                }
-                row
-            })
-            .collect();
+                    m.mode.clone(),
+                    csv_number(st.median),
+                    csv_number(st.min),
+                    csv_number(st.max),
+                    st.values.len().to_string(),
+                ]);
+            }
+        }
         Some(Table { headers, rows })
+    }
+}
+
+/// A number for CSV: whole numbers without a fraction, others to nine significant digits
+/// (0.015493116999999997 is written 0.015493117).
+fn csv_number(v: f64) -> String {
+    if !v.is_finite() {
+        return String::new();
+    }
+    if v == v.trunc() && v.abs() < 1e15 {
+        return format!("{}", v as i64);
+    }
+    let mag = v.abs().log10().floor() as i32;
+    let dec = (8 - mag).clamp(0, 17) as usize;
+    let s = format!("{v:.dec$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn csv_numbers_are_short() {
+        assert_eq!(csv_number(0.015493116999999997), "0.015493117");
+        assert_eq!(csv_number(41.0), "41");
+        assert_eq!(csv_number(1234.5678), "1234.5678");
+        assert_eq!(csv_number(f64::NAN), "");
+    }
 
     #[test]
     fn values_read_as_people_read_them() {

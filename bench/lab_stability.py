@@ -54,13 +54,13 @@ def figures(r):
         out["pgbench tps"] = pg["tps"]
         lat = pg.get("latency") or {}
         if lat.get("p99_ms") is not None:
-            out["pgbench p99 ms"] = lat["p99_ms"]
+            out["pgbench p99 ms"] = lat["p99_s"] * 1000
     for lp in r.get("loops", []):
         key = f"loops {lp['scenario']} {lp['wal_sync_method']}"
-        if lp.get("insert_ms"):
-            out[f"{key} INS median ms"] = lp["insert_ms"]["p50_ms"]
+        if lp.get("insert"):
+            out[f"{key} inserts median ms"] = lp["insert"]["p50_s"] * 1000
         if lp.get("commit"):
-            out[f"{key} commit p50 ms"] = lp["commit"]["p50_ms"]
+            out[f"{key} commit p50 ms"] = lp["commit"]["p50_s"] * 1000
         if lp.get("flushes_per_commit") is not None:
             out[f"{key} FLUSH per commit"] = lp["flushes_per_commit"]
     return out

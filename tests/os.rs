@@ -146,7 +146,8 @@ fn live_pressure_matches_proc_pressure() {
     };
     let j = json(&["os", "--json"]);
     let after = read_total("io").unwrap();
-    let ours = j["pressure"]["io"]["some"]["total_us"].as_u64().unwrap();
+    // In seconds in JSON (one time unit per document), to the microsecond.
+    let ours = (j["pressure"]["io"]["some"]["total_s"].as_f64().unwrap() * 1e6).round() as u64;
     assert!(
         before <= ours && ours <= after,
         "{before} <= {ours} <= {after}"

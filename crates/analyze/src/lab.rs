@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Version of report.json's shape; docs/lab-report.schema.json pins it.
-pub const REPORT_SCHEMA: u32 = 1;
+pub const REPORT_SCHEMA: u32 = 2;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -28,7 +28,8 @@ pub struct Finding {
     pub rule: String,
     pub statement: String,
     /// The figures behind the statement, by name, with their unit in the name (`p99_ms`,
-    /// `queue_mean`, `bytes`): what a script compares, where the sentence is for people.
+    /// `queue_mean`, `bytes`): what a script compares, where the sentence is for people. In
+    /// JSON, durations are seconds (`p99_s`).
     #[serde(serialize_with = "crate::whole_numbers")]
     pub numbers: std::collections::BTreeMap<String, f64>,
     /// The evidence, in words.
@@ -85,15 +86,22 @@ impl Finding {
 
 /// Latencies (or durations) summarised; percentiles only where the count supports them.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+/// In milliseconds here, in seconds in JSON (`mean_s`…).
 pub struct Latency {
     pub count: u64,
+    #[serde(rename = "mean_s", serialize_with = "plumb_sys::json::ms_as_s")]
     pub mean_ms: f64,
+    #[serde(rename = "p50_s", serialize_with = "plumb_sys::json::ms_as_s")]
     pub p50_ms: f64,
     /// p95 needs 20 values, p99 100: fewer, and the figure would be the maximum in disguise.
+    #[serde(rename = "p95_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub p95_ms: Option<f64>,
+    #[serde(rename = "p99_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub p99_ms: Option<f64>,
+    #[serde(rename = "max_s", serialize_with = "plumb_sys::json::ms_as_s")]
     pub max_ms: f64,
     /// The smallest value (None in reports written before it was kept).
+    #[serde(rename = "min_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub min_ms: Option<f64>,
 }
 
@@ -154,14 +162,19 @@ pub struct LoopResult {
     pub rows_per_iteration: u32,
     pub commits_per_iteration: u32,
     /// Per iteration: the inserts with their commit(s) (the first timed part of each loop).
+    #[serde(rename = "insert")]
     pub insert_ms: Option<Latency>,
     /// Per iteration: the CHECKPOINT (the second timed part).
+    #[serde(rename = "checkpoint")]
     pub checkpoint_ms: Option<Latency>,
     /// Per commit, timed at the client (the single-row scenario).
     pub commit: Option<Latency>,
+    #[serde(serialize_with = "plumb_sys::json::opt_whole")]
     pub wal_bytes: Option<f64>,
     /// pg_stat_wal: WAL syncs and their time (track_wal_io_timing).
+    #[serde(serialize_with = "plumb_sys::json::opt_whole")]
     pub wal_syncs: Option<f64>,
+    #[serde(rename = "wal_sync_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub wal_sync_ms: Option<f64>,
     /// /proc/diskstats on the data device: writes and cache FLUSH requests completed.
     pub disk_writes: Option<u64>,
@@ -264,6 +277,7 @@ pub struct SeqRead {
     pub block_size: u32,
     pub queue_depth: u32,
     pub bytes_per_s: f64,
+    #[serde(rename = "lat_mean_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub lat_mean_ms: Option<f64>,
 }
 
@@ -278,14 +292,20 @@ pub struct Window {
     pub cpu_busy_pct: Option<f64>,
     pub steal_pct: Option<f64>,
     pub runnable_mean: Option<f64>,
+    #[serde(serialize_with = "plumb_sys::json::opt_whole")]
     pub runnable_max: Option<f64>,
     pub disk: Option<String>,
     /// Mean requests in flight on the data disk (aqu-sz).
     pub disk_queue_mean: Option<f64>,
+    #[serde(
+        rename = "disk_write_await_s",
+        serialize_with = "plumb_sys::json::opt_ms_as_s"
+    )]
     pub disk_write_await_ms: Option<f64>,
     pub disk_util_pct: Option<f64>,
     pub swap_in_bytes_per_s_max: Option<f64>,
     /// The server's smaps swap (shared memory included), largest seen.
+    #[serde(serialize_with = "plumb_sys::json::opt_whole")]
     pub engine_swap_bytes_max: Option<f64>,
     /// Whether something else used the device or the CPUs during the phase, with the evidence
     /// (None: not watched).

@@ -41,18 +41,20 @@ pub struct Note {
     pub numbers: std::collections::BTreeMap<&'static str, f64>,
 }
 
-/// Figures by name, whole ones written as integers (a count of 812, not 812.0).
-pub fn whole_numbers<K: Serialize + Ord, S: serde::Serializer>(
+/// Figures by name, whole ones written as integers (a count of 812, not 812.0), durations in
+/// seconds (`p50_ms` 1.5 is written `p50_s` 0.0015: one time unit per document).
+pub fn whole_numbers<K: AsRef<str> + Ord, S: serde::Serializer>(
     m: &std::collections::BTreeMap<K, f64>,
     s: S,
 ) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeMap;
     let mut map = s.serialize_map(Some(m.len()))?;
     for (k, v) in m {
+        let (k, v) = plumb_sys::json::in_seconds(k.as_ref(), *v);
         if v.fract() == 0.0 && v.abs() < 9_007_199_254_740_992.0 {
-            map.serialize_entry(k, &(*v as i64))?;
+            map.serialize_entry(&k, &(v as i64))?;
         } else {
-            map.serialize_entry(k, v)?;
+            map.serialize_entry(&k, &v)?;
         }
     }
     map.end()

@@ -529,8 +529,10 @@ fn read_io(root: &Root, at: CgroupDir) -> Result<IoCgroup> {
 pub struct CpuCgroup {
     #[serde(flatten)]
     pub at: CgroupDir,
-    /// CPU time allowed per period; `Max` is no quota.
+    /// CPU time allowed per period; `Max` is no quota (written in seconds, as `quota_s`).
+    #[serde(rename = "quota_s", serialize_with = "quota_as_s")]
     pub quota_us: Option<Limit>,
+    #[serde(rename = "period_s", serialize_with = "crate::json::opt_us_as_s")]
     pub period_us: Option<u64>,
     /// The tightest quota/period from here to the root, as a number of CPUs.
     pub effective_cpus: Option<f64>,
@@ -538,7 +540,19 @@ pub struct CpuCgroup {
     pub weight: Option<u64>,
     /// Times the group was throttled (cpu.stat nr_throttled) and for how long.
     pub nr_throttled: Option<u64>,
+    #[serde(rename = "throttled_s", serialize_with = "crate::json::opt_ns_as_s")]
     pub throttled_ns: Option<u64>,
+}
+
+fn quota_as_s<S: serde::Serializer>(
+    v: &Option<Limit>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        Some(Limit::Value(us)) => crate::json::us_as_s(us, s),
+        Some(Limit::Max) => s.serialize_str("max"),
+        None => s.serialize_none(),
+    }
 }
 
 fn read_quota(root: &Root, dir: &Path, v1: bool) -> Result<Option<(Limit, u64)>> {

@@ -19,6 +19,7 @@ pub mod container;
 pub mod cpu;
 pub mod engine_conf;
 pub mod host;
+pub mod json;
 pub mod mem;
 pub mod memsnap;
 pub mod mount;

@@ -10,6 +10,8 @@ pub struct PsiLine {
     pub avg10_pct: f64,
     pub avg60_pct: f64,
     pub avg300_pct: f64,
+    /// Cumulative stall time (written in seconds, as `total_s`).
+    #[serde(rename = "total_s", serialize_with = "crate::json::us_as_s")]
     pub total_us: u64,
 }
 

@@ -785,3 +785,69 @@ fn sweep_over_queue_depths_with_real_io() {
     assert!(j["chart"].is_null());
     assert!(!f.exists());
 }
+
+/// A piped sweep says how it is going while it runs (a CI log, `| tee`): a plain line at each
+/// run and every ten seconds, with the share of the planned time done and the time left, and
+/// a last line at 100%.
+#[test]
+fn piped_progress_predicts_and_ends_at_100() {
+    use std::io::BufRead;
+    let d = scratch();
+    let f = d.path().join("p.dat");
+    let mut child = plumb()
+        .args([
+            "io",
+            "sweep",
+            "--json",
+            "--no-chart",
+            "--ioengine",
+            "null",
+            "--qd-levels",
+            "1,2,4",
+            "--reps",
+            "1",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0",
+            "--size",
+            "1M",
+            s(&f),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut lines = Vec::new();
+    let mut running_at_first = None;
+    for l in err.lines() {
+        let l = l.unwrap();
+        if l.starts_with("plumb io sweep") && running_at_first.is_none() {
+            running_at_first = Some(child.try_wait().unwrap().is_none());
+        }
+        lines.push(l);
+    }
+    assert!(child.wait().unwrap().success(), "{lines:?}");
+    assert_eq!(
+        running_at_first,
+        Some(true),
+        "progress before the end: {lines:?}"
+    );
+    let progress: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.starts_with("plumb io sweep"))
+        .collect();
+    assert!(progress.len() >= 4, "{lines:?}");
+    assert!(
+        progress[..progress.len() - 1]
+            .iter()
+            .all(|l| l.contains("% · level") && l.contains("left")),
+        "{lines:?}"
+    );
+    assert!(progress[1].contains("run 1/1"), "{lines:?}");
+    assert!(
+        progress.last().unwrap().contains("100% · done in"),
+        "{lines:?}"
+    );
+}

@@ -6,7 +6,6 @@ use clap::{Args, Subcommand};
 use plumb_load::job::{self, Burst, Durability, EngineKind, Job, Pattern};
 use plumb_load::target::{self, Safety};
 use plumb_load::units::{parse_duration, parse_rate, parse_size};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -325,21 +324,6 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
-/// A progress bar on stderr when it is a terminal, nothing otherwise.
-pub fn progress_bar(len: u64, msg: &str) -> indicatif::ProgressBar {
-    if !std::io::stderr().is_terminal() {
-        return indicatif::ProgressBar::hidden();
-    }
-    let pb = indicatif::ProgressBar::new(len);
-    pb.set_style(
-        indicatif::ProgressStyle::with_template("{msg} [{bar:30}] {percent:>3}% {elapsed_precise}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    pb.set_message(msg.to_string());
-    pb
-}
-
 /// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
 /// SIGTERM, 129 for SIGHUP), as a shell reports it.
 pub fn interrupted_code() -> i32 {
@@ -383,18 +367,21 @@ pub fn execute(
         Err(plumb_load::Error::Interrupted) => return Ok(Err(plumb_load::Error::Interrupted)),
         Err(e) => return Err(e.into()),
     };
-    let total = (j.warmup + j.duration + j.cooldown).as_millis() as u64;
-    let pb = progress_bar(total.max(1), label);
+    let total = j.warmup + j.duration + j.cooldown;
     // The run is watched: what other processes did to the device and the CPUs meanwhile.
     let root = plumb_sys::Root::host();
-    let scope = plumb_record::watch::Scope::new(
-        root.clone(),
-        plumb_lab::sweep::devices_under(&root, &j.targets),
-    );
+    let devs = plumb_lab::sweep::devices_under(&root, &j.targets);
+    let meter = crate::progress::Meter::new(label, total, devs.clone());
+    meter.step(&j.name, std::time::Duration::ZERO, total, total);
+    let scope = plumb_record::watch::Scope::new(root.clone(), devs);
     let watch = plumb_record::watch::Watch::start(&scope);
-    let r = plumb_load::run::run_with(j, &targets, &|f| pb.set_position((f * total as f64) as u64));
+    let r = plumb_load::run::run_with(j, &targets, &|_| {});
     let watched = watch.finish();
-    pb.finish_and_clear();
+    if r.is_ok() {
+        meter.finish();
+    } else {
+        meter.abandon();
+    }
     drop(targets);
     match r {
         Ok(r) => Ok(Ok((r, watched))),
@@ -493,14 +480,19 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     }
     let n = (block_sizes.len() * plumb_load::durability::modes().len() * opts.len()) as u64
         * a.reps as u64;
-    let pb = progress_bar(n, "plumb io durability");
+    // Each mode: its warm-up and its measured time.
+    let per = per_mode + std::time::Duration::from_millis(300);
+    let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
+    let meter = crate::progress::Meter::new("plumb io durability", per * n.max(1) as u32, devs);
     let r =
         plumb_lab::durability::run_many(&opts, &block_sizes, a.reps, &mut |label, i, planned| {
-            pb.set_length(planned as u64);
-            pb.set_position(i as u64);
-            pb.set_message(format!("plumb io durability: {label}"));
+            meter.step(label, per * i as u32, per, per * planned as u32);
         });
-    pb.finish_and_clear();
+    if r.is_ok() {
+        meter.finish();
+    } else {
+        meter.abandon();
+    }
     match r {
         Ok(probed) => {
             let mut reports: Vec<_> = probed
@@ -611,9 +603,17 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             Err(e) => return Err(e.into()),
         }
     }
-    let pb = progress_bar((levels.len() as u32 * a.reps) as u64, "plumb io sweep");
+    // Each run: its warm-up, its measured time and its cool-down, and about half a second
+    // between runs. Runs repeated because they were disturbed extend the plan.
+    let per = base.warmup + base.duration + base.cooldown + std::time::Duration::from_millis(500);
+    let planned_runs = levels.len() as u32 * a.reps;
+    let meter = crate::progress::Meter::new(
+        "plumb io sweep",
+        per * planned_runs,
+        plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &base.targets),
+    );
     let command_line = command_line();
-    let mut done = 0;
+    let mut done = 0u32;
     let swept = plumb_lab::sweep::run(
         plumb_lab::sweep::Sweep {
             kind,
@@ -625,12 +625,20 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         },
         &plumb_load::signal::stop_requested,
         &mut |label, rep, reps| {
-            pb.set_position(done);
-            pb.set_message(format!("plumb io sweep: level {label}, run {rep}/{reps}"));
+            let what = if rep > reps {
+                format!("level {label}, extra run {rep} (the runs so far disagree)")
+            } else {
+                format!("level {label}, run {rep}/{reps}")
+            };
+            meter.step(&what, per * done, per, per * planned_runs.max(done + 1));
             done += 1;
         },
     );
-    pb.finish_and_clear();
+    if matches!(swept, Ok(Some(_))) {
+        meter.finish();
+    } else {
+        meter.abandon();
+    }
     let Some(mut rep) = swept? else {
         eprintln!("plumb: interrupted; files plumb created were removed");
         return Ok(interrupted_code());

@@ -2,7 +2,7 @@
 //! runs database workloads on a private PostgreSQL while recording, and writes the report. The
 //! lab itself is `plumb_lab`; this is its flags, its progress bar and its report files.
 
-use crate::cmd_io::{interrupted_code, progress_bar};
+use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -99,21 +99,28 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes
     // what it wrote there (and the directory, if it made it).
     let out_dir = plumb_report::out::out_dir("--out", &out)?;
-    let pb = progress_bar(1, "plumb lab");
-    pb.enable_steady_tick(Duration::from_millis(200));
+    // The live figure: the disks under the lab's work directory.
+    let devs =
+        plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), std::slice::from_ref(&a.dir));
+    let meter = crate::progress::Meter::new("plumb lab", Duration::ZERO, devs);
+    let mut finished = false;
     let mut events = |e: Event| match e {
-        Event::Step { n, of, what } => {
-            pb.set_length(of as u64);
-            pb.set_position(n.saturating_sub(1) as u64);
-            pb.set_message(format!("plumb lab [{n}/{of}] {what}"));
-            if pb.is_hidden() {
-                eprintln!("plumb lab [{n}/{of}] {what}");
-            }
-        }
-        Event::Finished { of } => pb.set_position(of as u64),
+        Event::Step {
+            n,
+            of,
+            what,
+            done,
+            planned,
+            total,
+        } => meter.step(&format!("[{n}/{of}] {what}"), done, planned, total),
+        Event::Finished { .. } => finished = true,
     };
     let report = lab.run(&mut events, &plumb_load::signal::stop_requested);
-    pb.finish_and_clear();
+    if finished {
+        meter.finish();
+    } else {
+        meter.abandon();
+    }
     let report = match report {
         Ok(r) => r,
         Err(e) => {

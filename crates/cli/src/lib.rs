@@ -18,6 +18,7 @@ mod cmd_os;
 mod cmd_record;
 mod cmd_trace;
 mod docs;
+mod progress;
 
 #[derive(Debug, Parser)]
 #[command(

@@ -132,8 +132,16 @@ pub const LAB_FILES: [&str; 4] = [
 /// What the lab tells its caller as it goes.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event<'a> {
-    /// Step `n` of `of` begins (1-based); steps before it are done.
-    Step { n: u32, of: u32, what: &'a str },
+    /// Step `n` of `of` begins (1-based); steps before it are done. `done` of the planned time
+    /// is behind it, `planned` is its own, out of `total` (skipped steps are taken out of it).
+    Step {
+        n: u32,
+        of: u32,
+        what: &'a str,
+        done: Duration,
+        planned: Duration,
+        total: Duration,
+    },
     /// Every step is done.
     Finished { of: u32 },
 }
@@ -148,26 +156,45 @@ impl<F: FnMut(Event<'_>)> Events for F {
     }
 }
 
-/// Step counting for the events.
+/// Step counting for the events, each step weighted by the time it is planned to take.
 pub struct Progress<'e> {
     n: u32,
     of: u32,
+    /// Planned time of each step.
+    planned: Vec<Duration>,
     events: &'e mut dyn Events,
 }
 
-impl Progress<'_> {
+impl<'e> Progress<'e> {
+    pub fn new(planned: Vec<Duration>, events: &'e mut dyn Events) -> Progress<'e> {
+        Progress {
+            n: 0,
+            of: planned.len() as u32,
+            planned,
+            events,
+        }
+    }
+
     /// The next step begins.
     pub fn step(&mut self, what: &str) {
         self.n = (self.n + 1).min(self.of);
+        let i = (self.n as usize).saturating_sub(1);
         self.events.event(Event::Step {
             n: self.n,
             of: self.of,
             what,
+            done: self.planned[..i].iter().sum(),
+            planned: self.planned.get(i).copied().unwrap_or_default(),
+            total: self.planned.iter().sum(),
         });
     }
 
-    /// Steps that will not run (a skipped experiment's).
+    /// Steps that will not run (a skipped experiment's): out of the plan.
     pub fn skip(&mut self, k: u32) {
+        let from = self.n as usize;
+        for p in self.planned.iter_mut().skip(from).take(k as usize) {
+            *p = Duration::ZERO;
+        }
         self.n = (self.n + k).min(self.of);
     }
 }
@@ -272,8 +299,14 @@ impl Lab {
         let work = work_dir.path.clone();
         res.work = Some(work_dir);
         let mut experiments = exp::registered(config);
-        let of = 1 + experiments.iter().map(|e| e.steps()).sum::<u32>() + 1;
-        let mut progress = Progress { n: 0, of, events };
+        // Starting the server, each experiment's steps, writing the report.
+        let mut planned = vec![Duration::from_secs(2)];
+        for e in &experiments {
+            planned.extend(e.expected(&plan));
+        }
+        planned.push(Duration::from_secs(1));
+        let of = planned.len() as u32;
+        let mut progress = Progress::new(planned, events);
 
         // The server (plumb's private instance, or the server of --engine), and the host it runs on.
         if config.pressure.is_some() || config.throttle_writes.is_some() {
@@ -448,19 +481,32 @@ mod tests {
     fn progress_counts_to_the_end_and_skipped_steps_advance_it() {
         let mut seen = Vec::new();
         let mut ev = |e: Event| {
-            if let Event::Step { n, of, .. } = e {
-                seen.push((n, of));
+            if let Event::Step {
+                n,
+                of,
+                done,
+                planned,
+                total,
+                ..
+            } = e
+            {
+                seen.push((n, of, done, planned, total));
             }
         };
-        let mut p = Progress {
-            n: 0,
-            of: 4,
-            events: &mut ev,
-        };
+        let s = Duration::from_secs;
+        let mut p = Progress::new(vec![s(10), s(20), s(30), s(40)], &mut ev);
         p.step("a");
         p.skip(2);
         p.step("b");
         p.step("past the end stays at the end");
-        assert_eq!(seen, vec![(1, 4), (4, 4), (4, 4)]);
+        // Planned time: the skipped steps leave the total.
+        assert_eq!(
+            seen,
+            vec![
+                (1, 4, s(0), s(10), s(100)),
+                (4, 4, s(10), s(40), s(50)),
+                (4, 4, s(10), s(40), s(50))
+            ]
+        );
     }
 }

@@ -28,6 +28,11 @@ impl Experiment for Durability {
             * (plumb_load::durability::modes().len() as u32 * REPS)
     }
 
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        // The budget, and a third for opening and probing the files.
+        vec![self.budget(plan) * 4 / 3]
+    }
+
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
         cx.progress.step("durability: what one durable write costs");
         let phase = cx

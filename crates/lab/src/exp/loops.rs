@@ -29,6 +29,17 @@ impl Experiment for Loops {
         Duration::from_millis(20) * (plan.single_iterations * 100 + plan.bulk_iterations * 100) * 3
     }
 
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        // Per wal_sync_method (three): a restart or a second instance, about 4 s, and the
+        // iterations (about 25 ms a single-row iteration, 80 ms a bulk one on a fast disk).
+        vec![
+            (Duration::from_secs(4)
+                + Duration::from_millis(25) * plan.single_iterations
+                + Duration::from_millis(80) * plan.bulk_iterations)
+                * 3,
+        ]
+    }
+
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
         let target = cx.lab_database()?.target.clone();
         // The wal_sync_method comparison changes a server-wide setting: only on plumb's own.

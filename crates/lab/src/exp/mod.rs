@@ -40,6 +40,12 @@ pub trait Experiment {
     }
     /// How long it takes with this plan, at most (for estimates).
     fn budget(&self, plan: &Plan) -> Duration;
+    /// How long each of its steps is expected to take (for the progress bar and its time
+    /// left): by default the budget, shared evenly.
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        let n = self.steps().max(1);
+        vec![self.budget(plan) / n; n as usize]
+    }
     fn run(&mut self, cx: &mut Context) -> Result<Outcome>;
     /// Its findings, from the finished report (windows included).
     fn findings(&self, _r: &LabReport) -> Vec<Finding> {

@@ -23,6 +23,15 @@ impl Experiment for Storage {
             + Duration::from_millis(300)
     }
 
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        // Two runs per queue depth, each with its half-second warm-up.
+        vec![
+            (plan.sweep_run + Duration::from_millis(500)) * plan.sweep_qds.len() as u32 * 2
+                + plan.seq_run
+                + Duration::from_millis(300),
+        ]
+    }
+
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
         cx.progress
             .step("random-read queue-depth sweep and sequential read");

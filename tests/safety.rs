@@ -674,7 +674,7 @@ fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
                     s(&[
                         "io",
                         "sweep",
-                        "--engine",
+                        "--ioengine",
                         "null",
                         "--qd-levels",
                         "1,2",
@@ -726,7 +726,7 @@ fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
                 s(&[
                     "io",
                     "run",
-                    "--engine",
+                    "--ioengine",
                     "null",
                     "--write-pct",
                     "100",
@@ -780,7 +780,7 @@ fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
     let o = run(&[
         "io",
         "sweep",
-        "--engine",
+        "--ioengine",
         "null",
         "--qd-levels",
         "1,2",
@@ -1384,7 +1384,7 @@ fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
             vec![
                 "mem",
                 "assume",
-                "--engine",
+                "--kind",
                 "mssql",
                 "--shared-buffers",
                 "1G",
@@ -1395,7 +1395,7 @@ fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
             vec![
                 "mem",
                 "assume",
-                "--engine",
+                "--kind",
                 "postgres",
                 "--innodb-buffer-pool-size",
                 "1G",

@@ -1,15 +1,13 @@
 //! Man pages generated from the clap definition, so they cannot drift from the flags.
 
-use crate::Cli;
 use anyhow::{bail, Context, Result};
-use clap::CommandFactory;
 use std::io::Write;
 use std::path::Path;
 
 /// Every page: plumb.1, then one per subcommand at every depth (plumb-io-run.1), each with
 /// EXIT STATUS, ENVIRONMENT, EXAMPLES and SEE ALSO after what clap_mangen writes.
 pub fn pages() -> Result<Vec<(String, Vec<u8>)>> {
-    let mut root = Cli::command().disable_help_subcommand(true);
+    let mut root = crate::command().disable_help_subcommand(true);
     // Building names every subcommand's page (display name plumb-io-run) and synopsis
     // (bin name "plumb io run").
     root.build();

@@ -167,6 +167,49 @@ pub(crate) fn command_args() -> Vec<String> {
         .unwrap_or_else(|| std::env::args().map(|a| plumb_engine::redact(&a)).collect())
 }
 
+/// Where the options every command could take do not apply, they are hidden from that
+/// command's help, its man page and its completions (still accepted: the lab, for one, refuses
+/// `--sysroot` with a reason).
+const NO_SYSROOT: &[&str] = &[
+    "lab",
+    "io",
+    "k8s",
+    "mark",
+    "report",
+    "plot",
+    "export",
+    "engine",
+    "completions",
+    "man",
+];
+const NO_FORMAT: &[&str] = &["mark", "report", "plot", "completions", "man"];
+
+/// plumb's command line: the derived definition with the global options scoped.
+pub fn command() -> clap::Command {
+    let mut cmd = Cli::command();
+    let global = |id: &str| -> clap::Arg {
+        Cli::command()
+            .get_arguments()
+            .find(|a| a.get_id() == id)
+            .cloned()
+            .expect("a global option")
+    };
+    for (ids, subs) in [
+        (&["sysroot"][..], NO_SYSROOT),
+        (&["format", "json"][..], NO_FORMAT),
+    ] {
+        for sub in subs {
+            for id in ids {
+                // A hidden copy in the subcommand: clap does not propagate the visible one
+                // over it, and passes it on to the subcommand's own subcommands.
+                let hidden = global(id).hide(true);
+                cmd = cmd.mut_subcommand(*sub, |c| c.arg(hidden));
+            }
+        }
+    }
+    cmd
+}
+
 /// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
 pub fn main() -> i32 {
     // Parsed from a copy taken first: masking rewrites the memory std::env::args reads.
@@ -177,7 +220,10 @@ pub fn main() -> i32 {
             .collect()
     });
     hide_passwords_in_argv(&args);
-    let cli = match Cli::try_parse_from(&args) {
+    let parsed = command()
+        .try_get_matches_from(&args)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => {
             // Help and version go to stdout and exit 0; usage errors exit 2. A usage error may
@@ -282,7 +328,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error, and a reader
             // that closes the pipe early (`| head`) is not an error.
-            let mut cmd = Cli::command();
+            let mut cmd = command();
             let mut buf = Vec::new();
             clap_complete::generate(*shell, &mut cmd, "plumb", &mut buf);
             let mut out = io::stdout().lock();
@@ -327,6 +373,7 @@ mod tests {
     #[test]
     fn cli_definition_is_consistent() {
         Cli::command().debug_assert();
+        command().debug_assert();
     }
 
     #[test]
@@ -373,7 +420,7 @@ mod vocabulary {
     #[test]
     fn every_argument_has_help() {
         let mut missing = Vec::new();
-        walk(&Cli::command(), "plumb", &mut missing);
+        walk(&crate::command(), "plumb", &mut missing);
         assert!(missing.is_empty(), "arguments without help: {missing:#?}");
     }
 
@@ -409,7 +456,7 @@ mod vocabulary {
     #[test]
     fn one_vocabulary() {
         let mut all = Vec::new();
-        let mut root = Cli::command();
+        let mut root = crate::command();
         root.build();
         options(&root, "plumb", &mut all);
         let mut wrong = Vec::new();

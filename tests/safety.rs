@@ -1381,14 +1381,7 @@ fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
             vec!["--quick", "--duration"],
         ),
         (
-            vec![
-                "mem",
-                "assume",
-                "--kind",
-                "mssql",
-                "--shared-buffers",
-                "1G",
-            ],
+            vec!["mem", "assume", "--kind", "mssql", "--shared-buffers", "1G"],
             vec!["--shared-buffers", "mssql"],
         ),
         (

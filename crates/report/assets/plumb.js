@@ -233,6 +233,8 @@
     ctx.rect(b.left, b.top, b.width, b.height);
     ctx.clip();
     ctx.font = Math.round(11 * px) + "px sans-serif";
+    // uPlot leaves the context as its last axis set it (right-aligned after a left axis).
+    ctx.textAlign = "left";
     ctx.textBaseline = "middle";
     var ms = c.marks.map(function (m) { return { x: u.valToPos(xOf(m.run, m.t), "x", true), label: m.label }; })
       .filter(function (m) { return m.x >= b.left && m.x <= b.left + b.width; })

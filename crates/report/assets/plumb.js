@@ -237,7 +237,9 @@
     ctx.textAlign = "left";
     ctx.textBaseline = "middle";
     var ms = c.marks.map(function (m) { return { x: u.valToPos(xOf(m.run, m.t), "x", true), label: m.label }; })
-      .filter(function (m) { return m.x >= b.left && m.x <= b.left + b.width; })
+      // A mark a few milliseconds before the first sample ("command started") is at the edge.
+      .filter(function (m) { return m.x >= b.left - 3 * px && m.x <= b.left + b.width + 3 * px; })
+      .map(function (m) { m.x = Math.min(Math.max(m.x, b.left + px), b.left + b.width - px); return m; })
       .sort(function (a, b2) { return a.x - b2.x; });
     ctx.strokeStyle = "#000";
     ctx.lineWidth = px;

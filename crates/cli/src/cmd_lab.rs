@@ -113,6 +113,13 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             planned,
             total,
         } => meter.step(&format!("[{n}/{of}] {what}"), done, planned, total),
+        Event::Live { tps, latency_ms } => meter.live(format!(
+            "pgbench {} tps{}",
+            plumb_report::fmt::count(tps.round()),
+            latency_ms
+                .map(|l| format!(", {}", plumb_report::fmt::ms(l / 1000.0)))
+                .unwrap_or_default()
+        )),
         Event::Finished { .. } => finished = true,
     };
     let report = lab.run(&mut events, &plumb_load::signal::stop_requested);

@@ -27,6 +27,8 @@ struct State {
     finished_planned: Duration,
     finished_actual: Duration,
     live: String,
+    /// The step's own figure (pgbench's tps), shown instead of the disks' while it is fresh.
+    own: Option<(String, Instant)>,
 }
 
 impl State {
@@ -57,9 +59,14 @@ impl State {
 
     fn message(&self) -> String {
         let mut m = format!("{} · about {} left", self.step, clock(self.eta()));
-        if !self.live.is_empty() {
+        let own = self
+            .own
+            .as_ref()
+            .filter(|(_, at)| at.elapsed() < Duration::from_secs(3))
+            .map(|(s, _)| s.as_str());
+        if let Some(l) = own.or((!self.live.is_empty()).then_some(self.live.as_str())) {
             m.push_str(" · ");
-            m.push_str(&self.live);
+            m.push_str(l);
         }
         m
     }
@@ -143,6 +150,7 @@ impl Meter {
             finished_planned: Duration::ZERO,
             finished_actual: Duration::ZERO,
             live: String::new(),
+            own: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {
@@ -198,6 +206,8 @@ impl Meter {
             s.finished_actual += s.step_started.elapsed();
         }
         s.step = what.to_string();
+        // A figure belongs to its step.
+        s.own = None;
         s.done = done;
         s.planned = planned;
         s.total = total.max(done + planned);
@@ -206,6 +216,12 @@ impl Meter {
         if self.plain {
             eprintln!("{} {:>3}% · {}", s.name, s.pct(), s.message());
         }
+    }
+
+    /// The step's own live figure (a workload's transactions per second), shown for the next
+    /// few seconds in place of the disks'.
+    pub fn live(&self, figure: String) {
+        self.state.lock().unwrap().own = Some((figure, Instant::now()));
     }
 
     /// Every step is done: the bar shows 100% (and a plain line says how long it took).
@@ -261,6 +277,7 @@ mod tests {
             finished_planned: Duration::ZERO,
             finished_actual: Duration::ZERO,
             live: String::new(),
+            own: None,
         }
     }
 

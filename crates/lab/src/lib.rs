@@ -142,6 +142,9 @@ pub enum Event<'a> {
         planned: Duration,
         total: Duration,
     },
+    /// The running step's live figure: the workload's transactions per second and mean
+    /// latency (pgbench's, each second).
+    Live { tps: f64, latency_ms: Option<f64> },
     /// Every step is done.
     Finished { of: u32 },
 }
@@ -187,6 +190,11 @@ impl<'e> Progress<'e> {
             planned: self.planned.get(i).copied().unwrap_or_default(),
             total: self.planned.iter().sum(),
         });
+    }
+
+    /// The running step's live figure.
+    pub fn live(&mut self, tps: f64, latency_ms: Option<f64>) {
+        self.events.event(Event::Live { tps, latency_ms });
     }
 
     /// Steps that will not run (a skipped experiment's): out of the plan.

@@ -25,6 +25,16 @@ pub fn run_child(
     cmd: &mut Command,
     cancel: &dyn Fn() -> bool,
 ) -> Result<Option<std::process::Output>> {
+    run_child_live(cmd, cancel, &mut |_| {})
+}
+
+/// As [`run_child`], handing each new `progress:` line the child writes to stderr (pgbench -P)
+/// to `live` as it comes.
+pub fn run_child_live(
+    cmd: &mut Command,
+    cancel: &dyn Fn() -> bool,
+    live: &mut dyn FnMut(&str),
+) -> Result<Option<std::process::Output>> {
     use std::os::unix::process::CommandExt;
     let prog = cmd.get_program().to_string_lossy().into_owned();
     // Its own process group: the terminal's Ctrl-C reaches plumb, which stops it.
@@ -44,8 +54,27 @@ pub fn run_child(
         })
     };
     let ho = c.stdout.take().map(|s| drain(Box::new(s)));
-    let he = c.stderr.take().map(|s| drain(Box::new(s)));
+    let latest: std::sync::Arc<std::sync::Mutex<Option<String>>> = Default::default();
+    let he = c.stderr.take().map(|s| {
+        let latest = latest.clone();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut v = Vec::new();
+            let mut r = std::io::BufReader::new(s);
+            let mut line = Vec::new();
+            while r.read_until(b'\n', &mut line).unwrap_or(0) > 0 {
+                if line.starts_with(b"progress:") {
+                    *latest.lock().unwrap() = Some(String::from_utf8_lossy(&line).trim().into());
+                }
+                v.append(&mut line);
+            }
+            v
+        })
+    });
     loop {
+        if let Some(l) = latest.lock().unwrap().take() {
+            live(&l);
+        }
         if let Some(status) = c.try_wait()? {
             return Ok(Some(std::process::Output {
                 status,
@@ -86,14 +115,21 @@ impl PgbenchRun {
     }
 
     /// pgbench for `d`, with per-transaction latencies from its transaction logs; None when
-    /// stopped.
-    pub fn run(&self, d: Duration, cancel: &dyn Fn() -> bool) -> Result<Option<Pgbench>> {
+    /// stopped. Its progress each second (tps, mean latency in ms) goes to `live` as it comes.
+    pub fn run(
+        &self,
+        d: Duration,
+        cancel: &dyn Fn() -> bool,
+        live: &mut dyn FnMut(f64, Option<f64>),
+    ) -> Result<Option<Pgbench>> {
         let (clients, threads, work) = (self.clients, self.threads, &self.work);
         let prefix = work.join("pgbench_log");
-        let Some(o) = run_child(
+        let Some(o) = run_child_live(
             Command::new(&self.bin)
                 .args([
                     "-n",
+                    "-P",
+                    "1",
                     "-c",
                     &clients.to_string(),
                     "-j",
@@ -108,6 +144,11 @@ impl PgbenchRun {
                 .envs(self.env.iter().cloned())
                 .current_dir(work),
             cancel,
+            &mut |l| {
+                if let Some((tps, lat)) = progress_figures(l) {
+                    live(tps, lat)
+                }
+            },
         )?
         else {
             return Ok(None);
@@ -119,7 +160,7 @@ impl PgbenchRun {
                 o.status,
                 String::from_utf8_lossy(&o.stderr)
                     .lines()
-                    .filter(|l| !l.trim().is_empty())
+                    .filter(|l| !l.trim().is_empty() && !l.starts_with("progress:"))
                     .take(3)
                     .collect::<Vec<_>>()
                     .join(" / ")
@@ -135,6 +176,24 @@ impl PgbenchRun {
         (p.tps_p10, p.tps_p90) = tps_spread(&per_second);
         Ok(Some(p))
     }
+}
+
+/// pgbench's progress line ("progress: 5.0 s, 4712.3 tps, lat 0.845 ms stddev 0.312, 0 failed"):
+/// its transactions per second and mean latency in ms.
+pub fn progress_figures(line: &str) -> Option<(f64, Option<f64>)> {
+    let mut tps = None;
+    let mut lat = None;
+    for f in line.split(',').map(str::trim) {
+        if let Some(v) = f.strip_suffix(" tps") {
+            tps = v.trim().parse::<f64>().ok();
+        } else if let Some(rest) = f.strip_prefix("lat ") {
+            lat = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok());
+        }
+    }
+    tps.map(|t| (t, lat))
 }
 
 /// Per-transaction latencies from pgbench's transaction logs (the third field, µs) and the
@@ -292,6 +351,13 @@ tps = 95.5 (excluding connections establishing)
     #[test]
     fn a_stopped_child_is_killed_and_reported() {
         let t = std::time::Instant::now();
+        assert_eq!(
+            super::progress_figures(
+                "progress: 5.0 s, 4712.3 tps, lat 0.845 ms stddev 0.312, 0 failed"
+            ),
+            Some((4712.3, Some(0.845)))
+        );
+        assert_eq!(super::progress_figures("starting vacuum...end."), None);
         let r = super::run_child(std::process::Command::new("sleep").arg("30"), &|| true).unwrap();
         assert!(r.is_none());
         assert!(t.elapsed() < std::time::Duration::from_secs(5));

@@ -62,7 +62,10 @@ impl Experiment for Pgbench {
                 Some(format!("{} clients, scale {scale}", run.clients)),
             )
             .renamed("pgbench".into());
-        let mut p = run.run(cx.plan.pgbench, cx.cancel)?.ok_or(Interrupted)?;
+        let progress = &mut cx.progress;
+        let mut p = run
+            .run(cx.plan.pgbench, cx.cancel, &mut |t, l| progress.live(t, l))?
+            .ok_or(Interrupted)?;
         p.scale = scale;
         p.init_s = init_s;
         p.wal_sync_method = cx.server.wal_sync_method();

@@ -132,7 +132,10 @@ impl Experiment for Pressure {
                 )),
             )
             .renamed(PHASE.into());
-        let r = run.run(cx.plan.experiment, cx.cancel);
+        let progress = &mut cx.progress;
+        let r = run.run(cx.plan.experiment, cx.cancel, &mut |t, l| {
+            progress.live(t, l)
+        });
         // What the kernel says about the server's memory now, before the pressure goes.
         let ps = cx
             .server

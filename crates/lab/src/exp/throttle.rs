@@ -56,7 +56,10 @@ impl Experiment for Throttle {
                     Some(format!("{label} on {dev}")),
                 )
                 .renamed(name.clone());
-            let r = run.run(cx.plan.experiment, cx.cancel);
+            let progress = &mut cx.progress;
+            let r = run.run(cx.plan.experiment, cx.cancel, &mut |t, l| {
+                progress.live(t, l)
+            });
             let end = cx.recorder.mark("write throttle lifted", None);
             cg.set_write_bps(dev, None)
                 .context("lifting the write throttle")?;

@@ -218,7 +218,24 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         trace: a.trace,
         drop_host_cache: a.drop_host_cache,
     };
-    let runs = plumb_lab::delta::run(&root, &wh, &workload, &plan, &interrupted)?;
+    // Progress: each run is planned to take as long as the runs before it did on average
+    // (two seconds before the first has finished).
+    let meter = crate::progress::Meter::new("plumb delta", Duration::ZERO, Vec::new());
+    let started = std::time::Instant::now();
+    let mut starting = |what: &str, k: usize, n: usize| {
+        let per = if k == 0 {
+            Duration::from_secs(2)
+        } else {
+            started.elapsed() / k as u32
+        };
+        meter.step(what, per * k as u32, per, per * n as u32);
+    };
+    let runs = plumb_lab::delta::run(&root, &wh, &workload, &plan, &interrupted, &mut starting);
+    match &runs {
+        Ok(_) => meter.finish(),
+        Err(_) => meter.abandon(),
+    }
+    let runs = runs?;
     let report = delta::summarize(
         wh.shown.clone(),
         Some(runs.info),

@@ -98,14 +98,19 @@ pub struct DeltaRuns {
 
 /// Measure the workload as `plan` says. `cancel` is polled while the workload runs: when it
 /// turns true the statement is cancelled (the command gets the signal plumb received) and the
-/// result is [`Interrupted`].
+/// result is [`Interrupted`]. `starting(mode, k, n)` is called as run `k` (0-based, warm-ups
+/// included) of `n` begins, for progress.
 pub fn run(
     root: &Root,
     wh: &DeltaTarget,
     workload: &Workload,
     plan: &DeltaPlan,
     cancel: &(dyn Fn() -> bool + Sync),
+    starting: &mut dyn FnMut(&str, usize, usize),
 ) -> Result<DeltaRuns> {
+    let warmups = plan.modes.iter().filter(|m| **m == Mode::Warm).count();
+    let n_runs = plan.modes.len() * plan.repeat as usize + warmups;
+    let mut k_run = 0usize;
     let is_root = plumb_sys::os::is_root();
     let mut observer = plumb_engine::observer(&wh.target).map_err(|e| anyhow!("--engine {e}"))?;
     let info = observer.info()?;
@@ -136,6 +141,8 @@ pub fn run(
                 session: None,
                 every: Duration::from_millis(100),
             };
+            starting("warm: the warm-up run", k_run, n_runs);
+            k_run += 1;
             let mut session = session_for(wh, workload)?;
             execute(wh, workload, session.as_deref_mut(), sampler, false, cancel)?;
         }
@@ -143,6 +150,12 @@ pub fn run(
             if cancel() {
                 return Err(Interrupted.into());
             }
+            starting(
+                &format!("{}: run {} of {}", mode.name(), i + 1, plan.repeat),
+                k_run,
+                n_runs,
+            );
+            k_run += 1;
             if *mode == Mode::Cold {
                 let done = make_cold(wh, is_root, plan.drop_host_cache)?;
                 if i == 0 {

@@ -122,10 +122,22 @@ fn delta_against_a_private_postgres() {
         let cold_disk = median(&r, "disk", None, "read_bytes", 0).expect("cold disk reads");
         let warm_disk = median(&r, "disk", None, "read_bytes", 1).unwrap_or(0.0);
         assert!(cold_disk > table * 0.8, "cold disk read {cold_disk}");
-        assert!(
-            warm_disk < cold_disk * 0.1,
-            "warm disk read {warm_disk} vs cold {cold_disk}"
-        );
+        // The disk figure is the device's: another process reading it during a warm run (the
+        // tests beside this one start PostgreSQL, whose binaries the cold run's cache drop
+        // evicted) shows there, and the run says it was disturbed. Only clean warm runs count.
+        let warm_clean = r["modes"][1]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|run| run["interference"]["verdict"] == "clean");
+        if warm_clean {
+            assert!(
+                warm_disk < cold_disk * 0.1,
+                "warm disk read {warm_disk} vs cold {cold_disk}"
+            );
+        } else {
+            eprintln!("warm runs disturbed by other work: disk read {warm_disk} not compared");
+        }
         let cold_be = median(&r, "backend", None, "storage_read_bytes", 0).unwrap_or(0.0)
             + median(&r, "server", None, "storage_read_bytes", 0).unwrap_or(0.0);
         assert!(

@@ -79,6 +79,9 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
         }
     };
     plumb_load::signal::install();
+    // A fixed window (--duration without a command): progress over it, so a piped trace is not
+    // silent until its report.
+    let meter: std::cell::RefCell<Option<crate::progress::Meter>> = Default::default();
     let report = plumb_record::trace::run(
         &root,
         &target,
@@ -96,10 +99,23 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
                     } else {
                         ""
                     }
-                )
+                );
+                if let (Some(d), true) = (duration, a.cmd.is_empty()) {
+                    let m = crate::progress::Meter::new("plumb trace", d, Vec::new());
+                    m.step(&format!("tracing {what}"), std::time::Duration::ZERO, d, d);
+                    *meter.borrow_mut() = Some(m);
+                }
             },
         },
-    )?;
+    );
+    if let Some(m) = meter.borrow_mut().take() {
+        if report.is_ok() {
+            m.finish();
+        } else {
+            m.abandon();
+        }
+    }
+    let report = report?;
     let mut out = std::io::stdout().lock();
     plumb_report::emit(&report, g.format(), &mut out)?;
     Ok(report.exit_code.unwrap_or(0))

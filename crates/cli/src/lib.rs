@@ -400,8 +400,6 @@ mod tests {
 
 #[cfg(test)]
 mod vocabulary {
-    use super::*;
-
     fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
         for a in cmd.get_arguments() {
             let id = a.get_id().as_str();

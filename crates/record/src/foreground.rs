@@ -16,6 +16,8 @@ pub struct Foreground<'a> {
     pub duration: Option<Duration>,
     /// Polled between ticks: true ends the recording.
     pub cancel: &'a dyn Fn() -> bool,
+    /// How often `cancel` is polled while waiting for a tick.
+    pub cancel_every: Duration,
     /// Passes the stop on to the command (the signal plumb received).
     pub signal_command: &'a dyn Fn(u32),
 }
@@ -59,7 +61,7 @@ pub fn adopt_command(rec: &mut Collector, c: &Child, command: &[String]) -> Resu
 /// Record until the duration is up, the command exits (marked "command exited") or `cancel`;
 /// a command still running then is stopped.
 pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> Result<Recorded> {
-    let mut schedule = Schedule::new(f.interval);
+    let mut schedule = Schedule::new(f.interval).checking_every(f.cancel_every);
     let mut exit = None;
     while schedule.wait(f.cancel) {
         // Whether the command has ended is asked before the sample, so that the last sample
@@ -146,6 +148,7 @@ mod tests {
             interval: Duration::from_millis(50),
             duration: Some(Duration::from_secs(20)),
             cancel,
+            cancel_every: crate::schedule::WAKE_EVERY,
             signal_command: signal,
         }
     }

@@ -4,8 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-/// How long a wait sleeps at most before it looks at the stop condition again.
-const WAKE_EVERY: Duration = Duration::from_millis(50);
+/// How long a wait sleeps at most before it looks at the stop condition again, by default
+/// ([`Schedule::checking_every`]).
+pub const WAKE_EVERY: Duration = Duration::from_millis(50);
 
 pub struct Schedule {
     t0: Instant,
@@ -13,6 +14,7 @@ pub struct Schedule {
     k: u64,
     /// Ticks skipped because a sample came too late.
     pub late: u64,
+    check_every: Duration,
 }
 
 impl Schedule {
@@ -23,7 +25,15 @@ impl Schedule {
             interval: interval.max(Duration::from_millis(1)),
             k: 0,
             late: 0,
+            check_every: WAKE_EVERY,
         }
+    }
+
+    /// Look at the stop condition this often while waiting (each look wakes the process: a
+    /// recording that is stopped only by a person waits longer between looks).
+    pub fn checking_every(mut self, d: Duration) -> Schedule {
+        self.check_every = d.max(Duration::from_millis(1));
+        self
     }
 
     pub fn interval(&self) -> Duration {
@@ -46,7 +56,7 @@ impl Schedule {
             if now >= due {
                 return true;
             }
-            std::thread::sleep((due - now).min(WAKE_EVERY));
+            std::thread::sleep((due - now).min(self.check_every));
         }
     }
 

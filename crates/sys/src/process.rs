@@ -347,14 +347,18 @@ pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
 /// are left out (None / empty), for samples taken many times a second.
 pub fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
     check_pid(root, pid)?;
-    read_parts(root, pid, heavy, true)
+    read_parts(root, pid, heavy, true, None)
 }
 
-/// A member of a followed tree, read every sample: stat, status, io and schedstat, and the
-/// command line only when asked (a title does not change what a member is). No separate
-/// existence check: a member that has exited has no stat.
-pub fn read_member(root: &Root, pid: u32, with_cmdline: bool) -> Result<ProcessSample> {
-    let s = read_parts(root, pid, false, with_cmdline)?;
+/// As [`read_with`] without the command line, for a process read every sample: stat, status,
+/// io and schedstat come from files `held` keeps open.
+pub fn read_held(
+    root: &Root,
+    pid: u32,
+    heavy: bool,
+    held: &mut crate::held::Held,
+) -> Result<ProcessSample> {
+    let s = read_parts(root, pid, heavy, false, Some(held))?;
     if s.stat.is_none() {
         return Err(Error::NoSuchProcess {
             pid,
@@ -364,12 +368,42 @@ pub fn read_member(root: &Root, pid: u32, with_cmdline: bool) -> Result<ProcessS
     Ok(s)
 }
 
-fn read_parts(root: &Root, pid: u32, heavy: bool, with_cmdline: bool) -> Result<ProcessSample> {
+/// A member of a followed tree, read every sample: stat, status, io and schedstat, and the
+/// command line only when asked (a title does not change what a member is). No separate
+/// existence check: a member that has exited has no stat.
+pub fn read_member(
+    root: &Root,
+    pid: u32,
+    with_cmdline: bool,
+    held: &mut crate::held::Held,
+) -> Result<ProcessSample> {
+    let s = read_parts(root, pid, false, with_cmdline, Some(held))?;
+    if s.stat.is_none() {
+        return Err(Error::NoSuchProcess {
+            pid,
+            path: root.display_path(&root.path(format!("/proc/{pid}"))),
+        });
+    }
+    Ok(s)
+}
+
+fn read_parts(
+    root: &Root,
+    pid: u32,
+    heavy: bool,
+    with_cmdline: bool,
+    mut held: Option<&mut crate::held::Held>,
+) -> Result<ProcessSample> {
     let mut missing = Vec::new();
     let base = format!("/proc/{pid}");
-    let mut opt = |name: &str| -> Option<(std::path::PathBuf, String)> {
+    // The files read every sample come from `held`; the others are opened each time.
+    let mut read = |name: &str, every: bool| -> Option<(std::path::PathBuf, String)> {
         let abs = format!("{base}/{name}");
-        match root.read(&abs) {
+        let r = match held.as_deref_mut().filter(|_| every) {
+            Some(h) => h.read(root, &abs),
+            None => root.read(&abs),
+        };
+        match r {
             Ok(t) => Some((root.path(&abs), t)),
             Err(e) => {
                 missing.push(Missing::from_error(root, &e));
@@ -377,13 +411,21 @@ fn read_parts(root: &Root, pid: u32, heavy: bool, with_cmdline: bool) -> Result<
             }
         }
     };
-    let stat_text = opt("stat");
-    let status_text = opt("status");
-    let smaps_text = if heavy { opt("smaps_rollup") } else { None };
-    let io_text = opt("io");
-    let sched_text = opt("schedstat");
-    let cgroup_text = if heavy { opt("cgroup") } else { None };
-    let cmdline_text = if with_cmdline { opt("cmdline") } else { None };
+    let stat_text = read("stat", true);
+    let status_text = read("status", true);
+    let smaps_text = if heavy {
+        read("smaps_rollup", false)
+    } else {
+        None
+    };
+    let io_text = read("io", true);
+    let sched_text = read("schedstat", true);
+    let cgroup_text = if heavy { read("cgroup", false) } else { None };
+    let cmdline_text = if with_cmdline {
+        read("cmdline", false)
+    } else {
+        None
+    };
 
     // A process that exits between check_pid and here loses its stat file.
     if stat_text.is_none() && !root.path(&base).exists() {

@@ -31,16 +31,23 @@ pub fn table(root: &Root) -> BTreeMap<u32, ProcStat> {
 /// (`/proc/PID/task/TID/children`), without reading every process on the host; None where the
 /// kernel lacks those lists (CONFIG_PROC_CHILDREN), empty when `pid` is gone.
 pub fn members_by_children(root: &Root, pid: u32) -> Option<Vec<u32>> {
+    members_by_children_of(root, pid, &|_| false)
+}
+
+/// As [`members_by_children`]; processes for which `single` says they have one thread are not
+/// listed (their only thread has their PID), which spares a directory read per member.
+pub fn members_by_children_of(
+    root: &Root,
+    pid: u32,
+    single: &dyn Fn(u32) -> bool,
+) -> Option<Vec<u32>> {
     let tasks = |p: u32| -> Vec<u32> {
-        std::fs::read_dir(root.path(format!("/proc/{p}/task")))
-            .map(|rd| {
-                rd.flatten()
-                    .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                    .collect()
-            })
-            .unwrap_or_default()
+        if single(p) {
+            return vec![p];
+        }
+        members_by_children_tasks(root, p)
     };
-    let first = tasks(pid);
+    let first = members_by_children_tasks(root, pid);
     if first.is_empty() {
         return Some(Vec::new());
     }
@@ -67,6 +74,16 @@ pub fn members_by_children(root: &Root, pid: u32) -> Option<Vec<u32>> {
     }
     out.sort_unstable();
     Some(out)
+}
+
+fn members_by_children_tasks(root: &Root, p: u32) -> Vec<u32> {
+    std::fs::read_dir(root.path(format!("/proc/{p}/task")))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `pid` (when it is in the table) and every process below it.
@@ -157,6 +174,15 @@ pub const DETAILED_MEMBERS: usize = 16;
 /// its PSS sums the latest reading of each.
 pub const SMAPS_BUDGET: std::time::Duration = std::time::Duration::from_millis(1);
 
+/// How old a member's smaps_rollup reading may grow before it is read again (a member never
+/// read is read first). PSS and swapped shared memory move over tens of seconds; the walk is
+/// most of what following a tree costs, so it is not repeated every second.
+pub const SMAPS_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How old a member's cgroup membership may grow before it is read again: a server's processes
+/// do not move between cgroups while it runs, and a move shows within this time.
+pub const CGROUPS_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// One followed tree between samples.
 #[derive(Debug)]
 pub struct Tree {
@@ -175,6 +201,12 @@ pub struct Tree {
     /// still has its parent's title), then kept: what a member is does not change.
     /// (title, read after its first sample).
     titles: HashMap<u32, (String, bool)>,
+    /// Each detailed member's cgroups, and when they were read.
+    cgroups: HashMap<u32, (Vec<process::CgroupLine>, std::time::Instant)>,
+    /// Each member's thread count in the last sample.
+    threads: HashMap<u32, u64>,
+    /// The members' files read every sample, held open.
+    held: crate::held::Held,
 }
 
 /// What one tree gave in a sample.
@@ -265,6 +297,9 @@ impl Tree {
             titled: HashMap::new(),
             smaps: HashMap::new(),
             titles: HashMap::new(),
+            cgroups: HashMap::new(),
+            threads: HashMap::new(),
+            held: crate::held::Held::new(),
         }
     }
 
@@ -276,7 +311,9 @@ impl Tree {
     /// connection to the engine).
     pub fn take(&mut self, root: &Root, left_out: &[u32]) -> TreeTake {
         let mut out = TreeTake::default();
-        let list = members_by_children(root, self.root)
+        let threads = &self.threads;
+        let single = |p: u32| threads.get(&p) == Some(&1);
+        let list = members_by_children_of(root, self.root, &single)
             .unwrap_or_else(|| members(&table(root), self.root));
         let now: BTreeSet<u32> = list
             .into_iter()
@@ -309,7 +346,7 @@ impl Tree {
         self.titles.retain(|p, _| now.contains(p));
         for &p in &now {
             let settled = self.titles.get(&p).is_some_and(|t| t.1);
-            if let Ok(s) = process::read_member(root, p, !settled) {
+            if let Ok(s) = process::read_member(root, p, !settled, &mut self.held) {
                 if let Some(c) = &s.cmdline {
                     self.titles
                         .insert(p, (c.join(" "), self.known.contains(&p)));
@@ -317,9 +354,18 @@ impl Tree {
                 samples.push(s);
             }
         }
-        // smaps_rollup within the budget, stalest (never read) first, at least one a sample.
+        // smaps_rollup for members never read or read SMAPS_EVERY ago, stalest (never read)
+        // first, within the budget.
         self.smaps.retain(|p, _| now.contains(p));
-        let mut order: Vec<u32> = now.iter().copied().collect();
+        let mut order: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|p| {
+                self.smaps
+                    .get(p)
+                    .is_none_or(|(_, at)| at.elapsed() >= SMAPS_EVERY)
+            })
+            .collect();
         order.sort_by_key(|p| self.smaps.get(p).map(|(_, at)| *at));
         let t0 = std::time::Instant::now();
         for p in order {
@@ -359,19 +405,38 @@ impl Tree {
                 self.titled.insert(s.pid, title);
             }
         }
+        self.held.retain_pids(|p| now.contains(&p));
         self.known = now;
+        self.threads = samples
+            .iter()
+            .filter_map(|s| Some((s.pid, s.stat.as_ref()?.num_threads)))
+            .collect();
         out.detailed = std::iter::once(self.root)
             .chain(self.detailed.iter().copied())
             .filter(|p| samples.iter().any(|s| s.pid == *p))
             .collect();
-        out.samples = samples
-            .iter()
-            .filter(|s| out.detailed.contains(&s.pid))
-            .map(|s| ProcessSample {
-                cgroups: process::cgroups(root, s.pid),
+        self.cgroups.retain(|p, _| out.detailed.contains(p));
+        let mut samples_out = Vec::with_capacity(out.detailed.len());
+        for s in samples.iter().filter(|s| out.detailed.contains(&s.pid)) {
+            let fresh = self
+                .cgroups
+                .get(&s.pid)
+                .filter(|(_, at)| at.elapsed() < CGROUPS_EVERY);
+            let cgroups = match fresh {
+                Some((c, _)) => c.clone(),
+                None => {
+                    let c = process::cgroups(root, s.pid);
+                    self.cgroups
+                        .insert(s.pid, (c.clone(), std::time::Instant::now()));
+                    c
+                }
+            };
+            samples_out.push(ProcessSample {
+                cgroups,
                 ..s.clone()
-            })
-            .collect();
+            });
+        }
+        out.samples = samples_out;
         let r = self.root;
         let mut push = |name: String, kind: RawKind, value: u64| {
             out.values.push(RawValue { name, kind, value });

@@ -46,8 +46,16 @@ pub struct Taken {
 }
 
 /// Devices worth recording: whole disks and dm/md devices, but not idle loop or ram devices.
-fn device_wanted(root: &Root, d: &block::DiskStats) -> bool {
-    if !root.exists(format!("/sys/block/{}", d.name)) {
+/// `whole` keeps which names are whole devices (not partitions) from one sample to the next.
+fn device_wanted(
+    root: &Root,
+    whole: &mut std::collections::HashMap<String, bool>,
+    d: &block::DiskStats,
+) -> bool {
+    let is_whole = *whole
+        .entry(d.name.clone())
+        .or_insert_with(|| root.exists(format!("/sys/block/{}", d.name)));
+    if !is_whole {
         return false; // a partition
     }
     if d.name.starts_with("loop") || d.name.starts_with("ram") {
@@ -64,6 +72,10 @@ pub struct Sampler {
     left_out: Vec<u32>,
     /// The trees' processes with series of their own, as of the last slow sample.
     tree_detailed: Vec<u32>,
+    /// Block device names seen, and whether each is a whole device.
+    whole_devices: std::collections::HashMap<String, bool>,
+    /// The recorded processes' files, held open between samples.
+    held: crate::held::Held,
 }
 
 impl Sampler {
@@ -87,6 +99,8 @@ impl Sampler {
             trees,
             left_out: Vec::new(),
             tree_detailed: Vec::new(),
+            whole_devices: std::collections::HashMap::new(),
+            held: crate::held::Held::new(),
         }
     }
 
@@ -200,7 +214,8 @@ impl Sampler {
             push("mem.major_faults".into(), C, v.pgmajfault);
         }
         if let Ok(disks) = block::read_diskstats(r) {
-            for d in disks.iter().filter(|d| device_wanted(r, d)) {
+            let whole = &mut self.whole_devices;
+            for d in disks.iter().filter(|d| device_wanted(r, whole, d)) {
                 let n = &d.name;
                 push(format!("disk.{n}.reads"), C, Some(d.reads));
                 push(format!("disk.{n}.writes"), C, Some(d.writes));
@@ -252,10 +267,12 @@ impl Sampler {
         }
         let mut cgroups_read: std::collections::HashMap<String, cgroup::ProcessCgroups> =
             std::collections::HashMap::new();
+        let keep = detailed.clone();
+        self.held.retain_pids(|p| keep.contains(&p));
         for pid in detailed {
             let p = match read.iter().position(|s| s.pid == pid) {
                 Some(i) => read.swap_remove(i),
-                None => match process::read_with(r, pid, slow) {
+                None => match process::read_held(r, pid, slow, &mut self.held) {
                     Ok(p) => p,
                     Err(_) => {
                         // A tree member is reported gone by its tree, on the next slow sample.

@@ -178,6 +178,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                         &private::StartOptions {
                             settings,
                             port: None,
+                            ..Default::default()
                         },
                     )
                     .map_err(|e| crate::cmd_engine::dir_err(&d, e))?;

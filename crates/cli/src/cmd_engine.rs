@@ -42,6 +42,15 @@ pub enum EngineCmd {
         /// Any other setting, as NAME=VALUE (repeat).
         #[arg(long = "set", value_name = "NAME=VALUE")]
         set: Vec<String>,
+        /// Make this a streaming standby of the running instance in PRIMARY_DIR: a replication
+        /// slot there, a base backup of it into --dir, then the server following it. Stop and
+        /// status know both; `stop --remove` on the standby also drops its slot.
+        #[arg(long, value_name = "PRIMARY_DIR")]
+        standby_of: Option<PathBuf>,
+        /// With --standby-of: the primary waits for this standby at every commit
+        /// (synchronous_standby_names names it until the standby stops).
+        #[arg(long, requires = "standby_of")]
+        sync: bool,
     },
     /// Stop it (fast shutdown); with --remove also delete what plumb created for it (and the
     /// directory, when plumb made it).
@@ -52,7 +61,8 @@ pub enum EngineCmd {
         #[arg(long)]
         remove: bool,
     },
-    /// Whether it runs, its PID, port, version and URL. Exit code 1 when it is not running.
+    /// Whether it runs, its PID, port, version and URL, and its standbys or its primary with
+    /// their positions and lag. Exit code 1 when it is not running.
     Status {
         #[command(flatten)]
         dir: DirArg,
@@ -75,6 +85,57 @@ pub struct InstanceState {
     pub instance: Option<Running>,
     pub url: Option<String>,
     pub log: PathBuf,
+    /// Replication, as the servers report it (a primary with standbys, or a standby).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Replication>,
+}
+
+/// What `plumb engine status` reads about replication.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "snake_case", tag = "role")]
+pub enum Replication {
+    /// This instance has standbys: each as its WAL sender sees it.
+    Primary {
+        standbys: Vec<plumb_engine::repl::Sender>,
+    },
+    /// This instance follows a primary.
+    Standby {
+        primary: PathBuf,
+        sync: bool,
+        receiver: Option<plumb_engine::repl::Receiver>,
+        /// This standby as the primary sees it (None: the primary is not running, or has no
+        /// WAL sender for it now).
+        at_primary: Option<plumb_engine::repl::Sender>,
+    },
+}
+
+fn secs(s: Option<f64>) -> String {
+    s.map(|s| plumb_load::units::format_duration(std::time::Duration::from_secs_f64(s.max(0.0))))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn lsn(l: &Option<plumb_engine::repl::Lsn>) -> &str {
+    l.as_ref().map(|l| l.text.as_str()).unwrap_or("-")
+}
+
+fn sender_line(out: &mut dyn Write, s: &plumb_engine::repl::Sender) -> io::Result<()> {
+    writeln!(
+        out,
+        "  {} ({}, {}): sent {} written {} flushed {} replayed {}; lag write {} flush {} replay {}; {} not replayed",
+        s.application_name,
+        s.state,
+        s.sync_state,
+        lsn(&s.sent),
+        lsn(&s.written),
+        lsn(&s.flushed),
+        lsn(&s.replayed),
+        secs(s.write_lag_s),
+        secs(s.flush_lag_s),
+        secs(s.replay_lag_s),
+        s.replay_behind_bytes()
+            .map(plumb_analyze::units::bytes)
+            .unwrap_or_else(|| "?".into())
+    )
 }
 
 impl Render for InstanceState {
@@ -106,7 +167,61 @@ impl Render for InstanceState {
                     out,
                     "psql        plumb engine psql --dir {}",
                     self.dir.display()
-                )
+                )?;
+                match &self.replication {
+                    None => Ok(()),
+                    Some(Replication::Primary { standbys }) => {
+                        writeln!(
+                            out,
+                            "standbys    {} streaming from this primary",
+                            standbys.len()
+                        )?;
+                        for s in standbys {
+                            sender_line(out, s)?;
+                        }
+                        for d in &r.standbys {
+                            writeln!(out, "  standby plumb made: {}", d.display())?;
+                        }
+                        Ok(())
+                    }
+                    Some(Replication::Standby {
+                        primary,
+                        sync,
+                        receiver,
+                        at_primary,
+                    }) => {
+                        writeln!(
+                            out,
+                            "standby of  {} ({})",
+                            primary.display(),
+                            if *sync {
+                                "synchronous: its primary waits for it at every commit"
+                            } else {
+                                "asynchronous"
+                            }
+                        )?;
+                        if let Some(rc) = receiver {
+                            writeln!(
+                                out,
+                                "  receiver {}: received {} replayed {}; {} received and not replayed; {}",
+                                rc.status.as_deref().unwrap_or("not running"),
+                                lsn(&rc.received),
+                                lsn(&rc.replayed),
+                                rc.replay_behind_bytes()
+                                    .map(plumb_analyze::units::bytes)
+                                    .unwrap_or_else(|| "?".into()),
+                                match rc.last_replayed_commit_age_s {
+                                    Some(s) => format!("last replayed commit {} ago", secs(Some(s))),
+                                    None => "no commit replayed yet".into(),
+                                }
+                            )?;
+                        }
+                        match at_primary {
+                            Some(s) => sender_line(out, s),
+                            None => writeln!(out, "  the primary has no WAL sender for it now"),
+                        }
+                    }
+                }
             }
             None => writeln!(
                 out,
@@ -135,7 +250,39 @@ fn state(state: &'static str, dir: PathBuf, r: Option<Running>) -> InstanceState
         url: r.as_ref().map(|r| r.url()),
         instance: r,
         dir,
+        replication: None,
     }
+}
+
+fn client(r: &Running) -> Option<plumb_engine::private::Client> {
+    r.client().ok()
+}
+
+/// Replication as the running servers report it; None for an instance without any.
+fn replication(r: &Running) -> Result<Option<Replication>> {
+    if let Some(sb) = &r.standby_of {
+        let receiver = client(r).and_then(|mut c| plumb_engine::repl::receiver(&mut c).ok());
+        let at_primary = private::status(&sb.primary)
+            .ok()
+            .flatten()
+            .and_then(|p| client(&p))
+            .and_then(|mut c| plumb_engine::repl::senders(&mut c).ok())
+            .and_then(|v| v.into_iter().find(|s| s.application_name == sb.slot));
+        return Ok(Some(Replication::Standby {
+            primary: sb.primary.clone(),
+            sync: sb.sync,
+            receiver,
+            at_primary,
+        }));
+    }
+    let Some(mut c) = client(r) else {
+        return Ok(None);
+    };
+    let standbys = plumb_engine::repl::senders(&mut c)?;
+    if standbys.is_empty() && r.standbys.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Replication::Primary { standbys }))
 }
 
 /// Parse NAME=VALUE settings.
@@ -161,11 +308,15 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             dir,
             shared_buffers,
             set,
+            standby_of,
+            sync,
         } => {
             let d = dir.dir();
             let opts = StartOptions {
                 settings: settings(shared_buffers, set)?,
                 port: None,
+                standby_of: standby_of.clone(),
+                sync: *sync,
             };
             // Under the directory's lock: a second start on the same directory waits for the
             // first and then finds its server.
@@ -177,7 +328,12 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                 crate::emit(g, &state("already running:", d, Some(s.running)))?;
                 return Ok(0);
             }
-            crate::emit(g, &state("started", d, Some(s.running)))?;
+            let mut st = state("started", d, Some(s.running));
+            st.replication = st
+                .instance
+                .as_ref()
+                .and_then(|r| replication(r).ok().flatten());
+            crate::emit(g, &st)?;
             Ok(0)
         }
         EngineCmd::Stop { dir, remove } => {
@@ -201,10 +357,11 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             let d = dir.dir();
             let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
             let running = r.is_some();
-            crate::emit(
-                g,
-                &state(if running { "running:" } else { "stopped" }, d, r),
-            )?;
+            let mut st = state(if running { "running:" } else { "stopped" }, d, r);
+            if let Some(r) = &st.instance {
+                st.replication = replication(r).map_err(|e| anyhow!("{e}"))?;
+            }
+            crate::emit(g, &st)?;
             Ok(if running { 0 } else { 1 })
         }
         EngineCmd::Psql { dir, args } => {

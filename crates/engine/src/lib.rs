@@ -14,6 +14,7 @@ pub mod mariadb;
 pub mod mssql;
 pub mod pg;
 pub mod private;
+pub mod repl;
 pub mod secret;
 
 pub use secret::{read_password_file, redact};

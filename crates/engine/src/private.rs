@@ -24,6 +24,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+pub use postgres::Client;
+
 /// The superuser plumb creates in its clusters.
 pub const SUPERUSER: &str = "plumb";
 
@@ -45,6 +47,23 @@ pub struct Running {
     /// Settings given on the command line at start.
     #[serde(default)]
     pub settings: Vec<(String, String)>,
+    /// This instance is a streaming standby of another plumb instance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub standby_of: Option<StandbyOf>,
+    /// Standbys plumb made of this instance (their directories).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub standbys: Vec<PathBuf>,
+}
+
+/// A standby's link to its primary.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StandbyOf {
+    /// The primary's instance directory.
+    pub primary: PathBuf,
+    /// The replication slot on the primary, also the standby's `application_name` there.
+    pub slot: String,
+    /// The primary waits for this standby at every commit (`synchronous_standby_names`).
+    pub sync: bool,
 }
 
 impl Running {
@@ -75,6 +94,11 @@ impl Running {
         )
     }
 
+    /// A connection as `plumb` to the `postgres` database.
+    pub fn client(&self) -> Result<Client> {
+        connect(self)
+    }
+
     pub fn target(&self) -> crate::Target {
         crate::Target::new(&self.url())
     }
@@ -91,6 +115,13 @@ struct Manifest {
     created: Vec<String>,
     /// The last start: port, version, user, settings.
     last: Option<Running>,
+    /// This instance is a standby plumb made of another one.
+    #[serde(default)]
+    standby_of: Option<StandbyOf>,
+    /// Standbys plumb made of this instance: their directories. While there is one, the
+    /// server's OS user may open replication connections (see [`write_access_files`]).
+    #[serde(default)]
+    standbys: Vec<PathBuf>,
 }
 
 /// The newest Debian PostgreSQL bin directory (`/usr/lib/postgresql/N/bin`), or `PLUMB_PG_BIN`.
@@ -351,6 +382,8 @@ fn publish_new_dir(dir: &Path, parent: &Path, server: &User) -> Result<bool> {
                 created_dir: true,
                 created: Vec::new(),
                 last: None,
+                standby_of: None,
+                standbys: Vec::new(),
             },
         )
     })();
@@ -519,6 +552,8 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
         created_dir: false,
         created: Vec::new(),
         last: None,
+        standby_of: None,
+        standbys: Vec::new(),
     };
     write_manifest(dir, &manifest)?;
     Ok(Some(InstanceDir {
@@ -674,6 +709,8 @@ fn running_in(d: &InstanceDir) -> Option<Running> {
         version: last.as_ref().map(|s| s.version.clone()).unwrap_or_default(),
         user: last.as_ref().map(|s| s.user.clone()).unwrap_or_default(),
         settings: last.map(|s| s.settings).unwrap_or_default(),
+        standby_of: d.manifest.standby_of.clone(),
+        standbys: d.manifest.standbys.clone(),
     })
 }
 
@@ -697,6 +734,11 @@ pub struct StartOptions {
     pub settings: Vec<(String, String)>,
     /// The port (the socket's name) to use if it is free (a restart keeps its port).
     pub port: Option<u16>,
+    /// Make a streaming standby of the instance in this directory (a base backup of it, a
+    /// replication slot on it), rather than a new cluster.
+    pub standby_of: Option<PathBuf>,
+    /// With `standby_of`: the primary waits for this standby at every commit.
+    pub sync: bool,
 }
 
 /// What [`start_or_find`] did.
@@ -757,6 +799,34 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
     let server = server_user()?;
     let me = caller()?;
     let mut d = open(dir, true)?.ok_or_else(|| setup_err(dir, "cannot open"))?;
+    // A cluster that was there before this call (a stopped instance) is kept on failure;
+    // a new one is taken back, so a later start begins clean.
+    let had_cluster = d.data().join("PG_VERSION").exists();
+    let primary = match &opts.standby_of {
+        Some(p) => Some(absolute(p)?),
+        None => d.manifest.standby_of.as_ref().map(|s| s.primary.clone()),
+    };
+    if let Some(primary) = &primary {
+        if had_cluster && d.manifest.standby_of.is_none() {
+            return Err(Error::Setup(format!(
+                "{}: holds a primary instance, not a standby; give a new directory for the standby",
+                d.dir.display()
+            )));
+        }
+        if let Some(was) = d
+            .manifest
+            .standby_of
+            .as_ref()
+            .filter(|s| s.primary != *primary)
+        {
+            return Err(Error::Setup(format!(
+                "{}: a standby of {}, not of {}",
+                d.dir.display(),
+                was.primary.display(),
+                primary.display()
+            )));
+        }
+    }
     if let Some(r) = running_in(&d) {
         return Ok(Started {
             running: r,
@@ -764,15 +834,54 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
             fresh: false,
         });
     }
-    // A cluster that was there before this call (a stopped instance) is kept on failure;
-    // a new one is taken back, so a later start begins clean.
-    let had_cluster = d.data().join("PG_VERSION").exists();
+    if let Some(primary) = primary {
+        let sync = if opts.standby_of.is_some() {
+            opts.sync
+        } else {
+            d.manifest.standby_of.as_ref().is_some_and(|s| s.sync)
+        };
+        return match start_standby_locked(&mut d, &bin, &server, &me, opts, &primary, sync) {
+            Ok(running) => Ok(Started {
+                running,
+                was_running: false,
+                fresh: !had_cluster,
+            }),
+            Err(e) => {
+                let _ = stop_locked(&d);
+                let mut also = Vec::new();
+                if !had_cluster {
+                    if let Err(e2) = detach_from_primary(&mut d, true) {
+                        also.push(e2.to_string());
+                    }
+                    if let Err(e2) = d.remove_created() {
+                        also.push(e2.to_string());
+                    }
+                } else if let Err(e2) = detach_from_primary(&mut d, false) {
+                    also.push(e2.to_string());
+                }
+                if also.is_empty() {
+                    Err(e)
+                } else {
+                    Err(Error::Setup(format!(
+                        "{e}; and cleaning up: {}",
+                        also.join("; ")
+                    )))
+                }
+            }
+        };
+    }
     match start_locked(&mut d, &bin, &server, &me, opts) {
-        Ok((running, fresh)) => Ok(Started {
-            running,
-            was_running: false,
-            fresh,
-        }),
+        Ok((running, fresh)) => {
+            if !fresh {
+                // Housekeeping only: a failure here leaves a slot, not a broken instance.
+                let _ = drop_forgotten_slots(&d, &running);
+            }
+            Ok(Started {
+                running,
+                was_running: false,
+                fresh,
+            })
+        }
         Err(e) => {
             if !had_cluster {
                 if let Err(e2) = d.remove_created() {
@@ -815,7 +924,7 @@ fn start_locked(
         ]);
         output(c, "initdb")?;
     }
-    write_access_files(&data, server, me)?;
+    write_access_files(&data, server, me, !d.manifest.standbys.is_empty())?;
     let version = std::fs::read_to_string(data.join("PG_VERSION"))
         .unwrap_or_default()
         .trim()
@@ -839,7 +948,9 @@ fn start_locked(
     let mut o =
         format!("-p {port} -k '{sock}' -c listen_addresses= -c unix_socket_permissions=0700");
     for (k, v) in &opts.settings {
-        o.push_str(&format!(" -c {k}={v}"));
+        // Quoted for pg_ctl's shell: a value has no quote (checked), it may have spaces
+        // (a standby's primary_conninfo).
+        o.push_str(&format!(" -c '{k}={v}'"));
     }
     let log = d.log();
     let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
@@ -894,15 +1005,32 @@ fn log_since(log: &Path, from: u64) -> String {
 
 /// pg_hba.conf and pg_ident.conf: the `plumb` role over the socket, for the caller's OS user
 /// only. Written at every start, so an older cluster's `trust` lines do not survive.
-fn write_access_files(data: &Path, server: &User, me: &User) -> Result<()> {
-    let hba = "# Written by plumb at every start: only the OS user that started plumb, over the\n\
+///
+/// With `replication` (the instance has a standby plumb made), the server's own OS user may
+/// also open replication connections as `plumb`, and nothing else: that is how the standby's
+/// WAL receiver, which runs as that user, connects. That user owns the data files already, so
+/// this admits nobody new.
+fn write_access_files(data: &Path, server: &User, me: &User, replication: bool) -> Result<()> {
+    let mut hba =
+        "# Written by plumb at every start: only the OS user that started plumb, over the\n\
                # Unix socket (in a directory only the server's user can enter), as role plumb.\n\
-               local all plumb peer map=plumb\n";
-    let ident = format!(
+               local all plumb peer map=plumb\n"
+            .to_string();
+    let mut ident = format!(
         "# Written by plumb: the OS user that started plumb is role plumb; nobody else is.\nplumb {} {SUPERUSER}\n",
         me.name
     );
-    for (name, text) in [("pg_hba.conf", hba.to_string()), ("pg_ident.conf", ident)] {
+    if replication {
+        hba.push_str(
+            "# A standby plumb made: replication connections from the server's own OS user.\n\
+             local replication plumb peer map=plumb_replication\n",
+        );
+        ident.push_str(&format!(
+            "plumb_replication {} {SUPERUSER}\nplumb_replication {} {SUPERUSER}\n",
+            server.name, me.name
+        ));
+    }
+    for (name, text) in [("pg_hba.conf", hba), ("pg_ident.conf", ident)] {
         let p = data.join(name);
         let tmp = data.join(format!("{name}.plumb-tmp"));
         let _ = std::fs::remove_file(&tmp);
@@ -960,7 +1088,28 @@ pub fn remove(dir: &Path) -> Result<Removed> {
     let Some(mut d) = open(dir, false)? else {
         return Ok(Removed::Nothing);
     };
+    // A primary whose standby plumb made is still there: that one goes first.
+    let followers: Vec<PathBuf> = d
+        .manifest
+        .standbys
+        .iter()
+        .filter(|s| {
+            matches!(read_manifest(s), Ok(Some(m)) if m.standby_of.as_ref().is_some_and(|o| o.primary == d.dir))
+        })
+        .cloned()
+        .collect();
+    if let Some(s) = followers.first() {
+        return Err(Error::Setup(format!(
+            "{}: the standby in {} follows this instance; remove it first (plumb engine stop --dir {1} --remove)",
+            d.dir.display(),
+            s.display()
+        )));
+    }
+    if d.manifest.standby_of.is_some() {
+        detach_from_primary(&mut d, false)?;
+    }
     let was = stop_locked(&d)?;
+    detach_from_primary(&mut d, true)?;
     d.remove_created()?;
     Ok(if was {
         Removed::Running
@@ -970,10 +1119,18 @@ pub fn remove(dir: &Path) -> Result<Removed> {
 }
 
 /// Stop the instance in `dir` (fast shutdown). Not running is not an error.
+///
+/// A synchronous standby is taken out of its primary's `synchronous_standby_names` first, so
+/// the primary's commits do not wait for a standby that is gone; its next start puts it back.
 pub fn stop(dir: &Path) -> Result<bool> {
     match open(dir, false)? {
         None => Ok(false),
-        Some(d) => stop_locked(&d),
+        Some(mut d) => {
+            if running_in(&d).is_some() {
+                detach_from_primary(&mut d, false)?;
+            }
+            stop_locked(&d)
+        }
     }
 }
 
@@ -1007,8 +1164,312 @@ pub fn restart(dir: &Path) -> Result<Running> {
             .map(|s| s.settings.clone())
             .unwrap_or_default(),
         port: saved.map(|s| s.port),
+        ..Default::default()
     };
     start(dir, &opts)
+}
+
+/// The replication slot (and `application_name`) of the standby in `dir`: one per standby
+/// directory, so two standbys of one primary never share a slot.
+fn slot_name(dir: &Path) -> String {
+    // FNV-1a of the path: short, stable, lower-case hex (a slot name allows [a-z0-9_]).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in dir.as_os_str().as_encoded_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("plumb_standby_{:012x}", h & 0xffff_ffff_ffff)
+}
+
+fn connect(r: &Running) -> Result<postgres::Client> {
+    r.config("postgres").connect(postgres::NoTls).map_err(|e| {
+        Error::Setup(format!(
+            "{}: {}",
+            r.dir.display(),
+            crate::pg::with_causes(&e)
+        ))
+    })
+}
+
+fn exec(c: &mut postgres::Client, dir: &Path, sql: &str) -> Result<()> {
+    c.batch_execute(sql).map_err(|e| {
+        Error::Setup(format!(
+            "{}: {sql}: {}",
+            dir.display(),
+            crate::pg::with_causes(&e)
+        ))
+    })
+}
+
+/// The primary of a new standby: a running plumb instance that is no standby itself.
+fn open_primary(primary: &Path) -> Result<(InstanceDir, Running)> {
+    let p = open(primary, false)?.ok_or_else(|| {
+        Error::Setup(format!(
+            "--standby-of {}: no plumb instance there (plumb engine start --dir {0})",
+            primary.display()
+        ))
+    })?;
+    if p.manifest.standby_of.is_some() {
+        return Err(Error::Setup(format!(
+            "--standby-of {}: a standby itself; plumb makes standbys of a primary",
+            primary.display()
+        )));
+    }
+    let r = running_in(&p).ok_or_else(|| {
+        Error::Setup(format!(
+            "--standby-of {}: the instance there is not running (plumb engine start --dir {0})",
+            primary.display()
+        ))
+    })?;
+    Ok((p, r))
+}
+
+/// Start the standby in `d` of the instance in `primary`: on first use a replication slot on
+/// the primary and a base backup of it (`pg_basebackup`), then the server in standby mode
+/// streaming from the slot; with `sync`, the primary then waits for it at every commit. Returns
+/// once the primary sees it streaming.
+fn start_standby_locked(
+    d: &mut InstanceDir,
+    bin: &Path,
+    server: &User,
+    me: &User,
+    opts: &StartOptions,
+    primary: &Path,
+    sync: bool,
+) -> Result<Running> {
+    if primary == d.dir {
+        return Err(Error::Setup(format!(
+            "--standby-of {}: the standby needs a directory of its own",
+            primary.display()
+        )));
+    }
+    let (mut p, prun) = open_primary(primary)?;
+    let slot = d
+        .manifest
+        .standby_of
+        .as_ref()
+        .map(|s| s.slot.clone())
+        .unwrap_or_else(|| slot_name(&d.dir));
+    // Recorded first, on both sides: a failure from here on is undone by detach_from_primary.
+    d.manifest.standby_of = Some(StandbyOf {
+        primary: primary.to_path_buf(),
+        slot: slot.clone(),
+        sync,
+    });
+    write_manifest(&d.dir, &d.manifest)?;
+    if !p.manifest.standbys.contains(&d.dir) {
+        p.manifest.standbys.push(d.dir.clone());
+        write_manifest(&p.dir, &p.manifest)?;
+    }
+    write_access_files(&p.data(), server, me, true)?;
+    let mut pc = connect(&prun)?;
+    exec(&mut pc, &p.dir, "SELECT pg_reload_conf()")?;
+    d.server_dir("data", server)?;
+    d.server_dir("sock", server)?;
+    d.server_log(server)?;
+    let data = d.data();
+    if !data.join("PG_VERSION").exists() {
+        // A slot of this name left by an earlier attempt is taken back first.
+        let _ = pc.execute(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+            &[&slot],
+        );
+        let mut c = cmd(bin, "pg_basebackup", server);
+        c.arg("-D")
+            .arg(&data)
+            .arg("-h")
+            .arg(prun.socket_dir())
+            .arg("-p")
+            .arg(prun.port.to_string())
+            .args(["-U", SUPERUSER, "-X", "stream", "-C", "-S", &slot])
+            .args(["-c", "fast", "--no-sync", "-w"]);
+        output(c, "pg_basebackup")?;
+        let signal = data.join("standby.signal");
+        let f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&signal)
+            .map_err(|e| setup_err(&signal, e))?;
+        // SAFETY: fchown on a file we just created.
+        if server.uid != euid()
+            && unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0
+        {
+            return Err(setup_err(&signal, std::io::Error::last_os_error()));
+        }
+    }
+    let psock = prun.socket_dir().display().to_string();
+    if psock.contains(['\'', ' ']) {
+        return Err(Error::Setup(format!(
+            "--standby-of {}: a quote or space in the path; choose a directory without one",
+            primary.display()
+        )));
+    }
+    let mut settings: Vec<(String, String)> = opts
+        .settings
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "primary_conninfo" | "primary_slot_name"))
+        .cloned()
+        .collect();
+    settings.push((
+        "primary_conninfo".into(),
+        format!(
+            "host={psock} port={} user={SUPERUSER} application_name={slot}",
+            prun.port
+        ),
+    ));
+    settings.push(("primary_slot_name".into(), slot.clone()));
+    let sopts = StartOptions {
+        settings,
+        port: opts.port,
+        standby_of: None,
+        sync: false,
+    };
+    let (running, _) = start_locked(d, bin, server, me, &sopts)?;
+    if sync {
+        exec(
+            &mut pc,
+            &p.dir,
+            &format!("ALTER SYSTEM SET synchronous_standby_names = '\"{slot}\"'"),
+        )?;
+        exec(&mut pc, &p.dir, "SELECT pg_reload_conf()")?;
+    }
+    // Streaming (and synchronous, when asked) as the primary sees it.
+    let t = std::time::Instant::now();
+    loop {
+        let row = pc
+            .query_opt(
+                "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = $1",
+                &[&slot],
+            )
+            .map_err(|e| {
+                Error::Setup(format!(
+                    "{}: {}",
+                    p.dir.display(),
+                    crate::pg::with_causes(&e)
+                ))
+            })?;
+        let ok = row.as_ref().is_some_and(|r| {
+            r.get::<_, Option<String>>(0).as_deref() == Some("streaming")
+                && (!sync || r.get::<_, Option<String>>(1).as_deref() == Some("sync"))
+        });
+        if ok {
+            break;
+        }
+        if running_in(d).is_none() {
+            return Err(Error::Setup(format!(
+                "the standby stopped; its log: {}",
+                log_since(&d.log(), 0)
+            )));
+        }
+        if t.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(Error::Setup(format!(
+                "the standby did not reach the primary within 60 s; its log: {}",
+                log_since(&d.log(), 0)
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(Running {
+        standby_of: d.manifest.standby_of.clone(),
+        ..running
+    })
+}
+
+/// Undo what a standby in `d` set on its primary: the primary stops waiting for it (its
+/// `synchronous_standby_names`, when it names this standby, is reset). With `forget`, also its
+/// replication slot is dropped, the primary forgets the standby, and with no standby left the
+/// primary no longer admits replication connections. A primary that is not running is changed
+/// in its files only; its slot is dropped at its next start ([`drop_forgotten_slots`]).
+fn detach_from_primary(d: &mut InstanceDir, forget: bool) -> Result<()> {
+    let Some(sb) = d.manifest.standby_of.clone() else {
+        return Ok(());
+    };
+    let Some(mut p) = open(&sb.primary, false)? else {
+        return Ok(()); // the primary is gone, and its slot with it
+    };
+    let prun = running_in(&p);
+    if let Some(r) = &prun {
+        let mut c = connect(r)?;
+        let names: String = c
+            .query_one("SELECT current_setting('synchronous_standby_names')", &[])
+            .map(|row| row.get(0))
+            .unwrap_or_default();
+        if names.trim_matches('"') == sb.slot {
+            // Two statements: ALTER SYSTEM refuses to run inside a transaction block.
+            exec(
+                &mut c,
+                &p.dir,
+                "ALTER SYSTEM RESET synchronous_standby_names",
+            )?;
+            exec(&mut c, &p.dir, "SELECT pg_reload_conf()")?;
+        }
+        if forget {
+            // The standby's WAL sender ends shortly after the standby stops.
+            let t = std::time::Instant::now();
+            loop {
+                let r = c.execute(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+                    &[&sb.slot],
+                );
+                let left: i64 = c
+                    .query_one(
+                        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
+                        &[&sb.slot],
+                    )
+                    .map(|row| row.get(0))
+                    .unwrap_or(0);
+                if left == 0 {
+                    break;
+                }
+                if t.elapsed() > std::time::Duration::from_secs(10) {
+                    return Err(Error::Setup(format!(
+                        "{}: replication slot {} is still in use ({r:?}); drop it with plumb engine psql --dir {0} -- -c \"SELECT pg_drop_replication_slot('{1}')\"",
+                        p.dir.display(),
+                        sb.slot
+                    )));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+    if forget {
+        p.manifest.standbys.retain(|s| *s != d.dir);
+        write_manifest(&p.dir, &p.manifest)?;
+        if p.manifest.standbys.is_empty() && p.data().join("PG_VERSION").exists() {
+            let server = server_user()?;
+            let me = caller()?;
+            write_access_files(&p.data(), &server, &me, false)?;
+            if let Some(r) = &prun {
+                let mut c = connect(r)?;
+                exec(&mut c, &p.dir, "SELECT pg_reload_conf()")?;
+            }
+        }
+        d.manifest.standby_of = None;
+        write_manifest(&d.dir, &d.manifest)?;
+    }
+    Ok(())
+}
+
+/// At a primary's start: drop the slots of standbys plumb made and has since removed while the
+/// primary was stopped (a slot nobody reads keeps WAL forever).
+fn drop_forgotten_slots(d: &InstanceDir, r: &Running) -> Result<()> {
+    let mut c = connect(r)?;
+    let keep: Vec<String> = d.manifest.standbys.iter().map(|s| slot_name(s)).collect();
+    let rows = c
+        .query(
+            "SELECT slot_name::text FROM pg_replication_slots WHERE slot_name LIKE 'plumb\\_standby\\_%' AND NOT active",
+            &[],
+        )
+        .map_err(|e| Error::Setup(format!("{}: {}", d.dir.display(), crate::pg::with_causes(&e))))?;
+    for row in rows {
+        let name: String = row.get(0);
+        if !keep.contains(&name) {
+            let _ = c.execute("SELECT pg_drop_replication_slot($1)", &[&name]);
+        }
+    }
+    Ok(())
 }
 
 /// Stops an instance this process started, on drop (errors, Ctrl-C unwinding through callers).

@@ -25,6 +25,7 @@ fn start_status_snapshot_stop() {
     let opts = private::StartOptions {
         settings: vec![("shared_buffers".into(), "16MB".into())],
         port: None,
+        ..Default::default()
     };
     let r = private::start(&dir, &opts).expect("start");
     assert!(r.port > 0 && r.pid > 0);

@@ -338,6 +338,7 @@ impl Lab {
                     &private::StartOptions {
                         settings: server::private_settings(plan.shared_buffers),
                         port: None,
+                        ..Default::default()
                     },
                 )
                 .with_context(|| {

@@ -170,6 +170,7 @@ fn direct_wal_loops(
         &plumb_engine::private::StartOptions {
             settings,
             port: None,
+            ..Default::default()
         },
     )
     .with_context(|| {

@@ -1,0 +1,213 @@
+//! Replication with plumb's own instances: a streaming standby of the private PostgreSQL, made,
+//! watched, stopped and removed as a user does it, with nothing left behind.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn json(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })
+}
+
+fn engine(args: &[&str]) -> std::process::Output {
+    plumb().arg("engine").args(args).output().unwrap()
+}
+
+/// `plumb engine psql --dir DIR -- -Atc SQL`, its output trimmed.
+fn psql(dir: &Path, sql: &str) -> String {
+    let o = plumb()
+        .args(["engine", "psql", "--dir"])
+        .arg(dir)
+        .args(["--", "-Atc", sql])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Removes both instances at the end, the standby first, whatever the test did.
+struct Cleanup(Vec<std::path::PathBuf>);
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            let _ = plumb()
+                .args(["engine", "stop", "--remove", "--dir"])
+                .arg(d)
+                .output();
+        }
+    }
+}
+
+fn setup() -> Option<tempfile::TempDir> {
+    if !is_root() {
+        skip("skipped: the private instance's standby is tested as root (the server runs as postgres)");
+        return None;
+    }
+    if let Some(why) = no_postgres() {
+        skip(why);
+        return None;
+    }
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-repl-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    // The servers run as postgres and must reach their directories.
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    Some(tmp)
+}
+
+#[test]
+fn a_synchronous_standby_of_the_private_instance() {
+    let Some(tmp) = setup() else { return };
+    let p = tmp.path().join("primary");
+    let s = tmp.path().join("standby");
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let ps = p.to_str().unwrap();
+    let ss = s.to_str().unwrap();
+
+    let o = engine(&["start", "--dir", ps, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = engine(&["start", "--dir", ss, "--standby-of", ps, "--sync", "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let st = json(&o);
+    let rep = &st["replication"];
+    assert_eq!(rep["role"], "standby", "{st}");
+    assert_eq!(rep["sync"], true);
+    assert_eq!(rep["receiver"]["in_recovery"], true);
+    assert_eq!(rep["at_primary"]["state"], "streaming", "{st}");
+    assert_eq!(rep["at_primary"]["sync_state"], "sync", "{st}");
+
+    // The primary's status lists it, with its positions.
+    let o = engine(&["status", "--dir", ps, "--json"]);
+    let st = json(&o);
+    assert_eq!(st["replication"]["role"], "primary", "{st}");
+    let sb = &st["replication"]["standbys"][0];
+    assert_eq!(sb["sync_state"], "sync");
+    assert!(sb["flushed"]["bytes"].as_u64().unwrap() > 0);
+    let text = String::from_utf8_lossy(&engine(&["status", "--dir", ps]).stdout).to_string();
+    assert!(text.contains("1 streaming from this primary"), "{text}");
+    assert!(text.contains(ss), "{text}");
+
+    // A commit on the primary reaches the standby.
+    psql(&p, "CREATE TABLE t (x int); INSERT INTO t VALUES (1)");
+    let t = Instant::now();
+    loop {
+        let n = psql(&s, "SELECT count(*) FROM pg_class WHERE relname = 't'");
+        if n == "1" && psql(&s, "SELECT count(*) FROM t") == "1" {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(20), "never replayed");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Only the server's own user may replicate, and only while a standby exists.
+    let hba = std::fs::read_to_string(p.join("data/pg_hba.conf")).unwrap();
+    assert!(hba.contains("local replication plumb peer map=plumb_replication"));
+    assert!(!hba.contains("trust") && !hba.contains("host "));
+
+    // The primary cannot be removed from under its standby.
+    let o = engine(&["stop", "--remove", "--dir", ps]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(ss) && err.contains("remove it first"), "{err}");
+    assert!(p.join("data/PG_VERSION").exists());
+
+    // A stopped synchronous standby does not leave the primary's commits waiting.
+    let o = engine(&["stop", "--dir", ss]);
+    assert!(o.status.success());
+    let t = Instant::now();
+    let done = plumb()
+        .args(["engine", "psql", "--dir", ps, "--", "-Atc"])
+        .arg("SET statement_timeout = '20s'; INSERT INTO t VALUES (2); SELECT count(*) FROM t")
+        .output()
+        .unwrap();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "the commit waited for a stopped standby"
+    );
+    assert_eq!(psql(&p, "SHOW synchronous_standby_names"), "");
+
+    // Started again, it is synchronous again and catches up.
+    let o = engine(&["start", "--dir", ss, "--json"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(json(&o)["replication"]["at_primary"]["sync_state"], "sync");
+    let t = Instant::now();
+    while psql(&s, "SELECT count(*) FROM t") != "2" {
+        assert!(t.elapsed() < Duration::from_secs(20), "never caught up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Removing the standby takes its slot and the primary's replication access with it.
+    let o = engine(&["stop", "--remove", "--dir", ss]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!s.exists());
+    assert_eq!(psql(&p, "SELECT count(*) FROM pg_replication_slots"), "0");
+    assert_eq!(psql(&p, "SHOW synchronous_standby_names"), "");
+    let hba = std::fs::read_to_string(p.join("data/pg_hba.conf")).unwrap();
+    assert!(!hba.contains("replication"), "{hba}");
+    let o = engine(&["stop", "--remove", "--dir", ps]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_standby_of_nothing_is_refused_and_leaves_nothing() {
+    let Some(tmp) = setup() else { return };
+    let p = tmp.path().join("primary");
+    let s = tmp.path().join("standby");
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let ps = p.to_str().unwrap();
+    let ss = s.to_str().unwrap();
+
+    // No instance there.
+    let o = engine(&["start", "--dir", ss, "--standby-of", ps]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(ps) && err.contains("no plumb instance"),
+        "{err}"
+    );
+    assert!(!s.exists(), "a failed standby start left its directory");
+
+    // --sync alone is a usage error.
+    let o = engine(&["start", "--dir", ss, "--sync"]);
+    assert_eq!(o.status.code(), Some(2));
+
+    // A stopped primary.
+    assert!(engine(&["start", "--dir", ps]).status.success());
+    assert!(engine(&["stop", "--dir", ps]).status.success());
+    let o = engine(&["start", "--dir", ss, "--standby-of", ps]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not running"));
+    assert!(!s.exists());
+
+    // Itself.
+    assert!(engine(&["start", "--dir", ps]).status.success());
+    let o = engine(&["start", "--dir", ps, "--standby-of", ps]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("primary instance"));
+    // A primary that is running is not made anyone's standby, and keeps running.
+    assert!(engine(&["status", "--dir", ps]).status.success());
+    assert!(engine(&["stop", "--remove", "--dir", ps]).status.success());
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}

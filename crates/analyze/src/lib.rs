@@ -12,6 +12,7 @@ pub mod lab;
 pub mod mem;
 pub mod openmetrics;
 pub mod os;
+pub mod repl;
 pub mod sched;
 pub mod series;
 pub mod sweep;

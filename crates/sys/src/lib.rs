@@ -18,6 +18,7 @@ pub mod cgroup;
 pub mod container;
 pub mod cpu;
 pub mod engine_conf;
+pub mod eventtrace;
 pub mod held;
 pub mod host;
 pub mod json;

@@ -1,0 +1,590 @@
+//! The timeline of one replicated commit, from the events of the processes it passes through:
+//! the primary's backend (and WAL writer), its WAL sender, the standby's WAL receiver and its
+//! startup process (replay). Events are syscalls (a WAL write, an fdatasync, a send, a receive)
+//! and, where the server binary exports them, function probes (the commit record, the wait for
+//! the standby, its release, replay of the commit); all on CLOCK_MONOTONIC.
+//!
+//! Each stage is the first matching event after the stage before it, so the stages are ordered
+//! by construction; a stage that is not found is left out and named in `missing`, never guessed.
+
+use plumb_sys::eventtrace::{Event, What};
+use serde::Serialize;
+
+/// The processes a commit passes through (PIDs on this host).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Roles {
+    pub backend: u32,
+    pub wal_writer: Option<u32>,
+    pub wal_sender: u32,
+    pub wal_receiver: u32,
+    pub startup: Option<u32>,
+}
+
+/// Where a stage happens (a lane of the swimlane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    Client,
+    Backend,
+    WalWriter,
+    WalSender,
+    WalReceiver,
+    Startup,
+}
+
+/// The stages, in the order a synchronously replicated commit passes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// The backend has read the statement from the client's socket.
+    StatementReceived,
+    /// The commit record is inserted into the WAL buffers (probe).
+    CommitRecord,
+    /// The WAL is written to its file and the flush (fdatasync) starts.
+    LocalFlushStarted,
+    /// The flush returned: the commit is durable on the primary.
+    LocalFlushDone,
+    /// The backend starts waiting for the standby (probe).
+    WaitForStandby,
+    /// The WAL sender has sent the WAL to the standby.
+    WalSent,
+    /// The standby's WAL receiver has read it from its socket.
+    StandbyReceived,
+    /// It is written to the standby's WAL file.
+    StandbyWritten,
+    /// The standby's flush returned: the commit is durable there.
+    StandbyFlushed,
+    /// The WAL receiver has sent the flush position back.
+    FlushReported,
+    /// The WAL sender has read the reply.
+    ReplyReceived,
+    /// The WAL sender releases the waiting commits (probe).
+    CommitReleased,
+    /// The backend has stopped waiting.
+    BackendWoken,
+    /// The backend has written the result to the client's socket.
+    ResultSent,
+    /// The standby's startup process has replayed the commit record (probe; off the commit's
+    /// path: the primary does not wait for it).
+    Replayed,
+}
+
+impl Stage {
+    pub const ALL: [Stage; 15] = [
+        Stage::StatementReceived,
+        Stage::CommitRecord,
+        Stage::LocalFlushStarted,
+        Stage::LocalFlushDone,
+        Stage::WaitForStandby,
+        Stage::WalSent,
+        Stage::StandbyReceived,
+        Stage::StandbyWritten,
+        Stage::StandbyFlushed,
+        Stage::FlushReported,
+        Stage::ReplyReceived,
+        Stage::CommitReleased,
+        Stage::BackendWoken,
+        Stage::ResultSent,
+        Stage::Replayed,
+    ];
+
+    /// Stages that exist only with function probes.
+    pub fn needs_probe(self) -> bool {
+        matches!(
+            self,
+            Stage::CommitRecord | Stage::WaitForStandby | Stage::CommitReleased | Stage::Replayed
+        )
+    }
+}
+
+/// The probes the timeline uses, by PostgreSQL function: (probe name, function, at return).
+pub const PG_PROBES: [(&str, &str, bool); 5] = [
+    ("commit_record", "XactLogCommitRecord", false),
+    ("syncrep_wait", "SyncRepWaitForLSN", false),
+    ("syncrep_wait_done", "SyncRepWaitForLSN", true),
+    ("syncrep_release", "SyncRepReleaseWaiters", false),
+    ("replayed", "xact_redo", true),
+];
+
+/// The syscalls the timeline follows.
+pub const SYSCALLS: [&str; 8] = [
+    "recvfrom",
+    "sendto",
+    "pwrite64",
+    "write",
+    "fdatasync",
+    "fsync",
+    "epoll_wait",
+    "kill",
+];
+
+/// One stage of one commit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct At {
+    pub stage: Stage,
+    pub lane: Lane,
+    /// Since the backend received the statement, nanoseconds.
+    pub t_ns: u64,
+    /// Since the stage before it on the commit's path (for `Replayed`: since `StandbyFlushed`,
+    /// or the stage before it that was found).
+    pub step_ns: u64,
+    /// On the path the client waits for (with a synchronous standby every stage but replay;
+    /// with an asynchronous one the standby's stages are not).
+    pub on_commit_path: bool,
+}
+
+/// The timeline of one commit.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Timeline {
+    pub stages: Vec<At>,
+    /// Stages not found in the events.
+    pub missing: Vec<Stage>,
+    /// The client's own measure: from before it sent the statement to after it read the result.
+    pub client_latency_ns: u64,
+    /// From `StatementReceived` to `ResultSent` (the sum of the steps on the commit's path).
+    pub server_ns: Option<u64>,
+    /// Events the kernel dropped in this window (0 when none).
+    pub lost_events: u64,
+    /// The commit waited for the standby (synchronous replication).
+    pub synchronous: bool,
+}
+
+fn exit_of<'a>(e: &'a Event, call: &[&str]) -> Option<i64> {
+    match &e.what {
+        What::Exit { call: c, ret } if call.contains(&c.as_str()) => Some(*ret),
+        _ => None,
+    }
+}
+
+fn enter_of(e: &Event, call: &[&str]) -> bool {
+    matches!(&e.what, What::Enter { call: c, .. } if call.contains(&c.as_str()))
+}
+
+fn probe(e: &Event, name: &str) -> bool {
+    matches!(&e.what, What::Probe { name: n } if n == name)
+}
+
+/// Build the timeline. `events` in any order; `client` = (sent, received) on the same clock;
+/// `synchronous`: the standby is synchronous (the backend waits for it).
+pub fn timeline(
+    events: &[Event],
+    roles: &Roles,
+    client: (u64, u64),
+    synchronous: bool,
+    lost_events: u64,
+) -> Timeline {
+    let mut ev: Vec<&Event> = events.iter().collect();
+    ev.sort_by_key(|e| e.t_ns);
+    let (sent, received) = client;
+    let mut found: Vec<(Stage, Lane, u64)> = Vec::new();
+    // The first event at or after `from` of process `pid` that `f` accepts.
+    let first = |pid: u32, from: u64, f: &dyn Fn(&Event) -> bool| -> Option<u64> {
+        ev.iter()
+            .find(|e| e.tid == pid && e.t_ns >= from && e.t_ns <= received && f(e))
+            .map(|e| e.t_ns)
+    };
+    let first_any = |pid: u32, from: u64, f: &dyn Fn(&Event) -> bool| -> Option<u64> {
+        ev.iter()
+            .find(|e| e.tid == pid && e.t_ns >= from && f(e))
+            .map(|e| e.t_ns)
+    };
+    let b = roles.backend;
+    let Some(t0) = first(b, sent, &|e| {
+        exit_of(e, &["recvfrom", "read"]).is_some_and(|r| r > 0)
+    }) else {
+        return Timeline {
+            stages: Vec::new(),
+            missing: Stage::ALL.to_vec(),
+            client_latency_ns: received.saturating_sub(sent),
+            server_ns: None,
+            lost_events,
+            synchronous,
+        };
+    };
+    found.push((Stage::StatementReceived, Lane::Backend, t0));
+    let mut at = t0;
+    if let Some(t) = first(b, at, &|e| probe(e, "commit_record")) {
+        found.push((Stage::CommitRecord, Lane::Backend, t));
+        at = t;
+    }
+    // The flush: the backend's own, else the WAL writer's (it may have flushed the commit first).
+    let syncs = ["fdatasync", "fsync"];
+    let mut flusher = (b, Lane::Backend);
+    let mut flush = first(b, at, &|e| enter_of(e, &syncs));
+    if flush.is_none() {
+        if let Some(w) = roles.wal_writer {
+            flush = first(w, at, &|e| enter_of(e, &syncs));
+            flusher = (w, Lane::WalWriter);
+        }
+    }
+    if let Some(t) = flush {
+        found.push((Stage::LocalFlushStarted, flusher.1, t));
+        if let Some(d) = first(flusher.0, t, &|e| exit_of(e, &syncs).is_some()) {
+            found.push((Stage::LocalFlushDone, flusher.1, d));
+            at = d;
+        }
+    }
+    let flushed_at = at;
+    if let Some(t) = first(b, flushed_at, &|e| probe(e, "syncrep_wait")) {
+        found.push((Stage::WaitForStandby, Lane::Backend, t));
+    }
+    // The standby's side (on the commit's path when synchronous; after the result otherwise).
+    let (ws, wr) = (roles.wal_sender, roles.wal_receiver);
+    let pos = |e: &Event, c: &[&str]| exit_of(e, c).is_some_and(|r| r > 0);
+    let mut s_at = flushed_at;
+    let mut standby_flushed = None;
+    let chain: [(Stage, Lane, u32, &dyn Fn(&Event) -> bool); 6] = [
+        (Stage::WalSent, Lane::WalSender, ws, &|e| {
+            pos(e, &["sendto", "write"])
+        }),
+        (Stage::StandbyReceived, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["recvfrom", "read"])
+        }),
+        (Stage::StandbyWritten, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["pwrite64", "write"])
+        }),
+        (Stage::StandbyFlushed, Lane::WalReceiver, wr, &|e| {
+            exit_of(e, &syncs).is_some()
+        }),
+        (Stage::FlushReported, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["sendto", "write"])
+        }),
+        (Stage::ReplyReceived, Lane::WalSender, ws, &|e| {
+            pos(e, &["recvfrom", "read"])
+        }),
+    ];
+    for (stage, lane, pid, f) in chain {
+        // An asynchronous standby's stages may come after the client has its result.
+        let t = if synchronous {
+            first(pid, s_at, f)
+        } else {
+            first_any(pid, s_at, f)
+        };
+        let Some(t) = t else { break };
+        found.push((stage, lane, t));
+        if stage == Stage::StandbyFlushed {
+            standby_flushed = Some(t);
+        }
+        if stage == Stage::StandbyWritten {
+            // Replay reads what was written; it can start before the flush.
+            if let Some(su) = roles.startup {
+                if let Some(r) = first_any(su, t, &|e| probe(e, "replayed")) {
+                    found.push((Stage::Replayed, Lane::Startup, r));
+                }
+            }
+        }
+        s_at = t;
+    }
+    let mut b_at = flushed_at;
+    if synchronous {
+        if let Some(t) = first(ws, s_at, &|e| probe(e, "syncrep_release")) {
+            found.push((Stage::CommitReleased, Lane::WalSender, t));
+            s_at = t;
+        }
+        let woken = first(b, s_at, &|e| probe(e, "syncrep_wait_done")).or_else(|| {
+            first(b, s_at, &|e| {
+                exit_of(e, &["epoll_wait"]).is_some_and(|r| r > 0)
+            })
+        });
+        if let Some(t) = woken {
+            found.push((Stage::BackendWoken, Lane::Backend, t));
+            b_at = t;
+        }
+    }
+    if let Some(t) = first(b, b_at, &|e| pos(e, &["sendto", "write"])) {
+        found.push((Stage::ResultSent, Lane::Backend, t));
+    }
+    let result_at = found.iter().find(|f| f.0 == Stage::ResultSent).map(|f| f.2);
+    // Order, steps, and which stages the client waited for.
+    found.sort_by_key(|f| (f.2, f.0));
+    let on_path = |s: Stage, t: u64| -> bool {
+        s != Stage::Replayed
+            && (synchronous || result_at.is_none_or(|r| t <= r) && !standby_side(s))
+    };
+    let mut stages = Vec::new();
+    let mut prev_path = t0;
+    for (stage, lane, t) in &found {
+        let path = on_path(*stage, *t);
+        let base = if *stage == Stage::Replayed {
+            standby_flushed.filter(|f| f <= t).unwrap_or(prev_path)
+        } else {
+            prev_path
+        };
+        stages.push(At {
+            stage: *stage,
+            lane: *lane,
+            t_ns: t - t0,
+            step_ns: t.saturating_sub(base),
+            on_commit_path: path,
+        });
+        if path {
+            prev_path = *t;
+        }
+    }
+    let missing = Stage::ALL
+        .into_iter()
+        .filter(|s| !found.iter().any(|f| f.0 == *s))
+        .filter(|s| {
+            synchronous
+                || !matches!(
+                    s,
+                    Stage::WaitForStandby | Stage::CommitReleased | Stage::BackendWoken
+                )
+        })
+        .collect();
+    Timeline {
+        stages,
+        missing,
+        client_latency_ns: received.saturating_sub(sent),
+        server_ns: result_at.map(|r| r - t0),
+        lost_events,
+        synchronous,
+    }
+}
+
+fn standby_side(s: Stage) -> bool {
+    matches!(
+        s,
+        Stage::WalSent
+            | Stage::StandbyReceived
+            | Stage::StandbyWritten
+            | Stage::StandbyFlushed
+            | Stage::FlushReported
+            | Stage::ReplyReceived
+            | Stage::Replayed
+    )
+}
+
+/// A stage over several commits: its time since the statement arrived and its step, median
+/// and range.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StageSummary {
+    pub stage: Stage,
+    pub lane: Lane,
+    /// Commits in which it was found.
+    pub found: usize,
+    pub t_ns: Spread,
+    pub step_ns: Spread,
+    pub on_commit_path: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+fn spread(mut v: Vec<u64>) -> Option<Spread> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_unstable();
+    let n = v.len();
+    let median = if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2
+    };
+    Some(Spread {
+        median,
+        min: v[0],
+        max: v[n - 1],
+    })
+}
+
+/// Each stage's median and range over the commits, in the order of their median times; and
+/// the client's latency the same way.
+pub fn summarize(runs: &[Timeline]) -> (Vec<StageSummary>, Option<Spread>) {
+    let mut out = Vec::new();
+    for s in Stage::ALL {
+        let ats: Vec<&At> = runs
+            .iter()
+            .filter_map(|r| r.stages.iter().find(|a| a.stage == s))
+            .collect();
+        let (Some(t), Some(step)) = (
+            spread(ats.iter().map(|a| a.t_ns).collect()),
+            spread(ats.iter().map(|a| a.step_ns).collect()),
+        ) else {
+            continue;
+        };
+        out.push(StageSummary {
+            stage: s,
+            lane: ats[0].lane,
+            found: ats.len(),
+            t_ns: t,
+            step_ns: step,
+            on_commit_path: ats.iter().filter(|a| a.on_commit_path).count() * 2 > ats.len(),
+        });
+    }
+    out.sort_by_key(|s| (s.t_ns.median, s.stage));
+    (
+        out,
+        spread(runs.iter().map(|r| r.client_latency_ns).collect()),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_sys::eventtrace::parse_events;
+
+    /// One INSERT on a primary with a synchronous standby, as traced on this project's VM
+    /// (PostgreSQL 15; backend 32514, WAL sender 32463, WAL receiver 32462, startup 32461).
+    const TRACE: &str = "\
+postgres-32514 [001] ..... 36155.068876: sys_recvfrom -> 0x1f
+postgres-32514 [001] ..... 36155.069289: sys_pwrite64(fd: 9, buf: 0x7f8e1197fc00, count: 0x2000, pos: 0)
+postgres-32514 [001] ..... 36155.069322: sys_pwrite64 -> 0x2000
+postgres-32514 [001] DBZff 36155.069382: commit_record: (0x5564cfbc9fe0)
+postgres-32514 [001] ..... 36155.069397: sys_pwrite64(fd: 0xb, buf: 0x7f8e11180000, count: 0x4000, pos: 0x14000)
+postgres-32514 [001] ..... 36155.069423: sys_pwrite64 -> 0x4000
+postgres-32514 [001] ..... 36155.069424: sys_fdatasync(fd: 0xb)
+postgres-32514 [001] ..... 36155.069827: sys_fdatasync -> 0x0
+postgres-32514 [001] ..... 36155.069835: sys_kill(pid: 0x7ecf, sig: 0x17)
+postgres-32463 [001] ..... 36155.069857: sys_epoll_wait -> 0x1
+postgres-32463 [001] ..... 36155.069874: sys_recvfrom -> 0xfffffffffffffff5
+postgres-32463 [001] ..... 36155.069909: sys_sendto -> 0x9e
+postgres-32514 [001] DBZff 36155.069924: syncrep_wait: (0x5564cfe073d0)
+postgres-32462 [000] ..... 36155.069973: sys_recvfrom -> 0x9e
+postgres-32462 [000] ..... 36155.069994: sys_pwrite64 -> 0x80
+postgres-32462 [000] ..... 36155.070006: sys_sendto -> 0x27
+postgres-32462 [000] ..... 36155.070007: sys_fdatasync(fd: 5)
+postgres-32463 [000] ..... 36155.070051: sys_recvfrom -> 0x26
+postgres-32463 [000] DBZff 36155.070057: syncrep_release: (0x5564cfe07b50)
+postgres-32462 [000] ..... 36155.070330: sys_fdatasync -> 0x0
+postgres-32462 [000] ..... 36155.070336: sys_sendto -> 0x27
+postgres-32463 [000] ..... 36155.070340: sys_recvfrom -> 0x26
+postgres-32461 [001] DBZff 36155.070421: replayed: (0x55f5de22e261 <- 0x55f5de218be0)
+postgres-32463 [000] DBZff 36155.070430: syncrep_release: (0x5564cfe07b50)
+postgres-32514 [001] ..... 36155.070441: sys_epoll_wait -> 0x1
+postgres-32514 [001] DBZff 36155.070448: syncrep_wait_done: (0x5564cfbcaa09 <- 0x5564cfe073d0)
+postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
+";
+
+    fn roles() -> Roles {
+        Roles {
+            backend: 32514,
+            wal_writer: None,
+            wal_sender: 32463,
+            wal_receiver: 32462,
+            startup: Some(32461),
+        }
+    }
+
+    #[test]
+    fn a_synchronous_commit_passes_every_stage_in_order() {
+        let ev = parse_events(TRACE);
+        let sent = 36_155_068_800_000;
+        let got = 36_155_070_520_000;
+        let t = timeline(&ev, &roles(), (sent, got), true, 0);
+        assert!(t.missing.is_empty(), "{:?}", t.missing);
+        let at = |s: Stage| t.stages.iter().find(|a| a.stage == s).unwrap();
+        // Each stage after the one that causes it (the WAL sender may send before the backend
+        // starts waiting: both follow the local flush).
+        let chain = [
+            Stage::StatementReceived,
+            Stage::CommitRecord,
+            Stage::LocalFlushStarted,
+            Stage::LocalFlushDone,
+            Stage::WalSent,
+            Stage::StandbyReceived,
+            Stage::StandbyWritten,
+            Stage::StandbyFlushed,
+            Stage::FlushReported,
+            Stage::ReplyReceived,
+            Stage::CommitReleased,
+            Stage::BackendWoken,
+            Stage::ResultSent,
+        ];
+        for w in chain.windows(2) {
+            assert!(
+                at(w[0]).t_ns <= at(w[1]).t_ns,
+                "{:?} before {:?}",
+                w[0],
+                w[1]
+            );
+        }
+        assert!(at(Stage::LocalFlushDone).t_ns <= at(Stage::WaitForStandby).t_ns);
+        assert!(
+            t.stages.windows(2).all(|w| w[0].t_ns <= w[1].t_ns),
+            "listed in time order"
+        );
+        // The write reply (before the flush) is not taken for the flush reply.
+        assert_eq!(at(Stage::FlushReported).t_ns, 70_336_000 - 68_876_000);
+        assert_eq!(at(Stage::ReplyReceived).t_ns, 70_340_000 - 68_876_000);
+        assert_eq!(at(Stage::CommitReleased).t_ns, 70_430_000 - 68_876_000);
+        assert_eq!(at(Stage::LocalFlushDone).step_ns, 403_000);
+        assert_eq!(at(Stage::StandbyFlushed).step_ns, 70_330_000 - 69_994_000);
+        assert!(!at(Stage::Replayed).on_commit_path);
+        // The steps on the path add up to the server's time.
+        let sum: u64 = t
+            .stages
+            .iter()
+            .filter(|a| a.on_commit_path)
+            .map(|a| a.step_ns)
+            .sum();
+        assert_eq!(Some(sum), t.server_ns);
+        assert_eq!(t.server_ns, Some(70_471_000 - 68_876_000));
+        assert_eq!(t.client_latency_ns, got - sent);
+    }
+
+    #[test]
+    fn without_probes_the_syscalls_still_give_the_path() {
+        let no_probes: String = TRACE
+            .lines()
+            .filter(|l| l.contains(" sys_"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let ev = parse_events(&no_probes);
+        let t = timeline(
+            &ev,
+            &roles(),
+            (36_155_068_800_000, 36_155_070_520_000),
+            true,
+            0,
+        );
+        for s in [
+            Stage::CommitRecord,
+            Stage::WaitForStandby,
+            Stage::CommitReleased,
+            Stage::Replayed,
+        ] {
+            assert!(t.missing.contains(&s), "{s:?}");
+        }
+        let at = |s: Stage| t.stages.iter().find(|a| a.stage == s).unwrap();
+        // Woken: the backend's epoll_wait return after the reply.
+        assert_eq!(at(Stage::BackendWoken).t_ns, 70_441_000 - 68_876_000);
+        assert_eq!(t.server_ns, Some(70_471_000 - 68_876_000));
+    }
+
+    #[test]
+    fn nothing_traced_is_all_missing_and_summaries_take_medians() {
+        let t = timeline(&[], &roles(), (10, 20), true, 3);
+        assert!(t.stages.is_empty());
+        assert_eq!(t.missing.len(), Stage::ALL.len());
+        assert_eq!(t.lost_events, 3);
+        let ev = parse_events(TRACE);
+        let a = timeline(
+            &ev,
+            &roles(),
+            (36_155_068_800_000, 36_155_070_520_000),
+            true,
+            0,
+        );
+        let mut b = a.clone();
+        for s in &mut b.stages {
+            s.t_ns *= 3;
+            s.step_ns *= 3;
+        }
+        b.client_latency_ns *= 3;
+        let (sum, client) = summarize(&[a.clone(), b.clone(), a.clone()]);
+        let flush = sum
+            .iter()
+            .find(|s| s.stage == Stage::LocalFlushDone)
+            .unwrap();
+        assert_eq!(flush.found, 3);
+        assert_eq!(flush.step_ns.median, 403_000);
+        assert_eq!(flush.step_ns.max, 3 * 403_000);
+        assert_eq!(client.unwrap().median, a.client_latency_ns);
+    }
+}

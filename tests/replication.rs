@@ -211,3 +211,267 @@ fn a_standby_of_nothing_is_refused_and_leaves_nothing() {
     assert!(engine(&["stop", "--remove", "--dir", ps]).status.success());
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
+
+/// A primary and a standby of plumb's own, with a table to insert into.
+fn pair(
+    tmp: &Path,
+    sync: bool,
+    standby_settings: &[&str],
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let p = tmp.join("primary");
+    let s = tmp.join("standby");
+    let o = engine(&["start", "--dir", p.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut args = vec![
+        "start",
+        "--dir",
+        s.to_str().unwrap(),
+        "--standby-of",
+        p.to_str().unwrap(),
+    ];
+    if sync {
+        args.push("--sync");
+    }
+    for set in standby_settings {
+        args.push("--set");
+        args.push(set);
+    }
+    let o = engine(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    psql(&p, "CREATE TABLE t (x int)");
+    (p, s)
+}
+
+/// Nothing of plumb run `pid` is left in the kernel's tracing: no instance, no probe.
+fn no_trace_left(pid: u32) {
+    for base in ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"] {
+        assert!(
+            !Path::new(&format!("{base}/instances/plumb-{pid}")).exists(),
+            "plumb {pid} left its trace instance"
+        );
+        if let Ok(t) = std::fs::read_to_string(format!("{base}/uprobe_events")) {
+            assert!(
+                !t.contains(&format!("plumb_{pid}/")),
+                "plumb {pid} left probes: {t}"
+            );
+        }
+    }
+}
+
+fn timeline(args: &[&str]) -> (std::process::Output, u32) {
+    let c = plumb()
+        .args(["repl", "timeline"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    (c.wait_with_output().unwrap(), pid)
+}
+
+#[test]
+fn the_timeline_of_one_synchronous_commit() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), true, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let svg = tmp.path().join("timeline.svg");
+    let ss = s.to_str().unwrap();
+    let (o, pid) = timeline(&[
+        "--standby-dir",
+        ss,
+        "--sql",
+        "INSERT INTO t VALUES (1)",
+        "--repeat",
+        "5",
+        "--json",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    no_trace_left(pid);
+    let r = json(&o);
+    assert_eq!(r["kind"], "repl_timeline");
+    assert_eq!(r["sync_state"], "sync");
+    let runs = r["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 5);
+    // Every stage of every commit, in the order the commit passes them.
+    let chain = [
+        "statement_sent",
+        "statement_received",
+        "commit_record",
+        "local_flush_started",
+        "local_flush_done",
+        "wal_sent",
+        "standby_received",
+        "standby_written",
+        "standby_flushed",
+        "flush_reported",
+        "reply_received",
+        "commit_released",
+        "backend_woken",
+        "result_sent",
+        "result_received",
+    ];
+    for run in runs {
+        assert_eq!(run["missing"].as_array().unwrap().len(), 0, "{run}");
+        let at = |s: &str| {
+            run["stages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|a| a["stage"] == s)
+                .unwrap_or_else(|| panic!("no {s} in {run}"))["t_ns"]
+                .as_u64()
+                .unwrap()
+        };
+        for w in chain.windows(2) {
+            assert!(at(w[0]) <= at(w[1]), "{} after {}: {run}", w[0], w[1]);
+        }
+        // Replay comes after the standby wrote the WAL.
+        assert!(at("replayed") >= at("standby_written"));
+        // The steps on the commit's path add up to the path.
+        let sum: u64 = run["stages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| a["on_commit_path"] == true)
+            .map(|a| a["step_ns"].as_u64().unwrap())
+            .sum();
+        assert_eq!(Some(sum), run["path_ns"].as_u64());
+    }
+    // ...and the path is the client's commit latency, within 10% (median over the commits).
+    let unexplained = r["unexplained"].as_f64().unwrap();
+    assert!(
+        (-0.10..=0.10).contains(&unexplained),
+        "the stages explain {:.0}% of the client's latency",
+        (1.0 - unexplained) * 100.0
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.contains("standby: WAL receiver") && svg.contains("flushed on the standby"));
+    assert!(svg.matches("<circle").count() >= chain.len());
+
+    // Syscalls alone, as text.
+    let (o, pid) = timeline(&[
+        "--standby-dir",
+        ss,
+        "--sql",
+        "INSERT INTO t VALUES (2)",
+        "--no-probes",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    no_trace_left(pid);
+    let text = String::from_utf8_lossy(&o.stdout);
+    for s in [
+        "WAL flushed on the primary",
+        "flushed on the standby",
+        "result read by the client",
+        "not seen: commit record inserted",
+    ] {
+        assert!(text.contains(s), "{s}: {text}");
+    }
+}
+
+#[test]
+fn timelines_of_the_wrong_servers_are_refused() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), false, &["recovery_min_apply_delay=5min"]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let url = |d: &Path| {
+        json(&engine(&["status", "--dir", d.to_str().unwrap(), "--json"]))["url"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let (pu, su) = (url(&p), url(&s));
+    let sql = ["--sql", "INSERT INTO t VALUES (1)"];
+    // Swapped: the primary given is a standby.
+    let (o, _) = timeline(
+        &[
+            &["--primary", su.as_str(), "--standby", pu.as_str()][..],
+            &sql[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("not a primary"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // Nothing listens there.
+    let (o, _) = timeline(
+        &[
+            &[
+                "--primary",
+                "postgresql:///postgres?host=/nonexistent&port=1",
+                "--standby",
+                su.as_str(),
+            ][..],
+            &sql[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("/nonexistent"));
+    // A standby that replays five minutes late.
+    let (o, pid) = timeline(&[&["--standby-dir", s.to_str().unwrap()][..], &sql[..]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("300 s late"), "{err}");
+    no_trace_left(pid);
+    // Not a standby of plumb's.
+    let (o, _) = timeline(&[&["--standby-dir", p.to_str().unwrap()][..], &sql[..]].concat());
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a standby"));
+}
+
+#[test]
+fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), true, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let standby_pid = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["instance"]
+        ["pid"]
+        .as_u64()
+        .unwrap() as i32;
+    let c = plumb()
+        .args(["repl", "timeline", "--standby-dir", s.to_str().unwrap()])
+        .args(["--sql", "INSERT INTO t VALUES (1)", "--repeat", "100000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: a PID the test's own standby reported.
+    unsafe { libc::kill(standby_pid, libc::SIGKILL) };
+    let t = Instant::now();
+    let o = c.wait_with_output().unwrap();
+    assert!(
+        t.elapsed() < Duration::from_secs(20),
+        "the timeline did not end"
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("went away") || err.contains("did not replay"),
+        "{err}"
+    );
+    no_trace_left(pid);
+    // The primary commits again at once (the dead standby is taken out when it is removed).
+    let o = engine(&["stop", "--remove", "--dir", s.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = psql(
+        &p,
+        "SET statement_timeout = '10s'; INSERT INTO t VALUES (9); SELECT 1",
+    );
+    assert_eq!(out.lines().last(), Some("1"), "{out}");
+    assert_eq!(psql(&p, "SELECT count(*) FROM pg_replication_slots"), "0");
+}

@@ -11,8 +11,10 @@ use plumb_sys::eventtrace::{Event, What};
 use serde::Serialize;
 
 /// The processes a commit passes through (PIDs on this host).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Roles {
+    /// The client's threads (plumb's own, which runs the statement).
+    pub client: Vec<u32>,
     pub backend: u32,
     pub wal_writer: Option<u32>,
     pub wal_sender: u32,
@@ -36,6 +38,8 @@ pub enum Lane {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// The client starts writing the statement to its socket.
+    StatementSent,
     /// The backend has read the statement from the client's socket.
     StatementReceived,
     /// The commit record is inserted into the WAL buffers (probe).
@@ -64,13 +68,16 @@ pub enum Stage {
     BackendWoken,
     /// The backend has written the result to the client's socket.
     ResultSent,
+    /// The client has read the result.
+    ResultReceived,
     /// The standby's startup process has replayed the commit record (probe; off the commit's
     /// path: the primary does not wait for it).
     Replayed,
 }
 
 impl Stage {
-    pub const ALL: [Stage; 15] = [
+    pub const ALL: [Stage; 17] = [
+        Stage::StatementSent,
         Stage::StatementReceived,
         Stage::CommitRecord,
         Stage::LocalFlushStarted,
@@ -85,6 +92,7 @@ impl Stage {
         Stage::CommitReleased,
         Stage::BackendWoken,
         Stage::ResultSent,
+        Stage::ResultReceived,
         Stage::Replayed,
     ];
 
@@ -107,7 +115,7 @@ pub const PG_PROBES: [(&str, &str, bool); 5] = [
 ];
 
 /// The syscalls the timeline follows.
-pub const SYSCALLS: [&str; 8] = [
+pub const SYSCALLS: [&str; 11] = [
     "recvfrom",
     "sendto",
     "pwrite64",
@@ -116,14 +124,22 @@ pub const SYSCALLS: [&str; 8] = [
     "fsync",
     "epoll_wait",
     "kill",
+    "read",
+    "sendmsg",
+    "recvmsg",
 ];
+
+/// How the client sends and reads on its socket (plumb's own client: any of these).
+const CLIENT_SEND: [&str; 3] = ["sendto", "write", "sendmsg"];
+const CLIENT_READ: [&str; 3] = ["recvfrom", "read", "recvmsg"];
 
 /// One stage of one commit.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct At {
     pub stage: Stage,
     pub lane: Lane,
-    /// Since the backend received the statement, nanoseconds.
+    /// Since the client sent the statement (since the backend received it, when the client's
+    /// send was not seen), nanoseconds.
     pub t_ns: u64,
     /// Since the stage before it on the commit's path (for `Replayed`: since `StandbyFlushed`,
     /// or the stage before it that was found).
@@ -141,8 +157,9 @@ pub struct Timeline {
     pub missing: Vec<Stage>,
     /// The client's own measure: from before it sent the statement to after it read the result.
     pub client_latency_ns: u64,
-    /// From `StatementReceived` to `ResultSent` (the sum of the steps on the commit's path).
-    pub server_ns: Option<u64>,
+    /// From the first stage to the last on the commit's path (the client's send to its read of
+    /// the result, when both were seen): the sum of the steps on the path.
+    pub path_ns: Option<u64>,
     /// Events the kernel dropped in this window (0 when none).
     pub lost_events: u64,
     /// The commit waited for the standby (synchronous replication).
@@ -189,20 +206,31 @@ pub fn timeline(
             .map(|e| e.t_ns)
     };
     let b = roles.backend;
-    let Some(t0) = first(b, sent, &|e| {
-        exit_of(e, &["recvfrom", "read"]).is_some_and(|r| r > 0)
+    let Some(received_at) = first(b, sent, &|e| {
+        exit_of(e, &["recvfrom"]).is_some_and(|r| r > 0)
     }) else {
         return Timeline {
             stages: Vec::new(),
             missing: Stage::ALL.to_vec(),
             client_latency_ns: received.saturating_sub(sent),
-            server_ns: None,
+            path_ns: None,
             lost_events,
             synchronous,
         };
     };
-    found.push((Stage::StatementReceived, Lane::Backend, t0));
-    let mut at = t0;
+    let is_client = |e: &Event| roles.client.contains(&e.tid);
+    let client_sent = ev
+        .iter()
+        .find(|e| {
+            is_client(e) && e.t_ns >= sent && e.t_ns <= received_at && enter_of(e, &CLIENT_SEND)
+        })
+        .map(|e| e.t_ns);
+    found.push((Stage::StatementReceived, Lane::Backend, received_at));
+    if let Some(t) = client_sent {
+        found.push((Stage::StatementSent, Lane::Client, t));
+    }
+    let t0 = client_sent.unwrap_or(received_at);
+    let mut at = received_at;
     if let Some(t) = first(b, at, &|e| probe(e, "commit_record")) {
         found.push((Stage::CommitRecord, Lane::Backend, t));
         at = t;
@@ -235,22 +263,22 @@ pub fn timeline(
     let mut standby_flushed = None;
     let chain: [(Stage, Lane, u32, &dyn Fn(&Event) -> bool); 6] = [
         (Stage::WalSent, Lane::WalSender, ws, &|e| {
-            pos(e, &["sendto", "write"])
+            pos(e, &["sendto"])
         }),
         (Stage::StandbyReceived, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["recvfrom", "read"])
+            pos(e, &["recvfrom"])
         }),
         (Stage::StandbyWritten, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["pwrite64", "write"])
+            pos(e, &["pwrite64"])
         }),
         (Stage::StandbyFlushed, Lane::WalReceiver, wr, &|e| {
             exit_of(e, &syncs).is_some()
         }),
         (Stage::FlushReported, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["sendto", "write"])
+            pos(e, &["sendto"])
         }),
         (Stage::ReplyReceived, Lane::WalSender, ws, &|e| {
-            pos(e, &["recvfrom", "read"])
+            pos(e, &["recvfrom"])
         }),
     ];
     for (stage, lane, pid, f) in chain {
@@ -291,10 +319,26 @@ pub fn timeline(
             b_at = t;
         }
     }
-    if let Some(t) = first(b, b_at, &|e| pos(e, &["sendto", "write"])) {
+    if let Some(t) = first(b, b_at, &|e| pos(e, &["sendto"])) {
         found.push((Stage::ResultSent, Lane::Backend, t));
+        let read = ev
+            .iter()
+            .find(|e| {
+                is_client(e)
+                    && e.t_ns >= t
+                    && e.t_ns <= received
+                    && exit_of(e, &CLIENT_READ).is_some_and(|r| r > 0)
+            })
+            .map(|e| e.t_ns);
+        if let Some(r) = read {
+            found.push((Stage::ResultReceived, Lane::Client, r));
+        }
     }
-    let result_at = found.iter().find(|f| f.0 == Stage::ResultSent).map(|f| f.2);
+    let result_at = found
+        .iter()
+        .filter(|f| matches!(f.0, Stage::ResultSent | Stage::ResultReceived))
+        .map(|f| f.2)
+        .max();
     // Order, steps, and which stages the client waited for.
     found.sort_by_key(|f| (f.2, f.0));
     let on_path = |s: Stage, t: u64| -> bool {
@@ -336,7 +380,7 @@ pub fn timeline(
         stages,
         missing,
         client_latency_ns: received.saturating_sub(sent),
-        server_ns: result_at.map(|r| r - t0),
+        path_ns: result_at.map(|r| r - t0),
         lost_events,
         synchronous,
     }
@@ -424,6 +468,51 @@ pub fn summarize(runs: &[Timeline]) -> (Vec<StageSummary>, Option<Spread>) {
     )
 }
 
+/// `plumb repl timeline`: the commits traced and what they passed through.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineReport {
+    /// The statement run on the primary (as given).
+    pub sql: String,
+    pub processes: Roles,
+    /// The standby's name on the primary, and its sync state there.
+    pub application_name: String,
+    pub sync_state: String,
+    pub primary_version: u32,
+    pub standby_version: u32,
+    /// Functions probed (the server binary exports them), and those it does not export.
+    pub probed: Vec<String>,
+    pub not_probed: Vec<String>,
+    pub runs: Vec<Timeline>,
+    pub summary: Vec<StageSummary>,
+    pub client_latency_ns: Option<Spread>,
+    /// How far the stages on the commit's path fall short of the client's latency (median
+    /// over the commits: the client's own socket time and scheduling), in parts of it.
+    pub unexplained: Option<f64>,
+}
+
+impl TimelineReport {
+    pub fn new(base: TimelineReport) -> TimelineReport {
+        let (summary, client) = summarize(&base.runs);
+        let mut fr: Vec<f64> = base
+            .runs
+            .iter()
+            .filter_map(|r| {
+                let s = r.path_ns? as f64;
+                let c = r.client_latency_ns as f64;
+                (c > 0.0).then(|| (c - s) / c)
+            })
+            .collect();
+        fr.sort_by(|a, b| a.total_cmp(b));
+        let unexplained = (!fr.is_empty()).then(|| fr[fr.len() / 2]);
+        TimelineReport {
+            summary,
+            client_latency_ns: client,
+            unexplained,
+            ..base
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,6 +521,8 @@ mod tests {
     /// One INSERT on a primary with a synchronous standby, as traced on this project's VM
     /// (PostgreSQL 15; backend 32514, WAL sender 32463, WAL receiver 32462, startup 32461).
     const TRACE: &str = "\
+plumb-32513 [000] ..... 36155.068810: sys_sendto(fd: 3, buff: 0x55d0a6428fe0, len: 0x1f, flags: 0x4000, addr: 0, addr_len: 0)
+plumb-32513 [000] ..... 36155.068830: sys_sendto -> 0x1f
 postgres-32514 [001] ..... 36155.068876: sys_recvfrom -> 0x1f
 postgres-32514 [001] ..... 36155.069289: sys_pwrite64(fd: 9, buf: 0x7f8e1197fc00, count: 0x2000, pos: 0)
 postgres-32514 [001] ..... 36155.069322: sys_pwrite64 -> 0x2000
@@ -459,10 +550,12 @@ postgres-32463 [000] DBZff 36155.070430: syncrep_release: (0x5564cfe07b50)
 postgres-32514 [001] ..... 36155.070441: sys_epoll_wait -> 0x1
 postgres-32514 [001] DBZff 36155.070448: syncrep_wait_done: (0x5564cfbcaa09 <- 0x5564cfe073d0)
 postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
+plumb-32513 [000] ..... 36155.070490: sys_recvfrom -> 0x16
 ";
 
     fn roles() -> Roles {
         Roles {
+            client: vec![32513],
             backend: 32514,
             wal_writer: None,
             wal_sender: 32463,
@@ -482,6 +575,7 @@ postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
         // Each stage after the one that causes it (the WAL sender may send before the backend
         // starts waiting: both follow the local flush).
         let chain = [
+            Stage::StatementSent,
             Stage::StatementReceived,
             Stage::CommitRecord,
             Stage::LocalFlushStarted,
@@ -495,6 +589,7 @@ postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
             Stage::CommitReleased,
             Stage::BackendWoken,
             Stage::ResultSent,
+            Stage::ResultReceived,
         ];
         for w in chain.windows(2) {
             assert!(
@@ -510,9 +605,9 @@ postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
             "listed in time order"
         );
         // The write reply (before the flush) is not taken for the flush reply.
-        assert_eq!(at(Stage::FlushReported).t_ns, 70_336_000 - 68_876_000);
-        assert_eq!(at(Stage::ReplyReceived).t_ns, 70_340_000 - 68_876_000);
-        assert_eq!(at(Stage::CommitReleased).t_ns, 70_430_000 - 68_876_000);
+        assert_eq!(at(Stage::FlushReported).t_ns, 70_336_000 - 68_810_000);
+        assert_eq!(at(Stage::ReplyReceived).t_ns, 70_340_000 - 68_810_000);
+        assert_eq!(at(Stage::CommitReleased).t_ns, 70_430_000 - 68_810_000);
         assert_eq!(at(Stage::LocalFlushDone).step_ns, 403_000);
         assert_eq!(at(Stage::StandbyFlushed).step_ns, 70_330_000 - 69_994_000);
         assert!(!at(Stage::Replayed).on_commit_path);
@@ -523,8 +618,10 @@ postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
             .filter(|a| a.on_commit_path)
             .map(|a| a.step_ns)
             .sum();
-        assert_eq!(Some(sum), t.server_ns);
-        assert_eq!(t.server_ns, Some(70_471_000 - 68_876_000));
+        assert_eq!(Some(sum), t.path_ns);
+        // From the client's send to its read of the result.
+        assert_eq!(t.path_ns, Some(70_490_000 - 68_810_000));
+        assert_eq!(at(Stage::StatementReceived).t_ns, 68_876_000 - 68_810_000);
         assert_eq!(t.client_latency_ns, got - sent);
     }
 
@@ -553,8 +650,8 @@ postgres-32514 [001] ..... 36155.070471: sys_sendto -> 0x16
         }
         let at = |s: Stage| t.stages.iter().find(|a| a.stage == s).unwrap();
         // Woken: the backend's epoll_wait return after the reply.
-        assert_eq!(at(Stage::BackendWoken).t_ns, 70_441_000 - 68_876_000);
-        assert_eq!(t.server_ns, Some(70_471_000 - 68_876_000));
+        assert_eq!(at(Stage::BackendWoken).t_ns, 70_441_000 - 68_810_000);
+        assert_eq!(t.path_ns, Some(70_490_000 - 68_810_000));
     }
 
     #[test]

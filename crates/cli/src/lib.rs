@@ -16,6 +16,7 @@ mod cmd_lab;
 mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
+mod cmd_repl;
 mod cmd_trace;
 mod docs;
 mod progress;
@@ -141,6 +142,10 @@ pub enum Command {
     /// (FLUSH, FUA) beside each device's total, faults and scheduling; around a command, a
     /// PID and its children, or the database server.
     Trace(Box<cmd_trace::TraceArgs>),
+    /// Replication between a primary and its standby, stage by stage: the timeline of one
+    /// replicated commit (WAL flushed, sent, received, written and flushed on the standby,
+    /// reported back, released, replayed) from the kernel's events on both servers.
+    Repl(cmd_repl::ReplArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell to complete for.
@@ -279,14 +284,18 @@ fn hide_passwords_in_argv(args: &[std::ffi::OsString]) {
     }
 }
 
+/// plumb's own output was closed (`plumb os | head`): not an error. A broken pipe under a
+/// database error is the database's connection (a server that went away), which is one.
 fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<io::Error>()
+    e.chain()
+        .take_while(|c| c.downcast_ref::<plumb_engine::Error>().is_none())
+        .any(|c| {
+            c.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
             || c.downcast_ref::<plumb_report::Error>().is_some_and(|r| {
                 matches!(r, plumb_report::Error::Io(io) if io.kind() == io::ErrorKind::BrokenPipe)
             })
-    })
+        })
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
@@ -324,6 +333,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
         Command::Trace(a) => cmd_trace::run(&cli.global, a),
+        Command::Repl(a) => cmd_repl::run(&cli.global, a),
         Command::Delta(a) => cmd_delta::run(&cli.global, a),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error, and a reader
@@ -387,6 +397,22 @@ mod tests {
         assert!(e.contains("--json") && e.contains("csv"), "{e}");
         let c = Cli::try_parse_from(["plumb", "--format", "json", "os", "--json"]).unwrap();
         assert_eq!(c.global.format(), Format::Json);
+    }
+
+    #[test]
+    fn only_plumbs_own_output_closing_is_a_quiet_broken_pipe() {
+        let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "Broken pipe");
+        assert!(is_broken_pipe(&anyhow::Error::new(pipe())));
+        assert!(is_broken_pipe(&anyhow::Error::new(
+            plumb_report::Error::Io(pipe())
+        )));
+        // A database connection that broke is an error, not a closed stdout.
+        let gone = plumb_engine::Error::Query {
+            what: "pg_stat_wal_receiver".into(),
+            message: "Broken pipe".into(),
+            source: Some(Box::new(pipe())),
+        };
+        assert!(!is_broken_pipe(&anyhow::Error::new(gone)));
     }
 
     #[test]

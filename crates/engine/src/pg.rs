@@ -47,7 +47,7 @@ pub struct Conn {
     pub backend_pid: u32,
 }
 
-fn qerr(what: &str, e: postgres::Error) -> Error {
+pub(crate) fn qerr(what: &str, e: postgres::Error) -> Error {
     if e.is_closed()
         || e.as_db_error()
             .is_some_and(|d| d.code().code().starts_with("57P"))
@@ -590,7 +590,7 @@ impl crate::Session for PgSession {
 }
 
 /// The backend's PID when the server is on this host and the PID is a postgres process here.
-fn local_postgres(local: bool, pid: u32) -> Option<u32> {
+pub(crate) fn local_postgres(local: bool, pid: u32) -> Option<u32> {
     if !local {
         return None;
     }

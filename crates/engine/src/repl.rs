@@ -163,6 +163,283 @@ pub fn receiver(c: &mut postgres::Client) -> Result<Receiver> {
     })
 }
 
+/// The processes one replicated commit passes through, on this host.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PairProcesses {
+    /// The workload session's backend on the primary.
+    pub backend: u32,
+    pub wal_writer: Option<u32>,
+    /// The primary's WAL sender for this standby.
+    pub wal_sender: u32,
+    /// The standby's WAL receiver.
+    pub wal_receiver: u32,
+    /// The standby's startup process (replay).
+    pub startup: Option<u32>,
+    /// The standby's name on the primary.
+    pub application_name: String,
+    /// async, sync, potential, quorum.
+    pub sync_state: String,
+    /// The servers' major versions.
+    pub primary_version: u32,
+    pub standby_version: u32,
+}
+
+/// A primary and its standby: a workload session on the primary, observers on both.
+pub struct Pair {
+    session: crate::pg::Conn,
+    primary: crate::pg::Conn,
+    standby: crate::pg::Conn,
+    primary_label: String,
+    standby_label: String,
+    local: bool,
+}
+
+fn bad_input(what: &str, msg: String) -> Error {
+    Error::Url(format!("{what}: {msg}"))
+}
+
+impl Pair {
+    /// Connect to both and check that they are what they are said to be: a primary (not in
+    /// recovery) and a standby streaming from it.
+    pub fn connect(primary: &crate::Target, standby: &crate::Target) -> Result<Pair> {
+        let pcfg = crate::pg::parse_url(primary)?;
+        let scfg = crate::pg::parse_url(standby)?;
+        let local = crate::pg::is_local(&pcfg) && crate::pg::is_local(&scfg);
+        let (pl, sl) = (primary.shown(), standby.shown());
+        let mut session = crate::pg::Conn::connect(&pcfg, &pl, false)?;
+        // A synchronous standby that goes away leaves the commit waiting: a timeout cancels
+        // the wait (the commit stays committed on the primary; PostgreSQL warns).
+        session
+            .client
+            .batch_execute("SET statement_timeout = '60s'")
+            .map_err(|e| crate::pg::qerr("session setup", e))?;
+        let mut p = crate::pg::Conn::connect(&pcfg, &pl, true)?;
+        let mut s = crate::pg::Conn::connect(&scfg, &sl, true)?;
+        let recovering = |c: &mut crate::pg::Conn| -> Result<bool> {
+            c.client
+                .query_one("SELECT pg_is_in_recovery()", &[])
+                .map(|r| r.get(0))
+                .map_err(|e| crate::pg::qerr("pg_is_in_recovery()", e))
+        };
+        if recovering(&mut p)? {
+            return Err(bad_input(
+                &format!("--primary {pl}"),
+                "this server is a standby (in recovery), not a primary".into(),
+            ));
+        }
+        if !recovering(&mut s)? {
+            return Err(bad_input(
+                &format!("--standby {sl}"),
+                "this server is not a standby (it is not in recovery)".into(),
+            ));
+        }
+        Ok(Pair {
+            session,
+            primary: p,
+            standby: s,
+            primary_label: pl,
+            standby_label: sl,
+            local,
+        })
+    }
+
+    /// The processes of the commit's path, checked to be PostgreSQL processes on this host.
+    pub fn processes(&mut self) -> Result<PairProcesses> {
+        if !self.local {
+            return Err(bad_input(
+                "--primary/--standby",
+                "a timeline needs both servers on this host (a Unix socket or localhost in both URLs): plumb traces their processes".into(),
+            ));
+        }
+        let rc = receiver(&mut self.standby.client)?;
+        let wal_receiver = rc.pid.ok_or_else(|| {
+            bad_input(
+                &format!("--standby {}", self.standby_label),
+                format!(
+                    "runs no WAL receiver (status {}): it is not streaming from a primary",
+                    rc.status.as_deref().unwrap_or("none")
+                ),
+            )
+        })?;
+        let row = self
+            .standby
+            .client
+            .query_one(
+                "SELECT coalesce((SELECT conninfo FROM pg_stat_wal_receiver LIMIT 1), ''), \
+                 (SELECT pid FROM pg_stat_activity WHERE backend_type = 'startup' LIMIT 1), \
+                 current_setting('server_version_num')::int, current_setting('cluster_name')",
+                &[],
+            )
+            .map_err(|e| crate::pg::qerr("pg_stat_wal_receiver", e))?;
+        let conninfo: String = row.get(0);
+        let startup = row.get::<_, Option<i32>>(1).map(|p| p.max(0) as u32);
+        let standby_version = row.get::<_, i32>(2).max(0) as u32 / 10000;
+        let cluster_name: String = row.get(3);
+        let app = conninfo
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix("application_name="))
+            .map(str::to_string)
+            .or_else(|| (!cluster_name.is_empty()).then_some(cluster_name))
+            .unwrap_or_else(|| "walreceiver".into());
+        let senders = senders(&mut self.primary.client)?;
+        let sender = match senders.iter().filter(|s| s.application_name == app).count() {
+            1 => senders.iter().find(|s| s.application_name == app),
+            _ if senders.len() == 1 => senders.first(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            bad_input(
+                &format!("--standby {}", self.standby_label),
+                format!(
+                    "the primary {} has no WAL sender for it ({} WAL senders; none named {app})",
+                    self.primary_label,
+                    senders.len()
+                ),
+            )
+        })?;
+        let row = self
+            .primary
+            .client
+            .query_one(
+                "SELECT (SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter' LIMIT 1), \
+                 current_setting('server_version_num')::int",
+                &[],
+            )
+            .map_err(|e| crate::pg::qerr("pg_stat_activity", e))?;
+        let wal_writer = row.get::<_, Option<i32>>(0).map(|p| p.max(0) as u32);
+        let primary_version = row.get::<_, i32>(1).max(0) as u32 / 10000;
+        let procs = PairProcesses {
+            backend: self.session.backend_pid,
+            wal_writer,
+            wal_sender: sender.pid,
+            wal_receiver,
+            startup,
+            application_name: sender.application_name.clone(),
+            sync_state: sender.sync_state.clone(),
+            primary_version,
+            standby_version,
+        };
+        for (what, pid) in [
+            ("the workload's backend", Some(procs.backend)),
+            ("the WAL sender", Some(procs.wal_sender)),
+            ("the WAL receiver", Some(procs.wal_receiver)),
+        ] {
+            let pid = pid.unwrap_or(0);
+            if crate::pg::local_postgres(true, pid).is_none() {
+                return Err(bad_input(
+                    "--primary/--standby",
+                    format!("{what} (PID {pid}) is not a postgres process on this host: a timeline needs both servers here, in this PID namespace"),
+                ));
+            }
+        }
+        Ok(procs)
+    }
+
+    /// The server binary of a process (for its probes), as /proc/PID/exe names it.
+    pub fn binary(pid: u32) -> Option<std::path::PathBuf> {
+        plumb_sys::process::exe(&plumb_sys::Root::host(), pid)
+    }
+
+    /// Run `sql` on the primary's workload session; (sent, received) on CLOCK_MONOTONIC.
+    ///
+    /// While it runs, the standby's processes (`watch`: the WAL sender and receiver) are looked
+    /// at every 100 ms: when one is gone the statement is cancelled, since a commit waiting for
+    /// a synchronous standby that died would wait until the statement timeout. The commit stays
+    /// committed on the primary (PostgreSQL warns that the standby did not confirm it).
+    pub fn run(&mut self, sql: &str, watch: &[u32]) -> Result<(u64, u64)> {
+        let token = self.session.client.cancel_token();
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gone = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let watcher = {
+            let (done, gone) = (done.clone(), gone.clone());
+            let watch = watch.to_vec();
+            std::thread::spawn(move || {
+                use std::sync::atomic::Ordering::SeqCst;
+                while !done.load(SeqCst) {
+                    if let Some(p) = watch.iter().find(|p| !plumb_sys::process::alive(**p)) {
+                        gone.store(*p, SeqCst);
+                        let _ = token.cancel_query(postgres::NoTls);
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+        };
+        let sent = plumb_sys::eventtrace::mono_ns();
+        let r = self.session.client.simple_query(sql);
+        let received = plumb_sys::eventtrace::mono_ns();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = watcher.join();
+        let gone = gone.load(std::sync::atomic::Ordering::SeqCst);
+        if gone != 0 {
+            return Err(Error::Gone(format!(
+                "--standby {}: the standby went away during the commit (PID {gone} exited); the commit is committed on the primary but the standby never confirmed it",
+                self.standby_label
+            )));
+        }
+        r.map_err(|e| crate::pg::qerr("--sql", e))?;
+        Ok((sent, received))
+    }
+
+    /// The standby's `recovery_min_apply_delay`, in seconds, when it is set: such a standby
+    /// replays every commit that much later.
+    pub fn apply_delay_s(&mut self) -> Result<Option<f64>> {
+        let r = self
+            .standby
+            .client
+            .query_one(
+                "SELECT setting::float8 / 1000 FROM pg_settings WHERE name = 'recovery_min_apply_delay'",
+                &[],
+            )
+            .map_err(|e| crate::pg::qerr("pg_settings", e))?;
+        Ok(Some(r.get::<_, f64>(0)).filter(|d| *d > 0.0))
+    }
+
+    /// The primary's WAL position now.
+    pub fn primary_lsn(&mut self) -> Result<u64> {
+        let r = self
+            .primary
+            .client
+            .query_one("SELECT pg_current_wal_lsn()::text", &[])
+            .map_err(|e| crate::pg::qerr("pg_current_wal_lsn()", e))?;
+        Ok(Lsn::parse(&r.get::<_, String>(0))
+            .map(|l| l.bytes)
+            .unwrap_or(0))
+    }
+
+    /// Wait until the standby has replayed up to `lsn`; false after `timeout`.
+    pub fn wait_replayed(&mut self, lsn: u64, timeout: std::time::Duration) -> Result<bool> {
+        let t = std::time::Instant::now();
+        loop {
+            let rc = receiver(&mut self.standby.client).map_err(|e| {
+                Error::Gone(format!(
+                    "--standby {}: the standby went away while plumb waited for it to replay the commit ({e})",
+                    self.standby_label
+                ))
+            })?;
+            if rc.replayed.as_ref().is_some_and(|r| r.bytes >= lsn) {
+                return Ok(true);
+            }
+            if t.elapsed() >= timeout {
+                return Ok(false);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    /// How far the standby is behind now: bytes not replayed, and PostgreSQL's replay lag.
+    pub fn behind(&mut self) -> Result<(u64, Option<f64>)> {
+        let app = self.processes()?.application_name;
+        let s = senders(&mut self.primary.client)?
+            .into_iter()
+            .find(|s| s.application_name == app);
+        Ok(match s {
+            Some(s) => (s.replay_behind_bytes().unwrap_or(0), s.replay_lag_s),
+            None => (0, None),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ pub mod exp;
 mod host;
 pub mod pgbench;
 pub mod plan;
+pub mod repl;
 pub mod resources;
 pub mod server;
 pub mod sweep;

@@ -277,10 +277,15 @@ impl EventTrace {
 
     /// The events since the last call (the buffer is emptied), and how many the kernel dropped.
     pub fn take(&mut self) -> Result<(Vec<Event>, u64), String> {
+        // Paused while read: when plumb's own threads are traced, reading the buffer would
+        // add to it as fast as it is read.
+        let on = self.instance.join("tracing_on");
+        write(&on, "0")?;
         let p = self.instance.join("trace");
         let text =
             fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
         write(&p, "")?;
+        write(&on, "1")?;
         let o = instance_overruns(&self.instance);
         let lost = o.saturating_sub(self.overruns_before);
         self.overruns_before = o;

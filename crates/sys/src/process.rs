@@ -493,6 +493,11 @@ pub fn comm(root: &Root, pid: u32) -> Option<String> {
         .map(|t| t.trim_end_matches('\n').to_string())
 }
 
+/// The file the process runs (root or its owner), as `/proc/PID/exe` names it.
+pub fn exe(root: &Root, pid: u32) -> Option<PathBuf> {
+    std::fs::read_link(root.path(format!("/proc/{pid}/exe"))).ok()
+}
+
 /// The process's working directory (root or its owner).
 pub fn cwd(root: &Root, pid: u32) -> Option<PathBuf> {
     std::fs::read_link(root.path(format!("/proc/{pid}/cwd"))).ok()

@@ -76,6 +76,11 @@ pub fn members_by_children_of(
     Some(out)
 }
 
+/// The threads of process `p` (their IDs), empty when it is gone.
+pub fn threads(root: &Root, p: u32) -> Vec<u32> {
+    members_by_children_tasks(root, p)
+}
+
 fn members_by_children_tasks(root: &Root, p: u32) -> Vec<u32> {
     std::fs::read_dir(root.path(format!("/proc/{p}/task")))
         .map(|rd| {

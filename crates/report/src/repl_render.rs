@@ -1,0 +1,339 @@
+//! `plumb repl timeline` as text (the stages, when each happened and how long each step took,
+//! with median and range over the commits) and as a swimlane SVG: one lane per process, a dot
+//! per stage, arrows where the commit passes from one process to another.
+
+use crate::fmt::short_time;
+use crate::html::escape;
+use crate::table::write_aligned;
+use crate::Render;
+use plumb_analyze::repl::{Lane, Stage, StageSummary, TimelineReport};
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+/// What a stage is, in words.
+pub fn stage_name(s: Stage) -> &'static str {
+    match s {
+        Stage::StatementSent => "statement sent",
+        Stage::StatementReceived => "statement received",
+        Stage::CommitRecord => "commit record inserted",
+        Stage::LocalFlushStarted => "WAL written, flush starts",
+        Stage::LocalFlushDone => "WAL flushed on the primary",
+        Stage::WaitForStandby => "waits for the standby",
+        Stage::WalSent => "WAL sent",
+        Stage::StandbyReceived => "received on the standby",
+        Stage::StandbyWritten => "written on the standby",
+        Stage::StandbyFlushed => "flushed on the standby",
+        Stage::FlushReported => "flush position sent back",
+        Stage::ReplyReceived => "reply read by the WAL sender",
+        Stage::CommitReleased => "commit released",
+        Stage::BackendWoken => "backend woken",
+        Stage::ResultSent => "result sent to the client",
+        Stage::ResultReceived => "result read by the client",
+        Stage::Replayed => "replayed on the standby",
+    }
+}
+
+/// Which kernel event or function marks a stage (for the docs and `--help`-like listings).
+pub fn stage_source(s: Stage) -> &'static str {
+    match s {
+        Stage::StatementSent => "client (plumb): its send of the statement entered",
+        Stage::StatementReceived => "backend: recvfrom returns the statement",
+        Stage::CommitRecord => "backend: XactLogCommitRecord (probe)",
+        Stage::LocalFlushStarted => "backend (or WAL writer): fdatasync entered",
+        Stage::LocalFlushDone => "backend (or WAL writer): fdatasync returned",
+        Stage::WaitForStandby => "backend: SyncRepWaitForLSN entered (probe)",
+        Stage::WalSent => "WAL sender: sendto returned",
+        Stage::StandbyReceived => "WAL receiver: recvfrom returned data",
+        Stage::StandbyWritten => "WAL receiver: pwrite64 returned",
+        Stage::StandbyFlushed => "WAL receiver: fdatasync returned",
+        Stage::FlushReported => "WAL receiver: sendto returned (the reply after the flush)",
+        Stage::ReplyReceived => "WAL sender: recvfrom returned the reply",
+        Stage::CommitReleased => "WAL sender: SyncRepReleaseWaiters (probe)",
+        Stage::BackendWoken => {
+            "backend: SyncRepWaitForLSN returned (probe), else epoll_wait returned"
+        }
+        Stage::ResultSent => "backend: sendto returned",
+        Stage::ResultReceived => "client (plumb): its read of the result returned",
+        Stage::Replayed => "startup: xact_redo returned (probe)",
+    }
+}
+
+pub fn lane_name(l: Lane) -> &'static str {
+    match l {
+        Lane::Client => "client",
+        Lane::Backend => "primary: backend",
+        Lane::WalWriter => "primary: WAL writer",
+        Lane::WalSender => "primary: WAL sender",
+        Lane::WalReceiver => "standby: WAL receiver",
+        Lane::Startup => "standby: startup (replay)",
+    }
+}
+
+fn t(ns: u64) -> String {
+    short_time(ns as f64 / 1e9)
+}
+
+impl Render for TimelineReport {
+    const KIND: &'static str = "repl_timeline";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let n = self.runs.len();
+        writeln!(out, "timeline of a replicated commit: {}", self.sql)?;
+        writeln!(
+            out,
+            "primary PostgreSQL {} → standby {} (PostgreSQL {}, {}); {n} commit{} traced",
+            self.primary_version,
+            self.application_name,
+            self.standby_version,
+            if self.sync_state.is_empty() {
+                "?"
+            } else {
+                &self.sync_state
+            },
+            if n == 1 { "" } else { "s" }
+        )?;
+        if let Some(c) = &self.client_latency_ns {
+            if n > 1 {
+                writeln!(
+                    out,
+                    "client latency {} median ({} – {})",
+                    t(c.median),
+                    t(c.min),
+                    t(c.max)
+                )?;
+            } else {
+                writeln!(out, "client latency {}", t(c.median))?;
+            }
+        }
+        writeln!(out)?;
+        let start = self.summary.first().map(|s| s.stage);
+        let first = |s: &StageSummary| Some(s.stage) == start;
+        let rows: Vec<Vec<String>> = self
+            .summary
+            .iter()
+            .map(|s: &StageSummary| {
+                let mut r = vec![
+                    stage_name(s.stage).to_string(),
+                    lane_name(s.lane).to_string(),
+                    t(s.t_ns.median),
+                    if first(s) {
+                        String::new()
+                    } else {
+                        format!("+{}", t(s.step_ns.median))
+                    },
+                ];
+                if n > 1 {
+                    r.push(if first(s) {
+                        String::new()
+                    } else {
+                        format!("{} – {}", t(s.step_ns.min), t(s.step_ns.max))
+                    });
+                }
+                let mut note = Vec::new();
+                if s.found < n {
+                    note.push(format!("seen in {} of {n}", s.found));
+                }
+                if s.stage == Stage::Replayed {
+                    note.push("off the commit's path; step from the standby's flush".into());
+                } else if !s.on_commit_path {
+                    note.push("off the commit's path".into());
+                }
+                r.push(note.join("; "));
+                r
+            })
+            .collect();
+        let headers: Vec<&str> = if n > 1 {
+            vec!["stage", "where", "at", "step", "step range", ""]
+        } else {
+            vec!["stage", "where", "at", "step", ""]
+        };
+        write_aligned(out, &headers, &rows)?;
+        writeln!(out)?;
+        let mut paths: Vec<u64> = self.runs.iter().filter_map(|r| r.path_ns).collect();
+        paths.sort_unstable();
+        let path_ns = paths.get(paths.len() / 2).copied();
+        if let (Some(p), Some(c), Some(u)) = (path_ns, &self.client_latency_ns, self.unexplained) {
+            writeln!(
+                out,
+                "the stages on the commit's path add up to {} of the client's {} ({:.0}%); the rest is the client library's own time",
+                t(p),
+                t(c.median),
+                (1.0 - u) * 100.0
+            )?;
+        }
+        if let Some(big) = self
+            .summary
+            .iter()
+            .filter(|s| s.on_commit_path && Some(s.stage) != self.summary.first().map(|f| f.stage))
+            .max_by_key(|s| s.step_ns.median)
+        {
+            writeln!(
+                out,
+                "the longest step: {} ({}, {})",
+                stage_name(big.stage),
+                lane_name(big.lane),
+                t(big.step_ns.median)
+            )?;
+        }
+        if !self.probed.is_empty() {
+            writeln!(out, "functions probed: {}", self.probed.join(", "))?;
+        }
+        if !self.not_probed.is_empty() {
+            writeln!(
+                out,
+                "not probed (the server binary does not export them, or --no-probes): {}",
+                self.not_probed.join(", ")
+            )?;
+        }
+        let missing: Vec<Stage> = Stage::ALL
+            .into_iter()
+            .filter(|s| !self.summary.iter().any(|x| x.stage == *s))
+            .filter(|s| self.runs.iter().any(|r| r.missing.contains(s)))
+            .collect();
+        if !missing.is_empty() {
+            let names: Vec<&str> = missing.iter().map(|s| stage_name(*s)).collect();
+            writeln!(out, "not seen: {}", names.join(", "))?;
+        }
+        let lost: u64 = self.runs.iter().map(|r| r.lost_events).sum();
+        if lost > 0 {
+            writeln!(
+                out,
+                "the kernel dropped {lost} events: stages may be missing or late"
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The swimlane: lanes top to bottom in the commit's order, x the time since the statement
+/// arrived (medians over the commits), a dot per stage labelled with its name and time, and an
+/// arrow from each stage on the commit's path to the next.
+pub fn swimlane_svg(r: &TimelineReport) -> String {
+    let lanes: Vec<Lane> = {
+        let mut v: Vec<Lane> = r.summary.iter().map(|s| s.lane).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let (left, right, top, lane_h) = (190.0, 60.0, 70.0, 92.0);
+    let width = 1100.0;
+    let height = top + lane_h * lanes.len() as f64 + 60.0;
+    let end = r
+        .summary
+        .iter()
+        .map(|s| s.t_ns.median)
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
+    let x = |ns: u64| left + (width - left - right) * ns as f64 / end;
+    let y = |l: Lane| {
+        top + lane_h * lanes.iter().position(|x| *x == l).unwrap_or(0) as f64 + lane_h / 2.0
+    };
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="#fff"/>
+<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>
+<text x="16" y="24" font-size="15" font-weight="bold">{}</text>
+<text x="16" y="44" fill="#444">{}</text>
+"##,
+        escape(&format!("One replicated commit, stage by stage: {}", r.sql)),
+        escape(&format!(
+            "PostgreSQL {} primary, standby {} ({}); {} commit{}, median times since the statement arrived",
+            r.primary_version,
+            r.application_name,
+            r.sync_state,
+            r.runs.len(),
+            if r.runs.len() == 1 { "" } else { "s" }
+        ))
+    );
+    for (i, l) in lanes.iter().enumerate() {
+        let y0 = top + lane_h * i as f64;
+        let fill = if i % 2 == 0 { "#f4f6f8" } else { "#ffffff" };
+        let _ = writeln!(
+            s,
+            r##"<rect x="0" y="{y0}" width="{width}" height="{lane_h}" fill="{fill}"/><text x="16" y="{}" font-weight="bold">{}</text><line x1="{left}" y1="{}" x2="{}" y2="{}" stroke="#bbb"/>"##,
+            y0 + lane_h / 2.0 + 4.0,
+            escape(lane_name(*l)),
+            y0 + lane_h / 2.0,
+            width - right,
+            y0 + lane_h / 2.0
+        );
+    }
+    // Arrows along the commit's path.
+    let path: Vec<&StageSummary> = r.summary.iter().filter(|s| s.on_commit_path).collect();
+    for w in path.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let _ = writeln!(
+            s,
+            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#555" stroke-width="1.3" marker-end="url(#arr)"/>"##,
+            x(a.t_ns.median),
+            y(a.lane),
+            x(b.t_ns.median),
+            y(b.lane)
+        );
+    }
+    // Replay hangs off the standby's write.
+    if let (Some(rp), Some(w)) = (
+        r.summary.iter().find(|s| s.stage == Stage::Replayed),
+        r.summary.iter().find(|s| s.stage == Stage::StandbyWritten),
+    ) {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="4 3" marker-end="url(#arr)"/>"##,
+            x(w.t_ns.median),
+            y(w.lane),
+            x(rp.t_ns.median),
+            y(rp.lane)
+        );
+    }
+    // Dots and labels: labels alternate above and below the lane so neighbours do not collide.
+    let mut per_lane: std::collections::BTreeMap<Lane, usize> = Default::default();
+    for st in &r.summary {
+        let k = per_lane.entry(st.lane).or_default();
+        let above = *k % 2 == 0;
+        *k += 1;
+        let (cx, cy) = (x(st.t_ns.median), y(st.lane));
+        let color = if st.on_commit_path { "#1f5fa8" } else { "#999" };
+        let ly = if above { cy - 12.0 } else { cy + 20.0 };
+        let step = if Some(st.stage) == r.summary.first().map(|f| f.stage) {
+            String::new()
+        } else {
+            format!(" (+{})", t(st.step_ns.median))
+        };
+        let _ = writeln!(
+            s,
+            r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="5" fill="{color}"><title>{}</title></circle><text x="{cx:.1}" y="{ly:.1}" text-anchor="middle" fill="#222">{}</text><text x="{cx:.1}" y="{:.1}" text-anchor="middle" fill="#666" font-size="11">{}</text>"##,
+            escape(&format!(
+                "{}: {}{}",
+                stage_name(st.stage),
+                t(st.t_ns.median),
+                step
+            )),
+            escape(stage_name(st.stage)),
+            if above { ly - 13.0 } else { ly + 13.0 },
+            escape(&format!("{}{}", t(st.t_ns.median), step))
+        );
+    }
+    // The time axis.
+    let ay = height - 30.0;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{left}" y1="{ay}" x2="{}" y2="{ay}" stroke="#333"/>"##,
+        width - right
+    );
+    for i in 0..=5 {
+        let ns = (end * i as f64 / 5.0) as u64;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{ay}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
+            x(ns),
+            ay + 5.0,
+            ay + 18.0,
+            escape(&t(ns))
+        );
+    }
+    s.push_str("</svg>\n");
+    s
+}

@@ -215,7 +215,7 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
         v.dedup();
         v
     };
-    let (left, right, top, lane_h) = (190.0, 60.0, 70.0, 92.0);
+    let (left, right, top, lane_h) = (190.0, 120.0, 70.0, 92.0);
     let width = 1100.0;
     let height = top + lane_h * lanes.len() as f64 + 60.0;
     let end = r
@@ -261,32 +261,60 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
             y0 + lane_h / 2.0
         );
     }
-    // Arrows along the commit's path.
-    let path: Vec<&StageSummary> = r.summary.iter().filter(|s| s.on_commit_path).collect();
-    for w in path.windows(2) {
-        let (a, b) = (w[0], w[1]);
-        let _ = writeln!(
-            s,
-            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#555" stroke-width="1.3" marker-end="url(#arr)"/>"##,
-            x(a.t_ns.median),
-            y(a.lane),
-            x(b.t_ns.median),
-            y(b.lane)
-        );
-    }
-    // Replay hangs off the standby's write.
-    if let (Some(rp), Some(w)) = (
-        r.summary.iter().find(|s| s.stage == Stage::Replayed),
-        r.summary.iter().find(|s| s.stage == Stage::StandbyWritten),
-    ) {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999" stroke-dasharray="4 3" marker-end="url(#arr)"/>"##,
-            x(w.t_ns.median),
-            y(w.lane),
-            x(rp.t_ns.median),
-            y(rp.lane)
-        );
+    // Arrows from each stage to the one it causes: the backend's own line (its wait for the
+    // standby dashed), the WAL's way to the standby and the answer's way back, and replay.
+    use Stage::*;
+    let chains: [(&[Stage], &str); 3] = [
+        (
+            &[
+                StatementSent,
+                StatementReceived,
+                CommitRecord,
+                LocalFlushStarted,
+                LocalFlushDone,
+                WaitForStandby,
+                BackendWoken,
+                ResultSent,
+                ResultReceived,
+            ],
+            "#555",
+        ),
+        (
+            &[
+                LocalFlushDone,
+                WalSent,
+                StandbyReceived,
+                StandbyWritten,
+                StandbyFlushed,
+                FlushReported,
+                ReplyReceived,
+                CommitReleased,
+                BackendWoken,
+            ],
+            "#555",
+        ),
+        (&[StandbyWritten, Replayed], "#999"),
+    ];
+    let find = |st: Stage| r.summary.iter().find(|x| x.stage == st);
+    for (chain, color) in chains {
+        let present: Vec<&StageSummary> = chain.iter().filter_map(|st| find(*st)).collect();
+        for w in present.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let dashed = color == "#999" || (a.stage == WaitForStandby && b.stage == BackendWoken);
+            let _ = writeln!(
+                s,
+                r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.3"{} marker-end="url(#arr)"/>"##,
+                x(a.t_ns.median),
+                y(a.lane),
+                x(b.t_ns.median),
+                y(b.lane),
+                if dashed {
+                    r#" stroke-dasharray="4 3""#
+                } else {
+                    ""
+                }
+            );
+        }
     }
     // Dots and labels: labels alternate above and below the lane so neighbours do not collide.
     let mut per_lane: std::collections::BTreeMap<Lane, usize> = Default::default();
@@ -323,8 +351,18 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
         r##"<line x1="{left}" y1="{ay}" x2="{}" y2="{ay}" stroke="#333"/>"##,
         width - right
     );
-    for i in 0..=5 {
-        let ns = (end * i as f64 / 5.0) as u64;
+    // Round steps (1, 2 or 5 times a power of ten), about five of them.
+    let raw = end / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|st| *st >= raw)
+        .unwrap_or(raw)
+        .max(1.0);
+    let ticks = (end / step).floor() as u64;
+    for i in 0..=ticks {
+        let ns = (step * i as f64) as u64;
         let _ = writeln!(
             s,
             r##"<line x1="{0:.1}" y1="{ay}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,

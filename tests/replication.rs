@@ -475,3 +475,47 @@ fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
     assert_eq!(out.lines().last(), Some("1"), "{out}");
     assert_eq!(psql(&p, "SELECT count(*) FROM pg_replication_slots"), "0");
 }
+
+#[test]
+fn ctrl_c_ends_a_timeline_stuck_on_a_frozen_standby() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), true, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let receiver: i32 = psql(&s, "SELECT pid FROM pg_stat_wal_receiver")
+        .parse()
+        .unwrap();
+    let c = plumb()
+        .args(["repl", "timeline", "--standby-dir", s.to_str().unwrap()])
+        .args(["--sql", "INSERT INTO t VALUES (1)", "--repeat", "100000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    std::thread::sleep(Duration::from_secs(2));
+    // The standby's WAL receiver frozen: the next commit waits for it for ever.
+    // SAFETY: PIDs this test's own servers and child reported.
+    unsafe { libc::kill(receiver, libc::SIGSTOP) };
+    std::thread::sleep(Duration::from_millis(500));
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let t = Instant::now();
+    let o = c.wait_with_output().unwrap();
+    unsafe { libc::kill(receiver, libc::SIGCONT) };
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "Ctrl-C did not end the waiting commit"
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // What was traced before is reported.
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("commits traced") && out.contains("flushed on the standby"),
+        "{out}"
+    );
+    no_trace_left(pid);
+}

@@ -110,7 +110,7 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
             max_behind: Duration::from_secs(60),
         },
         &each,
-        &plumb_load::signal::stop_requested,
+        plumb_load::signal::stop_requested,
     )?;
     if let Some(p) = &a.svg {
         plumb_report::out::write_new(

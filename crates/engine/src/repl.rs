@@ -207,8 +207,8 @@ impl Pair {
         let local = crate::pg::is_local(&pcfg) && crate::pg::is_local(&scfg);
         let (pl, sl) = (primary.shown(), standby.shown());
         let mut session = crate::pg::Conn::connect(&pcfg, &pl, false)?;
-        // A synchronous standby that goes away leaves the commit waiting: a timeout cancels
-        // the wait (the commit stays committed on the primary; PostgreSQL warns).
+        // A statement that runs too long is cancelled (a wait for a synchronous standby is not
+        // covered: PostgreSQL turns the timeout off before the commit; see `run`).
         session
             .client
             .batch_execute("SET statement_timeout = '60s'")
@@ -346,7 +346,9 @@ impl Pair {
     /// at every 100 ms: when one is gone the statement is cancelled, since a commit waiting for
     /// a synchronous standby that died would wait until the statement timeout. The commit stays
     /// committed on the primary (PostgreSQL warns that the standby did not confirm it).
-    pub fn run(&mut self, sql: &str, watch: &[u32]) -> Result<(u64, u64)> {
+    ///
+    /// `stop` (plumb was asked to stop: Ctrl-C, SIGTERM) cancels it too.
+    pub fn run(&mut self, sql: &str, watch: &[u32], stop: fn() -> bool) -> Result<(u64, u64)> {
         let token = self.session.client.cancel_token();
         let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let gone = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
@@ -356,10 +358,16 @@ impl Pair {
             std::thread::spawn(move || {
                 use std::sync::atomic::Ordering::SeqCst;
                 while !done.load(SeqCst) {
-                    if let Some(p) = watch.iter().find(|p| !plumb_sys::process::alive(**p)) {
-                        gone.store(*p, SeqCst);
+                    if gone.load(SeqCst) == 0 {
+                        if let Some(p) = watch.iter().find(|p| !plumb_sys::process::alive(**p)) {
+                            gone.store(*p, SeqCst);
+                        }
+                    }
+                    // Again and again until the statement ends: a cancel that arrives before
+                    // the backend has read the statement is ignored, and the statement timeout
+                    // does not end a wait for a synchronous standby (it is off by then).
+                    if gone.load(SeqCst) != 0 || stop() {
                         let _ = token.cancel_query(postgres::NoTls);
-                        return;
                     }
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
@@ -373,7 +381,7 @@ impl Pair {
         let gone = gone.load(std::sync::atomic::Ordering::SeqCst);
         if gone != 0 {
             return Err(Error::Gone(format!(
-                "--standby {}: the standby went away during the commit (PID {gone} exited); the commit is committed on the primary but the standby never confirmed it",
+                "--standby {}: the standby went away during the commit (PID {gone} exited); plumb cancelled the statement (a commit that had been made stays on the primary, never confirmed by the standby)",
                 self.standby_label
             )));
         }

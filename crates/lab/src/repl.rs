@@ -58,13 +58,14 @@ fn probes(
 }
 
 /// Trace `o.repeat` commits of `o.sql` on `primary`, replicated to `standby`. `each` is told
-/// when each commit is done (for progress); `stop` ends the run early between commits.
+/// when each commit is done (for progress); `stop` ends the run early (a statement that runs
+/// then is cancelled), with the commits traced so far.
 pub fn timeline(
     primary: &Target,
     standby: &Target,
     o: &TimelineOptions,
     each: &dyn Fn(usize, usize),
-    stop: &dyn Fn() -> bool,
+    stop: fn() -> bool,
 ) -> Result<TimelineReport> {
     if o.repeat == 0 {
         bail!("--repeat 0: trace at least one commit");
@@ -135,7 +136,11 @@ pub fn timeline(
         // A quiet moment, and the buffer emptied, before each commit.
         std::thread::sleep(Duration::from_millis(20));
         trace.take().map_err(|e| anyhow!(e))?;
-        let client = pair.run(&o.sql, &[roles.wal_sender, roles.wal_receiver])?;
+        let client = match pair.run(&o.sql, &[roles.wal_sender, roles.wal_receiver], stop) {
+            // Asked to stop: the statement was cancelled; the commits traced so far stand.
+            _ if stop() => break,
+            r => r?,
+        };
         let lsn = pair.primary_lsn()?;
         if !pair.wait_replayed(lsn, REPLAY_WAIT)? {
             bail!(

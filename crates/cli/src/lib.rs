@@ -473,7 +473,8 @@ mod vocabulary {
             .unwrap_or_default()
     }
 
-    /// One meaning per flag name across all subcommands: --engine is a database URL, an I/O
+    /// One meaning per flag name across all subcommands: --engine is a database URL (a
+    /// primary and its standby are --primary and --standby), an I/O
     /// engine is --ioengine (as fio), an engine kind is --kind, --out is where the result goes
     /// (a file or a directory, said in the help), --dir a work directory, and the lab's old
     /// --target is only a hidden alias.
@@ -494,6 +495,8 @@ mod vocabulary {
                 "out" => !(h.starts_with("The directory") || h.contains(" file")),
                 "dir" => vn != "DIR" || !h.contains("work directory"),
                 "target" => true,
+                // A pair of servers: each a URL, named for its part.
+                "primary" | "standby" => vn != "URL" || !path.starts_with("plumb repl"),
                 _ => vn == "ENGINE" || vn == "URL" && long != "password-file",
             };
             if bad {

@@ -159,15 +159,26 @@ impl Render for InstanceState {
                         r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
                     writeln!(out, "settings    {}", s.join(" "))?;
                 }
-                if let Some(u) = &self.url {
-                    writeln!(out, "url         {u}")?;
+                // How to reach it, only while it runs (a stopped or removed one has no use
+                // for a URL, and a removed one no log).
+                let live = !(self.state.starts_with("stopped")
+                    || self.state.contains("removed")
+                    || self.state == "not running");
+                if live {
+                    if let Some(u) = &self.url {
+                        writeln!(out, "url         {u}")?;
+                    }
                 }
-                writeln!(out, "log         {}", self.log.display())?;
-                writeln!(
-                    out,
-                    "psql        plumb engine psql --dir {}",
-                    self.dir.display()
-                )?;
+                if !self.state.contains("removed") {
+                    writeln!(out, "log         {}", self.log.display())?;
+                }
+                if live {
+                    writeln!(
+                        out,
+                        "psql        plumb engine psql --dir {}",
+                        self.dir.display()
+                    )?;
+                }
                 match &self.replication {
                     None => Ok(()),
                     Some(Replication::Primary { standbys }) => {

@@ -258,14 +258,19 @@ fn no_trace_left(pid: u32) {
     }
 }
 
-fn timeline(args: &[&str]) -> (std::process::Output, u32) {
-    let c = plumb()
+/// `plumb repl timeline ARGS` started with its output captured.
+fn spawn_timeline(args: &[&str]) -> std::process::Child {
+    plumb()
         .args(["repl", "timeline"])
         .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+fn timeline(args: &[&str]) -> (std::process::Output, u32) {
+    let c = spawn_timeline(args);
     let pid = c.id();
     (c.wait_with_output().unwrap(), pid)
 }
@@ -435,13 +440,14 @@ fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
         ["pid"]
         .as_u64()
         .unwrap() as i32;
-    let c = plumb()
-        .args(["repl", "timeline", "--standby-dir", s.to_str().unwrap()])
-        .args(["--sql", "INSERT INTO t VALUES (1)", "--repeat", "100000"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let c = spawn_timeline(&[
+        "--standby-dir",
+        s.to_str().unwrap(),
+        "--sql",
+        "INSERT INTO t VALUES (1)",
+        "--repeat",
+        "100000",
+    ]);
     let pid = c.id();
     std::thread::sleep(Duration::from_secs(2));
     // SAFETY: a PID the test's own standby reported.
@@ -484,13 +490,14 @@ fn ctrl_c_ends_a_timeline_stuck_on_a_frozen_standby() {
     let receiver: i32 = psql(&s, "SELECT pid FROM pg_stat_wal_receiver")
         .parse()
         .unwrap();
-    let c = plumb()
-        .args(["repl", "timeline", "--standby-dir", s.to_str().unwrap()])
-        .args(["--sql", "INSERT INTO t VALUES (1)", "--repeat", "100000"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let c = spawn_timeline(&[
+        "--standby-dir",
+        s.to_str().unwrap(),
+        "--sql",
+        "INSERT INTO t VALUES (1)",
+        "--repeat",
+        "100000",
+    ]);
     let pid = c.id();
     std::thread::sleep(Duration::from_secs(2));
     // The standby's WAL receiver frozen: the next commit waits for it for ever.

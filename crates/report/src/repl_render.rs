@@ -263,44 +263,17 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
     }
     // Arrows from each stage to the one it causes: the backend's own line (its wait for the
     // standby dashed), the WAL's way to the standby and the answer's way back, and replay.
-    use Stage::*;
-    let chains: [(&[Stage], &str); 3] = [
-        (
-            &[
-                StatementSent,
-                StatementReceived,
-                CommitRecord,
-                LocalFlushStarted,
-                LocalFlushDone,
-                WaitForStandby,
-                BackendWoken,
-                ResultSent,
-                ResultReceived,
-            ],
-            "#555",
-        ),
-        (
-            &[
-                LocalFlushDone,
-                WalSent,
-                StandbyReceived,
-                StandbyWritten,
-                StandbyFlushed,
-                FlushReported,
-                ReplyReceived,
-                CommitReleased,
-                BackendWoken,
-            ],
-            "#555",
-        ),
-        (&[StandbyWritten, Replayed], "#999"),
-    ];
+    let chains = Stage::CHAINS
+        .iter()
+        .zip(["#555", "#555", "#999"])
+        .map(|(c, color)| (*c, color));
     let find = |st: Stage| r.summary.iter().find(|x| x.stage == st);
     for (chain, color) in chains {
         let present: Vec<&StageSummary> = chain.iter().filter_map(|st| find(*st)).collect();
         for w in present.windows(2) {
             let (a, b) = (w[0], w[1]);
-            let dashed = color == "#999" || (a.stage == WaitForStandby && b.stage == BackendWoken);
+            let dashed = color == "#999"
+                || (a.stage == Stage::WaitForStandby && b.stage == Stage::BackendWoken);
             let _ = writeln!(
                 s,
                 r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="{color}" stroke-width="1.3"{} marker-end="url(#arr)"/>"##,

@@ -358,14 +358,7 @@ pub fn read_held(
     heavy: bool,
     held: &mut crate::held::Held,
 ) -> Result<ProcessSample> {
-    let s = read_parts(root, pid, heavy, false, Some(held))?;
-    if s.stat.is_none() {
-        return Err(Error::NoSuchProcess {
-            pid,
-            path: root.display_path(&root.path(format!("/proc/{pid}"))),
-        });
-    }
-    Ok(s)
+    read_existing(root, pid, heavy, false, held)
 }
 
 /// A member of a followed tree, read every sample: stat, status, io and schedstat, and the
@@ -377,7 +370,18 @@ pub fn read_member(
     with_cmdline: bool,
     held: &mut crate::held::Held,
 ) -> Result<ProcessSample> {
-    let s = read_parts(root, pid, false, with_cmdline, Some(held))?;
+    read_existing(root, pid, false, with_cmdline, held)
+}
+
+/// The parts from held files; a process without a stat has exited.
+fn read_existing(
+    root: &Root,
+    pid: u32,
+    heavy: bool,
+    with_cmdline: bool,
+    held: &mut crate::held::Held,
+) -> Result<ProcessSample> {
+    let s = read_parts(root, pid, heavy, with_cmdline, Some(held))?;
     if s.stat.is_none() {
         return Err(Error::NoSuchProcess {
             pid,

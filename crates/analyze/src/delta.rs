@@ -44,12 +44,16 @@ fn ser_values<S: serde::Serializer>(v: &BTreeMap<Key, f64>, s: S) -> Result<S::O
     m.end()
 }
 
-/// Wait events seen by sampling a session (PostgreSQL): count per `type:event`.
+/// What a second session sampled during a run: wait events of the workload's session
+/// (PostgreSQL), count per `type:event`, and curves of the moment (SQL Server).
 #[derive(Debug, Clone, Default)]
 pub struct WaitSamples {
     pub interval_ms: f64,
     pub taken: u64,
     pub seen: BTreeMap<String, u64>,
+    /// Values of the moment sampled during the run (SQL Server's run queue and memory
+    /// grants), each sample in order, by name with a unit suffix.
+    pub curves: BTreeMap<String, Vec<f64>>,
 }
 
 /// Subtract one snapshot from another, set by set, guarding against resets.
@@ -204,7 +208,40 @@ pub fn derive(run: &mut RunDelta, waits: Option<&WaitSamples>) {
             }
         }
     }
+    // The workload session's waits beside the same waits server-wide.
+    let session_waits: Vec<(String, f64)> = v
+        .keys()
+        .filter(|k| k.0 == "session_wait" && k.2 == "wait_ms")
+        .filter_map(|k| {
+            ["wait", "wait_ignorable"]
+                .iter()
+                .find_map(|g| get(v, g, &k.1, "wait_ms"))
+                .map(|all| (k.1.clone(), all))
+        })
+        .collect();
+    for (o, all) in session_waits {
+        v.insert(
+            ("session_wait".into(), o, "server_wide_wait_ms".into()),
+            all,
+        );
+    }
     if let Some(w) = waits {
+        // Curves sampled during the run: their mean and their peak.
+        for (name, xs) in &w.curves {
+            if xs.is_empty() {
+                continue;
+            }
+            let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+            let peak = xs.iter().copied().fold(f64::MIN, f64::max);
+            v.insert(
+                ("sampled".into(), String::new(), format!("{name} mean")),
+                mean,
+            );
+            v.insert(
+                ("sampled".into(), String::new(), format!("{name} peak")),
+                peak,
+            );
+        }
         for (ev, n) in &w.seen {
             v.insert(("waits".into(), ev.clone(), "samples".into()), *n as f64);
             v.insert(
@@ -318,7 +355,9 @@ pub struct DeltaReport {
 pub fn unit_of(metric: &str) -> &'static str {
     let m = metric
         .trim_end_matches(" before")
-        .trim_end_matches(" after");
+        .trim_end_matches(" after")
+        .trim_end_matches(" mean")
+        .trim_end_matches(" peak");
     if m.ends_with("_bytes") {
         "bytes"
     } else if m.ends_with("_ms") {
@@ -336,6 +375,7 @@ pub fn unit_of(metric: &str) -> &'static str {
 const WAIT_GROUPS: &[(&str, &str)] = &[
     ("waits", "est_ms"),
     ("wait", "wait_ms"),
+    ("session_wait", "wait_ms"),
     ("latch", "wait_ms"),
     ("spinlock", "sleep_time_ms"),
 ];

@@ -153,6 +153,18 @@ pub trait Observer: Send {
     fn samples_waits(&self) -> bool {
         false
     }
+    /// The session the workload runs in: snapshots then also read that session's own figures
+    /// where the engine keeps them (SQL Server's per-session waits and CPU).
+    fn set_workload_session(&mut self, _id: Option<u64>) {}
+    /// Whether [`Observer::sample_gauges`] has curves to sample during a run.
+    fn samples_gauges(&self) -> bool {
+        false
+    }
+    /// Values of the moment sampled during a run (SQL Server's run queue and memory grants),
+    /// by name with a unit suffix. A curve the login may not read is left out, not an error.
+    fn sample_gauges(&mut self) -> Result<Vec<(String, f64)>> {
+        Ok(Vec::new())
+    }
     /// The server's main process when it runs on this host (its children are the server).
     fn local_server_pid(&self) -> Option<u32> {
         None

@@ -2,9 +2,15 @@
 //! [`Snapshot`].
 //!
 //! **Not tested against a live server**: no SQL Server can run on plumb's test machines. The
-//! queries are written from Microsoft's documentation of each DMV; the parsers are tested on
-//! result sets shaped as the documentation describes (tests/fixtures/mssql). The connection
-//! (TDS via tiberius) compiles and handles errors, and has never talked to a real server here.
+//! queries are written from Microsoft's documentation of each DMV for SQL Server 2016 and later;
+//! the parsers are tested on result sets shaped as the documentation describes
+//! (tests/fixtures/mssql), and the connection (TDS via tiberius) on a small stand-in server that
+//! answers in TDS as the protocol documentation describes (crates/engine/tests/tds.rs): login,
+//! result sets with and without rows, server errors, a routing redirect.
+//!
+//! Every metric set is optional: a set the login may not read, or whose shape differs from the
+//! documentation, is listed in [`Snapshot::unavailable`] with the server's own words, and the
+//! other sets are still read.
 
 use crate::{Error, Kind, Result, ServerInfo, Snapshot, Target};
 use serde::Deserialize;
@@ -91,11 +97,17 @@ impl ResultSet {
 /// The metric sets and their queries. `{cpu}` in the scheduler query becomes the
 /// total_cpu_usage_ms column where the server has it (probed, as sp_BlitzFirst does).
 pub mod queries {
+    /// Readable by any login (SERVERPROPERTY and @@VERSION need no permission).
     pub const SERVER: &str =
         "SELECT CAST(SERVERPROPERTY('ProductMajorVersion') AS int) AS major_version, \
 CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(128)) AS product_version, @@VERSION AS version, \
-CONVERT(varchar(33), sqlserver_start_time, 126) AS start_time, cpu_count, \
-physical_memory_kb, committed_target_kb FROM sys.dm_os_sys_info";
+CAST(SERVERPROPERTY('EngineEdition') AS int) AS engine_edition";
+
+    /// Start time, CPUs, memory, and the uptime @@CPU_BUSY is checked against.
+    pub const SYS_INFO: &str =
+        "SELECT CONVERT(varchar(33), sqlserver_start_time, 126) AS start_time, \
+cpu_count, physical_memory_kb, committed_target_kb, \
+ms_ticks - sqlserver_start_time_ms_ticks AS uptime_ms FROM sys.dm_os_sys_info";
 
     pub const WAITS: &str =
         "SELECT wait_type, waiting_tasks_count, wait_time_ms, max_wait_time_ms, \
@@ -104,13 +116,16 @@ signal_wait_time_ms FROM sys.dm_os_wait_stats WHERE waiting_tasks_count > 0 OR w
     pub const WAITING_TASKS: &str = "SELECT wt.session_id, wt.wait_type, wt.wait_duration_ms, \
 wt.blocking_session_id FROM sys.dm_os_waiting_tasks AS wt WHERE wt.session_id > 50";
 
+    /// A LEFT JOIN: sys.master_files shows a file only to a login that may see its metadata
+    /// (VIEW ANY DEFINITION, CREATE DATABASE or ALTER ANY DATABASE), while the file statistics
+    /// need only the server-state permission; a file without a name is kept by its ids.
     pub const FILES: &str =
-        "SELECT DB_NAME(vfs.database_id) AS database_name, mf.name AS logical_name, \
-mf.physical_name, mf.type_desc, vfs.num_of_reads, vfs.num_of_bytes_read, vfs.io_stall_read_ms, \
-vfs.num_of_writes, vfs.num_of_bytes_written, vfs.io_stall_write_ms, vfs.io_stall_queued_read_ms, \
-vfs.io_stall_queued_write_ms, vfs.size_on_disk_bytes \
+        "SELECT vfs.database_id, vfs.file_id, DB_NAME(vfs.database_id) AS database_name, \
+mf.name AS logical_name, mf.physical_name, mf.type_desc, vfs.num_of_reads, vfs.num_of_bytes_read, \
+vfs.io_stall_read_ms, vfs.num_of_writes, vfs.num_of_bytes_written, vfs.io_stall_write_ms, \
+vfs.io_stall_queued_read_ms, vfs.io_stall_queued_write_ms, vfs.size_on_disk_bytes \
 FROM sys.dm_io_virtual_file_stats(NULL, NULL) AS vfs \
-JOIN sys.master_files AS mf ON mf.database_id = vfs.database_id AND mf.file_id = vfs.file_id";
+LEFT JOIN sys.master_files AS mf ON mf.database_id = vfs.database_id AND mf.file_id = vfs.file_id";
 
     pub const LATCHES: &str =
         "SELECT latch_class, waiting_requests_count, wait_time_ms, max_wait_time_ms \
@@ -124,13 +139,10 @@ FROM sys.dm_os_spinlock_stats WHERE collisions > 0";
 WHERE object_id = OBJECT_ID('sys.dm_os_schedulers') AND name = 'total_cpu_usage_ms'";
 
     pub const SCHEDULERS: &str = "SELECT scheduler_id, current_tasks_count, runnable_tasks_count, \
-work_queue_count, pending_disk_io_count{cpu} FROM sys.dm_os_schedulers WHERE scheduler_id < 255 AND status = 'VISIBLE ONLINE'";
+work_queue_count, pending_disk_io_count{cpu} FROM sys.dm_os_schedulers WHERE scheduler_id < 1048576 AND status = 'VISIBLE ONLINE'";
 
-    /// SQL Server 2012 and later (pages_kb); 2008 R2 had single_pages_kb + multi_pages_kb.
     pub const CLERKS: &str =
         "SELECT type, SUM(pages_kb) AS pages_kb FROM sys.dm_os_memory_clerks GROUP BY type";
-    pub const CLERKS_2008: &str = "SELECT type, SUM(single_pages_kb + multi_pages_kb) AS pages_kb \
-FROM sys.dm_os_memory_clerks GROUP BY type";
 
     pub const PROCESS_MEMORY: &str = "SELECT physical_memory_in_use_kb, locked_page_allocations_kb, \
 memory_utilization_percentage, page_fault_count, process_physical_memory_low, process_virtual_memory_low \
@@ -152,13 +164,62 @@ SUM(internal_object_reserved_page_count) * 8 AS internal_objects_kb, \
 SUM(version_store_reserved_page_count) * 8 AS version_store_kb, \
 SUM(unallocated_extent_page_count) * 8 AS free_kb FROM tempdb.sys.dm_db_file_space_usage";
 
-    /// The seed's @@io_busy: ticks of @@TIMETICKS microseconds each.
+    /// @@IO_BUSY as DBAs read it: ticks of @@TIMETICKS microseconds each.
     pub const BUSY: &str = "SELECT @@CPU_BUSY AS cpu_busy, @@IO_BUSY AS io_busy, @@IDLE AS idle, @@TIMETICKS AS timeticks";
 
-    /// What a session is doing now (for sampling): its request's wait, or none.
-    pub const REQUEST_WAIT: &str =
-        "SELECT wait_type FROM sys.dm_exec_requests WHERE session_id = @P1";
+    /// The workload session's own waits, its parallel workers' included (they run under its
+    /// session_id). `{id}` is the session.
+    pub const SESSION_WAITS: &str = "SELECT wait_type, waiting_tasks_count, wait_time_ms, \
+max_wait_time_ms, signal_wait_time_ms FROM sys.dm_exec_session_wait_stats WHERE session_id = {id}";
+
+    /// The workload session's CPU and I/O.
+    pub const SESSION: &str = "SELECT cpu_time, total_scheduled_time, total_elapsed_time, reads, \
+writes, logical_reads, row_count FROM sys.dm_exec_sessions WHERE session_id = {id}";
+
+    /// What is sampled during a run: the run queue (tasks waiting for a CPU) and the memory
+    /// grants (workspace memory granted and used, queries waiting for a grant).
+    pub const CURVES: &str = "SELECT \
+(SELECT SUM(runnable_tasks_count) FROM sys.dm_os_schedulers WHERE scheduler_id < 1048576 AND status = 'VISIBLE ONLINE') AS runnable_tasks, \
+(SELECT SUM(current_tasks_count) FROM sys.dm_os_schedulers WHERE scheduler_id < 1048576 AND status = 'VISIBLE ONLINE') AS current_tasks, \
+(SELECT COUNT(*) FROM sys.dm_exec_query_memory_grants WHERE grant_time IS NULL) AS grants_waiting, \
+(SELECT COALESCE(SUM(granted_memory_kb), 0) FROM sys.dm_exec_query_memory_grants) AS granted_kb, \
+(SELECT COALESCE(SUM(used_memory_kb), 0) FROM sys.dm_exec_query_memory_grants) AS grant_used_kb";
 }
+
+/// Where each set comes from, for messages.
+pub fn source_of(set: &str) -> &'static str {
+    match set {
+        "server" => "SERVERPROPERTY",
+        "sys_info" => "sys.dm_os_sys_info",
+        "waits" => "sys.dm_os_wait_stats",
+        "waiting_tasks" => "sys.dm_os_waiting_tasks",
+        "files" => "sys.dm_io_virtual_file_stats",
+        "latches" => "sys.dm_os_latch_stats",
+        "spinlocks" => "sys.dm_os_spinlock_stats",
+        "schedulers" => "sys.dm_os_schedulers",
+        "clerks" => "sys.dm_os_memory_clerks",
+        "process_memory" => "sys.dm_os_process_memory",
+        "perf" => "sys.dm_os_performance_counters",
+        "tempdb" => "tempdb.sys.dm_db_file_space_usage",
+        "busy" => "@@CPU_BUSY, @@IO_BUSY",
+        "session_waits" => "sys.dm_exec_session_wait_stats",
+        "session" => "sys.dm_exec_sessions",
+        "curves" => "sys.dm_os_schedulers, sys.dm_exec_query_memory_grants",
+        _ => "",
+    }
+}
+
+/// The permission that reads the server's performance views on this major version.
+pub fn state_permission(major: u32) -> &'static str {
+    if major >= 16 {
+        "VIEW SERVER PERFORMANCE STATE (SQL Server 2022 and later; VIEW SERVER STATE includes it)"
+    } else {
+        "VIEW SERVER STATE"
+    }
+}
+
+/// The oldest SQL Server plumb's queries are written for: 2016 (13.x).
+pub const OLDEST_MAJOR: u32 = 13;
 
 /// Waits that mean nothing for a workload (idle queues, background sleeps): left out of the
 /// wait figures by default, the way Paul Randal's and sp_BlitzFirst's lists do. Maintained by
@@ -175,6 +236,7 @@ pub const IGNORABLE_WAITS: &[&str] = &[
     "CLR_MANUAL_EVENT",
     "CLR_SEMAPHORE",
     "DBMIRROR_DBM_EVENT",
+    "DBMIRROR_DBM_MUTEX",
     "DBMIRROR_EVENTS_QUEUE",
     "DBMIRROR_WORKER_QUEUE",
     "DBMIRRORING_CMD",
@@ -184,7 +246,9 @@ pub const IGNORABLE_WAITS: &[&str] = &[
     "FSAGENT",
     "FT_IFTS_SCHEDULER_IDLE_WAIT",
     "FT_IFTSHC_MUTEX",
+    "FT_IFTSISM_MUTEX",
     "HADR_CLUSAPI_CALL",
+    "HADR_FABRIC_CALLBACK",
     "HADR_FILESTREAM_IOMGR_IOCOMPLETION",
     "HADR_LOGCAPTURE_WAIT",
     "HADR_NOTIFICATION_DEQUEUE",
@@ -198,8 +262,13 @@ pub const IGNORABLE_WAITS: &[&str] = &[
     "PARALLEL_REDO_DRAIN_WORKER",
     "PARALLEL_REDO_LOG_CACHE",
     "PARALLEL_REDO_TRAN_LIST",
+    "PARALLEL_REDO_TRAN_TURN",
     "PARALLEL_REDO_WORKER_SYNC",
     "PARALLEL_REDO_WORKER_WAIT_WORK",
+    "POPULATE_LOCK_ORDINALS",
+    "PREEMPTIVE_HADR_LEASE_MECHANISM",
+    "PREEMPTIVE_SP_SERVER_DIAGNOSTICS",
+    "PREEMPTIVE_XE_DISPATCHER",
     "PREEMPTIVE_XE_GETTARGETSTATE",
     "PVS_PREALLOCATE",
     "PWAIT_ALL_COMPONENTS_INITIALIZED",
@@ -229,6 +298,7 @@ pub const IGNORABLE_WAITS: &[&str] = &[
     "SQLTRACE_BUFFER_FLUSH",
     "SQLTRACE_INCREMENTAL_FLUSH_SLEEP",
     "SQLTRACE_WAIT_ENTRIES",
+    "UCS_SESSION_REGISTRATION",
     "VDI_CLIENT_OTHER",
     "WAIT_FOR_RESULTS",
     "WAITFOR",
@@ -248,15 +318,21 @@ pub fn is_ignorable(wait: &str) -> bool {
 }
 
 pub fn parse_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    put_waits(rs, s, "wait", "wait_ignorable")
+}
+
+/// The workload session's waits (sys.dm_exec_session_wait_stats), its parallel workers'
+/// included, beside the server-wide ones.
+pub fn parse_session_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    put_waits(rs, s, "session_wait", "session_wait_ignorable")
+}
+
+fn put_waits(rs: &ResultSet, s: &mut Snapshot, set: &str, ignorable: &str) -> Result<()> {
     for (w, v) in rs.pick(
         "wait_type",
         &["waiting_tasks_count", "wait_time_ms", "signal_wait_time_ms"],
     )? {
-        let set = if is_ignorable(&w) {
-            "wait_ignorable"
-        } else {
-            "wait"
-        };
+        let set = if is_ignorable(&w) { ignorable } else { set };
         // Resource wait = total − signal (the time before the task was signalled).
         s.put_object(
             set,
@@ -268,13 +344,23 @@ pub fn parse_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
+/// Tasks waiting now. A task is blocked only by another session: a parallel query's
+/// exchange waits (CXPACKET, CXCONSUMER) name the query's own session as the blocker, and
+/// blocking_session_id is NULL when nobody blocks and negative when the blocker is unknown
+/// (-2 orphaned distributed transaction, -3 deferred recovery, -4 latch owner not known).
 pub fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
-    let rows = rs.pick("wait_type", &["wait_duration_ms", "blocking_session_id"])?;
+    let rows = rs.pick(
+        "wait_type",
+        &["wait_duration_ms", "blocking_session_id", "session_id"],
+    )?;
     s.gauges
         .insert("waiting_tasks.tasks".into(), rows.len() as f64);
+    // NULL reads as 0: not blocked.
     s.gauges.insert(
         "waiting_tasks.blocked".into(),
-        rows.iter().filter(|r| r.1[1] > 0.0).count() as f64,
+        rows.iter()
+            .filter(|r| r.1[1] > 0.0 && r.1[1] != r.1[2])
+            .count() as f64,
     );
     s.gauges.insert(
         "waiting_tasks.longest_ms".into(),
@@ -283,6 +369,9 @@ pub fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
+/// Per file: `sales/sales_data ROWS (/var/opt/mssql/data/sales.mdf)`; a file whose
+/// sys.master_files row the login may not see is `sales/file 3 (name not visible)`, and the
+/// snapshot says how many are so.
 pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let (db, ln, pn, ty) = (
         rs.col("database_name")?,
@@ -290,6 +379,8 @@ pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
         rs.col("physical_name")?,
         rs.col("type_desc")?,
     );
+    let (db_id, file_id) = (rs.col("database_id")?, rs.col("file_id")?);
+    let mut hidden = 0;
     let names = [
         "num_of_reads",
         "num_of_bytes_read",
@@ -304,7 +395,16 @@ pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let size = rs.col("size_on_disk_bytes")?;
     for r in &rs.rows {
         let t = |i: usize| r.get(i).map(Cell::text).unwrap_or_default();
-        let key = format!("{}/{} {} ({})", t(db), t(ln), t(ty), t(pn));
+        let database = match t(db) {
+            d if d.is_empty() => format!("database {}", t(db_id)),
+            d => d,
+        };
+        let key = if t(ln).is_empty() {
+            hidden += 1;
+            format!("{database}/file {} (name not visible)", t(file_id))
+        } else {
+            format!("{database}/{} {} ({})", t(ln), t(ty), t(pn))
+        };
         let v: Vec<f64> = idx
             .iter()
             .map(|i| r.get(*i).and_then(Cell::f64).unwrap_or(0.0))
@@ -329,6 +429,12 @@ pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
                 .entry("file.size_on_disk_bytes".into())
                 .or_insert(0.0) += b;
         }
+    }
+    if hidden > 0 {
+        s.unavailable.push(format!(
+            "SQL Server file names and paths for {hidden} of {} files (sys.master_files shows a file only to a login with VIEW ANY DEFINITION, CREATE DATABASE or ALTER ANY DATABASE; their figures are listed by database and file id)",
+            rs.rows.len()
+        ));
     }
     Ok(())
 }
@@ -467,12 +573,19 @@ pub fn slug(name: &str) -> (String, f64) {
     (format!("{}{suffix}", out.trim_matches('_')), scale)
 }
 
-/// The name a base counter's partner has: "Buffer cache hit ratio base" → "buffer cache hit
-/// ratio"; "Average Wait Time Base" partners "Average Wait Time (ms)".
-fn base_key(name: &str) -> String {
-    let l = name.trim().to_ascii_lowercase().replace("(ms)", "");
-    let l = l.trim();
-    l.strip_suffix(" base").unwrap_or(l).trim().to_string()
+/// What a ratio or average counter and its base have in common: "Buffer cache hit ratio" and
+/// "Buffer cache hit ratio base", "Worktables From Cache Ratio" and "Worktables From Cache
+/// Base", "Average Wait Time (ms)" and "Average Wait Time Base", "Avg. Length of Batched
+/// Writes" and "Avg. Length of Batched Writes BS" all meet on the words before the suffix.
+pub fn base_key(name: &str) -> String {
+    let mut l = name.trim().to_ascii_lowercase().replace("(ms)", "");
+    for suffix in [" base", " bs", " ratio"] {
+        l = l.trim().to_string();
+        if let Some(x) = l.strip_suffix(suffix) {
+            l = x.to_string();
+        }
+    }
+    l.trim().to_string()
 }
 
 /// Performance counters with the arithmetic their cntr_type asks for (as SQLWATCH does):
@@ -491,12 +604,15 @@ pub fn parse_perf(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let mut bases: BTreeMap<(String, String, String), f64> = BTreeMap::new();
     for r in &rs.rows {
         if r.get(t).and_then(Cell::f64) == Some(cntr_type::BASE as f64) {
-            let key = (obj_short(&r[o].text()), r[i].text(), base_key(&r[c].text()));
+            let cell = |k: usize| r.get(k).map(Cell::text).unwrap_or_default();
+            let key = (obj_short(&cell(o)), cell(i), base_key(&cell(c)));
             bases.insert(key, r.get(v).and_then(Cell::f64).unwrap_or(0.0));
         }
     }
+    let mut unpaired = Vec::new();
     for r in &rs.rows {
-        let (obj, name, inst) = (obj_short(&r[o].text()), r[c].text(), r[i].text());
+        let cell = |k: usize| r.get(k).map(Cell::text).unwrap_or_default();
+        let (obj, name, inst) = (obj_short(&cell(o)), cell(c), cell(i));
         let Some(value) = r.get(v).and_then(Cell::f64) else {
             continue;
         };
@@ -518,21 +634,28 @@ pub fn parse_perf(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
             cntr_type::PER_SECOND | cntr_type::PER_SECOND_32 => {
                 s.counters.insert(key, value * scale);
             }
-            cntr_type::RATIO => {
-                if let Some(b) = bases.get(&(obj.clone(), inst.clone(), base_key(&name))) {
-                    if *b > 0.0 {
-                        s.gauges.insert(format!("{key}_pct"), 100.0 * value / b);
-                    }
-                }
-            }
-            cntr_type::AVERAGE => {
-                if let Some(b) = bases.get(&(obj.clone(), inst.clone(), base_key(&name))) {
+            cntr_type::RATIO | cntr_type::AVERAGE => {
+                let Some(b) = bases.get(&(obj.clone(), inst.clone(), base_key(&name))) else {
+                    unpaired.push(format!("{obj}: {name}"));
+                    continue;
+                };
+                if ty == cntr_type::AVERAGE {
                     let object = format!("{obj_slug}.{slug}{inst_part}");
                     s.put_object("perf_avg", &object, &["total", "count"], &[value, *b]);
+                } else if *b > 0.0 {
+                    s.gauges.insert(format!("{key}_pct"), 100.0 * value / b);
                 }
             }
             _ => {}
         }
+    }
+    unpaired.sort();
+    unpaired.dedup();
+    if !unpaired.is_empty() {
+        s.unavailable.push(format!(
+            "SQL Server counters without a base counter plumb could pair them with: {}",
+            unpaired.join("; ")
+        ));
     }
     Ok(())
 }
@@ -564,10 +687,12 @@ pub fn parse_tempdb(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-/// @@CPU_BUSY and @@IO_BUSY in milliseconds (ticks × @@TIMETICKS µs). They are 32-bit and
-/// wrap after about 49 days of busy time: a wrap shows as a counter going backwards.
+/// @@CPU_BUSY and @@IO_BUSY in milliseconds (ticks × @@TIMETICKS µs; a tick is 31,250 µs
+/// unless the server says otherwise). Their documentation: after about 49 days of CPU time
+/// summed over all CPUs they are no longer accurate (not a clean wrap), which on a large
+/// server is days of uptime: [`check_busy`] drops them then.
 pub fn parse_busy(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
-    let tick_us = rs.first_f64("timeticks")?.unwrap_or(31.25);
+    let tick_us = rs.first_f64("timeticks")?.unwrap_or(31_250.0);
     for (col, name) in [
         ("cpu_busy", "cpu_ms"),
         ("io_busy", "io_ms"),
@@ -581,11 +706,59 @@ pub fn parse_busy(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-/// The server row: version and start time.
+/// CPU time summed over all CPUs after which @@CPU_BUSY and @@IO_BUSY are no longer
+/// accurate: "approximately 49 days" in their documentation, 2^32 ms.
+pub const BUSY_ACCURATE_MS: f64 = 4_294_967_296.0;
+
+/// @@CPU_BUSY against what the server could have used (uptime × CPUs, from
+/// sys.dm_os_sys_info): past 49 days of CPU time, or busier than possible, the busy counters
+/// are dropped and the snapshot says why (CPU time then comes from the schedulers'
+/// total_cpu_usage_ms).
+pub fn check_busy(s: &mut Snapshot) {
+    let setting = |k: &str| s.settings.get(k).and_then(|v| v.parse::<f64>().ok());
+    let (Some(cpu_ms), Some(up_ms), Some(cpus)) = (
+        s.counters.get("busy.cpu_ms").copied(),
+        setting("uptime_ms"),
+        setting("cpu_count"),
+    ) else {
+        return;
+    };
+    let capacity = up_ms * cpus;
+    let why = if capacity > BUSY_ACCURATE_MS {
+        format!(
+            "{:.0} days of CPU time over all CPUs since the server started, past the about 49 days after which they are no longer accurate",
+            capacity / 86_400_000.0
+        )
+    } else if cpu_ms > capacity * 1.01 + 1000.0 {
+        format!(
+            "@@CPU_BUSY says {:.0} s of CPU, more than uptime × CPUs ({:.0} s)",
+            cpu_ms / 1000.0,
+            capacity / 1000.0
+        )
+    } else {
+        return;
+    };
+    s.counters.retain(|k, _| !k.starts_with("busy."));
+    s.unavailable.push(format!(
+        "SQL Server @@CPU_BUSY and @@IO_BUSY: {why}; CPU time is the schedulers' total_cpu_usage_ms"
+    ));
+}
+
+/// The server row: version (SERVERPROPERTY, readable by any login).
 pub fn parse_server(rs: &ResultSet, s: &mut Snapshot) -> Result<u32> {
     let major = rs.first_f64("major_version")?.unwrap_or(0.0) as u32;
     s.version = rs.first_text("product_version")?.unwrap_or_default();
+    Ok(major)
+}
+
+/// sys.dm_os_sys_info: start time, CPUs, memory target and uptime.
+pub fn parse_sys_info(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     s.server_start = rs.first_text("start_time")?.unwrap_or_default();
+    for k in ["uptime_ms", "cpu_count"] {
+        if let Some(v) = rs.first_f64(k)? {
+            s.settings.insert(k.into(), v.to_string());
+        }
+    }
     if let Some(kb) = rs.first_f64("committed_target_kb")? {
         s.gauges.insert("memory.target_bytes".into(), kb * 1024.0);
     }
@@ -593,12 +766,48 @@ pub fn parse_server(rs: &ResultSet, s: &mut Snapshot) -> Result<u32> {
         s.settings
             .insert("physical_memory_bytes".into(), format!("{}", kb * 1024.0));
     }
-    Ok(major)
+    Ok(())
+}
+
+/// sys.dm_exec_sessions for the workload's session: its CPU and I/O so far.
+pub fn parse_session(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    for (col, name) in [
+        ("cpu_time", "cpu_ms"),
+        ("total_scheduled_time", "scheduled_ms"),
+        ("total_elapsed_time", "elapsed_ms"),
+        ("reads", "reads"),
+        ("writes", "writes"),
+        ("logical_reads", "logical_reads"),
+        ("row_count", "rows"),
+    ] {
+        if let Some(v) = rs.first_f64(col)? {
+            s.counters.insert(format!("session.{name}"), v);
+        }
+    }
+    Ok(())
+}
+
+/// One sample of the curves read during a run: the run queue and memory grants.
+pub fn parse_curves(rs: &ResultSet) -> Result<Vec<(String, f64)>> {
+    let mut out = Vec::new();
+    for (col, name, scale) in [
+        ("runnable_tasks", "runnable_tasks", 1.0),
+        ("current_tasks", "current_tasks", 1.0),
+        ("grants_waiting", "grants_waiting", 1.0),
+        ("granted_kb", "granted_workspace_bytes", 1024.0),
+        ("grant_used_kb", "used_workspace_bytes", 1024.0),
+    ] {
+        if let Some(v) = rs.first_f64(col)? {
+            out.push((name.to_string(), v * scale));
+        }
+    }
+    Ok(out)
 }
 
 /// Every metric set, by name, in the order they are read.
 pub const SETS: &[&str] = &[
     "server",
+    "sys_info",
     "waits",
     "waiting_tasks",
     "files",
@@ -612,45 +821,124 @@ pub const SETS: &[&str] = &[
     "busy",
 ];
 
-/// Build a snapshot from result sets by set name (live, or recorded). A set that is missing is
-/// listed as unavailable; a set whose columns are wrong is an error naming the column.
-pub fn snapshot_from(sets: &BTreeMap<String, ResultSet>) -> Result<Snapshot> {
+/// Sets read only when the observer knows the workload's session (`plumb delta`).
+pub const SESSION_SETS: &[&str] = &["session_waits", "session"];
+
+fn parse_set(name: &str, rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+    match name {
+        "server" => parse_server(rs, s).map(|_| ()),
+        "sys_info" => parse_sys_info(rs, s),
+        "waits" => parse_waits(rs, s),
+        "waiting_tasks" => parse_waiting_tasks(rs, s),
+        "files" => parse_files(rs, s),
+        "latches" => parse_latches(rs, s),
+        "spinlocks" => parse_spinlocks(rs, s),
+        "schedulers" => parse_schedulers(rs, s),
+        "clerks" => parse_clerks(rs, s),
+        "process_memory" => parse_process_memory(rs, s),
+        "perf" => parse_perf(rs, s),
+        "tempdb" => parse_tempdb(rs, s),
+        "busy" => parse_busy(rs, s),
+        "session_waits" => parse_session_waits(rs, s),
+        "session" => parse_session(rs, s),
+        _ => Ok(()),
+    }
+}
+
+/// Build a snapshot from result sets by set name (live, or recorded). Every set is optional:
+/// one that is missing, or whose shape differs from the documentation (a column missing), is
+/// listed as unavailable with the reason, and the others are read.
+pub fn snapshot_from(sets: &BTreeMap<String, ResultSet>) -> Snapshot {
+    snapshot_with(sets, &BTreeMap::new())
+}
+
+/// As [`snapshot_from`], with the server's error for each set that could not be read.
+pub fn snapshot_with(
+    sets: &BTreeMap<String, ResultSet>,
+    failed: &BTreeMap<String, String>,
+) -> Snapshot {
     let mut s = Snapshot {
         engine: "sqlserver".into(),
         ..Default::default()
     };
-    for name in SETS {
+    let major = sets
+        .get("server")
+        .and_then(|rs| rs.first_f64("major_version").ok().flatten())
+        .unwrap_or(0.0) as u32;
+    for name in SETS.iter().chain(SESSION_SETS) {
+        let source = source_of(name);
         let Some(rs) = sets.get(*name) else {
-            s.unavailable.push(format!(
-                "SQL Server {name} (not readable: VIEW SERVER STATE missing, or the query failed)"
-            ));
+            if let Some(err) = failed.get(*name) {
+                s.unavailable.push(unreadable(name, err, major));
+            } else if !SESSION_SETS.contains(name) {
+                s.unavailable
+                    .push(format!("SQL Server {name} ({source}): not read"));
+            }
             continue;
         };
-        match *name {
-            "server" => {
-                parse_server(rs, &mut s)?;
-            }
-            "waits" => parse_waits(rs, &mut s)?,
-            "waiting_tasks" => parse_waiting_tasks(rs, &mut s)?,
-            "files" => parse_files(rs, &mut s)?,
-            "latches" => parse_latches(rs, &mut s)?,
-            "spinlocks" => parse_spinlocks(rs, &mut s)?,
-            "schedulers" => parse_schedulers(rs, &mut s)?,
-            "clerks" => parse_clerks(rs, &mut s)?,
-            "process_memory" => parse_process_memory(rs, &mut s)?,
-            "perf" => parse_perf(rs, &mut s)?,
-            "tempdb" => parse_tempdb(rs, &mut s)?,
-            "busy" => parse_busy(rs, &mut s)?,
-            _ => {}
+        // Parsed apart and kept only whole: a set that fails halfway leaves nothing behind.
+        let mut part = Snapshot::default();
+        match parse_set(name, rs, &mut part) {
+            Ok(()) => merge(&mut s, part),
+            Err(e) => s.unavailable.push(format!(
+                "SQL Server {name} ({source}): the result differs from the documented shape: {}",
+                message_of(&e)
+            )),
         }
     }
-    Ok(s)
+    check_busy(&mut s);
+    s
 }
 
-/// The query for a set on a server of this major version (and scheduler CPU column or not).
-pub fn query_for(set: &str, major: u32, scheduler_cpu: bool) -> String {
+fn message_of(e: &Error) -> String {
+    match e {
+        Error::Query { message, .. } => message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A set the server refused, in its own words, with the permission that reads it when the
+/// refusal is about permissions.
+fn unreadable(name: &str, err: &str, major: u32) -> String {
+    let source = source_of(name);
+    let hint = if err.to_ascii_lowercase().contains("permission") {
+        let grant = match name {
+            "files" => format!(
+                "{} (and VIEW ANY DEFINITION for file names)",
+                state_permission(major)
+            ),
+            _ => state_permission(major).to_string(),
+        };
+        format!("; the login needs {grant}")
+    } else {
+        String::new()
+    };
+    format!("SQL Server {name} ({source}): {err}{hint}")
+}
+
+fn merge(into: &mut Snapshot, part: Snapshot) {
+    if !part.version.is_empty() {
+        into.version = part.version;
+    }
+    if !part.server_start.is_empty() {
+        into.server_start = part.server_start;
+    }
+    into.resets.extend(part.resets);
+    into.counters.extend(part.counters);
+    into.gauges.extend(part.gauges);
+    for (set, objects) in part.objects {
+        into.objects.entry(set).or_default().extend(objects);
+    }
+    into.settings.extend(part.settings);
+    into.unavailable.extend(part.unavailable);
+}
+
+/// The query for a set (with the scheduler CPU column or not, for the workload's session).
+pub fn query_for(set: &str, scheduler_cpu: bool, session: Option<u64>) -> String {
+    let id = session.unwrap_or(0).to_string();
     match set {
         "server" => queries::SERVER.into(),
+        "sys_info" => queries::SYS_INFO.into(),
         "waits" => queries::WAITS.into(),
         "waiting_tasks" => queries::WAITING_TASKS.into(),
         "files" => queries::FILES.into(),
@@ -664,16 +952,14 @@ pub fn query_for(set: &str, major: u32, scheduler_cpu: bool) -> String {
                 ""
             },
         ),
-        "clerks" => if major >= 11 {
-            queries::CLERKS
-        } else {
-            queries::CLERKS_2008
-        }
-        .into(),
+        "clerks" => queries::CLERKS.into(),
         "process_memory" => queries::PROCESS_MEMORY.into(),
         "perf" => queries::PERF.into(),
         "tempdb" => queries::TEMPDB.into(),
         "busy" => queries::BUSY.into(),
+        "session_waits" => queries::SESSION_WAITS.replace("{id}", &id),
+        "session" => queries::SESSION.replace("{id}", &id),
+        "curves" => queries::CURVES.into(),
         _ => String::new(),
     }
 }
@@ -682,6 +968,10 @@ pub fn query_for(set: &str, major: u32, scheduler_cpu: bool) -> String {
 
 /// Parse `mssql://user:password@host:port/database?trust_server_certificate=true&encrypt=on`
 /// (the `url` crate's parser; user, password and database percent-decoded).
+///
+/// `encrypt`: `on` (also true, yes, mandatory; the default) encrypts the whole session, `off`
+/// (false, no, optional) the login only, `not_supported` nothing. `strict` (TDS 8.0, which SQL
+/// Server 2022's Force Strict Encryption requires) is refused: the driver does not speak it.
 pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
     let shown = t.shown();
     let bad = |m: &str| Error::Url(format!("{shown}: {m}"));
@@ -722,13 +1012,37 @@ pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
     }
     c.application_name("plumb");
     for (k, v) in &query {
-        let v = if v.is_empty() { "true" } else { v.as_str() };
+        let v = if v.is_empty() {
+            "true".to_string()
+        } else {
+            v.to_ascii_lowercase()
+        };
         match k.to_ascii_lowercase().as_str() {
-            "trust_server_certificate" | "trustservercertificate" if v == "true" => c.trust_cert(),
-            "encrypt" => c.encryption(match v {
-                "off" | "false" => tiberius::EncryptionLevel::Off,
+            "trust_server_certificate" | "trustservercertificate" => match v.as_str() {
+                "true" | "yes" | "on" => c.trust_cert(),
+                "false" | "no" | "off" => {}
+                other => {
+                    return Err(bad(&format!(
+                        "{k}={other}: give true or false"
+                    )))
+                }
+            },
+            "encrypt" => c.encryption(match v.as_str() {
+                "on" | "true" | "yes" | "mandatory" | "required" => {
+                    tiberius::EncryptionLevel::Required
+                }
+                "off" | "false" | "no" | "optional" => tiberius::EncryptionLevel::Off,
                 "not_supported" => tiberius::EncryptionLevel::NotSupported,
-                _ => tiberius::EncryptionLevel::Required,
+                "strict" => {
+                    return Err(bad(
+                        "encrypt=strict (TDS 8.0, needed when the server forces strict encryption) is not supported by the SQL Server driver plumb uses; connect with encrypt=on to a server that does not force strict encryption",
+                    ))
+                }
+                other => {
+                    return Err(bad(&format!(
+                        "encrypt={other}: give on, off, not_supported (strict is not supported)"
+                    )))
+                }
             }),
             _ => return Err(bad(&format!("unknown option {k}"))),
         }
@@ -744,6 +1058,7 @@ pub struct MssqlConn {
     client: TdsClient,
     label: String,
     pub session_id: u64,
+    redirected_to: Option<String>,
 }
 
 fn terr(what: &str, e: tiberius::error::Error) -> Error {
@@ -757,86 +1072,158 @@ fn terr(what: &str, e: tiberius::error::Error) -> Error {
     }
 }
 
+/// How many routing redirects a connection follows (Azure SQL Managed Instance's redirect
+/// connection policy sends one).
+const MAX_REDIRECTS: usize = 3;
+
+/// Run the driver, turning a panic inside it (it panics on some malformed server answers)
+/// into an error.
+fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|p| {
+        let why = p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(Error::Gone(format!(
+            "{what}: the SQL Server driver could not handle what the server sent ({why})"
+        )))
+    })
+}
+
 impl MssqlConn {
     pub fn connect(t: &Target) -> Result<MssqlConn> {
         use tokio_util::compat::TokioAsyncWriteCompatExt;
-        let cfg = parse_url(t)?;
+        let mut cfg = parse_url(t)?;
         let label = t.shown();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .map_err(|e| Error::Setup(e.to_string()))?;
-        let client = rt.block_on(async {
-            let addr = cfg.get_addr();
-            let tcp = tokio::time::timeout(
-                std::time::Duration::from_secs(10),
-                tokio::net::TcpStream::connect(addr),
-            )
-            .await
-            .map_err(|_| "connect timed out after 10 s".to_string())?
-            .map_err(|e| e.to_string())?;
-            tcp.set_nodelay(true).map_err(|e| e.to_string())?;
-            tiberius::Client::connect(cfg, tcp.compat_write())
-                .await
-                .map_err(|e| e.to_string())
-        });
-        let client = client.map_err(|m| Error::Connect {
+        let connect_err = |m: String| Error::Connect {
             url: label.clone(),
             message: m,
             source: None,
-        })?;
+        };
+        let mut redirects = Vec::new();
+        let client = loop {
+            let attempt = guarded(&label, || {
+                Ok(rt.block_on(async {
+                    let addr = cfg.get_addr();
+                    let tcp = tokio::time::timeout(
+                        std::time::Duration::from_secs(10),
+                        tokio::net::TcpStream::connect(&addr),
+                    )
+                    .await
+                    .map_err(|_| Err(format!("connecting to {addr} timed out after 10 s")))?
+                    .map_err(|e| Err(format!("{addr}: {e}")))?;
+                    tcp.set_nodelay(true).map_err(|e| Err(e.to_string()))?;
+                    tiberius::Client::connect(cfg.clone(), tcp.compat_write())
+                        .await
+                        .map_err(|e| match e {
+                            tiberius::error::Error::Routing { host, port } => Ok((host, port)),
+                            other => Err(other.to_string()),
+                        })
+                }))
+            })?;
+            match attempt {
+                Ok(c) => break c,
+                // The server sends the client elsewhere: connect there, as drivers do.
+                Err(Ok((host, port))) if redirects.len() < MAX_REDIRECTS => {
+                    redirects.push(format!("{host}:{port}"));
+                    cfg.host(&host);
+                    cfg.port(port);
+                }
+                Err(Ok((host, port))) => {
+                    return Err(connect_err(format!(
+                        "redirected more than {MAX_REDIRECTS} times ({}, then {host}:{port})",
+                        redirects.join(", ")
+                    )))
+                }
+                Err(Err(m)) if redirects.is_empty() => return Err(connect_err(m)),
+                Err(Err(m)) => {
+                    return Err(connect_err(format!(
+                        "redirected to {}: {m}",
+                        redirects.join(", then ")
+                    )))
+                }
+            }
+        };
         let mut c = MssqlConn {
             rt,
             client,
             label,
             session_id: 0,
+            redirected_to: redirects.pop(),
         };
         let id = c.query("@@SPID", "SELECT CAST(@@SPID AS int) AS spid")?;
         c.session_id = id.first_f64("spid")?.unwrap_or(0.0) as u64;
         Ok(c)
     }
 
-    /// Run a query and read its first result set into cells.
+    /// Run a query and read its first result set: column names from the result's metadata
+    /// (so a set without rows still has its columns), then the rows.
     pub fn query(&mut self, what: &str, sql: &str) -> Result<ResultSet> {
         let client = &mut self.client;
-        self.rt.block_on(async {
-            let stream =
-                tokio::time::timeout(std::time::Duration::from_secs(30), client.simple_query(sql))
-                    .await
-                    .map_err(|_| Error::Query {
-                        what: what.into(),
-                        message: "timed out after 30 s".into(),
-                        source: None,
-                    })?
-                    .map_err(|e| terr(what, e))?;
-            let rows = stream
-                .into_first_result()
+        let rt = &self.rt;
+        guarded(what, || {
+            rt.block_on(async {
+                tokio::time::timeout(std::time::Duration::from_secs(30), async {
+                    let mut stream = client.simple_query(sql).await.map_err(|e| terr(what, e))?;
+                    let columns = stream
+                        .columns()
+                        .await
+                        .map_err(|e| terr(what, e))?
+                        .map(|cols| cols.iter().map(|c| c.name().to_string()).collect())
+                        .unwrap_or_default();
+                    let rows = stream
+                        .into_first_result()
+                        .await
+                        .map_err(|e| terr(what, e))?;
+                    Ok(result_set(columns, rows))
+                })
                 .await
-                .map_err(|e| terr(what, e))?;
-            let mut rs = ResultSet::default();
-            if let Some(r) = rows.first() {
-                rs.columns = r.columns().iter().map(|c| c.name().to_string()).collect();
-            }
-            for r in rows {
-                rs.rows.push(r.into_iter().map(cell_of).collect());
-            }
-            Ok(rs)
+                .unwrap_or_else(|_| {
+                    Err(Error::Gone(format!(
+                        "{what}: no answer within 30 s (the connection is dropped)"
+                    )))
+                })
+            })
         })
     }
 
     pub fn execute(&mut self, sql: &str) -> Result<u64> {
         let client = &mut self.client;
-        self.rt.block_on(async {
-            let stream = client
-                .simple_query(sql)
-                .await
-                .map_err(|e| terr("the workload", e))?;
-            let all = stream
-                .into_results()
-                .await
-                .map_err(|e| terr("the workload", e))?;
-            Ok(all.iter().map(|r| r.len() as u64).sum())
+        let rt = &self.rt;
+        guarded("the workload", || {
+            rt.block_on(async {
+                let stream = client
+                    .simple_query(sql)
+                    .await
+                    .map_err(|e| terr("the workload", e))?;
+                let all = stream
+                    .into_results()
+                    .await
+                    .map_err(|e| terr("the workload", e))?;
+                Ok(all.iter().map(|r| r.len() as u64).sum())
+            })
         })
+    }
+
+    /// Where the server redirected this connection, if it did.
+    pub fn redirected_to(&self) -> Option<&str> {
+        self.redirected_to.as_deref()
+    }
+}
+
+/// Rows as the driver returns them, under the columns of their metadata.
+pub fn result_set(columns: Vec<String>, rows: Vec<tiberius::Row>) -> ResultSet {
+    ResultSet {
+        columns,
+        rows: rows
+            .into_iter()
+            .map(|r| r.into_iter().map(cell_of).collect())
+            .collect(),
     }
 }
 
@@ -858,8 +1245,37 @@ fn cell_of(d: tiberius::ColumnData<'static>) -> Cell {
 
 pub struct MssqlObserver {
     conn: MssqlConn,
-    major: u32,
     scheduler_cpu: bool,
+    /// The workload's session, whose own waits and CPU each snapshot also reads.
+    session: Option<u64>,
+    /// Why the curves are not sampled (the first refusal), once they failed.
+    curves_failed: Option<String>,
+}
+
+/// Whether plumb's queries are written for this server: SQL Server 2016 (13.x) or later.
+/// Azure SQL Database and Managed Instance (EngineEdition 5 and 8) report 12 as their major
+/// version and are always current.
+pub fn check_version(server: &ResultSet) -> Result<u32> {
+    let major = server.first_f64("major_version")?.unwrap_or(0.0) as u32;
+    let edition = server
+        .col("engine_edition")
+        .ok()
+        .and_then(|_| server.first_f64("engine_edition").ok().flatten())
+        .unwrap_or(0.0) as u32;
+    if matches!(edition, 5 | 8) {
+        return Ok(major.max(OLDEST_MAJOR));
+    }
+    if major < OLDEST_MAJOR {
+        let version = server.first_text("product_version")?.unwrap_or_default();
+        return Err(Error::Query {
+            what: "SQL Server version".into(),
+            message: format!(
+                "the server is version {version}; plumb reads SQL Server 2016 (13.x) and later"
+            ),
+            source: None,
+        });
+    }
+    Ok(major)
 }
 
 impl MssqlObserver {
@@ -867,8 +1283,9 @@ impl MssqlObserver {
         let mut conn = MssqlConn::connect(t)?;
         // Observe without blocking anyone: read uncommitted, short lock timeout.
         conn.execute("SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED; SET LOCK_TIMEOUT 5000")?;
+        // SERVERPROPERTY needs no permission: the version is always known.
         let server = conn.query("server", queries::SERVER)?;
-        let major = server.first_f64("major_version")?.unwrap_or(0.0) as u32;
+        check_version(&server)?;
         let scheduler_cpu = conn
             .query("scheduler probe", queries::HAS_SCHEDULER_CPU)
             .ok()
@@ -876,9 +1293,15 @@ impl MssqlObserver {
             .is_some_and(|n| n > 0.0);
         Ok(MssqlObserver {
             conn,
-            major,
             scheduler_cpu,
+            session: None,
+            curves_failed: None,
         })
+    }
+
+    /// Why the run-queue and grant curves could not be sampled, if they could not.
+    pub fn curves_failed(&self) -> Option<&str> {
+        self.curves_failed.as_deref()
     }
 }
 
@@ -889,18 +1312,50 @@ impl crate::Observer for MssqlObserver {
 
     fn snapshot(&mut self) -> Result<Snapshot> {
         let mut sets = BTreeMap::new();
-        for set in SETS {
-            let q = query_for(set, self.major, self.scheduler_cpu);
+        let mut failed = BTreeMap::new();
+        let session_sets = if self.session.is_some() {
+            SESSION_SETS
+        } else {
+            &[]
+        };
+        for set in SETS.iter().chain(session_sets) {
+            let q = query_for(set, self.scheduler_cpu, self.session);
             match self.conn.query(set, &q) {
                 Ok(rs) => {
                     sets.insert(set.to_string(), rs);
                 }
                 Err(e @ Error::Gone(_)) => return Err(e),
-                // Permission denied on one DMV: the set is listed as unavailable.
-                Err(_) => {}
+                // Refused (a permission, a column): listed as unavailable in the server's words.
+                Err(e) => {
+                    failed.insert(set.to_string(), message_of(&e));
+                }
             }
         }
-        snapshot_from(&sets)
+        let mut s = snapshot_with(&sets, &failed);
+        s.unavailable.extend(self.curves_failed.clone());
+        Ok(s)
+    }
+
+    fn set_workload_session(&mut self, id: Option<u64>) {
+        self.session = id;
+    }
+
+    fn samples_gauges(&self) -> bool {
+        true
+    }
+
+    fn sample_gauges(&mut self) -> Result<Vec<(String, f64)>> {
+        if self.curves_failed.is_some() {
+            return Ok(Vec::new());
+        }
+        match self.conn.query("curves", queries::CURVES) {
+            Ok(rs) => parse_curves(&rs),
+            Err(e @ Error::Gone(_)) => Err(e),
+            Err(e) => {
+                self.curves_failed = Some(unreadable("curves", &message_of(&e), 0));
+                Ok(Vec::new())
+            }
+        }
     }
 
     fn info(&mut self) -> Result<ServerInfo> {

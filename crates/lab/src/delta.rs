@@ -171,16 +171,20 @@ pub fn run(
                     push_once(&mut unavailable, "--trace: the server's processes are not on this host (or not visible), so they cannot be traced");
                 }
             }
-            let r = measured_run(root, wh, workload, &mut *observer, &ctx, plan, &own, cancel)
-                .with_context(|| {
-                    format!(
-                        "{} run {} of {} against {}",
-                        mode.name(),
-                        i + 1,
-                        plan.repeat,
-                        wh.shown
-                    )
-                })?;
+            let (r, more) =
+                measured_run(root, wh, workload, &mut *observer, &ctx, plan, &own, cancel)
+                    .with_context(|| {
+                        format!(
+                            "{} run {} of {} against {}",
+                            mode.name(),
+                            i + 1,
+                            plan.repeat,
+                            wh.shown
+                        )
+                    })?;
+            for u in more {
+                push_once(&mut unavailable, &u);
+            }
             runs.push(r);
         }
         results.push(ModeRuns {
@@ -472,7 +476,7 @@ fn measured_run(
     plan: &DeltaPlan,
     own: &RunDelta,
     cancel: &(dyn Fn() -> bool + Sync),
-) -> Result<RunDelta> {
+) -> Result<(RunDelta, Vec<String>)> {
     let mut session = session_for(wh, w)?;
     let backend = session.as_ref().and_then(|s| s.local_pid());
     // The run is watched: the server's processes and plumb's (a command's too) are its own.
@@ -494,9 +498,11 @@ fn measured_run(
         _ => None,
     };
     let os_before = os_snapshot(root, ctx, backend);
+    // The workload's own session is read too where the engine keeps its figures.
+    obs.set_workload_session(session.as_ref().map(|s| s.id()));
     let eng_before = obs.snapshot()?;
     let children_before = plumb_sys::os::children_cpu_s();
-    let sample = obs.samples_waits();
+    let sample = obs.samples_waits() || obs.samples_gauges();
     let sampler = Sampler {
         obs,
         session: session.as_ref().map(|s| s.id()),
@@ -511,7 +517,9 @@ fn measured_run(
     // The statistics collector reports after the session goes idle.
     std::thread::sleep(Duration::from_millis(50));
     let trace = tracing.map(|t| t.finish("run ended")).transpose()?;
-    let eng_after = obs.snapshot()?;
+    let eng_after = obs.snapshot();
+    obs.set_workload_session(None);
+    let eng_after = eng_after?;
     let os_after = os_snapshot(root, ctx, backend);
     let mut run = RunDelta {
         elapsed_s: elapsed.as_secs_f64(),
@@ -536,7 +544,8 @@ fn measured_run(
         }
         run.trace = Some(t);
     }
-    Ok(run)
+    // What only a run reads (the workload session's own figures, the curves) and was refused.
+    Ok((run, eng_after.unavailable))
 }
 
 /// Run the workload while a second thread samples waits; Ctrl-C cancels the statement or
@@ -580,14 +589,26 @@ fn execute<'a>(
                     continue;
                 }
                 if sample && err.is_none() {
-                    match sampler.obs.sample_waits(sampler.session) {
-                        Ok(v) => {
-                            ws.taken += 1;
-                            for (t, e) in v {
-                                *ws.seen.entry(format!("{t}:{e}")).or_insert(0) += 1;
+                    if sampler.obs.samples_waits() {
+                        match sampler.obs.sample_waits(sampler.session) {
+                            Ok(v) => {
+                                ws.taken += 1;
+                                for (t, e) in v {
+                                    *ws.seen.entry(format!("{t}:{e}")).or_insert(0) += 1;
+                                }
                             }
+                            Err(e) => err = Some(e),
                         }
-                        Err(e) => err = Some(e),
+                    }
+                    if sampler.obs.samples_gauges() {
+                        match sampler.obs.sample_gauges() {
+                            Ok(v) => {
+                                for (name, x) in v {
+                                    ws.curves.entry(name).or_default().push(x);
+                                }
+                            }
+                            Err(e) => err = Some(e),
+                        }
                     }
                 }
                 schedule.advance();

@@ -45,6 +45,18 @@ const GROUPS: &[(&str, &str)] = &[
     ("bgwriter", "background writer (pg_stat_bgwriter)"),
     ("buffercache", "buffer cache (pg_buffercache)"),
     ("waits", "waits (sampled from pg_stat_activity)"),
+    (
+        "session",
+        "the workload's session (sys.dm_exec_sessions)",
+    ),
+    (
+        "session_wait",
+        "waits of the workload's session, its parallel workers included (sys.dm_exec_session_wait_stats; server_wide_wait_ms: the same wait over the whole server)",
+    ),
+    (
+        "session_wait_ignorable",
+        "benign waits of the workload's session",
+    ),
     ("wait", "waits"),
     (
         "wait_ignorable",
@@ -58,6 +70,10 @@ const GROUPS: &[(&str, &str)] = &[
     ("spinlock", "spinlocks"),
     ("memory", "memory"),
     ("scheduler", "schedulers (sys.dm_os_schedulers)"),
+    (
+        "sampled",
+        "sampled during the run: run queue (sys.dm_os_schedulers) and memory grants (sys.dm_exec_query_memory_grants), mean and peak",
+    ),
     (
         "perf",
         "performance counters (sys.dm_os_performance_counters)",

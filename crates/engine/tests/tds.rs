@@ -1,0 +1,452 @@
+//! plumb's SQL Server connection through the real driver (tiberius) against a stand-in server
+//! that answers in TDS as the protocol documentation ([MS-TDS]) describes: pre-login without
+//! encryption, a login acknowledgement (or a login error, or a routing redirect), and SQL
+//! batches answered with column metadata and rows, with column metadata and no rows, or with
+//! a server error. No SQL Server runs here; this is as far as the transport can be exercised
+//! without one. What the stand-in answers comes from the documentation of each DMV, not from a
+//! captured server.
+
+use plumb_engine::mssql::{MssqlConn, MssqlObserver};
+use plumb_engine::{Observer, Target};
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
+
+/// A value in a row the stand-in sends.
+#[derive(Clone)]
+enum V {
+    Int(i64),
+    Text(&'static str),
+    Null,
+}
+
+/// The stand-in's answer to a batch.
+#[derive(Clone)]
+enum Answer {
+    /// Columns (all bigint or nvarchar, by the first row's values or `text` for no rows)
+    /// and rows.
+    Rows(Vec<(&'static str, bool)>, Vec<Vec<V>>),
+    /// A server error: number and message.
+    Error(u32, &'static str),
+    /// A statement without a result (SET …).
+    Done,
+}
+
+/// What the stand-in does after the login.
+#[derive(Clone)]
+enum Login {
+    Ok,
+    Fail(&'static str),
+    /// A routing redirect to this port on 127.0.0.1 (0: to the stand-in itself).
+    RouteTo(u16),
+}
+
+struct StandIn {
+    port: u16,
+    /// Every batch received, in order.
+    batches: Arc<Mutex<Vec<String>>>,
+}
+
+fn start(login: Login, answer: fn(&str) -> Answer) -> StandIn {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let batches = Arc::new(Mutex::new(Vec::new()));
+    let seen = batches.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let (login, seen) = (login.clone(), seen.clone());
+            let login = match login {
+                Login::RouteTo(0) => Login::RouteTo(port),
+                other => other,
+            };
+            std::thread::spawn(move || serve(conn, login, answer, seen));
+        }
+    });
+    StandIn { port, batches }
+}
+
+/// One message from the client: its packet type and payload (packets joined up to the one
+/// marked end of message).
+fn read_message(c: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+    let mut payload = Vec::new();
+    loop {
+        let mut h = [0u8; 8];
+        c.read_exact(&mut h).ok()?;
+        let len = u16::from_be_bytes([h[2], h[3]]) as usize;
+        let mut body = vec![0u8; len - 8];
+        c.read_exact(&mut body).ok()?;
+        payload.extend(body);
+        if h[1] & 1 == 1 {
+            return Some((h[0], payload));
+        }
+    }
+}
+
+/// A tabular result (packet type 4) in one packet.
+fn send(c: &mut TcpStream, payload: &[u8]) {
+    assert!(payload.len() + 8 <= 4096, "the stand-in sends one packet");
+    let mut p = vec![4u8, 1];
+    p.extend(((payload.len() + 8) as u16).to_be_bytes());
+    p.extend([0, 0, 1, 0]);
+    p.extend(payload);
+    c.write_all(&p).unwrap();
+}
+
+fn utf16(s: &str) -> Vec<u8> {
+    s.encode_utf16().flat_map(|u| u.to_le_bytes()).collect()
+}
+
+fn b_varchar(s: &str) -> Vec<u8> {
+    let mut v = vec![s.encode_utf16().count() as u8];
+    v.extend(utf16(s));
+    v
+}
+
+fn us_varchar(s: &str) -> Vec<u8> {
+    let mut v = (s.encode_utf16().count() as u16).to_le_bytes().to_vec();
+    v.extend(utf16(s));
+    v
+}
+
+/// DONE: status (0x10 a count follows, 0x02 an error), current command, row count.
+fn done(status: u16, rows: u64) -> Vec<u8> {
+    let mut v = vec![0xFD];
+    v.extend(status.to_le_bytes());
+    v.extend(0u16.to_le_bytes());
+    v.extend(rows.to_le_bytes());
+    v
+}
+
+/// A token with a 16-bit length before its body.
+fn sized(token: u8, body: Vec<u8>) -> Vec<u8> {
+    let mut v = vec![token];
+    v.extend((body.len() as u16).to_le_bytes());
+    v.extend(body);
+    v
+}
+
+fn error(number: u32, message: &str, class: u8) -> Vec<u8> {
+    let mut b = number.to_le_bytes().to_vec();
+    b.extend([1, class]);
+    b.extend(us_varchar(message));
+    b.extend(b_varchar("standin"));
+    b.extend(b_varchar(""));
+    b.extend(1u32.to_le_bytes());
+    sized(0xAA, b)
+}
+
+fn serve(
+    mut c: TcpStream,
+    login: Login,
+    answer: fn(&str) -> Answer,
+    seen: Arc<Mutex<Vec<String>>>,
+) {
+    // Pre-login: version 16.0, encryption not supported (the client asked for none).
+    let Some((0x12, _)) = read_message(&mut c) else {
+        return;
+    };
+    let options: [(u8, Vec<u8>); 4] = [
+        (0x00, vec![16, 0, 0x10, 0x27, 0, 0]),
+        (0x01, vec![2]),
+        (0x02, vec![0]),
+        (0x04, vec![0]),
+    ];
+    let mut head = Vec::new();
+    let mut data: Vec<u8> = Vec::new();
+    let mut offset = options.len() * 5 + 1;
+    for (token, value) in &options {
+        head.push(*token);
+        head.extend((offset as u16).to_be_bytes());
+        head.extend((value.len() as u16).to_be_bytes());
+        offset += value.len();
+        data.extend(value);
+    }
+    head.push(0xFF);
+    head.extend(data);
+    send(&mut c, &head);
+    // Login.
+    let Some((0x10, _)) = read_message(&mut c) else {
+        return;
+    };
+    let mut ack = vec![1u8];
+    ack.extend(0x7400_0004u32.to_be_bytes());
+    ack.extend(b_varchar("Microsoft SQL Server"));
+    ack.extend([16, 0, 0x10, 0x27]);
+    match login {
+        Login::Fail(m) => {
+            let mut r = error(18456, m, 14);
+            r.extend(done(0x02, 0));
+            send(&mut c, &r);
+            return;
+        }
+        Login::RouteTo(port) => {
+            let mut r = sized(0xAD, ack);
+            // ENVCHANGE 20 (routing): value length, protocol 0 (TCP), port, server name.
+            let mut value = vec![0u8];
+            value.extend(port.to_le_bytes());
+            value.extend(us_varchar("127.0.0.1"));
+            let mut body = vec![20u8];
+            body.extend((value.len() as u16).to_le_bytes());
+            body.extend(value);
+            body.extend(0u16.to_le_bytes());
+            r.extend(sized(0xE3, body));
+            r.extend(done(0, 0));
+            send(&mut c, &r);
+            return;
+        }
+        Login::Ok => {
+            let mut r = sized(0xAD, ack);
+            r.extend(done(0, 0));
+            send(&mut c, &r);
+        }
+    }
+    // Batches: ALL_HEADERS (its length first), then the statement in UTF-16.
+    while let Some((ty, p)) = read_message(&mut c) {
+        if ty != 1 {
+            return;
+        }
+        let skip = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize;
+        let units: Vec<u16> = p[skip..]
+            .chunks(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        let sql = String::from_utf16_lossy(&units);
+        seen.lock().unwrap().push(sql.clone());
+        let out = match answer(&sql) {
+            Answer::Done => done(0, 0),
+            Answer::Error(n, m) => {
+                let mut r = error(n, m, 16);
+                r.extend(done(0x02, 0));
+                r
+            }
+            Answer::Rows(cols, rows) => {
+                // COLMETADATA: per column user type, flags (nullable), type, name.
+                let mut r = vec![0x81];
+                r.extend((cols.len() as u16).to_le_bytes());
+                for (name, text) in &cols {
+                    r.extend(0u32.to_le_bytes());
+                    r.extend(1u16.to_le_bytes());
+                    if *text {
+                        // NVARCHAR(4000): max length in bytes, collation.
+                        r.push(0xE7);
+                        r.extend(8000u16.to_le_bytes());
+                        r.extend([0x09, 0x04, 0xD0, 0x00, 0x34]);
+                    } else {
+                        // INTN of 8 bytes: bigint.
+                        r.extend([0x26, 8]);
+                    }
+                    r.extend(b_varchar(name));
+                }
+                for row in &rows {
+                    r.push(0xD1);
+                    for (k, v) in row.iter().enumerate() {
+                        match v {
+                            V::Int(i) => {
+                                r.push(8);
+                                r.extend(i.to_le_bytes());
+                            }
+                            V::Text(t) => {
+                                let b = utf16(t);
+                                r.extend((b.len() as u16).to_le_bytes());
+                                r.extend(b);
+                            }
+                            V::Null => {
+                                if cols[k].1 {
+                                    r.extend(0xFFFFu16.to_le_bytes());
+                                } else {
+                                    r.push(0);
+                                }
+                            }
+                        }
+                    }
+                }
+                r.extend(done(0x10, rows.len() as u64));
+                r
+            }
+        };
+        send(&mut c, &out);
+    }
+}
+
+fn url(port: u16) -> Target {
+    Target::new(&format!(
+        "mssql://plumb:Secret1@127.0.0.1:{port}/master?encrypt=not_supported"
+    ))
+}
+
+/// A SQL Server 2022 whose login may read some views: the version, the waiting tasks (none
+/// now: an empty set), the file statistics (names hidden); the wait statistics are refused,
+/// and the rest do not exist on this stand-in.
+fn server_2022(sql: &str) -> Answer {
+    use V::*;
+    let t = |n: &'static str| (n, true);
+    let i = |n: &'static str| (n, false);
+    if sql.contains("@@SPID") {
+        Answer::Rows(vec![i("spid")], vec![vec![Int(57)]])
+    } else if sql.starts_with("SET ") {
+        Answer::Done
+    } else if sql.contains("SERVERPROPERTY('ProductMajorVersion')") {
+        Answer::Rows(
+            vec![
+                i("major_version"),
+                t("product_version"),
+                t("version"),
+                i("engine_edition"),
+            ],
+            vec![vec![
+                Int(16),
+                Text("16.0.4135.4"),
+                Text("Microsoft SQL Server 2022 (RTM-CU15) - 16.0.4135.4 (X64)"),
+                Int(3),
+            ]],
+        )
+    } else if sql.contains("sys.all_columns") {
+        Answer::Rows(vec![i("n")], vec![vec![Int(1)]])
+    } else if sql.contains("sys.dm_os_waiting_tasks") {
+        Answer::Rows(
+            vec![
+                i("session_id"),
+                t("wait_type"),
+                i("wait_duration_ms"),
+                i("blocking_session_id"),
+            ],
+            vec![],
+        )
+    } else if sql.contains("sys.dm_os_wait_stats") {
+        Answer::Error(
+            300,
+            "VIEW SERVER PERFORMANCE STATE permission was denied on object 'server', database 'master'.",
+        )
+    } else if sql.contains("sys.dm_io_virtual_file_stats") {
+        let cols = [
+            i("database_id"),
+            i("file_id"),
+            t("database_name"),
+            t("logical_name"),
+            t("physical_name"),
+            t("type_desc"),
+            i("num_of_reads"),
+            i("num_of_bytes_read"),
+            i("io_stall_read_ms"),
+            i("num_of_writes"),
+            i("num_of_bytes_written"),
+            i("io_stall_write_ms"),
+            i("io_stall_queued_read_ms"),
+            i("io_stall_queued_write_ms"),
+            i("size_on_disk_bytes"),
+        ];
+        let mut row = vec![Int(5), Int(1), Text("sales"), Null, Null, Null];
+        row.extend([500, 4096000, 900, 10, 81920, 30, 0, 0, 8388608].map(Int));
+        Answer::Rows(cols.to_vec(), vec![row])
+    } else {
+        Answer::Error(208, "Invalid object name 'this stand-in has no such view'.")
+    }
+}
+
+#[test]
+fn an_observer_reads_what_the_login_may_read_through_tds() {
+    let s = start(Login::Ok, server_2022);
+    let mut obs = MssqlObserver::connect(&url(s.port)).expect("connects to the stand-in");
+    let snap = obs.snapshot().expect("a snapshot despite refusals");
+    assert_eq!(snap.version, "16.0.4135.4");
+    // An empty set comes with its columns from the result's metadata: no tasks wait, which is
+    // a figure, not an error.
+    assert_eq!(snap.gauges["waiting_tasks.tasks"], 0.0);
+    assert_eq!(snap.gauges["waiting_tasks.blocked"], 0.0);
+    // A file whose name the login may not see keeps its figures.
+    assert_eq!(
+        snap.objects["file"]["sales/file 1 (name not visible)"]["read_bytes"],
+        4096000.0
+    );
+    let said = snap.unavailable.join("\n");
+    // The refusal in the server's words, with the 2022 permission.
+    assert!(
+        said.contains("waits (sys.dm_os_wait_stats)")
+            && said.contains("VIEW SERVER PERFORMANCE STATE permission was denied")
+            && said.contains("the login needs VIEW SERVER PERFORMANCE STATE"),
+        "{said}"
+    );
+    // Other failures say what the server said, not a guess about permissions.
+    assert!(
+        said.contains("latches (sys.dm_os_latch_stats)")
+            && said.contains("Invalid object name")
+            && !said.contains("Invalid object name 'this stand-in has no such view'.; the login"),
+        "{said}"
+    );
+    assert!(!said.contains("Secret1"));
+    // The workload session's own sets are read once the observer knows the session.
+    obs.set_workload_session(Some(61));
+    let _ = obs.snapshot().unwrap();
+    let batches = s.batches.lock().unwrap();
+    assert!(
+        batches
+            .iter()
+            .any(|b| b.contains("sys.dm_exec_session_wait_stats WHERE session_id = 61")),
+        "{batches:?}"
+    );
+}
+
+#[test]
+fn a_redirect_is_followed_to_the_server_it_names() {
+    let target = start(Login::Ok, server_2022);
+    let gateway = start(Login::RouteTo(target.port), server_2022);
+    let conn = MssqlConn::connect(&url(gateway.port)).expect("follows the redirect");
+    assert_eq!(conn.session_id, 57);
+    assert_eq!(
+        conn.redirected_to(),
+        Some(format!("127.0.0.1:{}", target.port).as_str())
+    );
+    assert!(gateway.batches.lock().unwrap().is_empty());
+    assert!(!target.batches.lock().unwrap().is_empty());
+}
+
+#[test]
+fn a_redirect_loop_ends_with_a_clear_error() {
+    // A server that sends the client back to itself: plumb gives up rather than loop.
+    let lp = start(Login::RouteTo(0), server_2022);
+    let e = MssqlConn::connect(&url(lp.port)).unwrap_err().to_string();
+    assert!(e.contains("mssql://plumb:***@127.0.0.1"), "{e}");
+    assert!(e.contains("redirected more than 3 times"), "{e}");
+}
+
+#[test]
+fn a_refused_login_is_said_in_the_servers_words() {
+    let s = start(Login::Fail("Login failed for user 'plumb'."), server_2022);
+    let e = MssqlConn::connect(&url(s.port)).unwrap_err().to_string();
+    assert!(e.contains("Login failed for user 'plumb'."), "{e}");
+    assert!(
+        e.contains("mssql://plumb:***@") && !e.contains("Secret1"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_server_older_than_2016_is_refused_by_name() {
+    fn server_2014(sql: &str) -> Answer {
+        if sql.contains("SERVERPROPERTY('ProductMajorVersion')") {
+            Answer::Rows(
+                vec![
+                    ("major_version", false),
+                    ("product_version", true),
+                    ("version", true),
+                    ("engine_edition", false),
+                ],
+                vec![vec![
+                    V::Int(12),
+                    V::Text("12.0.6444.4"),
+                    V::Text("Microsoft SQL Server 2014 (SP3-CU4)"),
+                    V::Int(3),
+                ]],
+            )
+        } else {
+            server_2022(sql)
+        }
+    }
+    let s = start(Login::Ok, server_2014);
+    let e = MssqlObserver::connect(&url(s.port))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("12.0.6444.4") && e.contains("2016"), "{e}");
+}

@@ -63,7 +63,8 @@ pub struct DeltaArgs {
     /// Show every figure, also zeros and waits under the threshold.
     #[arg(long)]
     pub all: bool,
-    /// How often to sample what the workload waits on (PostgreSQL), in milliseconds.
+    /// How often to sample during a run, in milliseconds: what the workload waits on
+    /// (PostgreSQL), the run queue and memory grants (SQL Server).
     #[arg(long, value_name = "MS", default_value_t = 20, value_parser = clap::value_parser!(u64).range(10..=1000))]
     pub sample_ms: u64,
     /// Settings for the private instance when plumb starts it, NAME=VALUE (repeat), e.g.

@@ -5,7 +5,7 @@
 //! queries are written from Microsoft's documentation of each DMV for SQL Server 2016 and later;
 //! the parsers are tested on result sets shaped as the documentation describes
 //! (tests/fixtures/mssql), and the connection (TDS via tiberius) on a small stand-in server that
-//! answers in TDS as the protocol documentation describes (crates/engine/tests/tds.rs): login,
+//! answers in TDS as the protocol documentation describes (tests/tds.rs): login,
 //! result sets with and without rows, server errors, a routing redirect.
 //!
 //! Every metric set is optional: a set the login may not read, or whose shape differs from the
@@ -1061,9 +1061,16 @@ pub struct MssqlConn {
     redirected_to: Option<String>,
 }
 
+/// The server's own words for an error it sent ("Invalid object name 'x'. (error 208)");
+/// the driver's description for anything else.
 fn terr(what: &str, e: tiberius::error::Error) -> Error {
     match e {
         tiberius::error::Error::Io { .. } => Error::Gone(format!("{what}: {e}")),
+        tiberius::error::Error::Server(t) => Error::Query {
+            what: what.to_string(),
+            message: format!("{} (error {})", t.message().trim_end(), t.code()),
+            source: None,
+        },
         other => Error::Query {
             what: what.to_string(),
             message: other.to_string(),
@@ -1122,6 +1129,9 @@ impl MssqlConn {
                         .await
                         .map_err(|e| match e {
                             tiberius::error::Error::Routing { host, port } => Ok((host, port)),
+                            tiberius::error::Error::Server(t) => {
+                                Err(format!("{} (error {})", t.message().trim_end(), t.code()))
+                            }
                             other => Err(other.to_string()),
                         })
                 }))

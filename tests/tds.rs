@@ -6,10 +6,14 @@
 //! without one. What the stand-in answers comes from the documentation of each DMV, not from a
 //! captured server.
 
+mod common;
+
+use common::plumb;
 use plumb_engine::mssql::{MssqlConn, MssqlObserver};
 use plumb_engine::{Observer, Target};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// A value in a row the stand-in sends.
@@ -375,6 +379,12 @@ fn an_observer_reads_what_the_login_may_read_through_tds() {
         "{said}"
     );
     assert!(!said.contains("Secret1"));
+    // The server's words, without the driver's wrapping.
+    assert!(
+        said.contains("Invalid object name 'this stand-in has no such view'. (error 208)")
+            && !said.contains("Token error"),
+        "{said}"
+    );
     // The workload session's own sets are read once the observer knows the session.
     obs.set_workload_session(Some(61));
     let _ = obs.snapshot().unwrap();
@@ -449,4 +459,146 @@ fn a_server_older_than_2016_is_refused_by_name() {
         .unwrap()
         .to_string();
     assert!(e.contains("12.0.6444.4") && e.contains("2016"), "{e}");
+}
+
+/// `plumb delta` against the stand-in: the workload's statement runs in its own session while
+/// a second one reads the workload session's waits and CPU before and after, and samples the
+/// run queue and memory grants during the run; the report has them beside the server's.
+#[test]
+fn a_delta_reads_the_sessions_waits_and_samples_the_run_queue() {
+    static SAMPLE: AtomicI64 = AtomicI64::new(0);
+    static SNAPSHOT: AtomicI64 = AtomicI64::new(0);
+    fn server(sql: &str) -> Answer {
+        use V::*;
+        let i = |n: &'static str| (n, false);
+        let t = |n: &'static str| (n, true);
+        let waits = [
+            t("wait_type"),
+            i("waiting_tasks_count"),
+            i("wait_time_ms"),
+            i("max_wait_time_ms"),
+            i("signal_wait_time_ms"),
+        ];
+        if sql.contains("WAITFOR DELAY") {
+            // The workload: half a second of work.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            Answer::Done
+        } else if sql.contains("sys.dm_exec_session_wait_stats") {
+            // Before and after of the workload's session: 30 s more of CXPACKET.
+            let k = SNAPSHOT.fetch_add(1, Ordering::SeqCst);
+            Answer::Rows(
+                waits.to_vec(),
+                vec![vec![
+                    Text("CXPACKET"),
+                    Int(10 + k * 100),
+                    Int(1000 + k * 30000),
+                    Int(5),
+                    Int(10),
+                ]],
+            )
+        } else if sql.contains("sys.dm_os_wait_stats") {
+            let k = SNAPSHOT.load(Ordering::SeqCst);
+            Answer::Rows(
+                waits.to_vec(),
+                vec![vec![
+                    Text("CXPACKET"),
+                    Int(10 + k * 200),
+                    Int(5000 + k * 40000),
+                    Int(5),
+                    Int(10),
+                ]],
+            )
+        } else if sql.contains("sys.dm_exec_sessions") {
+            let k = SNAPSHOT.load(Ordering::SeqCst);
+            Answer::Rows(
+                vec![
+                    i("cpu_time"),
+                    i("total_scheduled_time"),
+                    i("total_elapsed_time"),
+                    i("reads"),
+                    i("writes"),
+                    i("logical_reads"),
+                    i("row_count"),
+                ],
+                vec![vec![
+                    Int(100 + k * 450),
+                    Int(0),
+                    Int(0),
+                    Int(0),
+                    Int(0),
+                    Int(0),
+                    Int(0),
+                ]],
+            )
+        } else if sql.contains("sys.dm_exec_query_memory_grants") {
+            // The run queue rises and falls during the run; a 64 MiB grant is held.
+            let k = SAMPLE.fetch_add(1, Ordering::SeqCst);
+            Answer::Rows(
+                vec![
+                    i("runnable_tasks"),
+                    i("current_tasks"),
+                    i("grants_waiting"),
+                    i("granted_kb"),
+                    i("grant_used_kb"),
+                ],
+                vec![vec![
+                    Int(if k % 2 == 0 { 4 } else { 2 }),
+                    Int(6),
+                    Int(0),
+                    Int(65536),
+                    Int(32768),
+                ]],
+            )
+        } else {
+            server_2022(sql)
+        }
+    }
+    let s = start(Login::Ok, server);
+    let o = plumb()
+        .args(["delta", "--engine"])
+        .arg(format!(
+            "mssql://plumb@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .args(["--sql", "WAITFOR DELAY '00:00:00.5'", "--json"])
+        .env("MSSQL_PASSWORD", "Secret1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out}\n{err}");
+    assert!(!out.contains("Secret1") && !err.contains("Secret1"));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = |g: &str, o: &str, m: &str| {
+        v["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["group"] == g && r["object"] == o && r["metric"] == m)
+            .map(|r| r["stats"][0]["median"].as_f64().unwrap())
+            .unwrap_or_else(|| panic!("{g}/{o}/{m} missing: {out}"))
+    };
+    // The session's own CXPACKET beside the server's, and its CPU.
+    assert_eq!(row("session_wait", "CXPACKET", "wait_ms"), 30000.0);
+    assert_eq!(
+        row("session_wait", "CXPACKET", "server_wide_wait_ms"),
+        40000.0
+    );
+    assert_eq!(row("session", "", "cpu_ms"), 450.0);
+    // Sampled during the half-second run (every 20 ms): the run queue peaked at 4, the grant held.
+    assert_eq!(row("sampled", "", "runnable_tasks peak"), 4.0);
+    let mean = row("sampled", "", "runnable_tasks mean");
+    assert!(mean > 2.0 && mean < 4.0, "{mean}");
+    assert_eq!(
+        row("sampled", "", "granted_workspace_bytes peak"),
+        64.0 * 1024.0 * 1024.0
+    );
+    assert!(
+        SAMPLE.load(Ordering::SeqCst) >= 10,
+        "samples taken: {}",
+        SAMPLE.load(Ordering::SeqCst)
+    );
+    // What the stand-in refused is said with the server's words.
+    let said = v["unavailable"].to_string();
+    assert!(said.contains("Invalid object name"), "{said}");
 }

@@ -526,3 +526,263 @@ fn ctrl_c_ends_a_timeline_stuck_on_a_frozen_standby() {
     );
     no_trace_left(pid);
 }
+
+/// Small autocommitted inserts on the primary in one psql session until killed (each commit
+/// waits for a synchronous standby).
+fn load(p: &Path) -> std::process::Child {
+    use std::io::Write;
+    let mut c = plumb()
+        .args(["engine", "psql", "--dir"])
+        .arg(p)
+        .args(["--", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = c.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        for _ in 0..200_000 {
+            if stdin
+                .write_all(b"INSERT INTO t SELECT generate_series(1, 20);\n")
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    c
+}
+
+fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+#[test]
+fn a_watch_sees_a_frozen_standby_hold_commits_and_records_it() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), true, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let receiver: i32 = psql(&s, "SELECT pid FROM pg_stat_wal_receiver")
+        .parse()
+        .unwrap();
+    let rec = tmp.path().join("watch.plumb");
+    let mut writer = load(&p);
+    let c = plumb()
+        .args(["repl", "watch", "--standby-dir", s.to_str().unwrap()])
+        .args(["--duration", "5s", "--json", "--out", rec.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The standby's WAL receiver frozen for 1.5 s: the primary's commits wait for it.
+    let unix_ms = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as f64
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    // SAFETY: a PID this test's own standby reported.
+    unsafe { libc::kill(receiver, libc::SIGSTOP) };
+    let frozen = unix_ms();
+    std::thread::sleep(Duration::from_millis(1500));
+    let thawed = unix_ms();
+    unsafe { libc::kill(receiver, libc::SIGCONT) };
+    let o = c.wait_with_output().unwrap();
+    let _ = writer.kill();
+    let _ = writer.wait();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The live view: a line a second, the standby synchronous, commits seen waiting.
+    let lines = json_lines(&o.stdout);
+    assert!(lines.len() >= 4, "{lines:?}");
+    assert!(lines.iter().all(|l| l["kind"] == "repl_watch"));
+    let last = lines.last().unwrap();
+    assert_eq!(last["standbys"][0]["sync_state"], "sync", "{last}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["commits_waiting_peak"].as_u64().unwrap() >= 1),
+        "{lines:?}"
+    );
+    // The recording: every 100 ms, the commits waiting while the standby was frozen.
+    let e = plumb()
+        .args([
+            "export",
+            "--json",
+            "--metric",
+            "replication.",
+            "--metric",
+            "repl.",
+        ])
+        .arg(&rec)
+        .output()
+        .unwrap();
+    assert!(e.status.success(), "{}", String::from_utf8_lossy(&e.stderr));
+    let samples = json_lines(&e.stdout);
+    assert!(samples.len() >= 40, "{} samples", samples.len());
+    let waiting: Vec<(f64, f64)> = samples
+        .iter()
+        .filter_map(|s| {
+            Some((
+                s["unix_ms"].as_f64()?,
+                s["values"]["replication.commits_waiting_count"].as_f64()?,
+            ))
+        })
+        .collect();
+    // Waiting through the freeze (the first commit after it began may take a moment).
+    let during: Vec<f64> = waiting
+        .iter()
+        .filter(|(t, _)| (frozen + 500.0..thawed - 100.0).contains(t))
+        .map(|w| w.1)
+        .collect();
+    assert!(
+        !during.is_empty() && during.iter().all(|w| *w >= 1.0),
+        "{waiting:?}"
+    );
+    // The longest-waiting commit had waited most of the freeze, and the standby, owing a
+    // reply, was seen silent for over a second (its own lag figures stay at their last value).
+    let max_of = |suffix: &str| {
+        samples
+            .iter()
+            .flat_map(|s| {
+                s["values"]
+                    .as_object()
+                    .unwrap()
+                    .iter()
+                    .filter(|(k, _)| k.ends_with(suffix))
+                    .filter_map(|(_, v)| v.as_f64())
+                    .collect::<Vec<_>>()
+            })
+            .fold(0.0, f64::max)
+    };
+    assert!(
+        max_of("longest_commit_wait_ms") >= 1000.0,
+        "{}",
+        max_of("longest_commit_wait_ms")
+    );
+    assert!(max_of(".silent_ms") >= 1000.0, "{}", max_of(".silent_ms"));
+    let names: Vec<String> = samples[0]["values"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("repl.plumb_standby_") && n.ends_with(".flushed_behind_bytes")),
+        "{names:?}"
+    );
+    // The report charts it.
+    let dir = tmp.path().join("report");
+    let r = plumb()
+        .arg("report")
+        .arg(&rec)
+        .arg("--out")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
+    let html = std::fs::read_to_string(dir.join("index.html")).unwrap();
+    assert!(html.contains("Replication: how far each standby is behind"));
+    assert!(html.contains("Replication: lag"));
+}
+
+#[test]
+fn a_watch_says_when_a_standby_dies_and_goes_on() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), false, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let standby_pid = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["instance"]
+        ["pid"]
+        .as_u64()
+        .unwrap() as i32;
+    let primary_url = json(&engine(&["status", "--dir", p.to_str().unwrap(), "--json"]))["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let c = plumb()
+        .args([
+            "repl",
+            "watch",
+            "--primary",
+            &primary_url,
+            "--duration",
+            "4s",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: a PID this test's own standby reported.
+    unsafe { libc::kill(standby_pid, libc::SIGKILL) };
+    let o = c.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(out.contains("async") && out.contains("streaming"), "{out}");
+    assert!(out.contains("is no longer streaming"), "{out}");
+    assert!(out.contains("(no standby streaming)"), "{out}");
+}
+
+#[test]
+fn a_watch_refuses_what_it_cannot_watch_and_leaves_nothing() {
+    let Some(tmp) = setup() else { return };
+    let (p, s) = pair(tmp.path(), false, &[]);
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let standby_url = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rec = tmp.path().join("never.plumb");
+    let watch = |args: &[&str]| {
+        plumb()
+            .args([
+                "repl",
+                "watch",
+                "--duration",
+                "1s",
+                "--out",
+                rec.to_str().unwrap(),
+            ])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // A standby given as the primary.
+    let o = watch(&["--primary", &standby_url]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("is a standby") && err.contains("--primary"),
+        "{err}"
+    );
+    // Nothing listens there.
+    let o = watch(&["--primary", "postgres://plumb@127.0.0.1:1/postgres"]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("127.0.0.1:1"), "{err}");
+    // Faster than 10 a second.
+    let o = watch(&["--standby-dir", s.to_str().unwrap(), "--interval", "10ms"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--interval"));
+    assert!(!rec.exists(), "a refused watch left a recording");
+    // A primary's directory given as a standby's.
+    let o = watch(&["--standby-dir", p.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not a standby"));
+}

@@ -7,6 +7,7 @@
 //! Each stage is the first matching event after the stage before it, so the stages are ordered
 //! by construction; a stage that is not found is left out and named in `missing`, never guessed.
 
+use plumb_engine::repl::{Lsn, Pipeline, Sender};
 use plumb_sys::eventtrace::{Event, What};
 use serde::Serialize;
 
@@ -542,6 +543,154 @@ impl TimelineReport {
     }
 }
 
+/// A standby that owes a report of WAL sent to it and has not replied for this long is silent:
+/// an active standby replies within milliseconds of each write.
+pub const SILENT_AFTER_S: f64 = 1.0;
+
+/// One standby in a watch line: where it is, as the primary sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StandbyNow {
+    pub name: String,
+    /// startup, catchup, streaming, backup, stopping.
+    pub state: String,
+    /// async, potential, sync, quorum.
+    pub sync_state: String,
+    pub sent_behind_bytes: Option<u64>,
+    pub flushed_behind_bytes: Option<u64>,
+    pub replayed_behind_bytes: Option<u64>,
+    /// The most any reading since the last line had not flushed (a synchronous commit's wait).
+    pub flushed_behind_peak_bytes: Option<u64>,
+    pub write_lag_ms: Option<f64>,
+    pub flush_lag_ms: Option<f64>,
+    pub replay_lag_ms: Option<f64>,
+    /// WAL sent to it per second since the last line.
+    pub sent_bytes_per_s: Option<f64>,
+    /// How long it has not replied while owing a report of WAL sent to it (a second or more:
+    /// its lags above are its last reply's, not now's).
+    pub silent_ms: Option<f64>,
+}
+
+/// `plumb repl watch`: one line of the live view, from the readings since the last one.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WatchLine {
+    /// Milliseconds since the watch started.
+    pub t_ms: u64,
+    /// The primary's WAL written per second since the last line.
+    pub wal_bytes_per_s: Option<f64>,
+    /// Commits waiting for a synchronous standby at the last reading, and the most any
+    /// reading since the last line saw.
+    pub commits_waiting: u64,
+    pub commits_waiting_peak: u64,
+    /// The longest any waiting commit had been running its statement, over the readings.
+    pub longest_wait_ms: Option<f64>,
+    pub readings: usize,
+    pub standbys: Vec<StandbyNow>,
+    /// Standbys that were streaming at the last line and are gone now.
+    pub gone: Vec<String>,
+    /// Standbys that appeared since the last line.
+    pub new: Vec<String>,
+}
+
+/// The readings of one line (at least one), and the last reading of the line before (for
+/// rates), each with its time in milliseconds.
+pub fn watch_line(
+    prev: Option<&(u64, Pipeline)>,
+    readings: &[(u64, Pipeline)],
+) -> Option<WatchLine> {
+    let (t_ms, last) = readings.last()?;
+    let dt_s = prev.map(|(t0, _)| (*t_ms as f64 - *t0 as f64) / 1000.0);
+    let rate = |a: Option<u64>, b: Option<u64>| match (a, b, dt_s) {
+        (Some(a), Some(b), Some(dt)) if dt > 0.0 && b >= a => Some((b - a) as f64 / dt),
+        _ => None,
+    };
+    let pos = |p: &Pipeline| p.current.as_ref().map(|c| c.bytes);
+    let sender = |p: &Pipeline, name: &str| {
+        p.senders
+            .iter()
+            .find(|s| s.application_name == name)
+            .cloned()
+    };
+    let behind = |s: &Sender, f: fn(&Sender) -> &Option<Lsn>| {
+        Some(
+            s.current
+                .as_ref()?
+                .bytes
+                .saturating_sub(f(s).as_ref()?.bytes),
+        )
+    };
+    let names = |p: &Pipeline| -> Vec<String> {
+        p.senders
+            .iter()
+            .map(|s| s.application_name.clone())
+            .collect()
+    };
+    let before: Vec<String> = prev.map(|(_, p)| names(p)).unwrap_or_default();
+    let now = names(last);
+    let standbys = last
+        .senders
+        .iter()
+        .map(|s| {
+            let peak = readings
+                .iter()
+                .filter_map(|(_, p)| sender(p, &s.application_name))
+                .filter_map(|x| behind(&x, |x| &x.flushed))
+                .max();
+            let sent_before = prev
+                .and_then(|(_, p)| sender(p, &s.application_name))
+                .and_then(|x| x.sent.map(|l| l.bytes));
+            StandbyNow {
+                name: s.application_name.clone(),
+                state: s.state.clone(),
+                sync_state: s.sync_state.clone(),
+                sent_behind_bytes: behind(s, |x| &x.sent),
+                flushed_behind_bytes: behind(s, |x| &x.flushed),
+                replayed_behind_bytes: behind(s, |x| &x.replayed),
+                flushed_behind_peak_bytes: peak,
+                write_lag_ms: s.write_lag_s.map(|x| x * 1000.0),
+                flush_lag_ms: s.flush_lag_s.map(|x| x * 1000.0),
+                replay_lag_ms: s.replay_lag_s.map(|x| x * 1000.0),
+                sent_bytes_per_s: rate(sent_before, s.sent.as_ref().map(|l| l.bytes)),
+                silent_ms: s
+                    .reply_age_s
+                    .filter(|a| {
+                        *a >= SILENT_AFTER_S && behind(s, |x| &x.flushed).is_some_and(|b| b > 0)
+                    })
+                    .map(|a| a * 1000.0),
+            }
+        })
+        .collect();
+    Some(WatchLine {
+        t_ms: *t_ms,
+        wal_bytes_per_s: rate(prev.and_then(|(_, p)| pos(p)), pos(last)),
+        commits_waiting: last.commits_waiting,
+        commits_waiting_peak: readings
+            .iter()
+            .map(|(_, p)| p.commits_waiting)
+            .max()
+            .unwrap_or(0),
+        longest_wait_ms: readings
+            .iter()
+            .filter_map(|(_, p)| p.longest_wait_s)
+            .fold(None, |m: Option<f64>, w| Some(m.map_or(w, |m| m.max(w))))
+            .map(|w| w * 1000.0),
+        readings: readings.len(),
+        standbys,
+        gone: before
+            .iter()
+            .filter(|n| !now.contains(n))
+            .cloned()
+            .collect(),
+        new: if prev.is_some() {
+            now.iter()
+                .filter(|n| !before.contains(n))
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -696,5 +845,80 @@ plumb-32513 [000] ..... 36155.070490: sys_recvfrom -> 0x16
         assert_eq!(flush.step_ns.median, 403_000);
         assert_eq!(flush.step_ns.max, 3 * 403_000);
         assert_eq!(client.unwrap().median, a.client_latency_ns);
+    }
+
+    fn reading(current: u64, waiting: u64, standbys: &[(&str, u64, u64)]) -> Pipeline {
+        let lsn = |b: u64| {
+            Some(Lsn {
+                bytes: b,
+                text: String::new(),
+            })
+        };
+        Pipeline {
+            current: lsn(current),
+            commits_waiting: waiting,
+            longest_wait_s: (waiting > 0).then_some(0.25 * waiting as f64),
+            senders: standbys
+                .iter()
+                .map(|(n, sent, flushed)| Sender {
+                    pid: 1,
+                    application_name: n.to_string(),
+                    state: "streaming".into(),
+                    sync_state: "sync".into(),
+                    sent: lsn(*sent),
+                    written: lsn(*flushed),
+                    flushed: lsn(*flushed),
+                    replayed: lsn(*flushed),
+                    current: lsn(current),
+                    write_lag_s: Some(0.001),
+                    flush_lag_s: Some(0.002),
+                    replay_lag_s: None,
+                    reply_age_s: Some(0.5),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_watch_line_has_rates_peaks_and_standbys_that_came_and_went() {
+        let prev = (
+            0,
+            reading(1_000, 0, &[("a", 1_000, 1_000), ("b", 1_000, 1_000)]),
+        );
+        let readings = vec![
+            (500, reading(3_000, 4, &[("a", 3_000, 1_500), ("c", 0, 0)])),
+            (
+                1_000,
+                reading(5_000, 1, &[("a", 5_000, 4_800), ("c", 100, 100)]),
+            ),
+        ];
+        let l = watch_line(Some(&prev), &readings).unwrap();
+        assert_eq!(l.t_ms, 1_000);
+        assert_eq!(l.wal_bytes_per_s, Some(4_000.0));
+        assert_eq!((l.commits_waiting, l.commits_waiting_peak), (1, 4));
+        assert_eq!(l.longest_wait_ms, Some(1000.0));
+        let a = &l.standbys[0];
+        assert_eq!(a.name, "a");
+        assert_eq!(a.flushed_behind_bytes, Some(200));
+        // The worst reading of the line: 1,500 bytes not flushed at 500 ms.
+        assert_eq!(a.flushed_behind_peak_bytes, Some(1_500));
+        assert_eq!(a.sent_bytes_per_s, Some(4_000.0));
+        assert_eq!(a.flush_lag_ms, Some(2.0));
+        assert_eq!(a.replay_lag_ms, None);
+        // It replied half a second ago: not silent.
+        assert_eq!(a.silent_ms, None);
+        // c is new: no rate yet.
+        assert_eq!(l.standbys[1].sent_bytes_per_s, None);
+        assert_eq!(l.gone, vec!["b".to_string()]);
+        assert_eq!(l.new, vec!["c".to_string()]);
+        // A standby owing WAL that has not replied for 2 s is silent: its lags are old.
+        let mut frozen = readings[1].clone();
+        frozen.1.senders[0].reply_age_s = Some(2.0);
+        let l = watch_line(Some(&prev), &[frozen]).unwrap();
+        assert_eq!(l.standbys[0].silent_ms, Some(2000.0));
+        // The first line has no rates and announces nothing.
+        let first = watch_line(None, &readings[..1]).unwrap();
+        assert_eq!(first.wal_bytes_per_s, None);
+        assert!(first.new.is_empty() && first.gone.is_empty());
     }
 }

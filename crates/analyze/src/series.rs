@@ -1213,6 +1213,115 @@ pub const RULES: &[Rule] = &[
         "events",
         "updates and events the trace had no room for, so far: rates are lower bounds when it grows (--trace)"
     ),
+    // Replication as the primary sees it (`plumb repl watch --out`), read with every sample.
+    r!(
+        "replication",
+        false,
+        "wal_bytes",
+        "wal_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "WAL the primary wrote per second (its current WAL position's rate)"
+    ),
+    r!(
+        "replication",
+        false,
+        "commits_waiting",
+        "commits_waiting_count",
+        How::Gauge(1.0),
+        "commits",
+        "commits flushed on the primary and waiting for a synchronous standby (SyncRep)"
+    ),
+    r!(
+        "replication",
+        false,
+        "longest_wait_us",
+        "longest_commit_wait_ms",
+        How::Gauge(0.001),
+        "ms",
+        "how long the longest-waiting of those commits has run its statement"
+    ),
+    r!(
+        "repl",
+        true,
+        "silent_us",
+        "silent_ms",
+        How::Gauge(0.001),
+        "ms",
+        "how long this standby, owing a report of WAL sent to it, has not replied (its lags do not move meanwhile); 0 when it answers"
+    ),
+    r!(
+        "repl",
+        true,
+        "sent_bytes",
+        "sent_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "WAL the primary sent to this standby per second"
+    ),
+    r!(
+        "repl",
+        true,
+        "sent_behind_bytes",
+        "sent_behind_bytes",
+        How::Gauge(1.0),
+        "B",
+        "WAL the primary has written and not yet sent to this standby"
+    ),
+    r!(
+        "repl",
+        true,
+        "written_behind_bytes",
+        "written_behind_bytes",
+        How::Gauge(1.0),
+        "B",
+        "WAL this standby has not yet reported written"
+    ),
+    r!(
+        "repl",
+        true,
+        "flushed_behind_bytes",
+        "flushed_behind_bytes",
+        How::Gauge(1.0),
+        "B",
+        "WAL this standby has not yet reported flushed to its disk (what a synchronous commit waits for)"
+    ),
+    r!(
+        "repl",
+        true,
+        "replayed_behind_bytes",
+        "replayed_behind_bytes",
+        How::Gauge(1.0),
+        "B",
+        "WAL this standby has not yet replayed (what a read on the standby does not see yet)"
+    ),
+    r!(
+        "repl",
+        true,
+        "write_lag_us",
+        "write_lag_ms",
+        How::Gauge(0.001),
+        "ms",
+        "time from a local flush to this standby's report of having written it (PostgreSQL's write_lag)"
+    ),
+    r!(
+        "repl",
+        true,
+        "flush_lag_us",
+        "flush_lag_ms",
+        How::Gauge(0.001),
+        "ms",
+        "time from a local flush to this standby's report of having flushed it (flush_lag)"
+    ),
+    r!(
+        "repl",
+        true,
+        "replay_lag_us",
+        "replay_lag_ms",
+        How::Gauge(0.001),
+        "ms",
+        "time from a local flush to this standby's report of having replayed it (replay_lag)"
+    ),
 ];
 
 /// The engine counters a recording keeps (`engine.SET.FIELD`, from an engine snapshot's

@@ -1,12 +1,14 @@
 //! `plumb repl`: replication between a primary and a standby, stage by stage.
 
 use crate::GlobalArgs;
+use anyhow::Context;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use plumb_engine::private;
+use plumb_engine::repl::Pipeline;
 use plumb_engine::Target;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub struct ReplArgs {
@@ -22,6 +24,33 @@ pub enum ReplCmd {
     /// received, written and flushed on the standby, reported back, released, replayed. Both
     /// servers must run on this host. Needs root.
     Timeline(TimelineArgs),
+    /// Watch a primary's replication live: for each standby how much WAL is not yet sent,
+    /// flushed and replayed, the write, flush and replay lags, the WAL written per second and the
+    /// commits waiting for a synchronous standby; read up to 10 times a second, printed once a
+    /// second, and with --out kept in a recording that `plumb report` charts (with the host's
+    /// CPU, disks and both servers' processes). Read-only. Ctrl-C stops.
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// The primary (postgres://…). Its standbys are those streaming from it.
+    #[arg(long, value_name = "URL", required_unless_present = "standby_dir")]
+    pub primary: Option<String>,
+    /// A standby plumb made (`plumb engine start --dir DIR --standby-of PRIMARY_DIR`): its
+    /// primary is watched, and the recording follows both servers' processes.
+    #[arg(long, value_name = "DIR", conflicts_with = "primary")]
+    pub standby_dir: Option<PathBuf>,
+    /// How often to read the primary: 100ms (10 times a second) or more.
+    #[arg(long, value_name = "TIME", default_value = "100ms")]
+    pub interval: String,
+    /// Stop after this long (default: at Ctrl-C).
+    #[arg(long, value_name = "TIME")]
+    pub duration: Option<String>,
+    /// Also keep every reading in a new recording file (with the host's and the servers'
+    /// figures) for `plumb report`, `plot` and `export`.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +104,210 @@ fn private_pair(dir: &std::path::Path) -> Result<(Target, Target)> {
 pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
     match &a.cmd {
         ReplCmd::Timeline(t) => timeline(g, t),
+        ReplCmd::Watch(w) => watch(g, w),
+    }
+}
+
+fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
+    use plumb_load::units::{format_duration, parse_duration};
+    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if interval < Duration::from_millis(100) {
+        bail!("--interval {}: use 100ms or more", a.interval);
+    }
+    let duration = a
+        .duration
+        .as_deref()
+        .map(parse_duration)
+        .transpose()
+        .map_err(|e| anyhow!("--duration: {e}"))?;
+    let json = g.format() == plumb_report::Format::Json;
+    if g.format() == plumb_report::Format::Csv {
+        bail!("--format csv: plumb repl watch prints text or JSON Lines (--json); its recording (--out) exports to CSV with plumb export");
+    }
+    // The servers' processes, when plumb made them: the recording follows both.
+    let (primary, pids) = match (&a.standby_dir, &a.primary) {
+        (Some(d), _) => {
+            let (p, _) = private_pair(d)?;
+            let mut pids = Vec::new();
+            if let Ok(Some(standby)) = private::status(d) {
+                pids.push(standby.pid);
+                if let Some(Ok(Some(p))) = standby.standby_of.map(|o| private::status(&o.primary)) {
+                    pids.push(p.pid);
+                }
+            }
+            (p, pids)
+        }
+        (None, Some(url)) => {
+            let t = crate::engine_target("--primary", url, None)?;
+            if t.kind()? != plumb_engine::Kind::Postgres {
+                bail!(
+                    "--primary {}: replication is watched on PostgreSQL (postgres://…)",
+                    t.shown()
+                );
+            }
+            (t, Vec::new())
+        }
+        (None, None) => bail!("give --primary URL or --standby-dir DIR"),
+    };
+    if let Some(p) = &a.out {
+        plumb_report::out::check_new_file("--out", p)?;
+    }
+    let watcher = plumb_engine::repl::Watcher::connect(&primary)?;
+    let mut sampler = plumb_record::repl::ReplSampler::new(watcher);
+    // The first reading before anything is created: a server that cannot be read leaves nothing.
+    sampler.take();
+    if let Some(e) = sampler.failed.take() {
+        bail!("--primary {}: {e}", primary.shown());
+    }
+    plumb_load::signal::install();
+    let mut source = match &a.out {
+        None => Source::Bare(sampler),
+        Some(out) => {
+            let obs = plumb_engine::observer(&primary)?;
+            let mut pids = pids;
+            if pids.is_empty() {
+                pids.extend(obs.local_server_pid());
+            }
+            let mut labels = std::collections::HashMap::new();
+            labels.insert(
+                "run".to_string(),
+                out.file_stem()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            );
+            labels.insert("engine".to_string(), "postgres".to_string());
+            let setup = plumb_record::Setup {
+                interval,
+                labels,
+                command_line: crate::cmd_io::command_line(),
+            };
+            let mut c = plumb_record::Collector::create(
+                out,
+                g.root()?,
+                plumb_sys::rawsample::Scope {
+                    pids,
+                    children: true,
+                },
+                plumb_record::EngineSampler::new(Some(obs)),
+                &setup,
+            )
+            .with_context(|| format!("--out {}", out.display()))?;
+            c.repl = Some(sampler);
+            Source::Recording(Box::new(c))
+        }
+    };
+    eprintln!(
+        "plumb: watching the replication of {} every {}{}{}; Ctrl-C to stop",
+        primary.shown(),
+        format_duration(interval),
+        a.out
+            .as_ref()
+            .map(|o| format!(", recording to {}", o.display()))
+            .unwrap_or_default(),
+        duration
+            .map(|d| format!(" for {}", format_duration(d)))
+            .unwrap_or_default()
+    );
+    let print_every = interval.max(Duration::from_secs(1));
+    let mut schedule = plumb_record::Schedule::new(interval);
+    let started = Instant::now();
+    let mut prev: Option<(u64, Pipeline)> = None;
+    let mut readings: Vec<(u64, Pipeline)> = Vec::new();
+    let mut next_print = print_every;
+    let mut width: Option<usize> = None;
+    let mut code = 0;
+    let mut out = std::io::stdout().lock();
+    loop {
+        let stopped = !schedule.wait(&plumb_load::signal::stop_requested);
+        if !stopped {
+            let t_ms = started.elapsed().as_millis() as u64;
+            match source.read()? {
+                Ok(p) => readings.push((t_ms, p)),
+                Err(e) => {
+                    eprintln!(
+                        "plumb: error: the primary {} went away: {e}",
+                        primary.shown()
+                    );
+                    code = 2;
+                }
+            }
+            schedule.advance();
+        }
+        let at = started.elapsed();
+        let end = stopped || code != 0 || duration.is_some_and(|d| at >= d);
+        if (at >= next_print || end) && !readings.is_empty() {
+            if let Some(line) = plumb_analyze::repl::watch_line(prev.as_ref(), &readings) {
+                if let Source::Recording(r) = &source {
+                    for n in &line.new {
+                        r.mark_at(line.t_ms, &format!("standby {n} streaming"), None)?;
+                    }
+                    for n in &line.gone {
+                        r.mark_at(line.t_ms, &format!("standby {n} gone"), None)?;
+                    }
+                }
+                if json {
+                    plumb_report::write_json_line(&line, "repl_watch", &mut out)?;
+                } else {
+                    let w = *width.get_or_insert_with(|| {
+                        plumb_report::repl_render::watch_name_width(
+                            line.standbys.iter().map(|s| s.name.as_str()),
+                        )
+                    });
+                    if prev.is_none() {
+                        plumb_report::repl_render::watch_header(w, &mut out)?;
+                    }
+                    plumb_report::repl_render::watch_text(&line, w, &mut out)?;
+                }
+                std::io::Write::flush(&mut out)?;
+            }
+            prev = readings.pop();
+            readings.clear();
+            while next_print <= at {
+                next_print += print_every;
+            }
+        }
+        if end {
+            break;
+        }
+    }
+    if let Source::Recording(r) = &source {
+        eprintln!(
+            "plumb: {} samples in {} ({} bytes)",
+            r.samples,
+            r.path().display(),
+            r.bytes_written()
+        );
+    }
+    Ok(code)
+}
+
+/// Where readings come from: the primary alone, or a recording that reads it with the host.
+enum Source {
+    Bare(plumb_record::repl::ReplSampler),
+    Recording(Box<plumb_record::Collector>),
+}
+
+impl Source {
+    /// One reading now (a recording takes its sample with it); the inner error is the
+    /// primary's, which ends the watch.
+    fn read(&mut self) -> Result<std::result::Result<Pipeline, String>> {
+        let s = match self {
+            Source::Bare(s) => {
+                s.take();
+                s
+            }
+            Source::Recording(r) => {
+                r.tick()?;
+                r.repl
+                    .as_mut()
+                    .expect("a watch recording reads the primary")
+            }
+        };
+        Ok(match (&s.failed, &s.last) {
+            (Some(e), _) => Err(e.clone()),
+            (None, Some(p)) => Ok(p.clone()),
+            (None, None) => Err("no reading".into()),
+        })
     }
 }
 

@@ -169,6 +169,10 @@ fn examples(path: &str) -> &'static [(&'static str, &'static str)] {
             ("What a command asks of the kernel", "sudo plumb trace -- pgbench -c 4 -T 10 shop"),
             ("The database server's processes for 30 s", "sudo plumb trace --engine-server --duration 30s"),
         ],
+        "repl watch" => &[
+            ("A standby plumb made, live, 10 readings a second", "plumb repl watch --standby-dir /var/tmp/pg-standby"),
+            ("Your primary for an hour, kept for plumb report", "plumb repl watch --primary 'postgres:///shop?host=/run/postgresql' --duration 1h --out repl.plumb"),
+        ],
         "repl" | "repl timeline" => &[
             ("One commit through plumb's own primary and standby", "sudo plumb repl timeline --standby-dir /var/tmp/pg-standby --sql \"INSERT INTO t VALUES (1)\""),
             ("Twenty commits, with a swimlane", "sudo plumb repl timeline --primary 'postgres:///shop?host=/run/postgresql' --standby 'postgres:///shop?host=/run/postgresql&port=5433' --sql \"INSERT INTO t VALUES (1)\" --repeat 20 --svg commit.svg"),

@@ -50,6 +50,10 @@ pub struct Sender {
     pub write_lag_s: Option<f64>,
     pub flush_lag_s: Option<f64>,
     pub replay_lag_s: Option<f64>,
+    /// Seconds since the standby's last reply. PostgreSQL updates the lags only when a reply
+    /// comes: a standby that stopped answering keeps its last (small) lags while WAL piles up,
+    /// and this is how long it has been silent.
+    pub reply_age_s: Option<f64>,
 }
 
 impl Sender {
@@ -117,7 +121,8 @@ pub fn senders(c: &mut postgres::Client) -> Result<Vec<Sender>> {
              sent_lsn::text, write_lsn::text, flush_lsn::text, replay_lsn::text, \
              CASE WHEN pg_is_in_recovery() THEN NULL ELSE pg_current_wal_lsn()::text END, \
              extract(epoch FROM write_lag)::float8, extract(epoch FROM flush_lag)::float8, \
-             extract(epoch FROM replay_lag)::float8 \
+             extract(epoch FROM replay_lag)::float8, \
+             extract(epoch FROM clock_timestamp() - reply_time)::float8 \
              FROM pg_stat_replication ORDER BY application_name, pid",
             &[],
         )
@@ -137,8 +142,111 @@ pub fn senders(c: &mut postgres::Client) -> Result<Vec<Sender>> {
             write_lag_s: r.get(9),
             flush_lag_s: r.get(10),
             replay_lag_s: r.get(11),
+            reply_age_s: r.get(12),
         })
         .collect())
+}
+
+/// The replication pipeline at one moment, as the primary sees it: its WAL position, each
+/// standby's positions and lags, and the commits waiting for a synchronous standby.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pipeline {
+    /// The primary's current WAL write position.
+    pub current: Option<Lsn>,
+    /// Sessions waiting in SyncRep: commits flushed locally, waiting for a synchronous standby.
+    pub commits_waiting: u64,
+    /// How long the longest-waiting of them has been running its statement (its commit's
+    /// wait and, before it, the statement's own work).
+    pub longest_wait_s: Option<f64>,
+    pub senders: Vec<Sender>,
+}
+
+/// Read the pipeline from a primary in one statement (one moment for every figure).
+pub fn pipeline(c: &mut postgres::Client) -> Result<Pipeline> {
+    let rows = c
+        .query(
+            "SELECT r.pid, coalesce(r.application_name, ''), coalesce(r.state, ''), \
+             coalesce(r.sync_state, ''), r.sent_lsn::text, r.write_lsn::text, r.flush_lsn::text, \
+             r.replay_lsn::text, x.current::text, \
+             extract(epoch FROM r.write_lag)::float8, extract(epoch FROM r.flush_lag)::float8, \
+             extract(epoch FROM r.replay_lag)::float8, x.waiting, \
+             extract(epoch FROM clock_timestamp() - r.reply_time)::float8, x.longest \
+             FROM (SELECT pg_current_wal_lsn() AS current, w.waiting, w.longest \
+                   FROM (SELECT count(*) AS waiting, \
+                         extract(epoch FROM max(clock_timestamp() - query_start))::float8 AS longest \
+                         FROM pg_stat_activity WHERE wait_event = 'SyncRep') w) x \
+             LEFT JOIN pg_stat_replication r ON true \
+             ORDER BY r.application_name, r.pid",
+            &[],
+        )
+        .map_err(|e| query_err("pg_stat_replication", e))?;
+    let first = rows.first();
+    Ok(Pipeline {
+        current: first.and_then(|r| lsn(r, 8)),
+        commits_waiting: first
+            .map(|r| r.get::<_, i64>(12).max(0) as u64)
+            .unwrap_or(0),
+        longest_wait_s: first.and_then(|r| r.get(14)),
+        senders: rows
+            .iter()
+            .filter(|r| r.get::<_, Option<i32>>(0).is_some())
+            .map(|r| Sender {
+                pid: r.get::<_, Option<i32>>(0).unwrap_or(0).max(0) as u32,
+                application_name: r.get(1),
+                state: r.get(2),
+                sync_state: r.get(3),
+                sent: lsn(r, 4),
+                written: lsn(r, 5),
+                flushed: lsn(r, 6),
+                replayed: lsn(r, 7),
+                current: lsn(r, 8),
+                write_lag_s: r.get(9),
+                flush_lag_s: r.get(10),
+                replay_lag_s: r.get(11),
+                reply_age_s: r.get(13),
+            })
+            .collect(),
+    })
+}
+
+/// A read-only session on a primary for watching its replication.
+pub struct Watcher {
+    conn: crate::pg::Conn,
+    label: String,
+}
+
+impl Watcher {
+    /// Connect and check the server is a primary (a standby has no WAL senders to watch).
+    pub fn connect(primary: &crate::Target) -> Result<Watcher> {
+        let cfg = crate::pg::parse_url(primary)?;
+        let label = primary.shown();
+        let mut conn = crate::pg::Conn::connect(&cfg, &label, true)?;
+        let recovering: bool = conn
+            .client
+            .query_one("SELECT pg_is_in_recovery()", &[])
+            .map(|r| r.get(0))
+            .map_err(|e| crate::pg::qerr("pg_is_in_recovery()", e))?;
+        if recovering {
+            return Err(bad_input(
+                &format!("--primary {label}"),
+                "this server is a standby (in recovery), not a primary: give the server the standbys stream from".into(),
+            ));
+        }
+        Ok(Watcher { conn, label })
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The server process serving this session (left out of what a recording shows).
+    pub fn backend_pid(&self) -> u32 {
+        self.conn.backend_pid
+    }
+
+    pub fn read(&mut self) -> Result<Pipeline> {
+        pipeline(&mut self.conn.client)
+    }
 }
 
 /// The server's view as a standby (on a primary: `in_recovery` false and nothing else).

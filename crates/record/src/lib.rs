@@ -9,6 +9,7 @@ mod background;
 mod engine;
 pub mod foreground;
 pub mod live;
+pub mod repl;
 mod schedule;
 pub mod serve;
 pub mod trace;
@@ -103,6 +104,9 @@ pub struct Collector {
     /// The recorded processes' syscalls, faults and block requests, counted in the kernel
     /// (`plumb record --trace`).
     pub trace: Option<trace::TraceSampler>,
+    /// A primary's replication, read with every sample (`plumb repl watch --out`).
+    pub repl: Option<repl::ReplSampler>,
+    repl_gone: bool,
     /// The command plumb runs: its end is marked with its status ("command exited"), not as
     /// a PID gone.
     command_pid: Option<u32>,
@@ -167,6 +171,8 @@ impl Collector {
             engine,
             engine_gone: false,
             trace: None,
+            repl: None,
+            repl_gone: false,
             command_pid: None,
             samples: 0,
             slow: header.slow_interval_ms.map(|s| (s, header.interval_ms)),
@@ -246,9 +252,14 @@ impl Collector {
         if slow {
             self.last_slow_ms = Some(t_ms);
         }
-        // plumb's own connection to the engine is not the workload.
-        self.sampler
-            .leave_out(self.engine.own_pid().into_iter().collect());
+        // plumb's own connections to the engine are not the workload.
+        self.sampler.leave_out(
+            self.engine
+                .own_pid()
+                .into_iter()
+                .chain(self.repl.as_ref().map(|r| r.own_pid()))
+                .collect(),
+        );
         let taken = self.sampler.take_some(slow);
         if let Some(w) = self.writer.as_mut() {
             for (object, label) in &taken.labels {
@@ -256,7 +267,10 @@ impl Collector {
             }
         }
         let gone = taken.gone;
-        let engine_vals = if slow { self.engine.take() } else { Vec::new() };
+        let mut engine_vals = if slow { self.engine.take() } else { Vec::new() };
+        if let Some(r) = self.repl.as_mut() {
+            engine_vals.extend(r.take());
+        }
         let mut rows: Vec<(&str, Kind, u64)> = taken
             .values
             .iter()
@@ -319,6 +333,16 @@ impl Collector {
                 "engine back"
             };
             self.mark_at(t_ms, name, self.engine.failed.clone())?;
+        }
+        let repl_failed = self.repl.as_ref().and_then(|r| r.failed.clone());
+        if repl_failed.is_some() != self.repl_gone {
+            self.repl_gone = repl_failed.is_some();
+            let name = if self.repl_gone {
+                "primary unreachable"
+            } else {
+                "primary back"
+            };
+            self.mark_at(t_ms, name, repl_failed)?;
         }
         for p in gone.into_iter().filter(|p| Some(*p) != self.command_pid) {
             self.mark_at(t_ms, &format!("PID {p} exited"), None)?;

@@ -430,6 +430,140 @@ fn engine_chart(runs: &[Run]) -> Option<TimeChart> {
     })
 }
 
+/// Replication as the primary saw it (`plumb repl watch --out`): how far each standby's
+/// flushed and replayed positions were behind (bytes, left) and the commits waiting for a
+/// synchronous standby (right).
+fn replication_chart(runs: &[Run]) -> Option<TimeChart> {
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for s in r.objects("repl", "flushed_behind_bytes") {
+            for (field, what, dashed) in [
+                ("flushed_behind_bytes", "not yet flushed", false),
+                ("replayed_behind_bytes", "not yet replayed", true),
+            ] {
+                if let Some(p) = r.points(&format!("repl.{s}.{field}")) {
+                    series.push(TimeSeries {
+                        name: format!("{s}: {what}{tag}"),
+                        color: PALETTE[color % PALETTE.len()],
+                        dashed,
+                        draw: Draw::Line,
+                        right: false,
+                        points: p,
+                        run: r.index,
+                    });
+                }
+            }
+            color += 1;
+        }
+        if let Some(p) = r.points("replication.commits_waiting_count") {
+            series.push(TimeSeries {
+                name: format!("commits waiting for a synchronous standby{tag}"),
+                color: PALETTE[color % PALETTE.len()],
+                dashed: false,
+                draw: Draw::Line,
+                right: true,
+                points: p,
+                run: r.index,
+            });
+            color += 1;
+        }
+    }
+    if series.is_empty() {
+        return None;
+    }
+    Some(TimeChart {
+        title: "Replication: how far each standby is behind".into(),
+        subtitle: "WAL the primary has written that the standby has not reported flushed (what a synchronous commit waits for) or replayed; commits waiting for a synchronous standby on the right".into(),
+        y_label: "bytes behind".into(),
+        y2_label: Some("commits waiting".into()),
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: Fmt::Bytes,
+        y2_fmt: Fmt::Count,
+    })
+}
+
+/// The standbys' lags as PostgreSQL measures them (write, flush, replay) and the WAL shipped.
+fn replication_lag_chart(runs: &[Run]) -> Option<TimeChart> {
+    let mut series = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = if runs.len() > 1 {
+            format!(" {}", r.label)
+        } else {
+            String::new()
+        };
+        for s in r.objects("repl", "flushed_behind_bytes") {
+            for (field, what, dashed) in [
+                ("flush_lag_ms", "flush lag", false),
+                ("replay_lag_ms", "replay lag", true),
+                ("silent_ms", "silent while owing a reply", true),
+            ] {
+                if let Some(p) = r.points(&format!("repl.{s}.{field}")) {
+                    if p.iter().any(|(_, v)| v.is_finite() && *v > 0.0) {
+                        series.push(TimeSeries {
+                            name: format!("{s}: {what}{tag}"),
+                            color: PALETTE[color % PALETTE.len()],
+                            dashed,
+                            draw: Draw::Line,
+                            right: false,
+                            points: p,
+                            run: r.index,
+                        });
+                    }
+                }
+            }
+            if let Some(p) = r.points(&format!("repl.{s}.sent_bytes_per_s")) {
+                series.push(TimeSeries {
+                    name: format!("{s}: WAL sent/s{tag}"),
+                    color: PALETTE[(color + 4) % PALETTE.len()],
+                    dashed: true,
+                    draw: Draw::Line,
+                    right: true,
+                    points: p,
+                    run: r.index,
+                });
+            }
+            color += 1;
+        }
+        if let Some(p) = r.points("replication.longest_commit_wait_ms") {
+            if p.iter().any(|(_, v)| v.is_finite() && *v > 0.0) {
+                series.push(TimeSeries {
+                    name: format!("longest commit wait{tag}"),
+                    color: PALETTE[color % PALETTE.len()],
+                    dashed: false,
+                    draw: Draw::Line,
+                    right: false,
+                    points: p,
+                    run: r.index,
+                });
+                color += 1;
+            }
+        }
+    }
+    if series.iter().all(|s| s.right) {
+        return None;
+    }
+    Some(TimeChart {
+        title: "Replication: lag".into(),
+        subtitle: "time from a commit's local flush to the standby's report (PostgreSQL's flush_lag and replay_lag, which do not move while a standby is silent; a gap while it is idle and caught up), how long a standby owing a reply has been silent, and how long the longest-waiting commit has run; WAL sent per second on the right".into(),
+        y_label: "ms".into(),
+        y2_label: Some("WAL bytes per second".into()),
+        y_log: false,
+        series,
+        marks: overlay_marks(runs),
+        y_fmt: Fmt::Ms,
+        y2_fmt: Fmt::ByteRate,
+    })
+}
+
 /// Processes drawn apart in the trace chart; the rest are in "all traced".
 const TRACE_CHART_PROCESSES: usize = 5;
 
@@ -1231,6 +1365,14 @@ pub fn charts_html(runs: &[Run]) -> String {
     }
     if let Some(c) = engine_memory_chart(runs) {
         charts.insert(at, ("engine-memory".into(), PageChart::Time(c)));
+        at += 1;
+    }
+    if let Some(c) = replication_chart(runs) {
+        charts.insert(at, ("replication".into(), PageChart::Time(c)));
+        at += 1;
+    }
+    if let Some(c) = replication_lag_chart(runs) {
+        charts.insert(at, ("replication-lag".into(), PageChart::Time(c)));
         at += 1;
     }
     if let Some(c) = trace_chart(runs) {

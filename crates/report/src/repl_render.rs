@@ -6,7 +6,7 @@ use crate::fmt::short_time;
 use crate::html::escape;
 use crate::table::write_aligned;
 use crate::Render;
-use plumb_analyze::repl::{Lane, Stage, StageSummary, TimelineReport};
+use plumb_analyze::repl::{Lane, Stage, StageSummary, TimelineReport, WatchLine};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -347,4 +347,121 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Widths of the live view's columns (the standby column grows to its longest name).
+const WATCH_COLS: [(&str, usize); 10] = [
+    ("time", 7),
+    ("state", 9),
+    ("sync", 5),
+    ("not sent", 10),
+    ("not flushed (peak)", 22),
+    ("not replayed", 12),
+    ("flush lag", 13),
+    ("replay lag", 10),
+    ("WAL/s", 11),
+    ("waiting (peak, longest)", 23),
+];
+
+/// The live view's header: printed once, above the lines.
+pub fn watch_header(name_width: usize, out: &mut dyn Write) -> io::Result<()> {
+    let mut line = format!(
+        "{:>w$}  {:<nw$}",
+        WATCH_COLS[0].0,
+        "standby",
+        w = WATCH_COLS[0].1,
+        nw = name_width
+    );
+    for (h, w) in &WATCH_COLS[1..3] {
+        line.push_str(&format!("  {h:<w$}"));
+    }
+    for (h, w) in &WATCH_COLS[3..] {
+        line.push_str(&format!("  {h:>w$}"));
+    }
+    writeln!(out, "{}", line.trim_end())
+}
+
+/// The width the standby column needs for these names.
+pub fn watch_name_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+    names.map(|n| n.chars().count()).max().unwrap_or(0).max(22)
+}
+
+fn opt_or_dash(v: Option<String>) -> String {
+    v.unwrap_or_else(|| crate::fmt::MISSING.to_string())
+}
+
+/// A live-view line's text with the standby column this wide.
+pub fn watch_text(l: &WatchLine, name_width: usize, out: &mut dyn Write) -> io::Result<()> {
+    let this = l;
+    let time = format!("{:.1}s", this.t_ms as f64 / 1000.0);
+    let wal = opt_or_dash(
+        this.wal_bytes_per_s
+            .map(|b| format!("{}/s", crate::fmt::bytes(b.round() as u64))),
+    );
+    let waiting = match this.longest_wait_ms {
+        Some(w) if this.commits_waiting_peak > 0 => format!(
+            "{} ({}, {})",
+            this.commits_waiting,
+            this.commits_waiting_peak,
+            crate::fmt::latency_ms(w)
+        ),
+        _ => format!("{} ({})", this.commits_waiting, this.commits_waiting_peak),
+    };
+    for n in &this.new {
+        writeln!(
+            out,
+            "{time:>7}  standby {n} is streaming from this primary now"
+        )?;
+    }
+    for n in &this.gone {
+        writeln!(
+            out,
+            "{time:>7}  standby {n} is no longer streaming (its WAL sender is gone)"
+        )?;
+    }
+    if this.standbys.is_empty() {
+        let mut line = format!("{time:>7}  {:<name_width$}", "(no standby streaming)");
+        line.push_str(&format!(
+            "  {:<9}  {:<5}  {:>10}  {:>22}  {:>12}  {:>13}  {:>10}  {:>11}  {:>23}",
+            "", "", "", "", "", "", "", wal, waiting
+        ));
+        return writeln!(out, "{}", line.trim_end());
+    }
+    let b = |v: Option<u64>| opt_or_dash(v.map(crate::fmt::bytes));
+    let lag = |v: Option<f64>| opt_or_dash(v.map(crate::fmt::latency_ms));
+    for s in &this.standbys {
+        let flushed = format!(
+            "{} ({})",
+            b(s.flushed_behind_bytes),
+            b(s.flushed_behind_peak_bytes)
+        );
+        writeln!(
+                out,
+                "{time:>7}  {:<name_width$}  {:<9}  {:<5}  {:>10}  {:>22}  {:>12}  {:>13}  {:>10}  {:>11}  {:>23}",
+                s.name,
+                s.state,
+                s.sync_state,
+                b(s.sent_behind_bytes),
+                flushed,
+                b(s.replayed_behind_bytes),
+                // A silent standby's lags are its last reply's: say how long it has been silent.
+                match s.silent_ms {
+                    Some(ms) => format!("silent {}", crate::fmt::latency_ms(ms)),
+                    None => lag(s.flush_lag_ms),
+                },
+                lag(s.replay_lag_ms),
+                wal,
+                waiting,
+            )?;
+    }
+    Ok(())
+}
+
+impl Render for WatchLine {
+    const KIND: &'static str = "repl_watch";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let w = watch_name_width(self.standbys.iter().map(|s| s.name.as_str()));
+        watch_text(self, w, out)
+    }
 }

@@ -889,3 +889,104 @@ fn a_neighbour_started_halfway_marks_the_phases_it_touched() {
     );
     assert_nothing_left(d.path(), &["report"]);
 }
+
+/// `--replica sync` and then `async`: beside a synchronous standby a commit waits for the
+/// standby's flush, and with the standby's writes throttled the primary's commits follow its
+/// disk; beside an asynchronous one they do neither. Nothing is left: no standby, no slot, no
+/// cgroup.
+#[test]
+fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_not() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !is_root() {
+        skip("skipped: --replica needs root (the standby's cgroup)");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let lab = |mode: &str| -> Value {
+        let d = scratch();
+        let out = d.path().join("report");
+        let o = plumb()
+            .args(["lab", "--quick", "--replica", mode, "--dir"])
+            .arg(d.path())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(0), "--replica {mode}: {err}");
+        assert_nothing_left(d.path(), &["report"]);
+        assert!(
+            lab_cgroups().is_empty(),
+            "cgroups left: {:?}",
+            lab_cgroups()
+        );
+        if let Some(v) = validate(&out.join("report.json")) {
+            assert!(!v.starts_with("INVALID"), "{v}");
+        }
+        let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+        assert!(html.contains("Experiment: standby"), "--replica {mode}");
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap()
+    };
+    // The median of the `on` commits under a condition, in seconds.
+    let p50 = |r: &Value, name: &str, condition_has: &str| -> f64 {
+        let e = r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {}", r["experiments"]));
+        e["commits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| {
+                c["synchronous_commit"] == "on"
+                    && c["condition"].as_str().unwrap().contains(condition_has)
+            })
+            .unwrap_or_else(|| panic!("no {condition_has} in {}", e["commits"]))["latency"]["p50_s"]
+            .as_f64()
+            .unwrap()
+    };
+    let codes = |r: &Value, name: &str| -> String {
+        r["experiments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == name)
+            .map(|e| e["notes"].to_string())
+            .collect()
+    };
+
+    let sync = lab("sync");
+    let beside = p50(&sync, "standby", "beside");
+    let throttled = p50(&sync, "standby's writes throttled", "throttled");
+    assert!(
+        throttled > 5.0 * beside,
+        "sync: {beside} s beside the standby, {throttled} s with its writes throttled"
+    );
+    assert!(codes(&sync, "standby").contains("standby-commit-wait"));
+    assert!(codes(&sync, "standby's writes throttled").contains("standby-commit-follows-standby"));
+    assert!(sync["findings"]
+        .to_string()
+        .contains("synchronous-standby-disk"));
+
+    let asynchronous = lab("async");
+    let beside = p50(&asynchronous, "standby", "beside");
+    let throttled = p50(&asynchronous, "standby's writes throttled", "throttled");
+    assert!(
+        throttled < (3.0 * beside).max(0.002),
+        "async: {beside} s beside the standby, {throttled} s with its writes throttled"
+    );
+    assert!(
+        !codes(&asynchronous, "standby's writes throttled")
+            .contains("standby-commit-follows-standby"),
+        "{}",
+        codes(&asynchronous, "standby's writes throttled")
+    );
+    assert!(!asynchronous["findings"]
+        .to_string()
+        .contains("synchronous-standby-disk"));
+}

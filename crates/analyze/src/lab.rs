@@ -330,8 +330,26 @@ pub struct Experiment {
     pub changed: Option<Pgbench>,
     pub window: Option<Window>,
     /// What changed, with its figures (`pgbench-compared` or `pgbench-not-distinguishable`,
-    /// `swap-hides-shared-memory`).
+    /// `swap-hides-shared-memory`, `standby-commit-*`).
     pub notes: Vec<crate::Note>,
+    /// Single-row commits timed in the experiment (--replica), each run as it was configured.
+    pub commits: Vec<CommitRun>,
+}
+
+/// Single-row commits in one session, timed by the client, under one condition.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CommitRun {
+    /// What was around the commits: "without a standby", "beside the standby", ….
+    pub condition: String,
+    /// The session's synchronous_commit: `on` waits for a synchronous standby's flush,
+    /// `local` for the local WAL flush alone (both alternate in one loop, commit by commit).
+    pub synchronous_commit: String,
+    pub latency: Option<Latency>,
+    /// The 10th and 90th percentiles (ms): a change is stated only beyond them.
+    #[serde(rename = "p10_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
+    pub p10_ms: Option<f64>,
+    #[serde(rename = "p90_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
+    pub p90_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -49,6 +49,12 @@ pub struct LabArgs {
     /// disk throttled through the cgroup io (v2) or blkio (v1) controller, once per rate.
     #[arg(long, value_name = "RATE[,RATE...]")]
     pub throttle_writes: Option<String>,
+    /// Standby experiment (root): a streaming standby of the private instance, synchronous or
+    /// asynchronous; single-row commits and pgbench without it, beside it, and with the
+    /// standby's writes throttled (a cgroup of its own), each commit timed with
+    /// synchronous_commit local and on to split the local flush from the wait for the standby.
+    #[arg(long, value_name = "sync|async", value_parser = ["sync", "async"])]
+    pub replica: Option<String>,
     /// Do not trace the server over the insert/CHECKPOINT loops. As root the lab traces them
     /// (as `plumb trace` does) and reports each commit's syscalls and block requests.
     #[arg(long)]
@@ -91,6 +97,11 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             .throttle_writes
             .as_deref()
             .map(plumb_lab::parse_rates)
+            .transpose()?,
+        replica: a
+            .replica
+            .as_deref()
+            .map(plumb_lab::ReplicaMode::parse)
             .transpose()?,
         command_line: crate::cmd_io::command_line(),
         trace: !a.no_trace,

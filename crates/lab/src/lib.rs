@@ -24,6 +24,7 @@ pub mod resources;
 pub mod server;
 pub mod sweep;
 
+pub use exp::replica::ReplicaMode;
 pub use exp::{Context, Experiment, Outcome, Section};
 pub use plan::{parse_rates, Plan, PressureSize, Rate};
 pub use plumb_analyze::lab::LabReport;
@@ -56,6 +57,9 @@ pub struct Config {
     pub pgbench: Option<Duration>,
     pub pressure: Option<PressureSize>,
     pub throttle_writes: Option<Vec<Rate>>,
+    /// A standby beside the private instance (--replica): commits and pgbench without it,
+    /// beside it, and with its writes throttled.
+    pub replica: Option<ReplicaMode>,
     /// As typed (passwords masked), for the report and the recording.
     pub command_line: String,
     /// Trace the server over the insert/CHECKPOINT loops (root, the server on this host):
@@ -231,6 +235,12 @@ impl Lab {
         }
         if let Some(t) = &config.target {
             t.kind().map_err(|e| anyhow!("--engine {e}"))?;
+        }
+        if config.replica.is_some() && config.target.is_some() {
+            bail!("--replica makes a standby of plumb's private instance; leave out --engine (plumb repl watch and timeline observe a pair of yours)");
+        }
+        if config.replica.is_some() && !plumb_sys::os::is_root() {
+            bail!("--replica needs root: the standby runs in a cgroup of its own so that its writes can be throttled");
         }
         if experiments && !plumb_sys::os::is_root() {
             bail!(
@@ -454,6 +464,7 @@ mod tests {
             pgbench: None,
             pressure: None,
             throttle_writes: None,
+            replica: None,
             command_line: "plumb lab".into(),
             trace: true,
         }

@@ -19,6 +19,12 @@ pub struct Resources {
     pub scratch_db: Option<ScratchDb>,
     /// A second private instance an experiment needs for a while (the O_DIRECT WAL loops).
     pub second_instance: Option<Instance>,
+    /// A standby of the private instance (--replica), removed before it, and its cgroup (the
+    /// throttle on its writes) after it.
+    pub standby: Option<Instance>,
+    pub standby_cgroup: Option<plumb_load::labcg::LabCgroup>,
+    /// Disks whose writes the standby's cgroup throttles now.
+    pub standby_throttled: Vec<plumb_sys::DevNum>,
     pub instance: Option<Instance>,
     pub work: Option<WorkDir>,
     pub cgroup: Option<plumb_load::labcg::LabCgroup>,
@@ -29,6 +35,12 @@ impl Drop for Resources {
         // A limit left on the cgroup would hold the server back while it stops.
         if let Some(cg) = &self.cgroup {
             let _ = cg.set_memory_limit(None);
+        }
+        // Nor may a throttle hold the standby back while it stops.
+        if let Some(cg) = &self.standby_cgroup {
+            for dev in std::mem::take(&mut self.standby_throttled) {
+                let _ = cg.set_write_iops(dev, None);
+            }
         }
     }
 }

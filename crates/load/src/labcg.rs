@@ -131,6 +131,39 @@ impl LabCgroup {
             .ok()
     }
 
+    /// Move plumb back to where it was, leaving what it started meanwhile inside (a server
+    /// born in the cgroup stays there; what plumb starts next is not).
+    pub fn leave(&self) -> Result<()> {
+        let pid = std::process::id().to_string();
+        for d in self.memory.iter().chain(self.io.iter()) {
+            write(&d.back_to.join("cgroup.procs"), &pid)?;
+        }
+        Ok(())
+    }
+
+    /// Throttle (Some) or release (None) writes to a whole disk, in write requests per second:
+    /// every write then waits for its turn, which is what a slow disk's latency looks like.
+    pub fn set_write_iops(&self, dev: DevNum, iops: Option<u64>) -> Result<()> {
+        let d = self
+            .io
+            .as_ref()
+            .ok_or_else(|| Error::Refused("no io cgroup".into()))?;
+        if d.version == 1 {
+            write(
+                &d.dir.join("blkio.throttle.write_iops_device"),
+                &format!("{dev} {}", iops.unwrap_or(0)),
+            )
+        } else {
+            write(
+                &d.dir.join("io.max"),
+                &format!(
+                    "{dev} wiops={}",
+                    iops.map(|b| b.to_string()).unwrap_or_else(|| "max".into())
+                ),
+            )
+        }
+    }
+
     /// Throttle (Some) or release (None) writes to a whole disk, in bytes per second.
     pub fn set_write_bps(&self, dev: DevNum, bps: Option<u64>) -> Result<()> {
         let d = self

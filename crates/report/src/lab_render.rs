@@ -445,13 +445,61 @@ fn tables(r: &LabReport) -> Vec<Table> {
                     .unwrap_or_else(|| MISSING.into()),
             ]
         };
-        out.push(Table {
-            id: "experiment",
-            title: format!("Experiment: {} ({})", e.name, e.setting),
-            headers: vec!["run", "tps", "p50", "p99"],
-            rows: vec![row("without", &e.baseline), row("with", &e.changed)],
-            notes: e.notes.iter().map(|n| n.text.clone()).collect(),
-        });
+        let pgbench = e.baseline.is_some() || e.changed.is_some();
+        if pgbench {
+            out.push(Table {
+                id: "experiment",
+                title: format!("Experiment: {} ({})", e.name, e.setting),
+                headers: vec!["run", "tps", "p50", "p99"],
+                rows: vec![row("without", &e.baseline), row("with", &e.changed)],
+                notes: e.notes.iter().map(|n| n.text.clone()).collect(),
+            });
+        }
+        if !e.commits.is_empty() {
+            let ms = opt_latency_ms;
+            let rows = e
+                .commits
+                .iter()
+                .map(|c| {
+                    let l = c.latency.as_ref();
+                    vec![
+                        c.condition.clone(),
+                        c.synchronous_commit.clone(),
+                        l.map(|l| l.count.to_string())
+                            .unwrap_or_else(|| MISSING.into()),
+                        ms(c.p10_ms),
+                        ms(l.map(|l| l.p50_ms)),
+                        ms(c.p90_ms),
+                        ms(l.and_then(|l| l.p99_ms)),
+                    ]
+                })
+                .collect();
+            let mut notes: Vec<String> = if pgbench {
+                Vec::new()
+            } else {
+                e.notes.iter().map(|n| n.text.clone()).collect()
+            };
+            notes.push("one session, timed by the client; `local` waits for the local WAL flush alone, `on` also for a synchronous standby's flush; the two alternate commit by commit, so their difference is the wait for the standby".into());
+            out.push(Table {
+                id: "experiment-commits",
+                title: if pgbench {
+                    format!("Experiment: {}: single-row commits", e.name)
+                } else {
+                    format!("Experiment: {} ({})", e.name, e.setting)
+                },
+                headers: vec![
+                    "condition",
+                    "synchronous_commit",
+                    "commits",
+                    "p10",
+                    "p50",
+                    "p90",
+                    "p99",
+                ],
+                rows,
+                notes,
+            });
+        }
     }
     if !r.windows.is_empty() {
         let rows = r

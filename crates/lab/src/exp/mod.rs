@@ -7,6 +7,7 @@ mod durability;
 mod loops;
 mod pgbench;
 mod pressure;
+pub mod replica;
 mod storage;
 mod throttle;
 
@@ -68,6 +69,10 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
         v.push(Box::new(throttle::Throttle {
             rates: rates.clone(),
         }));
+    }
+    // Last: while the standby exists, every commit of the instance may wait for it.
+    if let Some(mode) = config.replica {
+        v.push(Box::new(replica::Replica { mode }));
     }
     v
 }

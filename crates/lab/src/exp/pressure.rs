@@ -192,6 +192,7 @@ impl Experiment for Pressure {
                 baseline: Some(base),
                 changed: Some(p),
                 window: None,
+                commits: Vec::new(),
                 notes,
             }]),
             phases: vec![cx.recorder.end_at(phase, end)],

@@ -77,6 +77,7 @@ impl Experiment for Throttle {
                 baseline: Some(base.clone()),
                 changed: Some(p),
                 window: None,
+                commits: Vec::new(),
             });
         }
         Ok(Outcome {

@@ -13,6 +13,8 @@ use std::time::{Duration, Instant};
 struct Maria {
     dir: tempfile::TempDir,
     child: Option<Child>,
+    /// More server options (replication); with a --port, the server listens on 127.0.0.1.
+    extra: Vec<String>,
 }
 
 impl Maria {
@@ -30,6 +32,10 @@ impl Maria {
     }
 
     fn start() -> Result<Maria, String> {
+        Maria::start_with(&[])
+    }
+
+    fn start_with(extra: &[&str]) -> Result<Maria, String> {
         if !Path::new("/usr/sbin/mariadbd").exists() {
             return Err("no MariaDB server (apt-get install mariadb-server)".into());
         }
@@ -48,7 +54,11 @@ impl Maria {
                 return Err("chown mysql failed (no mysql user?)".into());
             }
         }
-        let mut m = Maria { dir, child: None };
+        let mut m = Maria {
+            dir,
+            child: None,
+            extra: extra.iter().map(|s| s.to_string()).collect(),
+        };
         let o = Command::new("mariadb-install-db")
             .arg("--no-defaults")
             .arg(format!("--datadir={}", m.data().display()))
@@ -81,9 +91,14 @@ impl Maria {
             .arg(format!("--pid-file={}", d.join("mariadbd.pid").display()))
             .arg(format!("--log-error={}", d.join("error.log").display()))
             .arg(format!("--tmpdir={}", d.display()))
+            .args(if self.extra.iter().any(|a| a.starts_with("--port=")) {
+                &["--bind-address=127.0.0.1"][..]
+            } else {
+                &["--skip-networking"][..]
+            })
+            .args(&self.extra)
             .args([
                 "--user=mysql",
-                "--skip-networking",
                 "--performance_schema=ON",
                 "--performance-schema-instrument=%=ON",
                 "--innodb-buffer-pool-size=64M",
@@ -368,4 +383,141 @@ fn record_keeps_mariadbs_buffer_pool_and_threads() {
     assert!(html.contains("Database: memory as the engine sees it"));
     assert!(html.contains("buffer pool: data"));
     assert!(html.contains("kernel: PSS of PID"));
+}
+
+/// A free TCP port on 127.0.0.1 (the kernel's choice, released for the server to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Semi-synchronous replication between two servers this test starts: `plumb repl watch`
+/// sees each commit acknowledged, then, with the replica frozen, a commit wait out the timeout
+/// and the primary switch semi-sync off.
+#[test]
+fn semisync_replication_watched_live() {
+    let port = free_port();
+    let primary = match Maria::start_with(&[
+        "--server-id=1",
+        "--log-bin=mysql-bin",
+        "--binlog-format=ROW",
+        "--rpl-semi-sync-master-enabled=ON",
+        "--rpl-semi-sync-master-timeout=1500",
+        &format!("--port={port}"),
+    ]) {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let replica = Maria::start_with(&[
+        "--server-id=2",
+        "--relay-log=relay-bin",
+        "--rpl-semi-sync-slave-enabled=ON",
+    ])
+    .expect("a second MariaDB server");
+    primary
+        .sql("CREATE USER 'repl'@'127.0.0.1' IDENTIFIED BY 'replpw'; GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'; CREATE DATABASE lab; CREATE TABLE lab.t (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB")
+        .expect("replication user and table");
+    replica
+        .sql(&format!(
+            "CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={port}, MASTER_USER='repl', MASTER_PASSWORD='replpw', MASTER_USE_GTID=no, MASTER_LOG_FILE='mysql-bin.000001', MASTER_LOG_POS=4; START SLAVE"
+        ))
+        .expect("start the replica");
+    let t0 = Instant::now();
+    loop {
+        let clients = primary
+            .sql("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
+            .unwrap_or_default();
+        if clients.trim().ends_with('1') {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the replica never connected semi-synchronously: {clients} / {}",
+            replica.sql("SHOW SLAVE STATUS\\G").unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Single-row commits in one session for the whole watch.
+    let mut load = Command::new("mariadb")
+        .arg(format!("--socket={}", primary.sock().display()))
+        .args(["-uroot", "lab"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = load.stdin.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::Write;
+        for _ in 0..100_000 {
+            if stdin.write_all(b"INSERT INTO t (v) VALUES (1);\n").is_err() {
+                return;
+            }
+        }
+    });
+    let watch = plumb()
+        .args(["repl", "watch", "--primary", &primary.url("lab")])
+        .args(["--duration", "6s", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The replica frozen from 2.5 s: the next commit waits the 1.5 s timeout, then the
+    // primary goes on without it.
+    std::thread::sleep(Duration::from_millis(2500));
+    let rpid = replica.pid().unwrap() as i32;
+    // SAFETY: the replica this test started.
+    unsafe { libc::kill(rpid, libc::SIGSTOP) };
+    let o = watch.wait_with_output().unwrap();
+    unsafe { libc::kill(rpid, libc::SIGCONT) };
+    let _ = load.kill();
+    let _ = load.wait();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let lines: Vec<Value> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 5, "{lines:?}");
+    assert!(lines.iter().all(|l| l["kind"] == "repl_watch_semisync"));
+    // Acknowledged commits while the replica ran, with their wait.
+    let early = &lines[1];
+    assert_eq!(early["active"], true, "{early}");
+    assert_eq!(early["clients"], 1, "{early}");
+    assert!(
+        early["acknowledged_per_s"].as_f64().unwrap() > 10.0,
+        "{early}"
+    );
+    assert!(early["commit_wait_ms"].as_f64().unwrap() > 0.0, "{early}");
+    // Then the switch, said once, and the primary committing without acknowledgements.
+    let off: Vec<&Value> = lines.iter().filter(|l| l["switched_off"] == true).collect();
+    assert_eq!(off.len(), 1, "{lines:?}");
+    let last = lines.last().unwrap();
+    assert_eq!(last["active"], false, "{last}");
+    assert!(
+        last["unacknowledged_per_s"].as_f64().unwrap() > 10.0,
+        "{last}"
+    );
+    // A server whose semi-sync is off is named and refused.
+    let plain = Maria::start().expect("a third MariaDB server");
+    let o = plumb()
+        .args([
+            "repl",
+            "watch",
+            "--primary",
+            &plain.url("mysql"),
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("rpl_semi_sync_master_enabled = OFF"), "{err}");
 }

@@ -7,6 +7,7 @@
 //! Each stage is the first matching event after the stage before it, so the stages are ordered
 //! by construction; a stage that is not found is left out and named in `missing`, never guessed.
 
+use plumb_engine::mariadb::SemiSync;
 use plumb_engine::repl::{Lsn, Pipeline, Sender};
 use plumb_sys::eventtrace::{Event, What};
 use serde::Serialize;
@@ -691,6 +692,67 @@ pub fn watch_line(
     })
 }
 
+/// `plumb repl watch` on a MariaDB primary: one line of semi-synchronous replication.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SemiSyncLine {
+    pub t_ms: u64,
+    /// Configured (rpl_semi_sync_master_enabled), and waiting for acknowledgements now.
+    pub enabled: bool,
+    pub active: bool,
+    pub clients: u64,
+    pub commits_waiting: u64,
+    pub commits_waiting_peak: u64,
+    /// Per second since the last line.
+    pub acknowledged_per_s: Option<f64>,
+    pub unacknowledged_per_s: Option<f64>,
+    /// The mean wait of the commits that waited since the last line.
+    pub commit_wait_ms: Option<f64>,
+    pub timeout_ms: Option<u64>,
+    /// Semi-sync switched off (a commit waited the timeout without an acknowledgement: the
+    /// primary goes on without its replica) or back on since the last line.
+    pub switched_off: bool,
+    pub switched_on: bool,
+    pub readings: usize,
+}
+
+/// The readings of one line and the last reading before them.
+pub fn semisync_line(
+    prev: Option<&(u64, SemiSync)>,
+    readings: &[(u64, SemiSync)],
+) -> Option<SemiSyncLine> {
+    let (t_ms, last) = readings.last()?;
+    let dt_s = prev.map(|(t0, _)| (*t_ms as f64 - *t0 as f64) / 1000.0);
+    let rate = |f: fn(&SemiSync) -> u64| match (prev, dt_s) {
+        (Some((_, p)), Some(dt)) if dt > 0.0 && f(last) >= f(p) => {
+            Some((f(last) - f(p)) as f64 / dt)
+        }
+        _ => None,
+    };
+    let wait = prev.and_then(|(_, p)| {
+        let waits = last.tx_waits.checked_sub(p.tx_waits)?;
+        let us = last.tx_wait_us.checked_sub(p.tx_wait_us)?;
+        (waits > 0).then(|| us as f64 / waits as f64 / 1000.0)
+    });
+    // Every reading, the one before the line's first included: a switch between any two.
+    let mut states: Vec<bool> = prev.map(|(_, p)| p.active).into_iter().collect();
+    states.extend(readings.iter().map(|(_, r)| r.active));
+    Some(SemiSyncLine {
+        t_ms: *t_ms,
+        enabled: last.enabled,
+        active: last.active,
+        clients: last.clients,
+        commits_waiting: last.waiting,
+        commits_waiting_peak: readings.iter().map(|(_, r)| r.waiting).max().unwrap_or(0),
+        acknowledged_per_s: rate(|r| r.yes_tx),
+        unacknowledged_per_s: rate(|r| r.no_tx),
+        commit_wait_ms: wait,
+        timeout_ms: last.timeout_ms,
+        switched_off: states.windows(2).any(|w| w[0] && !w[1]),
+        switched_on: states.windows(2).any(|w| !w[0] && w[1]),
+        readings: readings.len(),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -920,5 +982,33 @@ plumb-32513 [000] ..... 36155.070490: sys_recvfrom -> 0x16
         let first = watch_line(None, &readings[..1]).unwrap();
         assert_eq!(first.wal_bytes_per_s, None);
         assert!(first.new.is_empty() && first.gone.is_empty());
+    }
+
+    #[test]
+    fn a_semisync_line_says_when_the_primary_stopped_waiting() {
+        let r = |active: bool, yes: u64, no: u64, wait_us: u64, waits: u64| SemiSync {
+            enabled: true,
+            active,
+            clients: active as u64,
+            waiting: 0,
+            yes_tx: yes,
+            no_tx: no,
+            tx_wait_us: wait_us,
+            tx_waits: waits,
+            timeout_ms: Some(1500),
+            wait_point: Some("AFTER_SYNC".into()),
+            binlog_position: None,
+        };
+        let prev = (0, r(true, 100, 0, 50_000, 100));
+        let now = [
+            (500, r(true, 150, 0, 80_000, 150)),
+            (1_000, r(false, 150, 1, 1_580_000, 151)),
+        ];
+        let l = semisync_line(Some(&prev), &now).unwrap();
+        assert_eq!(l.acknowledged_per_s, Some(50.0));
+        assert_eq!(l.unacknowledged_per_s, Some(1.0));
+        // 51 waits took 1.53 s: one of them the 1.5 s timeout.
+        assert!((l.commit_wait_ms.unwrap() - 1530.0 / 51.0).abs() < 1e-9);
+        assert!(l.switched_off && !l.switched_on && !l.active);
     }
 }

@@ -1242,6 +1242,51 @@ pub const RULES: &[Rule] = &[
         "how long the longest-waiting of those commits has run its statement"
     ),
     r!(
+        "semisync",
+        false,
+        "active",
+        "active",
+        How::Gauge(1.0),
+        "",
+        "1 while commits wait for a replica's acknowledgement (MariaDB Rpl_semi_sync_master_status; it switches off after a commit waited rpl_semi_sync_master_timeout)"
+    ),
+    r!(
+        "semisync",
+        false,
+        "clients",
+        "clients_count",
+        How::Gauge(1.0),
+        "replicas",
+        "replicas connected as semi-synchronous"
+    ),
+    r!(
+        "semisync",
+        false,
+        "yes_tx",
+        "acknowledged_per_s",
+        How::Rate(1.0),
+        "commits/s",
+        "commits a replica acknowledged, per second"
+    ),
+    r!(
+        "semisync",
+        false,
+        "no_tx",
+        "unacknowledged_per_s",
+        How::Rate(1.0),
+        "commits/s",
+        "commits no replica acknowledged (timed out, or semi-sync off), per second"
+    ),
+    r!(
+        "semisync",
+        false,
+        "tx_wait_us",
+        "commit_wait_us",
+        How::PerOp("tx_waits"),
+        "µs",
+        "mean time a commit waited for an acknowledgement"
+    ),
+    r!(
         "repl",
         true,
         "silent_us",

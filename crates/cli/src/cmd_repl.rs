@@ -139,9 +139,9 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         }
         (None, Some(url)) => {
             let t = crate::engine_target("--primary", url, None)?;
-            if t.kind()? != plumb_engine::Kind::Postgres {
+            if t.kind()? == plumb_engine::Kind::Sqlserver {
                 bail!(
-                    "--primary {}: replication is watched on PostgreSQL (postgres://…)",
+                    "--primary {}: an Availability Group is watched with its DMVs, which plumb repl watch does not read yet; PostgreSQL (postgres://) and MariaDB (mysql://, mariadb://) are watched",
                     t.shown()
                 );
             }
@@ -152,8 +152,14 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     if let Some(p) = &a.out {
         plumb_report::out::check_new_file("--out", p)?;
     }
-    let watcher = plumb_engine::repl::Watcher::connect(&primary)?;
-    let mut sampler = plumb_record::repl::ReplSampler::new(watcher);
+    use plumb_record::repl::{Reading, Source as Watched};
+    let watched = match primary.kind()? {
+        plumb_engine::Kind::Mariadb => {
+            Watched::Mariadb(plumb_engine::mariadb::SemiSyncWatcher::connect(&primary)?)
+        }
+        _ => Watched::Postgres(plumb_engine::repl::Watcher::connect(&primary)?),
+    };
+    let mut sampler = plumb_record::repl::ReplSampler::new(watched);
     // The first reading before anything is created: a server that cannot be read leaves nothing.
     sampler.take();
     if let Some(e) = sampler.failed.take() {
@@ -175,7 +181,12 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
                     .map(|s| s.to_string_lossy().into_owned())
                     .unwrap_or_default(),
             );
-            labels.insert("engine".to_string(), "postgres".to_string());
+            if let Ok(k) = primary.kind() {
+                labels.insert(
+                    "engine".to_string(),
+                    crate::cmd_record::engine_label(k).to_string(),
+                );
+            }
             let setup = plumb_record::Setup {
                 interval,
                 labels,
@@ -211,8 +222,8 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     let print_every = interval.max(Duration::from_secs(1));
     let mut schedule = plumb_record::Schedule::new(interval);
     let started = Instant::now();
-    let mut prev: Option<(u64, Pipeline)> = None;
-    let mut readings: Vec<(u64, Pipeline)> = Vec::new();
+    let mut prev: Option<(u64, Reading)> = None;
+    let mut readings: Vec<(u64, Reading)> = Vec::new();
     let mut next_print = print_every;
     let mut width: Option<usize> = None;
     let mut code = 0;
@@ -236,30 +247,68 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         let at = started.elapsed();
         let end = stopped || code != 0 || duration.is_some_and(|d| at >= d);
         if (at >= next_print || end) && !readings.is_empty() {
-            if let Some(line) = plumb_analyze::repl::watch_line(prev.as_ref(), &readings) {
-                if let Source::Recording(r) = &source {
-                    for n in &line.new {
-                        r.mark_at(line.t_ms, &format!("standby {n} streaming"), None)?;
-                    }
-                    for n in &line.gone {
-                        r.mark_at(line.t_ms, &format!("standby {n} gone"), None)?;
+            let first = prev.is_none();
+            match &readings[0].1 {
+                Reading::Postgres(_) => {
+                    let pg = |r: &(u64, Reading)| match &r.1 {
+                        Reading::Postgres(p) => Some((r.0, p.clone())),
+                        Reading::Mariadb(_) => None,
+                    };
+                    let before = prev.as_ref().and_then(pg);
+                    let now: Vec<(u64, Pipeline)> = readings.iter().filter_map(pg).collect();
+                    if let Some(line) = plumb_analyze::repl::watch_line(before.as_ref(), &now) {
+                        if let Source::Recording(r) = &source {
+                            for n in &line.new {
+                                r.mark_at(line.t_ms, &format!("standby {n} streaming"), None)?;
+                            }
+                            for n in &line.gone {
+                                r.mark_at(line.t_ms, &format!("standby {n} gone"), None)?;
+                            }
+                        }
+                        if json {
+                            plumb_report::write_json_line(&line, "repl_watch", &mut out)?;
+                        } else {
+                            let w = *width.get_or_insert_with(|| {
+                                plumb_report::repl_render::watch_name_width(
+                                    line.standbys.iter().map(|s| s.name.as_str()),
+                                )
+                            });
+                            if first {
+                                plumb_report::repl_render::watch_header(w, &mut out)?;
+                            }
+                            plumb_report::repl_render::watch_text(&line, w, &mut out)?;
+                        }
                     }
                 }
-                if json {
-                    plumb_report::write_json_line(&line, "repl_watch", &mut out)?;
-                } else {
-                    let w = *width.get_or_insert_with(|| {
-                        plumb_report::repl_render::watch_name_width(
-                            line.standbys.iter().map(|s| s.name.as_str()),
-                        )
-                    });
-                    if prev.is_none() {
-                        plumb_report::repl_render::watch_header(w, &mut out)?;
+                Reading::Mariadb(_) => {
+                    let my = |r: &(u64, Reading)| match &r.1 {
+                        Reading::Mariadb(m) => Some((r.0, m.clone())),
+                        Reading::Postgres(_) => None,
+                    };
+                    let before = prev.as_ref().and_then(my);
+                    let now: Vec<(u64, plumb_engine::mariadb::SemiSync)> =
+                        readings.iter().filter_map(my).collect();
+                    if let Some(line) = plumb_analyze::repl::semisync_line(before.as_ref(), &now) {
+                        if let Source::Recording(r) = &source {
+                            if line.switched_off {
+                                r.mark_at(line.t_ms, "semi-sync switched off", None)?;
+                            }
+                            if line.switched_on {
+                                r.mark_at(line.t_ms, "semi-sync back on", None)?;
+                            }
+                        }
+                        if json {
+                            plumb_report::write_json_line(&line, "repl_watch_semisync", &mut out)?;
+                        } else {
+                            if first {
+                                plumb_report::repl_render::semisync_header(&mut out)?;
+                            }
+                            plumb_report::repl_render::semisync_text(&line, &mut out)?;
+                        }
                     }
-                    plumb_report::repl_render::watch_text(&line, w, &mut out)?;
                 }
-                std::io::Write::flush(&mut out)?;
             }
+            std::io::Write::flush(&mut out)?;
             prev = readings.pop();
             readings.clear();
             while next_print <= at {
@@ -290,7 +339,7 @@ enum Source {
 impl Source {
     /// One reading now (a recording takes its sample with it); the inner error is the
     /// primary's, which ends the watch.
-    fn read(&mut self) -> Result<std::result::Result<Pipeline, String>> {
+    fn read(&mut self) -> Result<std::result::Result<plumb_record::repl::Reading, String>> {
         let s = match self {
             Source::Bare(s) => {
                 s.take();

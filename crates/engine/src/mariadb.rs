@@ -445,3 +445,142 @@ impl crate::Session for MariaSession {
         None
     }
 }
+
+/// Semi-synchronous replication as a MariaDB (or MySQL) primary sees it, from its status
+/// variables (`Rpl_semi_sync_master_*`) and settings (`rpl_semi_sync_master_*`): whether
+/// commits wait for a replica's acknowledgement now, how many replicas acknowledge, the
+/// commits waiting, and the counters of acknowledged and unacknowledged commits and their wait.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct SemiSync {
+    /// rpl_semi_sync_master_enabled: semi-sync is configured.
+    pub enabled: bool,
+    /// Rpl_semi_sync_master_status: commits wait for an acknowledgement now (it switches off
+    /// after a commit waited rpl_semi_sync_master_timeout without one).
+    pub active: bool,
+    /// Replicas connected as semi-synchronous.
+    pub clients: u64,
+    /// Sessions waiting for an acknowledgement now.
+    pub waiting: u64,
+    /// Commits acknowledged by a replica, and those that were not (timed out, or semi-sync off).
+    pub yes_tx: u64,
+    pub no_tx: u64,
+    /// Time commits waited for acknowledgements (µs), and how many waits.
+    pub tx_wait_us: u64,
+    pub tx_waits: u64,
+    pub timeout_ms: Option<u64>,
+    /// AFTER_SYNC (the binlog synced, then the wait, then the engine commit) or AFTER_COMMIT.
+    pub wait_point: Option<String>,
+    /// The binary log's position (file sequence × 2^32 + offset), for its rate.
+    pub binlog_position: Option<u64>,
+}
+
+/// The binlog file's sequence number and offset as one growing number.
+fn binlog_position(file: &str, pos: u64) -> Option<u64> {
+    let seq: u64 = file.rsplit('.').next()?.parse().ok()?;
+    Some((seq << 32) | (pos & 0xffff_ffff))
+}
+
+/// The status and variable rows (name, value) as a [`SemiSync`]; None when the server has no
+/// semi-sync at all (neither variables nor status).
+pub fn semisync_from(
+    status: &BTreeMap<String, String>,
+    variables: &BTreeMap<String, String>,
+    binlog: Option<(String, u64)>,
+) -> Option<SemiSync> {
+    if !variables.contains_key("rpl_semi_sync_master_enabled")
+        && !status.contains_key("rpl_semi_sync_master_status")
+    {
+        return None;
+    }
+    let on = |v: Option<&String>| v.is_some_and(|v| v.eq_ignore_ascii_case("ON") || v == "1");
+    let n = |k: &str| {
+        status
+            .get(k)
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .map(|v| v.max(0.0) as u64)
+            .unwrap_or(0)
+    };
+    Some(SemiSync {
+        enabled: on(variables.get("rpl_semi_sync_master_enabled")),
+        active: on(status.get("rpl_semi_sync_master_status")),
+        clients: n("rpl_semi_sync_master_clients"),
+        waiting: n("rpl_semi_sync_master_wait_sessions"),
+        yes_tx: n("rpl_semi_sync_master_yes_tx"),
+        no_tx: n("rpl_semi_sync_master_no_tx"),
+        tx_wait_us: n("rpl_semi_sync_master_tx_wait_time"),
+        tx_waits: n("rpl_semi_sync_master_tx_waits"),
+        timeout_ms: variables
+            .get("rpl_semi_sync_master_timeout")
+            .and_then(|v| v.parse().ok()),
+        wait_point: variables.get("rpl_semi_sync_master_wait_point").cloned(),
+        binlog_position: binlog.and_then(|(f, p)| binlog_position(&f, p)),
+    })
+}
+
+/// A read-only session on a MariaDB primary for watching its semi-synchronous replication.
+pub struct SemiSyncWatcher {
+    conn: Conn,
+    label: String,
+}
+
+impl SemiSyncWatcher {
+    /// Connect and check the server replicates semi-synchronously (or is configured to).
+    pub fn connect(t: &Target) -> Result<SemiSyncWatcher> {
+        let obs = MariaObserver::connect(t)?;
+        let mut w = SemiSyncWatcher {
+            conn: obs.conn,
+            label: t.shown(),
+        };
+        match w.read_opt()? {
+            None => Err(Error::Url(format!(
+                "--primary {}: this server has no semi-synchronous replication (no rpl_semi_sync_master_* variables; MariaDB has it built in from 10.3, MySQL needs its plugin)",
+                w.label
+            ))),
+            Some(s) if !s.enabled => Err(Error::Url(format!(
+                "--primary {}: semi-synchronous replication is off here (rpl_semi_sync_master_enabled = OFF): its commits wait for no replica, so there is nothing to watch",
+                w.label
+            ))),
+            Some(_) => Ok(w),
+        }
+    }
+
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// The server's own connection thread is not a process: nothing to leave out.
+    pub fn read(&mut self) -> Result<SemiSync> {
+        self.read_opt()?
+            .ok_or_else(|| Error::Gone(format!("{}: semi-sync status vanished", self.label)))
+    }
+
+    fn read_opt(&mut self) -> Result<Option<SemiSync>> {
+        let pairs = |rows: Vec<(String, String)>| -> BTreeMap<String, String> {
+            rows.into_iter()
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect()
+        };
+        let status = pairs(
+            self.conn
+                .query("SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
+                .map_err(|e| merr("Rpl_semi_sync_master status", e))?,
+        );
+        let variables = pairs(
+            self.conn
+                .query("SHOW GLOBAL VARIABLES LIKE 'rpl_semi_sync_master_%'")
+                .map_err(|e| merr("rpl_semi_sync_master variables", e))?,
+        );
+        // SHOW MASTER STATUS needs a privilege (REPLICATION CLIENT / BINLOG MONITOR): the
+        // binlog's rate is left out without it.
+        let binlog: Option<(String, u64)> = self
+            .conn
+            .query_first::<mysql::Row, _>("SHOW MASTER STATUS")
+            .ok()
+            .flatten()
+            .and_then(|r| {
+                let v = r.unwrap();
+                Some((text(v.first()?), num(v.get(1)?) as u64))
+            });
+        Ok(semisync_from(&status, &variables, binlog))
+    }
+}

@@ -257,7 +257,7 @@ impl Collector {
             self.engine
                 .own_pid()
                 .into_iter()
-                .chain(self.repl.as_ref().map(|r| r.own_pid()))
+                .chain(self.repl.as_ref().and_then(|r| r.own_pid()))
                 .collect(),
         );
         let taken = self.sampler.take_some(slow);

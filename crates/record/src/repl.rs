@@ -7,15 +7,33 @@
 //! current position (bytes), and the write, flush and replay lags PostgreSQL measures (µs,
 //! charted as ms; missing while a standby is idle and caught up). For the primary (`replication.…`): WAL
 //! written (a counter) and the commits waiting for a synchronous standby.
+//!
+//! A MariaDB primary with semi-synchronous replication gives `semisync.…` (whether commits
+//! wait for an acknowledgement now, the replicas that acknowledge, commits acknowledged and
+//! not, and their wait) and the same `replication.commits_waiting`.
 
+use plumb_engine::mariadb::{SemiSync, SemiSyncWatcher};
 use plumb_engine::repl::{Pipeline, Watcher};
+
+/// What is watched: a PostgreSQL primary's WAL senders, or a MariaDB primary's semi-sync.
+pub enum Source {
+    Postgres(Watcher),
+    Mariadb(SemiSyncWatcher),
+}
+
+/// One reading of either.
+#[derive(Debug, Clone)]
+pub enum Reading {
+    Postgres(Pipeline),
+    Mariadb(SemiSync),
+}
 
 use plumb_analyze::repl::SILENT_AFTER_S;
 
 pub struct ReplSampler {
-    watcher: Watcher,
+    source: Source,
     /// The last reading, for a live view.
-    pub last: Option<Pipeline>,
+    pub last: Option<Reading>,
     /// Why the last reading failed, once (the primary went away).
     pub failed: Option<String>,
 }
@@ -101,27 +119,51 @@ pub fn rows(p: &Pipeline) -> Vec<(String, bool, u64)> {
     out
 }
 
+/// The rows of a MariaDB semi-sync reading.
+pub fn semisync_rows(m: &SemiSync) -> Vec<(String, bool, u64)> {
+    vec![
+        ("replication.commits_waiting".to_string(), true, m.waiting),
+        ("semisync.active".to_string(), true, m.active as u64),
+        ("semisync.clients".to_string(), true, m.clients),
+        ("semisync.yes_tx".to_string(), false, m.yes_tx),
+        ("semisync.no_tx".to_string(), false, m.no_tx),
+        ("semisync.tx_wait_us".to_string(), false, m.tx_wait_us),
+        ("semisync.tx_waits".to_string(), false, m.tx_waits),
+    ]
+}
+
 impl ReplSampler {
-    pub fn new(watcher: Watcher) -> ReplSampler {
+    pub fn new(source: Source) -> ReplSampler {
         ReplSampler {
-            watcher,
+            source,
             last: None,
             failed: None,
         }
     }
 
-    /// The primary's server process serving plumb's session.
-    pub fn own_pid(&self) -> u32 {
-        self.watcher.backend_pid()
+    /// The primary's server process serving plumb's session (PostgreSQL's: a MariaDB
+    /// connection is a thread).
+    pub fn own_pid(&self) -> Option<u32> {
+        match &self.source {
+            Source::Postgres(w) => Some(w.backend_pid()),
+            Source::Mariadb(_) => None,
+        }
     }
 
     /// Read the pipeline now: its rows, or none when the primary cannot be read (`failed`
     /// says why).
     pub fn take(&mut self) -> Vec<(String, bool, u64)> {
-        match self.watcher.read() {
+        let reading = match &mut self.source {
+            Source::Postgres(w) => w.read().map(Reading::Postgres),
+            Source::Mariadb(w) => w.read().map(Reading::Mariadb),
+        };
+        match reading {
             Ok(p) => {
                 self.failed = None;
-                let r = rows(&p);
+                let r = match &p {
+                    Reading::Postgres(p) => rows(&p),
+                    Reading::Mariadb(m) => semisync_rows(m),
+                };
                 self.last = Some(p);
                 r
             }

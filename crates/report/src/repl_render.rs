@@ -6,7 +6,7 @@ use crate::fmt::short_time;
 use crate::html::escape;
 use crate::table::write_aligned;
 use crate::Render;
-use plumb_analyze::repl::{Lane, Stage, StageSummary, TimelineReport, WatchLine};
+use plumb_analyze::repl::{Lane, SemiSyncLine, Stage, StageSummary, TimelineReport, WatchLine};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -463,5 +463,63 @@ impl Render for WatchLine {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         let w = watch_name_width(self.standbys.iter().map(|s| s.name.as_str()));
         watch_text(self, w, out)
+    }
+}
+
+/// The MariaDB live view's header.
+pub fn semisync_header(out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>7}  {:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}",
+        "time",
+        "semi-sync",
+        "replicas",
+        "acknowledged/s",
+        "not acknowledged/s",
+        "commit wait",
+        "waiting (peak)"
+    )
+}
+
+/// One line of the MariaDB live view.
+pub fn semisync_text(l: &SemiSyncLine, out: &mut dyn Write) -> io::Result<()> {
+    let time = format!("{:.1}s", l.t_ms as f64 / 1000.0);
+    let state = match (l.enabled, l.active) {
+        (false, _) => "disabled",
+        (true, true) => "on",
+        (true, false) => "OFF",
+    };
+    let per_s = |v: Option<f64>| opt_or_dash(v.map(|v| format!("{v:.0}")));
+    if l.switched_off {
+        writeln!(
+            out,
+            "{time:>7}  semi-sync switched off: a commit waited {} without a replica's acknowledgement; the primary commits without waiting until a replica catches up",
+            l.timeout_ms
+                .map(|t| crate::fmt::latency_ms(t as f64))
+                .unwrap_or_else(|| "the timeout".into())
+        )?;
+    }
+    if l.switched_on {
+        writeln!(
+            out,
+            "{time:>7}  semi-sync back on: a replica acknowledges again"
+        )?;
+    }
+    writeln!(
+        out,
+        "{time:>7}  {state:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}",
+        l.clients,
+        per_s(l.acknowledged_per_s),
+        per_s(l.unacknowledged_per_s),
+        opt_or_dash(l.commit_wait_ms.map(crate::fmt::latency_ms)),
+        format!("{} ({})", l.commits_waiting, l.commits_waiting_peak),
+    )
+}
+
+impl Render for SemiSyncLine {
+    const KIND: &'static str = "repl_watch_semisync";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        semisync_text(self, out)
     }
 }

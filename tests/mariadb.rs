@@ -495,6 +495,10 @@ fn semisync_replication_watched_live() {
         "{early}"
     );
     assert!(early["commit_wait_ms"].as_f64().unwrap() > 0.0, "{early}");
+    assert!(
+        early["binlog_bytes_per_s"].as_f64().unwrap() > 0.0,
+        "{early}"
+    );
     // Then the switch, said once, and the primary committing without acknowledgements.
     let off: Vec<&Value> = lines.iter().filter(|l| l["switched_off"] == true).collect();
     assert_eq!(off.len(), 1, "{lines:?}");

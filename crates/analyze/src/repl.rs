@@ -707,6 +707,8 @@ pub struct SemiSyncLine {
     pub unacknowledged_per_s: Option<f64>,
     /// The mean wait of the commits that waited since the last line.
     pub commit_wait_ms: Option<f64>,
+    /// Binary log written per second (within one binlog file; none across a rotation).
+    pub binlog_bytes_per_s: Option<f64>,
     pub timeout_ms: Option<u64>,
     /// Semi-sync switched off (a commit waited the timeout without an acknowledgement: the
     /// primary goes on without its replica) or back on since the last line.
@@ -746,6 +748,13 @@ pub fn semisync_line(
         acknowledged_per_s: rate(|r| r.yes_tx),
         unacknowledged_per_s: rate(|r| r.no_tx),
         commit_wait_ms: wait,
+        binlog_bytes_per_s: match (prev, dt_s, last.binlog_position) {
+            (Some((_, p)), Some(dt), Some(b)) if dt > 0.0 => p
+                .binlog_position
+                .filter(|a| a >> 32 == b >> 32 && b >= *a)
+                .map(|a| (b - a) as f64 / dt),
+            _ => None,
+        },
         timeout_ms: last.timeout_ms,
         switched_off: states.windows(2).any(|w| w[0] && !w[1]),
         switched_on: states.windows(2).any(|w| !w[0] && w[1]),

@@ -470,14 +470,15 @@ impl Render for WatchLine {
 pub fn semisync_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
-        "{:>7}  {:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}",
+        "{:>7}  {:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}  {:>12}",
         "time",
         "semi-sync",
         "replicas",
         "acknowledged/s",
         "not acknowledged/s",
         "commit wait",
-        "waiting (peak)"
+        "waiting (peak)",
+        "binlog/s"
     )
 }
 
@@ -507,12 +508,16 @@ pub fn semisync_text(l: &SemiSyncLine, out: &mut dyn Write) -> io::Result<()> {
     }
     writeln!(
         out,
-        "{time:>7}  {state:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}",
+        "{time:>7}  {state:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}  {:>12}",
         l.clients,
         per_s(l.acknowledged_per_s),
         per_s(l.unacknowledged_per_s),
         opt_or_dash(l.commit_wait_ms.map(crate::fmt::latency_ms)),
         format!("{} ({})", l.commits_waiting, l.commits_waiting_peak),
+        opt_or_dash(
+            l.binlog_bytes_per_s
+                .map(|b| format!("{}/s", crate::fmt::bytes(b.round() as u64)))
+        ),
     )
 }
 

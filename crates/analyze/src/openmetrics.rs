@@ -161,9 +161,11 @@ fn base(rule: &crate::series::Rule, field: &str, scale: &Scale) -> (String, f64,
             let s = d.strip_suffix("_per_s").unwrap_or(d);
             (s.to_string(), scale.page_size_bytes, "bytes")
         }
-        How::PctOfTime(_) | How::PctOfTicks | How::TicksPct | How::PerOp(_) => {
-            counter_from_raw(field, scale)
-        }
+        How::PctOfTime(_)
+        | How::PctOfTicks
+        | How::TicksPct
+        | How::PerOp(_)
+        | How::PerOpScaled(..) => counter_from_raw(field, scale),
     }
 }
 

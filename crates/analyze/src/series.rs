@@ -19,6 +19,8 @@ pub enum How {
     PctOfTicks,
     /// Δfirst / Δsecond (milliseconds per I/O).
     PerOp(&'static str),
+    /// As PerOp, times a factor (µs per op recorded, ms per op shown).
+    PerOpScaled(&'static str, f64),
     /// Δticks / USER_HZ / Δt, in percent of one CPU.
     TicksPct,
     /// Δpages × page size / Δt.
@@ -1245,7 +1247,7 @@ pub const RULES: &[Rule] = &[
         "semisync",
         false,
         "active",
-        "active",
+        "active_count",
         How::Gauge(1.0),
         "",
         "1 while commits wait for a replica's acknowledgement (MariaDB Rpl_semi_sync_master_status; it switches off after a commit waited rpl_semi_sync_master_timeout)"
@@ -1281,9 +1283,9 @@ pub const RULES: &[Rule] = &[
         "semisync",
         false,
         "tx_wait_us",
-        "commit_wait_us",
-        How::PerOp("tx_waits"),
-        "µs",
+        "commit_wait_ms",
+        How::PerOpScaled("tx_waits", 0.001),
+        "ms",
         "mean time a commit waited for an acknowledgement"
     ),
     r!(
@@ -1513,12 +1515,16 @@ pub fn compute(rec: &Recording, info: &MetricInfo) -> Vec<f64> {
                 }
             }
         }
-        How::PerOp(ops) => {
+        How::PerOp(ops) | How::PerOpScaled(ops, _) => {
+            let f = match r.how {
+                How::PerOpScaled(_, f) => f,
+                _ => 1.0,
+            };
             if let Some(o) = col(rec, &format!("{}{ops}", info.prefix)) {
                 for (j, i) in pairs() {
                     if let (Some(d), Some(k)) = (delta(raw, j, i), delta(o, j, i)) {
                         if k > 0.0 {
-                            out[i] = d / k;
+                            out[i] = d / k * f;
                         }
                     }
                 }

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 
+pub mod ag;
 pub mod delta;
 pub mod durability;
 pub mod interference;

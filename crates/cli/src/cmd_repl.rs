@@ -30,6 +30,16 @@ pub enum ReplCmd {
     /// second, and with --out kept in a recording that `plumb report` charts (with the host's
     /// CPU, disks and both servers' processes). Read-only. Ctrl-C stops.
     Watch(WatchArgs),
+    /// Print the Extended Events session that follows one commit through a synchronous SQL
+    /// Server Availability Group (the log block's way to the secondary's harden and back), to
+    /// run on the primary and on the secondary. Written from the documentation; not tested
+    /// against a live Availability Group.
+    XeSession(XeSessionArgs),
+    /// Merge the two replicas' events of that session into the timeline of one commit, from
+    /// the servers (read back with sys.fn_xe_file_target_read_file) or from files; where the
+    /// two clocks disagree, the secondary's events are shifted to keep cause before effect,
+    /// and the report says by how much. Not tested against a live Availability Group.
+    XeTimeline(XeTimelineArgs),
 }
 
 #[derive(Debug, Args)]
@@ -105,6 +115,8 @@ pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
     match &a.cmd {
         ReplCmd::Timeline(t) => timeline(g, t),
         ReplCmd::Watch(w) => watch(g, w),
+        ReplCmd::XeSession(x) => xe_session(x),
+        ReplCmd::XeTimeline(x) => xe_timeline(g, x),
     }
 }
 
@@ -407,4 +419,115 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
     } else {
         0
     })
+}
+
+#[derive(Debug, Args)]
+pub struct XeSessionArgs {
+    /// The session's name (letters, digits and _), also its event files' name.
+    #[arg(long, value_name = "NAME", default_value = "plumb_ag_commit")]
+    pub name: String,
+}
+
+#[derive(Debug, Args)]
+pub struct XeTimelineArgs {
+    /// The primary replica (mssql://…): its events are read back with
+    /// sys.fn_xe_file_target_read_file.
+    #[arg(long, value_name = "URL", requires = "standby", conflicts_with_all = ["primary_events", "standby_events"])]
+    pub primary: Option<String>,
+    /// The synchronous secondary replica (mssql://…).
+    #[arg(long, value_name = "URL", requires = "primary")]
+    pub standby: Option<String>,
+    /// Or the primary's events from a file: event_data XML, one event after another (as
+    /// sqlcmd prints the read-back query's rows).
+    #[arg(long, value_name = "FILE", requires = "standby_events")]
+    pub primary_events: Option<PathBuf>,
+    /// The secondary's events from a file, as --primary-events.
+    #[arg(long, value_name = "FILE", requires = "primary_events")]
+    pub standby_events: Option<PathBuf>,
+    /// The session whose event files are read (with --primary and --standby).
+    #[arg(long, value_name = "NAME", default_value = "plumb_ag_commit")]
+    pub session: String,
+    /// Read the logins' password from this file (not readable by others); else the URL's or
+    /// MSSQL_PASSWORD.
+    #[arg(long, value_name = "FILE", requires = "primary")]
+    pub password_file: Option<PathBuf>,
+}
+
+/// A session name that can go into the script and the query as it is.
+fn session_name(flag: &str, n: &str) -> Result<()> {
+    if n.is_empty() || n.len() > 100 || !n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        bail!("{flag} {n}: use letters, digits and _ (it names the session and its files)");
+    }
+    Ok(())
+}
+
+fn xe_session(a: &XeSessionArgs) -> Result<i32> {
+    session_name("--name", &a.name)?;
+    print!("{}", plumb_engine::mssql_xe::session_script(&a.name));
+    Ok(0)
+}
+
+fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
+    use plumb_engine::mssql_xe::{parse_events, read_query, XeEvent};
+    session_name("--session", &a.session)?;
+    let from_file = |flag: &str, p: &std::path::Path| -> Result<Vec<XeEvent>> {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| anyhow!("{flag} {}: {e}", p.display()))?;
+        let evs = parse_events(&text).map_err(|e| anyhow!("{flag} {}: {e}", p.display()))?;
+        if evs.is_empty() {
+            bail!("{flag} {}: no <event> in it", p.display());
+        }
+        Ok(evs)
+    };
+    let from_server = |flag: &str, url: &str| -> Result<Vec<XeEvent>> {
+        let t = crate::engine_target(flag, url, a.password_file.as_deref())?;
+        if t.kind()? != plumb_engine::Kind::Sqlserver {
+            bail!(
+                "{flag} {}: an Availability Group's events are SQL Server's (mssql://…)",
+                t.shown()
+            );
+        }
+        let mut c =
+            plumb_engine::mssql::MssqlConn::connect(&t).map_err(|e| anyhow!("{flag} {e}"))?;
+        let rs = c
+            .query("the session's event files", &read_query(&a.session))
+            .map_err(|e| anyhow!("{flag} {}: {e}", t.shown()))?;
+        let col = rs
+            .columns
+            .iter()
+            .position(|c| c.eq_ignore_ascii_case("event_data"))
+            .ok_or_else(|| {
+                anyhow!(
+                    "{flag} {}: the read-back query returned no event_data",
+                    t.shown()
+                )
+            })?;
+        let mut evs = Vec::new();
+        for r in &rs.rows {
+            if let Some(x) = r.get(col) {
+                evs.extend(
+                    parse_events(&x.text()).map_err(|e| anyhow!("{flag} {}: {e}", t.shown()))?,
+                );
+            }
+        }
+        if evs.is_empty() {
+            bail!(
+                "{flag} {}: the session {} has no events (was it started, and one commit made on the primary?)",
+                t.shown(),
+                a.session
+            );
+        }
+        Ok(evs)
+    };
+    let (p, s) = match (&a.primary_events, &a.standby_events, &a.primary, &a.standby) {
+        (Some(pf), Some(sf), _, _) => (
+            from_file("--primary-events", pf)?,
+            from_file("--standby-events", sf)?,
+        ),
+        (_, _, Some(pu), Some(su)) => (from_server("--primary", pu)?, from_server("--standby", su)?),
+        _ => bail!("give --primary URL and --standby URL, or --primary-events FILE and --standby-events FILE"),
+    };
+    let t = plumb_analyze::ag::ag_timeline(&p, &s);
+    crate::emit(g, &t)?;
+    Ok(0)
 }

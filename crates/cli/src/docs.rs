@@ -169,6 +169,13 @@ fn examples(path: &str) -> &'static [(&'static str, &'static str)] {
             ("What a command asks of the kernel", "sudo plumb trace -- pgbench -c 4 -T 10 shop"),
             ("The database server's processes for 30 s", "sudo plumb trace --engine-server --duration 30s"),
         ],
+        "repl xe-session" => &[
+            ("The session, to run on both replicas with sqlcmd", "plumb repl xe-session > ag-commit.sql"),
+        ],
+        "repl xe-timeline" => &[
+            ("From both replicas, after one INSERT on the primary", "plumb repl xe-timeline --primary 'mssql://plumb@sql1/master' --standby 'mssql://plumb@sql2/master' --password-file ~/.sqlpw"),
+            ("From files of the read-back query's rows", "plumb repl xe-timeline --primary-events sql1.xml --standby-events sql2.xml"),
+        ],
         "repl watch" => &[
             ("A standby plumb made, live, 10 readings a second", "plumb repl watch --standby-dir /var/tmp/pg-standby"),
             ("Your primary for an hour, kept for plumb report", "plumb repl watch --primary 'postgres:///shop?host=/run/postgresql' --duration 1h --out repl.plumb"),

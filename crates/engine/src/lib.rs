@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 pub mod mariadb;
 pub mod mssql;
+pub mod mssql_xe;
 pub mod pg;
 pub mod private;
 pub mod repl;

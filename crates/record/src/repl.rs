@@ -161,7 +161,7 @@ impl ReplSampler {
             Ok(p) => {
                 self.failed = None;
                 let r = match &p {
-                    Reading::Postgres(p) => rows(&p),
+                    Reading::Postgres(p) => rows(p),
                     Reading::Mariadb(m) => semisync_rows(m),
                 };
                 self.last = Some(p);

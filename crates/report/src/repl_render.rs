@@ -6,6 +6,7 @@ use crate::fmt::short_time;
 use crate::html::escape;
 use crate::table::write_aligned;
 use crate::Render;
+use plumb_analyze::ag::{AgTimeline, Replica};
 use plumb_analyze::repl::{Lane, SemiSyncLine, Stage, StageSummary, TimelineReport, WatchLine};
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -526,5 +527,84 @@ impl Render for SemiSyncLine {
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         semisync_text(self, out)
+    }
+}
+
+/// Microseconds with their sign: `+1.20 ms`, `-850 µs`.
+fn signed(us: f64) -> String {
+    format!(
+        "{}{}",
+        if us < 0.0 { "-" } else { "+" },
+        short_time(us.abs() / 1e6)
+    )
+}
+
+/// `plumb repl xe-timeline`: one commit through an Availability Group.
+pub fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "one commit through a SQL Server Availability Group: {} events, {} from the first to the last",
+        t.steps.len(),
+        short_time(t.span_us / 1e6)
+    )?;
+    if t.secondary_shift_us != 0.0 {
+        writeln!(
+            out,
+            "the secondary's events are shifted by {}{}: its clock disagrees with the primary's by at least that much (a log block cannot arrive before it was sent)",
+            if t.secondary_shift_us > 0.0 { "+" } else { "-" },
+            short_time(t.secondary_shift_us.abs() / 1e6)
+        )?;
+    } else if let Some((lo, hi)) = t.offset_window_us {
+        writeln!(
+            out,
+            "the secondary's clock is off the primary's by between {} and {} (what the two crossings allow); the order across replicas is only as good as that",
+            signed(lo),
+            signed(hi)
+        )?;
+    }
+    writeln!(out)?;
+    let rows: Vec<Vec<String>> = t
+        .steps
+        .iter()
+        .map(|s| {
+            vec![
+                match s.what {
+                    Some(w) => format!("{} ({w})", s.event),
+                    None => s.event.clone(),
+                },
+                match s.replica {
+                    Replica::Primary => "primary".into(),
+                    Replica::Secondary => "secondary".into(),
+                },
+                short_time(s.t_us / 1e6),
+                short_time(s.gap_us / 1e6),
+                s.duration
+                    .clone()
+                    .unwrap_or_else(|| crate::fmt::MISSING.into()),
+            ]
+        })
+        .collect();
+    write_aligned(
+        out,
+        &[
+            "event (what it marks)",
+            "replica",
+            "at",
+            "after the last",
+            "duration field",
+        ],
+        &rows,
+    )?;
+    if !t.missing.is_empty() {
+        writeln!(out, "\nnot seen: {}", t.missing.join(", "))?;
+    }
+    Ok(())
+}
+
+impl Render for AgTimeline {
+    const KIND: &'static str = "repl_ag_timeline";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        ag_text(self, out)
     }
 }

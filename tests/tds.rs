@@ -602,3 +602,174 @@ fn a_delta_reads_the_sessions_waits_and_samples_the_run_queue() {
     let said = v["unavailable"].to_string();
     assert!(said.contains("Invalid object name"), "{said}");
 }
+
+/// An Availability Group's primary: two secondary databases (documented columns of
+/// sys.dm_hadr_database_replica_states; queues in KB), the synchronous one dropping out of
+/// SYNCHRONIZED after a few readings.
+#[test]
+fn an_availability_group_is_watched_through_tds() {
+    static READS: AtomicI64 = AtomicI64::new(0);
+    fn ag(sql: &str) -> Answer {
+        use V::*;
+        let t = |n: &'static str| (n, true);
+        let i = |n: &'static str| (n, false);
+        if !sql.contains("sys.dm_hadr_database_replica_states") {
+            return server_2022(sql);
+        }
+        let k = READS.fetch_add(1, Ordering::SeqCst);
+        let state = if k < 6 {
+            "SYNCHRONIZED"
+        } else {
+            "NOT SYNCHRONIZING"
+        };
+        Answer::Rows(
+            vec![
+                t("database_name"),
+                t("replica_server_name"),
+                t("availability_mode_desc"),
+                i("is_local"),
+                i("is_primary_replica"),
+                t("synchronization_state_desc"),
+                t("synchronization_health_desc"),
+                i("log_send_queue_size"),
+                i("log_send_rate"),
+                i("redo_queue_size"),
+                i("redo_rate"),
+                i("secondary_lag_seconds"),
+            ],
+            vec![
+                vec![
+                    Text("sales"),
+                    Text("sql1"),
+                    Text("SYNCHRONOUS_COMMIT"),
+                    Int(1),
+                    Int(1),
+                    Text("SYNCHRONIZED"),
+                    Text("HEALTHY"),
+                    Null,
+                    Null,
+                    Null,
+                    Null,
+                    Null,
+                ],
+                vec![
+                    Text("sales"),
+                    Text("sql2"),
+                    Text("SYNCHRONOUS_COMMIT"),
+                    Int(0),
+                    Int(0),
+                    Text(state),
+                    Text("HEALTHY"),
+                    Int(2048),
+                    Int(51200),
+                    Int(512),
+                    Int(40960),
+                    Int(0),
+                ],
+                vec![
+                    Text("sales"),
+                    Text("sql3"),
+                    Text("ASYNCHRONOUS_COMMIT"),
+                    Int(0),
+                    Int(0),
+                    Text("SYNCHRONIZING"),
+                    Text("HEALTHY"),
+                    Int(81920),
+                    Int(10240),
+                    Int(4096),
+                    Int(8192),
+                    Int(12),
+                ],
+            ],
+        )
+    }
+    let s = start(Login::Ok, ag);
+    let o = plumb()
+        .args(["repl", "watch", "--primary"])
+        .arg(format!(
+            "mssql://plumb@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .args(["--duration", "2s", "--json"])
+        .env("MSSQL_PASSWORD", "Secret1")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!out.contains("Secret1"));
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 2, "{out}");
+    let first = &lines[0];
+    assert_eq!(first["kind"], "repl_watch_hadr");
+    let sql2 = first["replicas"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["server"] == "sql2")
+        .unwrap();
+    // KB as SQL Server gives them, made bytes.
+    assert_eq!(sql2["send_queue_bytes"].as_f64().unwrap(), 2048.0 * 1024.0);
+    assert_eq!(
+        sql2["redo_rate_bytes_per_s"].as_f64().unwrap(),
+        40960.0 * 1024.0
+    );
+    // The synchronous secondary's fall out of SYNCHRONIZED is said once, when it happens.
+    let changes: Vec<String> = lines
+        .iter()
+        .flat_map(|l| {
+            l["changes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap().to_string())
+        })
+        .collect();
+    assert_eq!(
+        changes,
+        ["sql2/sales: SYNCHRONIZED → NOT SYNCHRONIZING"],
+        "{out}"
+    );
+    // A server without Availability Group databases is refused by name.
+    fn none(sql: &str) -> Answer {
+        if sql.contains("sys.dm_hadr_database_replica_states") {
+            // The documented columns, no rows.
+            let cols = [
+                ("database_name", true),
+                ("replica_server_name", true),
+                ("availability_mode_desc", true),
+                ("is_local", false),
+                ("is_primary_replica", false),
+                ("synchronization_state_desc", true),
+                ("synchronization_health_desc", true),
+                ("log_send_queue_size", false),
+                ("log_send_rate", false),
+                ("redo_queue_size", false),
+                ("redo_rate", false),
+                ("secondary_lag_seconds", false),
+            ];
+            Answer::Rows(cols.to_vec(), vec![])
+        } else {
+            server_2022(sql)
+        }
+    }
+    let s = start(Login::Ok, none);
+    let o = plumb()
+        .args(["repl", "watch", "--primary"])
+        .arg(format!(
+            "mssql://plumb@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .args(["--duration", "1s"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no Availability Group databases"), "{err}");
+}

@@ -140,6 +140,10 @@ fn base(rule: &crate::series::Rule, field: &str, scale: &Scale) -> (String, f64,
                 (d.to_string(), f, "bytes")
             } else if let Some(s) = d.strip_suffix("_count") {
                 (s.to_string(), f, "")
+            } else if let Some(s) = d.strip_suffix("_bytes_per_s") {
+                // A rate the server averages itself, kept as a gauge (as a link's speed is):
+                // `send_rate_bytes`.
+                (format!("{s}_bytes"), f, "bytes")
             } else {
                 (d.to_string(), f, "")
             }

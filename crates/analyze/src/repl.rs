@@ -692,6 +692,59 @@ pub fn watch_line(
     })
 }
 
+/// `plumb repl watch` on a SQL Server Availability Group's primary: its replicas' databases now.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct HadrLine {
+    pub t_ms: u64,
+    pub replicas: Vec<plumb_engine::mssql::HadrReplica>,
+    /// State changes since the last line ("sql2/sales: SYNCHRONIZED → NOT SYNCHRONIZING").
+    pub changes: Vec<String>,
+}
+
+/// The last reading, and what changed state since the reading before the line.
+pub fn hadr_line(
+    prev: Option<&(u64, Vec<plumb_engine::mssql::HadrReplica>)>,
+    readings: &[(u64, Vec<plumb_engine::mssql::HadrReplica>)],
+) -> Option<HadrLine> {
+    let (t_ms, last) = readings.last()?;
+    let mut changes = Vec::new();
+    let mut before = prev.map(|p| p.1.clone());
+    for (_, now) in readings {
+        if let Some(b) = &before {
+            for r in now {
+                let old = b
+                    .iter()
+                    .find(|x| x.server == r.server && x.database == r.database);
+                match old {
+                    Some(o) if o.state != r.state => changes.push(format!(
+                        "{}/{}: {} → {}",
+                        r.server, r.database, o.state, r.state
+                    )),
+                    None => changes.push(format!(
+                        "{}/{}: appeared ({})",
+                        r.server, r.database, r.state
+                    )),
+                    _ => {}
+                }
+            }
+            for o in b {
+                if !now
+                    .iter()
+                    .any(|x| x.server == o.server && x.database == o.database)
+                {
+                    changes.push(format!("{}/{}: gone", o.server, o.database));
+                }
+            }
+        }
+        before = Some(now.clone());
+    }
+    Some(HadrLine {
+        t_ms: *t_ms,
+        replicas: last.clone(),
+        changes,
+    })
+}
+
 /// `plumb repl watch` on a MariaDB primary: one line of semi-synchronous replication.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SemiSyncLine {

@@ -1244,6 +1244,60 @@ pub const RULES: &[Rule] = &[
         "how long the longest-waiting of those commits has run its statement"
     ),
     r!(
+        "hadr",
+        true,
+        "send_queue_bytes",
+        "send_queue_bytes",
+        How::Gauge(1.0),
+        "B",
+        "log not yet sent to this secondary database (SQL Server log_send_queue_size)"
+    ),
+    r!(
+        "hadr",
+        true,
+        "send_rate_bytes",
+        "send_rate_bytes_per_s",
+        How::Gauge(1.0),
+        "B/s",
+        "the rate log is sent to it, as SQL Server averages it (log_send_rate)"
+    ),
+    r!(
+        "hadr",
+        true,
+        "redo_queue_bytes",
+        "redo_queue_bytes",
+        How::Gauge(1.0),
+        "B",
+        "log received and not yet redone on it (redo_queue_size)"
+    ),
+    r!(
+        "hadr",
+        true,
+        "redo_rate_bytes",
+        "redo_rate_bytes_per_s",
+        How::Gauge(1.0),
+        "B/s",
+        "its redo rate, as SQL Server averages it (redo_rate)"
+    ),
+    r!(
+        "hadr",
+        true,
+        "lag_ms",
+        "secondary_lag_ms",
+        How::Gauge(1.0),
+        "ms",
+        "how far it is behind the primary (secondary_lag_seconds, SQL Server 2016 and later)"
+    ),
+    r!(
+        "hadr",
+        true,
+        "synchronized",
+        "synchronized_count",
+        How::Gauge(1.0),
+        "",
+        "1 while it is SYNCHRONIZED"
+    ),
+    r!(
         "semisync",
         false,
         "active",

@@ -151,12 +151,6 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         }
         (None, Some(url)) => {
             let t = crate::engine_target("--primary", url, None)?;
-            if t.kind()? == plumb_engine::Kind::Sqlserver {
-                bail!(
-                    "--primary {}: an Availability Group is watched with its DMVs, which plumb repl watch does not read yet; PostgreSQL (postgres://) and MariaDB (mysql://, mariadb://) are watched",
-                    t.shown()
-                );
-            }
             (t, Vec::new())
         }
         (None, None) => bail!("give --primary URL or --standby-dir DIR"),
@@ -168,6 +162,9 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     let watched = match primary.kind()? {
         plumb_engine::Kind::Mariadb => {
             Watched::Mariadb(plumb_engine::mariadb::SemiSyncWatcher::connect(&primary)?)
+        }
+        plumb_engine::Kind::Sqlserver => {
+            Watched::Sqlserver(plumb_engine::mssql::HadrWatcher::connect(&primary)?)
         }
         _ => Watched::Postgres(plumb_engine::repl::Watcher::connect(&primary)?),
     };
@@ -264,7 +261,7 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
                 Reading::Postgres(_) => {
                     let pg = |r: &(u64, Reading)| match &r.1 {
                         Reading::Postgres(p) => Some((r.0, p.clone())),
-                        Reading::Mariadb(_) => None,
+                        _ => None,
                     };
                     let before = prev.as_ref().and_then(pg);
                     let now: Vec<(u64, Pipeline)> = readings.iter().filter_map(pg).collect();
@@ -295,7 +292,7 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
                 Reading::Mariadb(_) => {
                     let my = |r: &(u64, Reading)| match &r.1 {
                         Reading::Mariadb(m) => Some((r.0, m.clone())),
-                        Reading::Postgres(_) => None,
+                        _ => None,
                     };
                     let before = prev.as_ref().and_then(my);
                     let now: Vec<(u64, plumb_engine::mariadb::SemiSync)> =
@@ -316,6 +313,29 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
                                 plumb_report::repl_render::semisync_header(&mut out)?;
                             }
                             plumb_report::repl_render::semisync_text(&line, &mut out)?;
+                        }
+                    }
+                }
+                Reading::Sqlserver(_) => {
+                    let ms = |r: &(u64, Reading)| match &r.1 {
+                        Reading::Sqlserver(h) => Some((r.0, h.clone())),
+                        _ => None,
+                    };
+                    let before = prev.as_ref().and_then(ms);
+                    let now: Vec<_> = readings.iter().filter_map(ms).collect();
+                    if let Some(line) = plumb_analyze::repl::hadr_line(before.as_ref(), &now) {
+                        if let Source::Recording(r) = &source {
+                            for c in &line.changes {
+                                r.mark_at(line.t_ms, c, None)?;
+                            }
+                        }
+                        if json {
+                            plumb_report::write_json_line(&line, "repl_watch_hadr", &mut out)?;
+                        } else {
+                            if first {
+                                plumb_report::repl_render::hadr_header(&mut out)?;
+                            }
+                            plumb_report::repl_render::hadr_text(&line, &mut out)?;
                         }
                     }
                 }

@@ -1433,3 +1433,125 @@ impl std::fmt::Debug for MssqlConn {
         write!(f, "MssqlConn({}, session {})", self.label, self.session_id)
     }
 }
+
+// ---- Availability Groups: the live view ----
+
+/// Each database of each replica of the server's Availability Groups (documented columns of
+/// sys.dm_hadr_database_replica_states; secondary_lag_seconds is 2016's). Queues in KB, rates
+/// in KB/s as SQL Server gives them. Needs VIEW SERVER STATE (2022: VIEW SERVER PERFORMANCE
+/// STATE).
+pub const HADR_REPLICAS: &str = "SELECT DB_NAME(drs.database_id) AS database_name, \
+ar.replica_server_name, ar.availability_mode_desc, drs.is_local, drs.is_primary_replica, \
+drs.synchronization_state_desc, drs.synchronization_health_desc, drs.log_send_queue_size, \
+drs.log_send_rate, drs.redo_queue_size, drs.redo_rate, drs.secondary_lag_seconds \
+FROM sys.dm_hadr_database_replica_states AS drs \
+JOIN sys.availability_replicas AS ar ON ar.replica_id = drs.replica_id";
+
+/// One database on one replica, as the primary sees it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct HadrReplica {
+    pub database: String,
+    pub server: String,
+    /// SYNCHRONOUS_COMMIT, ASYNCHRONOUS_COMMIT, CONFIGURATION_ONLY.
+    pub mode: String,
+    pub is_local: bool,
+    pub is_primary: bool,
+    /// SYNCHRONIZED, SYNCHRONIZING, NOT SYNCHRONIZING, …
+    pub state: String,
+    pub health: String,
+    /// Log not yet sent to this secondary, and the rate it is sent at.
+    pub send_queue_bytes: Option<f64>,
+    pub send_rate_bytes_per_s: Option<f64>,
+    /// Log received and not yet redone, and the redo rate.
+    pub redo_queue_bytes: Option<f64>,
+    pub redo_rate_bytes_per_s: Option<f64>,
+    pub secondary_lag_s: Option<f64>,
+}
+
+/// The replica rows of [`HADR_REPLICAS`]; a column missing is an error naming it.
+pub fn parse_hadr(rs: &ResultSet) -> Result<Vec<HadrReplica>> {
+    let c = |n: &str| rs.col(n);
+    let (db, srv, mode, local, primary, state, health) = (
+        c("database_name")?,
+        c("replica_server_name")?,
+        c("availability_mode_desc")?,
+        c("is_local")?,
+        c("is_primary_replica")?,
+        c("synchronization_state_desc")?,
+        c("synchronization_health_desc")?,
+    );
+    let (sq, sr, rq, rr, lag) = (
+        c("log_send_queue_size")?,
+        c("log_send_rate")?,
+        c("redo_queue_size")?,
+        c("redo_rate")?,
+        c("secondary_lag_seconds")?,
+    );
+    Ok(rs
+        .rows
+        .iter()
+        .map(|r| {
+            let t = |i: usize| r.get(i).map(Cell::text).unwrap_or_default();
+            let f = |i: usize| r.get(i).and_then(Cell::f64);
+            let kb = |i: usize| f(i).map(|v| v * 1024.0);
+            HadrReplica {
+                database: t(db),
+                server: t(srv),
+                mode: t(mode),
+                is_local: f(local) == Some(1.0),
+                is_primary: f(primary) == Some(1.0),
+                state: t(state),
+                health: t(health),
+                send_queue_bytes: kb(sq),
+                send_rate_bytes_per_s: kb(sr),
+                redo_queue_bytes: kb(rq),
+                redo_rate_bytes_per_s: kb(rr),
+                secondary_lag_s: f(lag),
+            }
+        })
+        .collect())
+}
+
+/// A read-only session on an Availability Group's primary for its live view.
+pub struct HadrWatcher {
+    conn: MssqlConn,
+    major: u32,
+}
+
+impl HadrWatcher {
+    pub fn connect(t: &Target) -> Result<HadrWatcher> {
+        let mut conn = MssqlConn::connect(t)?;
+        let server = conn.query("server", queries::SERVER)?;
+        let major = check_version(&server)?;
+        let mut w = HadrWatcher { conn, major };
+        if w.read()?.is_empty() {
+            return Err(Error::Url(format!(
+                "--primary {}: this server has no Availability Group databases (sys.dm_hadr_database_replica_states is empty)",
+                t.shown()
+            )));
+        }
+        Ok(w)
+    }
+
+    pub fn read(&mut self) -> Result<Vec<HadrReplica>> {
+        match self
+            .conn
+            .query("sys.dm_hadr_database_replica_states", HADR_REPLICAS)
+        {
+            Ok(rs) => parse_hadr(&rs),
+            Err(Error::Query { what, message, .. })
+                if message.to_ascii_lowercase().contains("permission") =>
+            {
+                Err(Error::Query {
+                    what,
+                    message: format!(
+                        "{message}; the login needs {}",
+                        state_permission(self.major)
+                    ),
+                    source: None,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

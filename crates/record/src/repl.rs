@@ -13,12 +13,14 @@
 //! not, and their wait) and the same `replication.commits_waiting`.
 
 use plumb_engine::mariadb::{SemiSync, SemiSyncWatcher};
+use plumb_engine::mssql::{HadrReplica, HadrWatcher};
 use plumb_engine::repl::{Pipeline, Watcher};
 
 /// What is watched: a PostgreSQL primary's WAL senders, or a MariaDB primary's semi-sync.
 pub enum Source {
     Postgres(Watcher),
     Mariadb(SemiSyncWatcher),
+    Sqlserver(HadrWatcher),
 }
 
 /// One reading of either.
@@ -26,6 +28,7 @@ pub enum Source {
 pub enum Reading {
     Postgres(Pipeline),
     Mariadb(SemiSync),
+    Sqlserver(Vec<HadrReplica>),
 }
 
 use plumb_analyze::repl::SILENT_AFTER_S;
@@ -132,6 +135,32 @@ pub fn semisync_rows(m: &SemiSync) -> Vec<(String, bool, u64)> {
     ]
 }
 
+/// The rows of an Availability Group reading: per secondary database (`hadr.SERVER_DB.…`),
+/// its queues, rates, lag and whether it is synchronized.
+pub fn hadr_rows(h: &[HadrReplica]) -> Vec<(String, bool, u64)> {
+    let mut out = Vec::new();
+    for r in h.iter().filter(|r| !r.is_primary) {
+        let o = object_name(&format!("{}_{}", r.server, r.database));
+        let n = |v: Option<f64>| {
+            v.filter(|v| v.is_finite() && *v >= 0.0)
+                .map(|v| v.round() as u64)
+        };
+        for (field, v) in [
+            ("send_queue_bytes", n(r.send_queue_bytes)),
+            ("send_rate_bytes", n(r.send_rate_bytes_per_s)),
+            ("redo_queue_bytes", n(r.redo_queue_bytes)),
+            ("redo_rate_bytes", n(r.redo_rate_bytes_per_s)),
+            ("lag_ms", n(r.secondary_lag_s.map(|s| s * 1000.0))),
+            ("synchronized", Some((r.state == "SYNCHRONIZED") as u64)),
+        ] {
+            if let Some(v) = v {
+                out.push((format!("hadr.{o}.{field}"), true, v));
+            }
+        }
+    }
+    out
+}
+
 impl ReplSampler {
     pub fn new(source: Source) -> ReplSampler {
         ReplSampler {
@@ -146,7 +175,7 @@ impl ReplSampler {
     pub fn own_pid(&self) -> Option<u32> {
         match &self.source {
             Source::Postgres(w) => Some(w.backend_pid()),
-            Source::Mariadb(_) => None,
+            Source::Mariadb(_) | Source::Sqlserver(_) => None,
         }
     }
 
@@ -156,6 +185,7 @@ impl ReplSampler {
         let reading = match &mut self.source {
             Source::Postgres(w) => w.read().map(Reading::Postgres),
             Source::Mariadb(w) => w.read().map(Reading::Mariadb),
+            Source::Sqlserver(w) => w.read().map(Reading::Sqlserver),
         };
         match reading {
             Ok(p) => {
@@ -163,6 +193,7 @@ impl ReplSampler {
                 let r = match &p {
                     Reading::Postgres(p) => rows(p),
                     Reading::Mariadb(m) => semisync_rows(m),
+                    Reading::Sqlserver(h) => hadr_rows(h),
                 };
                 self.last = Some(p);
                 r

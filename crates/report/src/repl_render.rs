@@ -7,7 +7,9 @@ use crate::html::escape;
 use crate::table::write_aligned;
 use crate::Render;
 use plumb_analyze::ag::{AgTimeline, Replica};
-use plumb_analyze::repl::{Lane, SemiSyncLine, Stage, StageSummary, TimelineReport, WatchLine};
+use plumb_analyze::repl::{
+    HadrLine, Lane, SemiSyncLine, Stage, StageSummary, TimelineReport, WatchLine,
+};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 
@@ -606,5 +608,57 @@ impl Render for AgTimeline {
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         ag_text(self, out)
+    }
+}
+
+/// The Availability Group live view's header.
+pub fn hadr_header(out: &mut dyn Write) -> io::Result<()> {
+    writeln!(
+        out,
+        "{:>7}  {:<28}  {:<12}  {:<17}  {:>10}  {:>12}  {:>10}  {:>12}  {:>9}",
+        "time",
+        "replica/database",
+        "mode",
+        "state",
+        "send queue",
+        "send rate",
+        "redo queue",
+        "redo rate",
+        "lag"
+    )
+}
+
+/// One line of the Availability Group live view: a row per secondary database.
+pub fn hadr_text(l: &HadrLine, out: &mut dyn Write) -> io::Result<()> {
+    let time = format!("{:.1}s", l.t_ms as f64 / 1000.0);
+    for c in &l.changes {
+        writeln!(out, "{time:>7}  {c}")?;
+    }
+    let b = |v: Option<f64>| opt_or_dash(v.map(|v| crate::fmt::bytes(v.max(0.0) as u64)));
+    let r = |v: Option<f64>| {
+        opt_or_dash(v.map(|v| format!("{}/s", crate::fmt::bytes(v.max(0.0) as u64))))
+    };
+    for x in l.replicas.iter().filter(|x| !x.is_primary) {
+        writeln!(
+            out,
+            "{time:>7}  {:<28}  {:<12}  {:<17}  {:>10}  {:>12}  {:>10}  {:>12}  {:>9}",
+            format!("{}/{}", x.server, x.database),
+            x.mode.split('_').next().unwrap_or(""),
+            x.state,
+            b(x.send_queue_bytes),
+            r(x.send_rate_bytes_per_s),
+            b(x.redo_queue_bytes),
+            r(x.redo_rate_bytes_per_s),
+            opt_or_dash(x.secondary_lag_s.map(|s| crate::fmt::ms(s))),
+        )?;
+    }
+    Ok(())
+}
+
+impl Render for HadrLine {
+    const KIND: &'static str = "repl_watch_hadr";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        hadr_text(self, out)
     }
 }

@@ -24,11 +24,13 @@ pub enum ReplCmd {
     /// received, written and flushed on the standby, reported back, released, replayed. Both
     /// servers must run on this host. Needs root.
     Timeline(TimelineArgs),
-    /// Watch a primary's replication live: for each standby how much WAL is not yet sent,
-    /// flushed and replayed, the write, flush and replay lags, the WAL written per second and the
-    /// commits waiting for a synchronous standby; read up to 10 times a second, printed once a
-    /// second, and with --out kept in a recording that `plumb report` charts (with the host's
-    /// CPU, disks and both servers' processes). Read-only. Ctrl-C stops.
+    /// Watch a primary's replication live: on PostgreSQL, for each standby how much WAL is not
+    /// yet sent, flushed and replayed, the flush and replay lags, the WAL written per second and
+    /// the commits waiting for a synchronous standby; on MariaDB, semi-synchronous replication
+    /// (on or off, commits acknowledged and not, their wait); on SQL Server, each secondary
+    /// database's queues, rates and lag. Read up to 10 times a second, printed once a second,
+    /// and with --out kept in a recording that `plumb report` charts (with the host's CPU,
+    /// disks and the servers' processes). Read-only. Ctrl-C stops.
     Watch(WatchArgs),
     /// Print the Extended Events session that follows one commit through a synchronous SQL
     /// Server Availability Group (the log block's way to the secondary's harden and back), to
@@ -44,7 +46,8 @@ pub enum ReplCmd {
 
 #[derive(Debug, Args)]
 pub struct WatchArgs {
-    /// The primary (postgres://…). Its standbys are those streaming from it.
+    /// The primary (postgres://…, mysql:// or mariadb://…, mssql://…): its standbys, replicas or
+    /// secondaries are those it replicates to.
     #[arg(long, value_name = "URL", required_unless_present = "standby_dir")]
     pub primary: Option<String>,
     /// A standby plumb made (`plumb engine start --dir DIR --standby-of PRIMARY_DIR`): its

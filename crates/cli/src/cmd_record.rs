@@ -130,17 +130,24 @@ fn default_out() -> PathBuf {
     PathBuf::from(format!("plumb-{}.plumb", plumb_record::stamp()))
 }
 
-pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
-    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
-    if interval < Duration::from_millis(100) {
-        bail!("--interval {}: use 100ms or more", a.interval);
+/// A recorder's `--interval` (100 ms or more) and `--duration`.
+pub(crate) fn sampling(
+    interval: &str,
+    duration: Option<&str>,
+) -> Result<(Duration, Option<Duration>)> {
+    let i = parse_duration(interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    if i < Duration::from_millis(100) {
+        bail!("--interval {interval}: use 100ms or more");
     }
-    let duration = a
-        .duration
-        .as_deref()
+    let d = duration
         .map(parse_duration)
         .transpose()
         .map_err(|e| anyhow!("--duration: {e}"))?;
+    Ok((i, d))
+}
+
+pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
+    let (interval, duration) = sampling(&a.interval, a.duration.as_deref())?;
     let root = g.root()?;
     for &p in &a.pids {
         plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;

@@ -124,17 +124,8 @@ pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
 }
 
 fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
-    use plumb_load::units::{format_duration, parse_duration};
-    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
-    if interval < Duration::from_millis(100) {
-        bail!("--interval {}: use 100ms or more", a.interval);
-    }
-    let duration = a
-        .duration
-        .as_deref()
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| anyhow!("--duration: {e}"))?;
+    use plumb_load::units::format_duration;
+    let (interval, duration) = crate::cmd_record::sampling(&a.interval, a.duration.as_deref())?;
     let json = g.format() == plumb_report::Format::Json;
     if g.format() == plumb_report::Format::Csv {
         bail!("--format csv: plumb repl watch prints text or JSON Lines (--json); its recording (--out) exports to CSV with plumb export");

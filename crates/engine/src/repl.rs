@@ -113,6 +113,26 @@ fn lsn(row: &postgres::Row, i: usize) -> Option<Lsn> {
         .and_then(Lsn::parse)
 }
 
+/// A WAL sender from a row of pid, application_name, state, sync_state, the four positions,
+/// the current position and the three lags (columns 0–11), the reply's age in `reply_age`.
+fn sender_of(r: &postgres::Row, reply_age: usize) -> Sender {
+    Sender {
+        pid: r.get::<_, Option<i32>>(0).unwrap_or(0).max(0) as u32,
+        application_name: r.get(1),
+        state: r.get(2),
+        sync_state: r.get(3),
+        sent: lsn(r, 4),
+        written: lsn(r, 5),
+        flushed: lsn(r, 6),
+        replayed: lsn(r, 7),
+        current: lsn(r, 8),
+        write_lag_s: r.get(9),
+        flush_lag_s: r.get(10),
+        replay_lag_s: r.get(11),
+        reply_age_s: r.get(reply_age),
+    }
+}
+
 /// The primary's WAL senders (one per standby), in application_name order.
 pub fn senders(c: &mut postgres::Client) -> Result<Vec<Sender>> {
     let rows = c
@@ -127,24 +147,7 @@ pub fn senders(c: &mut postgres::Client) -> Result<Vec<Sender>> {
             &[],
         )
         .map_err(|e| query_err("pg_stat_replication", e))?;
-    Ok(rows
-        .iter()
-        .map(|r| Sender {
-            pid: r.get::<_, i32>(0).max(0) as u32,
-            application_name: r.get(1),
-            state: r.get(2),
-            sync_state: r.get(3),
-            sent: lsn(r, 4),
-            written: lsn(r, 5),
-            flushed: lsn(r, 6),
-            replayed: lsn(r, 7),
-            current: lsn(r, 8),
-            write_lag_s: r.get(9),
-            flush_lag_s: r.get(10),
-            replay_lag_s: r.get(11),
-            reply_age_s: r.get(12),
-        })
-        .collect())
+    Ok(rows.iter().map(|r| sender_of(r, 12)).collect())
 }
 
 /// The replication pipeline at one moment, as the primary sees it: its WAL position, each
@@ -190,21 +193,7 @@ pub fn pipeline(c: &mut postgres::Client) -> Result<Pipeline> {
         senders: rows
             .iter()
             .filter(|r| r.get::<_, Option<i32>>(0).is_some())
-            .map(|r| Sender {
-                pid: r.get::<_, Option<i32>>(0).unwrap_or(0).max(0) as u32,
-                application_name: r.get(1),
-                state: r.get(2),
-                sync_state: r.get(3),
-                sent: lsn(r, 4),
-                written: lsn(r, 5),
-                flushed: lsn(r, 6),
-                replayed: lsn(r, 7),
-                current: lsn(r, 8),
-                write_lag_s: r.get(9),
-                flush_lag_s: r.get(10),
-                replay_lag_s: r.get(11),
-                reply_age_s: r.get(13),
-            })
+            .map(|r| sender_of(r, 13))
             .collect(),
     })
 }

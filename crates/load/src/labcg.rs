@@ -144,43 +144,34 @@ impl LabCgroup {
     /// Throttle (Some) or release (None) writes to a whole disk, in write requests per second:
     /// every write then waits for its turn, which is what a slow disk's latency looks like.
     pub fn set_write_iops(&self, dev: DevNum, iops: Option<u64>) -> Result<()> {
-        let d = self
-            .io
-            .as_ref()
-            .ok_or_else(|| Error::Refused("no io cgroup".into()))?;
-        if d.version == 1 {
-            write(
-                &d.dir.join("blkio.throttle.write_iops_device"),
-                &format!("{dev} {}", iops.unwrap_or(0)),
-            )
-        } else {
-            write(
-                &d.dir.join("io.max"),
-                &format!(
-                    "{dev} wiops={}",
-                    iops.map(|b| b.to_string()).unwrap_or_else(|| "max".into())
-                ),
-            )
-        }
+        self.set_write_limit(dev, "blkio.throttle.write_iops_device", "wiops", iops)
     }
 
     /// Throttle (Some) or release (None) writes to a whole disk, in bytes per second.
     pub fn set_write_bps(&self, dev: DevNum, bps: Option<u64>) -> Result<()> {
+        self.set_write_limit(dev, "blkio.throttle.write_bps_device", "wbps", bps)
+    }
+
+    /// One write limit: v1's blkio file (0 lifts it), or v2's io.max key (max lifts it).
+    fn set_write_limit(
+        &self,
+        dev: DevNum,
+        v1_file: &str,
+        v2_key: &str,
+        v: Option<u64>,
+    ) -> Result<()> {
         let d = self
             .io
             .as_ref()
             .ok_or_else(|| Error::Refused("no io cgroup".into()))?;
         if d.version == 1 {
-            write(
-                &d.dir.join("blkio.throttle.write_bps_device"),
-                &format!("{dev} {}", bps.unwrap_or(0)),
-            )
+            write(&d.dir.join(v1_file), &format!("{dev} {}", v.unwrap_or(0)))
         } else {
             write(
                 &d.dir.join("io.max"),
                 &format!(
-                    "{dev} wbps={}",
-                    bps.map(|b| b.to_string()).unwrap_or_else(|| "max".into())
+                    "{dev} {v2_key}={}",
+                    v.map(|b| b.to_string()).unwrap_or_else(|| "max".into())
                 ),
             )
         }

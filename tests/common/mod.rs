@@ -2,6 +2,8 @@
 //! processes a test's server left running.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod maria;
+
 use std::path::Path;
 use std::process::Command;
 

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 mod cmd_delta;
 mod cmd_engine;
+mod cmd_fs;
 mod cmd_io;
 mod cmd_k8s;
 mod cmd_lab;
@@ -146,6 +147,11 @@ pub enum Command {
     /// replicated commit (WAL flushed, sent, received, written and flushed on the standby,
     /// reported back, released, replayed) from the kernel's events on both servers.
     Repl(cmd_repl::ReplArgs),
+    /// A server's views as read-only files, for cat, grep, awk, column and jq: one directory
+    /// per group of views, each view as NAME (tab-separated with a header), NAME.json (JSON
+    /// Lines) and NAME.txt (aligned), and your own *.sql files as files of their results
+    /// (--queries). PostgreSQL, MariaDB, SQL Server (from its documentation). Needs FUSE.
+    Fs(Box<cmd_fs::FsArgs>),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell to complete for.
@@ -177,6 +183,7 @@ pub(crate) fn command_args() -> Vec<String> {
 /// `--sysroot` with a reason).
 const NO_SYSROOT: &[&str] = &[
     "lab",
+    "fs",
     "io",
     "k8s",
     "mark",
@@ -187,7 +194,7 @@ const NO_SYSROOT: &[&str] = &[
     "completions",
     "man",
 ];
-const NO_FORMAT: &[&str] = &["mark", "report", "plot", "completions", "man"];
+const NO_FORMAT: &[&str] = &["mark", "report", "plot", "completions", "man", "fs"];
 
 /// plumb's command line: the derived definition with the global options scoped.
 pub fn command() -> clap::Command {
@@ -334,6 +341,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
         Command::Trace(a) => cmd_trace::run(&cli.global, a),
         Command::Repl(a) => cmd_repl::run(&cli.global, a),
+        Command::Fs(a) => cmd_fs::run(&cli.global, a),
         Command::Delta(a) => cmd_delta::run(&cli.global, a),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error, and a reader

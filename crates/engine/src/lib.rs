@@ -17,6 +17,7 @@ pub mod pg;
 pub mod private;
 pub mod repl;
 pub mod secret;
+pub mod views;
 
 pub use secret::{read_password_file, redact};
 

@@ -152,7 +152,7 @@ fn is_local(o: &Opts) -> bool {
     o.get_socket().is_some() || crate::is_local_host(&o.get_ip_or_hostname())
 }
 
-fn merr(what: &str, e: mysql::Error) -> Error {
+pub(crate) fn merr(what: &str, e: mysql::Error) -> Error {
     match e {
         mysql::Error::IoError(_)
         | mysql::Error::DriverError(mysql::DriverError::ConnectTimeout) => {

@@ -1249,8 +1249,94 @@ fn cell_of(d: tiberius::ColumnData<'static>) -> Cell {
         D::Bit(Some(b)) => Cell::Int(b as i64),
         D::Numeric(Some(n)) => Cell::Float(n.value() as f64 / 10f64.powi(n.scale() as i32)),
         D::String(Some(s)) => Cell::Text(s.into_owned()),
+        D::Guid(Some(g)) => Cell::Text(g.to_string().to_uppercase()),
+        D::Binary(Some(b)) => {
+            let mut t = String::with_capacity(2 + 2 * b.len());
+            t.push_str("0x");
+            for x in b.iter() {
+                t.push_str(&format!("{x:02X}"));
+            }
+            Cell::Text(t)
+        }
+        D::Xml(Some(x)) => Cell::Text(x.to_string()),
+        D::DateTime(Some(d)) => {
+            // Days since 1900-01-01 and 1/300 s since midnight.
+            let ms = (d.seconds_fragments() as u64 * 1000 + 150) / 300;
+            Cell::Text(format!(
+                "{} {}",
+                civil(DAYS_1900 + d.days() as i64),
+                clock(ms * 1_000_000, 3)
+            ))
+        }
+        D::SmallDateTime(Some(d)) => Cell::Text(format!(
+            "{} {}",
+            civil(DAYS_1900 + d.days() as i64),
+            clock(d.seconds_fragments() as u64 * 60 * 1_000_000_000, 0)
+        )),
+        D::Date(Some(d)) => Cell::Text(civil(DAYS_0001 + d.days() as i64)),
+        D::Time(Some(t)) => Cell::Text(clock(time_ns(t), t.scale())),
+        D::DateTime2(Some(d)) => Cell::Text(format!(
+            "{} {}",
+            civil(DAYS_0001 + d.date().days() as i64),
+            clock(time_ns(d.time()), d.time().scale())
+        )),
+        D::DateTimeOffset(Some(o)) => {
+            // Stored in UTC; shown in its own offset, as SQL Server shows it.
+            let d = o.datetime2();
+            let off = o.offset() as i64;
+            let ns = (DAYS_0001 + d.date().days() as i64) * 86_400_000_000_000
+                + time_ns(d.time()) as i64
+                + off * 60_000_000_000;
+            let (day, in_day) = (
+                ns.div_euclid(86_400_000_000_000),
+                ns.rem_euclid(86_400_000_000_000),
+            );
+            let sign = if off < 0 { '-' } else { '+' };
+            Cell::Text(format!(
+                "{} {} {sign}{:02}:{:02}",
+                civil(day),
+                clock(in_day as u64, d.time().scale()),
+                off.abs() / 60,
+                off.abs() % 60
+            ))
+        }
         _ => Cell::Null,
     }
+}
+
+/// Days from 1970-01-01 back to SQL Server's two day zeros.
+const DAYS_1900: i64 = -25_567;
+const DAYS_0001: i64 = -719_162;
+
+/// A time's nanoseconds since midnight (increments of 10^-scale s).
+fn time_ns(t: tiberius::time::Time) -> u64 {
+    t.increments() * 10u64.pow(9u32.saturating_sub(t.scale() as u32))
+}
+
+/// A day number (days since 1970-01-01) as YYYY-MM-DD (the proleptic Gregorian calendar).
+fn civil(days: i64) -> String {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+/// Nanoseconds since midnight as HH:MM:SS with `digits` decimals.
+fn clock(ns: u64, digits: u8) -> String {
+    let s = ns / 1_000_000_000;
+    let mut out = format!("{:02}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60);
+    if digits > 0 {
+        let frac = format!("{:09}", ns % 1_000_000_000);
+        out.push('.');
+        out.push_str(&frac[..(digits as usize).min(9)]);
+    }
+    out
 }
 
 pub struct MssqlObserver {
@@ -1553,5 +1639,43 @@ impl HadrWatcher {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod date_tests {
+    use super::*;
+
+    #[test]
+    fn sql_server_dates_read_as_its_own_text() {
+        use tiberius::time::{Date, DateTime, DateTime2, DateTimeOffset, Time};
+        use tiberius::ColumnData as D;
+        // 2017-06-19 09:29:36.340 (the connect_time of a dm_exec_connections row).
+        let days = 42_903; // days from 1900-01-01
+        let frags = ((9 * 3600 + 29 * 60 + 36) * 300 + 102) as u32;
+        assert_eq!(
+            cell_of(D::DateTime(Some(DateTime::new(days, frags)))),
+            Cell::Text("2017-06-19 09:29:36.340".into())
+        );
+        assert_eq!(civil(DAYS_0001), "0001-01-01");
+        assert_eq!(civil(0), "1970-01-01");
+        assert_eq!(civil(-1), "1969-12-31");
+        assert_eq!(civil(19_782), "2024-02-29");
+        let t = Time::new(12_345_670, 7); // 1.234567 s at 100 ns increments
+        let d2 = DateTime2::new(Date::new(736_498), t);
+        assert_eq!(
+            cell_of(D::DateTime2(Some(d2))),
+            Cell::Text("2017-06-19 00:00:01.2345670".into())
+        );
+        // Stored in UTC, shown at its offset.
+        let o = DateTimeOffset::new(DateTime2::new(Date::new(736_498), Time::new(0, 0)), -300);
+        assert_eq!(
+            cell_of(D::DateTimeOffset(Some(o))),
+            Cell::Text("2017-06-18 19:00:00 -05:00".into())
+        );
+        assert_eq!(
+            cell_of(D::Binary(Some(vec![1u8, 0xab].into()))),
+            Cell::Text("0x01AB".into())
+        );
     }
 }

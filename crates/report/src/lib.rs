@@ -21,6 +21,7 @@ pub mod repl_render;
 pub mod svg;
 pub mod table;
 pub mod trace_render;
+pub mod view_render;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).
 pub const SCHEMA_VERSION: u32 = 1;

@@ -116,6 +116,55 @@ pub fn signal(pid: u32, sig: i32) -> bool {
     unsafe { libc::kill(p, sig) == 0 }
 }
 
+/// The real user and group ids plumb runs as (the owner of what it mounts).
+pub fn uid_gid() -> (u32, u32) {
+    // SAFETY: getuid and getgid cannot fail and touch no memory of ours.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+/// Start a session of plumb's own (a background plumb leaves its terminal's session, so that
+/// closing the terminal does not stop it). False when plumb already leads one.
+pub fn new_session() -> bool {
+    // SAFETY: setsid touches no memory.
+    unsafe { libc::setsid() != -1 }
+}
+
+/// Remove the mount at `path` (one plumb made): `lazy` detaches it even while files in it are
+/// open. As root with umount2(2); otherwise through fusermount3 (or fusermount), which lets a
+/// user remove a FUSE mount of their own.
+pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidInput, "NUL in path"))?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: a NUL-terminated path that lives across the call.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    if err.raw_os_error() != Some(libc::EPERM) {
+        return Err(err);
+    }
+    let mut last = err;
+    for bin in ["fusermount3", "fusermount"] {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("-u").arg("-q");
+        if lazy {
+            cmd.arg("-z");
+        }
+        match cmd.arg("--").arg(path).output() {
+            Ok(o) if o.status.success() => return Ok(()),
+            Ok(o) => {
+                return Err(std::io::Error::other(format!(
+                    "{bin}: {}",
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )))
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

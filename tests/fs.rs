@@ -1,0 +1,658 @@
+//! `plumb fs` against real servers: plumb's private PostgreSQL and a MariaDB this test starts,
+//! read through FUSE with the tools a DBA pipes views through (cat, grep, awk -F'\t',
+//! column -t -s $'\t', jq, wc -l). Needs root (the servers run as their own users, and the
+//! mount needs /dev/fuse), jq and column (bsdextrautils).
+
+mod common;
+use common::maria::Maria;
+use common::{is_root, plumb, skip};
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Why these tests cannot run here, if they cannot.
+fn cannot_run() -> Option<String> {
+    if !is_root() {
+        return Some(
+            "skipped: plumb fs is tested as root (the servers run as their own users)".into(),
+        );
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("skipped: no /dev/fuse".into());
+    }
+    for tool in ["jq", "column", "awk"] {
+        if Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| !o.status.success())
+            .unwrap_or(true)
+        {
+            return Some(format!(
+                "skipped: no {tool} (scripts/setup --test installs it)"
+            ));
+        }
+    }
+    None
+}
+
+fn sh(cmd: &str) -> String {
+    let o = Command::new("bash").args(["-c", cmd]).output().unwrap();
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{cmd}: {err}");
+    out
+}
+
+/// The line /proc/mounts has for a mount point.
+fn mount_line(m: &Path) -> Option<String> {
+    std::fs::read_to_string("/proc/mounts")
+        .ok()?
+        .lines()
+        .find_map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            (f.get(1) == Some(&m.to_str().unwrap())).then(|| l.to_string())
+        })
+}
+
+/// A plumb fs in the background; its process, from what it printed.
+fn mount(mp: &Path, url: &str, extra: &[&str]) -> u32 {
+    let o = plumb()
+        .arg("fs")
+        .arg(mp)
+        .args(["--engine", url])
+        .args(extra)
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("mounted on"), "{out}");
+    out.split("by process ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no process in {out}"))
+}
+
+fn unmount(mp: &Path, pid: u32) {
+    let o = plumb().args(["fs", "--unmount"]).arg(mp).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    // The plumb serving it sees the mount go and ends.
+    let t0 = Instant::now();
+    while Path::new(&format!("/proc/{pid}")).exists() && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !Path::new(&format!("/proc/{pid}")).exists(),
+        "plumb fs {pid} still runs"
+    );
+    assert_eq!(mount_line(mp), None);
+}
+
+/// Unmounts whatever is left at the end of a test, and stops the private PostgreSQL.
+struct Cleanup {
+    mounts: Vec<PathBuf>,
+    pg: Option<PathBuf>,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        for m in &self.mounts {
+            if mount_line(m).is_some() {
+                let _ = plumb().args(["fs", "--unmount"]).arg(m).output();
+            }
+        }
+        if let Some(d) = &self.pg {
+            let _ = plumb()
+                .args(["engine", "stop", "--remove", "--dir"])
+                .arg(d)
+                .output();
+        }
+    }
+}
+
+fn psql(dir: &Path, sql: &str) -> String {
+    let o = plumb()
+        .args(["engine", "psql", "--dir"])
+        .arg(dir)
+        .args(["--", "-Atc", sql])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{sql}: {}", text(&o).1);
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// A private PostgreSQL in a fresh directory: (tempdir, data dir, URL).
+fn private_pg(tag: &str) -> (tempfile::TempDir, PathBuf, String) {
+    let tmp = tempfile::Builder::new()
+        .prefix(&format!("plumb-fs-{tag}-"))
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let d = tmp.path().join("pg");
+    let o = plumb()
+        .args(["engine", "start", "--json", "--dir"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let url = v["url"].as_str().unwrap().to_string();
+    (tmp, d, url)
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+fn write_private(p: &Path, s: &str) {
+    std::fs::write(p, s).unwrap();
+    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+}
+
+/// The views of the private PostgreSQL, read the way the dbfs walk-through reads DMVs, and the
+/// DBA's own queries.
+#[test]
+fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
+    if let Some(why) = cannot_run().or_else(common::no_postgres) {
+        return skip(why);
+    }
+    let (tmp, d, url) = private_pg("pg");
+    let mut clean = Cleanup {
+        mounts: vec![],
+        pg: Some(d.clone()),
+    };
+    psql(
+        &d,
+        "CREATE TABLE t (id int); INSERT INTO t SELECT generate_series(1, 5)",
+    );
+    // A password in the URL (the private instance does not need it): it must show nowhere.
+    let secret = "Fs-S3cret-9x";
+    psql(&d, &format!("ALTER ROLE plumb PASSWORD '{secret}'"));
+    let url = url.replacen("postgresql://", &format!("postgresql://plumb:{secret}@"), 1);
+    let q = tmp.path().join("queries");
+    std::fs::create_dir(&q).unwrap();
+    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    write_private(&q.join("rows.sql"), "SELECT count(*) AS n FROM t");
+    write_private(
+        &q.join("tricky.sql"),
+        "SELECT E'a\\tb\\nc\\\\d' AS tricky, 2 AS n, NULL::text AS nothing, true AS yes",
+    );
+    write_private(&q.join("slow.sql"), "SELECT pg_sleep(1.5) AS slept");
+    write_private(&q.join("too_slow.sql"), "SELECT pg_sleep(30)");
+    let m = tmp.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    clean.mounts.push(m.clone());
+    let pid = mount(
+        &m,
+        &url,
+        &[
+            "--queries",
+            q.to_str().unwrap(),
+            "--cache",
+            "0",
+            "--timeout",
+            "3s",
+        ],
+    );
+
+    // The mount: read-only, plumb's, and no password in the mount table or a command line.
+    let line = mount_line(&m).expect("mounted");
+    assert!(line.starts_with("plumb:postgresql "), "{line}");
+    assert!(line.contains(" ro,") || line.contains(" ro "), "{line}");
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    for place in [line.as_bytes(), &cmdline[..]] {
+        assert!(!String::from_utf8_lossy(place).contains(secret));
+    }
+    let readme = read(&m.join("README"));
+    assert!(
+        readme.contains("PostgreSQL 15") || readme.contains("PostgreSQL 1"),
+        "{readme}"
+    );
+    assert!(!readme.contains(secret), "{readme}");
+    for dir in [
+        "activity",
+        "stats",
+        "tables",
+        "config",
+        "replication",
+        "queries",
+    ] {
+        assert!(m.join(dir).is_dir(), "{dir} missing");
+    }
+
+    // cat, and the header row.
+    let activity = read(&m.join("activity/pg_stat_activity"));
+    let header: Vec<&str> = activity.lines().next().unwrap().split('\t').collect();
+    assert_eq!(&header[..3], &["datid", "datname", "pid"]);
+    // grep finds plumb's own session by its name.
+    let mine = sh(&format!(
+        "grep 'plumb fs' {}/activity/pg_stat_activity",
+        m.display()
+    ));
+    assert!(!mine.is_empty());
+    // awk -F'\t': the column of the header's name, on every row.
+    let app = header
+        .iter()
+        .position(|c| *c == "application_name")
+        .unwrap()
+        + 1;
+    let apps = sh(&format!(
+        "awk -F'\\t' 'NR > 1 {{ print ${app} }}' {}/activity/pg_stat_activity",
+        m.display()
+    ));
+    assert!(apps.lines().any(|a| a == "plumb fs"), "{apps}");
+    // column -t -s $'\t' keeps every row to the header's columns.
+    let col = sh(&format!(
+        "column -t -s $'\\t' -o '|' {}/config/pg_settings | awk -F'|' '{{ print NF }}' | sort -u",
+        m.display()
+    ));
+    assert_eq!(
+        col.trim(),
+        header_count(&m.join("config/pg_settings")).to_string()
+    );
+    // wc -l: the view's rows and the header.
+    let n: usize = psql(&d, "SELECT count(*) FROM pg_settings")
+        .parse()
+        .unwrap();
+    let wc = sh(&format!("wc -l < {}/config/pg_settings", m.display()));
+    assert_eq!(wc.trim().parse::<usize>().unwrap(), n + 1);
+    // jq on the JSON form, the same rows.
+    let names = sh(&format!(
+        "jq -r .name {}/config/pg_settings.json",
+        m.display()
+    ));
+    assert_eq!(names.lines().count(), n);
+    assert!(names.lines().any(|l| l == "shared_buffers"));
+    let sb = sh(&format!(
+        "jq -r 'select(.name == \"shared_buffers\") | .setting' {}/config/pg_settings.json",
+        m.display()
+    ));
+    assert_eq!(
+        sb.trim(),
+        psql(
+            &d,
+            "SELECT setting FROM pg_settings WHERE name = 'shared_buffers'"
+        )
+    );
+    // The aligned form, for eyes.
+    let txt = read(&m.join("stats/pg_stat_database.txt"));
+    assert!(txt.lines().nth(1).unwrap().starts_with("-----"), "{txt}");
+    assert!(txt.trim_end().ends_with("rows)"), "{txt}");
+
+    // ls -l sizes are the sizes cat reads, and the file's time is when it was taken.
+    let size = std::fs::metadata(m.join("config/pg_settings"))
+        .unwrap()
+        .len();
+    assert_eq!(size as usize, read(&m.join("config/pg_settings")).len());
+
+    // A value with a tab, a newline and a backslash stays in its row and column; NULL is
+    // empty; JSON has the value itself, typed.
+    let tricky = read(&m.join("queries/tricky"));
+    assert_eq!(tricky, "tricky\tn\tnothing\tyes\na\\tb\\nc\\\\d\t2\t\tt\n");
+    let j: serde_json::Value =
+        serde_json::from_str(read(&m.join("queries/tricky.json")).trim()).unwrap();
+    assert_eq!(j["tricky"], "a\tb\nc\\d");
+    assert_eq!(j["n"], 2);
+    assert!(j["nothing"].is_null());
+    assert_eq!(j["yes"], true);
+
+    // One open, one moment: rows added after the open are not in what it reads.
+    let mut f = std::fs::File::open(m.join("queries/rows")).unwrap();
+    psql(&d, "INSERT INTO t VALUES (6)");
+    let mut s = String::new();
+    f.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "n\n5\n");
+    assert_eq!(
+        read(&m.join("queries/rows")),
+        "n\n6\n",
+        "a new open: the new count"
+    );
+    drop(f);
+
+    // The DBA's own files: a new one appears, a changed one changes, a wrong one says why.
+    write_private(&q.join("added.sql"), "SELECT 'first' AS v");
+    let ls = sh(&format!("ls {}/queries", m.display()));
+    assert!(ls.lines().any(|l| l == "added"), "{ls}");
+    assert!(ls.lines().any(|l| l == "added.json"), "{ls}");
+    assert_eq!(read(&m.join("queries/added")), "v\nfirst\n");
+    write_private(&q.join("added.sql"), "SELECT 'second' AS v");
+    assert_eq!(read(&m.join("queries/added")), "v\nsecond\n");
+    write_private(&q.join("added.sql"), "SELECT * FROM no_such_table");
+    let err = sh(&format!("cat {}/queries/added", m.display()));
+    assert!(
+        err.starts_with("error: ") && err.contains("no_such_table"),
+        "{err}"
+    );
+    let errs = read(&m.join(".errors"));
+    assert!(
+        errs.lines().any(|l| l.starts_with("queries/added\t")),
+        "{errs}"
+    );
+    assert!(read(&m.join("queries/.errors")).contains("no_such_table"));
+    let je: serde_json::Value =
+        serde_json::from_str(read(&m.join("queries/added.json")).trim()).unwrap();
+    assert!(je["error"].as_str().unwrap().contains("no_such_table"));
+    // Read-only, even for a query that tries to write.
+    write_private(&q.join("writes.sql"), "INSERT INTO t VALUES (99)");
+    assert!(read(&m.join("queries/writes")).starts_with("error: "));
+    assert_eq!(psql(&d, "SELECT count(*) FROM t WHERE id = 99"), "0");
+    // A file other users could write is not run.
+    std::fs::write(q.join("open.sql"), "SELECT 1").unwrap();
+    std::fs::set_permissions(
+        q.join("open.sql"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .unwrap();
+    assert!(read(&m.join("queries/open")).contains("other users can write it"));
+    // The statement timeout applies, as the file's error.
+    let t0 = Instant::now();
+    let slow = read(&m.join("queries/too_slow"));
+    assert!(
+        slow.starts_with("error: ") && slow.contains("timeout"),
+        "{slow}"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(20));
+
+    // Writes are refused as on a read-only file system.
+    let e = std::fs::write(m.join("README"), "x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+    let e = std::fs::write(m.join("activity/new"), "x").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EROFS), "{e}");
+
+    // Twenty readers at once, one of them on a slow query: all answer, and the slow one holds
+    // up nobody.
+    let files: Vec<PathBuf> = sh(&format!(
+        "ls {0}/stats/* {0}/tables/* {0}/activity/* | grep -v '\\.' | head -19",
+        m.display()
+    ))
+    .lines()
+    .map(PathBuf::from)
+    .collect();
+    assert_eq!(files.len(), 19);
+    let slow_file = m.join("queries/slow");
+    let slow = std::thread::spawn(move || {
+        let s = read(&slow_file);
+        (s, Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let readers: Vec<_> = files
+        .into_iter()
+        .map(|f| std::thread::spawn(move || (read(&f), f, Instant::now())))
+        .collect();
+    let mut last_fast = Instant::now();
+    for r in readers {
+        let (s, f, at) = r.join().unwrap();
+        assert!(
+            s.lines()
+                .next()
+                .is_some_and(|h| !h.is_empty() && !h.starts_with("error")),
+            "{}: {s}",
+            f.display()
+        );
+        last_fast = last_fast.max(at);
+    }
+    let (s, slow_done) = slow.join().unwrap();
+    assert_eq!(s, "slept\n\n");
+    assert!(
+        last_fast < slow_done,
+        "the fast files waited for the slow query"
+    );
+
+    unmount(&m, pid);
+}
+
+fn header_count(p: &Path) -> usize {
+    read(p).lines().next().unwrap().split('\t').count()
+}
+
+/// `kill -9` leaves a dead mount; the next plumb fs there removes it. Ctrl-C unmounts; bad
+/// input exits 2 before mounting; a server that goes away for good unmounts.
+#[test]
+fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
+    if let Some(why) = cannot_run().or_else(common::no_postgres) {
+        return skip(why);
+    }
+    let (tmp, d, url) = private_pg("life");
+    let mut clean = Cleanup {
+        mounts: vec![],
+        pg: Some(d.clone()),
+    };
+    let m = tmp.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    clean.mounts.push(m.clone());
+
+    // kill -9: the mount stays, dead.
+    let pid = mount(&m, &url, &[]);
+    assert!(Path::new(&format!("/proc/{pid}")).exists());
+    sh(&format!("kill -9 {pid}"));
+    let t0 = Instant::now();
+    loop {
+        match std::fs::metadata(&m) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => break,
+            _ if t0.elapsed() > Duration::from_secs(10) => panic!("no dead mount after kill -9"),
+            _ => std::thread::sleep(Duration::from_millis(50)),
+        }
+    }
+    assert!(mount_line(&m).is_some());
+    // The next one removes it and mounts.
+    let o = plumb()
+        .arg("fs")
+        .arg(&m)
+        .args(["--engine", &url])
+        .output()
+        .unwrap();
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(err.contains("removed a plumb mount left at"), "{err}");
+    assert!(m.join("README").exists());
+    // A second plumb fs on a live mount is refused.
+    let o = plumb()
+        .arg("fs")
+        .arg(&m)
+        .args(["--engine", &url])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("a running plumb fs is mounted here"));
+    let pid2: u32 = out
+        .split("by process ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|p| p.parse().ok())
+        .unwrap();
+    unmount(&m, pid2);
+
+    // Ctrl-C in the foreground: unmounted, exit 130.
+    let mut child = plumb()
+        .arg("fs")
+        .arg(&m)
+        .args(["--engine", &url, "--foreground"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !m.join("README").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never mounted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    sh(&format!("kill -INT {}", child.id()));
+    let st = child.wait().unwrap();
+    assert_eq!(st.code(), Some(130));
+    assert_eq!(mount_line(&m), None);
+    assert!(std::fs::read_dir(&m).unwrap().next().is_none());
+
+    // Bad input: exit 2, nothing mounted.
+    let bad = |args: &[&str], mp: &Path, says: &str| {
+        let o = plumb().arg("fs").arg(mp).args(args).output().unwrap();
+        let (out, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {out}{err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(mount_line(mp), None);
+    };
+    bad(
+        &[
+            "--engine",
+            "postgresql:///postgres?host=/nonexistent&user=plumb",
+        ],
+        &m,
+        "/nonexistent",
+    );
+    bad(
+        &["--engine", "http://example.com"],
+        &m,
+        "not a database URL",
+    );
+    let full = tmp.path().join("full");
+    std::fs::create_dir(&full).unwrap();
+    std::fs::write(full.join("keep"), "x").unwrap();
+    bad(&["--engine", &url], &full, "not empty");
+    assert_eq!(read(&full.join("keep")), "x");
+    bad(&["--engine", &url], &full.join("keep"), "not a directory");
+    bad(&["--engine", &url], &tmp.path().join("nope"), "nope");
+    let open_dir = tmp.path().join("shared-queries");
+    std::fs::create_dir(&open_dir).unwrap();
+    std::fs::set_permissions(
+        &open_dir,
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    bad(
+        &["--engine", &url, "--queries", open_dir.to_str().unwrap()],
+        &m,
+        "other users can add files",
+    );
+    let o = plumb().args(["fs", "--unmount", "/proc"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("not a plumb mount"));
+
+    // The server goes away for good: plumb unmounts and says so.
+    let mut child = plumb()
+        .arg("fs")
+        .arg(&m)
+        .args(["--engine", &url, "--foreground", "--gone-after", "2s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !m.join("README").exists() {
+        assert!(t0.elapsed() < Duration::from_secs(20), "never mounted");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = plumb()
+        .args(["engine", "stop", "--dir"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{:?}", text(&o));
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "plumb fs did not end"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).1.contains("stopped answering"), "{:?}", text(&o));
+    assert_eq!(mount_line(&m), None);
+}
+
+/// MariaDB's views: performance_schema, status, InnoDB's report.
+#[test]
+fn mariadb_views_read_through_the_same_tools() {
+    if let Some(why) = cannot_run() {
+        return skip(why);
+    }
+    let maria = match Maria::start() {
+        Ok(m) => m,
+        Err(e) => return skip(format!("skipped: {e}")),
+    };
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-fs-maria-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let m = tmp.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    let _clean = Cleanup {
+        mounts: vec![m.clone()],
+        pg: None,
+    };
+    let q = tmp.path().join("q");
+    std::fs::create_dir(&q).unwrap();
+    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    write_private(
+        &q.join("top_waits.sql"),
+        "SELECT EVENT_NAME, COUNT_STAR FROM performance_schema.events_waits_summary_global_by_event_name ORDER BY COUNT_STAR DESC LIMIT 5",
+    );
+    write_private(&q.join("broken.sql"), "SELEC 1");
+    let url = maria.url("mysql");
+    let pid = mount(
+        &m,
+        &url,
+        &["--queries", q.to_str().unwrap(), "--cache", "0"],
+    );
+    assert!(mount_line(&m).unwrap().starts_with("plumb:mariadb "));
+    for dir in [
+        "performance_schema",
+        "status",
+        "innodb",
+        "information_schema",
+        "queries",
+    ] {
+        assert!(m.join(dir).is_dir(), "{dir} missing");
+    }
+    // wc -l: rows and the header.
+    let n: usize = maria
+        .sql("SELECT COUNT(*) FROM information_schema.GLOBAL_VARIABLES")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let wc = sh(&format!("wc -l < {}/status/global_variables", m.display()));
+    assert_eq!(wc.trim().parse::<usize>().unwrap(), n + 1);
+    // grep and awk on status.
+    let up = sh(&format!(
+        "grep -i '^uptime\t' {}/status/global_status | awk -F'\\t' '{{ print $2 }}'",
+        m.display()
+    ));
+    assert!(up.trim().parse::<u64>().is_ok(), "{up}");
+    // performance_schema through column and jq.
+    let ev = "performance_schema/events_waits_summary_global_by_event_name";
+    let col = sh(&format!(
+        "column -t -s $'\\t' -o '|' {}/{ev} | awk -F'|' '{{ print NF }}' | sort -u",
+        m.display()
+    ));
+    assert_eq!(col.trim(), header_count(&m.join(ev)).to_string());
+    let counted = sh(&format!(
+        "jq -r 'select(.COUNT_STAR > 0) | .EVENT_NAME' {}/{ev}.json | head -3",
+        m.display()
+    ));
+    assert!(counted.lines().count() > 0, "no waits counted");
+    // InnoDB's status report, as text.
+    let innodb = read(&m.join("innodb/innodb_status.txt"));
+    assert!(innodb.contains("BUFFER POOL AND MEMORY"), "{innodb}");
+    // The DBA's queries, and one that is wrong.
+    let top = read(&m.join("queries/top_waits"));
+    assert_eq!(top.lines().next(), Some("EVENT_NAME\tCOUNT_STAR"));
+    assert_eq!(top.lines().count(), 6, "{top}");
+    let broken = read(&m.join("queries/broken"));
+    assert!(
+        broken.starts_with("error: ") && broken.contains("SQL syntax"),
+        "{broken}"
+    );
+    assert!(read(&m.join(".errors")).contains("queries/broken"));
+    unmount(&m, pid);
+}

@@ -474,6 +474,41 @@ fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
         .unwrap();
     unmount(&m, pid2);
 
+    // --cache: opens within the cache time share one result; after it, a new one.
+    psql(&d, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)");
+    let q = tmp.path().join("q");
+    std::fs::create_dir(&q).unwrap();
+    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    write_private(&q.join("rows.sql"), "SELECT count(*) AS n FROM t");
+    let pid3 = mount(
+        &m,
+        &url,
+        &["--cache", "2s", "--queries", q.to_str().unwrap()],
+    );
+    let t0 = Instant::now();
+    assert_eq!(read(&m.join("queries/rows")), "n\n1\n");
+    psql(&d, "INSERT INTO t VALUES (2)");
+    let again = read(&m.join("queries/rows"));
+    if t0.elapsed() < Duration::from_millis(1800) {
+        assert_eq!(again, "n\n1\n", "within the cache time: the same result");
+    }
+    std::thread::sleep(Duration::from_millis(2100));
+    assert_eq!(
+        read(&m.join("queries/rows")),
+        "n\n2\n",
+        "after it: a new one"
+    );
+    // SIGTERM to the background plumb unmounts.
+    sh(&format!("kill -TERM {pid3}"));
+    let t0 = Instant::now();
+    while mount_line(&m).is_some() || Path::new(&format!("/proc/{pid3}")).exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "SIGTERM did not unmount"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // Ctrl-C in the foreground: unmounted, exit 130.
     let mut child = plumb()
         .arg("fs")

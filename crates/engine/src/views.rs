@@ -174,6 +174,9 @@ mod pg {
     pub struct PgViews {
         conn: Conn,
         version: String,
+        /// The column kinds of each query asked before (a view's do not change): the server
+        /// describes a query once, not at every read.
+        kinds: std::collections::HashMap<String, Option<Vec<Type>>>,
     }
 
     impl PgViews {
@@ -191,14 +194,30 @@ mod pg {
                 .query_one("SELECT current_setting('server_version')", &[])
                 .map_err(|e| qerr("version", e))?
                 .get::<_, String>(0);
-            Ok(PgViews { conn, version })
+            Ok(PgViews {
+                conn,
+                version,
+                kinds: Default::default(),
+            })
         }
 
         /// The column kinds of a single statement, from the server's description of it;
         /// None for several statements (the server describes only one).
         fn kinds(&mut self, sql: &str) -> Option<Vec<Type>> {
-            let st = self.conn.client.prepare(sql).ok()?;
-            Some(st.columns().iter().map(|c| c.type_().clone()).collect())
+            if let Some(k) = self.kinds.get(sql) {
+                return k.clone();
+            }
+            let k = self
+                .conn
+                .client
+                .prepare(sql)
+                .ok()
+                .map(|st| st.columns().iter().map(|c| c.type_().clone()).collect());
+            if self.kinds.len() >= 1000 {
+                self.kinds.clear();
+            }
+            self.kinds.insert(sql.to_string(), k.clone());
+            k
         }
 
         fn run(&mut self, what: &str, sql: &str, kinds: Option<Vec<Type>>) -> Result<Table> {
@@ -310,23 +329,16 @@ mod pg {
             Ok(out)
         }
 
+        // Each read is a transaction of its own, so the statistics views are read fresh (they
+        // are kept for the length of a transaction).
         fn query(&mut self, sql: &str) -> Result<Table> {
             let kinds = self.kinds(sql);
-            // A fresh view of the statistics each time, not the session's cached one.
-            let _ = self
-                .conn
-                .client
-                .batch_execute("SELECT pg_stat_clear_snapshot()");
             self.run("the view", sql, kinds)
         }
 
         fn query_user(&mut self, sql: &str) -> Result<Table> {
             let kinds = self.kinds(sql);
             let body = sql.trim().trim_end_matches(';');
-            let _ = self
-                .conn
-                .client
-                .batch_execute("SELECT pg_stat_clear_snapshot()");
             let t = self.run(
                 "the query",
                 &format!("BEGIN TRANSACTION READ ONLY;\n{body}\n;ROLLBACK"),

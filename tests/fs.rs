@@ -410,6 +410,28 @@ fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
         "the fast files waited for the slow query"
     );
 
+    // Only its owner may enter the mount: another user is refused by the kernel.
+    let other = Command::new("runuser")
+        .args(["-u", "nobody", "--", "cat"])
+        .arg(m.join("README"))
+        .output()
+        .unwrap();
+    assert!(!other.status.success());
+    assert!(
+        text(&other).1.contains("Permission denied"),
+        "{:?}",
+        text(&other)
+    );
+
+    // Connections the server drops are replaced: the next read does not fail.
+    psql(
+        &d,
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'plumb fs'",
+    );
+    let after = read(&m.join("stats/pg_stat_database"));
+    assert!(after.starts_with("datid\tdatname"), "{after}");
+    assert_eq!(read(&m.join("queries/rows")), "n\n6\n");
+
     unmount(&m, pid);
 }
 

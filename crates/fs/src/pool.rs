@@ -98,6 +98,12 @@ impl Pool {
                 Err(plumb_engine::Error::Gone(_)) if attempt == 0 => {
                     drop(r);
                     self.lost();
+                    // What took this one (a restart, a terminated session) likely took the
+                    // idle ones too: the next try connects anew.
+                    let idle = std::mem::take(&mut lock(&self.state).idle);
+                    for _ in idle {
+                        self.lost();
+                    }
                 }
                 Err(e) => {
                     if matches!(e, plumb_engine::Error::Gone(_)) {

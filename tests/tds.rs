@@ -773,3 +773,176 @@ fn an_availability_group_is_watched_through_tds() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("no Availability Group databases"), "{err}");
 }
+
+/// `plumb fs` on SQL Server, through the stand-in: the DMVs it lists become files by family,
+/// dm_io_virtual_file_stats (a function dbfs could not show) among them, the seed's pipelines
+/// work on them, a view the login may not read says so in its file, and a query file runs in a
+/// transaction that is rolled back. Needs root and /dev/fuse (the mount).
+#[test]
+fn dmvs_as_files_through_tds() {
+    if !common::is_root() || !std::path::Path::new("/dev/fuse").exists() {
+        return common::skip("skipped: plumb fs is tested as root with /dev/fuse");
+    }
+    fn server(sql: &str) -> Answer {
+        use V::*;
+        let t = |n: &'static str| (n, true);
+        let i = |n: &'static str| (n, false);
+        if sql.contains("sys.system_views") {
+            Answer::Rows(
+                vec![t("name")],
+                [
+                    "dm_exec_connections",
+                    "dm_os_schedulers",
+                    "dm_os_wait_stats",
+                ]
+                .iter()
+                .map(|n| vec![Text(n)])
+                .collect(),
+            )
+        } else if sql.contains("ProductVersion') AS nvarchar(128)) AS v") {
+            Answer::Rows(vec![t("v")], vec![vec![Text("16.0.4135.4")]])
+        } else if sql.contains("FROM sys.dm_exec_connections") {
+            Answer::Rows(
+                vec![
+                    i("session_id"),
+                    t("connect_time"),
+                    t("net_transport"),
+                    t("client_net_address"),
+                ],
+                vec![
+                    vec![
+                        Int(51),
+                        Text("2017-06-19 09:29:36.340"),
+                        Text("TCP"),
+                        Text("127.0.0.1"),
+                    ],
+                    vec![
+                        Int(52),
+                        Text("2017-06-19 09:31:02.117"),
+                        Text("Shared memory"),
+                        Text("<local machine>"),
+                    ],
+                ],
+            )
+        } else if sql.contains("FROM sys.dm_os_schedulers") {
+            Answer::Rows(
+                vec![i("scheduler_id"), t("status"), i("runnable_tasks_count")],
+                vec![
+                    vec![Int(0), Text("VISIBLE ONLINE"), Int(0)],
+                    vec![Int(1048576), Text("VISIBLE ONLINE (DAC)"), Int(0)],
+                ],
+            )
+        } else if sql.contains("BEGIN TRANSACTION") && sql.contains("ROLLBACK") {
+            Answer::Rows(vec![i("sessions")], vec![vec![Int(2)]])
+        } else if sql.contains("SELECT 1 AS one") {
+            Answer::Rows(vec![i("one")], vec![vec![Int(1)]])
+        } else {
+            server_2022(sql)
+        }
+    }
+    let s = start(Login::Ok, server);
+    let tmp = tempfile::tempdir().unwrap();
+    let m = tmp.path().join("mnt");
+    let q = tmp.path().join("q");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::create_dir(&q).unwrap();
+    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(
+        q.join("sessions.sql"),
+        "SELECT COUNT(*) AS sessions FROM sys.dm_exec_sessions",
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        q.join("sessions.sql"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let o = plumb()
+        .arg("fs")
+        .arg(&m)
+        .arg("--engine")
+        .arg(format!(
+            "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .arg("--queries")
+        .arg(&q)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let unmount = || {
+        let _ = plumb().args(["fs", "--unmount"]).arg(&m).output();
+    };
+    let check = || {
+        let read = |p: &str| std::fs::read_to_string(m.join(p)).unwrap();
+        let conns = read("exec/dm_exec_connections");
+        assert_eq!(
+            conns,
+            "session_id\tconnect_time\tnet_transport\tclient_net_address\n\
+             51\t2017-06-19 09:29:36.340\tTCP\t127.0.0.1\n\
+             52\t2017-06-19 09:31:02.117\tShared memory\t<local machine>\n"
+        );
+        // The seed's pipeline: tab-separated columns keep their dates whole.
+        let o = std::process::Command::new("bash")
+            .args([
+                "-c",
+                "awk -F'\\t' '{ print $2 }' exec/dm_exec_connections | tail -1",
+            ])
+            .current_dir(&m)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout),
+            "2017-06-19 09:31:02.117\n"
+        );
+        let dac = std::process::Command::new("grep")
+            .args(["DAC", "os/dm_os_schedulers"])
+            .current_dir(&m)
+            .output()
+            .unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&dac.stdout),
+            "1048576\tVISIBLE ONLINE (DAC)\t0\n"
+        );
+        let j: serde_json::Value = serde_json::from_str(
+            read("exec/dm_exec_connections.json")
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(j["session_id"], 51);
+        assert_eq!(j["net_transport"], "TCP");
+        // Refused by the server: the file says so in the server's words.
+        let waits = read("os/dm_os_wait_stats");
+        assert!(
+            waits.starts_with("error: VIEW SERVER PERFORMANCE STATE permission was denied"),
+            "{waits}"
+        );
+        // A function beside the views.
+        assert!(read("io/dm_io_virtual_file_stats").contains("sales"));
+        assert!(m.join("catalog").is_dir());
+        assert_eq!(read("queries/sessions"), "sessions\n2\n");
+        assert!(read("README").contains("rolled back"));
+        assert!(!read("README").contains("Secret1"));
+    };
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check));
+    let batches = s.batches.lock().unwrap().clone();
+    unmount();
+    r.unwrap();
+    // The user's query went inside a transaction that is rolled back.
+    let user = batches
+        .iter()
+        .find(|b| b.contains("sys.dm_exec_sessions"))
+        .expect("the query file was sent");
+    assert!(
+        user.contains("BEGIN TRANSACTION") && user.trim_end().ends_with("ROLLBACK"),
+        "{user}"
+    );
+}

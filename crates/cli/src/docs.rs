@@ -184,6 +184,11 @@ fn examples(path: &str) -> &'static [(&'static str, &'static str)] {
             ("One commit through plumb's own primary and standby", "sudo plumb repl timeline --standby-dir /var/tmp/pg-standby --sql \"INSERT INTO t VALUES (1)\""),
             ("Twenty commits, with a swimlane", "sudo plumb repl timeline --primary 'postgres:///shop?host=/run/postgresql' --standby 'postgres:///shop?host=/run/postgresql&port=5433' --sql \"INSERT INTO t VALUES (1)\" --repeat 20 --svg commit.svg"),
         ],
+        "fs" => &[
+            ("A server's views and your queries as files, in the background", "plumb fs /tmp/pgfs --engine postgres://fs_reader@db1/postgres --password-file ~/.fs_reader.pw --queries ~/sql"),
+            ("Who waits on a lock, by column", "awk -F'\\t' -v OFS='\\t' '{ print $3, $15, $16 }' /tmp/pgfs/activity/pg_stat_activity | column -t -s $'\\t'"),
+            ("Unmount", "plumb fs --unmount /tmp/pgfs"),
+        ],
         "completions" => &[("Bash completion", "plumb completions bash > /etc/bash_completion.d/plumb")],
         "man" => &[("Install every page", "sudo plumb man --out /usr/local/share/man/man1")],
         _ => &[],

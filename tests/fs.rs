@@ -5,7 +5,7 @@
 
 mod common;
 use common::maria::Maria;
-use common::{is_root, plumb, skip};
+use common::{engine_psql as psql, is_root, plumb, skip};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -118,17 +118,6 @@ impl Drop for Cleanup {
     }
 }
 
-fn psql(dir: &Path, sql: &str) -> String {
-    let o = plumb()
-        .args(["engine", "psql", "--dir"])
-        .arg(dir)
-        .args(["--", "-Atc", sql])
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{sql}: {}", text(&o).1);
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
-}
-
 /// A private PostgreSQL in a fresh directory: (tempdir, data dir, URL).
 fn private_pg(tag: &str) -> (tempfile::TempDir, PathBuf, String) {
     let tmp = tempfile::Builder::new()
@@ -152,6 +141,20 @@ fn private_pg(tag: &str) -> (tempfile::TempDir, PathBuf, String) {
     (tmp, d, url)
 }
 
+/// The private PostgreSQL and what removes it, or None (skipped) where these tests cannot run.
+fn pg_setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf, String, Cleanup)> {
+    if let Some(why) = cannot_run().or_else(common::no_postgres) {
+        skip(why);
+        return None;
+    }
+    let (tmp, d, url) = private_pg(tag);
+    let clean = Cleanup {
+        mounts: vec![],
+        pg: Some(d.clone()),
+    };
+    Some((tmp, d, url, clean))
+}
+
 fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -165,13 +168,8 @@ fn write_private(p: &Path, s: &str) {
 /// DBA's own queries.
 #[test]
 fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
-    if let Some(why) = cannot_run().or_else(common::no_postgres) {
-        return skip(why);
-    }
-    let (tmp, d, url) = private_pg("pg");
-    let mut clean = Cleanup {
-        mounts: vec![],
-        pg: Some(d.clone()),
+    let Some((tmp, d, url, mut clean)) = pg_setup("pg") else {
+        return;
     };
     psql(
         &d,
@@ -443,13 +441,8 @@ fn header_count(p: &Path) -> usize {
 /// input exits 2 before mounting; a server that goes away for good unmounts.
 #[test]
 fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
-    if let Some(why) = cannot_run().or_else(common::no_postgres) {
-        return skip(why);
-    }
-    let (tmp, d, url) = private_pg("life");
-    let mut clean = Cleanup {
-        mounts: vec![],
-        pg: Some(d.clone()),
+    let Some((tmp, d, url, mut clean)) = pg_setup("life") else {
+        return;
     };
     let m = tmp.path().join("mnt");
     std::fs::create_dir(&m).unwrap();

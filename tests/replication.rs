@@ -22,18 +22,7 @@ fn engine(args: &[&str]) -> std::process::Output {
 
 /// `plumb engine psql --dir DIR -- -Atc SQL`, its output trimmed.
 fn psql(dir: &Path, sql: &str) -> String {
-    let o = plumb()
-        .args(["engine", "psql", "--dir"])
-        .arg(dir)
-        .args(["--", "-Atc", sql])
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{sql}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).trim().to_string()
+    common::engine_psql(dir, sql)
 }
 
 /// Removes both instances at the end, the standby first, whatever the test did.

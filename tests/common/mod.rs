@@ -102,3 +102,20 @@ pub fn chromium() -> Option<&'static str> {
                 .unwrap_or(false)
         })
 }
+
+/// `sql` through psql on a private instance (`plumb engine psql --dir DIR -- -Atc SQL`): its
+/// output, trimmed; a failure fails the test with psql's message.
+pub fn engine_psql(dir: &Path, sql: &str) -> String {
+    let o = plumb()
+        .args(["engine", "psql", "--dir"])
+        .arg(dir)
+        .args(["--", "-Atc", sql])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}

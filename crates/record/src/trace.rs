@@ -328,8 +328,20 @@ impl Session {
     /// What to call a process: its title (command line, passwords masked) or its name, read
     /// now if the session has not seen it yet.
     pub fn label(&mut self, pid: u32) -> Option<String> {
-        // Read afresh: a title seen at fork may still be the parent's.
-        if let Some(t) = plumb_sys::process::cmdline(&self.root, pid).filter(|t| !t.is_empty()) {
+        // Read afresh: a title seen at fork may still be the parent's. A child that still
+        // carries its parent's title (a server's backend between fork and the title it sets
+        // after the login) is given up to 100 ms to set its own.
+        let parent_title = plumb_sys::process::stat(&self.root, pid)
+            .ok()
+            .and_then(|st| plumb_sys::process::cmdline(&self.root, st.ppid));
+        let t0 = Instant::now();
+        let mut title = plumb_sys::process::cmdline(&self.root, pid);
+        while title.is_some() && title == parent_title && t0.elapsed() < Duration::from_millis(100)
+        {
+            std::thread::sleep(Duration::from_millis(5));
+            title = plumb_sys::process::cmdline(&self.root, pid);
+        }
+        if let Some(t) = title.filter(|t| !t.is_empty()) {
             self.cx.titles.insert(pid, plumb_engine::redact(&t));
         }
         self.cx

@@ -119,3 +119,39 @@ pub fn engine_psql(dir: &Path, sql: &str) -> String {
     );
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
+
+/// The PostgreSQL server builds the version tests run on: Debian's newest (15 here) and the
+/// builds `scripts/setup --test` installs into $PLUMB_PG_VERSIONS (default
+/// /var/cache/plumb/postgresql/16, 17, 18), as (major version, bin directory). A missing one
+/// fails under CI=true and is skipped with its reason elsewhere.
+pub fn pg_versions() -> Vec<(u32, std::path::PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
+        let newest = rd
+            .flatten()
+            .filter_map(|e| {
+                let v = e.file_name().to_str()?.parse::<u32>().ok()?;
+                let bin = e.path().join("bin");
+                bin.join("initdb").exists().then_some((v, bin))
+            })
+            .max_by_key(|(v, _)| *v);
+        out.extend(newest);
+    }
+    let cache = std::env::var("PLUMB_PG_VERSIONS")
+        .unwrap_or_else(|_| "/var/cache/plumb/postgresql".to_string());
+    for v in [16, 17, 18] {
+        if out.iter().any(|(have, _)| *have == v) {
+            continue;
+        }
+        let bin = Path::new(&cache).join(v.to_string()).join("bin");
+        if bin.join("postgres").exists() {
+            out.push((v, bin));
+        } else {
+            skip(format!(
+                "PostgreSQL {v}: no server build in {} (scripts/setup --test installs it)",
+                bin.display()
+            ));
+        }
+    }
+    out
+}

@@ -120,15 +120,7 @@ impl Drop for Cleanup {
 
 /// A private PostgreSQL in a fresh directory: (tempdir, data dir, URL).
 fn private_pg(tag: &str) -> (tempfile::TempDir, PathBuf, String) {
-    let tmp = tempfile::Builder::new()
-        .prefix(&format!("plumb-fs-{tag}-"))
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(
-        tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let tmp = common::server_tempdir(&format!("plumb-fs-{tag}-"));
     let d = tmp.path().join("pg");
     let o = plumb()
         .args(["engine", "start", "--json", "--dir"])
@@ -159,6 +151,13 @@ fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
+/// A new directory only its owner can enter (a query directory plumb accepts).
+fn private_dir(p: &Path) -> PathBuf {
+    std::fs::create_dir(p).unwrap();
+    std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    p.to_path_buf()
+}
+
 fn write_private(p: &Path, s: &str) {
     std::fs::write(p, s).unwrap();
     std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
@@ -179,9 +178,7 @@ fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
     let secret = "Fs-S3cret-9x";
     psql(&d, &format!("ALTER ROLE plumb PASSWORD '{secret}'"));
     let url = url.replacen("postgresql://", &format!("postgresql://plumb:{secret}@"), 1);
-    let q = tmp.path().join("queries");
-    std::fs::create_dir(&q).unwrap();
-    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let q = private_dir(&tmp.path().join("queries"));
     write_private(&q.join("rows.sql"), "SELECT count(*) AS n FROM t");
     write_private(
         &q.join("tricky.sql"),
@@ -491,9 +488,7 @@ fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
 
     // --cache: opens within the cache time share one result; after it, a new one.
     psql(&d, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)");
-    let q = tmp.path().join("q");
-    std::fs::create_dir(&q).unwrap();
-    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let q = private_dir(&tmp.path().join("q"));
     write_private(&q.join("rows.sql"), "SELECT count(*) AS n FROM t");
     let pid3 = mount(
         &m,
@@ -640,9 +635,7 @@ fn mariadb_views_read_through_the_same_tools() {
         mounts: vec![m.clone()],
         pg: None,
     };
-    let q = tmp.path().join("q");
-    std::fs::create_dir(&q).unwrap();
-    std::fs::set_permissions(&q, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let q = private_dir(&tmp.path().join("q"));
     write_private(
         &q.join("top_waits.sql"),
         "SELECT EVENT_NAME, COUNT_STAR FROM performance_schema.events_waits_summary_global_by_event_name ORDER BY COUNT_STAR DESC LIMIT 5",

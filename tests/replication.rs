@@ -48,17 +48,7 @@ fn setup() -> Option<tempfile::TempDir> {
         skip(why);
         return None;
     }
-    let tmp = tempfile::Builder::new()
-        .prefix("plumb-repl-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    // The servers run as postgres and must reach their directories.
-    std::fs::set_permissions(
-        tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    Some(tmp)
+    Some(common::server_tempdir("plumb-repl-"))
 }
 
 #[test]

@@ -17,15 +17,7 @@ fn the_private_instance_and_its_snapshot_on_every_version() {
         return skip(why);
     }
     let versions = common::pg_versions();
-    let tmp = tempfile::Builder::new()
-        .prefix("plumb-versions-")
-        .tempdir_in("/tmp")
-        .unwrap();
-    std::fs::set_permissions(
-        tmp.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    let tmp = common::server_tempdir("plumb-versions-");
     for (major, bin) in versions {
         eprintln!("PostgreSQL {major}: {}", bin.display());
         let d = tmp.path().join(format!("pg{major}"));

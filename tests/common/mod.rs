@@ -155,3 +155,18 @@ pub fn pg_versions() -> Vec<(u32, std::path::PathBuf)> {
     }
     out
 }
+
+/// A temporary directory under /tmp that a server running as another OS user (postgres) can
+/// reach: mode 0755.
+pub fn server_tempdir(prefix: &str) -> tempfile::TempDir {
+    let tmp = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    tmp
+}

@@ -158,11 +158,8 @@ fn serve(h: Handoff, ready: Option<std::io::Stdout>) -> Result<i32> {
     let (mounted, removed_stale, facts) = match mounted {
         Ok(m) => m,
         Err(e) => {
-            let code = match e {
-                plumb_fs::Error::Input(_) => 2,
-                plumb_fs::Error::Mount(_) => 2,
-            };
-            tell(&format!("error\t{code}\t{}", one_line(&e.to_string())));
+            // Bad input and a failed mount both exit 2.
+            tell(&format!("error\t2\t{}", one_line(&e.to_string())));
             return Err(e.into());
         }
     };

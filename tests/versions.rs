@@ -54,7 +54,7 @@ fn the_private_instance_and_its_snapshot_on_every_version() {
             let says_16 = s
                 .unavailable
                 .iter()
-                .any(|u| u.contains("pg_stat_io (PostgreSQL 16+)"));
+                .any(|u| u.contains("pg_stat_io: arrives in PostgreSQL 16"));
             if major >= 16 {
                 let io = io.unwrap_or_else(|| panic!("PostgreSQL {major}: no pg_stat_io rows"));
                 assert!(

@@ -358,7 +358,7 @@ pub fn unit_of(metric: &str) -> &'static str {
         .trim_end_matches(" after")
         .trim_end_matches(" mean")
         .trim_end_matches(" peak");
-    if m.ends_with("_bytes") {
+    if m.ends_with("_bytes") || m == "bytes" {
         "bytes"
     } else if m.ends_with("_ms") {
         "ms"

@@ -26,6 +26,9 @@ pub struct DeltaArgs {
     pub password_file: Option<PathBuf>,
     #[command(flatten)]
     pub dir: DirArg,
+    /// The private instance's PostgreSQL build, when the run starts it.
+    #[command(flatten)]
+    pub build: crate::cmd_engine::BuildArg,
     /// The workload: one SQL statement (or several separated by semicolons).
     #[arg(long, value_name = "STMT")]
     pub sql: Option<String>,
@@ -137,6 +140,9 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
             if !a.set.is_empty() {
                 bail!("--set configures plumb's private instance when plumb starts it; with --engine the server is yours and keeps its settings (leave out --set)");
             }
+            if a.build.bin_dir.is_some() || a.build.pg_version.is_some() {
+                bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
+            }
             let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
             // The private instance named by URL still gets restarts for --cold.
             let private_dir = a.dir.dir.clone().filter(|d| {
@@ -157,6 +163,11 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                 Some(r) => {
                     if !a.set.is_empty() {
                         eprintln!("plumb: the private instance in {} is already running; --set is not applied (plumb engine stop first)", d.display());
+                    }
+                    if let Some(b) = a.build.build()? {
+                        if r.bin.as_ref() != Some(&b.bin) {
+                            bail!("--dir {}: the private instance there already runs PostgreSQL {}; stop it first (plumb engine stop --dir {0}) to run the workload on {}", d.display(), r.version, b.version);
+                        }
                     }
                     r
                 }
@@ -179,6 +190,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                         &private::StartOptions {
                             settings,
                             port: None,
+                            bin: a.build.build()?.map(|b| b.bin),
                             ..Default::default()
                         },
                     )

@@ -30,6 +30,38 @@ impl DirArg {
     }
 }
 
+/// Which PostgreSQL server build runs the private instance.
+#[derive(Debug, Args, Clone, Default)]
+pub struct BuildArg {
+    /// The PostgreSQL server build to run: the directory of its programs (initdb, pg_ctl,
+    /// postgres), e.g. /usr/lib/postgresql/17/bin. Default: the build the instance was last
+    /// started with, else $PLUMB_PG_BIN, else the newest under /usr/lib/postgresql.
+    #[arg(long, value_name = "DIR", conflicts_with = "pg_version")]
+    pub bin_dir: Option<PathBuf>,
+    /// The PostgreSQL major version to run, from the builds installed: Debian's
+    /// (/usr/lib/postgresql/N/bin) or those `scripts/setup --test` puts in
+    /// /var/cache/plumb/postgresql/N/bin ($PLUMB_PG_VERSIONS).
+    #[arg(long, value_name = "N")]
+    pub pg_version: Option<u32>,
+}
+
+impl BuildArg {
+    /// The build asked for (checked), or None for the default.
+    pub fn build(&self) -> Result<Option<private::Build>> {
+        if let Some(d) = &self.bin_dir {
+            return private::build(d)
+                .map(Some)
+                .map_err(|e| anyhow!("--bin-dir {e}"));
+        }
+        if let Some(v) = self.pg_version {
+            return private::build_for_version(v)
+                .map(Some)
+                .map_err(|e| anyhow!("--pg-version {e}"));
+        }
+        Ok(None)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum EngineCmd {
     /// Start the private PostgreSQL (initdb on first use). A running one is reported as it is.
@@ -51,6 +83,8 @@ pub enum EngineCmd {
         /// (synchronous_standby_names names it until the standby stops).
         #[arg(long, requires = "standby_of")]
         sync: bool,
+        #[command(flatten)]
+        build: BuildArg,
     },
     /// Stop it (fast shutdown); with --remove also delete what plumb created for it (and the
     /// directory, when plumb made it).
@@ -154,6 +188,9 @@ impl Render for InstanceState {
                     r.port,
                     if r.user.is_empty() { "?" } else { &r.user }
                 )?;
+                if let Some(b) = &r.bin {
+                    writeln!(out, "programs    {}", b.display())?;
+                }
                 if !r.settings.is_empty() {
                     let s: Vec<String> =
                         r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -321,6 +358,7 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             set,
             standby_of,
             sync,
+            build,
         } => {
             let d = dir.dir();
             let opts = StartOptions {
@@ -328,6 +366,7 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                 port: None,
                 standby_of: standby_of.clone(),
                 sync: *sync,
+                bin: build.build()?.map(|b| b.bin),
             };
             // Under the directory's lock: a second start on the same directory waits for the
             // first and then finds its server.
@@ -335,6 +374,9 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             if s.was_running {
                 if !set.is_empty() || shared_buffers != "128MB" {
                     eprintln!("plumb: already running; settings given now are not applied (stop it first)");
+                }
+                if opts.bin.is_some() && opts.bin != s.running.bin {
+                    eprintln!("plumb: already running with another build of PostgreSQL {}; stop it first to change builds", s.running.version);
                 }
                 crate::emit(g, &state("already running:", d, Some(s.running)))?;
                 return Ok(0);
@@ -383,12 +425,11 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                     d.display()
                 );
             };
-            let bin = private::find_bin()?;
-            let psql = [bin.join("psql"), PathBuf::from("/usr/bin/psql")]
-                .into_iter()
-                .find(|p| p.exists());
+            let psql = r
+                .client_program("psql")
+                .or_else(|| Some(PathBuf::from("/usr/bin/psql")).filter(|p| p.exists()));
             let Some(psql) = psql else {
-                bail!("psql not found next to the server binaries or in /usr/bin")
+                bail!("psql not found next to the server's programs, under /usr/lib/postgresql or in /usr/bin (apt-get install postgresql-client)")
             };
             let st = std::process::Command::new(&psql)
                 .arg("-h")

@@ -59,6 +59,10 @@ pub struct LabArgs {
     /// (as `plumb trace` does) and reports each commit's syscalls and block requests.
     #[arg(long)]
     pub no_trace: bool,
+    /// The private instance's PostgreSQL build (pgbench and psql come from beside it, else
+    /// from Debian's packages).
+    #[command(flatten)]
+    pub build: crate::cmd_engine::BuildArg,
 }
 
 pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
@@ -105,6 +109,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             .transpose()?,
         command_line: crate::cmd_io::command_line(),
         trace: !a.no_trace,
+        bin_dir: a.build.build()?.map(|b| b.bin),
     })?;
     plumb_report::out::check_out_dir("--out", &out)?;
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes

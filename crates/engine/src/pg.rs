@@ -188,10 +188,35 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         "buffers_written",
     ];
     if v >= 170000 {
-        let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8 FROM pg_stat_checkpointer", 1)?;
+        let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8, restartpoints_timed::float8, restartpoints_req::float8, restartpoints_done::float8 FROM pg_stat_checkpointer", 1)?;
         if let Some((k, vals)) = r.first() {
             s.resets.insert("checkpointer".into(), k[0].clone());
             s.put("checkpointer", &ckpt, vals);
+            s.put(
+                "checkpointer",
+                &[
+                    "restartpoints_timed",
+                    "restartpoints_requested",
+                    "restartpoints_done",
+                ],
+                &vals[5..],
+            );
+        }
+        if v >= 180000 {
+            // 18: checkpoints that completed (a skipped one counts as timed or requested
+            // only), and SLRU buffers they wrote.
+            let r = c.rows(
+                "pg_stat_checkpointer",
+                "SELECT '', num_done::float8, slru_written::float8 FROM pg_stat_checkpointer",
+                1,
+            )?;
+            if let Some((_, vals)) = r.first() {
+                s.put(
+                    "checkpointer",
+                    &["checkpoints_done", "slru_buffers_written"],
+                    vals,
+                );
+            }
         }
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), buffers_clean::float8, maxwritten_clean::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {
@@ -203,6 +228,9 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
             );
         }
     } else {
+        s.unavailable.push(
+            "pg_stat_checkpointer: arrives in PostgreSQL 17; checkpoints from pg_stat_bgwriter here".into(),
+        );
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), checkpoints_timed::float8, checkpoints_req::float8, checkpoint_write_time::float8, checkpoint_sync_time::float8, buffers_checkpoint::float8, buffers_clean::float8, maxwritten_clean::float8, buffers_backend::float8, buffers_backend_fsync::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {
             s.resets.insert("checkpointer".into(), k[0].clone());
@@ -246,13 +274,35 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
             s.resets.insert("wal".into(), k[0].clone());
             s.put("wal", names, vals);
         }
+        if v >= 180000 {
+            // 18 moved WAL writes and syncs (and their times) to pg_stat_io's wal rows: the
+            // same figures, summed over backend types (context normal: not segment creation).
+            let r = c.rows(
+                "pg_stat_io",
+                "SELECT '', coalesce(sum(writes),0)::float8, coalesce(sum(fsyncs),0)::float8, coalesce(sum(write_time),0)::float8, coalesce(sum(fsync_time),0)::float8 FROM pg_stat_io WHERE object = 'wal' AND context = 'normal'",
+                1,
+            )?;
+            if let Some((_, vals)) = r.first() {
+                s.put(
+                    "wal",
+                    &["writes", "syncs", "write_time_ms", "sync_time_ms"],
+                    vals,
+                );
+            }
+        }
     } else {
         s.unavailable.push("pg_stat_wal (PostgreSQL 14+)".into());
     }
     if v >= 160000 && per_object {
+        // Bytes: 18 counts them (read_bytes…); 16 and 17 count operations of op_bytes each.
+        let bytes = if v >= 180000 {
+            "coalesce(read_bytes,0)::float8, coalesce(write_bytes,0)::float8, coalesce(extend_bytes,0)::float8"
+        } else {
+            "coalesce(reads*op_bytes,0)::float8, coalesce(writes*op_bytes,0)::float8, coalesce(extends*op_bytes,0)::float8"
+        };
         let r = c.rows(
             "pg_stat_io",
-            "SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8 FROM pg_stat_io",
+            &format!("SELECT backend_type || '/' || object || '/' || context, coalesce(reads,0)::float8, coalesce(read_time,0)::float8, coalesce(writes,0)::float8, coalesce(write_time,0)::float8, coalesce(extends,0)::float8, coalesce(extend_time,0)::float8, coalesce(hits,0)::float8, coalesce(evictions,0)::float8, coalesce(fsyncs,0)::float8, coalesce(fsync_time,0)::float8, {bytes} FROM pg_stat_io"),
             1,
         )?;
         let names = [
@@ -261,16 +311,21 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
             "writes",
             "write_time_ms",
             "extends",
+            "extend_time_ms",
             "hits",
             "evictions",
             "fsyncs",
+            "fsync_time_ms",
+            "read_bytes",
+            "write_bytes",
+            "extend_bytes",
         ];
         for (k, vals) in r {
             s.put_object("io", &k[0], &names, &vals);
         }
     } else if per_object {
         s.unavailable.push(
-            "pg_stat_io (PostgreSQL 16+); per-table block reads from pg_statio_user_tables instead"
+            "pg_stat_io: arrives in PostgreSQL 16; per-table block reads from pg_statio_user_tables here"
                 .into(),
         );
     }

@@ -41,7 +41,12 @@ pub struct Running {
     pub dir: PathBuf,
     pub pid: u32,
     pub port: u16,
+    /// The server's version: as its build reports it ("17.10"), or the cluster's major version.
     pub version: String,
+    /// The directory of the server build's programs it was started with; stop, restart and the
+    /// next start use the same build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bin: Option<PathBuf>,
     /// The OS user the server runs as.
     pub user: String,
     /// Settings given on the command line at start.
@@ -102,6 +107,23 @@ impl Running {
     pub fn target(&self) -> crate::Target {
         crate::Target::new(&self.url())
     }
+
+    /// A client program (psql, pgbench) for this server: its build's own, else one from
+    /// Debian's packages (see [`Build::client_program`]).
+    pub fn client_program(&self, name: &str) -> Option<PathBuf> {
+        let b = Build {
+            bin: self.bin.clone().or_else(|| find_bin().ok())?,
+            major: major_of(&self.version).unwrap_or(0),
+            version: self.version.clone(),
+        };
+        b.client_program(name)
+    }
+}
+
+/// The major version in a version string: "17.10" → 17, "18beta1" → 18, "15" → 15.
+fn major_of(v: &str) -> Option<u32> {
+    let digits: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
 }
 
 /// What plumb wrote about an instance directory it made: what it created, and the last start.
@@ -124,27 +146,210 @@ struct Manifest {
     standbys: Vec<PathBuf>,
 }
 
-/// The newest Debian PostgreSQL bin directory (`/usr/lib/postgresql/N/bin`), or `PLUMB_PG_BIN`.
-pub fn find_bin() -> Result<PathBuf> {
-    if let Ok(p) = std::env::var("PLUMB_PG_BIN") {
-        return Ok(PathBuf::from(p));
+/// Where `scripts/setup --test` installs PostgreSQL server builds (`N/bin`), unless
+/// `PLUMB_PG_VERSIONS` says otherwise.
+pub const BUILD_CACHE: &str = "/var/cache/plumb/postgresql";
+/// Where Debian's packages put each major version's programs (`N/bin`).
+const DEBIAN_BUILDS: &str = "/usr/lib/postgresql";
+
+/// A PostgreSQL server build: the directory of its programs and the version they report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Build {
+    pub bin: PathBuf,
+    /// As `postgres --version` says it: "17.10".
+    pub version: String,
+    pub major: u32,
+}
+
+impl Build {
+    /// The build's own program `name`, else the same major version's from Debian's packages,
+    /// else the newest Debian one (client programs such as psql and pgbench speak to newer
+    /// servers). Server builds from the npm registry ship only initdb, pg_ctl and postgres.
+    pub fn client_program(&self, name: &str) -> Option<PathBuf> {
+        let own = self.bin.join(name);
+        if own.is_file() {
+            return Some(own);
+        }
+        let same = Path::new(DEBIAN_BUILDS)
+            .join(self.major.to_string())
+            .join("bin")
+            .join(name);
+        if same.is_file() {
+            return Some(same);
+        }
+        debian_builds()
+            .into_iter()
+            .rev()
+            .map(|(_, b)| b.join(name))
+            .find(|p| p.is_file())
     }
-    let mut best: Option<(u32, PathBuf)> = None;
-    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
+
+    /// `pg_basebackup` of this very major version (an older one refuses a newer server, a
+    /// newer one may not suit an older server's standby), for making a standby.
+    pub fn basebackup(&self) -> Result<PathBuf> {
+        let own = self.bin.join("pg_basebackup");
+        if own.is_file() {
+            return Ok(own);
+        }
+        let same = Path::new(DEBIAN_BUILDS)
+            .join(self.major.to_string())
+            .join("bin/pg_basebackup");
+        if same.is_file() {
+            return Ok(same);
+        }
+        Err(Error::Setup(format!(
+            "the PostgreSQL {} build in {} has no pg_basebackup, and none of version {} is installed under {DEBIAN_BUILDS}: a standby needs one (apt-get install postgresql-{}, or a build that ships it)",
+            self.version,
+            self.bin.display(),
+            self.major,
+            self.major
+        )))
+    }
+}
+
+/// The major versions under `root` (`root/N/bin` with initdb and pg_ctl), oldest first.
+fn builds_under(root: &Path) -> Vec<(u32, PathBuf)> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(root) {
         for e in rd.flatten() {
             if let Some(v) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) {
                 let bin = e.path().join("bin");
-                if bin.join("initdb").exists()
-                    && bin.join("pg_ctl").exists()
-                    && best.as_ref().is_none_or(|b| v > b.0)
-                {
-                    best = Some((v, bin));
+                if bin.join("initdb").is_file() && bin.join("pg_ctl").is_file() {
+                    out.push((v, bin));
                 }
             }
         }
     }
-    best.map(|b| b.1).ok_or_else(|| {
-        Error::Setup("no PostgreSQL server binaries found under /usr/lib/postgresql (apt-get install postgresql); or set PLUMB_PG_BIN".into())
+    out.sort();
+    out
+}
+
+fn debian_builds() -> Vec<(u32, PathBuf)> {
+    builds_under(Path::new(DEBIAN_BUILDS))
+}
+
+fn cached_builds() -> Vec<(u32, PathBuf)> {
+    let root = std::env::var_os("PLUMB_PG_VERSIONS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(BUILD_CACHE));
+    builds_under(&root)
+}
+
+/// The server builds installed, by major version, oldest first: Debian's packages, then the
+/// builds `scripts/setup --test` cached (a major version Debian has is taken from Debian).
+pub fn installed() -> Vec<(u32, PathBuf)> {
+    let mut all = debian_builds();
+    for (v, b) in cached_builds() {
+        if !all.iter().any(|(w, _)| *w == v) {
+            all.push((v, b));
+        }
+    }
+    all.sort();
+    all
+}
+
+/// The build of major version `major` among those [`installed`].
+pub fn build_for_version(major: u32) -> Result<Build> {
+    let all = installed();
+    match all.iter().find(|(v, _)| *v == major) {
+        Some((_, b)) => build(b),
+        None => Err(Error::Setup(format!(
+            "PostgreSQL {major}: not installed here (installed: {}); scripts/setup --test installs 16, 17 and 18 into {BUILD_CACHE}, or give --bin-dir",
+            if all.is_empty() {
+                "none".to_string()
+            } else {
+                all.iter()
+                    .map(|(v, b)| format!("{v} in {}", b.display()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ))),
+    }
+}
+
+/// The default build: `PLUMB_PG_BIN`, else the newest of Debian's packages.
+pub fn default_build() -> Result<Build> {
+    if let Some(p) = std::env::var_os("PLUMB_PG_BIN") {
+        return build(Path::new(&p)).map_err(|e| Error::Setup(format!("PLUMB_PG_BIN={e}")));
+    }
+    match debian_builds().pop() {
+        Some((_, b)) => build(&b),
+        None => Err(Error::Setup(format!(
+            "no PostgreSQL server binaries found under {DEBIAN_BUILDS} (apt-get install postgresql); or give --bin-dir, or set PLUMB_PG_BIN"
+        ))),
+    }
+}
+
+/// The directory of the default build's programs (see [`default_build`]).
+pub fn find_bin() -> Result<PathBuf> {
+    default_build().map(|b| b.bin)
+}
+
+/// The build whose programs are in `bin`: initdb, pg_ctl and postgres there, in a directory
+/// only root or the caller can change (plumb runs them, as root's `postgres` user), and the
+/// version `postgres --version` reports.
+pub fn build(bin: &Path) -> Result<Build> {
+    let shown = bin.display();
+    let m = std::fs::metadata(bin).map_err(|e| setup_err(bin, e))?;
+    if !m.is_dir() {
+        return Err(setup_err(bin, "not a directory"));
+    }
+    let trusted =
+        |m: &std::fs::Metadata| (m.uid() == 0 || m.uid() == euid()) && m.mode() & 0o022 == 0;
+    if !trusted(&m) {
+        return Err(Error::Setup(format!(
+            "{shown}: others can change the programs in it (owner uid {}, mode {:o}); plumb runs only programs that root or you control",
+            m.uid(),
+            m.mode() & 0o7777
+        )));
+    }
+    for prog in ["initdb", "pg_ctl", "postgres"] {
+        let p = bin.join(prog);
+        let m = std::fs::metadata(&p).map_err(|_| {
+            Error::Setup(format!(
+                "{shown}: no {prog} here; give the directory of a PostgreSQL server build's programs (initdb, pg_ctl, postgres)"
+            ))
+        })?;
+        if !m.is_file() || m.mode() & 0o111 == 0 {
+            return Err(Error::Setup(format!(
+                "{}: not an executable program",
+                p.display()
+            )));
+        }
+        if !trusted(&m) {
+            return Err(Error::Setup(format!(
+                "{}: others can change it (owner uid {}, mode {:o}); plumb runs only programs that root or you control",
+                p.display(),
+                m.uid(),
+                m.mode() & 0o7777
+            )));
+        }
+    }
+    // Run as the server's user, never as root (postgres answers --version before its check).
+    let mut c = cmd(bin, "postgres", &server_user()?);
+    c.arg("--version");
+    let out = output(c, &format!("{shown}/postgres --version"))?;
+    // "postgres (PostgreSQL) 17.10" or "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
+    let version = out
+        .split("(PostgreSQL)")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Error::Setup(format!(
+                "{shown}/postgres --version: not a PostgreSQL server ({})",
+                out.trim()
+            ))
+        })?;
+    let major = major_of(&version).filter(|m| *m >= 10).ok_or_else(|| {
+        Error::Setup(format!(
+            "{shown}/postgres --version: version {version}: plumb runs PostgreSQL 10 and newer"
+        ))
+    })?;
+    Ok(Build {
+        bin: bin.to_path_buf(),
+        version,
+        major,
     })
 }
 
@@ -171,7 +376,12 @@ fn server_user() -> Result<User> {
 }
 
 fn cmd(bin: &Path, prog: &str, who: &User) -> Command {
-    let mut c = Command::new(bin.join(prog));
+    cmd_at(&bin.join(prog), who)
+}
+
+/// The program `path`, run as `who`.
+fn cmd_at(path: &Path, who: &User) -> Command {
+    let mut c = Command::new(path);
     if who.uid != euid() {
         // std drops root's supplementary groups (setgroups) before setuid.
         c.uid(who.uid).gid(who.gid);
@@ -707,6 +917,7 @@ fn running_in(d: &InstanceDir) -> Option<Running> {
         pid,
         port,
         version: last.as_ref().map(|s| s.version.clone()).unwrap_or_default(),
+        bin: last.as_ref().and_then(|s| s.bin.clone()),
         user: last.as_ref().map(|s| s.user.clone()).unwrap_or_default(),
         settings: last.map(|s| s.settings).unwrap_or_default(),
         standby_of: d.manifest.standby_of.clone(),
@@ -739,6 +950,9 @@ pub struct StartOptions {
     pub standby_of: Option<PathBuf>,
     /// With `standby_of`: the primary waits for this standby at every commit.
     pub sync: bool,
+    /// The server build's programs (see [`build`]). None: the build this directory was last
+    /// started with, a standby's primary's build, else [`default_build`].
+    pub bin: Option<PathBuf>,
 }
 
 /// What [`start_or_find`] did.
@@ -795,13 +1009,25 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
             sock_path.as_os_str().len()
         )));
     }
-    let bin = find_bin()?;
+    let build = choose_build(dir, opts)?;
     let server = server_user()?;
     let me = caller()?;
     let mut d = open(dir, true)?.ok_or_else(|| setup_err(dir, "cannot open"))?;
     // A cluster that was there before this call (a stopped instance) is kept on failure;
     // a new one is taken back, so a later start begins clean.
     let had_cluster = d.data().join("PG_VERSION").exists();
+    if had_cluster {
+        let made = cluster_major(&d.data());
+        if made != Some(build.major) {
+            let made = made.map(|m| m.to_string()).unwrap_or_else(|| "?".into());
+            return Err(Error::Setup(format!(
+                "{}: holds a PostgreSQL {made} cluster; the build in {} is {}: start it with the build that made it (--pg-version {made}), or give a new --dir",
+                d.dir.display(),
+                build.bin.display(),
+                build.version
+            )));
+        }
+    }
     let primary = match &opts.standby_of {
         Some(p) => Some(absolute(p)?),
         None => d.manifest.standby_of.as_ref().map(|s| s.primary.clone()),
@@ -840,7 +1066,7 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
         } else {
             d.manifest.standby_of.as_ref().is_some_and(|s| s.sync)
         };
-        return match start_standby_locked(&mut d, &bin, &server, &me, opts, &primary, sync) {
+        return match start_standby_locked(&mut d, &build, &server, &me, opts, &primary, sync) {
             Ok(running) => Ok(Started {
                 running,
                 was_running: false,
@@ -870,7 +1096,7 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
             }
         };
     }
-    match start_locked(&mut d, &bin, &server, &me, opts) {
+    match start_locked(&mut d, &build, &server, &me, opts) {
         Ok((running, fresh)) => {
             if !fresh {
                 // Housekeeping only: a failure here leaves a slot, not a broken instance.
@@ -895,7 +1121,7 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
 
 fn start_locked(
     d: &mut InstanceDir,
-    bin: &Path,
+    build: &Build,
     server: &User,
     me: &User,
     opts: &StartOptions,
@@ -910,6 +1136,7 @@ fn start_locked(
     if pidfile.exists() {
         let _ = std::fs::remove_file(&pidfile);
     }
+    let bin = &build.bin;
     let fresh = !data.join("PG_VERSION").exists();
     if fresh {
         let mut c = cmd(bin, "initdb", server);
@@ -925,10 +1152,6 @@ fn start_locked(
         output(c, "initdb")?;
     }
     write_access_files(&data, server, me, !d.manifest.standbys.is_empty())?;
-    let version = std::fs::read_to_string(data.join("PG_VERSION"))
-        .unwrap_or_default()
-        .trim()
-        .to_string();
     let port = match opts
         .port
         .or(d.manifest.last.as_ref().map(|l| l.port))
@@ -984,12 +1207,48 @@ fn start_locked(
             log_since(&log, log_start)
         ))
     })?;
-    r.version = version;
+    r.version = build.version.clone();
+    r.bin = Some(build.bin.clone());
     r.user = server.name.clone();
     r.settings = opts.settings.clone();
     d.manifest.last = Some(r.clone());
     write_manifest(&d.dir, &d.manifest)?;
     Ok((r, fresh))
+}
+
+/// The major version of the cluster in `data` (its PG_VERSION file).
+fn cluster_major(data: &Path) -> Option<u32> {
+    std::fs::read_to_string(data.join("PG_VERSION"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The build to start `dir` with: the one asked for, else the one it was last started with,
+/// else (for a new standby) its primary's, else the default.
+fn choose_build(dir: &Path, opts: &StartOptions) -> Result<Build> {
+    if let Some(b) = &opts.bin {
+        return build(b);
+    }
+    let last_bin = |d: &Path| {
+        read_manifest(d)
+            .ok()
+            .flatten()
+            .and_then(|m| m.last)
+            .and_then(|l| l.bin)
+    };
+    let recorded = last_bin(dir).or_else(|| opts.standby_of.as_deref().and_then(last_bin));
+    match recorded {
+        Some(b) => build(&b).map_err(|e| {
+            Error::Setup(format!(
+                "{}: last started with the PostgreSQL build in {}, which is no longer usable: {e}",
+                dir.display(),
+                b.display()
+            ))
+        }),
+        None => default_build(),
+    }
 }
 
 /// The last lines the log got since `from` (this attempt's, not an earlier one's).
@@ -1138,7 +1397,11 @@ fn stop_locked(d: &InstanceDir) -> Result<bool> {
     if running_in(d).is_none() {
         return Ok(false);
     }
-    let bin = find_bin()?;
+    // The build that started it (a pg_ctl of another version may refuse its data directory).
+    let bin = match d.manifest.last.as_ref().and_then(|l| l.bin.clone()) {
+        Some(b) => b,
+        None => find_bin()?,
+    };
     let server = server_user()?;
     let mut c = cmd(&bin, "pg_ctl", &server);
     c.arg("-D")
@@ -1163,7 +1426,8 @@ pub fn restart(dir: &Path) -> Result<Running> {
             .as_ref()
             .map(|s| s.settings.clone())
             .unwrap_or_default(),
-        port: saved.map(|s| s.port),
+        port: saved.as_ref().map(|s| s.port),
+        bin: saved.and_then(|s| s.bin),
         ..Default::default()
     };
     start(dir, &opts)
@@ -1230,7 +1494,7 @@ fn open_primary(primary: &Path) -> Result<(InstanceDir, Running)> {
 /// once the primary sees it streaming.
 fn start_standby_locked(
     d: &mut InstanceDir,
-    bin: &Path,
+    build: &Build,
     server: &User,
     me: &User,
     opts: &StartOptions,
@@ -1244,6 +1508,19 @@ fn start_standby_locked(
         )));
     }
     let (mut p, prun) = open_primary(primary)?;
+    if cluster_major(&p.data()) != Some(build.major) {
+        return Err(Error::Setup(format!(
+            "--standby-of {}: the primary is not PostgreSQL {} (the build in {}); a standby runs the primary's major version",
+            primary.display(),
+            build.major,
+            build.bin.display()
+        )));
+    }
+    let basebackup = if d.data().join("PG_VERSION").exists() {
+        None
+    } else {
+        Some(build.basebackup()?)
+    };
     let slot = d
         .manifest
         .standby_of
@@ -1268,13 +1545,13 @@ fn start_standby_locked(
     d.server_dir("sock", server)?;
     d.server_log(server)?;
     let data = d.data();
-    if !data.join("PG_VERSION").exists() {
+    if let Some(basebackup) = basebackup {
         // A slot of this name left by an earlier attempt is taken back first.
         let _ = pc.execute(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
             &[&slot],
         );
-        let mut c = cmd(bin, "pg_basebackup", server);
+        let mut c = cmd_at(&basebackup, server);
         c.arg("-D")
             .arg(&data)
             .arg("-h")
@@ -1325,8 +1602,9 @@ fn start_standby_locked(
         port: opts.port,
         standby_of: None,
         sync: false,
+        bin: Some(build.bin.clone()),
     };
-    let (running, _) = start_locked(d, bin, server, me, &sopts)?;
+    let (running, _) = start_locked(d, build, server, me, &sopts)?;
     if sync {
         exec(
             &mut pc,
@@ -1498,5 +1776,35 @@ impl Drop for Owned {
         if let Err(e) = r {
             eprintln!("plumb: warning: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_versions_are_read_from_version_strings() {
+        assert_eq!(major_of("17.10"), Some(17));
+        assert_eq!(major_of("18beta1"), Some(18));
+        assert_eq!(major_of("15"), Some(15));
+        assert_eq!(major_of("x"), None);
+    }
+
+    #[test]
+    fn builds_are_found_by_major_version_in_a_cache_directory() {
+        let d = tempfile::tempdir().unwrap();
+        for v in ["16", "17"] {
+            let bin = d.path().join(v).join("bin");
+            std::fs::create_dir_all(&bin).unwrap();
+            for p in ["initdb", "pg_ctl"] {
+                std::fs::write(bin.join(p), "").unwrap();
+            }
+        }
+        // Not a build: no pg_ctl.
+        std::fs::create_dir_all(d.path().join("14/bin")).unwrap();
+        std::fs::write(d.path().join("14/bin/initdb"), "").unwrap();
+        let found: Vec<u32> = builds_under(d.path()).into_iter().map(|b| b.0).collect();
+        assert_eq!(found, vec![16, 17]);
     }
 }

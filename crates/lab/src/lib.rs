@@ -65,6 +65,9 @@ pub struct Config {
     /// Trace the server over the insert/CHECKPOINT loops (root, the server on this host):
     /// syscalls and bios per commit.
     pub trace: bool,
+    /// The PostgreSQL server build for the private instance (the directory of its programs);
+    /// None: the default ([`private::default_build`]).
+    pub bin_dir: Option<PathBuf>,
 }
 
 impl Config {
@@ -266,14 +269,25 @@ impl Lab {
                 plumb_analyze::units::bytes(need)
             )
         })?;
-        let bin = private::find_bin()?;
-        let pgbench_bin = bin.join("pgbench");
-        if !pgbench_bin.exists() {
-            bail!(
-                "{}: not found (apt-get install postgresql)",
-                pgbench_bin.display()
-            );
+        if config.bin_dir.is_some() && config.target.is_some() {
+            bail!("--bin-dir chooses the build of plumb's private instance; leave out --engine");
         }
+        let build = match &config.bin_dir {
+            Some(d) => private::build(d).map_err(|e| anyhow!("--bin-dir {e}"))?,
+            None => private::default_build()?,
+        };
+        if config.replica.is_some() {
+            build.basebackup().map_err(|e| anyhow!("--replica: {e}"))?;
+        }
+        let Some(pgbench_bin) = build.client_program("pgbench") else {
+            bail!(
+                "pgbench: not beside the server build in {} nor under /usr/lib/postgresql (apt-get install postgresql-contrib)",
+                build.bin.display()
+            );
+        };
+        let mut config = config;
+        // The experiments' other instances run the same build.
+        config.bin_dir = Some(build.bin);
         Ok(Lab {
             config,
             plan,
@@ -349,6 +363,7 @@ impl Lab {
                     &private::StartOptions {
                         settings: server::private_settings(plan.shared_buffers),
                         port: None,
+                        bin: config.bin_dir.clone(),
                         ..Default::default()
                     },
                 )
@@ -467,6 +482,7 @@ mod tests {
             replica: None,
             command_line: "plumb lab".into(),
             trace: true,
+            bin_dir: None,
         }
     }
 

@@ -85,9 +85,23 @@ const GROUPS: &[(&str, &str)] = &[
     ("status", "server status counters"),
 ];
 
-/// The group's title, naming the source the engine's figures come from.
-fn title(g: &str, engine: &str) -> String {
+/// The major version in a PostgreSQL version string ("PostgreSQL 17.10 on x86_64…" → 17).
+pub fn pg_major(version: &str) -> Option<u32> {
+    let rest = version.strip_prefix("PostgreSQL ")?;
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
+/// The group's title, naming the source the engine's figures come from (PostgreSQL's moved
+/// between versions: `version` is the server's).
+fn title(g: &str, engine: &str, version: &str) -> String {
+    let pg = pg_major(version).unwrap_or(0);
     let source = match (g, engine) {
+        ("checkpointer", "PostgreSQL") if pg >= 17 => Some("pg_stat_checkpointer"),
+        ("checkpointer", "PostgreSQL") => Some("pg_stat_bgwriter"),
+        ("wal", "PostgreSQL") if pg >= 18 => {
+            Some("writes, syncs and their times from pg_stat_io's wal rows, where PostgreSQL 18 moved them")
+        }
         ("wait", "SQL Server") => Some("sys.dm_os_wait_stats, ignorable waits left out"),
         ("wait", "MariaDB") => Some("performance_schema.events_waits_summary_global_by_event_name"),
         ("latch", "SQL Server") => Some("sys.dm_os_latch_stats"),
@@ -100,6 +114,8 @@ fn title(g: &str, engine: &str) -> String {
     };
     let base = title_of(g);
     match source {
+        // "WAL (pg_stat_wal)" + s → "WAL (pg_stat_wal; s)"
+        Some(s) if base.ends_with(')') => format!("{}; {s})", &base[..base.len() - 1]),
         Some(s) => format!("{base} ({s})"),
         None => base,
     }
@@ -254,6 +270,10 @@ impl Render for DeltaReport {
                         self.engine
                             .as_ref()
                             .map(|e| e.engine.as_str())
+                            .unwrap_or(""),
+                        self.engine
+                            .as_ref()
+                            .map(|e| e.version.as_str())
                             .unwrap_or("")
                     )
                 )?;
@@ -376,5 +396,20 @@ mod tests {
         assert_eq!(value("ms", 12500.0), "12.5 s");
         assert_eq!(value("s", 0.25), "250.0 ms");
         assert_eq!(value("%", 97.25), "97.2%");
+    }
+
+    #[test]
+    fn checkpoint_figures_name_the_view_of_the_servers_version() {
+        let v17 = "PostgreSQL 17.10 on x86_64-pc-linux-gnu, compiled by gcc";
+        assert_eq!(pg_major(v17), Some(17));
+        assert_eq!(pg_major("PostgreSQL 18beta1 on x86_64"), Some(18));
+        assert_eq!(pg_major("MariaDB 10.11.6"), None);
+        assert!(title("checkpointer", "PostgreSQL", v17).contains("pg_stat_checkpointer"));
+        assert!(
+            title("checkpointer", "PostgreSQL", "PostgreSQL 15.18 (Debian)")
+                .contains("pg_stat_bgwriter")
+        );
+        assert!(title("wal", "PostgreSQL", "PostgreSQL 18.4 on x").contains("pg_stat_io"));
+        assert_eq!(title("wal", "PostgreSQL", v17), "WAL (pg_stat_wal)");
     }
 }

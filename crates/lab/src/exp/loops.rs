@@ -170,6 +170,7 @@ fn direct_wal_loops(
         &plumb_engine::private::StartOptions {
             settings,
             port: None,
+            bin: cx.config.bin_dir.clone(),
             ..Default::default()
         },
     )

@@ -161,6 +161,7 @@ impl Experiment for Replica {
                 port: None,
                 standby_of: Some(primary_dir),
                 sync: mode == ReplicaMode::Sync,
+                bin: cx.config.bin_dir.clone(),
             },
         );
         if let Some(cg) = &cg {

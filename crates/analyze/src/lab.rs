@@ -146,6 +146,155 @@ pub struct Pgbench {
     /// Per transaction, from pgbench's transaction log.
     pub latency: Option<Latency>,
     pub wal_sync_method: String,
+    /// What the server counted of its own I/O over the run (PostgreSQL).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_io: Option<ServerIo>,
+}
+
+/// What PostgreSQL counted of its own I/O over a workload: pg_stat_io (16+) by backend type,
+/// object and context, and the checkpoints (pg_stat_checkpointer from 17, pg_stat_bgwriter
+/// before).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerIo {
+    /// The server's major version: which views it has.
+    pub pg_major: u32,
+    /// pg_stat_io rows with any I/O over the workload, the most I/O first (none before 16).
+    pub io: Vec<IoRow>,
+    /// track_io_timing was on: relation I/O times were measured (else they read zero).
+    pub io_timing: bool,
+    pub checkpoints: Option<CheckpointFigures>,
+}
+
+/// One pg_stat_io row's change over a workload. Times need track_io_timing (relation I/O)
+/// or track_wal_io_timing (18's WAL rows); bytes are 18's own counts, or operations times
+/// op_bytes before.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IoRow {
+    pub backend_type: String,
+    pub object: String,
+    pub context: String,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub reads: f64,
+    #[serde(rename = "read_time_s", serialize_with = "plumb_sys::json::ms_as_s")]
+    pub read_time_ms: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub read_bytes: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub writes: f64,
+    #[serde(rename = "write_time_s", serialize_with = "plumb_sys::json::ms_as_s")]
+    pub write_time_ms: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub write_bytes: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub extends: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub extend_bytes: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub fsyncs: f64,
+    #[serde(rename = "fsync_time_s", serialize_with = "plumb_sys::json::ms_as_s")]
+    pub fsync_time_ms: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub hits: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub evictions: f64,
+}
+
+impl IoRow {
+    /// Operations that reached the kernel: reads, writes, extends and fsyncs.
+    pub fn operations(&self) -> f64 {
+        self.reads + self.writes + self.extends + self.fsyncs
+    }
+}
+
+/// Checkpoints over a workload.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CheckpointFigures {
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub timed: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub requested: f64,
+    #[serde(serialize_with = "plumb_sys::json::whole")]
+    pub buffers_written: f64,
+    #[serde(rename = "write_time_s", serialize_with = "plumb_sys::json::ms_as_s")]
+    pub write_time_ms: f64,
+    #[serde(rename = "sync_time_s", serialize_with = "plumb_sys::json::ms_as_s")]
+    pub sync_time_ms: f64,
+}
+
+/// The change of an engine snapshot's pg_stat_io rows and checkpoint counters between
+/// `before` and `after` (counters that went backwards, a reset or a restart, count as none).
+pub fn server_io(
+    pg_major: u32,
+    before: &plumb_engine::Snapshot,
+    after: &plumb_engine::Snapshot,
+) -> ServerIo {
+    let none = Default::default();
+    let (io_before, io_after) = (
+        before.objects.get("io").unwrap_or(&none),
+        after.objects.get("io").unwrap_or(&none),
+    );
+    let d = |a: Option<&f64>, b: Option<&f64>| match (a, b) {
+        (Some(a), Some(b)) if b >= a => b - a,
+        (None, Some(b)) => *b,
+        _ => 0.0,
+    };
+    let mut io = Vec::new();
+    for (key, now) in io_after {
+        let was = io_before.get(key);
+        let f = |n: &str| d(was.and_then(|w| w.get(n)), now.get(n));
+        let mut parts = key.splitn(3, '/');
+        let row = IoRow {
+            backend_type: parts.next().unwrap_or_default().to_string(),
+            object: parts.next().unwrap_or_default().to_string(),
+            context: parts.next().unwrap_or_default().to_string(),
+            reads: f("reads"),
+            read_time_ms: f("read_time_ms"),
+            read_bytes: f("read_bytes"),
+            writes: f("writes"),
+            write_time_ms: f("write_time_ms"),
+            write_bytes: f("write_bytes"),
+            extends: f("extends"),
+            extend_bytes: f("extend_bytes"),
+            fsyncs: f("fsyncs"),
+            fsync_time_ms: f("fsync_time_ms"),
+            hits: f("hits"),
+            evictions: f("evictions"),
+        };
+        if row.operations() + row.hits + row.evictions > 0.0 {
+            io.push(row);
+        }
+    }
+    io.sort_by(|a, b| {
+        (
+            b.read_bytes + b.write_bytes + b.extend_bytes,
+            b.operations(),
+        )
+            .partial_cmp(&(
+                a.read_bytes + a.write_bytes + a.extend_bytes,
+                a.operations(),
+            ))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let c = |n: &str| {
+        let k = format!("checkpointer.{n}");
+        d(before.counters.get(&k), after.counters.get(&k))
+    };
+    let checkpoints = after
+        .counters
+        .contains_key("checkpointer.checkpoints_timed")
+        .then(|| CheckpointFigures {
+            timed: c("checkpoints_timed"),
+            requested: c("checkpoints_requested"),
+            buffers_written: c("buffers_written"),
+            write_time_ms: c("write_time_ms"),
+            sync_time_ms: c("sync_time_ms"),
+        });
+    ServerIo {
+        pg_major,
+        io,
+        io_timing: after.settings.get("track_io_timing").map(String::as_str) == Some("on"),
+        checkpoints,
+    }
 }
 
 /// One of seed 003's loops under one wal_sync_method.

@@ -250,6 +250,7 @@ pub fn empty(scale: u32) -> Pgbench {
         tps_p90: None,
         latency: None,
         wal_sync_method: "fdatasync".into(),
+        server_io: None,
     }
 }
 

@@ -31,6 +31,8 @@ pub fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
         // Checkpoints come when the loops ask for them (SQL Server's trace flag 3505 does this).
         ("checkpoint_timeout", "30min"),
         ("track_wal_io_timing", "on"),
+        // Read and write times in pg_stat_io (16+) and pg_stat_database.
+        ("track_io_timing", "on"),
         ("max_connections", "40"),
     ]
     .iter()

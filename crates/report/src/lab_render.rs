@@ -291,6 +291,14 @@ fn tables(r: &LabReport) -> Vec<Table> {
             )],
         });
     }
+    if let Some(t) = r
+        .pgbench
+        .as_ref()
+        .and_then(|p| p.server_io.as_ref())
+        .map(server_io_table)
+    {
+        out.push(t);
+    }
     if !r.loops.is_empty() {
         let rows = r
             .loops
@@ -358,9 +366,19 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "WAL",
             ],
             rows,
-            notes: vec![
-                "inserts: the inserts with their commit(s), per iteration; CHECKPOINT: the one after them; commits timed one by one at the client; FLUSH from /proc/diskstats on the data disk; WAL from pg_stat_wal".into(),
-            ],
+            notes: vec![format!(
+                "inserts: the inserts with their commit(s), per iteration; CHECKPOINT: the one after them; commits timed one by one at the client; FLUSH from /proc/diskstats on the data disk; {}",
+                if r
+                    .engine_version
+                    .as_deref()
+                    .and_then(crate::delta_render::pg_major)
+                    .is_some_and(|m| m >= 18)
+                {
+                    "WAL from pg_stat_wal, its syncs from pg_stat_io's wal rows (where PostgreSQL 18 moved them)"
+                } else {
+                    "WAL from pg_stat_wal"
+                }
+            )],
         });
     }
     let traced: Vec<&plumb_analyze::lab::LoopResult> =
@@ -577,9 +595,126 @@ fn sev(s: Severity) -> &'static str {
     }
 }
 
+/// The most pg_stat_io rows the report lists (the most I/O first).
+const IO_ROWS: usize = 10;
+
+/// PostgreSQL's count of its own I/O over pgbench: pg_stat_io's rows and the checkpoints,
+/// and which version brings a view this server lacks.
+fn server_io_table(s: &plumb_analyze::lab::ServerIo) -> Table {
+    let avg = |time_ms: f64, n: f64| {
+        if !s.io_timing || n <= 0.0 {
+            MISSING.to_string()
+        } else {
+            latency_ms(time_ms / n)
+        }
+    };
+    let total = |time_ms: f64, n: f64| {
+        if !s.io_timing || n <= 0.0 {
+            MISSING.to_string()
+        } else {
+            latency_ms(time_ms)
+        }
+    };
+    let rows =
+        s.io.iter()
+            .take(IO_ROWS)
+            .map(|r| {
+                vec![
+                    r.backend_type.clone(),
+                    r.object.clone(),
+                    r.context.clone(),
+                    count(r.reads),
+                    bytes(r.read_bytes as u64),
+                    avg(r.read_time_ms, r.reads),
+                    count(r.writes),
+                    bytes(r.write_bytes as u64),
+                    avg(r.write_time_ms, r.writes),
+                    count(r.extends),
+                    bytes(r.extend_bytes as u64),
+                    count(r.fsyncs),
+                    total(r.fsync_time_ms, r.fsyncs),
+                    count(r.hits),
+                    count(r.evictions),
+                ]
+            })
+            .collect();
+    let mut notes = Vec::new();
+    if s.pg_major < 16 {
+        notes.push(format!(
+            "pg_stat_io arrives in PostgreSQL 16 (this is {}): the server's reads, writes, extends and fsyncs by backend type and context are not counted here",
+            s.pg_major
+        ));
+    } else {
+        if s.io.len() > IO_ROWS {
+            notes.push(format!(
+                "the {IO_ROWS} rows with the most I/O of {}",
+                s.io.len()
+            ));
+        }
+        notes.push(format!(
+            "operations that reached the kernel, and buffer hits, as the server counted them over the run; bytes {}; {}",
+            if s.pg_major >= 18 {
+                "as PostgreSQL 18 counts them"
+            } else {
+                "are operations times op_bytes"
+            },
+            if s.io_timing {
+                "track_io_timing is on: times per read and write measured"
+            } else {
+                "no times: track_io_timing is off on this server"
+            }
+        ));
+    }
+    let view = if s.pg_major >= 17 {
+        "pg_stat_checkpointer".to_string()
+    } else {
+        "pg_stat_bgwriter; pg_stat_checkpointer arrives in PostgreSQL 17".to_string()
+    };
+    match &s.checkpoints {
+        Some(c) if c.timed + c.requested > 0.0 => notes.push(format!(
+            "checkpoints during the run: {} timed, {} requested; {} buffers written in {}, synced in {} ({view})",
+            count(c.timed),
+            count(c.requested),
+            count(c.buffers_written),
+            latency_ms(c.write_time_ms),
+            latency_ms(c.sync_time_ms)
+        )),
+        Some(_) => notes.push(format!("no checkpoint during the run ({view})")),
+        None => {}
+    }
+    Table {
+        id: "server-io",
+        title:
+            "PostgreSQL's own I/O over pgbench (pg_stat_io, by backend type, object and context)"
+                .into(),
+        headers: vec![
+            "backend type",
+            "object",
+            "context",
+            "reads",
+            "read",
+            "per read",
+            "writes",
+            "written",
+            "per write",
+            "extends",
+            "extended",
+            "fsyncs",
+            "fsync time",
+            "hits",
+            "evictions",
+        ],
+        rows,
+        notes,
+    }
+}
+
 fn text_table(out: &mut dyn Write, t: &Table) -> io::Result<()> {
     writeln!(out, "{}", t.title)?;
-    crate::table::write_aligned(out, &t.headers, &t.rows)?;
+    // A table with no rows (a view the server lacks) is its notes alone.
+    if !t.rows.is_empty() {
+        crate::table::write_aligned(out, &t.headers, &t.rows)?;
+    }
     for note in &t.notes {
         writeln!(out, "  - {note}")?;
     }
@@ -692,21 +827,24 @@ pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
     }
     for t in tables(r) {
         h.el("h2", &[("id", t.id)], &t.title);
-        h.with("table", &[], |h| {
-            h.with("tr", &[], |h| {
-                for c in &t.headers {
-                    h.el("th", &[], c);
-                }
-            });
-            for row in &t.rows {
+        if !t.rows.is_empty() {
+            h.with("table", &[], |h| {
                 h.with("tr", &[], |h| {
-                    for (i, c) in row.iter().enumerate() {
-                        let class: &[(&str, &str)] = if i > 0 { &[("class", "n")] } else { &[] };
-                        h.el("td", class, c);
+                    for c in &t.headers {
+                        h.el("th", &[], c);
                     }
                 });
-            }
-        });
+                for row in &t.rows {
+                    h.with("tr", &[], |h| {
+                        for (i, c) in row.iter().enumerate() {
+                            let class: &[(&str, &str)] =
+                                if i > 0 { &[("class", "n")] } else { &[] };
+                            h.el("td", class, c);
+                        }
+                    });
+                }
+            });
+        }
         if !t.notes.is_empty() {
             h.list(&t.notes);
         }

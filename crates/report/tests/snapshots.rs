@@ -221,6 +221,47 @@ fn lab_report_html() {
             tps_p90: Some(1290.0),
             latency: Latency::from_us(&(1..=500).map(|i| i * 10).collect::<Vec<_>>()),
             wal_sync_method: "fdatasync".into(),
+            // As PostgreSQL 17 counts them over a 10 s pgbench: the client backends' writes
+            // and extends, the WAL writer's none (relation rows only before 18).
+            server_io: Some(ServerIo {
+                pg_major: 17,
+                io: vec![
+                    IoRow {
+                        backend_type: "client backend".into(),
+                        object: "relation".into(),
+                        context: "normal".into(),
+                        reads: 1250.0,
+                        read_time_ms: 31.0,
+                        read_bytes: 1250.0 * 8192.0,
+                        writes: 310.0,
+                        write_time_ms: 4.5,
+                        write_bytes: 310.0 * 8192.0,
+                        extends: 42.0,
+                        extend_bytes: 42.0 * 8192.0,
+                        hits: 480_000.0,
+                        evictions: 300.0,
+                        ..Default::default()
+                    },
+                    IoRow {
+                        backend_type: "autovacuum worker".into(),
+                        object: "relation".into(),
+                        context: "vacuum".into(),
+                        reads: 12.0,
+                        read_time_ms: 0.4,
+                        read_bytes: 12.0 * 8192.0,
+                        hits: 900.0,
+                        ..Default::default()
+                    },
+                ],
+                io_timing: true,
+                checkpoints: Some(CheckpointFigures {
+                    requested: 1.0,
+                    buffers_written: 2048.0,
+                    write_time_ms: 812.0,
+                    sync_time_ms: 35.0,
+                    ..Default::default()
+                }),
+            }),
         }),
         loops: vec![single("fdatasync", 1500), single("open_datasync", 2500)],
         experiments: vec![],

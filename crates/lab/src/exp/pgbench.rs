@@ -62,10 +62,31 @@ impl Experiment for Pgbench {
                 Some(format!("{} clients, scale {scale}", run.clients)),
             )
             .renamed("pgbench".into());
+        // PostgreSQL's own count of its I/O over the run (pg_stat_io from 16): a view the
+        // server lacks, or a failed read, leaves the rest of the run's figures as they are.
+        let mut obs = match cx.server.kind {
+            plumb_engine::Kind::Postgres => plumb_engine::observer(&cx.server.target).ok(),
+            _ => None,
+        };
+        let before = obs.as_mut().and_then(|o| o.snapshot().ok());
         let progress = &mut cx.progress;
         let mut p = run
             .run(cx.plan.pgbench, cx.cancel, &mut |t, l| progress.live(t, l))?
             .ok_or(Interrupted)?;
+        if let (Some(o), Some(before)) = (obs.as_mut(), before) {
+            // Backends report their I/O when idle, at most once a second.
+            std::thread::sleep(Duration::from_millis(1100));
+            if let Ok(after) = o.snapshot() {
+                let major = after
+                    .version
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit())
+                    .collect::<String>()
+                    .parse()
+                    .unwrap_or(0);
+                p.server_io = Some(plumb_analyze::lab::server_io(major, &before, &after));
+            }
+        }
         p.scale = scale;
         p.init_s = init_s;
         p.wal_sync_method = cx.server.wal_sync_method();

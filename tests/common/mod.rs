@@ -120,40 +120,24 @@ pub fn engine_psql(dir: &Path, sql: &str) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// The PostgreSQL server builds the version tests run on: Debian's newest (15 here) and the
-/// builds `scripts/setup --test` installs into $PLUMB_PG_VERSIONS (default
-/// /var/cache/plumb/postgresql/16, 17, 18), as (major version, bin directory). A missing one
-/// fails under CI=true and is skipped with its reason elsewhere.
-pub fn pg_versions() -> Vec<(u32, std::path::PathBuf)> {
-    let mut out = Vec::new();
-    if let Ok(rd) = std::fs::read_dir("/usr/lib/postgresql") {
-        let newest = rd
-            .flatten()
-            .filter_map(|e| {
-                let v = e.file_name().to_str()?.parse::<u32>().ok()?;
-                let bin = e.path().join("bin");
-                bin.join("initdb").exists().then_some((v, bin))
-            })
-            .max_by_key(|(v, _)| *v);
-        out.extend(newest);
-    }
-    let cache = std::env::var("PLUMB_PG_VERSIONS")
-        .unwrap_or_else(|_| "/var/cache/plumb/postgresql".to_string());
-    for v in [16, 17, 18] {
-        if out.iter().any(|(have, _)| *have == v) {
-            continue;
-        }
-        let bin = Path::new(&cache).join(v.to_string()).join("bin");
-        if bin.join("postgres").exists() {
-            out.push((v, bin));
-        } else {
+/// The server build of PostgreSQL `major` the version tests run on: Debian's (15 here) or the
+/// one `scripts/setup --test` installs into $PLUMB_PG_VERSIONS (default
+/// /var/cache/plumb/postgresql/N), found as plumb finds them. A missing one fails under CI=true
+/// and is skipped with its reason elsewhere (None).
+pub fn pg_build(major: u32) -> Option<std::path::PathBuf> {
+    match plumb_engine::private::installed()
+        .into_iter()
+        .find(|(v, _)| *v == major)
+    {
+        Some((_, bin)) => Some(bin),
+        None => {
             skip(format!(
-                "PostgreSQL {v}: no server build in {} (scripts/setup --test installs it)",
-                bin.display()
+                "skipped: no PostgreSQL {major} server build here (scripts/setup --test installs 16, 17 and 18 into {})",
+                plumb_engine::private::BUILD_CACHE
             ));
+            None
         }
     }
-    out
 }
 
 /// A temporary directory under /tmp that a server running as another OS user (postgres) can

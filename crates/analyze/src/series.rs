@@ -547,7 +547,43 @@ pub const RULES: &[Rule] = &[
         "syncs_per_s",
         How::Rate(1.0),
         "/s",
-        "WAL syncs issued (PostgreSQL pg_stat_wal, before 18)"
+        "WAL syncs issued (PostgreSQL pg_stat_wal; from 18, pg_stat_io's wal rows)"
+    ),
+    r!(
+        "engine",
+        true,
+        "read_bytes",
+        "read_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes the server read through the OS, by backend type (PostgreSQL 16+ pg_stat_io)"
+    ),
+    r!(
+        "engine",
+        true,
+        "write_bytes",
+        "write_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes the server wrote, by backend type (PostgreSQL 16+ pg_stat_io)"
+    ),
+    r!(
+        "engine",
+        true,
+        "extend_bytes",
+        "extend_bytes_per_s",
+        How::Rate(1.0),
+        "B/s",
+        "bytes by which the server grew its files, by backend type (PostgreSQL 16+ pg_stat_io)"
+    ),
+    r!(
+        "engine",
+        true,
+        "fsyncs",
+        "fsyncs_per_s",
+        How::Rate(1.0),
+        "/s",
+        "fsync calls, by backend type (PostgreSQL 16+ pg_stat_io)"
     ),
     r!(
         "engine",

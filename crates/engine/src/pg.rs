@@ -323,6 +323,33 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         for (k, vals) in r {
             s.put_object("io", &k[0], &names, &vals);
         }
+    } else if v >= 160000 {
+        // For recordings: pg_stat_io summed by the backend types that do a server's I/O.
+        let bytes = if v >= 180000 {
+            "read_bytes, write_bytes, extend_bytes"
+        } else {
+            "reads*op_bytes, writes*op_bytes, extends*op_bytes"
+        };
+        let r = c.rows(
+            "pg_stat_io",
+            &format!(
+                "SELECT CASE backend_type WHEN 'client backend' THEN 'io_client' WHEN 'checkpointer' THEN 'io_checkpointer' WHEN 'background writer' THEN 'io_bgwriter' WHEN 'autovacuum worker' THEN 'io_autovacuum' WHEN 'walwriter' THEN 'io_walwriter' ELSE 'io_other' END, {} FROM pg_stat_io GROUP BY 1",
+                bytes
+                    .split(", ")
+                    .chain(["fsyncs"])
+                    .map(|c| format!("coalesce(sum({c}),0)::float8"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            1,
+        )?;
+        for (k, vals) in r {
+            s.put(
+                &k[0],
+                &["read_bytes", "write_bytes", "extend_bytes", "fsyncs"],
+                &vals,
+            );
+        }
     } else if per_object {
         s.unavailable.push(
             "pg_stat_io: arrives in PostgreSQL 16; per-table block reads from pg_statio_user_tables here"

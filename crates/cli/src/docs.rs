@@ -230,7 +230,8 @@ fn extra_sections(cmd: &clap::Command, path: &[String]) -> String {
     }
     let private = key.is_empty() || key == "lab" || key == "delta" || key.starts_with("engine");
     if private {
-        env.push(("PLUMB_PG_BIN".into(), "The directory of PostgreSQL's server binaries for plumb's private instance (default: the newest under /usr/lib/postgresql).".into()));
+        env.push(("PLUMB_PG_BIN".into(), "The directory of PostgreSQL's server binaries for plumb's private instance when neither --bin-dir nor --pg-version is given (default: the newest under /usr/lib/postgresql).".into()));
+        env.push(("PLUMB_PG_VERSIONS".into(), "Where --pg-version N also looks for a server build, as N/bin (default /var/cache/plumb/postgresql, where scripts/setup --test installs PostgreSQL 16, 17 and 18).".into()));
         env.push((
             "PLUMB_PG_DIR".into(),
             "The private instance's directory (default /var/tmp/plumb-pg-USER).".into(),

@@ -1,6 +1,14 @@
 //! PostgreSQL: connect, detect the version, and read metric sets chosen by version (pg_stat_io
 //! from 16, pg_stat_checkpointer from 17, pg_stat_wal's timing columns gone in 18).
 
+/// The major version in a PostgreSQL version string: "17.10" → 17, "18beta1" → 18, "15" → 15,
+/// "PostgreSQL 17.10 on x86_64…" → 17; None for anything else.
+pub fn major(v: &str) -> Option<u32> {
+    let v = v.strip_prefix("PostgreSQL ").unwrap_or(v);
+    let digits: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
+    digits.parse().ok()
+}
+
 use crate::{redact, Error, Kind, Result, ServerInfo, Snapshot, Target};
 use postgres::config::Host;
 use postgres::{Client, Config, NoTls};

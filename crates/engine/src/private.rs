@@ -120,11 +120,7 @@ impl Running {
     }
 }
 
-/// The major version in a version string: "17.10" → 17, "18beta1" → 18, "15" → 15.
-fn major_of(v: &str) -> Option<u32> {
-    let digits: String = v.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok()
-}
+use crate::pg::major as major_of;
 
 /// What plumb wrote about an instance directory it made: what it created, and the last start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1789,6 +1785,11 @@ mod tests {
         assert_eq!(major_of("18beta1"), Some(18));
         assert_eq!(major_of("15"), Some(15));
         assert_eq!(major_of("x"), None);
+        assert_eq!(
+            major_of("PostgreSQL 17.10 on x86_64-pc-linux-gnu, compiled by gcc"),
+            Some(17)
+        );
+        assert_eq!(major_of("MariaDB 10.11.6"), None);
     }
 
     #[test]

@@ -87,9 +87,9 @@ const GROUPS: &[(&str, &str)] = &[
 
 /// The major version in a PostgreSQL version string ("PostgreSQL 17.10 on x86_64…" → 17).
 pub fn pg_major(version: &str) -> Option<u32> {
-    let rest = version.strip_prefix("PostgreSQL ")?;
-    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    digits.parse().ok()
+    version
+        .strip_prefix("PostgreSQL ")
+        .and_then(plumb_engine::pg::major)
 }
 
 /// The group's title, naming the source the engine's figures come from (PostgreSQL's moved

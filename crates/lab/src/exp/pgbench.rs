@@ -77,13 +77,7 @@ impl Experiment for Pgbench {
             // Backends report their I/O when idle, at most once a second.
             std::thread::sleep(Duration::from_millis(1100));
             if let Ok(after) = o.snapshot() {
-                let major = after
-                    .version
-                    .chars()
-                    .take_while(|c| c.is_ascii_digit())
-                    .collect::<String>()
-                    .parse()
-                    .unwrap_or(0);
+                let major = plumb_engine::pg::major(&after.version).unwrap_or(0);
                 p.server_io = Some(plumb_analyze::lab::server_io(major, &before, &after));
             }
         }

@@ -40,20 +40,7 @@ pub fn duration(s: f64) -> String {
     }
 }
 
-/// Days since the Unix epoch to a civil (proleptic Gregorian) date: Howard Hinnant's
-/// days-to-civil algorithm.
-pub fn civil(z: i64) -> (i64, u32, u32) {
-    let z = z + 719468;
-    let era = z.div_euclid(146097);
-    let doe = z.rem_euclid(146097);
-    let yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
-}
+pub use plumb_sys::date::civil;
 
 #[cfg(test)]
 mod tests {

@@ -17,6 +17,7 @@ pub mod btf;
 pub mod cgroup;
 pub mod container;
 pub mod cpu;
+pub mod date;
 pub mod engine_conf;
 pub mod eventtrace;
 pub mod held;

@@ -196,7 +196,17 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         "buffers_written",
     ];
     if v >= 170000 {
-        let r = c.rows("pg_stat_checkpointer", "SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8, restartpoints_timed::float8, restartpoints_req::float8, restartpoints_done::float8 FROM pg_stat_checkpointer", 1)?;
+        // 18 adds checkpoints that completed (a skipped one counts as timed or requested
+        // only) and the SLRU buffers they wrote.
+        let (more, more_names): (&str, &[&str]) = if v >= 180000 {
+            (
+                ", num_done::float8, slru_written::float8",
+                &["checkpoints_done", "slru_buffers_written"],
+            )
+        } else {
+            ("", &[])
+        };
+        let r = c.rows("pg_stat_checkpointer", &format!("SELECT coalesce(stats_reset::text,''), num_timed::float8, num_requested::float8, write_time::float8, sync_time::float8, buffers_written::float8, restartpoints_timed::float8, restartpoints_req::float8, restartpoints_done::float8{more} FROM pg_stat_checkpointer"), 1)?;
         if let Some((k, vals)) = r.first() {
             s.resets.insert("checkpointer".into(), k[0].clone());
             s.put("checkpointer", &ckpt, vals);
@@ -209,22 +219,7 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
                 ],
                 &vals[5..],
             );
-        }
-        if v >= 180000 {
-            // 18: checkpoints that completed (a skipped one counts as timed or requested
-            // only), and SLRU buffers they wrote.
-            let r = c.rows(
-                "pg_stat_checkpointer",
-                "SELECT '', num_done::float8, slru_written::float8 FROM pg_stat_checkpointer",
-                1,
-            )?;
-            if let Some((_, vals)) = r.first() {
-                s.put(
-                    "checkpointer",
-                    &["checkpoints_done", "slru_buffers_written"],
-                    vals,
-                );
-            }
+            s.put("checkpointer", more_names, &vals[8..]);
         }
         let r = c.rows("pg_stat_bgwriter", "SELECT coalesce(stats_reset::text,''), buffers_clean::float8, maxwritten_clean::float8, buffers_alloc::float8 FROM pg_stat_bgwriter", 1)?;
         if let Some((k, vals)) = r.first() {

@@ -104,7 +104,9 @@ fn wait(c: &mut Child, limit: Duration) -> i32 {
 }
 
 fn validate(report: &Path) -> Option<String> {
-    let ok = Command::new("python3")
+    // Debian's Python, which python3-jsonschema is installed for (not whichever python3 is
+    // first on PATH).
+    let ok = Command::new("/usr/bin/python3")
         .args(["-c", "import jsonschema"])
         .output()
         .map(|o| o.status.success())
@@ -114,7 +116,7 @@ fn validate(report: &Path) -> Option<String> {
         return None;
     }
     let schema = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/lab-report.schema.json");
-    let o = Command::new("python3")
+    let o = Command::new("/usr/bin/python3")
         .args([
             "-c",
             "import json,sys,jsonschema\n\

@@ -51,8 +51,14 @@ def pg_bin():
     return None
 
 
+PEAK_RSS = {}
+
+
 def cpu_of(p):
+    """The child's CPU seconds and exit status; its peak resident memory (ru_maxrss, KiB) is
+    kept in PEAK_RSS by PID."""
     _, status, ru = os.wait4(p.pid, 0)
+    PEAK_RSS[p.pid] = ru.ru_maxrss
     return ru.ru_utime + ru.ru_stime, status
 
 
@@ -94,6 +100,7 @@ def main():
             size_warm = os.path.getsize(out)
             t_warm = time.time()
             plumb_cpu, _ = cpu_of(p)
+            record.peak_mb = PEAK_RSS[p.pid] * 1024 / 1e6
             t_end = time.time()
             wall = t_end - t0
             sar_cpu = cpu_of(s)[0] if s else None
@@ -109,6 +116,7 @@ def main():
             ("OS set at 1 s: plumb record, CPU per wall time (% of one core)", f"{cpu:.3f}%", "<= 0.3%"),
             ("sar -A 1 in the same run, CPU per wall time (% of one core)", f"{sar_cpu:.3f}%" if sar_cpu is not None else "not installed", ""),
             ("OS set at 1 s: recording size (growth after the first samples)", f"{size} bytes in all, {per_sample:.0f} bytes/sample, {per_day:.1f} MB/day", "<= 30 MB/day"),
+            ("OS set at 1 s: plumb record's peak resident memory (ru_maxrss)", f"{record.peak_mb:.1f} MB", ""),
         ]
         if sar_size is not None:
             rows.append(("sar file size", f"{sar_size} bytes for the same run", ""))
@@ -133,6 +141,7 @@ def main():
                 rows += [
                     (f"PostgreSQL tree (4 clients) and engine at {interval}: CPU per wall time (% of one core)", f"{cpu:.3f}%", goal),
                     (f"PostgreSQL tree and engine at {interval}: recording size", f"{per_sample:.0f} bytes/sample, {per_day:.1f} MB/day", "<= 30 MB/day" if interval == "1s" else ""),
+                    (f"PostgreSQL tree and engine at {interval}: peak resident memory", f"{record.peak_mb:.1f} MB", ""),
                 ]
         else:
             rows.append(("PostgreSQL tree and engine", "skipped: no PostgreSQL server binaries", ""))

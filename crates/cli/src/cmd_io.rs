@@ -484,10 +484,15 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     let per = per_mode + std::time::Duration::from_millis(300);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
     let meter = crate::progress::Meter::new("plumb io durability", per * n.max(1) as u32, devs);
-    let r =
-        plumb_lab::durability::run_many(&opts, &block_sizes, a.reps, &mut |label, i, planned| {
+    let r = plumb_lab::durability::run_many(
+        &opts,
+        &block_sizes,
+        a.reps,
+        plumb_lab::sweep::max_attempts(a.reps),
+        &mut |label, i, planned| {
             meter.step(label, per * i as u32, per, per * planned as u32);
-        });
+        },
+    );
     if r.is_ok() {
         meter.finish();
     } else {
@@ -620,6 +625,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             base: &base,
             levels: &levels,
             reps: a.reps,
+            max_runs: plumb_lab::sweep::max_attempts(a.reps),
             safety: &safety,
             command_line: &command_line,
         },

@@ -1,6 +1,7 @@
 //! Progress that predicts, for the long commands (the lab, io run, sweep, durability): a bar
-//! weighted by planned time, not by counting steps; the time left, corrected by how the steps
-//! so far kept to their plan; the live figure of the disks under test (I/O per second and MB/s,
+//! weighted by planned time, not by counting steps; the time left, which counts down with the
+//! clock and never grows while the plan stands (a step that overruns its plan holds it still
+//! rather than scaling every later step by the overrun); the live figure of the disks under test (I/O per second and MB/s,
 //! read each second); 100% at the end. When stderr is not a terminal (a pipe, a CI log), the
 //! same as a plain line every ten seconds and at each step.
 
@@ -23,42 +24,39 @@ struct State {
     planned: Duration,
     total: Duration,
     step_started: Instant,
-    /// Finished steps: their planned and actual time (how the plan holds up).
-    finished_planned: Duration,
-    finished_actual: Duration,
     live: String,
     /// The step's own figure (pgbench's tps), shown instead of the disks' while it is fresh.
     own: Option<(String, Instant)>,
 }
 
 impl State {
-    /// Where the bar is: the steps done, and this one's time so far up to (nearly) its plan.
-    fn position(&self) -> Duration {
-        let into = self.step_started.elapsed().min(self.planned.mul_f64(0.98));
+    /// Where the bar is at `now`: the steps done, and this one's time so far up to (nearly)
+    /// its plan.
+    fn position(&self, now: Instant) -> Duration {
+        let into = now
+            .saturating_duration_since(self.step_started)
+            .min(self.planned.mul_f64(0.98));
         (self.done + into).min(self.total)
     }
 
-    /// The time left: what the plan has left, scaled by how the finished steps kept to it.
-    fn eta(&self) -> Duration {
-        let left = self.total.saturating_sub(self.position());
-        let factor = if self.finished_planned >= Duration::from_secs(3) {
-            (self.finished_actual.as_secs_f64() / self.finished_planned.as_secs_f64())
-                .clamp(0.5, 3.0)
-        } else {
-            1.0
-        };
-        left.mul_f64(factor)
+    /// The time left at `now`: the rest of this step's plan (nothing once it overruns) and the
+    /// later steps' plans. A step that ends early brings the end nearer; one that overruns
+    /// moves it later by the overrun only, never by a factor over the steps still to come.
+    fn eta(&self, now: Instant) -> Duration {
+        let into = now.saturating_duration_since(self.step_started);
+        let later = self.total.saturating_sub(self.done + self.planned);
+        self.planned.saturating_sub(into) + later
     }
 
-    fn pct(&self) -> u64 {
+    fn pct(&self, now: Instant) -> u64 {
         if self.total.is_zero() {
             return 0;
         }
-        (self.position().as_secs_f64() / self.total.as_secs_f64() * 100.0).floor() as u64
+        (self.position(now).as_secs_f64() / self.total.as_secs_f64() * 100.0).floor() as u64
     }
 
-    fn message(&self) -> String {
-        let mut m = format!("{} · about {} left", self.step, clock(self.eta()));
+    fn message(&self, now: Instant) -> String {
+        let mut m = format!("{} · about {} left", self.step, clock(self.eta(now)));
         let own = self
             .own
             .as_ref()
@@ -147,8 +145,6 @@ impl Meter {
             planned: Duration::ZERO,
             total,
             step_started: Instant::now(),
-            finished_planned: Duration::ZERO,
-            finished_actual: Duration::ZERO,
             live: String::new(),
             own: None,
         }));
@@ -174,11 +170,12 @@ impl Meter {
                         }
                         {
                             let s = state.lock().unwrap();
-                            pb.set_position(s.position().as_millis() as u64);
-                            pb.set_message(s.message());
+                            let now = Instant::now();
+                            pb.set_position(s.position(now).as_millis() as u64);
+                            pb.set_message(s.message(now));
                             if plain && last_plain.elapsed() >= PLAIN_EVERY {
                                 last_plain = Instant::now();
-                                eprintln!("{} {:>3}% · {}", s.name, s.pct(), s.message());
+                                eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
                             }
                         }
                         std::thread::sleep(Duration::from_millis(250));
@@ -201,10 +198,6 @@ impl Meter {
     pub fn step(&self, what: &str, done: Duration, planned: Duration, total: Duration) {
         let mut guard = self.state.lock().unwrap();
         let s = &mut *guard;
-        if !s.planned.is_zero() {
-            s.finished_planned += s.planned;
-            s.finished_actual += s.step_started.elapsed();
-        }
         s.step = what.to_string();
         // A figure belongs to its step.
         s.own = None;
@@ -214,7 +207,8 @@ impl Meter {
         s.step_started = Instant::now();
         self.pb.set_length(s.total.as_millis().max(1) as u64);
         if self.plain {
-            eprintln!("{} {:>3}% · {}", s.name, s.pct(), s.message());
+            let now = Instant::now();
+            eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
         }
     }
 
@@ -266,16 +260,14 @@ impl Drop for Meter {
 mod tests {
     use super::*;
 
-    fn state(done: u64, planned: u64, total: u64) -> State {
+    fn state(done: u64, planned: u64, total: u64, started: Instant) -> State {
         State {
             name: "t".into(),
             step: "s".into(),
             done: Duration::from_secs(done),
             planned: Duration::from_secs(planned),
             total: Duration::from_secs(total),
-            step_started: Instant::now(),
-            finished_planned: Duration::ZERO,
-            finished_actual: Duration::ZERO,
+            step_started: started,
             live: String::new(),
             own: None,
         }
@@ -284,18 +276,58 @@ mod tests {
     #[test]
     fn weighted_by_planned_time() {
         // Two steps of a 100 s plan behind (40 s of it): 40%, not "2 of 7".
-        let s = state(40, 30, 100);
-        assert_eq!(s.pct(), 40);
-        assert_eq!(clock(s.eta()), "1:00");
+        let t = Instant::now();
+        let s = state(40, 30, 100, t);
+        assert_eq!(s.pct(t), 40);
+        assert_eq!(clock(s.eta(t)), "1:00");
+        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
     }
 
+    /// A lab-like run whose steps take from a third to three times their plan: the time left,
+    /// read every quarter second, never grows, and the predicted end (now + left) moves later
+    /// only by the time a step spent beyond its plan.
     #[test]
-    fn the_eta_learns_from_the_finished_steps() {
-        let mut s = state(40, 30, 100);
-        // The first 40 s of plan took 80 s: the rest will likely take twice as long too.
-        s.finished_planned = Duration::from_secs(40);
-        s.finished_actual = Duration::from_secs(80);
-        assert_eq!(clock(s.eta()), "2:00");
-        assert_eq!(clock(Duration::from_secs(3725)), "1:02:05");
+    fn the_time_left_never_grows_and_an_overrun_moves_the_end_by_itself_only() {
+        let s = Duration::from_secs;
+        let planned = [s(2), s(10), s(14), s(1), s(10), s(20), s(1)];
+        let actual = [s(6), s(4), s(30), s(3), s(10), s(21), s(1)];
+        let total: Duration = planned.iter().sum();
+        let t0 = Instant::now();
+        let (mut now, mut done) = (t0, Duration::ZERO);
+        let mut last: Option<(Duration, Instant)> = None;
+        for (p, a) in planned.iter().zip(actual) {
+            let st = State {
+                done,
+                planned: *p,
+                step_started: now,
+                ..state(0, 0, total.as_secs(), now)
+            };
+            let end = now + a;
+            while now < end {
+                let left = st.eta(now);
+                if let Some((prev_left, prev_now)) = last {
+                    assert!(
+                        left <= prev_left,
+                        "the time left grew: {prev_left:?} → {left:?}"
+                    );
+                    // The predicted end moved later by no more than the time that passed.
+                    let moved = (now + left).saturating_duration_since(prev_now + prev_left);
+                    assert!(
+                        moved <= now - prev_now,
+                        "moved by {moved:?} in {:?}",
+                        now - prev_now
+                    );
+                }
+                last = Some((left, now));
+                now += Duration::from_millis(250);
+            }
+            now = end;
+            done += *p;
+            if done == total {
+                // The last step ended on its plan: nothing left.
+                assert_eq!(st.eta(now), Duration::ZERO);
+            }
+        }
+        assert!(last.is_some());
     }
 }

@@ -1,11 +1,11 @@
 //! The durability probe in rounds: every mode and block size once per round (A B C, A B C …,
 //! so that a neighbour or a slow drift touches every mode, not one), each run watched for
 //! interference, until each has the clean runs asked for and their mean latencies agree within
-//! [`STABLE_SPREAD`](crate::sweep::STABLE_SPREAD), or [`max_attempts`](crate::sweep::max_attempts)
-//! runs. `plumb io durability` (one directory or several side by side) and the lab's
+//! [`STABLE_SPREAD`](crate::sweep::STABLE_SPREAD), or `max_runs` runs (`plumb io durability`:
+//! [`max_attempts`](crate::sweep::max_attempts) of the repetitions). `plumb io durability` (one directory or several side by side) and the lab's
 //! durability step both run through here.
 
-use crate::sweep::{devices_under, max_attempts, STABLE_SPREAD};
+use crate::sweep::{devices_under, STABLE_SPREAD};
 use plumb_analyze::durability::{ModeRep, Probed};
 use plumb_load::durability::{modes, Probe, ProbeOptions};
 use plumb_load::job::Durability;
@@ -31,9 +31,10 @@ pub fn run(
     o: &ProbeOptions,
     block_sizes: &[u32],
     reps: u32,
+    max_runs: u32,
     on_run: &mut dyn FnMut(&str, usize, usize),
 ) -> plumb_load::Result<Probed> {
-    let mut v = run_many(std::slice::from_ref(o), block_sizes, reps, on_run)?;
+    let mut v = run_many(std::slice::from_ref(o), block_sizes, reps, max_runs, on_run)?;
     Ok(v.remove(0))
 }
 
@@ -44,6 +45,7 @@ pub fn run_many(
     opts: &[ProbeOptions],
     block_sizes: &[u32],
     reps: u32,
+    max_runs: u32,
     on_run: &mut dyn FnMut(&str, usize, usize),
 ) -> plumb_load::Result<Vec<Probed>> {
     let root = plumb_sys::Root::host();
@@ -66,7 +68,7 @@ pub fn run_many(
         })
         .collect();
     let reps = reps.max(1);
-    let limit = max_attempts(reps);
+    let limit = max_runs.max(reps);
     let mut made = 0usize;
     loop {
         let mut ran = false;

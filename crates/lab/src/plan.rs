@@ -82,8 +82,13 @@ pub fn parse_rates(s: &str) -> Result<Vec<Rate>> {
 pub struct Plan {
     pub shared_buffers: &'static str,
     pub durability_per_mode: Duration,
+    pub durability_warmup: Duration,
     pub sweep_qds: Vec<u32>,
     pub sweep_run: Duration,
+    pub sweep_warmup: Duration,
+    /// Runs a durability mode or a sweep level may take in all: its two clean runs, then more
+    /// while they disagree by over 10% (or one was disturbed), up to this many.
+    pub max_runs: u32,
     pub probe_file: u64,
     pub seq_run: Duration,
     pub scale: u32,
@@ -101,11 +106,15 @@ impl Plan {
     pub fn quick() -> Plan {
         Plan {
             shared_buffers: "128MB",
-            durability_per_mode: Duration::from_millis(400),
+            // A quarter second of 8 KiB durable writes is over 1,000 writes on an SSD.
+            durability_per_mode: Duration::from_millis(250),
+            durability_warmup: Duration::from_millis(100),
             sweep_qds: vec![1, 4, 16, 32],
-            sweep_run: Duration::from_secs(1),
+            sweep_run: Duration::from_millis(500),
+            sweep_warmup: Duration::from_millis(200),
+            max_runs: 3,
             probe_file: 256 << 20,
-            seq_run: Duration::from_millis(1500),
+            seq_run: Duration::from_secs(1),
             scale: 5,
             pgbench: Duration::from_secs(10),
             bulk_iterations: 3,
@@ -117,9 +126,12 @@ impl Plan {
     pub fn full() -> Plan {
         Plan {
             shared_buffers: "256MB",
-            durability_per_mode: Duration::from_secs(1),
+            durability_per_mode: Duration::from_millis(750),
+            durability_warmup: Duration::from_millis(200),
             sweep_qds: vec![1, 2, 4, 8, 16, 32, 64],
-            sweep_run: Duration::from_secs(2),
+            sweep_run: Duration::from_millis(1500),
+            sweep_warmup: Duration::from_millis(500),
+            max_runs: 3,
             probe_file: 1 << 30,
             seq_run: Duration::from_secs(3),
             scale: 30,

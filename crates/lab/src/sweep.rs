@@ -80,6 +80,9 @@ pub struct Sweep<'a> {
     pub base: &'a Job,
     pub levels: &'a [LevelJob],
     pub reps: u32,
+    /// Runs a level may take in all ([`max_attempts`] of `reps` for `plumb io sweep`; the lab's
+    /// plan may allow fewer).
+    pub max_runs: u32,
     pub safety: &'a Safety,
     pub command_line: &'a str,
 }
@@ -95,7 +98,7 @@ pub fn max_attempts(reps: u32) -> u32 {
 
 /// Run the levels in interleaved rounds (A B C, A B C … so that a slow drift or a neighbour
 /// touches every level, not one) until each has `reps` clean runs and, with two or more, an
-/// IOPS spread within [`STABLE_SPREAD`] — or [`max_attempts`] runs. Each run is watched for
+/// IOPS spread within [`STABLE_SPREAD`] — or `max_runs` runs. Each run is watched for
 /// interference; a disturbed one is kept as evidence and run again. None when stopped.
 /// `on_run(level, attempt, reps)` is called before each run, for progress.
 pub fn run(
@@ -106,7 +109,7 @@ pub fn run(
     let root = plumb_sys::Root::host();
     let scope = Scope::new(root.clone(), devices_under(&root, &s.base.targets));
     let mut runs: Vec<Vec<Rep>> = vec![Vec::new(); s.levels.len()];
-    let limit = max_attempts(s.reps);
+    let limit = s.max_runs.max(s.reps);
     loop {
         let mut ran = false;
         for ((label, _, j), done) in s.levels.iter().zip(runs.iter_mut()) {

@@ -11,6 +11,11 @@ use std::time::Duration;
 /// Clean runs per mode.
 const REPS: u32 = 2;
 
+/// One watched run of one mode: its warm-up, its measured time and the watch's readings.
+fn run_time(plan: &Plan) -> Duration {
+    plan.durability_warmup + plan.durability_per_mode + Duration::from_millis(120)
+}
+
 #[derive(Default)]
 pub struct Durability {
     /// The data's disks, filesystem source and type, when the WAL is on the same disks.
@@ -23,14 +28,20 @@ impl Experiment for Durability {
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        // Every mode twice, a warm-up each.
-        (plan.durability_per_mode + Duration::from_millis(200))
-            * (plumb_load::durability::modes().len() as u32 * REPS)
+        // Every mode up to max_runs times, a warm-up and the watch's readings (about 0.12 s,
+        // measured) each.
+        run_time(plan) * (plumb_load::durability::modes().len() as u32 * plan.max_runs.max(REPS))
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
-        // The budget, and a third for opening and probing the files.
-        vec![self.budget(plan) * 4 / 3]
+        // Two runs of every mode and a third of about half of them (bench/results/lab-time-*.md),
+        // and half a second for opening the probe's file.
+        let modes = plumb_load::durability::modes().len() as u32;
+        vec![
+            run_time(plan) * (modes * REPS)
+                + run_time(plan) * modes / 2
+                + Duration::from_millis(500),
+        ]
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
@@ -43,12 +54,13 @@ impl Experiment for Durability {
                 // The work directory: on the data's filesystem for the private instance.
                 path: cx.work.clone(),
                 per_mode: cx.plan.durability_per_mode,
-                warmup: Duration::from_millis(200),
+                warmup: cx.plan.durability_warmup,
                 trace_devs: cx.trace_devs.clone(),
                 keep: false,
             },
             &[8192],
             REPS,
+            cx.plan.max_runs,
             &mut |_, _, _| {},
         );
         let wal = cx.data_dir.join("pg_wal");

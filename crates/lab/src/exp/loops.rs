@@ -30,13 +30,16 @@ impl Experiment for Loops {
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
-        // Per wal_sync_method (three): a restart or a second instance, about 4 s, and the
-        // iterations (about 25 ms a single-row iteration, 80 ms a bulk one on a fast disk).
+        // Three configurations, each two loops: per loop about 1.3 s around it (TRUNCATE,
+        // CHECKPOINT, the trace's start and end, the WAL statistics settling), 40 ms a
+        // single-row iteration and 300 ms a bulk one; and 2 s to start the O_DIRECT instance
+        // (bench/results/lab-time-*.md).
         vec![
-            (Duration::from_secs(4)
-                + Duration::from_millis(25) * plan.single_iterations
-                + Duration::from_millis(80) * plan.bulk_iterations)
-                * 3,
+            (Duration::from_millis(2600)
+                + Duration::from_millis(40) * plan.single_iterations
+                + Duration::from_millis(300) * plan.bulk_iterations)
+                * 3
+                + Duration::from_secs(2),
         ]
     }
 
@@ -386,10 +389,24 @@ fn run_loop(
         }
         None => None,
     };
-    // Backends report WAL statistics when idle, the WAL writer about once a second.
+    // The loop's backend reports its WAL statistics when idle (flush() asks it to), the WAL
+    // writer after each round of its work (wal_writer_delay, 200 ms), the checkpointer after
+    // each checkpoint: read until two readings 250 ms apart agree, at most 1.1 s after the loop.
     sess.flush();
-    std::thread::sleep(Duration::from_millis(1100));
-    let after = obs.snapshot().with_context(ctx)?;
+    let settle = Instant::now();
+    std::thread::sleep(Duration::from_millis(250));
+    let mut after = obs.snapshot().with_context(ctx)?;
+    while settle.elapsed() < Duration::from_millis(1100) {
+        std::thread::sleep(Duration::from_millis(250));
+        let next = obs.snapshot().with_context(ctx)?;
+        let same = ["wal.syncs", "wal.writes", "wal.bytes"]
+            .iter()
+            .all(|k| after.counters.get(*k) == next.counters.get(*k));
+        after = next;
+        if same {
+            break;
+        }
+    }
     let (w1, f1) = disk_counts(disks);
     let d = |k: &str| -> Option<f64> {
         Some(after.counters.get(k)? - before.counters.get(k)?).filter(|v| *v >= 0.0)

@@ -14,6 +14,11 @@ use std::time::{Duration, Instant};
 
 const PHASE: &str = "pgbench under memory pressure";
 
+/// The server's memory limit under pressure: shared_buffers and 256 MiB.
+fn limit(plan: &Plan) -> u64 {
+    plan.shared_buffers_bytes() + (256 << 20)
+}
+
 pub struct Pressure {
     pub size: PressureSize,
 }
@@ -24,8 +29,17 @@ impl Experiment for Pressure {
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        // Filling the pressure's memory takes up to two minutes.
+        // Filling the pressure's memory is given up after two minutes.
         plan.experiment + Duration::from_secs(120)
+    }
+
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        // Filling it takes about a second per 250 MB here (269 MB in 1.4 s, with the zram
+        // device's set-up: bench/results/lab-time-*.md).
+        let hold = self.size.bytes(limit(plan));
+        vec![
+            plan.experiment + Duration::from_secs(1) + Duration::from_secs_f64(hold as f64 / 250e6),
+        ]
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
@@ -33,7 +47,7 @@ impl Experiment for Pressure {
             .step("experiment: pgbench under memory pressure");
         let run = cx.lab_database()?.pgbench.clone();
         let shared_buffers = cx.plan.shared_buffers_bytes();
-        let limit = shared_buffers + (256 << 20);
+        let limit = limit(&cx.plan);
         let hold = self.size.bytes(limit);
         let zram = limit + hold;
         let cg = cx

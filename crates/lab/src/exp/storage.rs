@@ -12,23 +12,43 @@ use std::time::Duration;
 
 pub struct Storage;
 
+/// Clean runs per queue depth.
+const REPS: u32 = 2;
+
+/// One watched run: its warm-up, its measured time, opening the file and the watch's readings.
+fn run_time(plan: &Plan) -> Duration {
+    plan.sweep_warmup + plan.sweep_run + Duration::from_millis(60)
+}
+
+fn seq_time(plan: &Plan) -> Duration {
+    plan.seq_run + Duration::from_millis(300)
+}
+
+/// Writing the probe file's random data: about 1 GB/s here.
+fn file_time(plan: &Plan) -> Duration {
+    Duration::from_secs_f64(plan.probe_file as f64 / 1e9)
+}
+
 impl Experiment for Storage {
     fn name(&self) -> &'static str {
         "queue-depth sweep"
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        (plan.sweep_run + Duration::from_millis(500)) * plan.sweep_qds.len() as u32
-            + plan.seq_run
-            + Duration::from_millis(300)
+        // Every queue depth up to max_runs times, the sequential read, the probe file.
+        run_time(plan) * plan.sweep_qds.len() as u32 * plan.max_runs.max(REPS)
+            + seq_time(plan)
+            + file_time(plan)
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
-        // Two runs per queue depth, each with its half-second warm-up.
+        // Two runs per queue depth and a third for about half of them (bench/results/lab-time-*.md).
+        let levels = plan.sweep_qds.len() as u32;
         vec![
-            (plan.sweep_run + Duration::from_millis(500)) * plan.sweep_qds.len() as u32 * 2
-                + plan.seq_run
-                + Duration::from_millis(300),
+            run_time(plan) * levels * REPS
+                + run_time(plan) * levels / 2
+                + seq_time(plan)
+                + file_time(plan),
         ]
     }
 
@@ -44,7 +64,7 @@ impl Experiment for Storage {
         base.targets = vec![file.clone()];
         base.file_size = cx.plan.probe_file;
         base.duration = cx.plan.sweep_run;
-        base.warmup = Duration::from_millis(500);
+        base.warmup = cx.plan.sweep_warmup;
         let scratch = match plumb_load::target::scratch_file(
             &file,
             base.file_size,
@@ -68,7 +88,8 @@ impl Experiment for Storage {
                 kind: SweepKind::QueueDepth,
                 base: &base,
                 levels: &levels,
-                reps: 2,
+                reps: REPS,
+                max_runs: cx.plan.max_runs,
                 safety: &safety,
                 command_line:
                     "plumb lab (random 8 KiB reads, O_DIRECT, two clean runs per queue depth)",

@@ -17,7 +17,9 @@ impl Experiment for Throttle {
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        (plan.experiment + Duration::from_secs(5)) * self.rates.len() as u32
+        // pgbench at each rate, and about a second and a half to set the limit and settle
+        // (10.6 s for a 10 s run: bench/results/lab-time-*.md).
+        (plan.experiment + Duration::from_millis(1500)) * self.rates.len() as u32
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {

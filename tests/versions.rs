@@ -18,7 +18,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// A private instance on PostgreSQL `major`'s build, stopped and removed when dropped; None
 /// (after the skip's reason) when this host cannot run it.
 struct Instance {
-    major: u32,
     bin: PathBuf,
     dir: PathBuf,
     url: String,
@@ -43,7 +42,6 @@ impl Instance {
             .output()
             .unwrap();
         let mut i = Instance {
-            major,
             bin,
             dir,
             url: String::new(),

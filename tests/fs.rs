@@ -343,6 +343,18 @@ fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
     write_private(&q.join("writes.sql"), "INSERT INTO t VALUES (99)");
     assert!(read(&m.join("queries/writes")).starts_with("error: "));
     assert_eq!(psql(&d, "SELECT count(*) FROM t WHERE id = 99"), "0");
+    // Nor can it end the read-only transaction and go on: one statement or nothing.
+    let rows = psql(&d, "SELECT count(*) FROM t");
+    write_private(
+        &q.join("escape.sql"),
+        "COMMIT; BEGIN TRANSACTION READ WRITE; DROP TABLE t; SELECT 1",
+    );
+    let escape = read(&m.join("queries/escape"));
+    assert!(
+        escape.starts_with("error: ") && escape.contains("one statement"),
+        "{escape}"
+    );
+    assert_eq!(psql(&d, "SELECT count(*) FROM t"), rows);
     // A file other users could write is not run.
     std::fs::write(q.join("open.sql"), "SELECT 1").unwrap();
     std::fs::set_permissions(
@@ -427,6 +439,93 @@ fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
     assert!(after.starts_with("datid\tdatname"), "{after}");
     assert_eq!(read(&m.join("queries/rows")), "n\n6\n");
 
+    unmount(&m, pid);
+}
+
+/// Statements the server logged since byte `from` of its log that contain `needle`.
+fn logged(d: &Path, from: u64, needle: &str) -> usize {
+    let log = std::fs::read(d.join("postgresql.log")).unwrap();
+    String::from_utf8_lossy(&log[(from as usize).min(log.len())..])
+        .matches(needle)
+        .count()
+}
+
+fn log_len(d: &Path) -> u64 {
+    std::fs::metadata(d.join("postgresql.log")).unwrap().len()
+}
+
+/// A role with only CREATE on a schema plants a view named like a statistics view whose
+/// function would run as the mounting role: it is not listed, so no `ls` or `cat` runs it. An
+/// extension's statistics view (pg_stat_statements) still is. And `ls -l` runs nobody's SQL:
+/// a view's or query file's size is its newest result's, 0 before the first read.
+#[test]
+fn a_planted_view_is_not_listed_and_ls_runs_no_query() {
+    let Some((tmp, d, url, mut clean)) = pg_setup("planted") else {
+        return;
+    };
+    psql(
+        &d,
+        "CREATE ROLE mallory LOGIN; CREATE SCHEMA evil AUTHORIZATION mallory; \
+         CREATE SCHEMA ext; CREATE EXTENSION pg_stat_statements SCHEMA ext",
+    );
+    psql(&d, "ALTER SYSTEM SET log_statement = 'all'");
+    psql(&d, "SELECT pg_reload_conf()");
+    psql(
+        &d,
+        "SET ROLE mallory; \
+         CREATE TABLE evil.ran (at timestamptz); \
+         CREATE FUNCTION evil.f() RETURNS int LANGUAGE plpgsql AS \
+           $$ BEGIN INSERT INTO evil.ran VALUES (now()); RETURN 1; END $$; \
+         CREATE VIEW evil.pg_stat_evil AS SELECT evil.f() AS x; \
+         CREATE VIEW evil.pg_stat_activity AS SELECT evil.f() AS x",
+    );
+    let q = private_dir(&tmp.path().join("queries"));
+    write_private(
+        &q.join("mine.sql"),
+        "SELECT 'my-own-query' AS what, 42 AS n",
+    );
+    let m = tmp.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    clean.mounts.push(m.clone());
+    let pid = mount(
+        &m,
+        &url,
+        &["--queries", q.to_str().unwrap(), "--cache", "0"],
+    );
+
+    // Not listed anywhere; the real pg_stat_activity is pg_catalog's; the extension's view is.
+    let all = sh(&format!("find {} | sort", m.display()));
+    assert!(!all.contains("evil"), "{all}");
+    assert!(all.contains("/stats/pg_stat_statements\n"), "{all}");
+    let activity = read(&m.join("activity/pg_stat_activity"));
+    assert!(activity.starts_with("datid\t"), "{activity}");
+
+    // ls -lR and stat of every file: no statement reaches the server.
+    let from = log_len(&d);
+    let listing = sh(&format!(
+        "ls -lR {} && stat {}/queries/mine {}/config/pg_settings",
+        m.display(),
+        m.display(),
+        m.display()
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(logged(&d, from, "my-own-query"), 0, "ls ran the query file");
+    assert_eq!(logged(&d, from, "FROM \"pg_catalog\"."), 0, "ls ran a view");
+    // Before its first read a query file's size is 0; after it, the size cat read.
+    assert_eq!(
+        std::fs::metadata(m.join("queries/mine")).unwrap().len(),
+        0,
+        "{listing}"
+    );
+    let mine = read(&m.join("queries/mine"));
+    assert_eq!(mine, "what\tn\nmy-own-query\t42\n");
+    assert_eq!(
+        std::fs::metadata(m.join("queries/mine")).unwrap().len() as usize,
+        mine.len()
+    );
+    assert_eq!(logged(&d, from, "my-own-query"), 1, "one read, one query");
+    // The planted function never ran.
+    assert_eq!(psql(&d, "SELECT count(*) FROM evil.ran"), "0");
     unmount(&m, pid);
 }
 
@@ -641,6 +740,13 @@ fn mariadb_views_read_through_the_same_tools() {
         "SELECT EVENT_NAME, COUNT_STAR FROM performance_schema.events_waits_summary_global_by_event_name ORDER BY COUNT_STAR DESC LIMIT 5",
     );
     write_private(&q.join("broken.sql"), "SELEC 1");
+    maria
+        .sql("CREATE DATABASE plumb_fs_test; CREATE TABLE plumb_fs_test.victim (id int)")
+        .unwrap();
+    write_private(
+        &q.join("escape.sql"),
+        "COMMIT; SET SESSION TRANSACTION READ WRITE; DROP TABLE plumb_fs_test.victim; SELECT 1",
+    );
     let url = maria.url("mysql");
     let pid = mount(
         &m,
@@ -697,5 +803,18 @@ fn mariadb_views_read_through_the_same_tools() {
         "{broken}"
     );
     assert!(read(&m.join(".errors")).contains("queries/broken"));
+    // A file cannot end its read-only transaction and go on: one statement or nothing.
+    let escape = read(&m.join("queries/escape"));
+    assert!(
+        escape.starts_with("error: ") && escape.contains("one statement"),
+        "{escape}"
+    );
+    assert_eq!(
+        maria
+            .sql("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_NAME = 'victim'")
+            .unwrap()
+            .trim(),
+        "1"
+    );
     unmount(&m, pid);
 }

@@ -266,6 +266,19 @@ mod pg {
         }
     }
 
+    /// The views `plumb fs` lists on PostgreSQL: pg_catalog's, and `pg_stat*` views that are
+    /// members of an extension (pg_depend's 'e' entries, which only CREATE EXTENSION makes).
+    pub(crate) const SYSTEM_VIEWS: &str = "SELECT n.nspname::text, c.relname::text FROM pg_catalog.pg_class c \
+         JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+         WHERE c.relkind IN ('v', 'm') \
+         AND (n.nspname = 'pg_catalog' \
+              OR (c.relname LIKE 'pg\\_stat%' AND EXISTS ( \
+                  SELECT 1 FROM pg_catalog.pg_depend d \
+                  WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid \
+                  AND d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass AND d.deptype = 'e'))) \
+         AND pg_catalog.has_schema_privilege(n.oid, 'USAGE') \
+         ORDER BY c.relname, n.nspname = 'pg_catalog' DESC";
+
     fn typed(v: &str, kind: Option<&Type>) -> Val {
         match kind {
             Some(k)
@@ -298,20 +311,14 @@ mod pg {
         }
 
         fn views(&mut self) -> Result<Vec<View>> {
-            // The system's views, and statistics views an extension added elsewhere
-            // (pg_stat_statements).
+            // The system's views, and statistics views that belong to an installed extension
+            // (pg_stat_statements, wherever it was installed): never a view any role could
+            // have created under a pg_stat name, whose functions a `ls` would run as the
+            // mounting role.
             let rows = self
                 .conn
                 .client
-                .query(
-                    "SELECT n.nspname::text, c.relname::text FROM pg_class c \
-                     JOIN pg_namespace n ON n.oid = c.relnamespace \
-                     WHERE c.relkind IN ('v', 'm') \
-                     AND (n.nspname = 'pg_catalog' OR c.relname LIKE 'pg\\_stat%') \
-                     AND has_schema_privilege(n.oid, 'USAGE') \
-                     ORDER BY c.relname, n.nspname = 'pg_catalog' DESC",
-                    &[],
-                )
+                .query(SYSTEM_VIEWS, &[])
                 .map_err(|e| qerr("the list of views", e))?;
             let mut out: Vec<View> = Vec::new();
             for r in rows {
@@ -337,8 +344,43 @@ mod pg {
         }
 
         fn query_user(&mut self, sql: &str) -> Result<Table> {
-            let kinds = self.kinds(sql);
-            let body = sql.trim().trim_end_matches(';');
+            let body = sql.trim().trim_end_matches(';').trim_end();
+            // One statement, or nothing runs: the server parses it as a prepared statement,
+            // which cannot hold two, so no `COMMIT; BEGIN READ WRITE; …` in a file can end
+            // the read-only transaction around it and go on.
+            let kinds = match self.kinds.get(body) {
+                // Parsed before: one statement (a failed parse is never kept here).
+                Some(Some(k)) => Ok(k.clone()),
+                _ => self.conn.client.prepare(body).map(|st| {
+                    st.columns()
+                        .iter()
+                        .map(|c| c.type_().clone())
+                        .collect::<Vec<_>>()
+                }),
+            };
+            let kinds = match kinds {
+                Ok(k) => {
+                    if self.kinds.len() >= 1000 {
+                        self.kinds.clear();
+                    }
+                    self.kinds.insert(body.to_string(), Some(k.clone()));
+                    Some(k)
+                }
+                Err(e) => {
+                    let multi = e
+                        .as_db_error()
+                        .is_some_and(|d| d.message().contains("multiple commands"));
+                    return Err(if multi {
+                        Error::Query {
+                            what: "the query".into(),
+                            message: "a query file holds one statement (it runs alone in a read-only transaction that is rolled back); this one holds several".into(),
+                            source: None,
+                        }
+                    } else {
+                        qerr("the query", e)
+                    });
+                }
+            };
             let t = self.run(
                 "the query",
                 &format!("BEGIN TRANSACTION READ ONLY;\n{body}\n;ROLLBACK"),
@@ -502,7 +544,30 @@ mod maria {
         }
 
         fn query_user(&mut self, sql: &str) -> Result<Table> {
-            let body = sql.trim().trim_end_matches(';');
+            let body = sql.trim().trim_end_matches(';').trim_end();
+            // One statement, or nothing runs: the server prepares it, and a prepared
+            // statement cannot hold two, so no `COMMIT; SET SESSION TRANSACTION READ WRITE; …`
+            // in a file can end the read-only transaction around it and go on.
+            match self.conn.prep(body) {
+                Ok(st) => {
+                    let _ = self.conn.close(st);
+                }
+                Err(mysql::Error::MySqlError(m)) if m.code == 1295 => {
+                    return Err(Error::Query {
+                        what: "the query".into(),
+                        message: format!("MariaDB cannot prepare this statement ({}), so plumb cannot check that it is one statement; a query file holds one statement that MariaDB can prepare", m.message),
+                        source: None,
+                    });
+                }
+                Err(mysql::Error::MySqlError(m)) if m.code == 1064 && body.contains(';') => {
+                    return Err(Error::Query {
+                        what: "the query".into(),
+                        message: format!("a query file holds one statement (it runs alone in a read-only transaction that is rolled back); MariaDB's parser refused this one, which has a ';' inside: {}", m.message),
+                        source: None,
+                    });
+                }
+                Err(e) => return Err(merr("the query", e)),
+            }
             let r = self.run(
                 "the query",
                 &format!("START TRANSACTION READ ONLY;\n{body}\n;ROLLBACK"),

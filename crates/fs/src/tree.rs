@@ -5,8 +5,9 @@
 //! `.sql` file appears without a remount) and numbered from [`QUERY_BASE`], four numbers per
 //! query name (its three forms).
 //!
-//! Requests that need the server (a lookup or stat that must know a size, an open) are answered
-//! from a thread of their own, so a slow query holds up only its own caller.
+//! Only an open asks the server, from a thread of its own so that a slow query holds up only
+//! its own caller. A lookup or a stat (`ls -l`) never does: a view's or query file's size is
+//! its newest result's (0 before the first read), so listing a directory runs nobody's SQL.
 
 use crate::pool::{Key, Pool, Results};
 use fuser::{
@@ -30,9 +31,6 @@ pub(crate) const QUERY_BASE: u64 = 1 << 40;
 /// How long the kernel may keep a name → file answer. Attributes are never kept: each stat
 /// asks, so sizes follow the data.
 const ENTRY_TTL: Duration = Duration::from_secs(1);
-
-/// A size shown by `ls -l` comes from a result at most this old (or the cache time if longer).
-const SIZE_AGE: Duration = Duration::from_secs(1);
 
 /// The largest query file plumb reads.
 const MAX_QUERY_BYTES: u64 = 1 << 20;
@@ -405,13 +403,30 @@ impl State {
         }
     }
 
-    /// A file's attributes, its size from a result at most [`SIZE_AGE`] (or the cache time)
-    /// old.
+    /// A file's attributes, without asking the server: a view's or query file's size is that
+    /// of its newest result (0, dated from the mount, before its first read).
     fn file_attr(&self, ino: u64) -> Option<FileAttr> {
         if self.is_dir(ino) {
             return Some(self.dir_attr(ino));
         }
-        let (bytes, when) = self.content(ino, self.cache.max(SIZE_AGE))?;
+        if self.needs_server(ino) {
+            let (key, form, text_column) = match self.query_file(ino) {
+                Some(q) => (Key::Query(q.name), q.form, None),
+                None => match self.node(ino)? {
+                    Node::File {
+                        what: What::View(i, form),
+                        ..
+                    } => (Key::View(*i), *form, self.views[*i].text_column.as_deref()),
+                    _ => return None,
+                },
+            };
+            let (size, when) = match self.results.newest(&key) {
+                Some(slot) => (slot.bytes(form, text_column).len() as u64, slot.wall),
+                None => (0, self.started),
+            };
+            return Some(self.attr(ino, FileType::RegularFile, size, when));
+        }
+        let (bytes, when) = self.content(ino, self.cache)?;
         Some(self.attr(ino, FileType::RegularFile, bytes.len() as u64, when))
     }
 
@@ -493,17 +508,10 @@ impl Filesystem for PlumbFs {
         let Some(ino) = self.0.child(parent.0, name) else {
             return reply.error(Errno::ENOENT);
         };
-        if !self.0.needs_server(ino) {
-            return match self.0.file_attr(ino) {
-                Some(a) => reply.entry_with_ttls(&Duration::ZERO, &ENTRY_TTL, &a, Generation(0)),
-                None => reply.error(Errno::ENOENT),
-            };
-        }
-        let st = self.0.clone();
-        std::thread::spawn(move || match st.file_attr(ino) {
+        match self.0.file_attr(ino) {
             Some(a) => reply.entry_with_ttls(&Duration::ZERO, &ENTRY_TTL, &a, Generation(0)),
             None => reply.error(Errno::ENOENT),
-        });
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -517,17 +525,10 @@ impl Filesystem for PlumbFs {
                 return reply.attr(&Duration::ZERO, &a);
             }
         }
-        if !self.0.needs_server(ino) {
-            return match self.0.file_attr(ino) {
-                Some(a) => reply.attr(&Duration::ZERO, &a),
-                None => reply.error(Errno::ENOENT),
-            };
-        }
-        let st = self.0.clone();
-        std::thread::spawn(move || match st.file_attr(ino) {
+        match self.0.file_attr(ino) {
             Some(a) => reply.attr(&Duration::ZERO, &a),
             None => reply.error(Errno::ENOENT),
-        });
+        }
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {

@@ -1466,3 +1466,109 @@ fn issue_11_csv_headers_are_quoted() {
     let want = fields(head);
     assert!(text.lines().skip(1).all(|l| fields(l) == want), "{text}");
 }
+
+/// A build named with --bin-dir is checked program by program and down to its libraries: a
+/// world-writable `lib/` beside it (its programs load libssl and libz from `$ORIGIN/../lib`) is
+/// refused before anything starts, and a `psql` beside the build that another user owns and
+/// anyone can write never runs, as root, under `plumb engine psql`.
+#[test]
+fn a_build_others_can_change_is_refused_program_by_program() {
+    if !need_postgres() || !need_root("the private instance runs as postgres") {
+        return;
+    }
+    let debian = plumb_engine::private::find_bin().unwrap();
+    let tmp = tempfile::Builder::new()
+        .prefix("plumb-build-")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        tmp.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    // A build of links to Debian's programs (a server finds its files from its real path).
+    let bin = tmp.path().join("build/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for p in ["initdb", "pg_ctl", "postgres"] {
+        std::os::unix::fs::symlink(debian.join(p), bin.join(p)).unwrap();
+    }
+    let lib = tmp.path().join("build/lib");
+    std::fs::create_dir(&lib).unwrap();
+    std::fs::set_permissions(&lib, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let dir = tmp.path().join("pg");
+    let dir_s = dir.to_str().unwrap();
+    let o = run(&[
+        "engine",
+        "start",
+        "--dir",
+        dir_s,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("{}: others can change it", lib.display())),
+        "{}",
+        err(&o)
+    );
+    assert!(!dir.exists(), "an instance directory was made");
+
+    // With the library directory fixed, the build starts; a psql planted beside it does not run.
+    std::fs::set_permissions(&lib, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let o = run(&[
+        "engine",
+        "start",
+        "--dir",
+        dir_s,
+        "--bin-dir",
+        bin.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let marker = tmp.path().join("psql-ran");
+    let psql = bin.join("psql");
+    std::fs::write(&psql, format!("#!/bin/sh\ntouch {}\n", marker.display())).unwrap();
+    std::fs::set_permissions(&psql, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let id = |flag: &str| -> u32 {
+        let o = std::process::Command::new("id")
+            .args([flag, "nobody"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .parse()
+            .expect("a nobody user")
+    };
+    std::os::unix::fs::chown(&psql, Some(id("-u")), Some(id("-g"))).unwrap();
+    let o = run(&["engine", "psql", "--dir", dir_s, "--", "-Atc", "SELECT 1"]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!("{}: others can change it", psql.display())),
+        "{}",
+        err(&o)
+    );
+    assert!(!marker.exists(), "the planted psql ran as root");
+    // A directory on the way that others can write is named too.
+    std::fs::remove_file(&psql).unwrap();
+    std::fs::set_permissions(
+        tmp.path().join("build"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o777),
+    )
+    .unwrap();
+    let o = run(&["engine", "stop", "--dir", dir_s]);
+    assert_eq!(o.status.code(), Some(2), "{}", err(&o));
+    assert!(
+        err(&o).contains(&format!(
+            "{}: on the way to",
+            tmp.path().join("build").display()
+        )),
+        "{}",
+        err(&o)
+    );
+    std::fs::set_permissions(
+        tmp.path().join("build"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let o = run(&["engine", "stop", "--remove", "--dir", dir_s]);
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+}

@@ -425,9 +425,14 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                     d.display()
                 );
             };
-            let psql = r
-                .client_program("psql")
-                .or_else(|| Some(PathBuf::from("/usr/bin/psql")).filter(|p| p.exists()));
+            let psql = match r.client_program("psql").map_err(|e| anyhow!("psql: {e}"))? {
+                Some(p) => Some(p),
+                None => Some(PathBuf::from("/usr/bin/psql"))
+                    .filter(|p| p.exists())
+                    .map(|p| private::trusted_path(&p))
+                    .transpose()
+                    .map_err(|e| anyhow!("psql: {e}"))?,
+            };
             let Some(psql) = psql else {
                 bail!("psql not found next to the server's programs, under /usr/lib/postgresql or in /usr/bin (apt-get install postgresql-client)")
             };

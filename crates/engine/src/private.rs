@@ -109,10 +109,14 @@ impl Running {
     }
 
     /// A client program (psql, pgbench) for this server: its build's own, else one from
-    /// Debian's packages (see [`Build::client_program`]).
-    pub fn client_program(&self, name: &str) -> Option<PathBuf> {
+    /// Debian's packages (see [`Build::client_program`]). None: there is none; an error: the one
+    /// found is one that others can change.
+    pub fn client_program(&self, name: &str) -> Result<Option<PathBuf>> {
+        let Some(bin) = self.bin.clone().or_else(|| find_bin().ok()) else {
+            return Ok(None);
+        };
         let b = Build {
-            bin: self.bin.clone().or_else(|| find_bin().ok())?,
+            bin,
             major: major_of(&self.version).unwrap_or(0),
             version: self.version.clone(),
         };
@@ -161,37 +165,42 @@ impl Build {
     /// The build's own program `name`, else the same major version's from Debian's packages,
     /// else the newest Debian one (client programs such as psql and pgbench speak to newer
     /// servers). Server builds from the npm registry ship only initdb, pg_ctl and postgres.
-    pub fn client_program(&self, name: &str) -> Option<PathBuf> {
+    /// The one found must be one only root or the caller can change ([`trusted_path`]), or it
+    /// is an error naming it: plumb never falls back past a program it would not run.
+    pub fn client_program(&self, name: &str) -> Result<Option<PathBuf>> {
         let own = self.bin.join(name);
-        if own.is_file() {
-            return Some(own);
-        }
-        let same = Path::new(DEBIAN_BUILDS)
-            .join(self.major.to_string())
-            .join("bin")
-            .join(name);
-        if same.is_file() {
-            return Some(same);
-        }
-        debian_builds()
-            .into_iter()
-            .rev()
-            .map(|(_, b)| b.join(name))
-            .find(|p| p.is_file())
+        let found = if std::fs::symlink_metadata(&own).is_ok() {
+            Some(own)
+        } else {
+            let same = Path::new(DEBIAN_BUILDS)
+                .join(self.major.to_string())
+                .join("bin")
+                .join(name);
+            if same.is_file() {
+                Some(same)
+            } else {
+                debian_builds()
+                    .into_iter()
+                    .rev()
+                    .map(|(_, b)| b.join(name))
+                    .find(|p| p.is_file())
+            }
+        };
+        found.map(|p| trusted_path(&p)).transpose()
     }
 
     /// `pg_basebackup` of this very major version (an older one refuses a newer server, a
     /// newer one may not suit an older server's standby), for making a standby.
     pub fn basebackup(&self) -> Result<PathBuf> {
         let own = self.bin.join("pg_basebackup");
-        if own.is_file() {
-            return Ok(own);
+        if std::fs::symlink_metadata(&own).is_ok() {
+            return trusted_path(&own);
         }
         let same = Path::new(DEBIAN_BUILDS)
             .join(self.major.to_string())
             .join("bin/pg_basebackup");
         if same.is_file() {
-            return Ok(same);
+            return trusted_path(&same);
         }
         Err(Error::Setup(format!(
             "the PostgreSQL {} build in {} has no pg_basebackup, and none of version {} is installed under {DEBIAN_BUILDS}: a standby needs one (apt-get install postgresql-{}, or a build that ships it)",
@@ -281,6 +290,127 @@ pub fn find_bin() -> Result<PathBuf> {
     default_build().map(|b| b.bin)
 }
 
+/// Owned by root or by the caller: the only owners whose files plumb runs (as root, only root).
+fn owner_trusted(m: &std::fs::Metadata) -> bool {
+    m.uid() == 0 || m.uid() == euid()
+}
+
+/// Why another user could change `dir` (its owner, or a group/other write bit without the sticky
+/// bit that keeps others from renaming what they do not own), or None.
+fn dir_open_to_others(m: &std::fs::Metadata) -> Option<String> {
+    let mode = m.mode() & 0o7777;
+    if !owner_trusted(m) {
+        return Some(format!("owned by uid {} (mode {mode:o})", m.uid()));
+    }
+    if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        return Some(format!("others can write to it (mode {mode:o})"));
+    }
+    None
+}
+
+/// Each directory from `/` down to `dir` (canonical) as [`dir_open_to_others`] sees it.
+fn trusted_dirs(dir: &Path, what: &Path) -> Result<()> {
+    let mut at = PathBuf::from("/");
+    let mut parts = dir.components().skip(1);
+    loop {
+        let m = std::fs::metadata(&at).map_err(|e| setup_err(&at, e))?;
+        if let Some(why) = dir_open_to_others(&m) {
+            return Err(Error::Setup(format!(
+                "{}: on the way to {}, {why}: plumb runs only programs that root or you control",
+                at.display(),
+                what.display()
+            )));
+        }
+        match parts.next() {
+            Some(p) => at.push(p),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// `path` as given (a Debian wrapper such as /usr/bin/psql reads the name it was run by), after
+/// checking that only root or the caller can change it or what it resolves to: each directory
+/// from `/` down (a world-writable one only with the sticky bit, and then what lies below it
+/// must be root's or the caller's), a symbolic link on the way, and the file itself. The error
+/// names the path that others can change.
+pub fn trusted_path(path: &Path) -> Result<PathBuf> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let parent = std::fs::canonicalize(parent).map_err(|e| setup_err(parent, e))?;
+    trusted_dirs(&parent, path)?;
+    let link = std::fs::symlink_metadata(path).map_err(|e| setup_err(path, e))?;
+    if link.file_type().is_symlink() && !owner_trusted(&link) {
+        return Err(Error::Setup(format!(
+            "{}: a symbolic link owned by uid {}; plumb runs only programs that root or you control",
+            path.display(),
+            link.uid()
+        )));
+    }
+    let real = std::fs::canonicalize(path).map_err(|e| setup_err(path, e))?;
+    if let Some(dir) = real.parent().filter(|d| *d != parent) {
+        trusted_dirs(dir, path)?;
+    }
+    let m = std::fs::metadata(&real).map_err(|e| setup_err(&real, e))?;
+    let mode = m.mode() & 0o7777;
+    if !owner_trusted(&m) || mode & 0o022 != 0 {
+        return Err(Error::Setup(format!(
+            "{}{}: others can change it (owner uid {}, mode {mode:o}); plumb runs only programs that root or you control",
+            path.display(),
+            if real != path { format!(" ({})", real.display()) } else { String::new() },
+            m.uid()
+        )));
+    }
+    Ok(path.to_path_buf())
+}
+
+/// The library directory a build's programs load from (`BIN/../lib`, as the registry builds'
+/// `$ORIGIN/../lib` run path and Debian's pkglibdir): it and everything in it, a few levels
+/// down, only root's or the caller's to change. Nothing to check when there is none.
+fn trusted_libs(bin: &Path) -> Result<()> {
+    let Some(lib) = bin.parent().map(|p| p.join("lib")).filter(|l| l.is_dir()) else {
+        return Ok(());
+    };
+    trusted_path(&lib)?;
+    let lib = std::fs::canonicalize(&lib).map_err(|e| setup_err(&lib, e))?;
+    let mut stack = vec![(lib, 0u32)];
+    let mut seen = 0usize;
+    while let Some((dir, depth)) = stack.pop() {
+        let rd = std::fs::read_dir(&dir).map_err(|e| setup_err(&dir, e))?;
+        for e in rd.flatten() {
+            seen += 1;
+            if seen > 20_000 {
+                return Err(setup_err(&dir, "more than 20,000 files under the build's lib directory; plumb checks every one it may load"));
+            }
+            let p = e.path();
+            let m = std::fs::symlink_metadata(&p).map_err(|e| setup_err(&p, e))?;
+            let open = if m.is_dir() {
+                dir_open_to_others(&m)
+            } else if !owner_trusted(&m) {
+                Some(format!("owned by uid {}", m.uid()))
+            } else if !m.file_type().is_symlink() && m.mode() & 0o022 != 0 {
+                Some(format!(
+                    "others can write to it (mode {:o})",
+                    m.mode() & 0o7777
+                ))
+            } else {
+                None
+            };
+            if let Some(why) = open {
+                return Err(Error::Setup(format!(
+                    "{}: {why}; the build's programs load their libraries from here, and plumb runs only programs that root or you control",
+                    p.display()
+                )));
+            }
+            if m.is_dir() && depth < 4 {
+                stack.push((p, depth + 1));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The build whose programs are in `bin`: initdb, pg_ctl and postgres there, in a directory
 /// only root or the caller can change (plumb runs them, as root's `postgres` user), and the
 /// version `postgres --version` reports.
@@ -290,15 +420,8 @@ pub fn build(bin: &Path) -> Result<Build> {
     if !m.is_dir() {
         return Err(setup_err(bin, "not a directory"));
     }
-    let trusted =
-        |m: &std::fs::Metadata| (m.uid() == 0 || m.uid() == euid()) && m.mode() & 0o022 == 0;
-    if !trusted(&m) {
-        return Err(Error::Setup(format!(
-            "{shown}: others can change the programs in it (owner uid {}, mode {:o}); plumb runs only programs that root or you control",
-            m.uid(),
-            m.mode() & 0o7777
-        )));
-    }
+    trusted_path(bin)?;
+    trusted_libs(bin)?;
     for prog in ["initdb", "pg_ctl", "postgres"] {
         let p = bin.join(prog);
         let m = std::fs::metadata(&p).map_err(|_| {
@@ -312,17 +435,10 @@ pub fn build(bin: &Path) -> Result<Build> {
                 p.display()
             )));
         }
-        if !trusted(&m) {
-            return Err(Error::Setup(format!(
-                "{}: others can change it (owner uid {}, mode {:o}); plumb runs only programs that root or you control",
-                p.display(),
-                m.uid(),
-                m.mode() & 0o7777
-            )));
-        }
+        trusted_path(&p)?;
     }
     // Run as the server's user, never as root (postgres answers --version before its check).
-    let mut c = cmd(bin, "postgres", &server_user()?);
+    let mut c = cmd(bin, "postgres", &server_user()?)?;
     c.arg("--version");
     let out = output(c, &format!("{shown}/postgres --version"))?;
     // "postgres (PostgreSQL) 17.10" or "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"
@@ -371,13 +487,14 @@ fn server_user() -> Result<User> {
     })
 }
 
-fn cmd(bin: &Path, prog: &str, who: &User) -> Command {
+fn cmd(bin: &Path, prog: &str, who: &User) -> Result<Command> {
     cmd_at(&bin.join(prog), who)
 }
 
-/// The program `path`, run as `who`.
-fn cmd_at(path: &Path, who: &User) -> Command {
-    let mut c = Command::new(path);
+/// The program `path`, run as `who`, if only root or the caller can change it (checked at
+/// each run: a build's directory can change between two).
+fn cmd_at(path: &Path, who: &User) -> Result<Command> {
+    let mut c = Command::new(trusted_path(path)?);
     if who.uid != euid() {
         // std drops root's supplementary groups (setgroups) before setuid.
         c.uid(who.uid).gid(who.gid);
@@ -385,7 +502,7 @@ fn cmd_at(path: &Path, who: &User) -> Command {
     }
     // A foreign PGDATA or locale must not leak into plumb's cluster.
     c.env_remove("PGDATA").env("LC_ALL", "C.UTF-8");
-    c
+    Ok(c)
 }
 
 fn output(mut c: Command, what: &str) -> Result<String> {
@@ -1135,7 +1252,7 @@ fn start_locked(
     let bin = &build.bin;
     let fresh = !data.join("PG_VERSION").exists();
     if fresh {
-        let mut c = cmd(bin, "initdb", server);
+        let mut c = cmd(bin, "initdb", server)?;
         c.arg("-D").arg(&data).args([
             "-U",
             SUPERUSER,
@@ -1173,7 +1290,7 @@ fn start_locked(
     }
     let log = d.log();
     let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-    let mut c = cmd(bin, "pg_ctl", server);
+    let mut c = cmd(bin, "pg_ctl", server)?;
     c.arg("-D")
         .arg(&data)
         .arg("-o")
@@ -1399,7 +1516,7 @@ fn stop_locked(d: &InstanceDir) -> Result<bool> {
         None => find_bin()?,
     };
     let server = server_user()?;
-    let mut c = cmd(&bin, "pg_ctl", &server);
+    let mut c = cmd(&bin, "pg_ctl", &server)?;
     c.arg("-D")
         .arg(d.data())
         .args(["-m", "fast", "-w", "-t", "60", "stop"]);
@@ -1547,7 +1664,7 @@ fn start_standby_locked(
             "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
             &[&slot],
         );
-        let mut c = cmd_at(&basebackup, server);
+        let mut c = cmd_at(&basebackup, server)?;
         c.arg("-D")
             .arg(&data)
             .arg("-h")

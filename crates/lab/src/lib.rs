@@ -279,7 +279,10 @@ impl Lab {
         if config.replica.is_some() {
             build.basebackup().map_err(|e| anyhow!("--replica: {e}"))?;
         }
-        let Some(pgbench_bin) = build.client_program("pgbench") else {
+        let Some(pgbench_bin) = build
+            .client_program("pgbench")
+            .map_err(|e| anyhow!("pgbench: {e}"))?
+        else {
             bail!(
                 "pgbench: not beside the server build in {} nor under /usr/lib/postgresql (apt-get install postgresql-contrib)",
                 build.bin.display()

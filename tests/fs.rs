@@ -526,6 +526,24 @@ fn a_planted_view_is_not_listed_and_ls_runs_no_query() {
     assert_eq!(logged(&d, from, "my-own-query"), 1, "one read, one query");
     // The planted function never ran.
     assert_eq!(psql(&d, "SELECT count(*) FROM evil.ran"), "0");
+
+    // A session whose query text would retitle the reader's terminal: escaped in every text
+    // form, so `cat` shows it and the terminal stays the DBA's.
+    let mut hostile = plumb()
+        .args(["engine", "psql", "--dir"])
+        .arg(&d)
+        .args(["--", "-Atc", "SELECT pg_sleep(3) /* \x1b]0;pwned\x07 */"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(800));
+    for form in ["", ".txt"] {
+        let bytes = std::fs::read(m.join(format!("activity/pg_stat_activity{form}"))).unwrap();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(text.contains("\\x1b]0;pwned\\x07"), "{text}");
+        assert!(!bytes.contains(&0x1b) && !bytes.contains(&0x07), "{text}");
+    }
+    let _ = hostile.wait();
     unmount(&m, pid);
 }
 

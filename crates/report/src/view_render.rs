@@ -60,9 +60,42 @@ fn tsv_cell(v: &Val, out: &mut String) {
             '\t' => out.push_str("\\t"),
             '\n' => out.push_str("\\n"),
             '\r' => out.push_str("\\r"),
-            c => out.push(c),
+            c => push_visible(c, out),
         }
     }
+}
+
+/// `c`, or, for a control character that would act on the reader's terminal (ESC, BEL, the
+/// rest of C0, DEL, C1), its escape as COPY reads it: `\b`, `\f`, `\v`, else `\xHH` (`\u{HH}`
+/// for C1). A database user's text (a query, an application name) must not retitle or
+/// rewrite the terminal of the DBA who `cat`s a view.
+fn push_visible(c: char, out: &mut String) {
+    match c {
+        '\u{8}' => out.push_str("\\b"),
+        '\u{c}' => out.push_str("\\f"),
+        '\u{b}' => out.push_str("\\v"),
+        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        }
+        c if (0x80..0xa0).contains(&(c as u32)) => {
+            out.push_str(&format!("\\u{{{:02x}}}", c as u32));
+        }
+        c => out.push(c),
+    }
+}
+
+/// Text for a terminal: line breaks and tabs kept, every other control character escaped
+/// ([`push_visible`]).
+fn visible_lines(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\n' | '\t' => out.push(c),
+            '\\' => out.push('\\'),
+            c => push_visible(c, &mut out),
+        }
+    }
+    out
 }
 
 fn tsv_text(s: &str) -> String {
@@ -158,7 +191,7 @@ pub fn txt(t: &Table, text_column: Option<&str>) -> Vec<u8> {
             let mut out = String::new();
             for r in &t.rows {
                 if let Some(Val::Text(s)) = r.get(i) {
-                    out.push_str(s.trim_end());
+                    out.push_str(&visible_lines(s.trim_end()));
                     out.push('\n');
                 }
             }
@@ -179,7 +212,11 @@ pub fn txt(t: &Table, text_column: Option<&str>) -> Vec<u8> {
         })
         .collect();
     let n = t.columns.len();
-    let mut width: Vec<usize> = t.columns.iter().map(|c| c.chars().count()).collect();
+    let mut width: Vec<usize> = t
+        .columns
+        .iter()
+        .map(|c| tsv_text(c).chars().count())
+        .collect();
     // A column is right-aligned when every value in it is a number.
     let mut numeric = vec![!t.rows.is_empty(); n];
     for (r, row) in t.rows.iter().zip(&cells) {
@@ -208,7 +245,8 @@ pub fn txt(t: &Table, text_column: Option<&str>) -> Vec<u8> {
         s.trim_end().to_string()
     };
     let mut out = String::new();
-    out.push_str(&line(&t.columns, &|_| false));
+    let columns: Vec<String> = t.columns.iter().map(|c| tsv_text(c)).collect();
+    out.push_str(&line(&columns, &|_| false));
     out.push('\n');
     let rule: Vec<String> = width.iter().map(|w| "-".repeat(*w)).collect();
     out.push_str(&rule.join("-+-"));
@@ -244,7 +282,7 @@ pub fn error(message: &str, form: ViewFormat) -> Vec<u8> {
             serde_json::to_string(&one_line).unwrap_or_else(|_| "\"\"".into())
         )
         .into_bytes(),
-        _ => format!("error: {one_line}\n").into_bytes(),
+        _ => format!("error: {}\n", visible_lines(&one_line)).into_bytes(),
     }
 }
 
@@ -283,10 +321,8 @@ pub fn readme(f: &MountFacts) -> Vec<u8> {
         String::new(),
         "A file's content is taken when it is opened and kept until it is closed: every read".into(),
         "of one open sees one moment.".into(),
-        format!(
-            "ls -l shows the size of a result at most {} old.",
-            setting(f.cache_ms.max(1000))
-        ),
+        "ls -l shows the size of each file's newest result (0 before its first read): a".into(),
+        "listing sends no query; only opening a file does.".into(),
     ];
     if f.cache_ms > 0 {
         l.push(format!(
@@ -456,6 +492,32 @@ mod tests {
             ]],
         };
         assert_eq!(txt(&t, Some("Status")), b"\n=====\nBUFFER POOL\n");
+    }
+
+    #[test]
+    fn terminal_control_bytes_are_escaped_in_every_text_form() {
+        // A query text that would retitle the reader's terminal, and C1's CSI.
+        let hostile = "SELECT 1 /* \u{1b}]0;pwned\u{7} \u{9b}2J \u{8}\u{7f} */";
+        let t = Table {
+            columns: vec!["query\u{1b}[31m".into()],
+            rows: vec![vec![Val::Text(hostile.into())]],
+        };
+        let want = "SELECT 1 /* \\x1b]0;pwned\\x07 \\u{9b}2J \\b\\x7f */";
+        let tsv = String::from_utf8(render(&t, ViewFormat::Tsv, None)).unwrap();
+        assert_eq!(tsv, format!("query\\x1b[31m\n{want}\n"));
+        let txt = String::from_utf8(render(&t, ViewFormat::Txt, None)).unwrap();
+        assert!(txt.contains(want), "{txt}");
+        let t2 = Table {
+            columns: vec!["Status".into()],
+            rows: vec![vec![Val::Text(format!("line one\n{hostile}\n"))]],
+        };
+        let report = String::from_utf8(render(&t2, ViewFormat::Txt, Some("Status"))).unwrap();
+        assert_eq!(report, format!("line one\n{want}\n"));
+        let err = String::from_utf8(error(hostile, ViewFormat::Tsv)).unwrap();
+        assert_eq!(err, format!("error: {want}\n"));
+        for out in [tsv, txt, report, err] {
+            assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        }
     }
 
     #[test]

@@ -601,7 +601,41 @@ fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
         .and_then(|s| s.split_whitespace().next())
         .and_then(|p| p.parse().ok())
         .unwrap();
-    unmount(&m, pid2);
+    // Another user's --unmount is refused, saying whose mount it is.
+    let o = Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            env!("CARGO_BIN_EXE_plumb"),
+            "fs",
+            "--unmount",
+        ])
+        .arg(&m)
+        .output()
+        .unwrap();
+    let (_, e) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("a plumb mount of root (uid 0); only that user or root can unmount it"),
+        "{e}"
+    );
+    assert!(mount_line(&m).is_some());
+    // --unmount through a symbolic link finds the mount where it points.
+    let link = tmp.path().join("link");
+    std::os::unix::fs::symlink(&m, &link).unwrap();
+    unmount(&link, pid2);
+    // A symbolic link as the mount point is refused: the directory itself, or nothing.
+    let o = plumb()
+        .arg("fs")
+        .arg(&link)
+        .args(["--engine", &url])
+        .output()
+        .unwrap();
+    let (_, e) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(e.contains("a symbolic link (it points to"), "{e}");
+    assert_eq!(mount_line(&m), None);
 
     // --cache: opens within the cache time share one result; after it, a new one.
     psql(&d, "CREATE TABLE t (id int); INSERT INTO t VALUES (1)");

@@ -67,12 +67,24 @@ fn is_plumb_mount(m: &MountEntry) -> bool {
     (m.fs_type == "fuse" || m.fs_type.starts_with("fuse.")) && m.source.starts_with("plumb:")
 }
 
-/// An absolute path without symbolic links in its parent, found without looking inside the
-/// last component (which may be a dead mount).
+/// An absolute path without symbolic links, found without looking inside the last component
+/// (which may be a dead mount): a last component that is itself a symbolic link is followed
+/// (`--unmount LINK` finds the mount where the link points).
 fn resolve(path: &Path) -> Result<PathBuf> {
     let abs =
         std::path::absolute(path).map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
-    let abs = plumb_sys::mount::normalize(&abs);
+    let mut abs = plumb_sys::mount::normalize(&abs);
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&abs) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let target = std::fs::read_link(&abs)
+                    .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+                let base = abs.parent().map(Path::to_path_buf).unwrap_or_default();
+                abs = plumb_sys::mount::normalize(&base.join(target));
+            }
+            _ => break,
+        }
+    }
     let (Some(parent), Some(name)) = (abs.parent(), abs.file_name()) else {
         return Err(Error::Input(format!(
             "{}: not a directory plumb can mount on",
@@ -120,10 +132,34 @@ pub fn unmount(path: &Path) -> Result<PathBuf> {
             m.source
         ))),
         AtPath::StalePlumb | AtPath::LivePlumb => {
+            // Only its owner or root can take a FUSE mount down; fusermount3 says why only
+            // in part, so the refusal is plumb's own.
+            if !plumb_sys::os::is_root() {
+                if let Some(uid) = mount_owner(&path).filter(|u| *u != plumb_sys::os::euid()) {
+                    let who = plumb_sys::os::user_by_uid(uid)
+                        .map(|u| format!("{} (uid {uid})", u.name))
+                        .unwrap_or_else(|| format!("uid {uid}"));
+                    return Err(Error::Input(format!(
+                        "{}: a plumb mount of {who}; only that user or root can unmount it",
+                        path.display()
+                    )));
+                }
+            }
             remove(&path)?;
             Ok(path)
         }
     }
+}
+
+/// The user a FUSE mount at `path` belongs to (its `user_id=` option).
+fn mount_owner(path: &Path) -> Option<u32> {
+    let mounts = plumb_sys::mount::read_mountinfo(&plumb_sys::Root::host(), None).ok()?;
+    let shown = path.to_string_lossy();
+    let m = mounts.iter().rev().find(|m| m.mount_point == shown)?;
+    m.super_options
+        .iter()
+        .find_map(|o| o.strip_prefix("user_id="))
+        .and_then(|u| u.parse().ok())
 }
 
 /// Unmount; with files still open, detach it (it is gone from the tree at once, and its
@@ -150,8 +186,18 @@ pub struct Prepared {
 
 /// Check the mount point and the query directory, connect, and list the views.
 pub fn prepare(mountpoint: &Path, options: Options) -> Result<Prepared> {
-    let (path, at) = at_path(mountpoint)?;
     let shown = mountpoint.display();
+    // The kernel would mount where a link points while plumb's bookkeeping named the link
+    // (and another user could repoint it): the directory itself, or nothing.
+    if std::fs::symlink_metadata(mountpoint).is_ok_and(|m| m.file_type().is_symlink()) {
+        let to = std::fs::canonicalize(mountpoint)
+            .map(|p| format!(" (it points to {})", p.display()))
+            .unwrap_or_default();
+        return Err(Error::Input(format!(
+            "{shown}: a symbolic link{to}; give the directory itself as the mount point"
+        )));
+    }
+    let (path, at) = at_path(mountpoint)?;
     let mut removed_stale = false;
     match at {
         AtPath::Nothing => {}

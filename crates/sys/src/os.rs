@@ -147,17 +147,21 @@ pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
     let mut last = err;
     for bin in ["fusermount3", "fusermount"] {
         let mut cmd = std::process::Command::new(bin);
-        cmd.arg("-u").arg("-q");
+        cmd.arg("-u");
         if lazy {
             cmd.arg("-z");
         }
         match cmd.arg("--").arg(path).output() {
             Ok(o) if o.status.success() => return Ok(()),
             Ok(o) => {
-                return Err(std::io::Error::other(format!(
-                    "{bin}: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )))
+                let said = String::from_utf8_lossy(&o.stderr).trim().to_string();
+                return Err(std::io::Error::other(if said.is_empty() {
+                    format!("{bin} -u failed ({})", o.status)
+                } else if said.starts_with(bin) {
+                    said
+                } else {
+                    format!("{bin}: {said}")
+                }));
             }
             Err(e) => last = e,
         }

@@ -497,10 +497,15 @@ fn load_error(file: &str, offset: usize, e: &marked_yaml::LoadError) -> YamlErro
         | MappingKeyMustBeScalar(m)
         | UnexpectedTag(m)
         | ScanError(m, _) => Some(m.line()),
-        _ => None,
+        DuplicateKey(d) => d.key.span().start().map(|m| m.line()),
     };
     let msg = match e {
         TopLevelMustBeMapping(_) => "a Kubernetes object must be a mapping".to_string(),
+        DuplicateKey(d) => format!(
+            "`{}` appears twice in one mapping (first at line {}): two objects without `---` between them, or a key repeated; kubectl rejects this file, and plumb would see only the second",
+            d.key.as_str(),
+            d.prev_key.span().start().map(|m| m.line() + offset).unwrap_or(0)
+        ),
         ScanError(_, s) => format!("not valid YAML: {s}"),
         other => other.to_string(),
     };
@@ -579,7 +584,9 @@ const SECRETISH: [&str; 5] = ["PASSWORD", "PASSWD", "SECRET", "_PWD", "TOKEN"];
 pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, YamlError> {
     let mut docs = Vec::new();
     for (offset, d) in documents(text) {
-        let n = marked_yaml::parse_yaml(0, &d).map_err(|e| load_error(file, offset, &e))?;
+        let options = marked_yaml::LoaderOptions::default().error_on_duplicate_keys(true);
+        let n = marked_yaml::parse_yaml_with_options(0, &d, options)
+            .map_err(|e| load_error(file, offset, &e))?;
         docs.push((offset, n));
     }
     // PVC access modes by name, across the file.
@@ -971,6 +978,22 @@ pub fn default_image(e: EngineKind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn two_objects_without_a_separator_are_an_error_naming_the_line() {
+        // A Deployment with no memory limit and a plaintext password, then a claim pasted
+        // under it without `---`: the claim's keys would silently replace the Deployment's.
+        let text = "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: mssql\nspec:\n  template:\n    spec:\n      containers:\n      - name: mssql\n        image: mcr.microsoft.com/mssql/server:2019-latest\n        env:\n        - name: SA_PASSWORD\n          value: 'S0methingS@Str0ng!'\n\napiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: pvc-sql-data\nspec:\n  accessModes: [ReadWriteOnce]\n";
+        let e = lint("pasted.yaml", text, &LintOptions::default()).unwrap_err();
+        assert_eq!(e.line, 15, "{e:?}");
+        assert!(e.message.contains("`apiVersion` appears twice"), "{e:?}");
+        assert!(e.message.contains("first at line 1"), "{e:?}");
+        // In the second document of a file, the line counts from the file's start.
+        let two = format!("kind: ConfigMap\napiVersion: v1\n---\n{text}");
+        let e = lint("pasted.yaml", &two, &LintOptions::default()).unwrap_err();
+        assert_eq!(e.line, 18, "{e:?}");
+        assert!(e.message.contains("first at line 4"), "{e:?}");
+    }
 
     #[test]
     fn quantities() {

@@ -106,9 +106,28 @@ fn delta_against_a_private_postgres() {
 
     // Cold against warm: the cold run reads the table from the disk, the warm one from caches.
     if is_root() {
+        // A neighbour's file, cached: the private instance's cold runs evict the instance's own
+        // files and leave it cached (they used to drop the whole host's page cache).
+        let neighbour = tmp.path().join("neighbour-cached.dat");
+        std::fs::write(&neighbour, vec![3u8; 4 << 20]).unwrap();
+        let _ = std::fs::read(&neighbour).unwrap();
+        let resident = |p: &std::path::Path| -> u64 {
+            let o = std::process::Command::new("fincore")
+                .args(["--bytes", "--noheadings", "--output", "RES"])
+                .arg(p)
+                .output()
+                .expect("fincore (util-linux)");
+            String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+        };
+        assert_eq!(resident(&neighbour), 4 << 20);
         let r = delta_json(
             dir,
             &["--sql", "SELECT count(*) FROM t", "--both", "--repeat", "2"],
+        );
+        assert_eq!(
+            resident(&neighbour),
+            4 << 20,
+            "a cold run on the private instance evicted a neighbour's file"
         );
         assert_eq!(r["modes"][0]["mode"], "cold");
         assert_eq!(r["modes"][1]["mode"], "warm");
@@ -152,9 +171,12 @@ fn delta_against_a_private_postgres() {
         assert!(median(&r, "db", None, "blk_read_time_ms", 0).unwrap() > 0.0);
         let notes = r["notes"].to_string();
         assert!(notes.contains("page cache served the rest"), "{notes}");
-        assert!(r["modes"][0]["preparation"]
-            .to_string()
-            .contains("drop_caches"));
+        let prep = r["modes"][0]["preparation"].to_string();
+        assert!(
+            prep.contains("evicted the private instance's own files (")
+                && !prep.contains("drop_caches"),
+            "{prep}"
+        );
 
         // The same server by URL is one plumb did not start: --cold leaves the host's page
         // cache alone (a file of a neighbour's stays cached) unless --drop-host-cache is given.

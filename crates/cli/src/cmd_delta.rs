@@ -43,14 +43,14 @@ pub struct DeltaArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub repeat: u32,
     /// Empty the caches before each run: restart the private instance (the engine's cache) and
-    /// drop the OS page cache (root). Against a server plumb did not start, the engine's cache
-    /// is emptied where it has a statement for it, and the host's page cache only with
-    /// --drop-host-cache.
+    /// evict its own files from the OS page cache (nobody else's). Against a server plumb did
+    /// not start, the engine's cache is emptied where it has a statement for it, and the host's
+    /// page cache only with --drop-host-cache.
     #[arg(long)]
     pub cold: bool,
-    /// With --cold or --both against a server plumb did not start: also drop the whole host's
-    /// page cache before each cold run (every process's cached files, the server's neighbours'
-    /// too; root).
+    /// With --cold or --both: also drop the whole host's page cache before each cold run
+    /// (`echo 3 > /proc/sys/vm/drop_caches`: every process's cached files, a production
+    /// database's beside it too; root).
     #[arg(long)]
     pub drop_host_cache: bool,
     /// Run the workload once unmeasured first, so every measured run finds the caches warm.

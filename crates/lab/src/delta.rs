@@ -235,9 +235,21 @@ fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<V
             }
         }
     }
-    // The page cache is the whole host's: for a server plumb did not start, only when asked.
-    if wh.private_dir.is_none() && !drop_host_cache {
-        done.push("the OS page cache was NOT dropped: it is the whole host's, the server's neighbours' too (add --drop-host-cache to drop it)".to_string());
+    // The page cache is the whole host's: plumb's private instance has its own files evicted,
+    // and nobody else's; the whole host's cache is dropped only when asked.
+    if let Some(d) = &wh.private_dir {
+        let data = d.join("data");
+        let (files, bytes) = plumb_sys::os::evict_files_under(&data)
+            .with_context(|| format!("evicting {} from the page cache", data.display()))?;
+        done.push(format!(
+            "evicted the private instance's own files ({files} files, {} on disk) from the OS page cache; every other process's cache left as it was",
+            plumb_analyze::units::bytes(bytes)
+        ));
+    }
+    if !drop_host_cache {
+        if wh.private_dir.is_none() {
+            done.push("the OS page cache was NOT dropped: it is the whole host's, the server's neighbours' too (add --drop-host-cache to drop it)".to_string());
+        }
     } else if is_root {
         plumb_sys::os::drop_page_cache()
             .context("dropping the page cache (/proc/sys/vm/drop_caches)")?;

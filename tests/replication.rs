@@ -765,3 +765,62 @@ fn a_watch_refuses_what_it_cannot_watch_and_leaves_nothing() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("not a standby"));
 }
+
+/// Two synchronous standbys: the second is added to what the primary waits for, not put in
+/// the first's place; status says what the primary says; removing one leaves the other
+/// synchronous, and removing both leaves the primary waiting for none.
+#[test]
+fn a_second_synchronous_standby_keeps_the_first_synchronous() {
+    let Some(tmp) = setup() else { return };
+    let p = tmp.path().join("primary");
+    let a = tmp.path().join("standby-a");
+    let b = tmp.path().join("standby-b");
+    let _cleanup = Cleanup(vec![b.clone(), a.clone(), p.clone()]);
+    let (ps, sa, sb) = (
+        p.to_str().unwrap(),
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+    );
+    for args in [
+        vec!["start", "--dir", ps],
+        vec!["start", "--dir", sa, "--standby-of", ps, "--sync"],
+        vec!["start", "--dir", sb, "--standby-of", ps, "--sync"],
+    ] {
+        let o = engine(&args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let states = || -> String {
+        psql(
+            &p,
+            "SELECT string_agg(sync_state, ',' ORDER BY sync_state) FROM pg_stat_replication",
+        )
+    };
+    assert_eq!(states(), "sync,sync");
+    let names = psql(&p, "SHOW synchronous_standby_names");
+    assert!(names.starts_with("FIRST 2 ("), "{names}");
+    let o = engine(&["status", "--dir", sa]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("synchronous: its primary waits for it at every commit"),
+        "{text}"
+    );
+    // The second goes: the first stays synchronous.
+    let o = engine(&["stop", "--remove", "--dir", sb]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t0 = Instant::now();
+    while states() != "sync" {
+        assert!(t0.elapsed() < Duration::from_secs(20), "{}", states());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let names = psql(&p, "SHOW synchronous_standby_names");
+    assert!(!names.contains("FIRST") && !names.is_empty(), "{names}");
+    // The first goes: the primary waits for none (a commit returns).
+    let o = engine(&["stop", "--remove", "--dir", sa]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(psql(&p, "SHOW synchronous_standby_names"), "");
+    psql(&p, "CREATE TABLE after (i int)");
+}

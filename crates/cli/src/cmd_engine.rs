@@ -238,16 +238,18 @@ impl Render for InstanceState {
                         receiver,
                         at_primary,
                     }) => {
-                        writeln!(
-                            out,
-                            "standby of  {} ({})",
-                            primary.display(),
-                            if *sync {
-                                "synchronous: its primary waits for it at every commit"
-                            } else {
-                                "asynchronous"
-                            }
-                        )?;
+                        // What the primary says (pg_stat_replication's sync_state), not only
+                        // what the standby was started as.
+                        let how = match (at_primary.as_ref().map(|s| s.sync_state.as_str()), *sync) {
+                            (Some("sync"), _) => "synchronous: its primary waits for it at every commit".to_string(),
+                            (Some("quorum"), _) => "synchronous (quorum): its primary waits for it or others at every commit".to_string(),
+                            (Some("potential"), _) => "a potential synchronous standby: its primary waits for another one first".to_string(),
+                            (Some(s), true) => format!("started as synchronous, but its primary has it as {s}: commits do not wait for it"),
+                            (Some(_), false) => "asynchronous".to_string(),
+                            (None, true) => "synchronous when its primary sees it streaming (it does not now)".to_string(),
+                            (None, false) => "asynchronous".to_string(),
+                        };
+                        writeln!(out, "standby of  {} ({how})", primary.display())?;
                         if let Some(rc) = receiver {
                             writeln!(
                                 out,

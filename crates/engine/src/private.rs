@@ -1719,12 +1719,16 @@ fn start_standby_locked(
     };
     let (running, _) = start_locked(d, build, server, me, &sopts)?;
     if sync {
-        exec(
-            &mut pc,
-            &p.dir,
-            &format!("ALTER SYSTEM SET synchronous_standby_names = '\"{slot}\"'"),
-        )?;
-        exec(&mut pc, &p.dir, "SELECT pg_reload_conf()")?;
+        // Added to the standbys the primary already waits for, never in their place.
+        let names: String = pc
+            .query_one("SELECT current_setting('synchronous_standby_names')", &[])
+            .map(|row| row.get(0))
+            .unwrap_or_default();
+        let mut names = sync_names(&names);
+        if !names.contains(&slot) {
+            names.push(slot.clone());
+        }
+        set_sync_names(&mut pc, &p.dir, &names)?;
     }
     // Streaming (and synchronous, when asked) as the primary sees it.
     let t = std::time::Instant::now();
@@ -1768,6 +1772,39 @@ fn start_standby_locked(
     })
 }
 
+/// The standby names in a `synchronous_standby_names` value: `"a"`, `a, b`, `FIRST 2 ("a",
+/// "b")`, `ANY 1 (a, b)`, unquoted and in order.
+fn sync_names(v: &str) -> Vec<String> {
+    let v = v.trim();
+    let list = match (v.find('('), v.rfind(')')) {
+        (Some(a), Some(b)) if a < b => &v[a + 1..b],
+        _ => v,
+    };
+    list.split(',')
+        .map(|n| n.trim().trim_matches('"').to_string())
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
+/// Make the primary wait for every standby in `names` at each commit (`FIRST n (…)` for
+/// several), or for none; then reload. Two statements: ALTER SYSTEM refuses a transaction block.
+fn set_sync_names(c: &mut Client, dir: &Path, names: &[String]) -> Result<()> {
+    let quoted: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    let sql = match quoted.len() {
+        0 => "ALTER SYSTEM RESET synchronous_standby_names".to_string(),
+        1 => format!(
+            "ALTER SYSTEM SET synchronous_standby_names = '{}'",
+            quoted[0]
+        ),
+        n => format!(
+            "ALTER SYSTEM SET synchronous_standby_names = 'FIRST {n} ({})'",
+            quoted.join(", ")
+        ),
+    };
+    exec(c, dir, &sql)?;
+    exec(c, dir, "SELECT pg_reload_conf()")
+}
+
 /// Undo what a standby in `d` set on its primary: the primary stops waiting for it (its
 /// `synchronous_standby_names`, when it names this standby, is reset). With `forget`, also its
 /// replication slot is dropped, the primary forgets the standby, and with no standby left the
@@ -1787,14 +1824,11 @@ fn detach_from_primary(d: &mut InstanceDir, forget: bool) -> Result<()> {
             .query_one("SELECT current_setting('synchronous_standby_names')", &[])
             .map(|row| row.get(0))
             .unwrap_or_default();
-        if names.trim_matches('"') == sb.slot {
-            // Two statements: ALTER SYSTEM refuses to run inside a transaction block.
-            exec(
-                &mut c,
-                &p.dir,
-                "ALTER SYSTEM RESET synchronous_standby_names",
-            )?;
-            exec(&mut c, &p.dir, "SELECT pg_reload_conf()")?;
+        let mut names = sync_names(&names);
+        if names.contains(&sb.slot) {
+            // Only this standby leaves the list; the others stay synchronous.
+            names.retain(|n| *n != sb.slot);
+            set_sync_names(&mut c, &p.dir, &names)?;
         }
         if forget {
             // The standby's WAL sender ends shortly after the standby stops.
@@ -1907,6 +1941,15 @@ mod tests {
             Some(17)
         );
         assert_eq!(major_of("MariaDB 10.11.6"), None);
+    }
+
+    #[test]
+    fn synchronous_standby_names_are_read_as_a_list() {
+        assert_eq!(sync_names(""), Vec::<String>::new());
+        assert_eq!(sync_names("\"plumb_a\""), ["plumb_a"]);
+        assert_eq!(sync_names("FIRST 2 (\"a\", \"b\")"), ["a", "b"]);
+        assert_eq!(sync_names("ANY 1 (a,b)"), ["a", "b"]);
+        assert_eq!(sync_names("a, b"), ["a", "b"]);
     }
 
     #[test]

@@ -440,3 +440,122 @@ fn the_shipped_rules_and_scrape_config_pass_promtool_and_name_real_metrics() {
         );
     }
 }
+
+/// Threads of process `pid`.
+fn threads(pid: u32) -> usize {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A client connected with a 4 KiB receive buffer.
+fn tiny_window(port: u16) -> TcpStream {
+    use std::os::fd::FromRawFd;
+    // SAFETY: a new socket, owned by the TcpStream made from it; the option and the address
+    // are plain values that live across each call.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0);
+        let size: libc::c_int = 4096;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &size as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let r = libc::connect(
+            fd,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
+        assert_eq!(r, 0, "{}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn no_client_holds_the_endpoint_or_the_shutdown() {
+    let port = free_port();
+    let mut rec = plumb()
+        .args(["record", "--serve"])
+        .arg(port.to_string())
+        .args(["--interval", "1s", "--duration", "5m"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while get(port, "/metrics").map(|r| r.0) != Some(200) {
+        assert!(t0.elapsed() < Duration::from_secs(10), "no /metrics");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A client that pipelines 2,000 scrapes through a tiny window and never reads.
+    let mut greedy = tiny_window(port);
+    greedy
+        .set_write_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let one = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    for _ in 0..2000 {
+        if greedy.write_all(one).is_err() {
+            break;
+        }
+    }
+    // Every other scraper is answered at once: the greedy one got one answer and was closed.
+    let t0 = Instant::now();
+    let first = get(port, "/metrics");
+    assert_eq!(
+        first.map(|r| r.0),
+        Some(200),
+        "a scrape beside a client that does not read"
+    );
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    // 500 that connect and say nothing take a bounded number of threads ...
+    let silent: Vec<TcpStream> = (0..500)
+        .filter_map(|_| TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let n = threads(rec.id());
+    assert!(n < 40, "plumb runs {n} threads for 501 clients");
+    // ... and are closed after the deadline, still connected, so a scraper is answered again.
+    let t0 = Instant::now();
+    let answered = loop {
+        match get(port, "/metrics") {
+            Some((200, b)) if b.contains("plumb_mem_total_bytes") => break true,
+            _ if t0.elapsed() > Duration::from_secs(20) => break false,
+            _ => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    assert!(
+        answered,
+        "no scrape answered while 500 clients said nothing"
+    );
+    // SIGTERM ends plumb while the greedy client is still connected.
+    unsafe { libc::kill(rec.id() as i32, libc::SIGTERM) };
+    let t0 = Instant::now();
+    let ended = loop {
+        if rec.try_wait().unwrap().is_some() {
+            break true;
+        }
+        if t0.elapsed() > Duration::from_secs(5) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    if !ended {
+        let _ = rec.kill();
+        let _ = rec.wait();
+    }
+    drop((greedy, silent));
+    assert!(ended, "SIGTERM did not end plumb record --serve within 5 s");
+}

@@ -512,6 +512,7 @@ fn urls_kinds_and_credentials() {
         );
     }
     // Nothing listens on port 1: a connect error naming the URL without its password.
+    mssql::use_client_program(std::path::Path::new(env!("CARGO_BIN_EXE_plumb")));
     let e = plumb_engine::observer(&Target::new("mssql://sa:Secret1@127.0.0.1:1/x"))
         .err()
         .unwrap()

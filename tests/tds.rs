@@ -34,6 +34,10 @@ enum Answer {
     Error(u32, &'static str),
     /// A statement without a result (SET …).
     Done,
+    /// Whatever this writes (a hostile server's answer).
+    Raw(fn(&mut TcpStream)),
+    /// No answer at all.
+    Silent,
 }
 
 /// What the stand-in does after the login.
@@ -43,6 +47,8 @@ enum Login {
     Fail(&'static str),
     /// A routing redirect to this port on 127.0.0.1 (0: to the stand-in itself).
     RouteTo(u16),
+    /// Accepts the connection and never answers.
+    Silent,
 }
 
 struct StandIn {
@@ -146,6 +152,11 @@ fn serve(
     answer: fn(&str) -> Answer,
     seen: Arc<Mutex<Vec<String>>>,
 ) {
+    if let Login::Silent = login {
+        let _ = read_message(&mut c);
+        std::thread::sleep(std::time::Duration::from_secs(600));
+        return;
+    }
     // Pre-login: version 16.0, encryption not supported (the client asked for none).
     let Some((0x12, _)) = read_message(&mut c) else {
         return;
@@ -199,6 +210,7 @@ fn serve(
             send(&mut c, &r);
             return;
         }
+        Login::Silent => unreachable!(),
         Login::Ok => {
             let mut r = sized(0xAD, ack);
             r.extend(done(0, 0));
@@ -218,6 +230,14 @@ fn serve(
         let sql = String::from_utf16_lossy(&units);
         seen.lock().unwrap().push(sql.clone());
         let out = match answer(&sql) {
+            Answer::Raw(write) => {
+                write(&mut c);
+                continue;
+            }
+            Answer::Silent => {
+                std::thread::sleep(std::time::Duration::from_secs(600));
+                return;
+            }
             Answer::Done => done(0, 0),
             Answer::Error(n, m) => {
                 let mut r = error(n, m, 16);
@@ -274,6 +294,8 @@ fn serve(
 }
 
 fn url(port: u16) -> Target {
+    // The connection runs in a plumb process of its own.
+    plumb_engine::mssql::use_client_program(std::path::Path::new(env!("CARGO_BIN_EXE_plumb")));
     Target::new(&format!(
         "mssql://plumb:Secret1@127.0.0.1:{port}/master?encrypt=not_supported"
     ))
@@ -944,5 +966,212 @@ fn dmvs_as_files_through_tds() {
     assert!(
         user.contains("BEGIN TRANSACTION") && user.trim_end().ends_with("ROLLBACK"),
         "{user}"
+    );
+}
+
+// ---- A hostile server gets an error, never a hang, an abort or gigabytes ----
+
+/// One packet of a tabular result; `last` ends the message.
+fn packet(c: &mut TcpStream, payload: &[u8], last: bool) -> bool {
+    let mut p = vec![4u8, u8::from(last)];
+    p.extend(((payload.len() + 8) as u16).to_be_bytes());
+    p.extend([0, 0, 1, 0]);
+    p.extend(payload);
+    c.write_all(&p).is_ok()
+}
+
+/// Column metadata of one NVARCHAR(MAX) column (its values are sent in chunks, PLP).
+fn plp_column() -> Vec<u8> {
+    let mut r = vec![0x81];
+    r.extend(1u16.to_le_bytes());
+    r.extend(0u32.to_le_bytes());
+    r.extend(1u16.to_le_bytes());
+    r.push(0xE7);
+    r.extend(0xFFFFu16.to_le_bytes());
+    r.extend([0x09, 0x04, 0xD0, 0x00, 0x34]);
+    r.extend(b_varchar("spid"));
+    r
+}
+
+/// A row whose one value declares `len` bytes, then a chunk of 4 bytes and the end.
+fn declared(c: &mut TcpStream, len: u64) {
+    let mut r = plp_column();
+    r.push(0xD1);
+    r.extend(len.to_le_bytes());
+    r.extend(4u32.to_le_bytes());
+    r.extend(utf16("57"));
+    r.extend(0u32.to_le_bytes());
+    r.extend(done(0x10, 1));
+    packet(c, &r, true);
+}
+
+fn row_of_a_terabyte(sql: &str) -> Answer {
+    let _ = sql;
+    Answer::Raw(|c| declared(c, 1 << 40))
+}
+
+fn row_of_2_64(sql: &str) -> Answer {
+    let _ = sql;
+    Answer::Raw(|c| declared(c, u64::MAX - 3))
+}
+
+/// Rows without end, each a 2,000-character text, until the client goes away.
+fn endless_rows(sql: &str) -> Answer {
+    let _ = sql;
+    Answer::Raw(|c| {
+        let mut first = plp_column();
+        let text = utf16(&"x".repeat(1000));
+        let mut row = vec![0xD1];
+        row.extend((text.len() as u64).to_le_bytes());
+        row.extend((text.len() as u32).to_le_bytes());
+        row.extend(&text);
+        row.extend(0u32.to_le_bytes());
+        first.extend(&row);
+        if !packet(c, &first, false) {
+            return;
+        }
+        while packet(c, &row, false) {}
+    })
+}
+
+fn silent_after_login(sql: &str) -> Answer {
+    let _ = sql;
+    Answer::Silent
+}
+
+/// Whether process `pid` exists and has not ended (an ended one waiting for its parent to
+/// collect it does not run).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// The error of connecting, and how long it took.
+fn connect_error(s: &StandIn) -> (String, std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    let e = MssqlConn::connect(&url(s.port)).unwrap_err().to_string();
+    (e, t0.elapsed())
+}
+
+#[test]
+fn a_row_that_declares_a_terabyte_or_2_64_bytes_is_an_error() {
+    let s = start(Login::Ok, row_of_a_terabyte);
+    let (e, _) = connect_error(&s);
+    assert!(
+        e.contains("more than plumb holds for one connection") && e.contains("1024 MiB"),
+        "{e}"
+    );
+    assert!(
+        e.contains("mssql://plumb:***@") && !e.contains("Secret1"),
+        "{e}"
+    );
+    let s = start(Login::Ok, row_of_2_64);
+    let (e, _) = connect_error(&s);
+    assert!(
+        e.contains("could not handle what the server sent") && e.contains("connection is closed"),
+        "{e}"
+    );
+    // Through the command line: exit 2, one clear line, no panic text or backtrace.
+    for answer in [row_of_a_terabyte as fn(&str) -> Answer, row_of_2_64] {
+        let s = start(Login::Ok, answer);
+        let out = plumb()
+            .args(["record", "--duration", "3s", "--engine"])
+            .arg(format!(
+                "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+                s.port
+            ))
+            .env("RUST_BACKTRACE", "1")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            !err.contains("panicked") && !err.contains("backtrace") && !err.contains("Secret1"),
+            "{err}"
+        );
+        assert!(err.contains("connection is closed"), "{err}");
+    }
+}
+
+#[test]
+fn endless_rows_end_at_the_bound_not_in_gigabytes() {
+    let s = start(Login::Ok, endless_rows);
+    let (e, took) = connect_error(&s);
+    assert!(
+        e.contains("more than 1000000 rows or 64 MiB") || e.contains("more than plumb holds"),
+        "{e}"
+    );
+    assert!(took < std::time::Duration::from_secs(30), "{took:?}");
+}
+
+#[test]
+fn a_silent_server_is_a_timeout_and_a_signal_ends_plumb_at_once() {
+    // Silent before the login: the login's bound.
+    let s = start(Login::Silent, server_2022);
+    let (e, took) = connect_error(&s);
+    assert!(e.contains("did not complete the login within 15 s"), "{e}");
+    assert!(took < std::time::Duration::from_secs(25), "{took:?}");
+    // Silent after the login, and SIGTERM: plumb ends within a second or two, and its client
+    // process with it.
+    let s = start(Login::Ok, silent_after_login);
+    let mut child = plumb()
+        .args(["record", "--duration", "1m", "--engine"])
+        .arg(format!(
+            "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let clients = |pid: u32| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|p| {
+                let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).unwrap_or_default();
+                let ppid = stat
+                    .rsplit_once(')')
+                    .and_then(|(_, r)| r.split_whitespace().nth(1)?.parse::<u32>().ok());
+                ppid == Some(pid)
+            })
+            .collect()
+    };
+    let kids = clients(child.id());
+    assert_eq!(kids.len(), 1, "plumb's SQL Server client runs: {kids:?}");
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(5) {
+            let _ = child.kill();
+            panic!("SIGTERM did not end plumb within 5 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!running(kids[0]), "the client process outlived plumb");
+    // kill -9: the client notices its parent is gone and ends too.
+    let s = start(Login::Ok, silent_after_login);
+    let mut child = plumb()
+        .args(["record", "--duration", "1m", "--engine"])
+        .arg(format!(
+            "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+            s.port
+        ))
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let kids = clients(child.id());
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    assert!(
+        !running(kids[0]),
+        "the client process outlived a killed plumb"
     );
 }

@@ -226,6 +226,11 @@ pub fn command() -> clap::Command {
 pub fn main() -> i32 {
     // Parsed from a copy taken first: masking rewrites the memory std::env::args reads.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // plumb's own SQL Server client process (see plumb_engine::mssql::MssqlConn).
+    if args.len() == 2 && args[1] == plumb_engine::mssql::CLIENT_ARG {
+        return plumb_engine::mssql::client_main();
+    }
+    plumb_engine::mssql::on_interrupt(plumb_load::signal::stop_requested);
     COMMAND_LINE.get_or_init(|| {
         args.iter()
             .map(|a| plumb_engine::redact(&a.to_string_lossy()))

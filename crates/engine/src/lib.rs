@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 pub mod mariadb;
 pub mod mssql;
+mod mssql_client;
 pub mod mssql_xe;
 pub mod pg;
 pub mod private;
@@ -43,6 +44,10 @@ pub enum Error {
     },
     #[error("the database went away: {0}")]
     Gone(String),
+    /// The server sent what plumb will not hold or parse (a value or a result beyond every
+    /// bound, a message the driver could not read); the connection is closed.
+    #[error("{0}")]
+    Refused(String),
     #[error("{0}")]
     Url(String),
 }

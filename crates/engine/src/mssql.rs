@@ -12,12 +12,15 @@
 //! documentation, is listed in [`Snapshot::unavailable`] with the server's own words, and the
 //! other sets are still read.
 
+pub use crate::mssql_client::{
+    client_main, on_interrupt, use_client_program, MssqlConn, CLIENT_ARG, MEMORY_BOUND,
+};
 use crate::{Error, Kind, Result, ServerInfo, Snapshot, Target};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One cell of a result set.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Cell {
     Null,
@@ -47,7 +50,7 @@ impl Cell {
 }
 
 /// A result set: column names and rows, as the server returned them.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct ResultSet {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Cell>>,
@@ -1052,11 +1055,12 @@ pub fn parse_url(t: &Target) -> Result<tiberius::Config> {
 
 type TdsClient = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
 
-/// A SQL Server session driven from synchronous code through its own small runtime.
-pub struct MssqlConn {
+/// A SQL Server session driven from synchronous code through its own small runtime: the
+/// driver itself, run only inside plumb's client process ([`crate::mssql_client`]), which
+/// bounds what a server can make it do.
+pub(crate) struct Direct {
     rt: tokio::runtime::Runtime,
     client: TdsClient,
-    label: String,
     pub session_id: u64,
     redirected_to: Option<String>,
 }
@@ -1079,6 +1083,15 @@ fn terr(what: &str, e: tiberius::error::Error) -> Error {
     }
 }
 
+/// How long a server may take to complete the login once the connection is open.
+const LOGIN_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+/// How long a query may take, first byte to last.
+pub(crate) const QUERY_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// The most rows of one result plumb keeps.
+pub const MAX_ROWS: usize = 1_000_000;
+/// The most bytes of one result plumb keeps (cell text and numbers).
+pub const MAX_RESULT_BYTES: usize = 64 << 20;
+
 /// How many routing redirects a connection follows (Azure SQL Managed Instance's redirect
 /// connection policy sends one).
 const MAX_REDIRECTS: usize = 3;
@@ -1092,14 +1105,14 @@ fn guarded<T>(what: &str, f: impl FnOnce() -> Result<T>) -> Result<T> {
             .map(|s| s.to_string())
             .or_else(|| p.downcast_ref::<String>().cloned())
             .unwrap_or_default();
-        Err(Error::Gone(format!(
-            "{what}: the SQL Server driver could not handle what the server sent ({why})"
+        Err(Error::Refused(format!(
+            "{what}: the SQL Server driver could not handle what the server sent ({why}); the connection is closed"
         )))
     })
 }
 
-impl MssqlConn {
-    pub fn connect(t: &Target) -> Result<MssqlConn> {
+impl Direct {
+    pub(crate) fn connect(t: &Target) -> Result<Direct> {
         use tokio_util::compat::TokioAsyncWriteCompatExt;
         let mut cfg = parse_url(t)?;
         let label = t.shown();
@@ -1125,8 +1138,15 @@ impl MssqlConn {
                     .map_err(|_| Err(format!("connecting to {addr} timed out after 10 s")))?
                     .map_err(|e| Err(format!("{addr}: {e}")))?;
                     tcp.set_nodelay(true).map_err(|e| Err(e.to_string()))?;
-                    tiberius::Client::connect(cfg.clone(), tcp.compat_write())
+                    let login = tiberius::Client::connect(cfg.clone(), tcp.compat_write());
+                    tokio::time::timeout(LOGIN_WAIT, login)
                         .await
+                        .map_err(|_| {
+                            Err(format!(
+                                "{addr} accepted the connection but did not complete the login within {} s",
+                                LOGIN_WAIT.as_secs()
+                            ))
+                        })?
                         .map_err(|e| match e {
                             tiberius::error::Error::Routing { host, port } => Ok((host, port)),
                             tiberius::error::Error::Server(t) => {
@@ -1159,10 +1179,9 @@ impl MssqlConn {
                 }
             }
         };
-        let mut c = MssqlConn {
+        let mut c = Direct {
             rt,
             client,
-            label,
             session_id: 0,
             redirected_to: redirects.pop(),
         };
@@ -1172,56 +1191,86 @@ impl MssqlConn {
     }
 
     /// Run a query and read its first result set: column names from the result's metadata
-    /// (so a set without rows still has its columns), then the rows.
-    pub fn query(&mut self, what: &str, sql: &str) -> Result<ResultSet> {
+    /// (so a set without rows still has its columns), then the rows, at most [`MAX_ROWS`] of
+    /// them and [`MAX_RESULT_BYTES`] in all (a metric query returns far less; more ends the
+    /// connection with an error naming the bound).
+    pub(crate) fn query(&mut self, what: &str, sql: &str) -> Result<ResultSet> {
+        use futures_util::TryStreamExt;
         let client = &mut self.client;
         let rt = &self.rt;
         guarded(what, || {
             rt.block_on(async {
-                tokio::time::timeout(std::time::Duration::from_secs(30), async {
+                tokio::time::timeout(QUERY_WAIT, async {
                     let mut stream = client.simple_query(sql).await.map_err(|e| terr(what, e))?;
-                    let columns = stream
-                        .columns()
-                        .await
-                        .map_err(|e| terr(what, e))?
-                        .map(|cols| cols.iter().map(|c| c.name().to_string()).collect())
-                        .unwrap_or_default();
-                    let rows = stream
-                        .into_first_result()
-                        .await
-                        .map_err(|e| terr(what, e))?;
-                    Ok(result_set(columns, rows))
+                    let mut columns: Option<Vec<String>> = None;
+                    let mut rows = Vec::new();
+                    let mut bytes = 0usize;
+                    while let Some(item) = stream.try_next().await.map_err(|e| terr(what, e))? {
+                        match item {
+                            tiberius::QueryItem::Metadata(m) if m.result_index() == 0 => {
+                                columns =
+                                    Some(m.columns().iter().map(|c| c.name().to_string()).collect());
+                            }
+                            tiberius::QueryItem::Row(r) if r.result_index() == 0 => {
+                                let row: Vec<Cell> = r.into_iter().map(cell_of).collect();
+                                bytes += row.iter().map(cell_bytes).sum::<usize>();
+                                rows.push(row);
+                                if rows.len() > MAX_ROWS || bytes > MAX_RESULT_BYTES {
+                                    return Err(Error::Refused(format!(
+                                        "{what}: the server sent more than {} rows or {} MiB, more than any query plumb runs returns; the connection is closed",
+                                        MAX_ROWS,
+                                        MAX_RESULT_BYTES >> 20
+                                    )));
+                                }
+                            }
+                            // Later result sets are read past, not kept.
+                            _ => {}
+                        }
+                    }
+                    Ok(ResultSet {
+                        columns: columns.unwrap_or_default(),
+                        rows,
+                    })
                 })
                 .await
                 .unwrap_or_else(|_| {
                     Err(Error::Gone(format!(
-                        "{what}: no answer within 30 s (the connection is dropped)"
+                        "{what}: no answer within {} s (the connection is dropped)",
+                        QUERY_WAIT.as_secs()
                     )))
                 })
             })
         })
     }
 
-    pub fn execute(&mut self, sql: &str) -> Result<u64> {
+    /// Run statements; the rows they returned, counted as they arrive and not kept.
+    pub(crate) fn execute(&mut self, sql: &str) -> Result<u64> {
+        use futures_util::TryStreamExt;
         let client = &mut self.client;
         let rt = &self.rt;
         guarded("the workload", || {
             rt.block_on(async {
-                let stream = client
+                let mut stream = client
                     .simple_query(sql)
                     .await
                     .map_err(|e| terr("the workload", e))?;
-                let all = stream
-                    .into_results()
+                let mut rows = 0;
+                while let Some(item) = stream
+                    .try_next()
                     .await
-                    .map_err(|e| terr("the workload", e))?;
-                Ok(all.iter().map(|r| r.len() as u64).sum())
+                    .map_err(|e| terr("the workload", e))?
+                {
+                    if let tiberius::QueryItem::Row(_) = item {
+                        rows += 1;
+                    }
+                }
+                Ok(rows)
             })
         })
     }
 
     /// Where the server redirected this connection, if it did.
-    pub fn redirected_to(&self) -> Option<&str> {
+    pub(crate) fn redirected_to(&self) -> Option<&str> {
         self.redirected_to.as_deref()
     }
 }
@@ -1234,6 +1283,13 @@ pub fn result_set(columns: Vec<String>, rows: Vec<tiberius::Row>) -> ResultSet {
             .into_iter()
             .map(|r| r.into_iter().map(cell_of).collect())
             .collect(),
+    }
+}
+
+fn cell_bytes(c: &Cell) -> usize {
+    match c {
+        Cell::Text(t) => t.len() + 24,
+        _ => 16,
     }
 }
 
@@ -1412,7 +1468,7 @@ impl crate::Observer for MssqlObserver {
                 Ok(rs) => {
                     sets.insert(set.to_string(), rs);
                 }
-                Err(e @ Error::Gone(_)) => return Err(e),
+                Err(e @ (Error::Gone(_) | Error::Refused(_))) => return Err(e),
                 // Refused (a permission, a column): listed as unavailable in the server's words.
                 Err(e) => {
                     failed.insert(set.to_string(), message_of(&e));
@@ -1438,7 +1494,7 @@ impl crate::Observer for MssqlObserver {
         }
         match self.conn.query("curves", queries::CURVES) {
             Ok(rs) => parse_curves(&rs),
-            Err(e @ Error::Gone(_)) => Err(e),
+            Err(e @ (Error::Gone(_) | Error::Refused(_))) => Err(e),
             Err(e) => {
                 self.curves_failed = Some(unreadable("curves", &message_of(&e), 0));
                 Ok(Vec::new())
@@ -1503,12 +1559,6 @@ impl crate::Session for MssqlSession {
                 })
                 .map_err(|e| format!("DBCC DROPCLEANBUFFERS was refused ({e}); it needs sysadmin")),
         )
-    }
-}
-
-impl std::fmt::Debug for MssqlConn {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MssqlConn({}, session {})", self.label, self.session_id)
     }
 }
 

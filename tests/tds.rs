@@ -1175,3 +1175,39 @@ fn a_silent_server_is_a_timeout_and_a_signal_ends_plumb_at_once() {
         "the client process outlived a killed plumb"
     );
 }
+
+/// A query file on SQL Server: one SELECT, sent inside a transaction that is rolled back; a
+/// file that could leave the transaction or write is refused and never sent.
+#[test]
+fn a_query_file_that_could_leave_its_transaction_is_never_sent() {
+    fn server(sql: &str) -> Answer {
+        if sql.contains("@@SPID") {
+            Answer::Rows(vec![("spid", false)], vec![vec![V::Int(57)]])
+        } else if sql.contains("SERVERPROPERTY('ProductVersion')") {
+            Answer::Rows(vec![("v", true)], vec![vec![V::Text("16.0.4135.4")]])
+        } else {
+            Answer::Rows(vec![("one", false)], vec![vec![V::Int(1)]])
+        }
+    }
+    let s = start(Login::Ok, server);
+    let mut r = plumb_engine::views::reader(&url(s.port), std::time::Duration::from_secs(5))
+        .expect("connects to the stand-in");
+    let t = r.query_user("SELECT 1 AS one").unwrap();
+    assert_eq!(t.columns, ["one"]);
+    for evil in [
+        "COMMIT; BEGIN TRANSACTION READ WRITE; DROP TABLE victim",
+        "SELECT 1 COMMIT DROP TABLE victim",
+        "SELECT * INTO stolen FROM victim",
+    ] {
+        let e = r.query_user(evil).unwrap_err().to_string();
+        assert!(e.contains("a query file holds one SELECT"), "{e}");
+    }
+    let batches = s.batches.lock().unwrap();
+    assert!(
+        batches
+            .iter()
+            .any(|b| b.contains("BEGIN TRANSACTION;\nSELECT 1 AS one") && b.contains("ROLLBACK")),
+        "{batches:?}"
+    );
+    assert!(!batches.iter().any(|b| b.contains("victim")), "{batches:?}");
+}

@@ -697,8 +697,17 @@ mod mssql {
         }
 
         fn query_user(&mut self, sql: &str) -> Result<Table> {
-            // No read-only transactions in SQL Server: the query runs in one that is rolled
-            // back whatever it did.
+            // SQL Server neither has read-only transactions nor prepares a batch as one
+            // statement (statements need no ';' between them): plumb reads the text itself and
+            // runs only one SELECT with nothing in it that writes or ends a transaction, inside
+            // a transaction that is rolled back whatever it did.
+            if let Err(why) = tsql_one_select(sql) {
+                return Err(Error::Query {
+                    what: "the query".into(),
+                    message: format!("a query file holds one SELECT (it runs alone in a transaction that is rolled back); {why}"),
+                    source: None,
+                });
+            }
             let wrapped = format!(
                 "SET XACT_ABORT ON; BEGIN TRANSACTION;\n{}\n;IF @@TRANCOUNT > 0 ROLLBACK",
                 sql.trim().trim_end_matches(';')
@@ -714,9 +723,205 @@ mod mssql {
     }
 }
 
+/// Words that begin or make a T-SQL statement other than a read: none can stand in one SELECT
+/// (as column or table names they are reserved, so they must be written in [brackets] or
+/// "quotes", which this check skips).
+const TSQL_NOT_IN_A_SELECT: &[&str] = &[
+    "ALTER",
+    "BACKUP",
+    "BEGIN",
+    "BREAK",
+    "BULK",
+    "CHECKPOINT",
+    "CLOSE",
+    "COMMIT",
+    "CONTINUE",
+    "CREATE",
+    "DBCC",
+    "DEALLOCATE",
+    "DECLARE",
+    "DELETE",
+    "DENY",
+    "DISABLE",
+    "DROP",
+    "ENABLE",
+    "END",
+    "EXEC",
+    "EXECUTE",
+    "GOTO",
+    "GRANT",
+    "IF",
+    "INSERT",
+    "INTO",
+    "KILL",
+    "MERGE",
+    "OPEN",
+    "OPENDATASOURCE",
+    "OPENQUERY",
+    "OPENROWSET",
+    "PRINT",
+    "RAISERROR",
+    "READTEXT",
+    "RECONFIGURE",
+    "RESTORE",
+    "RETURN",
+    "REVERT",
+    "REVOKE",
+    "ROLLBACK",
+    "SAVE",
+    "SEND",
+    "SET",
+    "SETUSER",
+    "SHUTDOWN",
+    "THROW",
+    "TRAN",
+    "TRANSACTION",
+    "TRUNCATE",
+    "UPDATE",
+    "UPDATETEXT",
+    "USE",
+    "WAITFOR",
+    "WHILE",
+    "WRITETEXT",
+];
+
+/// Whether `sql` is one T-SQL SELECT (or `WITH … SELECT`) that cannot write or end the
+/// transaction it runs in; the reason when it is not. Strings ('…'), quoted names ("…", […])
+/// and comments (--, /* */, nested) are skipped; every other word is looked at.
+pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
+    let b = sql.as_bytes();
+    let mut words: Vec<String> = Vec::new();
+    let mut i = 0;
+    let mut semicolon_at: Option<usize> = None;
+    while i < b.len() {
+        let c = b[i];
+        match c {
+            b'\'' | b'"' | b'[' => {
+                let close = if c == b'[' { b']' } else { c };
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        None => return Err("a string or a quoted name is not closed".into()),
+                        Some(&x) if x == close => {
+                            // A doubled closer is the closer itself.
+                            if b.get(i + 1) == Some(&close) {
+                                i += 2;
+                                continue;
+                            }
+                            i += 1;
+                            break;
+                        }
+                        _ => i += 1,
+                    }
+                }
+                words.push("\u{0}".into());
+            }
+            b'-' if b.get(i + 1) == Some(&b'-') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                let mut depth = 0;
+                while i < b.len() {
+                    if b[i..].starts_with(b"/*") {
+                        depth += 1;
+                        i += 2;
+                    } else if b[i..].starts_with(b"*/") {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+                if depth != 0 {
+                    return Err("a comment is not closed".into());
+                }
+            }
+            b';' => {
+                semicolon_at.get_or_insert(words.len());
+                i += 1;
+            }
+            c if c.is_ascii_alphabetic() || c == b'_' || c == b'@' || c == b'#' || c >= 0x80 => {
+                let start = i;
+                while i < b.len()
+                    && (b[i].is_ascii_alphanumeric()
+                        || matches!(b[i], b'_' | b'@' | b'#' | b'$')
+                        || b[i] >= 0x80)
+                {
+                    i += 1;
+                }
+                if semicolon_at.is_some() {
+                    return Err("it holds more than one statement (text after a ';')".into());
+                }
+                words.push(sql[start..i].to_ascii_uppercase());
+            }
+            _ => i += 1,
+        }
+    }
+    match words.first().map(String::as_str) {
+        Some("SELECT") | Some("WITH") => {}
+        Some(w) => return Err(format!("it begins with {w}, not SELECT or WITH")),
+        None => return Err("it is empty".into()),
+    }
+    if let Some(w) = words
+        .iter()
+        .find(|w| TSQL_NOT_IN_A_SELECT.contains(&w.as_str()))
+    {
+        return Err(format!(
+            "{w} has no place in one SELECT (a name that is this word is written [{}])",
+            w.to_ascii_lowercase()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tsql_query_file_is_one_select_that_cannot_leave_its_transaction() {
+        for ok in [
+            "SELECT * FROM sys.dm_exec_requests",
+            "select session_id, [update], \"commit\" from sys.dm_exec_sessions;\n",
+            "WITH w AS (SELECT wait_type FROM sys.dm_os_wait_stats) SELECT * FROM w -- COMMIT",
+            "SELECT 'COMMIT; DROP TABLE x' AS s /* ROLLBACK /* nested */ DELETE */",
+            "SELECT name FROM sys.databases ORDER BY name OFFSET 0 ROWS FETCH NEXT 5 ROWS ONLY",
+            "SELECT 'it''s' AS s",
+        ] {
+            assert_eq!(tsql_one_select(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            (
+                "COMMIT; BEGIN TRANSACTION; DROP TABLE victim; SELECT 1",
+                "more than one statement",
+            ),
+            (
+                "COMMIT BEGIN TRANSACTION DROP TABLE victim",
+                "begins with COMMIT",
+            ),
+            ("SELECT 1 COMMIT DROP TABLE victim", "COMMIT has no place"),
+            ("SELECT 1; DROP TABLE victim", "more than one statement"),
+            ("SELECT * INTO copy FROM victim", "INTO has no place"),
+            (
+                "SELECT * FROM OPENROWSET('SQLNCLI', 'x', 'EXEC xp_cmdshell')",
+                "OPENROWSET",
+            ),
+            ("SELECT 1 EXEC('DROP TABLE victim')", "EXEC has no place"),
+            ("SELECT 1 WAITFOR DELAY '01:00'", "WAITFOR"),
+            ("SELECT 'unclosed", "not closed"),
+            ("SELECT 1 /* unclosed", "comment is not closed"),
+            ("-- nothing", "empty"),
+            ("UPDATE victim SET x = 1", "begins with UPDATE"),
+        ] {
+            let e = tsql_one_select(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn postgres_views_land_where_a_dba_looks() {

@@ -870,3 +870,82 @@ fn mariadb_views_read_through_the_same_tools() {
     );
     unmount(&m, pid);
 }
+
+/// A kB figure from /proc/PID/status (VmRSS, VmHWM).
+fn status_kb(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A query that returns a gigabyte: plumb keeps its first rows, says in the file where it cut,
+/// holds a bounded amount of memory, and gives it back when the file is deleted.
+#[test]
+fn a_gigabyte_result_is_cut_and_its_memory_comes_back() {
+    let Some((tmp, _d, url, mut clean)) = pg_setup("big") else {
+        return;
+    };
+    let q = private_dir(&tmp.path().join("queries"));
+    write_private(
+        &q.join("big.sql"),
+        "SELECT g, repeat('x', 1000) AS pad FROM generate_series(1, 1000000) g",
+    );
+    let m = tmp.path().join("mnt");
+    std::fs::create_dir(&m).unwrap();
+    clean.mounts.push(m.clone());
+    let pid = mount(
+        &m,
+        &url,
+        &["--queries", q.to_str().unwrap(), "--cache", "0"],
+    );
+    let before = status_kb(pid, "VmRSS");
+    for form in ["", ".json", ".txt"] {
+        let text = read(&m.join(format!("queries/big{form}")));
+        let last = text.lines().last().unwrap_or("");
+        assert!(
+            last.contains("plumb cut the result here, after") && last.contains("narrow the query"),
+            "{form}: {last}"
+        );
+        assert!(text.len() < 80 << 20, "{form}: {} bytes", text.len());
+    }
+    let tsv = read(&m.join("queries/big"));
+    let kept = tsv.lines().count() - 2;
+    assert!(
+        (10_000..=100_000).contains(&kept),
+        "kept {kept} rows of a million"
+    );
+    assert!(tsv
+        .lines()
+        .last()
+        .unwrap()
+        .starts_with(&format!("# plumb cut the result here, after {kept} rows")));
+    let peak = status_kb(pid, "VmHWM");
+    assert!(
+        peak < 1024 * 1024,
+        "plumb fs peaked at {} MiB for a 1 GB result",
+        peak / 1024
+    );
+    // Deleted: the next listing forgets its result, and the memory goes back.
+    std::fs::remove_file(q.join("big.sql")).unwrap();
+    let listed = sh(&format!("ls {}/queries", m.display()));
+    assert!(!listed.contains("big"), "{listed}");
+    std::thread::sleep(Duration::from_millis(300));
+    let after = status_kb(pid, "VmRSS");
+    eprintln!(
+        "plumb fs: {} MiB before, peak {} MiB, {} MiB after the file went; {kept} rows kept",
+        before / 1024,
+        peak / 1024,
+        after / 1024
+    );
+    assert!(
+        after < before + 128 * 1024,
+        "plumb fs holds {} MiB after the file went (it held {} MiB before the first read, {} MiB at its peak)",
+        after / 1024,
+        before / 1024,
+        peak / 1024
+    );
+    unmount(&m, pid);
+}

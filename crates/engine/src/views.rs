@@ -27,6 +27,38 @@ pub enum Val {
 pub struct Table {
     pub columns: Vec<String>,
     pub rows: Vec<Vec<Val>>,
+    /// The server had more rows than plumb keeps ([`MAX_ROWS`], [`MAX_BYTES`]): these are the
+    /// first.
+    pub cut: bool,
+}
+
+/// The most rows of one result `plumb fs` keeps; the rest are not read into memory.
+pub const MAX_ROWS: usize = 100_000;
+/// The most bytes of values of one result `plumb fs` keeps.
+pub const MAX_BYTES: usize = 64 << 20;
+
+impl Table {
+    /// Add a row unless the result is full; false once it is (the row is dropped and the
+    /// result marked cut).
+    fn keep(&mut self, row: Vec<Val>, bytes: &mut usize) -> bool {
+        if self.cut {
+            return false;
+        }
+        let size: usize = row
+            .iter()
+            .map(|v| match v {
+                Val::Num(s) | Val::Text(s) | Val::Json(s) => s.len() + 8,
+                _ => 8,
+            })
+            .sum();
+        if self.rows.len() >= MAX_ROWS || *bytes + size > MAX_BYTES {
+            self.cut = true;
+            return false;
+        }
+        *bytes += size;
+        self.rows.push(row);
+        true
+    }
 }
 
 /// One view shown as files.
@@ -220,51 +252,71 @@ mod pg {
             k
         }
 
-        fn run(&mut self, what: &str, sql: &str, kinds: Option<Vec<Type>>) -> Result<Table> {
-            let msgs = self
-                .conn
-                .client
-                .simple_query(sql)
-                .map_err(|e| qerr(what, e));
-            let msgs = match msgs {
-                Ok(m) => m,
-                Err(e) => {
-                    // Leave no transaction open behind an error.
-                    let _ = self.conn.client.batch_execute("ROLLBACK");
-                    return Err(e);
-                }
-            };
-            // The last result set that has columns.
-            let mut t = Table::default();
-            let mut sets = 0;
-            for m in msgs {
-                match m {
-                    SimpleQueryMessage::RowDescription(cols) => {
-                        sets += 1;
-                        t = Table {
-                            columns: cols.iter().map(|c| c.name().to_string()).collect(),
-                            rows: Vec::new(),
-                        };
+        /// Run one statement in a read-only transaction that is rolled back. A query a cursor
+        /// can hold (a SELECT, VALUES, a view) is read through one, in batches, so no more than
+        /// [`MAX_ROWS`] / [`MAX_BYTES`] ever reach plumb; any other (SHOW, EXPLAIN) is run as it
+        /// is.
+        fn run(&mut self, what: &str, body: &str, kinds: Option<Vec<Type>>) -> Result<Table> {
+            let client = &mut self.conn.client;
+            let r = (|| {
+                client
+                    .batch_execute("BEGIN TRANSACTION READ ONLY")
+                    .map_err(|e| qerr(what, e))?;
+                let declared =
+                    client.batch_execute(&format!("DECLARE plumb_fs NO SCROLL CURSOR FOR {body}"));
+                let batches: Box<dyn Iterator<Item = String>> = match declared {
+                    Ok(()) => Box::new(std::iter::repeat(format!(
+                        "FETCH FORWARD {FETCH} FROM plumb_fs"
+                    ))),
+                    Err(_) => {
+                        client
+                            .batch_execute("ROLLBACK")
+                            .map_err(|e| qerr(what, e))?;
+                        client
+                            .batch_execute("BEGIN TRANSACTION READ ONLY")
+                            .map_err(|e| qerr(what, e))?;
+                        Box::new(std::iter::once(body.to_string()))
                     }
-                    SimpleQueryMessage::Row(r) => {
-                        let row = (0..r.len())
-                            .map(|i| match r.get(i) {
-                                None => Val::Null,
-                                Some(v) => {
-                                    let kind =
-                                        kinds.as_ref().filter(|_| sets == 1).and_then(|k| k.get(i));
-                                    typed(v, kind)
-                                }
-                            })
-                            .collect();
-                        t.rows.push(row);
+                };
+                let mut t = Table::default();
+                let mut bytes = 0;
+                let mut sets = 0;
+                for sql in batches {
+                    let msgs = client.simple_query(&sql).map_err(|e| qerr(what, e))?;
+                    let mut fetched = 0;
+                    for m in msgs {
+                        match m {
+                            SimpleQueryMessage::RowDescription(cols) if sets == 0 => {
+                                sets = 1;
+                                t.columns = cols.iter().map(|c| c.name().to_string()).collect();
+                            }
+                            SimpleQueryMessage::Row(r) => {
+                                fetched += 1;
+                                let row = (0..r.len())
+                                    .map(|i| match r.get(i) {
+                                        None => Val::Null,
+                                        Some(v) => typed(v, kinds.as_ref().and_then(|k| k.get(i))),
+                                    })
+                                    .collect();
+                                t.keep(row, &mut bytes);
+                            }
+                            _ => {}
+                        }
                     }
-                    _ => {}
+                    if fetched < FETCH || t.cut {
+                        break;
+                    }
                 }
-            }
-            Ok(t)
+                Ok(t)
+            })();
+            // Leave no transaction open, whatever happened.
+            let _ = client.batch_execute("ROLLBACK");
+            r
         }
     }
+
+    /// Rows per cursor read.
+    const FETCH: usize = 5000;
 
     /// The views `plumb fs` lists on PostgreSQL: pg_catalog's, and `pg_stat*` views that are
     /// members of an extension (pg_depend's 'e' entries, which only CREATE EXTENSION makes).
@@ -381,12 +433,7 @@ mod pg {
                     });
                 }
             };
-            let t = self.run(
-                "the query",
-                &format!("BEGIN TRANSACTION READ ONLY;\n{body}\n;ROLLBACK"),
-                kinds,
-            )?;
-            Ok(t)
+            self.run("the query", body, kinds)
         }
 
         fn ping(&mut self) -> Result<()> {
@@ -460,13 +507,19 @@ mod maria {
                 let kinds: Vec<C> = cols.iter().map(|c| c.column_type()).collect();
                 let mut this = Table {
                     columns: cols.iter().map(|c| c.name_str().into_owned()).collect(),
-                    rows: Vec::new(),
+                    ..Table::default()
                 };
+                let mut bytes = 0;
+                // Past the bound the rest is read from the connection (so that it stays
+                // usable) and dropped.
                 for r in set {
                     let r = r.map_err(|e| merr(what, e))?;
+                    if this.cut {
+                        continue;
+                    }
                     let vals = r.unwrap();
-                    this.rows
-                        .push(vals.iter().zip(&kinds).map(|(v, k)| typed(v, *k)).collect());
+                    let row = vals.iter().zip(&kinds).map(|(v, k)| typed(v, *k)).collect();
+                    this.keep(row, &mut bytes);
                 }
                 t = this;
             }
@@ -623,23 +676,26 @@ mod mssql {
     }
 
     fn table(rs: crate::mssql::ResultSet) -> Table {
-        Table {
+        let mut t = Table {
             columns: rs.columns,
-            rows: rs
-                .rows
+            ..Table::default()
+        };
+        let mut bytes = 0;
+        for r in rs.rows {
+            let row = r
                 .into_iter()
-                .map(|r| {
-                    r.into_iter()
-                        .map(|c| match c {
-                            Cell::Null => Val::Null,
-                            Cell::Int(i) => Val::Num(i.to_string()),
-                            Cell::Float(f) => Val::Num(f.to_string()),
-                            Cell::Text(t) => Val::Text(t),
-                        })
-                        .collect()
+                .map(|c| match c {
+                    Cell::Null => Val::Null,
+                    Cell::Int(i) => Val::Num(i.to_string()),
+                    Cell::Float(f) => Val::Num(f.to_string()),
+                    Cell::Text(t) => Val::Text(t),
                 })
-                .collect(),
+                .collect();
+            if !t.keep(row, &mut bytes) {
+                break;
+            }
         }
+        t
     }
 
     impl ViewReader for MssqlViews {

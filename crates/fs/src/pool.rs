@@ -9,7 +9,7 @@
 //! the newest slot of its file if it is younger than the cache time, else runs the query. Opens
 //! of the same file wait for one query in flight instead of sending their own.
 
-use plumb_engine::views::{self, Table, ViewReader};
+use plumb_engine::views::{self, Table, Val, ViewReader};
 use plumb_engine::{redact, Target};
 use plumb_report::view_render::{self, ViewFormat};
 use std::collections::HashMap;
@@ -126,6 +126,18 @@ impl Pool {
     }
 }
 
+/// Results larger than this give their memory back to the system when they are dropped.
+const TRIM_ABOVE: usize = 8 << 20;
+
+/// Give freed heap memory back to the system (glibc keeps it otherwise: a dropped 1 GB result
+/// left the process at 4 GB).
+fn trim() {
+    // SAFETY: malloc_trim has no preconditions.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// One result of one file's query.
 pub(crate) struct Slot {
     pub sql: String,
@@ -144,6 +156,29 @@ impl Slot {
             result,
             rendered: Default::default(),
         }
+    }
+
+    /// About how many bytes this result holds (its values and what was rendered of it).
+    pub fn weight(&self) -> usize {
+        let values = match &self.result {
+            Ok(t) => t
+                .rows
+                .iter()
+                .flatten()
+                .map(|v| match v {
+                    Val::Num(s) | Val::Text(s) | Val::Json(s) => s.len() + 32,
+                    _ => 32,
+                })
+                .sum(),
+            Err(m) => m.len(),
+        };
+        values
+            + self
+                .rendered
+                .iter()
+                .filter_map(|r| r.get())
+                .map(|b| b.len())
+                .sum::<usize>()
     }
 
     /// The content of this result in a form (rendered once per form).
@@ -200,9 +235,29 @@ impl Results {
             }
         }
         let slot = Arc::new(Slot::new(sql.to_string(), run()));
-        *g = Some(slot.clone());
+        let old = g.replace(slot.clone());
         lock(&self.newest).insert(key.clone(), slot.clone());
+        // A large result replaced gives its memory back (once no open file holds it).
+        if old.is_some_and(|o| Arc::strong_count(&o) == 1 && o.weight() > TRIM_ABOVE) {
+            trim();
+        }
         slot
+    }
+
+    /// Forget the results of query files that are no longer in the directory, so their
+    /// memory goes back to the system.
+    pub fn keep_queries(&self, names: &[String]) {
+        let gone = |k: &Key| matches!(k, Key::Query(n) if !names.contains(n));
+        let mut big = false;
+        lock(&self.newest).retain(|k, s| {
+            let keep = !gone(k);
+            big |= !keep && s.weight() > TRIM_ABOVE;
+            keep
+        });
+        lock(&self.cells).retain(|k, _| !gone(k));
+        if big {
+            trim();
+        }
     }
 
     /// The newest result for `key` whatever its age, without waiting for one in flight.
@@ -214,12 +269,12 @@ impl Results {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_engine::views::Val;
 
     fn one(n: &str) -> Result<Table, String> {
         Ok(Table {
             columns: vec!["n".into()],
             rows: vec![vec![Val::Num(n.into())]],
+            cut: false,
         })
     }
 

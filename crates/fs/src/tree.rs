@@ -470,7 +470,10 @@ impl State {
             ),
             Node::Queries => {
                 let mut out = vec![(ino + 1, FileType::RegularFile, ".errors".to_string())];
-                for n in self.query_names_now() {
+                let names = self.query_names_now();
+                // Results of files that are gone are forgotten.
+                self.results.keep_queries(&names);
+                for n in names {
                     for form in ViewFormat::ALL {
                         out.push((
                             self.query_ino(&n, form),

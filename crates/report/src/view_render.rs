@@ -119,7 +119,20 @@ pub fn tsv(t: &Table) -> Vec<u8> {
         }
         out.push('\n');
     }
+    if t.cut {
+        out.push_str(&format!("# {}\n", cut_note(t)));
+    }
     out.into_bytes()
+}
+
+/// What a cut result says at its end.
+pub fn cut_note(t: &Table) -> String {
+    format!(
+        "plumb cut the result here, after {} rows: it keeps at most {} rows or {} MiB of one result; narrow the query",
+        t.rows.len(),
+        plumb_engine::views::MAX_ROWS,
+        plumb_engine::views::MAX_BYTES >> 20
+    )
 }
 
 /// Column names made unique for JSON objects (`name`, `name_2`, …), in order.
@@ -178,6 +191,10 @@ pub fn jsonl(t: &Table) -> Vec<u8> {
             json_value(v, &mut out);
         }
         out.push_str("}\n");
+    }
+    if t.cut {
+        let note = serde_json::to_string(&cut_note(t)).unwrap_or_default();
+        out.push_str(&format!("{{\"plumb_cut\":{note}}}\n"));
     }
     out.into_bytes()
 }
@@ -260,6 +277,9 @@ pub fn txt(t: &Table, text_column: Option<&str>) -> Vec<u8> {
         "({count} {})\n",
         if count == 1 { "row" } else { "rows" }
     ));
+    if t.cut {
+        out.push_str(&format!("{}\n", cut_note(t)));
+    }
     out.into_bytes()
 }
 
@@ -383,6 +403,7 @@ fn setting(ms: u64) -> String {
 /// The `.errors` file: each file whose last read failed, when, and the error (tab-separated).
 pub fn errors(rows: &[(String, u64, String)]) -> Vec<u8> {
     let t = Table {
+        cut: false,
         columns: vec!["file".into(), "time".into(), "error".into()],
         rows: rows
             .iter()
@@ -404,6 +425,7 @@ mod tests {
 
     fn table() -> Table {
         Table {
+            cut: false,
             columns: vec![
                 "pid".into(),
                 "query".into(),
@@ -484,6 +506,7 @@ mod tests {
     #[test]
     fn a_report_column_is_shown_as_text() {
         let t = Table {
+            cut: false,
             columns: vec!["Type".into(), "Name".into(), "Status".into()],
             rows: vec![vec![
                 Val::Text("InnoDB".into()),
@@ -499,6 +522,7 @@ mod tests {
         // A query text that would retitle the reader's terminal, and C1's CSI.
         let hostile = "SELECT 1 /* \u{1b}]0;pwned\u{7} \u{9b}2J \u{8}\u{7f} */";
         let t = Table {
+            cut: false,
             columns: vec!["query\u{1b}[31m".into()],
             rows: vec![vec![Val::Text(hostile.into())]],
         };
@@ -508,6 +532,7 @@ mod tests {
         let txt = String::from_utf8(render(&t, ViewFormat::Txt, None)).unwrap();
         assert!(txt.contains(want), "{txt}");
         let t2 = Table {
+            cut: false,
             columns: vec!["Status".into()],
             rows: vec![vec![Val::Text(format!("line one\n{hostile}\n"))]],
         };

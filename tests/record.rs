@@ -56,7 +56,7 @@ fn record_export_and_marks() {
     let csv = String::from_utf8(o.stdout).unwrap();
     let mut lines = csv.lines();
     let head: Vec<&str> = lines.next().unwrap().split(',').collect();
-    assert_eq!(&head[..2], &["t_s", "unix_ms"]);
+    assert_eq!(&head[..3], &["t_s", "unix_ms", "time"]);
     for m in [
         "cpu.all.user_pct",
         "mem.available_bytes",
@@ -70,6 +70,30 @@ fn record_export_and_marks() {
     let col = head.iter().position(|h| *h == "cpu.all.idle_pct").unwrap();
     let v: f64 = rows[2].split(',').nth(col).unwrap().parse().unwrap();
     assert!((0.0..=100.0).contains(&v));
+    // The same to a file with --out; a failed export leaves no file and keeps an old one.
+    let out = d.path().join("e.csv");
+    let o = run(&["export", s(&f), "--out", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), csv);
+    let o = run(&["export", s(&f), "--metric", "no.such.", "--out", s(&out)]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&out).unwrap(),
+        csv,
+        "the old file stays"
+    );
+    let gone = d.path().join("no-such-dir/e.csv");
+    let o = run(&["export", s(&f), "--out", s(&gone)]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--out"), "{}", stderr(&o));
+    let left: Vec<_> = std::fs::read_dir(d.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".plumb-"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
     // The command's writes reached some disk.
     let o = run(&["export", s(&f), "--metric", "disk.", "--list"]);
     assert!(String::from_utf8_lossy(&o.stdout).contains("write_bytes_per_s"));
@@ -691,11 +715,12 @@ con = duckdb.connect()
 wide = con.sql(f"SELECT * FROM read_csv('{w}')")
 types = dict(zip(wide.columns, [str(t) for t in wide.types]))
 numeric = ("DOUBLE", "BIGINT", "INTEGER", "FLOAT", "DECIMAL", "SMALLINT", "TINYINT", "HUGEINT", "UBIGINT")
-bad = {c: t for c, t in types.items() if c != "marks" and not t.startswith(numeric)}
+bad = {c: t for c, t in types.items() if c not in ("marks", "time") and not t.startswith(numeric)}
 assert not bad, f"not numeric: {bad}"
 assert types["unix_ms"] in ("BIGINT", "UBIGINT", "HUGEINT"), types["unix_ms"]
+assert types["time"].startswith("TIMESTAMP"), types["time"]
 n_wide = con.execute(f"""SELECT count(*) FROM (UNPIVOT (SELECT * EXCLUDE (marks) FROM read_csv('{w}'))
-                    ON COLUMNS(* EXCLUDE (t_s, unix_ms)) INTO NAME metric VALUE value)""").fetchone()[0]
+                    ON COLUMNS(* EXCLUDE (t_s, unix_ms, time)) INTO NAME metric VALUE value)""").fetchone()[0]
 long = con.sql(f"SELECT * FROM read_csv('{l}')")
 lt = dict(zip(long.columns, [str(t) for t in long.types]))
 assert lt["unix_ms"] == "BIGINT" and lt["value"] == "DOUBLE", lt
@@ -804,11 +829,14 @@ fn exports_load_clean_in_pandas_wide_long_and_json() {
     let script = r#"
 import sys, pandas as pd
 wide = pd.read_csv(sys.argv[1])
-metrics = [c for c in wide.columns if c not in ("t_s", "unix_ms", "marks")]
+metrics = [c for c in wide.columns if c not in ("t_s", "unix_ms", "time", "marks")]
 bad = [c for c in metrics if not pd.api.types.is_numeric_dtype(wide[c])]
 assert not bad, f"not numeric: {bad}"
+wt = pd.to_datetime(wide["time"], utc=True)
+wms = (wt - pd.Timestamp(0, tz="UTC")) // pd.Timedelta(milliseconds=1)
+assert (wms == wide["unix_ms"]).all(), "the wide form's time and unix_ms agree"
 # UNPIVOT: one value column, numeric.
-melted = wide.melt(id_vars=["t_s", "unix_ms"], value_vars=metrics, var_name="metric")
+melted = wide.melt(id_vars=["t_s", "unix_ms", "time"], value_vars=metrics, var_name="metric")
 assert pd.api.types.is_numeric_dtype(melted["value"]), melted.dtypes
 long = pd.read_csv(sys.argv[2])
 assert pd.api.types.is_numeric_dtype(long["value"]), long.dtypes

@@ -115,6 +115,10 @@ pub struct ExportArgs {
     /// value) and a row per mark, instead of a column per metric.
     #[arg(long, conflicts_with = "list")]
     pub long: bool,
+    /// Write to FILE instead of standard output (whole or not at all: a failed export leaves
+    /// no file, and an existing FILE is replaced only by a complete one).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
 }
 
 /// The engine's kind as recordings and Prometheus labels name it.
@@ -548,9 +552,50 @@ pub fn plot(a: &PlotArgs) -> Result<i32> {
 }
 
 pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
+    use std::io::Write;
     let recs = load(std::slice::from_ref(&a.file))?;
+    let Some(path) = &a.out else {
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        let code = export_to(g, a, &recs[0], &mut out)?;
+        out.flush()?;
+        return Ok(code);
+    };
+    // Written beside FILE under a hidden name, then renamed over it when complete.
+    let name = path
+        .file_name()
+        .ok_or_else(|| anyhow!("--out {}: not a file name", path.display()))?;
+    let tmp = path.with_file_name(format!(
+        ".{}.plumb-{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let f = std::fs::File::create(&tmp).map_err(|e| anyhow!("--out {}: {e}", path.display()))?;
+    let mut out = std::io::BufWriter::new(f);
+    let done = export_to(g, a, &recs[0], &mut out).and_then(|code| {
+        out.flush()?;
+        out.get_ref().sync_all()?;
+        Ok(code)
+    });
+    let done = done.and_then(|code| {
+        std::fs::rename(&tmp, path).map_err(|e| anyhow!("--out {}: {e}", path.display()))?;
+        Ok(code)
+    });
+    if done.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    done
+}
+
+fn export_to(
+    g: &GlobalArgs,
+    a: &ExportArgs,
+    rec: &plumb_store::Recording,
+    out: &mut dyn std::io::Write,
+) -> Result<i32> {
+    let recs = std::slice::from_ref(rec);
     if g.openmetrics() {
-        return export_openmetrics(&recs[0], a);
+        return export_openmetrics(&recs[0], a, out);
     }
     let run = Run::new(&recs[0], label(&recs[0], &a.file, 0, 1));
     let metrics: Vec<_> = run
@@ -573,9 +618,6 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
             a.metrics.join(", ")
         );
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    use std::io::Write;
     if a.list {
         for m in &metrics {
             writeln!(out, "{:<40} {:<9} {}", m.name, m.unit, m.help)?;
@@ -584,13 +626,13 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
         if a.long {
             bail!("--long is a CSV form; JSON Lines already has a line per sample and per mark");
         }
-        record_render::export_jsonl(&run, &metrics, &mut out)?;
+        record_render::export_jsonl(&run, &metrics, out)?;
     } else {
         let (_, empty) = record_render::with_values(&run, &metrics);
         if a.long {
-            record_render::export_long_csv(&run, &metrics, &mut out)?;
+            record_render::export_long_csv(&run, &metrics, out)?;
         } else {
-            record_render::export_csv(&run, &metrics, &mut out)?;
+            record_render::export_csv(&run, &metrics, out)?;
         }
         if !empty.is_empty() {
             eprintln!(
@@ -606,7 +648,11 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
 
 /// `plumb export --format openmetrics`: the recording's raw counters and gauges, in base units
 /// with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
-fn export_openmetrics(rec: &plumb_store::Recording, a: &ExportArgs) -> Result<i32> {
+fn export_openmetrics(
+    rec: &plumb_store::Recording,
+    a: &ExportArgs,
+    out: &mut dyn std::io::Write,
+) -> Result<i32> {
     use plumb_report::openmetrics as om;
     let cx = om::context_of(rec);
     let keep = |raw: &str, s: &plumb_analyze::openmetrics::Series| {
@@ -617,9 +663,6 @@ fn export_openmetrics(rec: &plumb_store::Recording, a: &ExportArgs) -> Result<i3
                     || s.family.sample_name().starts_with(p.as_str())
             })
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    use std::io::Write;
     if a.list {
         let mut rows: Vec<(String, String, &str, &str, String)> = rec
             .metrics
@@ -664,7 +707,7 @@ fn export_openmetrics(rec: &plumb_store::Recording, a: &ExportArgs) -> Result<i3
         out.flush()?;
         return Ok(0);
     }
-    let w = om::write_recording(&mut out, rec, &cx, &keep)?;
+    let w = om::write_recording(&mut &mut *out, rec, &cx, &keep)?;
     out.flush()?;
     if w.series == 0 {
         bail!(

@@ -158,7 +158,7 @@ pub enum Command {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
-    /// Print the man page (roff), or write one page per subcommand into --dir.
+    /// Print the man page (roff), or write one page per subcommand into --out DIR.
     Man {
         /// The directory to write plumb.1 and a page per subcommand into (plumb-io-run.1…);
         /// without it, plumb.1 goes to standard output. (Formerly --dir, still accepted.)

@@ -1526,7 +1526,7 @@ fn marks_by_row(r: &Run) -> Vec<String> {
 pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::Result<()> {
     let (cols, _) = with_values(r, metrics);
     let marks = (!r.rec.marks.is_empty()).then(|| marks_by_row(r));
-    write!(out, "t_s,unix_ms")?;
+    write!(out, "t_s,unix_ms,time")?;
     for (m, _) in &cols {
         write!(out, ",{}", crate::csv_field(&m.name))?;
     }
@@ -1535,12 +1535,8 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
     }
     writeln!(out)?;
     for i in 0..r.t.len() {
-        write!(
-            out,
-            "{:.3},{}",
-            r.t[i],
-            r.rec.header.started_unix_ms + r.rec.times_ms[i]
-        )?;
+        let ms = r.rec.header.started_unix_ms + r.rec.times_ms[i];
+        write!(out, "{:.3},{ms},{}", r.t[i], iso_utc(ms))?;
         for (_, c) in &cols {
             if c[i].is_finite() {
                 write!(out, ",{}", trim(c[i]))?;

@@ -187,6 +187,12 @@ fn diskspd_command_line_runs_as_typed() {
         .unwrap()
         .contains("-d1 -W0 -o4 -t2 -b8K -r -w30"));
     assert!(j["input_notes"][0].as_str().unwrap().contains("-Rxml"));
+    // Through the page cache (no -Su or -Sh) a 1 MiB file is memory's speed, and plumb says so.
+    let notes = j["input_notes"].to_string();
+    assert!(
+        notes.contains("fits in the page cache") && notes.contains("use -Sh"),
+        "{notes}"
+    );
     // Two thread rows and the total.
     assert_eq!(j["tables"]["total"].as_array().unwrap().len(), 3);
     let w = total_row(&j, "write")["ios"].as_f64().unwrap();

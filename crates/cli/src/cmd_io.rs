@@ -405,6 +405,35 @@ fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> R
     }
 }
 
+/// A note when I/O through the page cache (diskspd without -Su/-Sh) covers less than the
+/// memory available: the figures are then the cache's, not the device's.
+fn fits_in_page_cache(j: &Job) -> Option<String> {
+    if j.durability != plumb_load::job::Durability::None {
+        return None;
+    }
+    let total: u64 = j
+        .targets
+        .iter()
+        .map(|t| match std::fs::metadata(t) {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => u64::MAX / 4,
+            Err(_) => j.file_size,
+        })
+        .sum();
+    let avail = plumb_sys::mem::read_meminfo(&plumb_sys::Root::host())
+        .ok()?
+        .mem_available_bytes?;
+    (total <= avail).then(|| {
+        format!(
+            "the target{} ({} MiB) fit{} in the page cache ({} MiB available) and this run goes through it (no -Su or -Sh): reads after the first pass and writes until writeback are memory's speed, not the device's; use -Sh, or -c larger than memory",
+            if j.targets.len() > 1 { "s" } else { "" },
+            total >> 20,
+            if j.targets.len() > 1 { "" } else { "s" },
+            avail >> 20
+        )
+    })
+}
+
 pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
     match &a.cmd {
         IoCmd::Run(r) => {
@@ -418,7 +447,9 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
                 j.engine = flag("--ioengine", EngineKind::parse(e))?;
             }
             j.validate().map_err(|e| anyhow!(e))?;
-            report_run(g, &j, &d.safety.safety(), p.notes)
+            let mut notes = p.notes;
+            notes.extend(fits_in_page_cache(&j));
+            report_run(g, &j, &d.safety.safety(), notes)
         }
         IoCmd::Durability(d) => durability(g, d),
         IoCmd::Sweep(a) => sweep(g, a),

@@ -38,7 +38,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     let mut burst_ios: Option<u32> = None;
     let mut think: Option<Duration> = None;
     let mut per_thread_rate: Option<Rate> = None;
-
+    let mut sized = false;
     for a in args {
         let Some(flag) = a.strip_prefix('-').filter(|_| a.len() > 1) else {
             if let Some(n) = a.strip_prefix('#') {
@@ -109,7 +109,10 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                     _ => return Err(format!("diskspd flag {a}: unknown caching mode {val:?}")),
                 }
             }
-            "c" => job.file_size = size(a, val)?,
+            "c" => {
+                job.file_size = size(a, val)?;
+                sized = true;
+            }
             "g" => {
                 let (v, iops) = match val.strip_suffix('i') {
                     Some(v) => (v, true),
@@ -170,6 +173,12 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
     if job.targets.is_empty() {
         return Err("the diskspd command has no target file".into());
     }
+    if !sized {
+        notes.push(format!(
+            "no -c: a target that does not exist is made {} MiB (diskspd itself needs -c to make one); give -c for another size",
+            job.file_size >> 20
+        ));
+    }
     Ok(Parsed { job, notes })
 }
 
@@ -179,6 +188,19 @@ mod tests {
 
     fn p(s: &str) -> Result<Parsed, String> {
         parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn without_c_the_default_size_is_said_and_z_and_r_are_noted() {
+        let n = p("-d1 -Z1M -Rxml /tmp/x.dat").unwrap().notes.join("\n");
+        assert!(
+            n.contains("no -c: a target that does not exist is made 1024 MiB"),
+            "{n}"
+        );
+        assert!(n.contains("-Z1M: plumb always writes random"), "{n}");
+        assert!(n.contains("-Rxml: ignored"), "{n}");
+        let n = p("-d1 -c64M /tmp/x.dat").unwrap().notes.join("\n");
+        assert!(!n.contains("no -c"), "{n}");
     }
 
     #[test]

@@ -51,7 +51,12 @@ pub fn durability_words(d: Durability) -> &'static str {
 
 pub fn rate_words(r: Rate) -> String {
     match r {
-        Rate::BytesPerS(b) => format!("{:.1} MB/s", b / 1e6),
+        // Typed in MB/s (or MiB/s); the tables below count MiB/s, so both are said.
+        Rate::BytesPerS(b) => format!(
+            "{:.1} MB/s ({:.1} MiB/s, the unit of the tables below)",
+            b / 1e6,
+            b / 1048576.0
+        ),
         Rate::Iops(v) => format!("{v:.0} IOPS"),
     }
 }
@@ -984,4 +989,23 @@ pub fn sweep_chart(r: &plumb_analyze::sweep::SweepReport) -> String {
             }
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rate_typed_in_mb_per_s_is_said_in_both_units() {
+        let r = plumb_load::units::parse_rate("1200MB/s").unwrap();
+        assert_eq!(
+            rate_words(r),
+            "1200.0 MB/s (1144.4 MiB/s, the unit of the tables below)"
+        );
+        let r = plumb_load::units::parse_rate("100MiB/s").unwrap();
+        assert_eq!(
+            rate_words(r),
+            "104.9 MB/s (100.0 MiB/s, the unit of the tables below)"
+        );
+    }
 }

@@ -480,6 +480,13 @@ fn bad_targets_are_named_and_exit_2() {
     assert_eq!(o.status.code(), Some(2));
     assert!(err.contains("postgres://app:***@127.0.0.1:1/db"), "{err}");
     assert!(!err.contains("s3cret"), "the password was printed: {err}");
+    // And says what to check.
+    assert!(
+        err.contains(
+            "is the server running, on that host and port? PostgreSQL's default port is 5432"
+        ),
+        "{err}"
+    );
 
     // A password file others can read is refused.
     let tmp = tempfile::tempdir().unwrap();

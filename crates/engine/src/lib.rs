@@ -54,6 +54,50 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// A connection error's message with what to check, for the errors whose words alone do not
+/// say it ("Connection refused" names neither the server nor the port).
+pub fn with_hint(kind: Kind, message: String) -> String {
+    let m = message.to_ascii_lowercase();
+    let (name, port, socket) = match kind {
+        Kind::Postgres => (
+            "PostgreSQL",
+            "5432",
+            Some("/var/run/postgresql (?host=DIR names another)"),
+        ),
+        Kind::Mariadb => (
+            "MariaDB",
+            "3306",
+            Some("/run/mysqld/mysqld.sock (?socket=PATH names another)"),
+        ),
+        Kind::Sqlserver => ("SQL Server", "1433", None),
+    };
+    let hint = if m.contains("connection refused") {
+        format!(
+            "Nothing listens there: is the server running, on that host and port? {name}'s default port is {port}; `ss -ltnp` lists what listens here"
+        )
+    } else if m.contains("no such file or directory") {
+        match socket {
+            Some(s) => format!(
+                "No server socket there: is the server running, and is its socket where the URL says? Debian's {name} puts it in {s}"
+            ),
+            None => return message,
+        }
+    } else if m.contains("timed out") || m.contains("no route to host") {
+        format!("No answer: is the host reachable, and its port ({name}'s default is {port}) open in the firewall?")
+    } else if m.contains("password authentication failed")
+        || m.contains("access denied")
+        || m.contains("login failed")
+    {
+        "The server refused the login: check the user in the URL and the password (--password-file, PGPASSWORD, MYSQL_PWD, MSSQL_PASSWORD)".into()
+    } else if m.contains("permission denied") && socket.is_some() {
+        "plumb may not open the server's socket: run as a user the socket's directory lets in"
+            .into()
+    } else {
+        return message;
+    };
+    format!("{}. {hint}", message.trim_end_matches('.'))
+}
+
 /// Which engine a URL points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -269,4 +313,40 @@ pub fn is_local_host(host: &str) -> bool {
     host.is_empty()
         || host.starts_with('/')
         || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_errors_say_what_to_check() {
+        let h = with_hint(
+            Kind::Postgres,
+            "error connecting to server: Connection refused (os error 111)".into(),
+        );
+        assert!(
+            h.contains("is the server running") && h.contains("5432"),
+            "{h}"
+        );
+        let h = with_hint(
+            Kind::Mariadb,
+            "Could not connect: Connection refused".into(),
+        );
+        assert!(h.contains("3306"), "{h}");
+        let h = with_hint(
+            Kind::Postgres,
+            "error connecting to server: No such file or directory (os error 2)".into(),
+        );
+        assert!(h.contains("/var/run/postgresql"), "{h}");
+        let h = with_hint(
+            Kind::Postgres,
+            "password authentication failed for user \"x\"".into(),
+        );
+        assert!(h.contains("--password-file"), "{h}");
+        assert_eq!(
+            with_hint(Kind::Sqlserver, "something else".into()),
+            "something else"
+        );
+    }
 }

@@ -175,7 +175,7 @@ fn connect(t: &Target) -> Result<(Conn, Opts)> {
     let opts = parse_url(t)?;
     let c = Conn::new(opts.clone()).map_err(|e| Error::Connect {
         url: t.shown(),
-        message: e.to_string(),
+        message: crate::with_hint(Kind::Mariadb, e.to_string()),
         source: Some(Box::new(e)),
     })?;
     Ok((c, opts))

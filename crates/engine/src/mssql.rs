@@ -1122,7 +1122,7 @@ impl Direct {
             .map_err(|e| Error::Setup(e.to_string()))?;
         let connect_err = |m: String| Error::Connect {
             url: label.clone(),
-            message: m,
+            message: crate::with_hint(Kind::Sqlserver, m),
             source: None,
         };
         let mut redirects = Vec::new();

@@ -79,7 +79,7 @@ impl Conn {
     pub fn connect(cfg: &Config, label: &str, observer: bool) -> Result<Conn> {
         let mut client = cfg.connect(NoTls).map_err(|e| Error::Connect {
             url: label.to_string(),
-            message: with_causes(&e),
+            message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
             source: Some(Box::new(e)),
         })?;
         if observer {

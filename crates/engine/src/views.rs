@@ -467,7 +467,7 @@ mod maria {
             let opts = parse_url(t)?;
             let mut conn = Conn::new(opts).map_err(|e| Error::Connect {
                 url: t.shown(),
-                message: e.to_string(),
+                message: crate::with_hint(Kind::Mariadb, e.to_string()),
                 source: Some(Box::new(e)),
             })?;
             conn.query_drop("SET SESSION TRANSACTION READ ONLY")

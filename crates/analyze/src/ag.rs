@@ -28,8 +28,14 @@ pub struct AgStep {
     pub what: Option<&'static str>,
     /// Microseconds since the step before.
     pub gap_us: f64,
-    /// The event's own duration field, when it has one (`processing_time` or `duration`).
+    /// The event's own duration field, when it has one (`processing_time` or `duration`), as
+    /// the event reports it: Microsoft documents neither field's unit.
     pub duration: Option<String>,
+    /// Which field that is.
+    pub duration_field: Option<&'static str>,
+    /// Microseconds since the event that starts what this one ends, on the same replica's
+    /// clock (a log write: log_flush_start to log_flush_complete).
+    pub took_us: Option<f64>,
     pub log_block_id: Option<String>,
 }
 
@@ -56,6 +62,17 @@ fn first(evs: &[XeEvent], names: &[&str]) -> Option<i64> {
         .min()
 }
 
+/// Nanoseconds of the first `name` at or after `from`.
+fn first_from(evs: &[XeEvent], name: &str, from: i64) -> Option<i64> {
+    evs.iter()
+        .filter(|e| e.name == name && e.timestamp_ns >= from)
+        .map(|e| e.timestamp_ns)
+        .min()
+}
+
+/// What starts the span an event ends, on the same replica.
+const SPANS: &[(&str, &str)] = &[("log_flush_complete", "log_flush_start")];
+
 fn last(evs: &[XeEvent], names: &[&str]) -> Option<i64> {
     evs.iter()
         .filter(|e| names.contains(&e.name.as_str()))
@@ -65,12 +82,16 @@ fn last(evs: &[XeEvent], names: &[&str]) -> Option<i64> {
 
 /// Merge the two replicas' events of one commit.
 pub fn ag_timeline(primary: &[XeEvent], secondary: &[XeEvent]) -> AgTimeline {
-    // The crossings, by events that surely come before: the primary captures a log block
-    // before it sends it (its send events may fire after the secondary already has it), and
-    // the secondary crafts the hardened-LSN message before sending it.
-    let sent = first(primary, &["hadr_capture_log_block"]);
+    // The crossings: a message arrives after it was sent. The primary sends the log block with
+    // ucs_connection_send_msg after capturing it (hadr_log_block_send_complete marks the end
+    // of the send call, which may come after the secondary already has the block); the
+    // secondary sends the hardened LSN with ucs_connection_send_msg after crafting the
+    // message. Where a send event is missing, the capture or the crafting bounds it instead.
+    let captured = first(primary, &["hadr_capture_log_block"]);
+    let sent = captured.map(|c| first_from(primary, "ucs_connection_send_msg", c).unwrap_or(c));
     let received = first(secondary, &["hadr_transport_receive_log_block_message"]);
-    let acked = last(secondary, &["hadr_send_harden_lsn_message"]);
+    let crafted = last(secondary, &["hadr_send_harden_lsn_message"]);
+    let acked = crafted.map(|c| first_from(secondary, "ucs_connection_send_msg", c).unwrap_or(c));
     let ack_received = last(primary, &["hadr_receive_harden_lsn_message"]);
     // off ≥ sent − received, and off ≤ ack_received − acked (nanoseconds, in integers: an
     // f64 of nanoseconds since 1970 has no room left for microseconds).
@@ -98,7 +119,22 @@ pub fn ag_timeline(primary: &[XeEvent], secondary: &[XeEvent]) -> AgTimeline {
         .map(|(t, side, e)| {
             let gap = (t - prev) as f64 / 1000.0;
             prev = *t;
+            let took_us = SPANS
+                .iter()
+                .find(|(end, _)| *end == e.name)
+                .and_then(|(_, start)| {
+                    all.iter()
+                        .filter(|(ts, sd, x)| sd == side && x.name == *start && ts <= t)
+                        .map(|(ts, _, _)| *ts)
+                        .max()
+                })
+                .map(|start| (t - start) as f64 / 1000.0);
+            let field = ["processing_time", "duration"]
+                .into_iter()
+                .find(|f| e.fields.contains_key(*f));
             AgStep {
+                took_us,
+                duration_field: field,
                 t_us: (t - t0) as f64 / 1000.0,
                 replica: *side,
                 event: e.name.clone(),

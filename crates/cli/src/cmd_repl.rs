@@ -465,6 +465,10 @@ pub struct XeTimelineArgs {
     /// MSSQL_PASSWORD.
     #[arg(long, value_name = "FILE", requires = "primary")]
     pub password_file: Option<PathBuf>,
+    /// Also draw the commit as an SVG chart: the two replicas' events on one time axis, with
+    /// the log block's way out and the hardened LSN's way back (a new file).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<PathBuf>,
 }
 
 /// A session name that can go into the script and the query as it is.
@@ -484,6 +488,9 @@ fn xe_session(a: &XeSessionArgs) -> Result<i32> {
 fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
     use plumb_engine::mssql_xe::{parse_events, read_query, XeEvent};
     session_name("--session", &a.session)?;
+    if let Some(p) = &a.svg {
+        plumb_report::out::check_new_file("--svg", p)?;
+    }
     let from_file = |flag: &str, p: &std::path::Path| -> Result<Vec<XeEvent>> {
         let text =
             std::fs::read_to_string(p).map_err(|e| anyhow!("{flag} {}: {e}", p.display()))?;
@@ -542,6 +549,13 @@ fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
         _ => bail!("give --primary URL and --standby URL, or --primary-events FILE and --standby-events FILE"),
     };
     let t = plumb_analyze::ag::ag_timeline(&p, &s);
+    if let Some(path) = &a.svg {
+        plumb_report::out::write_new(
+            "--svg",
+            path,
+            plumb_report::repl_render::ag_svg(&t).as_bytes(),
+        )?;
+    }
     crate::emit(g, &t)?;
     Ok(0)
 }

@@ -552,7 +552,7 @@ pub fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
     if t.secondary_shift_us != 0.0 {
         writeln!(
             out,
-            "the secondary's events are shifted by {}{}: its clock disagrees with the primary's by at least that much (a log block cannot arrive before it was sent)",
+            "the secondary's events are shifted by {}{}: its clock disagrees with the primary's by at least that much (a log block cannot arrive before the primary sent it, nor the hardened LSN before the secondary sent it)",
             if t.secondary_shift_us > 0.0 { "+" } else { "-" },
             short_time(t.secondary_shift_us.abs() / 1e6)
         )?;
@@ -580,9 +580,13 @@ pub fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
                 },
                 short_time(s.t_us / 1e6),
                 short_time(s.gap_us / 1e6),
-                s.duration
-                    .clone()
+                s.took_us
+                    .map(|u| short_time(u / 1e6))
                     .unwrap_or_else(|| crate::fmt::MISSING.into()),
+                match (&s.duration, s.duration_field) {
+                    (Some(v), Some(f)) => format!("{f} {v}"),
+                    _ => crate::fmt::MISSING.into(),
+                },
             ]
         })
         .collect();
@@ -593,14 +597,194 @@ pub fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
             "replica",
             "at",
             "after the last",
-            "duration field",
+            "took",
+            "the event's own field",
         ],
         &rows,
     )?;
+    writeln!(
+        out,
+        "\ntook: from the event that starts it on the same replica's clock (a log write from log_flush_start). The event's own field is as the event reports it: Microsoft documents neither processing_time's unit nor duration's."
+    )?;
     if !t.missing.is_empty() {
-        writeln!(out, "\nnot seen: {}", t.missing.join(", "))?;
+        writeln!(out, "not seen: {}", t.missing.join(", "))?;
     }
     Ok(())
+}
+
+/// `plumb repl xe-timeline --svg`: the commit's events on two lanes (primary, secondary) on one
+/// time axis, each labelled with what it marks, and an arrow for each message between the
+/// replicas (the log block out, the hardened LSN back).
+pub fn ag_svg(t: &AgTimeline) -> String {
+    // One label row per event, so that events a few microseconds apart stay readable.
+    let per_lane = |r: Replica| t.steps.iter().filter(|st| st.replica == r).count();
+    let rows = per_lane(Replica::Primary).max(per_lane(Replica::Secondary)) as f64;
+    let (left, right, top, row_h) = (120.0, 60.0, 64.0, 15.0);
+    let lane_h = 2.0 * (rows * row_h + 24.0);
+    let width = 1200.0;
+    let height = top + lane_h * 2.0 + 60.0;
+    let end = t.span_us.max(1.0);
+    let x = |us: f64| left + (width - left - right) * us / end;
+    let y = |r: Replica| match r {
+        Replica::Primary => top + lane_h / 2.0,
+        Replica::Secondary => top + lane_h * 1.5,
+    };
+    let mut s = String::new();
+    let sub = if t.secondary_shift_us != 0.0 {
+        format!(
+            "the secondary's events shifted by {}{} to keep each message after its send",
+            if t.secondary_shift_us > 0.0 { "+" } else { "-" },
+            short_time(t.secondary_shift_us.abs() / 1e6)
+        )
+    } else if let Some((lo, hi)) = t.offset_window_us {
+        format!(
+            "the clocks agree to within {} .. {}: the order across replicas is only as good as that",
+            signed(lo),
+            signed(hi)
+        )
+    } else {
+        String::new()
+    };
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" font-family="sans-serif" font-size="11">
+<rect width="100%" height="100%" fill="#fff"/>
+<defs><marker id="arr" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z" fill="#555"/></marker></defs>
+<text x="16" y="24" font-size="15" font-weight="bold">{}</text>
+<text x="16" y="44" fill="#444">{}</text>
+"##,
+        escape(&format!(
+            "One commit through a SQL Server Availability Group: {} events, {}",
+            t.steps.len(),
+            short_time(t.span_us / 1e6)
+        )),
+        escape(&sub)
+    );
+    for (i, (r, name)) in [
+        (Replica::Primary, "primary"),
+        (Replica::Secondary, "secondary"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let y0 = top + lane_h * i as f64;
+        let fill = if i == 0 { "#f4f6f8" } else { "#ffffff" };
+        let _ = writeln!(
+            s,
+            r##"<rect x="0" y="{y0}" width="{width}" height="{lane_h}" fill="{fill}"/><text x="16" y="{:.1}" font-weight="bold" font-size="13">{name}</text><line x1="{left}" y1="{:.1}" x2="{}" y2="{:.1}" stroke="#bbb"/>"##,
+            y(r) + 4.0,
+            y(r),
+            width - right,
+            y(r)
+        );
+    }
+    // The messages between the replicas.
+    let at = |side: Replica, name: &str, after: f64| {
+        t.steps
+            .iter()
+            .filter(|st| st.replica == side && st.event == name && st.t_us >= after)
+            .map(|st| st.t_us)
+            .next()
+    };
+    let block_out = at(Replica::Primary, "ucs_connection_send_msg", 0.0)
+        .or_else(|| at(Replica::Primary, "hadr_capture_log_block", 0.0));
+    let block_in = at(
+        Replica::Secondary,
+        "hadr_transport_receive_log_block_message",
+        0.0,
+    );
+    let crafted = at(Replica::Secondary, "hadr_send_harden_lsn_message", 0.0);
+    let lsn_out =
+        crafted.and_then(|c| at(Replica::Secondary, "ucs_connection_send_msg", c).or(Some(c)));
+    let lsn_in = at(Replica::Primary, "hadr_receive_harden_lsn_message", 0.0);
+    for (from, to, a, b, what) in [
+        (
+            Replica::Primary,
+            Replica::Secondary,
+            block_out,
+            block_in,
+            "log block",
+        ),
+        (
+            Replica::Secondary,
+            Replica::Primary,
+            lsn_out,
+            lsn_in,
+            "hardened LSN",
+        ),
+    ] {
+        if let (Some(a), Some(b)) = (a, b) {
+            let _ = writeln!(
+                s,
+                r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#1f5fa8" stroke-width="1.5" marker-end="url(#arr)"><title>{what}: {}</title></line>"##,
+                x(a),
+                y(from),
+                x(b),
+                y(to),
+                escape(&short_time((b - a) / 1e6))
+            );
+        }
+    }
+    // Dots, each with its label on a row of its own: the primary's above its line (the first
+    // event farthest), the secondary's below (the first nearest), a leader line to each.
+    let mut n = [0usize; 2];
+    for st in &t.steps {
+        let i = (st.replica == Replica::Secondary) as usize;
+        let k = n[i];
+        n[i] += 1;
+        let (cx, cy) = (x(st.t_us), y(st.replica));
+        let ly = if i == 0 {
+            cy - 16.0 - row_h * (per_lane(Replica::Primary) - 1 - k) as f64
+        } else {
+            cy + 24.0 + row_h * k as f64
+        };
+        let (anchor, tx) = if cx > width * 0.6 {
+            ("end", cx - 4.0)
+        } else {
+            ("start", cx + 4.0)
+        };
+        let _ = writeln!(
+            s,
+            r##"<line x1="{cx:.1}" y1="{cy:.1}" x2="{cx:.1}" y2="{:.1}" stroke="#d0d0d0"/><circle cx="{cx:.1}" cy="{cy:.1}" r="4.5" fill="#1f5fa8"><title>{}</title></circle><text x="{tx:.1}" y="{ly:.1}" text-anchor="{anchor}" fill="#222">{} <tspan fill="#666">{}</tspan></text>"##,
+            ly - 4.0,
+            escape(&format!(
+                "{}: {} ({})",
+                st.event,
+                short_time(st.t_us / 1e6),
+                st.what.unwrap_or("")
+            )),
+            escape(&st.event),
+            escape(&short_time(st.t_us / 1e6))
+        );
+    }
+    // The time axis, in round steps.
+    let ay = height - 30.0;
+    let _ = writeln!(
+        s,
+        r##"<line x1="{left}" y1="{ay}" x2="{}" y2="{ay}" stroke="#333"/>"##,
+        width - right
+    );
+    let raw = end / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|st| *st >= raw)
+        .unwrap_or(raw);
+    let mut us = 0.0;
+    while us <= end + 1e-9 {
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{ay}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
+            x(us),
+            ay + 5.0,
+            ay + 18.0,
+            escape(&short_time(us / 1e6))
+        );
+        us += step;
+    }
+    s.push_str("</svg>\n");
+    s
 }
 
 impl Render for AgTimeline {

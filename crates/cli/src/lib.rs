@@ -223,6 +223,31 @@ pub fn command() -> clap::Command {
 }
 
 /// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
+/// Every command first takes down what a killed plumb left (its ledger, its trace instances
+/// and uprobes) and says so.
+fn reclaim_what_killed_plumbs_left() {
+    let engine = |dir: &std::path::Path| -> Result<(), String> {
+        plumb_engine::private::remove(dir)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    for r in plumb_sys::ledger::reclaim(&engine) {
+        match r.outcome {
+            Ok(()) => eprintln!(
+                "plumb: removed what a plumb that was killed (PID {}) left: {}",
+                r.pid, r.what
+            ),
+            Err(why) => eprintln!(
+                "plumb: warning: a plumb that was killed (PID {}) left {}, which could not be removed: {why}",
+                r.pid, r.what
+            ),
+        }
+    }
+    for (pid, what) in plumb_sys::tracefs::reclaim_dead() {
+        eprintln!("plumb: removed what a plumb that was killed (PID {pid}) left: {what}");
+    }
+}
+
 pub fn main() -> i32 {
     // Parsed from a copy taken first: masking rewrites the memory std::env::args reads.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
@@ -255,6 +280,7 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
+    reclaim_what_killed_plumbs_left();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {

@@ -358,9 +358,7 @@ impl Lab {
             None => {
                 progress.step("starting a private PostgreSQL");
                 let pg_dir = work.join("pg");
-                res.instance = Some(Instance {
-                    dir: pg_dir.clone(),
-                });
+                res.instance = Some(Instance::new(pg_dir.clone()));
                 let running = private::start(
                     &pg_dir,
                     &private::StartOptions {

@@ -46,8 +46,8 @@ impl Drop for Resources {
 }
 
 /// A `plumb mem pressure` child: stopped the way Ctrl-C would stop it, so it takes its zram
-/// swap device down.
-pub struct PressureChild(pub Child);
+/// swap device down. It is in plumb's ledger, and gets SIGTERM if the lab dies.
+pub struct PressureChild(pub Child, pub plumb_sys::ledger::Entry);
 
 impl PressureChild {
     /// SIGINT, a minute to end, then SIGKILL.
@@ -75,6 +75,7 @@ impl PressureChild {
 impl Drop for PressureChild {
     fn drop(&mut self) {
         self.stop_now();
+        self.1.done();
     }
 }
 
@@ -103,9 +104,16 @@ impl Drop for ScratchDb {
 /// plumb's private PostgreSQL: stopped and its files removed when this goes.
 pub struct Instance {
     pub dir: PathBuf,
+    ledger: plumb_sys::ledger::Entry,
 }
 
 impl Instance {
+    /// The instance that is about to be made in `dir`, noted in plumb's ledger first.
+    pub fn new(dir: PathBuf) -> Instance {
+        let ledger = plumb_sys::ledger::note(plumb_sys::ledger::Item::Engine { dir: dir.clone() });
+        Instance { dir, ledger }
+    }
+
     /// Whether the server died under the lab (its data is there, its postmaster is not).
     pub fn died(&self) -> bool {
         self.dir.join("data").exists() && matches!(private::status(&self.dir), Ok(None))
@@ -114,8 +122,15 @@ impl Instance {
 
 impl Drop for Instance {
     fn drop(&mut self) {
-        if let Err(e) = private::remove(&self.dir) {
-            eprintln!("plumb: warning: stopping and removing the lab's PostgreSQL: {e}");
+        if !self.dir.exists() {
+            self.ledger.done();
+            return;
+        }
+        match private::remove(&self.dir) {
+            Ok(_) => self.ledger.done(),
+            Err(e) => {
+                eprintln!("plumb: warning: stopping and removing the lab's PostgreSQL: {e}")
+            }
         }
     }
 }
@@ -123,12 +138,14 @@ impl Drop for Instance {
 /// The lab's work directory: removed, with everything in it, when this goes.
 pub struct WorkDir {
     pub path: PathBuf,
+    ledger: plumb_sys::ledger::Entry,
 }
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if let Err(e) = std::fs::remove_dir_all(&self.path) {
-            eprintln!("plumb: warning: removing {}: {e}", self.path.display());
+        match std::fs::remove_dir_all(&self.path) {
+            Ok(()) => self.ledger.done(),
+            Err(e) => eprintln!("plumb: warning: removing {}: {e}", self.path.display()),
         }
     }
 }
@@ -145,9 +162,10 @@ impl WorkDir {
             let salt =
                 (plumb_record::now_unix_ms() ^ (i << 20)).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 44;
             let p = parent.join(format!("plumb-lab-{pid}-{salt:05x}"));
+            let ledger = plumb_sys::ledger::note(plumb_sys::ledger::Item::Dir { path: p.clone() });
             match std::fs::DirBuilder::new().mode(0o711).create(&p) {
                 Ok(()) => {
-                    let w = WorkDir { path: p };
+                    let w = WorkDir { path: p, ledger };
                     // The mode asked for, whatever the umask.
                     std::fs::set_permissions(&w.path, std::fs::Permissions::from_mode(0o711))
                         .with_context(|| format!("--dir: {}", w.path.display()))?;
@@ -157,8 +175,15 @@ impl WorkDir {
                         .with_context(|| format!("--dir: {}", w.path.display()))?;
                     return Ok(w);
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-                Err(e) => bail!("--dir: cannot create {}: {e}", p.display()),
+                // Not made: someone else's, never to be removed.
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    ledger.done();
+                    last = Some(e)
+                }
+                Err(e) => {
+                    ledger.done();
+                    bail!("--dir: cannot create {}: {e}", p.display())
+                }
             }
         }
         bail!(

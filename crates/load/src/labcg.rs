@@ -18,6 +18,7 @@ struct Dir {
 pub struct LabCgroup {
     memory: Option<Dir>,
     io: Option<Dir>,
+    ledger: Vec<plumb_sys::ledger::Entry>,
 }
 
 fn write(path: &Path, v: &str) -> Result<()> {
@@ -43,6 +44,7 @@ impl LabCgroup {
         let mut out = LabCgroup {
             memory: None,
             io: None,
+            ledger: Vec::new(),
         };
         let find = |v1: &str, v2: &str| -> Result<(PathBuf, u8, PathBuf)> {
             if let Some((_, m)) = cg.v1.iter().find(|(c, _)| c.iter().any(|x| x == v1)) {
@@ -72,6 +74,11 @@ impl LabCgroup {
             let (mp, version, back_to) = find(v1, v2)?;
             let dir = mp.join(name);
             if !made.contains(&dir) {
+                out.ledger
+                    .push(plumb_sys::ledger::note(plumb_sys::ledger::Item::Cgroup {
+                        dir: dir.clone(),
+                        back_to: back_to.clone(),
+                    }));
                 std::fs::create_dir(&dir).map_err(|e| {
                     Error::Refused(format!("cannot create the cgroup {}: {e}", dir.display()))
                 })?;
@@ -195,6 +202,9 @@ impl Drop for LabCgroup {
                     std::thread::sleep(std::time::Duration::from_millis(100));
                 }
             }
+        }
+        for e in self.ledger.drain(..) {
+            e.done();
         }
     }
 }

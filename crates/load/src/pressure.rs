@@ -129,6 +129,7 @@ struct CgroupGuard {
     back_to: PathBuf,
     created: bool,
     moved: bool,
+    ledger: plumb_sys::ledger::Entry,
 }
 
 impl Drop for CgroupGuard {
@@ -149,6 +150,7 @@ impl Drop for CgroupGuard {
                 std::thread::sleep(Duration::from_millis(20));
             }
         }
+        self.ledger.done();
     }
 }
 
@@ -185,6 +187,7 @@ fn enter_cgroup(choice: &CgroupChoice) -> Result<Option<(CgroupGuard, Option<u64
                 back_to: back,
                 created: false,
                 moved: false,
+                ledger: plumb_sys::ledger::Entry::NONE,
             };
             write_file(&dir.join("cgroup.procs"), &std::process::id().to_string())?;
             g.moved = true;
@@ -194,7 +197,12 @@ fn enter_cgroup(choice: &CgroupChoice) -> Result<Option<(CgroupGuard, Option<u64
             let (here, version, mount) = own_memory_cgroup()?;
             // Directly under the hierarchy's root, so only our limit applies above the root's.
             let dir = mount.join(format!("plumb-pressure-{}", std::process::id()));
+            let ledger = plumb_sys::ledger::note(plumb_sys::ledger::Item::Cgroup {
+                dir: dir.clone(),
+                back_to: here.clone(),
+            });
             std::fs::create_dir(&dir).map_err(|e| {
+                ledger.done();
                 Error::Refused(format!(
                     "cannot create the cgroup {}: {e}{}",
                     dir.display(),
@@ -210,6 +218,7 @@ fn enter_cgroup(choice: &CgroupChoice) -> Result<Option<(CgroupGuard, Option<u64
                 back_to: here,
                 created: true,
                 moved: false,
+                ledger,
             };
             let limit_file = if version == 1 {
                 "memory.limit_in_bytes"

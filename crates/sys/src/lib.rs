@@ -23,6 +23,7 @@ pub mod eventtrace;
 pub mod held;
 pub mod host;
 pub mod json;
+pub mod ledger;
 pub mod mem;
 pub mod memsnap;
 pub mod mount;

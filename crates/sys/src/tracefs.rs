@@ -394,6 +394,54 @@ pub fn remove_dead_instances(tracefs: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The trace instances and uprobes of plumb runs that died, removed (root, and only where
+/// tracefs is mounted); what was removed, in words.
+pub fn reclaim_dead() -> Vec<(u32, String)> {
+    if !crate::os::is_root() {
+        return Vec::new();
+    }
+    let Some(dir) = mounted_tracefs() else {
+        return Vec::new();
+    };
+    if plumb_instances(&dir).is_empty()
+        && !fs::read_to_string(dir.join("uprobe_events"))
+            .unwrap_or_default()
+            .contains(":plumb_")
+    {
+        return Vec::new();
+    }
+    let Ok(_lock) = TraceLock::take() else {
+        return Vec::new();
+    };
+    let pid_of = |name: &str| -> u32 {
+        name.trim_start_matches(INSTANCE_PREFIX)
+            .trim_start_matches("plumb_")
+            .split(['-', '/'])
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    };
+    let mut out: Vec<(u32, String)> = remove_dead_instances(&dir)
+        .into_iter()
+        .map(|p| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            (
+                pid_of(&name),
+                format!("the trace instance {} (its events off)", p.display()),
+            )
+        })
+        .collect();
+    out.extend(
+        crate::eventtrace::remove_dead_probes(&dir)
+            .into_iter()
+            .map(|p| (pid_of(&p), format!("the uprobe {p}"))),
+    );
+    out
+}
+
 fn mounted_tracefs() -> Option<PathBuf> {
     ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
         .into_iter()

@@ -9,6 +9,8 @@ pub struct Zram {
     pub name: String,
     hot_added: Option<u32>,
     swapped_on: bool,
+    /// Its line in plumb's ledger, crossed off once it is taken down.
+    ledger: crate::ledger::Entry,
 }
 
 impl Drop for Zram {
@@ -26,6 +28,7 @@ impl Drop for Zram {
         if let Some(id) = self.hot_added {
             let _ = std::fs::write("/sys/class/zram-control/hot_remove", id.to_string());
         }
+        self.ledger.done();
     }
 }
 
@@ -79,6 +82,11 @@ fn setup_zram(size: u64) -> Result<Zram, String> {
         name: name.clone(),
         hot_added: hot,
         swapped_on: false,
+        // Before it becomes swap: a plumb killed from here on leaves it to the next.
+        ledger: crate::ledger::note(crate::ledger::Item::Zram {
+            name: name.clone(),
+            hot_added: hot,
+        }),
     };
     let sys = PathBuf::from(format!("/sys/block/{name}"));
     // lz4 where offered: fast, and random data does not compress whatever the algorithm.

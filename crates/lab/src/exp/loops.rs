@@ -158,7 +158,7 @@ fn direct_wal_loops(
         return Ok((Vec::new(), Vec::new()));
     }
     let dir = cx.work.join("pg-direct-wal");
-    cx.resources.second_instance = Some(crate::resources::Instance { dir: dir.clone() });
+    cx.resources.second_instance = Some(crate::resources::Instance::new(dir.clone()));
     let mut settings = crate::server::private_settings(cx.plan.shared_buffers);
     settings.extend(
         [

@@ -62,10 +62,16 @@ impl Experiment for Pressure {
         cg.set_memory_limit(Some(limit))
             .context("--pressure: limiting the server's cgroup")?;
         let exe = std::env::current_exe().context("finding plumb's own binary")?;
+        let parent = std::process::id() as libc::pid_t;
         let mut child = {
             use std::os::unix::process::CommandExt;
-            Command::new(exe)
-                .args(["--json", "mem", "pressure"])
+            let mut c = Command::new(exe);
+            // SIGTERM (its own clean stop: swap off, cgroup left) if the lab dies.
+            // SAFETY: die_with_parent makes only async-signal-safe calls.
+            unsafe {
+                c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
+            }
+            c.args(["--json", "mem", "pressure"])
                 .arg(hold.to_string())
                 .arg("--cgroup")
                 .arg(&dir)
@@ -81,7 +87,8 @@ impl Experiment for Pressure {
         };
         let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
         let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
-        cx.resources.pressure = Some(PressureChild(child));
+        let noted = plumb_sys::ledger::note_child(child.id(), "the memory pressure program");
+        cx.resources.pressure = Some(PressureChild(child, noted));
         let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
         std::thread::spawn(move || {
             for line in std::io::BufReader::new(stdout)

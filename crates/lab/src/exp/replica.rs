@@ -149,6 +149,9 @@ impl Experiment for Replica {
         } else {
             None
         };
+        // Noted before it is made; removed (and its slot dropped) before the primary, also on
+        // Ctrl-C; its cgroup after.
+        cx.resources.standby = Some(Instance::new(standby_dir.clone()));
         let started = private::start(
             &standby_dir,
             &private::StartOptions {
@@ -168,10 +171,6 @@ impl Experiment for Replica {
             cg.leave().context("leaving the standby's cgroup")?;
         }
         let standby = started.context("--replica: starting the standby")?;
-        // Removed (and its slot dropped) before the primary, also on Ctrl-C; its cgroup after.
-        cx.resources.standby = Some(Instance {
-            dir: standby_dir.clone(),
-        });
         cx.resources.standby_cgroup = cg;
         cx.recorder.mark(
             "standby started",

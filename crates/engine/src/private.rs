@@ -1673,6 +1673,13 @@ fn start_standby_locked(
             .arg(prun.port.to_string())
             .args(["-U", SUPERUSER, "-X", "stream", "-C", "-S", &slot])
             .args(["-c", "fast", "--no-sync", "-w"]);
+        // It ends with plumb (SIGTERM when plumb dies), rather than copying on as an orphan.
+        let parent = std::process::id() as libc::pid_t;
+        // SAFETY: die_with_parent makes only async-signal-safe calls.
+        unsafe {
+            use std::os::unix::process::CommandExt;
+            c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
+        }
         output(c, "pg_basebackup")?;
         let signal = data.join("standby.signal");
         let f = OpenOptions::new()

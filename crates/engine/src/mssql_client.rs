@@ -149,7 +149,7 @@ impl MssqlConn {
         let program = PROGRAM
             .get()
             .cloned()
-            .unwrap_or_else(|| PathBuf::from("/proc/self/exe"));
+            .unwrap_or_else(plumb_sys::os::own_exe);
         let mut cmd = Command::new(&program);
         cmd.arg(CLIENT_ARG)
             .env_clear()

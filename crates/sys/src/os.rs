@@ -218,6 +218,12 @@ pub fn unmount(path: &Path, lazy: bool) -> std::io::Result<()> {
     Err(last)
 }
 
+/// This very program, for running itself again (a helper process): the running executable, even
+/// if its file was replaced since it started.
+pub fn own_exe() -> std::path::PathBuf {
+    std::path::PathBuf::from("/proc/self/exe")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

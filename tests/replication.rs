@@ -824,3 +824,54 @@ fn a_second_synchronous_standby_keeps_the_first_synchronous() {
     assert_eq!(psql(&p, "SHOW synchronous_standby_names"), "");
     psql(&p, "CREATE TABLE after (i int)");
 }
+
+/// A standby copy that a killed plumb interrupted (its data has PG_VERSION but no
+/// standby.signal, and its manifest says the copy had not finished): the next start copies
+/// again and runs a standby, never the half copy as a primary of its own.
+#[test]
+fn an_interrupted_standby_copy_is_made_again_not_run_as_a_primary() {
+    let Some(tmp) = setup() else { return };
+    let p = tmp.path().join("primary");
+    let s = tmp.path().join("standby");
+    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (ps, ss) = (p.to_str().unwrap(), s.to_str().unwrap());
+    for args in [
+        vec!["start", "--dir", ps],
+        vec!["start", "--dir", ss, "--standby-of", ps],
+        vec!["stop", "--dir", ss],
+    ] {
+        let o = engine(&args);
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    // What a plumb killed during pg_basebackup leaves: the copy's files without the signal,
+    // and a manifest that says the copy had begun.
+    std::fs::remove_file(s.join("data/standby.signal")).unwrap();
+    let mf = s.join("plumb-instance.json");
+    let mut m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&mf).unwrap()).unwrap();
+    m["standby_of"]["copied"] = serde_json::Value::Bool(false);
+    std::fs::write(&mf, serde_json::to_string_pretty(&m).unwrap()).unwrap();
+    let t0 = std::time::Instant::now();
+    let o = engine(&["start", "--dir", ss, "--standby-of", ps]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(50),
+        "{:?}",
+        t0.elapsed()
+    );
+    assert_eq!(psql(&s, "SELECT pg_is_in_recovery()"), "t");
+    assert_eq!(
+        psql(
+            &p,
+            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+        ),
+        "1"
+    );
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&mf).unwrap()).unwrap();
+    assert_eq!(m["standby_of"]["copied"], true);
+}

@@ -69,6 +69,15 @@ pub struct StandbyOf {
     pub slot: String,
     /// The primary waits for this standby at every commit (`synchronous_standby_names`).
     pub sync: bool,
+    /// The base backup finished (false while `pg_basebackup` copies: a copy a killed plumb
+    /// interrupted is made again, never started as a server of its own). Manifests from before
+    /// this field were written only after the copy.
+    #[serde(default = "copied_before")]
+    pub copied: bool,
+}
+
+fn copied_before() -> bool {
+    true
 }
 
 impl Running {
@@ -1629,6 +1638,14 @@ fn start_standby_locked(
             build.bin.display()
         )));
     }
+    // A copy that never finished (plumb killed during pg_basebackup): its PG_VERSION is there
+    // but not its standby.signal, and started as it is it would run as a primary of its own.
+    // It is plumb's (the manifest says the copy began), so it is made again.
+    let interrupted = d.data().join("PG_VERSION").exists()
+        && d.manifest.standby_of.as_ref().is_some_and(|s| !s.copied);
+    if interrupted {
+        std::fs::remove_dir_all(d.data()).map_err(|e| setup_err(&d.data(), e))?;
+    }
     let basebackup = if d.data().join("PG_VERSION").exists() {
         None
     } else {
@@ -1645,6 +1662,7 @@ fn start_standby_locked(
         primary: primary.to_path_buf(),
         slot: slot.clone(),
         sync,
+        copied: basebackup.is_none(),
     });
     write_manifest(&d.dir, &d.manifest)?;
     if !p.manifest.standbys.contains(&d.dir) {
@@ -1695,6 +1713,10 @@ fn start_standby_locked(
         {
             return Err(setup_err(&signal, std::io::Error::last_os_error()));
         }
+        if let Some(s) = d.manifest.standby_of.as_mut() {
+            s.copied = true;
+        }
+        write_manifest(&d.dir, &d.manifest)?;
     }
     let psock = prun.socket_dir().display().to_string();
     if psock.contains(['\'', ' ']) {

@@ -335,6 +335,8 @@ pub struct Mounted {
     state: Arc<tree::State>,
     thread: std::thread::JoinHandle<std::io::Result<()>>,
     options: Options,
+    /// The mount's line in plumb's ledger (a killed plumb fs leaves a dead mount otherwise).
+    ledger: plumb_sys::ledger::Entry,
 }
 
 impl Prepared {
@@ -360,7 +362,11 @@ impl Prepared {
         ];
         config.acl = fuser::SessionACL::Owner;
         let fs = tree::PlumbFs(self.state.clone());
+        let ledger = plumb_sys::ledger::note(plumb_sys::ledger::Item::Mount {
+            path: self.path.clone(),
+        });
         let session = fuser::Session::new(fs, &self.path, &config).map_err(|e| {
+            ledger.done();
             Error::Mount(format!(
                 "{}: mount: {e}{}",
                 self.path.display(),
@@ -380,6 +386,7 @@ impl Prepared {
             state: self.state,
             thread,
             options: self.options,
+            ledger,
         })
     }
 }
@@ -394,9 +401,11 @@ impl Mounted {
         loop {
             if stop() {
                 remove(&self.path)?;
+                self.ledger.done();
                 return Ok(Ending::Stopped);
             }
             if self.thread.is_finished() {
+                self.ledger.done();
                 return Ok(Ending::Unmounted);
             }
             if last_check.elapsed() >= Duration::from_secs(1) {
@@ -418,6 +427,7 @@ impl Mounted {
                         if since.0.elapsed() >= self.options.gone_after {
                             let why = since.1.clone();
                             remove(&self.path)?;
+                            self.ledger.done();
                             return Ok(Ending::Gone(why));
                         }
                     }

@@ -40,6 +40,8 @@ pub enum Item {
     Engine { dir: PathBuf },
     /// A scratch directory: removed with what is in it.
     Dir { path: PathBuf },
+    /// A `plumb fs` mount (FUSE, source `plumb:…`): detached, only if it is still plumb's.
+    Mount { path: PathBuf },
 }
 
 impl Item {
@@ -50,6 +52,7 @@ impl Item {
             Item::Cgroup { dir, .. } => format!("the cgroup {}", dir.display()),
             Item::Engine { dir } => format!("the private database server in {}", dir.display()),
             Item::Dir { path } => format!("the scratch directory {}", path.display()),
+            Item::Mount { path } => format!("the plumb fs mount on {}", path.display()),
         }
     }
 }
@@ -343,6 +346,19 @@ fn undo(item: &Item, engine: &dyn Fn(&Path) -> Result<(), String>) -> Result<(),
                 return Ok(());
             }
             engine(dir)
+        }
+        Item::Mount { path } => {
+            let mounts = crate::mount::read_mountinfo(&crate::Root::host(), None)
+                .map_err(|e| e.to_string())?;
+            let ours = mounts.iter().any(|m| {
+                Path::new(&m.mount_point) == path
+                    && (m.fs_type == "fuse" || m.fs_type.starts_with("fuse."))
+                    && m.source.starts_with("plumb:")
+            });
+            if !ours {
+                return Ok(());
+            }
+            crate::os::unmount(path, true).map_err(|e| format!("{}: {e}", path.display()))
         }
         Item::Dir { path } => match std::fs::symlink_metadata(path) {
             Ok(m) if m.is_dir() => {

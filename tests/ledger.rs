@@ -264,3 +264,156 @@ fn a_killed_lab_with_pressure_leaves_nothing_running() {
         .collect();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// `plumb lab --replica sync` killed once its standby runs: the next command stops both
+/// servers (the standby first), removes the standby's cgroup and the work directory.
+#[test]
+fn a_killed_lab_with_a_standby_leaves_nothing_running() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    if let Some(why) = common::no_postgres() {
+        skip(why);
+        return;
+    }
+    let d = tempfile::Builder::new()
+        .prefix("plumb-ledger-replica")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let mut c = plumb()
+        .args(["lab", "--quick", "--replica", "sync", "--dir"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(d.path().join("out"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let lab = c.id();
+    let t0 = Instant::now();
+    while !processes_in(d.path())
+        .iter()
+        .any(|p| p.contains("/standby"))
+    {
+        if let Ok(Some(s)) = c.try_wait() {
+            panic!("the lab ended ({s}) before its standby started");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(240),
+            "no standby after 4 minutes"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    sigkill(&mut c);
+    assert!(!processes_in(d.path()).is_empty(), "the servers outlive a kill -9");
+    let said = next_command();
+    let standby = said
+        .find("left: the private database server in ")
+        .zip(said.find("/standby"));
+    assert!(
+        said.contains(&format!("(PID {lab}) left: the private database server in"))
+            && standby.is_some()
+            && said.contains(&format!("left: the cgroup "))
+            && said.contains(&format!("plumb-lab-{lab}-standby"))
+            && said.contains("left: the scratch directory "),
+        "{said}"
+    );
+    assert!(
+        processes_in(d.path()).is_empty(),
+        "{:?}",
+        processes_in(d.path())
+    );
+    let cgroups = std::process::Command::new("find")
+        .args(["/sys/fs/cgroup", "-maxdepth", "3", "-name"])
+        .arg(format!("plumb-lab-{lab}*"))
+        .output()
+        .unwrap();
+    assert!(
+        cgroups.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&cgroups.stdout)
+    );
+}
+
+/// `plumb repl timeline` killed while its uprobes are in place: the next command removes them
+/// and says so.
+#[test]
+fn a_killed_timeline_leaves_no_uprobes() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    if let Some(why) = common::no_postgres() {
+        skip(why);
+        return;
+    }
+    let tmp = common::server_tempdir("plumb-ledger-repl-");
+    let (p, s) = (tmp.path().join("primary"), tmp.path().join("standby"));
+    struct Remove(Vec<std::path::PathBuf>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for d in &self.0 {
+                let _ = plumb()
+                    .args(["engine", "stop", "--remove", "--dir"])
+                    .arg(d)
+                    .output();
+            }
+        }
+    }
+    let _remove = Remove(vec![s.clone(), p.clone()]);
+    for args in [
+        vec!["start", "--dir", p.to_str().unwrap()],
+        vec![
+            "start",
+            "--dir",
+            s.to_str().unwrap(),
+            "--standby-of",
+            p.to_str().unwrap(),
+            "--sync",
+        ],
+    ] {
+        let o = plumb().arg("engine").args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let _ = common::engine_psql(&p, "CREATE TABLE t (x int)");
+    let mut c = plumb()
+        .args(["repl", "timeline", "--standby-dir"])
+        .arg(&s)
+        .args(["--sql", "INSERT INTO t VALUES (1)", "--repeat", "100000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = c.id();
+    let events = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+        .iter()
+        .map(|t| Path::new(t).join("uprobe_events"))
+        .find(|p| p.exists());
+    let mine = format!("plumb_{pid}/");
+    let probes = || -> String {
+        events
+            .as_ref()
+            .and_then(|e| std::fs::read_to_string(e).ok())
+            .unwrap_or_default()
+    };
+    let t0 = Instant::now();
+    while !probes().contains(&mine) {
+        if t0.elapsed() > Duration::from_secs(60) {
+            sigkill(&mut c);
+            panic!("the timeline set no uprobes: {}", probes());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    sigkill(&mut c);
+    assert!(probes().contains(&mine), "kill -9 removed nothing");
+    let said = next_command();
+    assert!(
+        said.contains(&format!(
+            "removed what a plumb that was killed (PID {pid}) left: the uprobe {mine}"
+        )),
+        "{said}"
+    );
+    assert!(!probes().contains(&mine), "{}", probes());
+}

@@ -307,7 +307,10 @@ fn a_killed_lab_with_a_standby_leaves_nothing_running() {
     }
     std::thread::sleep(Duration::from_millis(500));
     sigkill(&mut c);
-    assert!(!processes_in(d.path()).is_empty(), "the servers outlive a kill -9");
+    assert!(
+        !processes_in(d.path()).is_empty(),
+        "the servers outlive a kill -9"
+    );
     let said = next_command();
     let standby = said
         .find("left: the private database server in ")
@@ -387,16 +390,13 @@ fn a_killed_timeline_leaves_no_uprobes() {
         .spawn()
         .unwrap();
     let pid = c.id();
-    let events = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
-        .iter()
-        .map(|t| Path::new(t).join("uprobe_events"))
-        .find(|p| p.exists());
     let mine = format!("plumb_{pid}/");
+    // (tracefs may be mounted by the timeline itself: looked for at each read.)
     let probes = || -> String {
-        events
-            .as_ref()
-            .and_then(|e| std::fs::read_to_string(e).ok())
-            .unwrap_or_default()
+        ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"]
+            .iter()
+            .filter_map(|t| std::fs::read_to_string(Path::new(t).join("uprobe_events")).ok())
+            .collect()
     };
     let t0 = Instant::now();
     while !probes().contains(&mine) {

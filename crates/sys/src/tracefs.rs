@@ -439,6 +439,8 @@ pub fn reclaim_dead() -> Vec<(u32, String)> {
             .into_iter()
             .map(|p| (pid_of(&p), format!("the uprobe {p}"))),
     );
+    // tracefs itself, if a dead plumb mounted it and nobody traces now.
+    unmount_if_last(&dir);
     out
 }
 

@@ -417,3 +417,99 @@ fn a_killed_timeline_leaves_no_uprobes() {
     );
     assert!(!probes().contains(&mine), "{}", probes());
 }
+
+/// `plumb engine start --standby-of` killed while pg_basebackup copies: the copy ends with
+/// plumb, and the next command removes the half-made standby and its slot on the primary (a
+/// slot nobody reads keeps the primary's WAL for ever).
+#[test]
+fn a_killed_standby_start_leaves_no_copy_and_no_slot() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    if let Some(why) = common::no_postgres() {
+        skip(why);
+        return;
+    }
+    let tmp = common::server_tempdir("plumb-ledger-standby-");
+    let (p, s) = (tmp.path().join("primary"), tmp.path().join("standby"));
+    struct Remove(Vec<std::path::PathBuf>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for d in &self.0 {
+                let _ = plumb()
+                    .args(["engine", "stop", "--remove", "--dir"])
+                    .arg(d)
+                    .output();
+            }
+        }
+    }
+    let _remove = Remove(vec![s.clone(), p.clone()]);
+    let o = plumb()
+        .args(["engine", "start", "--dir"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Enough data that the copy takes a moment.
+    let _ = common::engine_psql(
+        &p,
+        "CREATE TABLE pad AS SELECT g, repeat('x', 500) AS t FROM generate_series(1, 400000) g",
+    );
+    let mut c = plumb()
+        .args(["engine", "start", "--dir"])
+        .arg(&s)
+        .arg("--standby-of")
+        .arg(&p)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let starter = c.id();
+    let t0 = Instant::now();
+    let copier = loop {
+        let found = std::fs::read_dir("/proc").unwrap().flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            String::from_utf8_lossy(&cmd)
+                .contains("pg_basebackup")
+                .then_some(pid)
+        });
+        if let Some(pid) = found {
+            break pid;
+        }
+        if let Ok(Some(st)) = c.try_wait() {
+            skip(format!(
+                "skipped: the standby was made ({st}) before its copy could be caught"
+            ));
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(60), "no pg_basebackup");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    sigkill(&mut c);
+    let t0 = Instant::now();
+    while running(copier) && t0.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        !running(copier),
+        "pg_basebackup copied on after plumb was killed"
+    );
+    let said = next_command();
+    assert!(
+        said.contains(&format!(
+            "removed what a plumb that was killed (PID {starter}) left: the private database server in {}",
+            s.display()
+        )),
+        "{said}"
+    );
+    assert_eq!(
+        common::engine_psql(
+            &p,
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name LIKE 'plumb%'"
+        ),
+        "0"
+    );
+    assert!(!s.join("data").exists());
+}

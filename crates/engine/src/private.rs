@@ -1188,7 +1188,15 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
         } else {
             d.manifest.standby_of.as_ref().is_some_and(|s| s.sync)
         };
-        return match start_standby_locked(&mut d, &build, &server, &me, opts, &primary, sync) {
+        // A new standby is in plumb's ledger until it runs or is cleaned up: one a killed plumb
+        // was making is removed by the next plumb command, its slot on the primary with it.
+        let noted = if had_cluster {
+            plumb_sys::ledger::Entry::NONE
+        } else {
+            plumb_sys::ledger::note(plumb_sys::ledger::Item::Engine { dir: d.dir.clone() })
+        };
+        let started = start_standby_locked(&mut d, &build, &server, &me, opts, &primary, sync);
+        let r = match started {
             Ok(running) => Ok(Started {
                 running,
                 was_running: false,
@@ -1217,6 +1225,8 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
                 }
             }
         };
+        noted.done();
+        return r;
     }
     match start_locked(&mut d, &build, &server, &me, opts) {
         Ok((running, fresh)) => {
@@ -1876,6 +1886,14 @@ fn detach_from_primary(d: &mut InstanceDir, forget: bool) -> Result<()> {
                     .unwrap_or(0);
                 if left == 0 {
                     break;
+                }
+                // The standby is stopped by now: whatever still holds its slot after a moment
+                // is left over (the WAL streamer a killed pg_basebackup forked), and is ended.
+                if t.elapsed() > std::time::Duration::from_secs(2) {
+                    let _ = c.execute(
+                        "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active",
+                        &[&sb.slot],
+                    );
                 }
                 if t.elapsed() > std::time::Duration::from_secs(10) {
                     return Err(Error::Setup(format!(

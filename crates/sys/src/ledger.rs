@@ -262,9 +262,38 @@ fn reclaim_file(path: &Path, engine: &dyn Fn(&Path) -> Result<(), String>) -> Ve
             Err(_) => {}
         }
     }
+    // The same thing noted twice (a standby the lab and the engine both noted) is undone once,
+    // where it was first noted.
+    let mut seen: Vec<Item> = Vec::new();
+    made.retain(|(_, item)| {
+        let new = !seen.contains(item);
+        seen.push(item.clone());
+        new
+    });
+    // Limits first: a server held back by a cgroup's write throttle or memory limit would take
+    // long to stop.
+    for (_, item) in &made {
+        if let Item::Cgroup { dir, .. } = item {
+            lift_limits(dir);
+        }
+    }
     let mut out = Vec::new();
+    // A server that could not be stopped keeps the directory it lives in.
+    let mut kept: Vec<PathBuf> = Vec::new();
     for (_, item) in made.into_iter().rev() {
-        let outcome = undo(&item, engine);
+        let outcome = match &item {
+            Item::Dir { path } if kept.iter().any(|k| k.starts_with(path)) => Err(format!(
+                "it holds {}, which is still there",
+                kept.iter()
+                    .map(|k| k.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            _ => undo(&item, engine),
+        };
+        if let (Item::Engine { dir }, Err(_)) = (&item, &outcome) {
+            kept.push(dir.clone());
+        }
         out.push(Reclaimed {
             pid,
             what: item.describe(),
@@ -273,6 +302,45 @@ fn reclaim_file(path: &Path, engine: &dyn Fn(&Path) -> Result<(), String>) -> Ve
     }
     let _ = std::fs::remove_file(path);
     out
+}
+
+/// Lift a cgroup's memory limit and its I/O throttles (v2 `io.max`, v1 `blkio.throttle.*`).
+fn lift_limits(dir: &Path) {
+    if !dir.starts_with("/sys/fs/cgroup") || !dir.is_dir() {
+        return;
+    }
+    for (f, v) in [
+        ("memory.max", "max"),
+        ("memory.limit_in_bytes", "-1"),
+        ("memory.swap.max", "max"),
+    ] {
+        let _ = std::fs::write(dir.join(f), v);
+    }
+    // Each throttled device's line: "MAJ:MIN ..." (v2) or "MAJ:MIN VALUE" (v1).
+    let devices = |f: &str| -> Vec<String> {
+        std::fs::read_to_string(dir.join(f))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|d| d.contains(':'))
+            .collect()
+    };
+    for d in devices("io.max") {
+        let _ = std::fs::write(
+            dir.join("io.max"),
+            format!("{d} rbps=max wbps=max riops=max wiops=max"),
+        );
+    }
+    for f in [
+        "blkio.throttle.write_iops_device",
+        "blkio.throttle.write_bps_device",
+        "blkio.throttle.read_iops_device",
+        "blkio.throttle.read_bps_device",
+    ] {
+        for d in devices(f) {
+            let _ = std::fs::write(dir.join(f), format!("{d} 0"));
+        }
+    }
 }
 
 fn undo(item: &Item, engine: &dyn Fn(&Path) -> Result<(), String>) -> Result<(), String> {
@@ -322,13 +390,7 @@ fn undo(item: &Item, engine: &dyn Fn(&Path) -> Result<(), String>) -> Result<(),
             if !dir.starts_with("/sys/fs/cgroup") || !dir.is_dir() {
                 return Ok(());
             }
-            for (f, v) in [
-                ("memory.max", "max"),
-                ("memory.limit_in_bytes", "-1"),
-                ("memory.swap.max", "max"),
-            ] {
-                let _ = std::fs::write(dir.join(f), v);
-            }
+            lift_limits(dir);
             let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
             for p in procs.split_whitespace() {
                 let _ = std::fs::write(back_to.join("cgroup.procs"), p);

@@ -241,7 +241,7 @@ mod tests {
         assert!(p("-dfifteen f").unwrap_err().contains("-dfifteen"));
         assert!(p("-b64K #1").unwrap_err().contains("physical drive"));
         assert!(p("-i5 f").unwrap_err().contains("-i and -j"));
-        let n = p("-Rxml -a0,1 -Z1M f").unwrap().notes;
-        assert_eq!(n.len(), 3);
+        let n = p("-Rxml -a0,1 -Z1M -c1M f").unwrap().notes;
+        assert_eq!(n.len(), 3, "{n:?}");
     }
 }

@@ -208,6 +208,42 @@ impl Render for TimelineReport {
     }
 }
 
+/// A time axis from 0 to `end` at `y` between `x0` and `x1`: about five round steps (1, 2 or 5
+/// times a power of ten, at least `min_step`), each a tick and its label.
+fn time_axis(
+    s: &mut String,
+    (x0, x1, y): (f64, f64, f64),
+    end: f64,
+    min_step: f64,
+    x: &dyn Fn(f64) -> f64,
+    label: &dyn Fn(f64) -> String,
+) {
+    let _ = writeln!(
+        s,
+        r##"<line x1="{x0}" y1="{y}" x2="{x1}" y2="{y}" stroke="#333"/>"##
+    );
+    let raw = end / 5.0;
+    let mag = 10f64.powf(raw.log10().floor());
+    let step = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * mag)
+        .find(|st| *st >= raw)
+        .unwrap_or(raw)
+        .max(min_step);
+    let ticks = ((end + 1e-9) / step).floor() as u64;
+    for i in 0..=ticks {
+        let v = step * i as f64;
+        let _ = writeln!(
+            s,
+            r##"<line x1="{0:.1}" y1="{y}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
+            x(v),
+            y + 5.0,
+            y + 18.0,
+            escape(&label(v))
+        );
+    }
+}
+
 /// The swimlane: lanes top to bottom in the commit's order, x the time since the statement
 /// arrived (medians over the commits), a dot per stage labelled with its name and time, and an
 /// arrow from each stage on the commit's path to the next.
@@ -321,33 +357,14 @@ pub fn swimlane_svg(r: &TimelineReport) -> String {
         );
     }
     // The time axis.
-    let ay = height - 30.0;
-    let _ = writeln!(
-        s,
-        r##"<line x1="{left}" y1="{ay}" x2="{}" y2="{ay}" stroke="#333"/>"##,
-        width - right
+    time_axis(
+        &mut s,
+        (left, width - right, height - 30.0),
+        end,
+        1.0,
+        &|ns| x(ns as u64),
+        &|ns| t(ns as u64),
     );
-    // Round steps (1, 2 or 5 times a power of ten), about five of them.
-    let raw = end / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * mag)
-        .find(|st| *st >= raw)
-        .unwrap_or(raw)
-        .max(1.0);
-    let ticks = (end / step).floor() as u64;
-    for i in 0..=ticks {
-        let ns = (step * i as f64) as u64;
-        let _ = writeln!(
-            s,
-            r##"<line x1="{0:.1}" y1="{ay}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
-            x(ns),
-            ay + 5.0,
-            ay + 18.0,
-            escape(&t(ns))
-        );
-    }
     s.push_str("</svg>\n");
     s
 }
@@ -758,31 +775,14 @@ pub fn ag_svg(t: &AgTimeline) -> String {
         );
     }
     // The time axis, in round steps.
-    let ay = height - 30.0;
-    let _ = writeln!(
-        s,
-        r##"<line x1="{left}" y1="{ay}" x2="{}" y2="{ay}" stroke="#333"/>"##,
-        width - right
+    time_axis(
+        &mut s,
+        (left, width - right, height - 30.0),
+        end,
+        0.0,
+        &|us| x(us),
+        &|us| short_time(us / 1e6),
     );
-    let raw = end / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .into_iter()
-        .map(|m| m * mag)
-        .find(|st| *st >= raw)
-        .unwrap_or(raw);
-    let mut us = 0.0;
-    while us <= end + 1e-9 {
-        let _ = writeln!(
-            s,
-            r##"<line x1="{0:.1}" y1="{ay}" x2="{0:.1}" y2="{1}" stroke="#333"/><text x="{0:.1}" y="{2}" text-anchor="middle">{3}</text>"##,
-            x(us),
-            ay + 5.0,
-            ay + 18.0,
-            escape(&short_time(us / 1e6))
-        );
-        us += step;
-    }
     s.push_str("</svg>\n");
     s
 }

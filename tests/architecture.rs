@@ -104,3 +104,70 @@ fn the_command_line_has_no_unsafe() {
         }
     }
 }
+
+/// What a test file calls when it needs a part the fast tier does not have: a server, a
+/// browser, root, or a PostgreSQL build.
+const NEEDS_A_PART: &[&str] = &[
+    "skip(",
+    "no_postgres(",
+    "is_root(",
+    "chromium(",
+    "pg_bin(",
+    "pg_build(",
+    "engine_psql(",
+    "server_tempdir(",
+    "maria::",
+];
+
+/// `cargo test-fast` (.cargo/config.toml) runs exactly the test files that need no part: a new
+/// pure file is added to it, and a file that starts needing a server leaves it.
+#[test]
+fn the_fast_tier_names_exactly_the_pure_test_files() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let config = std::fs::read_to_string(root.join(".cargo/config.toml")).unwrap();
+    let alias = config
+        .split("test-fast = [")
+        .nth(1)
+        .and_then(|s| s.split(']').next())
+        .expect("a test-fast alias in .cargo/config.toml");
+    let words: Vec<&str> = alias
+        .split(',')
+        .map(|w| w.trim().trim_matches('"'))
+        .filter(|w| !w.is_empty())
+        .collect();
+    let mut listed: Vec<String> = words
+        .windows(2)
+        .filter(|w| w[0] == "--test")
+        .map(|w| w[1].to_string())
+        .collect();
+    listed.sort();
+    let mut files = Vec::new();
+    sources(&root.join("tests"), &mut files);
+    for c in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        let t = c.path().join("tests");
+        if t.is_dir() {
+            sources(&t, &mut files);
+        }
+    }
+    let mut pure = Vec::new();
+    for f in files {
+        // Test targets are the files directly in a tests/ directory; helpers live below it.
+        if f.parent()
+            .and_then(|p| p.file_name())
+            .is_none_or(|n| n != "tests")
+        {
+            continue;
+        }
+        let text = std::fs::read_to_string(&f).unwrap();
+        // This file names the calls it looks for, and needs none of them.
+        if f.ends_with("tests/architecture.rs") || !NEEDS_A_PART.iter().any(|n| text.contains(n)) {
+            pure.push(f.file_stem().unwrap().to_string_lossy().into_owned());
+        }
+    }
+    pure.sort();
+    assert_eq!(
+        listed, pure,
+        "the test-fast alias in .cargo/config.toml should list the test files that need no \
+         server, browser or root"
+    );
+}

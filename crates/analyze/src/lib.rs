@@ -13,6 +13,7 @@ pub mod lab;
 pub mod mem;
 pub mod openmetrics;
 pub mod os;
+pub mod record;
 pub mod repl;
 pub mod sched;
 pub mod series;

@@ -1,12 +1,11 @@
 //! `plumb record`, `mark`, `report`, `plot`, `export`: 1-second recordings and their charts.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, bail, Result};
 use clap::Args;
 use plumb_load::units::parse_duration;
 use plumb_report::record_render::{self, Run};
 use plumb_store::Mark;
-use plumb_sys::rawsample::Scope;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -123,15 +122,7 @@ pub struct ExportArgs {
 
 /// The engine's kind as recordings and Prometheus labels name it.
 pub(crate) fn engine_label(k: plumb_engine::Kind) -> &'static str {
-    match k {
-        plumb_engine::Kind::Postgres => "postgresql",
-        plumb_engine::Kind::Mariadb => "mariadb",
-        plumb_engine::Kind::Sqlserver => "sqlserver",
-    }
-}
-
-fn default_out() -> PathBuf {
-    PathBuf::from(format!("plumb-{}.plumb", plumb_record::stamp()))
+    plumb_record::recorder::engine_label(k)
 }
 
 /// A recorder's `--interval` (100 ms or more) and `--duration`.
@@ -139,289 +130,60 @@ pub(crate) fn sampling(
     interval: &str,
     duration: Option<&str>,
 ) -> Result<(Duration, Option<Duration>)> {
-    let i = parse_duration(interval).map_err(|e| anyhow!("--interval: {e}"))?;
-    if i < Duration::from_millis(100) {
-        bail!("--interval {interval}: use 100ms or more");
-    }
-    let d = duration
-        .map(parse_duration)
-        .transpose()
-        .map_err(|e| anyhow!("--duration: {e}"))?;
-    Ok((i, d))
+    Ok(plumb_record::recorder::parse_sampling(interval, duration)?)
 }
 
 pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
+    use plumb_record::recorder::{Event, RecordConfig, Recorder};
+    use plumb_report::record_text;
     let (interval, duration) = sampling(&a.interval, a.duration.as_deref())?;
-    let root = g.root()?;
-    for &p in &a.pids {
-        plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
-    }
-    let mut pids = a.pids.clone();
-    if a.engine_server {
-        let engines = plumb_sys::smaps::find_engines(&root);
-        if engines.is_empty() {
-            bail!("--engine-server: no database server runs here (looked for postgres, mariadbd/mysqld and sqlservr by name); give --pid");
-        }
-        for e in engines {
-            if !pids.contains(&e.main_pid) {
-                pids.push(e.main_pid);
-            }
-        }
-    }
-    if a.trace {
-        if pids.is_empty() && a.cmd.is_empty() {
-            bail!("--trace: say what to trace: --pid PID (its children and threads too), --engine-server or -- CMD ARGS");
-        }
-        if !plumb_sys::os::is_root() {
-            bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
-        }
-    }
-    // The engine first: a wrong URL must not leave an empty recording behind.
-    let engine = plumb_record::EngineSampler::new(match &a.engine {
-        None => None,
-        Some(url) => {
-            let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
-            Some(plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?)
-        }
-    });
-    let serve = a
-        .serve
+    let engine = a
+        .engine
         .as_deref()
-        .map(plumb_record::serve::parse_addr)
-        .transpose()
-        .map_err(|e| anyhow!("--serve {e}"))?;
-    // --serve alone keeps no file (a recorder on every node for months must not fill a disk).
-    let keep_file = a.out.is_some() || serve.is_none();
-    let out = a.out.clone().unwrap_or_else(default_out);
-    if keep_file && out.exists() {
-        bail!(
-            "--out {}: exists; plumb never overwrites a recording",
-            out.display()
-        );
-    }
-    let mut labels = std::collections::HashMap::new();
-    labels.insert(
-        "run".to_string(),
-        a.name.clone().unwrap_or_else(|| {
-            if keep_file {
-                out.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default()
-            } else {
-                "live".to_string()
-            }
-        }),
-    );
-    if let Some(url) = &a.engine {
-        if let Ok(k) = plumb_engine::Kind::from_url(url) {
-            labels.insert("engine".to_string(), engine_label(k).to_string());
-        }
-    }
-    if !a.cmd.is_empty() {
-        labels.insert(
-            "command".to_string(),
-            plumb_engine::redact(&a.cmd.join(" ")),
-        );
+        .map(|url| crate::engine_target("--engine", url, a.password_file.as_deref()))
+        .transpose()?;
+    let recorder = Recorder::new(RecordConfig {
+        root: g.root()?,
+        interval,
+        duration,
+        pids: a.pids.clone(),
+        children: !a.no_children,
+        engine_servers: a.engine_server,
+        engine,
+        out: a.out.clone(),
+        serve: a.serve.clone(),
+        serve_render: plumb_report::openmetrics::live_render,
+        name: a.name.clone(),
+        trace: a.trace,
+        command: a.cmd.clone(),
+        command_line: crate::cmd_io::command_line(),
+    })?;
+    if let Some(f) = recorder.file() {
+        // The file first: a bad --out must not leave the command running.
+        plumb_report::out::check_new_file("--out", f)?;
     }
     plumb_load::signal::install();
-    let scope = Scope {
-        pids: pids.clone(),
-        children: !a.no_children,
-    };
-    let setup = plumb_record::Setup {
-        interval,
-        labels,
-        command_line: crate::cmd_io::command_line(),
-    };
-    let mut rec = if keep_file {
-        // The file first: a bad --out must not leave the command running.
-        plumb_report::out::check_new_file("--out", &out)?;
-        plumb_record::Collector::create(&out, root, scope, engine, &setup)
-            .with_context(|| format!("--out {}", out.display()))?
-    } else {
-        plumb_record::Collector::unwritten(root, scope, engine, &setup)
-    };
-    let started = serve_on(&mut rec, serve).and_then(|s| Ok((s, start(&mut rec, a, &pids)?)));
-    let (serving, child) = match started {
-        Ok(c) => c,
-        Err(e) => {
-            // Nothing recorded: no file left behind.
-            drop(rec);
-            if keep_file {
-                let _ = std::fs::remove_file(&out);
-            }
-            return Err(e);
-        }
-    };
-    if let Some(s) = &serving {
-        eprintln!(
-            "plumb: serving the live figures on http://{}/metrics{}",
-            s.addr,
-            if s.addr.ip().is_loopback() {
-                " (this host only)"
-            } else {
-                ""
-            }
-        );
-    }
-    eprintln!(
-        "plumb: recording {} every {}{}{}; Ctrl-C to stop",
-        if keep_file {
-            format!("to {}", out.display())
-        } else {
-            "(no file: --out FILE keeps one)".to_string()
-        },
-        plumb_load::units::format_duration(interval),
-        plumb_record::slow_interval(interval)
-            .map(|s| {
-                format!(
-                    " (engine, process trees, smaps and cgroups every {})",
-                    plumb_load::units::format_duration(s)
-                )
-            })
-            .unwrap_or_default(),
-        duration
-            .map(|d| format!(" for {}", plumb_load::units::format_duration(d)))
-            .unwrap_or_default()
-    );
-    let done = plumb_record::foreground::record(
-        &mut rec,
-        child,
-        &plumb_record::foreground::Foreground {
+    let mut events = |e: Event| match e {
+        Event::Serving { addr } => eprintln!("plumb: {}", record_text::serving(addr)),
+        Event::Recording {
+            file,
             interval,
+            slow,
             duration,
-            cancel: &plumb_load::signal::stop_requested,
-            // A person's Ctrl-C is answered within a fifth of a second; fewer wake-ups are
-            // most of what an idle recorder costs between samples.
-            cancel_every: Duration::from_millis(200),
-            signal_command: &plumb_load::signal::forward_to,
-        },
+        } => eprintln!(
+            "plumb: {}",
+            record_text::recording(file, interval, slow, duration)
+        ),
+    };
+    let summary = recorder.run_with(
+        &mut events,
+        &plumb_load::signal::stop_requested,
+        &plumb_load::signal::forward_to,
     )?;
-    if done.killed {
-        eprintln!(
-            "plumb: {} did not end within {} s of the signal and was killed",
-            a.cmd[0],
-            plumb_record::foreground::GRACE.as_secs()
-        );
+    for line in record_text::summary(&summary) {
+        eprintln!("plumb: {line}");
     }
-    if let Some(t) = rec.trace.take() {
-        let r = t.finish("recording ended")?;
-        let sync: u64 = r
-            .processes
-            .iter()
-            .map(|p| plumb_analyze::trace::sync_calls(&p.syscalls))
-            .sum();
-        let flushes: u64 = r
-            .processes
-            .iter()
-            .filter_map(|p| p.block.as_ref())
-            .map(|b| b.bios.flushes)
-            .sum();
-        let l = &r.lost;
-        let lost = l.syscall_updates + l.sched_updates + l.processes + l.block_events;
-        eprintln!(
-            "plumb: traced {} process(es): {} syscalls, {sync} fsync/fdatasync/sync_file_range, {flushes} FLUSH requests{}",
-            r.processes.len(),
-            r.processes.iter().map(|p| p.calls).sum::<u64>(),
-            if lost > 0 {
-                format!("; {lost} updates or events lost (the recorded rates are lower bounds)")
-            } else {
-                String::new()
-            }
-        );
-    }
-    drop(serving);
-    let samples = rec.samples;
-    if !rec.writes_file() {
-        eprintln!("plumb: {samples} samples served");
-        return Ok(done.exit.map(exit_code_of).unwrap_or(0));
-    }
-    // The metrics' definitions are written once: a day grows by the samples alone.
-    let per = rec.sample_bytes() / samples.max(1);
-    let late = done.late;
-    eprintln!(
-        "plumb: {samples} samples in {} ({} bytes; samples about {} bytes each: {:.1} MB per day at this interval){}",
-        out.display(),
-        rec.bytes_written(),
-        per,
-        per as f64 * 86_400_000.0 / interval.as_millis() as f64 / 1e6,
-        if late > 0 { format!("; {late} tick(s) skipped because plumb fell behind") } else { String::new() }
-    );
-    Ok(done.exit.map(exit_code_of).unwrap_or(0))
-}
-
-/// Serve the recorder's live figures on `addr` (OpenMetrics on /metrics).
-fn serve_on(
-    rec: &mut plumb_record::Collector,
-    addr: Option<std::net::SocketAddr>,
-) -> Result<Option<plumb_record::serve::Serving>> {
-    use plumb_report::openmetrics as om;
-    let Some(addr) = addr else {
-        return Ok(None);
-    };
-    let h = rec.header();
-    let cx = om::Context {
-        host: h.hostname.clone(),
-        engine: h.labels.get("engine").cloned(),
-        run: None,
-        scale: plumb_analyze::openmetrics::Scale {
-            clock_ticks_per_s: h.clock_ticks_per_s.unwrap_or(100) as f64,
-            page_size_bytes: h.page_size_bytes.unwrap_or(4096) as f64,
-        },
-    };
-    let live = std::sync::Arc::new(plumb_record::live::Live::default());
-    rec.publish_to(live.clone());
-    let render: plumb_record::serve::Render = Box::new(move |values, _samples, openmetrics| {
-        let mut body = Vec::with_capacity(64 << 10);
-        // Writing into memory does not fail.
-        let _ = om::write_live(&mut body, values, &cx, openmetrics);
-        let ct = if openmetrics {
-            om::OPENMETRICS_CONTENT_TYPE
-        } else {
-            om::TEXT_CONTENT_TYPE
-        };
-        (body, ct)
-    });
-    let s = plumb_record::serve::start(addr, live, render).map_err(|e| anyhow!("--serve {e}"))?;
-    Ok(Some(s))
-}
-
-/// Start the command (held until its trace is in place with --trace) and the trace; the
-/// command, if any.
-fn start(
-    rec: &mut plumb_record::Collector,
-    a: &RecordArgs,
-    pids: &[u32],
-) -> Result<Option<std::process::Child>> {
-    use plumb_record::trace::{Polled, Session, TraceSampler};
-    if !a.trace {
-        return plumb_record::foreground::start_command(rec, &a.cmd);
-    }
-    let root = plumb_sys::Root::host();
-    let (mut session, child) = if a.cmd.is_empty() {
-        let label = pids
-            .iter()
-            .map(|p| format!("PID {p}"))
-            .collect::<Vec<_>>()
-            .join(", ");
-        (Session::pids(&root, pids, &label, false, true)?.0, None)
-    } else {
-        let (s, c) = Session::command(&root, &a.cmd, false, true)?;
-        plumb_record::foreground::adopt_command(rec, &c, &a.cmd)?;
-        (s, Some(c))
-    };
-    for &p in pids {
-        if !a.cmd.is_empty() {
-            session.follow(p)?;
-        }
-    }
-    let mut sampler = TraceSampler::new(Polled::start(session));
-    // plumb's own connection to the engine is not the workload.
-    if let Some(own) = rec.engine.own_pid() {
-        sampler.unfollow(own);
-    }
-    rec.trace = Some(sampler);
-    Ok(child)
+    Ok(summary.exit_code.unwrap_or(0))
 }
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {
@@ -795,12 +557,4 @@ pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
         println!();
         prev = cur;
     }
-}
-
-/// A command's exit status as a shell reports it: its code, or 128 + the signal that killed it.
-fn exit_code_of(st: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    st.code()
-        .or_else(|| st.signal().map(plumb_load::signal::exit_code_for))
-        .unwrap_or(2)
 }

@@ -117,7 +117,7 @@ impl Probe {
             });
             match BlockTrace::start(&o.trace_devs, follow) {
                 Ok(t) => (Some(t), None),
-                Err(e) => (None, Some(e)),
+                Err(e) => (None, Some(e.to_string())),
             }
         };
         Ok(Probe {

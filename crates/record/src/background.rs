@@ -2,7 +2,7 @@
 //! and the job's phases marked on it.
 
 use crate::{Collector, EngineSampler, Schedule};
-use anyhow::{anyhow, Result};
+use crate::{Error, Result};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -195,7 +195,7 @@ impl Background {
         let n = match self.handle.take() {
             Some(h) => h
                 .join()
-                .map_err(|_| anyhow!("the recorder thread panicked"))?,
+                .map_err(|_| Error::Panicked("the recorder thread"))?,
             None => Ok(0),
         };
         // Close the engine session: the server (or the scratch database) may go next.

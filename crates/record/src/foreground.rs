@@ -3,7 +3,7 @@
 //! the way a shell would (the signal plumb received, a grace period, then SIGKILL).
 
 use crate::{Collector, Schedule};
-use anyhow::{anyhow, Result};
+use crate::{Error, Result};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,10 @@ pub fn start_command(rec: &mut Collector, command: &[String]) -> Result<Option<C
     let c = Command::new(prog)
         .args(args)
         .spawn()
-        .map_err(|e| anyhow!("cannot run {prog}: {e}"))?;
+        .map_err(|e| Error::Command {
+            program: prog.clone(),
+            source: Some(e),
+        })?;
     adopt_command(rec, &c, command)?;
     Ok(Some(c))
 }

@@ -7,8 +7,10 @@
 
 mod background;
 mod engine;
+mod error;
 pub mod foreground;
 pub mod live;
+pub mod recorder;
 pub mod repl;
 mod schedule;
 pub mod serve;
@@ -17,9 +19,9 @@ pub mod watch;
 
 pub use background::{Background, OpenPhase, Phase, PhaseKind};
 pub use engine::EngineSampler;
+pub use error::{Error, Result};
 pub use schedule::Schedule;
 
-use anyhow::{Context, Result};
 use plumb_store::{Header, Kind, Mark, Writer};
 use plumb_sys::rawsample::{RawKind, Sampler, Scope};
 use std::collections::HashMap;
@@ -128,8 +130,11 @@ impl Collector {
         setup: &Setup,
     ) -> Result<Collector> {
         let header = new_header(&root, setup);
-        let mut writer = Writer::create(path, &header)
-            .with_context(|| format!("creating the recording {}", path.display()))?;
+        let mut writer = Writer::create(path, &header).map_err(|source| Error::File {
+            doing: "creating the recording",
+            path: path.to_path_buf(),
+            source,
+        })?;
         if header.slow_interval_ms.is_some() {
             writer.set_slow(plumb_sys::rawsample::is_slow);
         }
@@ -317,7 +322,11 @@ impl Collector {
             } else {
                 w.sample_fast(t_ms, &rows)
             };
-            written.with_context(|| format!("writing to {}", self.path.display()))?;
+            written.map_err(|source| Error::File {
+                doing: "writing to",
+                path: self.path.clone(),
+                source,
+            })?;
         }
         if let Some(live) = &self.live {
             live.update(&rows, slow);
@@ -386,7 +395,11 @@ pub fn append_mark(path: &Path, t_ms: u64, name: &str, detail: Option<String>) -
             detail,
         },
     )
-    .with_context(|| format!("marking {}", path.display()))
+    .map_err(|source| Error::File {
+        doing: "marking",
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -29,10 +29,23 @@ pub const MAX_HEAD: usize = 16 << 10;
 /// How often a waiting thread looks whether the server is stopping.
 const POLL: Duration = Duration::from_millis(100);
 
+/// An address `--serve` cannot listen on, as given.
+#[derive(Debug, thiserror::Error)]
+pub enum AddrError {
+    #[error("{0:?}: give PORT (this host only), :PORT (every interface) or HOST:PORT")]
+    Form(String),
+    #[error("{given:?}: {source}")]
+    Lookup {
+        given: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// Where to listen: `PORT` is 127.0.0.1:PORT (this host only), `:PORT` every interface,
 /// otherwise `HOST:PORT` (`0.0.0.0:9187`, `[::1]:9187`, `localhost:9187`).
-pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
-    let bad = || format!("{s:?}: give PORT (this host only), :PORT (every interface) or HOST:PORT");
+pub fn parse_addr(s: &str) -> Result<SocketAddr, AddrError> {
+    let bad = || AddrError::Form(s.to_string());
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) {
         let port: u16 = s.parse().map_err(|_| bad())?;
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
@@ -45,7 +58,10 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, String> {
         return Ok(a);
     }
     s.to_socket_addrs()
-        .map_err(|e| format!("{s:?}: {e}"))?
+        .map_err(|source| AddrError::Lookup {
+            given: s.to_string(),
+            source,
+        })?
         .next()
         .ok_or_else(bad)
 }

@@ -3,7 +3,7 @@
 //! plumb is asked to stop), counting their syscalls, faults and scheduling in the kernel and
 //! reading the block layer's trace as it goes; then the result.
 
-use anyhow::{anyhow, bail, Result};
+use crate::{Error, Result};
 use plumb_analyze::trace::{Context, ProcCounters, TraceReport};
 use plumb_sys::blockprocs::{BlockAgg, BlockProcTrace};
 use plumb_sys::proctrace::ProcTracer;
@@ -76,7 +76,7 @@ fn pipe() -> Result<(std::fs::File, std::fs::File)> {
     let mut fds = [0i32; 2];
     // SAFETY: pipe2 fills two descriptors, which are then owned by the Files.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        bail!("cannot create a pipe: {}", std::io::Error::last_os_error());
+        return Err(Error::Io(std::io::Error::last_os_error()));
     }
     // SAFETY: both descriptors were just created and nothing else owns them.
     Ok(unsafe {
@@ -113,7 +113,7 @@ fn spawn_held(command: &[String]) -> Result<Held> {
     use std::os::unix::process::CommandExt;
     let (prog, args) = command
         .split_first()
-        .ok_or_else(|| anyhow!("no command to trace"))?;
+        .ok_or_else(|| Error::refused("--", "no command to trace"))?;
     let (pid_r, pid_w) = pipe()?;
     let (go_r, go_w) = pipe()?;
     let (pw, gr, gw) = (pid_w.as_raw_fd(), go_r.as_raw_fd(), go_w.as_raw_fd());
@@ -148,11 +148,13 @@ fn spawn_held(command: &[String]) -> Result<Held> {
     let mut b = [0u8; 4];
     let mut pid_r = pid_r;
     if pid_r.read_exact(&mut b).is_err() {
-        let e = match spawning.join() {
-            Ok(Err(e)) => e.to_string(),
-            _ => "it did not start".to_string(),
-        };
-        bail!("cannot run {prog}: {e}");
+        return Err(Error::Command {
+            program: prog.clone(),
+            source: match spawning.join() {
+                Ok(Err(e)) => Some(e),
+                _ => None,
+            },
+        });
     }
     Ok(Held {
         pid: i32::from_ne_bytes(b) as u32,
@@ -182,8 +184,14 @@ impl Held {
         drop(go);
         match self.spawning.join() {
             Ok(Ok(c)) => Ok(c),
-            Ok(Err(e)) => bail!("cannot run {prog}: {e}"),
-            Err(_) => bail!("cannot run {prog}"),
+            Ok(Err(e)) => Err(Error::Command {
+                program: prog.to_string(),
+                source: Some(e),
+            }),
+            Err(_) => Err(Error::Command {
+                program: prog.to_string(),
+                source: None,
+            }),
         }
     }
 }
@@ -236,7 +244,7 @@ fn prepare(root: &Root, threads: bool, block: bool) -> (Context, Option<BlockPro
                 cx.removed_stale = t.removed.iter().map(|p| p.display().to_string()).collect();
                 b = Some(t);
             }
-            Err(e) => cx.block_unavailable = Some(e),
+            Err(e) => cx.block_unavailable = Some(e.to_string()),
         }
     }
     (cx, b)
@@ -267,14 +275,15 @@ impl Session {
         block: bool,
     ) -> Result<(Session, usize)> {
         for &p in pids {
-            plumb_sys::process::check_pid(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
+            plumb_sys::process::check_pid(root, p)
+                .map_err(|source| Error::Pid { pid: p, source })?;
         }
         let (mut cx, block) = prepare(root, threads, block);
-        let tracer = ProcTracer::start(pids).map_err(|e| anyhow!(e))?;
+        let tracer = ProcTracer::start(pids)?;
         let mut all = pids.to_vec();
         for &p in pids {
             for d in plumb_sys::process::descendants(root, p) {
-                tracer.follow(d).map_err(|e| anyhow!(e))?;
+                tracer.follow(d)?;
                 all.push(d);
             }
         }
@@ -298,7 +307,7 @@ impl Session {
             Ok(t) => t,
             Err(e) => {
                 held.abandon();
-                bail!(e);
+                return Err(e.into());
             }
         };
         let child = held.release(&command[0])?;
@@ -310,7 +319,7 @@ impl Session {
     /// updates and events were lost so far.
     pub fn counters(&mut self) -> Result<(Vec<ProcCounters>, u64)> {
         if let Some(b) = self.block.as_mut() {
-            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+            b.drain(&mut self.agg)?;
         }
         let mut snap = self.tracer.counts();
         self.comms = std::mem::take(&mut snap.comms);
@@ -355,9 +364,9 @@ impl Session {
 
     /// Follow one more running process, its threads and the processes it started.
     pub fn follow(&mut self, pid: u32) -> Result<()> {
-        self.tracer.follow(pid).map_err(|e| anyhow!(e))?;
+        self.tracer.follow(pid)?;
         for d in plumb_sys::process::descendants(&self.root, pid) {
-            self.tracer.follow(d).map_err(|e| anyhow!(e))?;
+            self.tracer.follow(d)?;
         }
         Ok(())
     }
@@ -370,7 +379,7 @@ impl Session {
     /// Read what the block trace holds, and the names of new tasks.
     pub fn poll(&mut self) -> Result<()> {
         if let Some(b) = self.block.as_mut() {
-            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+            b.drain(&mut self.agg)?;
         }
         if self.last_names.elapsed() >= Duration::from_millis(500) {
             self.names.look(&self.root, &self.tracer, &mut self.cx);
@@ -397,7 +406,7 @@ impl Session {
         drop(self.tracer);
         let mut block = self.block.take();
         if let Some(b) = block.as_mut() {
-            b.drain(&mut self.agg).map_err(|e| anyhow!(e))?;
+            b.drain(&mut self.agg)?;
             cx.block_lost = b.lost();
         }
         cx.alive = snap
@@ -510,10 +519,10 @@ impl Polled {
         let polled = self
             .handle
             .join()
-            .map_err(|_| anyhow!("the trace's polling thread panicked"))?;
+            .map_err(|_| Error::Panicked("the trace's polling thread"))?;
         polled?;
         let s = Arc::into_inner(self.session)
-            .ok_or_else(|| anyhow!("the trace session is still shared"))?
+            .ok_or(Error::Panicked("the trace session (still shared)"))?
             .into_inner()
             .unwrap_or_else(|e| e.into_inner());
         s.finish(ended, None)

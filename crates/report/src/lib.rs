@@ -17,6 +17,7 @@ pub mod openmetrics;
 pub mod os;
 pub mod out;
 pub mod record_render;
+pub mod record_text;
 pub mod repl_render;
 pub mod svg;
 pub mod table;

@@ -94,6 +94,35 @@ fn value(v: f64) -> String {
     }
 }
 
+/// What `plumb record --serve` answers on /metrics for a recording with this header: the
+/// live figures, OpenMetrics or Prometheus text as the scraper asked, labelled with the host
+/// and the engine's kind.
+#[allow(clippy::type_complexity)]
+pub fn live_render(
+    h: &plumb_store::Header,
+) -> Box<dyn Fn(&[(String, u64)], u64, bool) -> (Vec<u8>, &'static str) + Send + Sync> {
+    let cx = Context {
+        host: h.hostname.clone(),
+        engine: h.labels.get("engine").cloned(),
+        run: None,
+        scale: plumb_analyze::openmetrics::Scale {
+            clock_ticks_per_s: h.clock_ticks_per_s.unwrap_or(100) as f64,
+            page_size_bytes: h.page_size_bytes.unwrap_or(4096) as f64,
+        },
+    };
+    Box::new(move |values, _samples, openmetrics| {
+        let mut body = Vec::with_capacity(64 << 10);
+        // Writing into memory does not fail.
+        let _ = write_live(&mut body, values, &cx, openmetrics);
+        let ct = if openmetrics {
+            OPENMETRICS_CONTENT_TYPE
+        } else {
+            TEXT_CONTENT_TYPE
+        };
+        (body, ct)
+    })
+}
+
 /// The live figures: one value per raw metric (`disk.vda.reads` → its latest raw value);
 /// metrics plumb's list does not know are left out.
 pub fn write_live<W: Write>(

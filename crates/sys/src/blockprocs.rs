@@ -216,14 +216,14 @@ pub struct BlockProcTrace {
     pub removed: Vec<PathBuf>,
 }
 
-fn write(p: &Path, v: &str) -> Result<(), String> {
-    fs::write(p, v).map_err(|e| format!("cannot write {}: {e}", p.display()))
+fn write(p: &Path, v: &str) -> Result<(), crate::KernelError> {
+    fs::write(p, v).map_err(|e| crate::KernelError::io(format!("cannot write {}", p.display()), e))
 }
 
 impl BlockProcTrace {
     /// Start tracing bios (with their submitter) and requests on every block device. Needs
     /// root.
-    pub fn start() -> Result<BlockProcTrace, String> {
+    pub fn start() -> Result<BlockProcTrace, crate::KernelError> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Err("block-layer tracing needs root".into());
@@ -232,13 +232,14 @@ impl BlockProcTrace {
         let dir = tracefs::tracefs_dir()?;
         let removed = tracefs::remove_dead_instances(&dir);
         let instance = dir.join("instances").join(tracefs::instance_name());
-        fs::create_dir(&instance)
-            .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
-        let setup = || -> Result<fs::File, String> {
+        fs::create_dir(&instance).map_err(|e| {
+            crate::KernelError::io(format!("cannot create {}", instance.display()), e)
+        })?;
+        let setup = || -> Result<fs::File, crate::KernelError> {
             let block = instance.join("events/block");
             for ev in ["block_bio_queue", "block_rq_issue", "block_rq_complete"] {
                 if !block.join(ev).is_dir() {
-                    return Err(format!("this kernel has no block:{ev} tracepoint"));
+                    return Err(format!("this kernel has no block:{ev} tracepoint").into());
                 }
             }
             if !instance.join("options/record-tgid").exists() {
@@ -258,7 +259,7 @@ impl BlockProcTrace {
                 .read(true)
                 .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
                 .open(&p)
-                .map_err(|e| format!("cannot open {}: {e}", p.display()))
+                .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))
         };
         match setup() {
             Ok(pipe) => Ok(BlockProcTrace {
@@ -282,7 +283,7 @@ impl BlockProcTrace {
     }
 
     /// Read what the trace holds now into `agg`, without waiting.
-    pub fn drain(&mut self, agg: &mut BlockAgg) -> Result<(), String> {
+    pub fn drain(&mut self, agg: &mut BlockAgg) -> Result<(), crate::KernelError> {
         let mut buf = vec![0u8; 1 << 16];
         let Some(pipe) = self.pipe.as_mut() else {
             return Ok(());
@@ -301,9 +302,9 @@ impl BlockProcTrace {
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    return Err(format!(
-                        "cannot read {}: {e}",
-                        self.instance.join("trace_pipe").display()
+                    return Err(crate::KernelError::io(
+                        format!("cannot read {}", self.instance.join("trace_pipe").display()),
+                        e,
                     ))
                 }
             }

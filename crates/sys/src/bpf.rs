@@ -199,7 +199,7 @@ impl Asm {
         self
     }
     /// The instructions, jumps resolved.
-    pub fn finish(mut self) -> Result<Vec<Insn>, String> {
+    pub fn finish(mut self) -> Result<Vec<Insn>, crate::KernelError> {
         for (at, label) in std::mem::take(&mut self.fixups) {
             let to = *self
                 .labels
@@ -308,7 +308,7 @@ impl Map {
         key_size: usize,
         value_size: usize,
         max_entries: u32,
-    ) -> Result<Map, String> {
+    ) -> Result<Map, crate::KernelError> {
         let mut a = Attr::new();
         a.u32(0, kind as u32)
             .u32(4, key_size as u32)
@@ -340,7 +340,7 @@ impl Map {
         }
     }
 
-    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
+    pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), crate::KernelError> {
         assert_eq!(key.len(), self.key_size);
         let mut v = value.to_vec();
         v.resize(self.slot() * self.cpus, 0);
@@ -355,7 +355,7 @@ impl Map {
             .u64(24, 0);
         bpf(MAP_UPDATE_ELEM, &mut a)
             .map(|_| ())
-            .map_err(|e| format!("BPF map update: {e}"))
+            .map_err(|e| crate::KernelError::io(format!("BPF map update"), e))
     }
 
     /// Remove a key (absent already: fine).
@@ -435,7 +435,7 @@ pub struct Prog {
 
 impl Prog {
     /// Load `insns`; a verifier refusal carries the end of the verifier's log.
-    pub fn load(kind: ProgType, name: &str, insns: &[Insn]) -> Result<Prog, String> {
+    pub fn load(kind: ProgType, name: &str, insns: &[Insn]) -> Result<Prog, crate::KernelError> {
         let license = c"Dual MIT/GPL";
         let mut log = vec![0u8; 1 << 20];
         let attempt = |log_level: u32, log: &mut Vec<u8>| {
@@ -462,8 +462,9 @@ impl Prog {
                 // SAFETY: a new descriptor we own.
                 fd: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
             }),
-            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(format!(
-                "loading a BPF program needs root (CAP_BPF and CAP_PERFMON): {e}"
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => Err(crate::KernelError::io(
+                "loading a BPF program needs root (CAP_BPF and CAP_PERFMON)",
+                e,
             )),
             Err(e) => {
                 // Again with the log, to say why.
@@ -472,10 +473,10 @@ impl Prog {
                 let text = text.trim_end_matches('\0');
                 let tail: Vec<&str> = text.lines().rev().take(12).collect();
                 let tail: Vec<&str> = tail.into_iter().rev().collect();
-                Err(format!(
+                Err(crate::KernelError::new(format!(
                     "the kernel refused BPF program {name}: {e}\n{}",
                     tail.join("\n")
-                ))
+                )))
             }
         }
     }
@@ -528,12 +529,13 @@ fn set_bpf(event: &OwnedFd, prog: &Prog) -> Result<(), std::io::Error> {
 impl Link {
     /// Run a [`ProgType::RawTracepoint`] program at every hit of the tracepoint `name`
     /// (`sys_enter`); its context is the tracepoint's arguments, 8 bytes each.
-    pub fn raw_tracepoint(prog: &Prog, name: &str) -> Result<Link, String> {
+    pub fn raw_tracepoint(prog: &Prog, name: &str) -> Result<Link, crate::KernelError> {
         let c = std::ffi::CString::new(name).map_err(|_| format!("tracepoint name {name:?}"))?;
         let mut a = Attr::new();
         a.u64(0, c.as_ptr() as u64).u32(8, prog.fd() as u32);
-        let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a)
-            .map_err(|e| format!("attaching to raw tracepoint {name}: {e}"))?;
+        let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a).map_err(|e| {
+            crate::KernelError::io(format!("attaching to raw tracepoint {name}"), e)
+        })?;
         Ok(Link {
             // SAFETY: a new descriptor we own.
             _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
@@ -542,7 +544,7 @@ impl Link {
 
     /// Run `prog` at every hit of the tracepoint with this id, on every CPU (a tracepoint's
     /// programs run wherever it fires: one event carries them).
-    pub fn tracepoint(prog: &Prog, id: u64) -> Result<Link, String> {
+    pub fn tracepoint(prog: &Prog, id: u64) -> Result<Link, crate::KernelError> {
         use perf_event_open_sys::bindings as b;
         let mut a = b::perf_event_attr {
             type_: b::PERF_TYPE_TRACEPOINT,
@@ -552,13 +554,15 @@ impl Link {
         };
         a.__bindgen_anon_1.sample_period = 1;
         a.set_disabled(1);
-        let ev = perf_open(&mut a, 0).map_err(|e| format!("tracepoint {id}: {e}"))?;
-        set_bpf(&ev, prog).map_err(|e| format!("attaching to tracepoint {id}: {e}"))?;
+        let ev = perf_open(&mut a, 0)
+            .map_err(|e| crate::KernelError::io(format!("tracepoint {id}"), e))?;
+        set_bpf(&ev, prog)
+            .map_err(|e| crate::KernelError::io(format!("attaching to tracepoint {id}"), e))?;
         Ok(Link { _event: ev })
     }
 
     /// Run `prog` at every occurrence of a software event (`PERF_COUNT_SW_*`) on each CPU.
-    pub fn software(prog: &Prog, config: u64) -> Result<Vec<Link>, String> {
+    pub fn software(prog: &Prog, config: u64) -> Result<Vec<Link>, crate::KernelError> {
         use perf_event_open_sys::bindings as b;
         // SAFETY: sysconf has no preconditions.
         let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i32;
@@ -574,13 +578,19 @@ impl Link {
             a.set_disabled(1);
             match perf_open(&mut a, cpu) {
                 Ok(ev) => {
-                    set_bpf(&ev, prog)
-                        .map_err(|e| format!("attaching to software event {config}: {e}"))?;
+                    set_bpf(&ev, prog).map_err(|e| {
+                        crate::KernelError::io(format!("attaching to software event {config}"), e)
+                    })?;
                     out.push(Link { _event: ev });
                 }
                 // A CPU that is offline: nothing runs there.
                 Err(e) if e.raw_os_error() == Some(libc::ENODEV) && cpu >= online => {}
-                Err(e) => return Err(format!("software event {config} on CPU {cpu}: {e}")),
+                Err(e) => {
+                    return Err(crate::KernelError::io(
+                        format!("software event {config} on CPU {cpu}"),
+                        e,
+                    ))
+                }
             }
         }
         Ok(out)
@@ -621,7 +631,7 @@ mod tests {
         assert_eq!(p[1].code, 0x15);
         let mut b = Asm::new();
         b.goto("nowhere");
-        assert!(b.finish().unwrap_err().contains("nowhere"));
+        assert!(b.finish().unwrap_err().to_string().contains("nowhere"));
     }
 
     #[test]

@@ -45,18 +45,19 @@ fn u32_at(b: &[u8], at: usize) -> Option<u32> {
 
 impl Btf {
     /// This kernel's BTF.
-    pub fn kernel() -> Result<Btf, String> {
+    pub fn kernel() -> Result<Btf, crate::KernelError> {
         Btf::load(Path::new("/sys/kernel/btf/vmlinux"))
     }
 
-    pub fn load(path: &Path) -> Result<Btf, String> {
-        let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Btf::parse(&data).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Btf, crate::KernelError> {
+        let data = std::fs::read(path)
+            .map_err(|e| crate::KernelError::io(format!("{}", path.display()), e))?;
+        Btf::parse(&data).map_err(|e| crate::KernelError::new(format!("{}: {e}", path.display())))
     }
 
     /// Read BTF data (little-endian, as on the hosts plumb runs on).
-    pub fn parse(data: &[u8]) -> Result<Btf, String> {
-        let bad = |what: &str| format!("not BTF data I can read: {what}");
+    pub fn parse(data: &[u8]) -> Result<Btf, crate::KernelError> {
+        let bad = |what: &str| crate::KernelError::new(format!("not BTF data I can read: {what}"));
         if u16_at(data, 0) != Some(MAGIC) {
             return Err(bad("wrong magic"));
         }

@@ -46,9 +46,10 @@ pub struct Uprobe {
 /// The file offset of the exported function `name` in the ELF file `binary` (its dynamic
 /// symbol table: PostgreSQL exports its functions for extensions, so a stripped server binary
 /// still names them).
-pub fn symbol_offset(binary: &Path, name: &str) -> Result<u64, String> {
+pub fn symbol_offset(binary: &Path, name: &str) -> Result<u64, crate::KernelError> {
     use object::{Object, ObjectSegment, ObjectSymbol};
-    let data = fs::read(binary).map_err(|e| format!("{}: {e}", binary.display()))?;
+    let data =
+        fs::read(binary).map_err(|e| crate::KernelError::io(format!("{}", binary.display()), e))?;
     let file = object::File::parse(&*data)
         .map_err(|e| format!("{}: not an ELF file plumb can read ({e})", binary.display()))?;
     let sym = file
@@ -65,7 +66,8 @@ pub fn symbol_offset(binary: &Path, name: &str) -> Result<u64, String> {
     Err(format!(
         "{}: {name} is at {addr:#x}, outside every loaded segment",
         binary.display()
-    ))
+    )
+    .into())
 }
 
 /// What happened, as the trace line says it.
@@ -146,20 +148,20 @@ fn group() -> String {
     format!("plumb_{}", std::process::id())
 }
 
-fn write(p: &Path, v: &str) -> Result<(), String> {
-    fs::write(p, v).map_err(|e| format!("cannot write {}: {e}", p.display()))
+fn write(p: &Path, v: &str) -> Result<(), crate::KernelError> {
+    fs::write(p, v).map_err(|e| crate::KernelError::io(format!("cannot write {}", p.display()), e))
 }
 
 /// Append a line to uprobe_events (it must not be truncated: other tools' probes are there).
-fn uprobe_line(tracefs: &Path, line: &str) -> Result<(), String> {
+fn uprobe_line(tracefs: &Path, line: &str) -> Result<(), crate::KernelError> {
     use std::io::Write;
     let p = tracefs.join("uprobe_events");
     let mut f = fs::OpenOptions::new()
         .append(true)
         .open(&p)
-        .map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+        .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))?;
     f.write_all(format!("{line}\n").as_bytes())
-        .map_err(|e| format!("cannot write {line:?} to {}: {e}", p.display()))
+        .map_err(|e| crate::KernelError::io(format!("cannot write {line:?} to {}", p.display()), e))
 }
 
 /// Remove the uprobes of plumb runs that died without cleaning up. Returns their names.
@@ -203,7 +205,11 @@ pub struct EventTrace {
 impl EventTrace {
     /// Start recording, for the processes `pids`, the entries to and returns from `syscalls`
     /// (`"fdatasync"`, `"sendto"`…) and the `probes`. Needs root.
-    pub fn start(pids: &[u32], syscalls: &[&str], probes: &[Uprobe]) -> Result<EventTrace, String> {
+    pub fn start(
+        pids: &[u32],
+        syscalls: &[&str],
+        probes: &[Uprobe],
+    ) -> Result<EventTrace, crate::KernelError> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Err("tracing events needs root".into());
@@ -216,8 +222,9 @@ impl EventTrace {
         remove_dead_instances(&dir);
         remove_dead_probes(&dir);
         let instance = dir.join("instances").join(instance_name());
-        fs::create_dir(&instance)
-            .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
+        fs::create_dir(&instance).map_err(|e| {
+            crate::KernelError::io(format!("cannot create {}", instance.display()), e)
+        })?;
         let mut t = EventTrace {
             instance: instance.clone(),
             tracefs: dir.clone(),
@@ -232,9 +239,9 @@ impl EventTrace {
             for side in ["enter", "exit"] {
                 let ev = instance.join(format!("events/syscalls/sys_{side}_{s}"));
                 if !ev.is_dir() {
-                    return Err(format!(
-                        "this kernel has no syscalls:sys_{side}_{s} tracepoint"
-                    ));
+                    return Err(
+                        format!("this kernel has no syscalls:sys_{side}_{s} tracepoint").into(),
+                    );
                 }
                 write(&ev.join("enable"), "1")?;
             }
@@ -247,13 +254,11 @@ impl EventTrace {
                     .bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b == b'_')
             {
-                return Err(format!("{:?}: not a probe name", p.name));
+                return Err(format!("{:?}: not a probe name", p.name).into());
             }
             let path = p.binary.display().to_string();
             if path.contains(char::is_whitespace) {
-                return Err(format!(
-                    "{path}: a space in the path; uprobes cannot name it"
-                ));
+                return Err(format!("{path}: a space in the path; uprobes cannot name it").into());
             }
             let name = format!("{g}/{}", p.name);
             uprobe_line(
@@ -276,14 +281,14 @@ impl EventTrace {
     }
 
     /// The events since the last call (the buffer is emptied), and how many the kernel dropped.
-    pub fn take(&mut self) -> Result<(Vec<Event>, u64), String> {
+    pub fn take(&mut self) -> Result<(Vec<Event>, u64), crate::KernelError> {
         // Paused while read: when plumb's own threads are traced, reading the buffer would
         // add to it as fast as it is read.
         let on = self.instance.join("tracing_on");
         write(&on, "0")?;
         let p = self.instance.join("trace");
-        let text =
-            fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let text = fs::read_to_string(&p)
+            .map_err(|e| crate::KernelError::io(format!("cannot read {}", p.display()), e))?;
         write(&p, "")?;
         write(&on, "1")?;
         let o = instance_overruns(&self.instance);
@@ -379,8 +384,8 @@ mod tests {
         let off = symbol_offset(libc, "fdatasync").unwrap();
         assert!(off > 0);
         let e = symbol_offset(libc, "no_such_function_here").unwrap_err();
-        assert!(e.contains("exports no function"), "{e}");
+        assert!(e.to_string().contains("exports no function"), "{e}");
         let e = symbol_offset(Path::new("/etc/hostname"), "x").unwrap_err();
-        assert!(e.contains("not an ELF file"), "{e}");
+        assert!(e.to_string().contains("not an ELF file"), "{e}");
     }
 }

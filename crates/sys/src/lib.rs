@@ -76,6 +76,52 @@ impl Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// An error from the kernel's tracing interfaces (BPF, perf events, tracefs) and the files they
+/// read: what plumb was doing, and the OS error under it when there is one (its `source`, so a
+/// caller can ask for its kind). Shown as "what: OS error", the way the messages read before.
+#[derive(Debug, thiserror::Error)]
+#[error("{what}{}", source.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+pub struct KernelError {
+    pub what: String,
+    #[source]
+    pub source: Option<io::Error>,
+}
+
+impl KernelError {
+    /// An error of plumb's own finding (no OS error under it).
+    pub fn new(what: impl Into<String>) -> KernelError {
+        KernelError {
+            what: what.into(),
+            source: None,
+        }
+    }
+
+    /// What plumb was doing when the OS said `source`.
+    pub fn io(what: impl Into<String>, source: io::Error) -> KernelError {
+        KernelError {
+            what: what.into(),
+            source: Some(source),
+        }
+    }
+
+    /// The OS error's number, when there is one (EPERM: needs root).
+    pub fn os_error(&self) -> Option<i32> {
+        self.source.as_ref().and_then(|e| e.raw_os_error())
+    }
+}
+
+impl From<&str> for KernelError {
+    fn from(what: &str) -> KernelError {
+        KernelError::new(what)
+    }
+}
+
+impl From<String> for KernelError {
+    fn from(what: String) -> KernelError {
+        KernelError::new(what)
+    }
+}
+
 /// The directory that stands for `/`. `Root::host()` is the real one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Root {

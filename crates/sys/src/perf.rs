@@ -36,7 +36,10 @@ fn raise_nofile() {
 impl SyscallCounters {
     /// Count every syscall `pid` (and what it starts from now on) makes. `tracepoints` are
     /// `(sys_enter_NAME, id)` pairs, from [`crate::tracefs::tracepoint_ids`].
-    pub fn attach(pid: u32, tracepoints: &[(String, u64)]) -> Result<SyscallCounters, String> {
+    pub fn attach(
+        pid: u32,
+        tracepoints: &[(String, u64)],
+    ) -> Result<SyscallCounters, crate::KernelError> {
         raise_nofile();
         let mut counters = Vec::with_capacity(tracepoints.len());
         for (name, id) in tracepoints {
@@ -63,11 +66,14 @@ impl SyscallCounters {
             if fd < 0 {
                 let e = std::io::Error::last_os_error();
                 return Err(match e.raw_os_error() {
-                    Some(libc::ESRCH) => format!("PID {pid}: no such process (at {call})"),
-                    Some(libc::EACCES) | Some(libc::EPERM) => format!(
-                        "counting PID {pid}'s syscalls needs root (or kernel.perf_event_paranoid at -1): {e}"
+                    Some(libc::ESRCH) => {
+                        crate::KernelError::new(format!("PID {pid}: no such process (at {call})"))
+                    }
+                    Some(libc::EACCES) | Some(libc::EPERM) => crate::KernelError::io(
+                        format!("counting PID {pid}'s syscalls needs root (or kernel.perf_event_paranoid at -1)"),
+                        e,
                     ),
-                    _ => format!("counting {call} for PID {pid}: {e}"),
+                    _ => crate::KernelError::io(format!("counting {call} for PID {pid}"), e),
                 });
             }
             // SAFETY: fd was just returned by the kernel and is ours.
@@ -163,6 +169,6 @@ mod tests {
         assert_eq!(n("fdatasync"), 0, "{got:?}");
         // A process that is gone is named.
         let e = SyscallCounters::attach(4_000_000, &ids[..1]).err().unwrap();
-        assert!(e.contains("4000000"), "{e}");
+        assert!(e.to_string().contains("4000000"), "{e}");
     }
 }

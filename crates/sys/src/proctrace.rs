@@ -178,7 +178,7 @@ struct Maps {
 }
 
 impl Maps {
-    fn create() -> Result<Maps, String> {
+    fn create() -> Result<Maps, crate::KernelError> {
         // Per-CPU maps are allocated whole on every possible CPU: fewer entries on big hosts.
         let cpus = crate::bpf::possible_cpus() as u32;
         let scale = |n: u32| (n / cpus.div_ceil(4)).max(4096);
@@ -396,7 +396,7 @@ impl<'a> Emit<'a> {
             .jump_k(Cond::Eq, R2, 0, not);
         self
     }
-    fn out(&mut self) -> Result<Vec<crate::bpf::Insn>, String> {
+    fn out(&mut self) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
         self.a.label("out").mov_k(R0, 0).exit();
         std::mem::take(&mut self.a).finish()
     }
@@ -424,15 +424,19 @@ impl SchedArgs {
     const WAKEUP_TASK: usize = 0;
 }
 
-fn offset(format: &str, field: &str, event: &str) -> Result<i16, String> {
+fn offset(format: &str, field: &str, event: &str) -> Result<i16, crate::KernelError> {
     crate::bpf::field_offset(format, field)
-        .ok_or_else(|| format!("{event}: no field {field} in its format"))
+        .ok_or_else(|| format!("{event}: no field {field} in its format").into())
 }
 
 /// `raw_syscalls:sys_enter`: note when the call began and which it is.
 /// Calls that never return (`exit`, `exit_group`) are counted here, taking no time: no
 /// `sys_exit` follows them.
-fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sys_enter(
+    m: &Maps,
+    id_off: i16,
+    noreturn: &[u32],
+) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
@@ -491,7 +495,11 @@ fn sys_enter(m: &Maps, id_off: i16, noreturn: &[u32]) -> Result<Vec<crate::bpf::
 }
 
 /// `raw_syscalls:sys_exit`: add the call to its thread's counts and its process's histogram.
-fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sys_exit(
+    m: &Maps,
+    ret_off: i16,
+    exec: &[u32],
+) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
@@ -587,7 +595,7 @@ fn sys_exit(m: &Maps, ret_off: i16, exec: &[u32]) -> Result<Vec<crate::bpf::Insn
 
 /// `sched:sched_switch`: the outgoing task's switch, voluntary or not (a task switched out
 /// while runnable waits for a CPU from now); the incoming task's wait for a CPU ends.
-fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("next");
@@ -636,7 +644,7 @@ fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, Str
 }
 
 /// `sched:sched_wakeup`: a followed thread becomes runnable; its wait for a CPU starts.
-fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String> {
+fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.task_pid(from, SchedArgs::WAKEUP_TASK, -4);
@@ -650,7 +658,7 @@ fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, Str
 }
 
 /// `sched:sched_process_fork`: what a followed process starts is followed too.
-fn process_fork(m: &Maps, child_off: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+fn process_fork(m: &Maps, child_off: i16) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
@@ -685,7 +693,7 @@ fn process_fork(m: &Maps, child_off: i16) -> Result<Vec<crate::bpf::Insn>, Strin
 }
 
 /// A page fault (minor or major, by the event attached to): count it for the thread.
-fn fault(m: &Maps, field: i16) -> Result<Vec<crate::bpf::Insn>, String> {
+fn fault(m: &Maps, field: i16) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.followed_or("out");
     e.a.store(Size::W, FP, -8, R7);
@@ -713,7 +721,7 @@ impl ProcTracer {
     /// Start following `pids` (processes: all their threads) and whatever they start from now
     /// on. Processes they started before now are not followed unless listed (see
     /// [`crate::process::descendants`]). Needs root.
-    pub fn start(pids: &[u32]) -> Result<ProcTracer, String> {
+    pub fn start(pids: &[u32]) -> Result<ProcTracer, crate::KernelError> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Err(
@@ -803,14 +811,18 @@ impl ProcTracer {
                 "plumb_switch",
                 "sched_switch",
                 tps[2].0,
-                sched_switch as fn(&Maps, &SchedArgs) -> Result<Vec<crate::bpf::Insn>, String>,
+                sched_switch
+                    as fn(&Maps, &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError>,
             ),
             ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
         ] {
-            let fast = raw.as_ref().ok_or_else(String::new).and_then(|r| {
-                let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
-                Ok((Link::raw_tracepoint(&p, raw_name)?, p))
-            });
+            let fast = raw
+                .as_ref()
+                .ok_or_else(|| crate::KernelError::new(""))
+                .and_then(|r| {
+                    let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
+                    Ok((Link::raw_tracepoint(&p, raw_name)?, p))
+                });
             match fast {
                 Ok((l, p)) => {
                     links.push(l);
@@ -869,7 +881,7 @@ impl ProcTracer {
     }
 
     /// Follow one more process (and its threads).
-    pub fn follow(&self, pid: u32) -> Result<(), String> {
+    pub fn follow(&self, pid: u32) -> Result<(), crate::KernelError> {
         let word = (pid / 64).to_ne_bytes();
         let bits = self
             .maps

@@ -28,7 +28,7 @@ pub fn parse(text: &str) -> BTreeMap<u32, String> {
 }
 
 /// This system's table, read through `root`.
-pub fn table(root: &Root) -> Result<BTreeMap<u32, String>, String> {
+pub fn table(root: &Root) -> Result<BTreeMap<u32, String>, crate::KernelError> {
     let path =
         table_path().ok_or_else(|| format!("no syscall table for {}", std::env::consts::ARCH))?;
     let text = root
@@ -36,7 +36,7 @@ pub fn table(root: &Root) -> Result<BTreeMap<u32, String>, String> {
         .map_err(|e| format!("the syscall table ({e}); install linux-libc-dev"))?;
     let t = parse(&text);
     if t.is_empty() {
-        return Err(format!("{path}: no __NR_ definitions"));
+        return Err(format!("{path}: no __NR_ definitions").into());
     }
     Ok(t)
 }

@@ -301,29 +301,30 @@ const RUN_DIR: &str = "/run/plumb";
 const MOUNTED_NOTE: &str = "tracefs-mounted-by-plumb";
 const INSTANCE_PREFIX: &str = "plumb-";
 
-fn write(p: &Path, v: &str) -> Result<(), String> {
-    fs::write(p, v).map_err(|e| format!("cannot write {}: {e}", p.display()))
+fn write(p: &Path, v: &str) -> Result<(), crate::KernelError> {
+    fs::write(p, v).map_err(|e| crate::KernelError::io(format!("cannot write {}", p.display()), e))
 }
 
 /// Serialises plumb's tracing sessions on this host (mount, instances, unmount).
 pub(crate) struct TraceLock(#[allow(dead_code)] fs::File);
 
 impl TraceLock {
-    pub(crate) fn take() -> Result<TraceLock, String> {
+    pub(crate) fn take() -> Result<TraceLock, crate::KernelError> {
         use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
         let dir = Path::new(RUN_DIR);
         match fs::DirBuilder::new().mode(0o700).create(dir) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(format!("cannot create {RUN_DIR}: {e}")),
+            Err(e) => return Err(format!("cannot create {RUN_DIR}: {e}").into()),
         }
-        let m = fs::symlink_metadata(dir).map_err(|e| format!("{RUN_DIR}: {e}"))?;
+        let m = fs::symlink_metadata(dir)
+            .map_err(|e| crate::KernelError::io(format!("{RUN_DIR}"), e))?;
         if !m.is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
             return Err(format!(
                 "{RUN_DIR}: not a directory only root can write (mode {:o}, owner {}); plumb will not trust it",
                 m.mode() & 0o7777,
                 m.uid()
-            ));
+            ).into());
         }
         let p = dir.join("tracefs.lock");
         let f = fs::OpenOptions::new()
@@ -333,7 +334,7 @@ impl TraceLock {
             .mode(0o600)
             .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
             .open(&p)
-            .map_err(|e| format!("cannot open {}: {e}", p.display()))?;
+            .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))?;
         use std::os::unix::io::AsRawFd;
         // SAFETY: flock on an fd we own; blocks while another plumb sets up or tears down.
         if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } != 0 {
@@ -341,7 +342,8 @@ impl TraceLock {
                 "cannot lock {}: {}",
                 p.display(),
                 std::io::Error::last_os_error()
-            ));
+            )
+            .into());
         }
         Ok(TraceLock(f))
     }
@@ -453,7 +455,7 @@ fn mounted_tracefs() -> Option<PathBuf> {
 
 /// tracefs, mounted by plumb when it was not (root only); the mount is noted so that the last
 /// plumb to trace unmounts it.
-pub(crate) fn tracefs_dir() -> Result<PathBuf, String> {
+pub(crate) fn tracefs_dir() -> Result<PathBuf, crate::KernelError> {
     if let Some(d) = mounted_tracefs() {
         return Ok(d);
     }
@@ -477,7 +479,7 @@ pub(crate) fn tracefs_dir() -> Result<PathBuf, String> {
         let e = std::io::Error::last_os_error();
         return Err(format!(
             "tracefs is not mounted and mounting it failed ({e}); run as root, or mount it: mount -t tracefs nodev /sys/kernel/tracing"
-        ));
+        ).into());
     }
     let _ = fs::write(
         Path::new(RUN_DIR).join(MOUNTED_NOTE),
@@ -504,7 +506,10 @@ pub(crate) fn unmount_if_last(tracefs: &Path) {
 /// The tracepoints of one subsystem whose names start with `prefix`, with their ids (for
 /// perf_event_open), from this kernel's tracefs: `("sys_enter_read", 842)`. tracefs is mounted
 /// for the read when it is not, and unmounted again unless another plumb traces. Needs root.
-pub fn tracepoint_ids(subsystem: &str, prefix: &str) -> Result<Vec<(String, u64)>, String> {
+pub fn tracepoint_ids(
+    subsystem: &str,
+    prefix: &str,
+) -> Result<Vec<(String, u64)>, crate::KernelError> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err("reading the kernel's tracepoints needs root".into());
@@ -528,7 +533,7 @@ pub fn tracepoint_ids(subsystem: &str, prefix: &str) -> Result<Vec<(String, u64)
             v.sort();
             Ok(v)
         }
-        Err(e) => Err(format!("{}: {e}", sub.display())),
+        Err(e) => Err(format!("{}: {e}", sub.display()).into()),
     };
     unmount_if_last(&dir);
     out
@@ -537,7 +542,9 @@ pub fn tracepoint_ids(subsystem: &str, prefix: &str) -> Result<Vec<(String, u64)
 /// Tracepoints' ids and `format` files (for BPF programs, which read their records by field
 /// offset): `("raw_syscalls", "sys_enter")` → `(id, format)`. Mounts tracefs for the read as
 /// [`tracepoint_ids`] does. Needs root.
-pub fn tracepoint_formats(events: &[(&str, &str)]) -> Result<Vec<(u64, String)>, String> {
+pub fn tracepoint_formats(
+    events: &[(&str, &str)],
+) -> Result<Vec<(u64, String)>, crate::KernelError> {
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
         return Err("reading the kernel's tracepoints needs root".into());
@@ -567,7 +574,10 @@ impl BlockTrace {
     /// Start counting requests issued to `devs` (whole disks), and with `follow`, the bios the
     /// followed process submits and the journal commits its syncs on the file wait for. Needs
     /// root.
-    pub fn start(devs: &[DevNum], follow: Option<Follow>) -> Result<BlockTrace, String> {
+    pub fn start(
+        devs: &[DevNum],
+        follow: Option<Follow>,
+    ) -> Result<BlockTrace, crate::KernelError> {
         if devs.is_empty() {
             return Err("no block device to trace (the path is not on a local disk)".into());
         }
@@ -579,8 +589,9 @@ impl BlockTrace {
         let dir = tracefs_dir()?;
         remove_dead_instances(&dir);
         let instance = dir.join("instances").join(instance_name());
-        fs::create_dir(&instance)
-            .map_err(|e| format!("cannot create {}: {e}", instance.display()))?;
+        fs::create_dir(&instance).map_err(|e| {
+            crate::KernelError::io(format!("cannot create {}", instance.display()), e)
+        })?;
         let mut t = BlockTrace {
             instance: instance.clone(),
             tracefs: dir,
@@ -639,10 +650,10 @@ impl BlockTrace {
     }
 
     /// Counts since the last call, then empty the buffer.
-    pub fn take(&mut self) -> Result<Traced, String> {
+    pub fn take(&mut self) -> Result<Traced, crate::KernelError> {
         let p = self.instance.join("trace");
-        let text =
-            fs::read_to_string(&p).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+        let text = fs::read_to_string(&p)
+            .map_err(|e| crate::KernelError::io(format!("cannot read {}", p.display()), e))?;
         let mut device = count_trace(&text);
         let overruns = self.overruns();
         device.lost_events = overruns.saturating_sub(self.overruns_before);

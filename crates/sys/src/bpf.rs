@@ -355,7 +355,7 @@ impl Map {
             .u64(24, 0);
         bpf(MAP_UPDATE_ELEM, &mut a)
             .map(|_| ())
-            .map_err(|e| crate::KernelError::io(format!("BPF map update"), e))
+            .map_err(|e| crate::KernelError::io("BPF map update", e))
     }
 
     /// Remove a key (absent already: fine).

@@ -171,3 +171,30 @@ fn the_fast_tier_names_exactly_the_pure_test_files() {
          server, browser or root"
     );
 }
+
+/// The one watch loop: ticking (the drift-free schedule), the duration and cancellation are
+/// written once, in crates/record/src/ticks.rs; every watcher calls `ticks::run`.
+#[test]
+fn ticking_is_written_once() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let home = [
+        root.join("crates/record/src/ticks.rs"),
+        root.join("crates/record/src/schedule.rs"),
+    ];
+    let mut found = Vec::new();
+    for f in crate_sources() {
+        if home.contains(&f) {
+            continue;
+        }
+        for (n, l) in code_lines(&f) {
+            if l.contains("Schedule::new(") || l.contains(".wait(&plumb_load::signal") {
+                found.push(format!("{}:{n}: {}", f.display(), l.trim()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a tick loop written outside plumb_record::ticks (use ticks::run):\n{}",
+        found.join("\n")
+    );
+}

@@ -1074,3 +1074,14 @@ plumb-32513 [000] ..... 36155.070490: sys_recvfrom -> 0x16
         assert!(l.switched_off && !l.switched_on && !l.active);
     }
 }
+
+/// One line of `plumb repl watch`, whichever engine the primary is.
+#[derive(Debug)]
+pub enum ReplLine {
+    /// A PostgreSQL primary's WAL senders.
+    Pipeline(WatchLine),
+    /// A MariaDB primary's semi-synchronous replication.
+    SemiSync(SemiSyncLine),
+    /// A SQL Server Availability Group's replicas.
+    Hadr(HadrLine),
+}

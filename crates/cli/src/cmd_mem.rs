@@ -212,19 +212,19 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     plumb_load::signal::install();
     let json = g.format() == plumb_report::Format::Json;
     let mut first = true;
-    // The recorder's schedule: one line per interval, not drifting by what each costs.
-    let mut schedule = plumb_record::Schedule::new(interval);
-    loop {
-        schedule.advance();
-        if !schedule.wait(&plumb_load::signal::stop_requested) {
-            break;
-        }
+    // The one watch loop: one line per interval, not drifting by what each costs.
+    use plumb_record::ticks::{self, First, Flow, Ticking};
+    let ticking =
+        Ticking::every(interval, &plumb_load::signal::stop_requested).first(First::AfterInterval);
+    let mut code = 0;
+    ticks::run(&ticking, |_| -> Result<Flow> {
         let cur = match collect() {
             Ok(c) => c,
             Err(e) => {
                 // A process that goes away ends the watch with a clear message.
                 eprintln!("plumb: {e:#}");
-                return Ok(2);
+                code = 2;
+                return Ok(Flow::Stop);
             }
         };
         let mut rep = plumb_analyze::mem::build(&cur, Some(&prev));
@@ -239,8 +239,9 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
         }
         first = false;
         prev = cur;
-    }
-    Ok(0)
+        Ok(Flow::Go)
+    })?;
+    Ok(code)
 }
 
 fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {

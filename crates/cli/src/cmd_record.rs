@@ -120,11 +120,6 @@ pub struct ExportArgs {
     pub out: Option<PathBuf>,
 }
 
-/// The engine's kind as recordings and Prometheus labels name it.
-pub(crate) fn engine_label(k: plumb_engine::Kind) -> &'static str {
-    plumb_record::recorder::engine_label(k)
-}
-
 /// A recorder's `--interval` (100 ms or more) and `--duration`.
 pub(crate) fn sampling(
     interval: &str,
@@ -534,27 +529,29 @@ pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
     let hz = plumb_sys::host::clock_ticks_per_s().unwrap_or(100);
     plumb_load::signal::install();
     let mut prev = sched_sample(&root, a.pid)?;
-    // The recorder's schedule: one report per interval, not drifting by what each one costs.
-    let mut schedule = plumb_record::Schedule::new(interval);
-    loop {
-        schedule.advance();
-        if !schedule.wait(&plumb_load::signal::stop_requested) {
-            return Ok(0);
-        }
+    // The one watch loop: one report per interval, not drifting by what each one costs.
+    use plumb_record::ticks::{self, First, Flow, Ticking};
+    let ticking =
+        Ticking::every(interval, &plumb_load::signal::stop_requested).first(First::AfterInterval);
+    let mut code = 0;
+    ticks::run(&ticking, |_| -> Result<Flow> {
         let cur = match sched_sample(&root, a.pid) {
             Ok(c) => c,
             Err(e) if a.watch => {
                 eprintln!("plumb: {e:#}");
-                return Ok(2);
+                code = 2;
+                return Ok(Flow::Stop);
             }
             Err(e) => return Err(e),
         };
         let rep = plumb_analyze::sched::build(&prev, &cur, hz);
         crate::emit(g, &rep)?;
         if !a.watch {
-            return Ok(0);
+            return Ok(Flow::Stop);
         }
         println!();
         prev = cur;
-    }
+        Ok(Flow::Go)
+    })?;
+    Ok(code)
 }

@@ -1,14 +1,12 @@
 //! `plumb repl`: replication between a primary and a standby, stage by stage.
 
 use crate::GlobalArgs;
-use anyhow::Context;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
 use plumb_engine::private;
-use plumb_engine::repl::Pipeline;
 use plumb_engine::Target;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct ReplArgs {
@@ -152,64 +150,17 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     if let Some(p) = &a.out {
         plumb_report::out::check_new_file("--out", p)?;
     }
-    use plumb_record::repl::{Reading, Source as Watched};
-    let watched = match primary.kind()? {
-        plumb_engine::Kind::Mariadb => {
-            Watched::Mariadb(plumb_engine::mariadb::SemiSyncWatcher::connect(&primary)?)
-        }
-        plumb_engine::Kind::Sqlserver => {
-            Watched::Sqlserver(plumb_engine::mssql::HadrWatcher::connect(&primary)?)
-        }
-        _ => Watched::Postgres(plumb_engine::repl::Watcher::connect(&primary)?),
-    };
-    let mut sampler = plumb_record::repl::ReplSampler::new(watched);
-    // The first reading before anything is created: a server that cannot be read leaves nothing.
-    sampler.take();
-    if let Some(e) = sampler.failed.take() {
-        bail!("--primary {}: {e}", primary.shown());
-    }
+    let watch =
+        plumb_record::repl_watch::ReplWatch::new(plumb_record::repl_watch::ReplWatchConfig {
+            root: g.root()?,
+            primary: primary.clone(),
+            pids,
+            out: a.out.clone(),
+            interval,
+            duration,
+            command_line: crate::cmd_io::command_line(),
+        })?;
     plumb_load::signal::install();
-    let mut source = match &a.out {
-        None => Source::Bare(sampler),
-        Some(out) => {
-            let obs = plumb_engine::observer(&primary)?;
-            let mut pids = pids;
-            if pids.is_empty() {
-                pids.extend(obs.local_server_pid());
-            }
-            let mut labels = std::collections::HashMap::new();
-            labels.insert(
-                "run".to_string(),
-                out.file_stem()
-                    .map(|s| s.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            );
-            if let Ok(k) = primary.kind() {
-                labels.insert(
-                    "engine".to_string(),
-                    crate::cmd_record::engine_label(k).to_string(),
-                );
-            }
-            let setup = plumb_record::Setup {
-                interval,
-                labels,
-                command_line: crate::cmd_io::command_line(),
-            };
-            let mut c = plumb_record::Collector::create(
-                out,
-                g.root()?,
-                plumb_sys::rawsample::Scope {
-                    pids,
-                    children: true,
-                },
-                plumb_record::EngineSampler::new(Some(obs)),
-                &setup,
-            )
-            .with_context(|| format!("--out {}", out.display()))?;
-            c.repl = Some(sampler);
-            Source::Recording(Box::new(c))
-        }
-    };
     eprintln!(
         "plumb: watching the replication of {} every {}{}{}; Ctrl-C to stop",
         primary.shown(),
@@ -222,168 +173,34 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
             .map(|d| format!(" for {}", format_duration(d)))
             .unwrap_or_default()
     );
-    let print_every = interval.max(Duration::from_secs(1));
-    let mut schedule = plumb_record::Schedule::new(interval);
-    let started = Instant::now();
-    let mut prev: Option<(u64, Reading)> = None;
-    let mut readings: Vec<(u64, Reading)> = Vec::new();
-    let mut next_print = print_every;
-    let mut width: Option<usize> = None;
-    let mut code = 0;
-    let mut out = std::io::stdout().lock();
-    loop {
-        let stopped = !schedule.wait(&plumb_load::signal::stop_requested);
-        if !stopped {
-            let t_ms = started.elapsed().as_millis() as u64;
-            match source.read()? {
-                Ok(p) => readings.push((t_ms, p)),
-                Err(e) => {
-                    eprintln!(
-                        "plumb: error: the primary {} went away: {e}",
-                        primary.shown()
-                    );
-                    code = 2;
-                }
-            }
-            schedule.advance();
-        }
-        let at = started.elapsed();
-        let end = stopped || code != 0 || duration.is_some_and(|d| at >= d);
-        if (at >= next_print || end) && !readings.is_empty() {
-            let first = prev.is_none();
-            match &readings[0].1 {
-                Reading::Postgres(_) => {
-                    let pg = |r: &(u64, Reading)| match &r.1 {
-                        Reading::Postgres(p) => Some((r.0, p.clone())),
-                        _ => None,
-                    };
-                    let before = prev.as_ref().and_then(pg);
-                    let now: Vec<(u64, Pipeline)> = readings.iter().filter_map(pg).collect();
-                    if let Some(line) = plumb_analyze::repl::watch_line(before.as_ref(), &now) {
-                        if let Source::Recording(r) = &source {
-                            for n in &line.new {
-                                r.mark_at(line.t_ms, &format!("standby {n} streaming"), None)?;
-                            }
-                            for n in &line.gone {
-                                r.mark_at(line.t_ms, &format!("standby {n} gone"), None)?;
-                            }
-                        }
-                        if json {
-                            plumb_report::write_json_line(&line, "repl_watch", &mut out)?;
-                        } else {
-                            let w = *width.get_or_insert_with(|| {
-                                plumb_report::repl_render::watch_name_width(
-                                    line.standbys.iter().map(|s| s.name.as_str()),
-                                )
-                            });
-                            if first {
-                                plumb_report::repl_render::watch_header(w, &mut out)?;
-                            }
-                            plumb_report::repl_render::watch_text(&line, w, &mut out)?;
-                        }
-                    }
-                }
-                Reading::Mariadb(_) => {
-                    let my = |r: &(u64, Reading)| match &r.1 {
-                        Reading::Mariadb(m) => Some((r.0, m.clone())),
-                        _ => None,
-                    };
-                    let before = prev.as_ref().and_then(my);
-                    let now: Vec<(u64, plumb_engine::mariadb::SemiSync)> =
-                        readings.iter().filter_map(my).collect();
-                    if let Some(line) = plumb_analyze::repl::semisync_line(before.as_ref(), &now) {
-                        if let Source::Recording(r) = &source {
-                            if line.switched_off {
-                                r.mark_at(line.t_ms, "semi-sync switched off", None)?;
-                            }
-                            if line.switched_on {
-                                r.mark_at(line.t_ms, "semi-sync back on", None)?;
-                            }
-                        }
-                        if json {
-                            plumb_report::write_json_line(&line, "repl_watch_semisync", &mut out)?;
-                        } else {
-                            if first {
-                                plumb_report::repl_render::semisync_header(&mut out)?;
-                            }
-                            plumb_report::repl_render::semisync_text(&line, &mut out)?;
-                        }
-                    }
-                }
-                Reading::Sqlserver(_) => {
-                    let ms = |r: &(u64, Reading)| match &r.1 {
-                        Reading::Sqlserver(h) => Some((r.0, h.clone())),
-                        _ => None,
-                    };
-                    let before = prev.as_ref().and_then(ms);
-                    let now: Vec<_> = readings.iter().filter_map(ms).collect();
-                    if let Some(line) = plumb_analyze::repl::hadr_line(before.as_ref(), &now) {
-                        if let Source::Recording(r) = &source {
-                            for c in &line.changes {
-                                r.mark_at(line.t_ms, c, None)?;
-                            }
-                        }
-                        if json {
-                            plumb_report::write_json_line(&line, "repl_watch_hadr", &mut out)?;
-                        } else {
-                            if first {
-                                plumb_report::repl_render::hadr_header(&mut out)?;
-                            }
-                            plumb_report::repl_render::hadr_text(&line, &mut out)?;
-                        }
-                    }
-                }
-            }
-            std::io::Write::flush(&mut out)?;
-            prev = readings.pop();
-            readings.clear();
-            while next_print <= at {
-                next_print += print_every;
-            }
-        }
-        if end {
-            break;
-        }
+    let mut printer = plumb_report::repl_render::WatchPrinter::new(json);
+    let mut failed = None;
+    let mut each = |line: &plumb_record::repl_watch::WatchLine| {
+        let r = printer.print(line, &mut std::io::stdout().lock());
+        r.map_err(|e| {
+            let io = std::io::Error::other(e.to_string());
+            failed = Some(e);
+            io
+        })
+    };
+    let summary = watch.run(&mut each, &plumb_load::signal::stop_requested);
+    if let Some(e) = failed {
+        return Err(e.into());
     }
-    if let Source::Recording(r) = &source {
+    let summary = summary?;
+    if let Some(e) = &summary.gone {
         eprintln!(
-            "plumb: {} samples in {} ({} bytes)",
-            r.samples,
-            r.path().display(),
-            r.bytes_written()
+            "plumb: error: the primary {} went away: {e}",
+            primary.shown()
         );
     }
-    Ok(code)
-}
-
-/// Where readings come from: the primary alone, or a recording that reads it with the host.
-enum Source {
-    Bare(plumb_record::repl::ReplSampler),
-    Recording(Box<plumb_record::Collector>),
-}
-
-impl Source {
-    /// One reading now (a recording takes its sample with it); the inner error is the
-    /// primary's, which ends the watch.
-    fn read(&mut self) -> Result<std::result::Result<plumb_record::repl::Reading, String>> {
-        let s = match self {
-            Source::Bare(s) => {
-                s.take();
-                s
-            }
-            Source::Recording(r) => {
-                r.tick()?;
-                r.repl
-                    .as_mut()
-                    .expect("a watch recording reads the primary")
-            }
-        };
-        Ok(match (&s.failed, &s.last) {
-            (Some(e), _) => Err(e.clone()),
-            (None, Some(p)) => Ok(p.clone()),
-            (None, None) => Err("no reading".into()),
-        })
+    if let Some((path, samples, bytes)) = &summary.recording {
+        eprintln!(
+            "plumb: {samples} samples in {} ({bytes} bytes)",
+            path.display()
+        );
     }
+    Ok(if summary.gone.is_some() { 2 } else { 0 })
 }
 
 fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {

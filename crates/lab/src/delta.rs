@@ -582,48 +582,51 @@ fn execute<'a>(
                 ..Default::default()
             };
             let mut err = None;
-            let mut cancelled = false;
-            // The recorder's schedule: samples on time, not drifting by what each one costs.
-            let mut schedule = plumb_record::Schedule::new(sampler.every);
-            loop {
-                let due =
-                    schedule.wait(&|| done.load(Ordering::SeqCst) || (!cancelled && cancel()));
-                if done.load(Ordering::SeqCst) {
-                    break;
+            let mut sample_once = || {
+                if !sample || err.is_some() {
+                    return;
                 }
-                if !cancelled && cancel() {
-                    if let Some(c) = &cancel_statement {
-                        c();
-                    }
-                    cancelled = true;
-                }
-                if !due {
-                    continue;
-                }
-                if sample && err.is_none() {
-                    if sampler.obs.samples_waits() {
-                        match sampler.obs.sample_waits(sampler.session) {
-                            Ok(v) => {
-                                ws.taken += 1;
-                                for (t, e) in v {
-                                    *ws.seen.entry(format!("{t}:{e}")).or_insert(0) += 1;
-                                }
+                if sampler.obs.samples_waits() {
+                    match sampler.obs.sample_waits(sampler.session) {
+                        Ok(v) => {
+                            ws.taken += 1;
+                            for (t, e) in v {
+                                *ws.seen.entry(format!("{t}:{e}")).or_insert(0) += 1;
                             }
-                            Err(e) => err = Some(e),
                         }
-                    }
-                    if sampler.obs.samples_gauges() {
-                        match sampler.obs.sample_gauges() {
-                            Ok(v) => {
-                                for (name, x) in v {
-                                    ws.curves.entry(name).or_default().push(x);
-                                }
-                            }
-                            Err(e) => err = Some(e),
-                        }
+                        Err(e) => err = Some(e),
                     }
                 }
-                schedule.advance();
+                if sampler.obs.samples_gauges() {
+                    match sampler.obs.sample_gauges() {
+                        Ok(v) => {
+                            for (name, x) in v {
+                                ws.curves.entry(name).or_default().push(x);
+                            }
+                        }
+                        Err(e) => err = Some(e),
+                    }
+                }
+            };
+            // The one watch loop: samples on time, not drifting by what each one costs, until
+            // the workload ends, or until a stop, which cancels the statement; the samples go on
+            // until the workload has ended.
+            use plumb_record::ticks::{self, Flow, Ticking};
+            let tick = |_| Ok::<_, std::convert::Infallible>(Flow::Go);
+            let finished = || done.load(Ordering::SeqCst);
+            let stopped = || finished() || cancel();
+            let _ = ticks::run(&Ticking::every(sampler.every, &stopped), |t| {
+                sample_once();
+                tick(t)
+            });
+            if !finished() {
+                if let Some(c) = &cancel_statement {
+                    c();
+                }
+                let _ = ticks::run(&Ticking::every(sampler.every, &finished), |t| {
+                    sample_once();
+                    tick(t)
+                });
             }
             (sampler, if sample { Some((ws, err)) } else { None })
         });

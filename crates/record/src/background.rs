@@ -1,13 +1,14 @@
 //! A recording taken on a thread of its own while a long job (the lab) runs in the foreground,
 //! and the job's phases marked on it.
 
-use crate::{Collector, EngineSampler, Schedule};
+use crate::{Collector, EngineSampler};
 use crate::{Error, Result};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 /// What ran in a phase: plumb's own probe of the storage, or a database workload (the findings
 /// about the server look at these).
@@ -63,7 +64,7 @@ pub struct Background {
 
 impl Background {
     /// Start sampling now, every `schedule` tick, until [`Background::stop`] (or drop).
-    pub fn start(mut collector: Collector, mut schedule: Schedule) -> Background {
+    pub fn start(mut collector: Collector, interval: Duration) -> Background {
         let path = collector.path().to_path_buf();
         let started_unix_ms = collector.started_unix_ms();
         let stop = Arc::new(AtomicBool::new(false));
@@ -75,11 +76,12 @@ impl Background {
         )));
         let eng = engine.clone();
         let handle = std::thread::spawn(move || -> Result<u64> {
-            loop {
-                // One last sample when stopped, so the recording reaches the end of the job.
-                schedule.wait(&|| flag.load(Ordering::Relaxed));
+            // One last sample when stopped, so the recording reaches the end of the job.
+            let stopped = || flag.load(Ordering::Relaxed);
+            let ticking = crate::ticks::Ticking::every(interval, &stopped).last_tick_on_cancel();
+            crate::ticks::run(&ticking, |_| -> Result<crate::ticks::Flow> {
                 // The shared sampler is lent to the collector for the sample, under the lock.
-                let r = match eng.lock() {
+                match eng.lock() {
                     Ok(mut e) => {
                         std::mem::swap(&mut collector.engine, &mut e);
                         let r = collector.tick();
@@ -87,13 +89,10 @@ impl Background {
                         r
                     }
                     Err(_) => collector.tick(),
-                };
-                r?;
-                if flag.load(Ordering::Relaxed) {
-                    return Ok(collector.samples);
-                }
-                schedule.advance();
-            }
+                }?;
+                Ok(crate::ticks::Flow::Go)
+            })?;
+            Ok(collector.samples)
         });
         Background {
             path,
@@ -247,7 +246,7 @@ mod tests {
             &setup
         )
         .is_err());
-        let mut bg = Background::start(c, crate::Schedule::new(Duration::from_millis(100)));
+        let mut bg = Background::start(c, Duration::from_millis(100));
         let open = bg.begin("probe", PhaseKind::Probe, Some("detail".into()));
         std::thread::sleep(Duration::from_millis(450));
         let p = bg.end(open);

@@ -43,6 +43,9 @@ pub enum Error {
         #[source]
         source: plumb_engine::Error,
     },
+    /// A database plumb reads (the primary `repl watch` follows).
+    #[error(transparent)]
+    Database(#[from] plumb_engine::Error),
     /// The kernel's tracing (BPF, perf events, tracefs).
     #[error(transparent)]
     Kernel(#[from] plumb_sys::KernelError),

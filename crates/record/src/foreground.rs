@@ -2,7 +2,7 @@
 //! is up, the command plumb started exits, or plumb is asked to stop; then stop the command
 //! the way a shell would (the signal plumb received, a grace period, then SIGKILL).
 
-use crate::{Collector, Schedule};
+use crate::Collector;
 use crate::{Error, Result};
 use std::process::{Child, Command, ExitStatus};
 use std::time::{Duration, Instant};
@@ -64,9 +64,12 @@ pub fn adopt_command(rec: &mut Collector, c: &Child, command: &[String]) -> Resu
 /// Record until the duration is up, the command exits (marked "command exited") or `cancel`;
 /// a command still running then is stopped.
 pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> Result<Recorded> {
-    let mut schedule = Schedule::new(f.interval).checking_every(f.cancel_every);
+    use crate::ticks::{self, Flow, Ticking};
     let mut exit = None;
-    while schedule.wait(f.cancel) {
+    let ticking = Ticking::every(f.interval, f.cancel)
+        .for_(f.duration)
+        .cancel_every(f.cancel_every);
+    let ticked = ticks::run(&ticking, |_| -> Result<Flow> {
         // Whether the command has ended is asked before the sample, so that the last sample
         // holds everything it did.
         let ended = match child.as_mut() {
@@ -81,13 +84,10 @@ pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> 
         if let Some(st) = ended {
             exit = Some(st);
             rec.mark_at(t_ms, "command exited", Some(format!("{st}")))?;
-            break;
+            return Ok(Flow::Stop);
         }
-        if f.duration.is_some_and(|d| schedule.elapsed() >= d) {
-            break;
-        }
-        schedule.advance();
-    }
+        Ok(Flow::Go)
+    })?;
     let mut killed = false;
     if let (Some(c), None) = (child.as_mut(), exit) {
         // Stopped before the command ended (Ctrl-C reaches the command too from a terminal; a
@@ -100,7 +100,7 @@ pub fn record(rec: &mut Collector, mut child: Option<Child>, f: &Foreground) -> 
     Ok(Recorded {
         exit,
         killed,
-        late: schedule.late,
+        late: ticked.late,
     })
 }
 

@@ -1,4 +1,5 @@
-//! plumb's one recorder. A recording is a drift-free tick schedule ([`Schedule`]); at every
+//! plumb's one recorder. A recording runs on the one watch loop ([`ticks`]: a drift-free
+//! schedule, cancellation, the duration); at every
 //! tick the host sampler (`plumb_sys::rawsample`) and the engine's counters ([`EngineSampler`])
 //! are written as one sample ([`Collector`]), and what happened between ticks becomes a mark
 //! (a PID that exited, the engine going away). `plumb record` drives a [`Collector`] in the
@@ -12,15 +13,16 @@ pub mod foreground;
 pub mod live;
 pub mod recorder;
 pub mod repl;
+pub mod repl_watch;
 mod schedule;
 pub mod serve;
+pub mod ticks;
 pub mod trace;
 pub mod watch;
 
 pub use background::{Background, OpenPhase, Phase, PhaseKind};
 pub use engine::EngineSampler;
 pub use error::{Error, Result};
-pub use schedule::Schedule;
 
 use plumb_store::{Header, Kind, Mark, Writer};
 use plumb_sys::rawsample::{RawKind, Sampler, Scope};

@@ -846,3 +846,59 @@ impl Render for HadrLine {
         hadr_text(self, out)
     }
 }
+
+/// Prints `plumb repl watch`'s lines: a header before the first, the standbys' names in a
+/// column as wide as the first line's need; or one JSON object per line.
+pub struct WatchPrinter {
+    json: bool,
+    first: bool,
+    width: Option<usize>,
+}
+
+impl WatchPrinter {
+    pub fn new(json: bool) -> WatchPrinter {
+        WatchPrinter {
+            json,
+            first: true,
+            width: None,
+        }
+    }
+
+    pub fn print(
+        &mut self,
+        line: &plumb_analyze::repl::ReplLine,
+        out: &mut dyn Write,
+    ) -> Result<(), crate::Error> {
+        use crate::write_json_line;
+        use plumb_analyze::repl::ReplLine;
+        let first = std::mem::replace(&mut self.first, false);
+        match line {
+            ReplLine::Pipeline(l) if self.json => write_json_line(l, "repl_watch", out)?,
+            ReplLine::SemiSync(l) if self.json => write_json_line(l, "repl_watch_semisync", out)?,
+            ReplLine::Hadr(l) if self.json => write_json_line(l, "repl_watch_hadr", out)?,
+            ReplLine::Pipeline(l) => {
+                let w = *self.width.get_or_insert_with(|| {
+                    watch_name_width(l.standbys.iter().map(|s| s.name.as_str()))
+                });
+                if first {
+                    watch_header(w, out)?;
+                }
+                watch_text(l, w, out)?;
+            }
+            ReplLine::SemiSync(l) => {
+                if first {
+                    semisync_header(out)?;
+                }
+                semisync_text(l, out)?;
+            }
+            ReplLine::Hadr(l) => {
+                if first {
+                    hadr_header(out)?;
+                }
+                hadr_text(l, out)?;
+            }
+        }
+        out.flush()?;
+        Ok(())
+    }
+}

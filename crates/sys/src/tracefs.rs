@@ -317,8 +317,7 @@ impl TraceLock {
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(format!("cannot create {RUN_DIR}: {e}").into()),
         }
-        let m = fs::symlink_metadata(dir)
-            .map_err(|e| crate::KernelError::io(RUN_DIR, e))?;
+        let m = fs::symlink_metadata(dir).map_err(|e| crate::KernelError::io(RUN_DIR, e))?;
         if !m.is_dir() || m.uid() != 0 || m.mode() & 0o022 != 0 {
             return Err(format!(
                 "{RUN_DIR}: not a directory only root can write (mode {:o}, owner {}); plumb will not trust it",

@@ -226,10 +226,7 @@ impl<'a> Context<'a> {
             },
         )
         .context("starting the recording")?;
-        let mut recorder = Background::start(
-            collector,
-            plumb_record::Schedule::new(Duration::from_secs(1)),
-        );
+        let mut recorder = Background::start(collector, Duration::from_secs(1));
         // Every phase is watched on the disks under the data and the work directory; the
         // server's processes are the lab's own (it loads them), as are plumb's.
         let mut devices = crate::sweep::devices_under(&root, std::slice::from_ref(&s.work));

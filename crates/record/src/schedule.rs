@@ -36,10 +36,6 @@ impl Schedule {
         self
     }
 
-    pub fn interval(&self) -> Duration {
-        self.interval
-    }
-
     /// Time since the schedule started.
     pub fn elapsed(&self) -> Duration {
         self.t0.elapsed()

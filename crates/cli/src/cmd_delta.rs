@@ -158,58 +158,14 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
             }
         }
         None => {
-            let d = a.dir.dir();
-            let r = match private::status(&d).map_err(|e| crate::cmd_engine::dir_err(&d, e))? {
-                Some(r) => {
-                    if !a.set.is_empty() {
-                        eprintln!("plumb: the private instance in {} is already running; --set is not applied (plumb engine stop first)", d.display());
-                    }
-                    if let Some(b) = a.build.build()? {
-                        if r.bin.as_ref() != Some(&b.bin) {
-                            bail!("--dir {}: the private instance there already runs PostgreSQL {}; stop it first (plumb engine stop --dir {0}) to run the workload on {}", d.display(), r.version, b.version);
-                        }
-                    }
-                    r
-                }
-                None => {
-                    let mut settings = crate::cmd_engine::settings("128MB", &[])?;
-                    settings.extend(
-                        crate::cmd_engine::settings("128MB", &a.set)?
-                            .into_iter()
-                            .skip(2),
-                    );
-                    for s in &a.set {
-                        if let Some(v) = s.strip_prefix("shared_buffers=") {
-                            settings.retain(|(k, _)| k != "shared_buffers");
-                            settings.push(("shared_buffers".into(), v.into()));
-                        }
-                    }
-                    eprintln!("plumb: starting the private PostgreSQL in {}", d.display());
-                    let s = private::start_or_find(
-                        &d,
-                        &private::StartOptions {
-                            settings,
-                            port: None,
-                            bin: a.build.build()?.map(|b| b.bin),
-                            ..Default::default()
-                        },
-                    )
-                    .map_err(|e| crate::cmd_engine::dir_err(&d, e))?;
-                    // Stopped after the run; removed too when this run made it.
-                    if !s.was_running {
-                        _stop_guard = Some(private::Owned {
-                            dir: d.clone(),
-                            remove: s.fresh,
-                        });
-                    }
-                    s.running
-                }
-            };
-            DeltaTarget {
-                target: r.target(),
-                shown: format!("plumb's private PostgreSQL in {}", d.display()),
-                private_dir: Some(d),
-            }
+            let (wh, owned) = plumb_lab::delta::private_target(
+                &a.dir.dir(),
+                &a.set,
+                a.build.build()?,
+                &mut |note| eprintln!("plumb: {note}"),
+            )?;
+            _stop_guard = owned;
+            wh
         }
     };
 

@@ -332,73 +332,51 @@ pub fn interrupted_code() -> i32 {
     )
 }
 
-/// Prepare targets, run, and return the raw result; created files are removed when this returns
-/// (unless kept), including on error and Ctrl-C.
-pub fn execute(
-    j: &Job,
-    safety: &Safety,
-    label: &str,
-) -> Result<
-    std::result::Result<
-        (
-            plumb_load::run::RunResult,
-            plumb_analyze::interference::Interference,
-        ),
-        plumb_load::Error,
-    >,
-> {
-    plumb_load::signal::install();
-    for t in &j.targets {
-        if t.symlink_metadata().is_err() && target::check_create(t, j.file_size).is_ok() {
-            eprintln!(
-                "plumb: creating {} ({} of random data; {})",
-                t.display(),
-                plumb_report::fmt::bytes(j.file_size),
-                if safety.keep {
-                    "kept afterwards (--keep)"
-                } else {
-                    "removed afterwards"
-                }
-            );
-        }
-    }
-    let targets = match target::prepare(j, safety, &plumb_load::signal::stop_requested) {
-        Ok(t) => t,
-        Err(plumb_load::Error::Interrupted) => return Ok(Err(plumb_load::Error::Interrupted)),
-        Err(e) => return Err(e.into()),
-    };
-    let total = j.warmup + j.duration + j.cooldown;
-    // The run is watched: what other processes did to the device and the CPUs meanwhile.
-    let root = plumb_sys::Root::host();
-    let devs = plumb_lab::sweep::devices_under(&root, &j.targets);
-    let meter = crate::progress::Meter::new(label, total, devs.clone());
-    meter.step(&j.name, std::time::Duration::ZERO, total, total);
-    let scope = plumb_record::watch::Scope::new(root.clone(), devs);
-    let watch = plumb_record::watch::Watch::start(&scope);
-    let r = plumb_load::run::run_with(j, &targets, &|_| {});
-    let watched = watch.finish();
-    if r.is_ok() {
-        meter.finish();
-    } else {
-        meter.abandon();
-    }
-    drop(targets);
-    match r {
-        Ok(r) => Ok(Ok((r, watched))),
-        Err(plumb_load::Error::Interrupted) => Ok(Err(plumb_load::Error::Interrupted)),
-        Err(e) => Err(e.into()),
+/// Say which targets plumb is about to create, with their size and fate.
+fn say_created(targets: &[PathBuf], size: u64, kept: bool) {
+    for t in targets.iter().filter(|t| target::will_create(t, size)) {
+        eprintln!(
+            "plumb: creating {} ({} of random data; {})",
+            t.display(),
+            plumb_report::fmt::bytes(size),
+            if kept {
+                "kept afterwards (--keep)"
+            } else {
+                "removed afterwards"
+            }
+        );
     }
 }
 
+/// Prepare the targets, run the job watched for neighbours, and report it; created files are
+/// removed when this returns (unless kept), including on error and Ctrl-C.
 fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> Result<i32> {
-    match execute(j, safety, &format!("plumb io {}", j.name))? {
-        Ok((r, watched)) => {
+    plumb_load::signal::install();
+    say_created(&j.targets, j.file_size, safety.keep);
+    let total = j.warmup + j.duration + j.cooldown;
+    let root = plumb_sys::Root::host();
+    let devs = plumb_lab::sweep::devices_under(&root, &j.targets);
+    let meter = crate::progress::Meter::new(&format!("plumb io {}", j.name), total, devs.clone());
+    let scope = plumb_record::watch::Scope::new(root, devs);
+    let r = plumb_lab::sweep::watched_run(
+        j,
+        safety,
+        &plumb_load::signal::stop_requested,
+        &scope,
+        &mut || meter.step(&j.name, std::time::Duration::ZERO, total, total),
+    );
+    match &r {
+        Ok(Some(_)) => meter.finish(),
+        _ => meter.abandon(),
+    }
+    match r? {
+        Some((r, watched)) => {
             let mut rep = plumb_analyze::io::build(&r, &command_line(), notes);
             rep.interference = Some(watched);
             crate::emit(g, &rep)?;
             Ok(0)
         }
-        Err(_) => {
+        None => {
             eprintln!("plumb: interrupted; in-flight I/O drained and files plumb created removed");
             Ok(interrupted_code())
         }
@@ -461,22 +439,8 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
 }
 
 fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
+    use plumb_lab::durability::{DurabilityPlan, DurabilityResult};
     plumb_load::signal::install();
-    let mut seen: Vec<PathBuf> = Vec::new();
-    for p in &a.paths {
-        let meta = std::fs::metadata(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
-        if !meta.is_dir() {
-            bail!(
-                "{}: not a directory; name the directory to probe (plumb creates its test file there)",
-                p.display()
-            );
-        }
-        let canonical = std::fs::canonicalize(p).map_err(|e| anyhow!("{}: {e}", p.display()))?;
-        if seen.contains(&canonical) {
-            bail!("{}: named twice", p.display());
-        }
-        seen.push(canonical);
-    }
     let per_mode = if a.quick {
         std::time::Duration::from_millis(500)
     } else {
@@ -485,83 +449,34 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
             parse_duration(a.duration.as_deref().unwrap_or("1s")),
         )?
     };
-    if a.reps == 0 || a.reps > 20 {
-        bail!("--reps {}: use 1 to 20", a.reps);
-    }
-    let mut block_sizes = Vec::new();
+    let mut sizes = Vec::new();
     for b in a.bs.split(',') {
-        let v = flag("--bs", parse_size(b))?;
-        if v == 0 || v % 512 != 0 || v > 16 << 20 {
-            bail!("--bs {b}: use multiples of 512 bytes up to 16M (O_DIRECT needs sector-aligned sizes)");
-        }
-        block_sizes.push(v as u32);
+        sizes.push(flag("--bs", parse_size(b))?);
     }
-    let mut storage = Vec::new();
-    let mut opts = Vec::new();
-    for p in &a.paths {
-        let (st, devs) = plumb_analyze::os::storage_under(&plumb_sys::Root::host(), p);
-        storage.push(st);
-        opts.push(plumb_load::durability::ProbeOptions {
-            path: p.clone(),
-            per_mode,
-            warmup: std::time::Duration::from_millis(300),
-            trace_devs: devs,
-            keep: a.keep,
-        });
-    }
-    let n = (block_sizes.len() * plumb_load::durability::modes().len() * opts.len()) as u64
-        * a.reps as u64;
-    // Each mode: its warm-up and its measured time.
-    let per = per_mode + std::time::Duration::from_millis(300);
+    let plan = DurabilityPlan::new(&a.paths, per_mode, &sizes, a.reps, a.keep)?;
+    let per = plan.per_run();
+    let planned = per * plan.runs().max(1);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
-    let meter = crate::progress::Meter::new("plumb io durability", per * n.max(1) as u32, devs);
-    let r = plumb_lab::durability::run_many(
-        &opts,
-        &block_sizes,
-        a.reps,
-        plumb_lab::sweep::max_attempts(a.reps),
-        &mut |label, i, planned| {
-            meter.step(label, per * i as u32, per, per * planned as u32);
-        },
-    );
+    let meter = crate::progress::Meter::new("plumb io durability", planned, devs);
+    let r = plan.run(&mut |label, i, n| meter.step(label, per * i as u32, per, per * n as u32));
     if r.is_ok() {
         meter.finish();
     } else {
         meter.abandon();
     }
     match r {
-        Ok(probed) => {
-            let mut reports: Vec<_> = probed
-                .iter()
-                .zip(a.paths.iter().zip(storage))
-                .map(|(p, (path, st))| {
-                    plumb_analyze::durability::build(p, path.clone(), st, per_mode.as_secs_f64())
-                })
-                .collect();
-            if reports.len() == 1 {
-                crate::emit(g, &reports.remove(0))?;
-            } else {
-                let comparison = plumb_analyze::durability::compare(&reports);
-                crate::emit(
-                    g,
-                    &plumb_analyze::durability::Comparison {
-                        probes: reports,
-                        comparison,
-                    },
-                )?;
-            }
-            Ok(0)
-        }
+        Ok(DurabilityResult::One(rep)) => crate::emit(g, &rep)?,
+        Ok(DurabilityResult::Many(c)) => crate::emit(g, &c)?,
         Err(plumb_load::Error::Interrupted) => {
             eprintln!("plumb: interrupted; the probe files were removed");
-            Ok(interrupted_code())
+            return Ok(interrupted_code());
         }
-        Err(e) => Err(e.into()),
+        Err(e) => return Err(e.into()),
     }
+    Ok(0)
 }
 
 fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
-    use plumb_analyze::sweep::SweepKind;
     plumb_load::signal::install();
     if a.reps == 0 || a.reps > 100 {
         bail!("--reps {}: use 1 to 100", a.reps);
@@ -571,27 +486,8 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     flags.duration.get_or_insert_with(|| "5s".into());
     flags.warmup.get_or_insert_with(|| "1s".into());
     let base = build_job(&flags, a.targets.clone())?;
-    // Levels in order of increasing load.
-    let (kind, levels) = match &a.rates {
-        Some(list) => (
-            SweepKind::Rate,
-            flag("--rates", plumb_lab::sweep::rate_levels(&base, list))?,
-        ),
-        None => {
-            let list = a.qd_levels.as_deref().unwrap_or("1,2,4,8,16,32,64");
-            let qds = flag("--qd-levels", plumb_lab::sweep::parse_qd_levels(list))?;
-            (
-                SweepKind::QueueDepth,
-                plumb_lab::sweep::qd_levels(&base, &qds),
-            )
-        }
-    };
-    if levels.len() < 2 {
-        bail!("a sweep needs at least two levels");
-    }
-    for (_, _, j) in &levels {
-        j.validate().map_err(|e| anyhow!(e))?;
-    }
+    let (kind, levels) =
+        plumb_lab::sweep::plan_levels(&base, a.rates.as_deref(), a.qd_levels.as_deref())?;
     // The chart's file is made now: a bad path fails before the sweep, not after it. It is
     // removed again if the sweep does not finish.
     let chart = if a.no_chart {
@@ -609,36 +505,15 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         };
         Some(plumb_report::out::Reserved::new("--chart", &path)?)
     };
-    // Create missing files once for the whole sweep; runs then reuse them.
-    let mut scratch = Vec::new();
+    // Missing files are made once for the whole sweep; the runs then reuse them.
     let mut safety = a.safety.safety();
-    for t in &base.targets {
-        if t.symlink_metadata().is_err() && target::check_create(t, base.file_size).is_ok() {
-            eprintln!(
-                "plumb: creating {} ({} of random data; removed afterwards)",
-                t.display(),
-                plumb_report::fmt::bytes(base.file_size)
-            );
-        }
-        match target::scratch_file(
-            t,
-            base.file_size,
-            base.seed,
-            a.safety.keep,
-            &plumb_load::signal::stop_requested,
-        ) {
-            Ok(Some(s)) => {
-                safety.overwrite.push(t.clone());
-                scratch.push(s);
-            }
-            Ok(None) => {}
-            Err(plumb_load::Error::Interrupted) => {
-                eprintln!("plumb: interrupted; files plumb created were removed");
-                return Ok(interrupted_code());
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
+    say_created(&base.targets, base.file_size, a.safety.keep);
+    let stop = plumb_load::signal::stop_requested;
+    let Some(scratch) = plumb_lab::sweep::scratch_files(&base, a.safety.keep, &mut safety, &stop)?
+    else {
+        eprintln!("plumb: interrupted; files plumb created were removed");
+        return Ok(interrupted_code());
+    };
     // Each run: its warm-up, its measured time and its cool-down, and about half a second
     // between runs. Runs repeated because they were disturbed extend the plan.
     let per = base.warmup + base.duration + base.cooldown + std::time::Duration::from_millis(500);

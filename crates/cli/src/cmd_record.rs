@@ -412,54 +412,10 @@ fn export_openmetrics(
 ) -> Result<i32> {
     use plumb_report::openmetrics as om;
     let cx = om::context_of(rec);
-    let keep = |raw: &str, s: &plumb_analyze::openmetrics::Series| {
-        a.metrics.is_empty()
-            || a.metrics.iter().any(|p| {
-                s.plumb_name.starts_with(p.as_str())
-                    || raw.starts_with(p.as_str())
-                    || s.family.sample_name().starts_with(p.as_str())
-            })
-    };
+    let keep = om::starting_with(&a.metrics);
     if a.list {
-        let mut rows: Vec<(String, String, &str, &str, String)> = rec
-            .metrics
-            .iter()
-            .filter_map(|m| {
-                let s = plumb_analyze::openmetrics::series_of(&m.name, &cx.scale)?;
-                keep(&m.name, &s).then(|| {
-                    let labels: Vec<&str> = s.labels.iter().map(|(k, _)| *k).collect();
-                    (
-                        s.family.sample_name(),
-                        labels.join(","),
-                        s.family.kind.as_str(),
-                        s.family.unit,
-                        s.plumb_name
-                            .split('.')
-                            .next_back()
-                            .unwrap_or("")
-                            .to_string(),
-                    )
-                })
-            })
-            .collect();
-        rows.sort();
-        rows.dedup();
-        if rows.is_empty() {
+        if om::write_list(out, rec, &cx, &keep)? == 0 {
             bail!("{}: no metric to export", a.file.display());
-        }
-        for (name, labels, kind, unit, derived) in rows {
-            let labels = if labels.is_empty() {
-                String::new()
-            } else {
-                format!("{{{labels}}}")
-            };
-            writeln!(
-                out,
-                "{:<56} {:<8} {:<8} (plumb: {derived})",
-                format!("{name}{labels}"),
-                kind,
-                unit
-            )?;
         }
         out.flush()?;
         return Ok(0);

@@ -10,6 +10,7 @@
 use serde::Serialize;
 use std::collections::BTreeMap;
 
+pub mod instance;
 pub mod mariadb;
 pub mod mssql;
 mod mssql_client;

@@ -2016,3 +2016,21 @@ mod tests {
         assert_eq!(found, vec![16, 17]);
     }
 }
+
+/// A private instance's settings: `shared_buffers`, `track_io_timing=on` (plumb's deltas want
+/// the read and write times in pg_stat_database and pg_stat_io), then each `--set NAME=VALUE`,
+/// a later one replacing an earlier one of the same name.
+pub fn settings(shared_buffers: &str, set: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out = vec![
+        ("shared_buffers".to_string(), shared_buffers.to_string()),
+        ("track_io_timing".to_string(), "on".to_string()),
+    ];
+    for s in set {
+        let (k, v) = s
+            .split_once('=')
+            .ok_or_else(|| Error::Setup(format!("--set {s}: expected NAME=VALUE")))?;
+        out.retain(|(n, _)| n != k);
+        out.push((k.trim().to_string(), v.trim().to_string()));
+    }
+    Ok(out)
+}

@@ -54,6 +54,83 @@ pub struct DeltaTarget {
     pub private_dir: Option<PathBuf>,
 }
 
+/// `plumb delta`'s target when no URL is given: plumb's private PostgreSQL in `dir`, started
+/// now with `set` (NAME=VALUE) and `build` when it does not run (then stopped after the runs,
+/// and removed too when this run made it: the guard returned does that). `note` hears what the
+/// user should know (settings not applied to a running instance, the start).
+pub fn private_target(
+    dir: &Path,
+    set: &[String],
+    build: Option<private::Build>,
+    note: &mut dyn FnMut(String),
+) -> Result<(DeltaTarget, Option<private::Owned>)> {
+    let d = dir.to_path_buf();
+    let mut owned = None;
+    let r = match private::status(&d).map_err(|e| dir_error(&d, e))? {
+        Some(r) => {
+            if !set.is_empty() {
+                note(format!("the private instance in {} is already running; --set is not applied (plumb engine stop first)", d.display()));
+            }
+            if let Some(b) = &build {
+                if r.bin.as_ref() != Some(&b.bin) {
+                    bail!("--dir {}: the private instance there already runs PostgreSQL {}; stop it first (plumb engine stop --dir {0}) to run the workload on {}", d.display(), r.version, b.version);
+                }
+            }
+            r
+        }
+        None => {
+            let mut settings = private::settings("128MB", &[])?;
+            settings.extend(private::settings("128MB", set)?.into_iter().skip(2));
+            for s in set {
+                if let Some(v) = s.strip_prefix("shared_buffers=") {
+                    settings.retain(|(k, _)| k != "shared_buffers");
+                    settings.push(("shared_buffers".into(), v.into()));
+                }
+            }
+            note(format!(
+                "starting the private PostgreSQL in {}",
+                d.display()
+            ));
+            let s = private::start_or_find(
+                &d,
+                &private::StartOptions {
+                    settings,
+                    port: None,
+                    bin: build.map(|b| b.bin),
+                    ..Default::default()
+                },
+            )
+            .map_err(|e| dir_error(&d, e))?;
+            // Stopped after the run; removed too when this run made it.
+            if !s.was_running {
+                owned = Some(private::Owned {
+                    dir: d.clone(),
+                    remove: s.fresh,
+                });
+            }
+            s.running
+        }
+    };
+    Ok((
+        DeltaTarget {
+            target: r.target(),
+            shown: format!("plumb's private PostgreSQL in {}", d.display()),
+            private_dir: Some(d),
+        },
+        owned,
+    ))
+}
+
+/// An instance error named after the flag: `--dir PATH: ...`, the path said once.
+pub fn dir_error(d: &Path, e: plumb_engine::Error) -> anyhow::Error {
+    let e = e.to_string();
+    let shown = d.display().to_string();
+    match e.strip_prefix(&shown) {
+        Some(rest) if rest.starts_with(':') => anyhow!("--dir {shown}{rest}"),
+        _ => anyhow!("--dir {shown}: {e}"),
+    }
+}
+
 /// How the caches are prepared before the measured runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {

@@ -125,3 +125,125 @@ pub fn run_many(
         })
         .collect())
 }
+
+/// `plumb io durability`'s plan: the directories to probe (each checked, none twice), the time
+/// per mode, the block sizes and the repetitions.
+pub struct DurabilityPlan {
+    pub paths: Vec<std::path::PathBuf>,
+    pub per_mode: std::time::Duration,
+    pub block_sizes: Vec<u32>,
+    pub reps: u32,
+    pub keep: bool,
+}
+
+/// What `plumb io durability` found: one directory's report, or several compared.
+pub enum DurabilityResult {
+    One(plumb_analyze::durability::DurabilityReport),
+    Many(plumb_analyze::durability::Comparison),
+}
+
+/// The warm-up before each mode's measured time.
+const MODE_WARMUP: std::time::Duration = std::time::Duration::from_millis(300);
+
+impl DurabilityPlan {
+    /// Check the flags' values: directories that exist (named once), 1 to 20 repetitions,
+    /// block sizes in 512-byte multiples up to 16M.
+    pub fn new(
+        paths: &[std::path::PathBuf],
+        per_mode: std::time::Duration,
+        block_sizes: &[u64],
+        reps: u32,
+        keep: bool,
+    ) -> anyhow::Result<DurabilityPlan> {
+        use anyhow::bail;
+        let mut seen = Vec::new();
+        for p in paths {
+            let meta = std::fs::metadata(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            if !meta.is_dir() {
+                bail!(
+                    "{}: not a directory; name the directory to probe (plumb creates its test file there)",
+                    p.display()
+                );
+            }
+            let canonical =
+                std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            if seen.contains(&canonical) {
+                bail!("{}: named twice", p.display());
+            }
+            seen.push(canonical);
+        }
+        if reps == 0 || reps > 20 {
+            bail!("--reps {reps}: use 1 to 20");
+        }
+        let mut sizes = Vec::new();
+        for &v in block_sizes {
+            if v == 0 || v % 512 != 0 || v > 16 << 20 {
+                bail!("--bs {v}: use multiples of 512 bytes up to 16M (O_DIRECT needs sector-aligned sizes)");
+            }
+            sizes.push(v as u32);
+        }
+        Ok(DurabilityPlan {
+            paths: paths.to_vec(),
+            per_mode,
+            block_sizes: sizes,
+            reps,
+            keep,
+        })
+    }
+
+    /// One mode's run: its warm-up and its measured time.
+    pub fn per_run(&self) -> std::time::Duration {
+        self.per_mode + MODE_WARMUP
+    }
+
+    /// How many runs are planned (more when runs disagree).
+    pub fn runs(&self) -> u32 {
+        (self.block_sizes.len() * modes().len() * self.paths.len()) as u32 * self.reps
+    }
+
+    /// Probe every directory; `on_run(label, runs so far, runs planned)` before each run.
+    /// `Interrupted` from plumb_load when stopped.
+    pub fn run(
+        &self,
+        on_run: &mut dyn FnMut(&str, usize, usize),
+    ) -> plumb_load::Result<DurabilityResult> {
+        let root = plumb_sys::Root::host();
+        let mut storage = Vec::new();
+        let mut opts = Vec::new();
+        for p in &self.paths {
+            let (st, devs) = plumb_analyze::os::storage_under(&root, p);
+            storage.push(st);
+            opts.push(ProbeOptions {
+                path: p.clone(),
+                per_mode: self.per_mode,
+                warmup: MODE_WARMUP,
+                trace_devs: devs,
+                keep: self.keep,
+            });
+        }
+        let probed = run_many(
+            &opts,
+            &self.block_sizes,
+            self.reps,
+            crate::sweep::max_attempts(self.reps),
+            on_run,
+        )?;
+        let mut reports: Vec<_> = probed
+            .iter()
+            .zip(self.paths.iter().zip(storage))
+            .map(|(p, (path, st))| {
+                plumb_analyze::durability::build(p, path.clone(), st, self.per_mode.as_secs_f64())
+            })
+            .collect();
+        if reports.len() == 1 {
+            return Ok(DurabilityResult::One(reports.remove(0)));
+        }
+        let comparison = plumb_analyze::durability::compare(&reports);
+        Ok(DurabilityResult::Many(
+            plumb_analyze::durability::Comparison {
+                probes: reports,
+                comparison,
+            },
+        ))
+    }
+}

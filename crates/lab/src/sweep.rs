@@ -75,6 +75,58 @@ pub fn qd_levels(base: &Job, qds: &[u32]) -> Vec<LevelJob> {
         .collect()
 }
 
+/// A sweep's levels, in order of increasing load: the request rates of `rates`
+/// (`--rates 1000,2000`), else the queue depths of `qd_levels` (default 1 to 64), each a
+/// checked copy of `base`.
+pub fn plan_levels(
+    base: &Job,
+    rates: Option<&str>,
+    qd_levels: Option<&str>,
+) -> anyhow::Result<(plumb_analyze::sweep::SweepKind, Vec<LevelJob>)> {
+    use plumb_analyze::sweep::SweepKind;
+    let (kind, levels) = match rates {
+        Some(list) => (
+            SweepKind::Rate,
+            rate_levels(base, list).map_err(|e| anyhow::anyhow!("--rates: {e}"))?,
+        ),
+        None => {
+            let list = qd_levels.unwrap_or("1,2,4,8,16,32,64");
+            let qds = parse_qd_levels(list).map_err(|e| anyhow::anyhow!("--qd-levels: {e}"))?;
+            (SweepKind::QueueDepth, self::qd_levels(base, &qds))
+        }
+    };
+    if levels.len() < 2 {
+        anyhow::bail!("a sweep needs at least two levels");
+    }
+    for (_, _, j) in &levels {
+        j.validate().map_err(|e| anyhow::anyhow!(e))?;
+    }
+    Ok((kind, levels))
+}
+
+/// Make the sweep's missing target files once (the runs then reuse them) and let the runs
+/// overwrite them; None when stopped while making them (what was made is removed).
+pub fn scratch_files(
+    base: &Job,
+    keep: bool,
+    safety: &mut Safety,
+    cancel: &dyn Fn() -> bool,
+) -> plumb_load::Result<Option<Vec<plumb_load::target::Scratch>>> {
+    let mut scratch = Vec::new();
+    for t in &base.targets {
+        match plumb_load::target::scratch_file(t, base.file_size, base.seed, keep, cancel) {
+            Ok(Some(s)) => {
+                safety.overwrite.push(t.clone());
+                scratch.push(s);
+            }
+            Ok(None) => {}
+            Err(plumb_load::Error::Interrupted) => return Ok(None),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Some(scratch))
+}
+
 pub struct Sweep<'a> {
     pub kind: SweepKind,
     pub base: &'a Job,
@@ -117,7 +169,7 @@ pub fn run(
                 continue;
             }
             on_run(label, done.len() as u32 + 1, s.reps);
-            match watched_run(j, s.safety, cancel, &scope)? {
+            match watched_run(j, s.safety, cancel, &scope, &mut || {})? {
                 Some((r, w)) => {
                     let mut rep = rep_of(&r);
                     rep.interference = Some(w);
@@ -188,12 +240,14 @@ pub fn watched_run(
     safety: &Safety,
     cancel: &dyn Fn() -> bool,
     scope: &Scope,
+    ready: &mut dyn FnMut(),
 ) -> Result<Option<(plumb_load::run::RunResult, Interference)>> {
     let targets = match plumb_load::target::prepare(j, safety, cancel) {
         Ok(t) => t,
         Err(plumb_load::Error::Interrupted) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
+    ready();
     let watch = Watch::start(scope);
     let r = plumb_load::run::run(j, &targets);
     let watched = watch.finish();

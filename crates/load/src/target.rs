@@ -321,6 +321,12 @@ pub fn create_file(
     Ok(())
 }
 
+/// Whether preparing `path` will make a new file of `size` bytes there (nothing is there now,
+/// and one can be made): what to announce before a run.
+pub fn will_create(path: &Path, size: u64) -> bool {
+    path.symlink_metadata().is_err() && check_create(path, size).is_ok()
+}
+
 /// Whether a new file of `size` bytes can be made at `path` (its directory exists, nothing is
 /// there, the filesystem has the room), checked before anything is written or announced.
 pub fn check_create(path: &Path, size: u64) -> Result<()> {

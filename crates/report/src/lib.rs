@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::io::{self, Write};
 
 pub mod delta_render;
+pub mod engine_render;
 pub mod explore;
 pub mod fmt;
 pub mod html;

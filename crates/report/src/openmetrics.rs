@@ -352,3 +352,67 @@ mod tests {
         assert!(!String::from_utf8(out).unwrap().contains("disk"));
     }
 }
+
+/// A filter for `plumb export --metric PREFIX…`: a series is kept when its plumb name, raw
+/// name or Prometheus name starts with one of the prefixes (all with none).
+pub fn starting_with(
+    prefixes: &[String],
+) -> impl Fn(&str, &plumb_analyze::openmetrics::Series) -> bool + '_ {
+    move |raw, s| {
+        prefixes.is_empty()
+            || prefixes.iter().any(|p| {
+                s.plumb_name.starts_with(p.as_str())
+                    || raw.starts_with(p.as_str())
+                    || s.family.sample_name().starts_with(p.as_str())
+            })
+    }
+}
+
+/// `plumb export --list --format openmetrics`: the Prometheus names the recording's metrics
+/// get, with their labels, types, units and the plumb figure each comes from. Returns how many
+/// were listed.
+pub fn write_list(
+    out: &mut dyn Write,
+    rec: &plumb_store::Recording,
+    cx: &Context,
+    keep: &dyn Fn(&str, &plumb_analyze::openmetrics::Series) -> bool,
+) -> io::Result<usize> {
+    let mut rows: Vec<(String, String, &str, &str, String)> = rec
+        .metrics
+        .iter()
+        .filter_map(|m| {
+            let s = plumb_analyze::openmetrics::series_of(&m.name, &cx.scale)?;
+            keep(&m.name, &s).then(|| {
+                let labels: Vec<&str> = s.labels.iter().map(|(k, _)| *k).collect();
+                (
+                    s.family.sample_name(),
+                    labels.join(","),
+                    s.family.kind.as_str(),
+                    s.family.unit,
+                    s.plumb_name
+                        .split('.')
+                        .next_back()
+                        .unwrap_or("")
+                        .to_string(),
+                )
+            })
+        })
+        .collect();
+    rows.sort();
+    rows.dedup();
+    for (name, labels, kind, unit, derived) in &rows {
+        let labels = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        writeln!(
+            out,
+            "{:<56} {:<8} {:<8} (plumb: {derived})",
+            format!("{name}{labels}"),
+            kind,
+            unit
+        )?;
+    }
+    Ok(rows.len())
+}

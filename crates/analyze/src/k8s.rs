@@ -231,6 +231,7 @@ pub struct Advice {
     pub warnings: Vec<String>,
 }
 
+#[derive(Debug)]
 pub struct AdviseInputs {
     pub capacity: u64,
     pub node_memory: u64,

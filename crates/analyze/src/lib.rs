@@ -9,6 +9,7 @@ pub mod durability;
 pub mod interference;
 pub mod io;
 pub mod k8s;
+pub mod k8s_spec;
 pub mod lab;
 pub mod mem;
 pub mod openmetrics;

@@ -399,6 +399,41 @@ pub fn live_cache_belief(
     (v.is_finite() && v >= 0.0).then(|| (v as u64, what.to_string()))
 }
 
+/// Set the server's own figure for its cache (from `--engine`'s counters) in the report, or
+/// say why it could not be: the server could not be read, has no such figure, or runs no
+/// process here to set it beside.
+pub fn apply_engine(
+    rep: &mut MemReport,
+    kind: plumb_engine::Kind,
+    block_size: u64,
+    snapshot: Result<&plumb_engine::Snapshot, String>,
+) {
+    let kind = match kind {
+        plumb_engine::Kind::Postgres => EngineKind::Postgres,
+        plumb_engine::Kind::Mariadb => EngineKind::Mariadb,
+        plumb_engine::Kind::Sqlserver => EngineKind::Mssql,
+    };
+    let note = match snapshot {
+        Ok(s) => match live_cache_belief(kind, &s.gauges, block_size) {
+            Some(b) => {
+                if apply_live_belief(rep, kind, b) {
+                    None
+                } else {
+                    Some(("engine-process-not-found", "--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string()))
+                }
+            }
+            None => Some(match kind {
+                EngineKind::Postgres => ("engine-no-cache-figure", "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string()),
+                _ => ("engine-no-cache-figure", "--engine: the server gave no cache figure; its configured size is shown".to_string()),
+            }),
+        },
+        Err(e) => Some(("engine-unreadable", format!("--engine: {e}"))),
+    };
+    if let Some((code, n)) = note {
+        rep.findings.push(Note::new(Level::Info, code, n));
+    }
+}
+
 /// Replace the configured belief of the report's first engine of `kind` with the live one.
 pub fn apply_live_belief(rep: &mut MemReport, kind: EngineKind, belief: (u64, String)) -> bool {
     match rep.engines.iter_mut().find(|e| e.engine == kind) {

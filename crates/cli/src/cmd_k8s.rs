@@ -1,10 +1,10 @@
 //! `plumb k8s`: node allocatable and database pod sizing, manifest lint, manifest generation.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{anyhow, Result};
 use clap::{Args, Subcommand};
-use plumb_analyze::k8s::{self, parse_quantity, Preset, Severity, WorkloadKind};
-use plumb_sys::smaps::EngineKind;
+use plumb_analyze::k8s::{self, parse_quantity, Severity};
+use plumb_analyze::k8s_spec;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -138,23 +138,8 @@ pub struct ManifestArgs {
     pub max_connections: u64,
 }
 
-/// A DNS-1123 subdomain, which Secret and StorageClass names are.
-fn dns_name(v: &str) -> bool {
-    let b = v.as_bytes();
-    !b.is_empty()
-        && b.len() <= 253
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.')
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
 fn q(flag: &str, v: &str) -> Result<u64> {
     parse_quantity(v).map_err(|e| anyhow!("{flag}: {e}"))
-}
-
-fn engine(flag: &str, v: &str) -> Result<EngineKind> {
-    EngineKind::parse(v).ok_or_else(|| anyhow!("{flag} {v}: use mssql, postgres or mariadb"))
 }
 
 pub fn run(g: &GlobalArgs, a: &K8sArgs) -> Result<i32> {
@@ -166,86 +151,20 @@ pub fn run(g: &GlobalArgs, a: &K8sArgs) -> Result<i32> {
 }
 
 fn advise(g: &GlobalArgs, a: &AdviseArgs) -> Result<i32> {
-    let node = a
-        .node_memory
-        .as_deref()
-        .map(|v| q("--node-memory", v))
-        .transpose()?;
-    let cap = a
-        .capacity
-        .as_deref()
-        .map(|v| q("--capacity", v))
-        .transpose()?;
-    let (node, cap) = match (node, cap) {
-        (Some(n), Some(c)) => (n, c),
-        (Some(n), None) => (n, n),
-        (None, Some(c)) => (c, c),
-        (None, None) => {
-            bail!("give the node's memory: --node-memory 7Gi and/or --capacity 7113152Ki")
-        }
-    };
-    if cap == 0 || node == 0 {
-        bail!("node memory must be more than 0");
-    }
-    let preset = match &a.preset {
-        Some(p) => Preset::parse(p)
-            .ok_or_else(|| anyhow!("--preset {p}: use kubeadm, aks, aks-pre-1.29, gke or eks"))?,
-        None => Preset::Kubeadm,
-    };
-    let mut r = k8s::reservations(preset, node, a.max_pods);
-    let given =
-        a.kube_reserved.is_some() || a.system_reserved.is_some() || a.eviction_hard.is_some();
-    if given && a.preset.is_none() {
-        // Only what the user gave, with the kubelet's defaults for the rest.
-        r.explain.clear();
-    }
-    if let Some(v) = &a.kube_reserved {
-        r.kube_reserved_bytes = q("--kube-reserved", v)?;
-        r.explain.push(format!("kube-reserved {v} (given)"));
-    }
-    if let Some(v) = &a.system_reserved {
-        r.system_reserved_bytes = q("--system-reserved", v)?;
-        r.explain.push(format!("system-reserved {v} (given)"));
-    }
-    if let Some(v) = &a.eviction_hard {
-        r.eviction_hard_bytes = q("--eviction-hard", v)?;
-        r.explain
-            .push(format!("eviction-hard memory.available<{v} (given)"));
-    } else if given && a.preset.is_none() {
-        r.explain
-            .push("eviction-hard memory.available<100Mi (the kubelet's default)".into());
-    }
-    let reserved = r.kube_reserved_bytes + r.system_reserved_bytes + r.eviction_hard_bytes;
-    if reserved >= cap {
-        bail!(
-            "reservations ({} bytes) leave nothing of the capacity ({} bytes)",
-            reserved,
-            cap
-        );
-    }
-    let other = q("--other-requests", &a.other_requests)?;
-    let allocatable = cap - reserved;
-    if other.saturating_add(1 << 20) > allocatable {
-        bail!(
-            "--other-requests {}: the other pods' requests take all of the node's allocatable memory ({}): no database pod fits on this node",
-            a.other_requests,
-            k8s::quantity(allocatable)
-        );
-    }
-    let limit = a.limit.as_deref().map(|v| q("--limit", v)).transpose()?;
-    if limit == Some(0) {
-        bail!("--limit must be more than 0");
-    }
-    let eng = a.kind.as_deref().map(|e| engine("--kind", e)).transpose()?;
-    let adv = k8s::advise(&k8s::AdviseInputs {
-        capacity: cap,
-        node_memory: node,
-        reservations: r,
-        other_requests: other,
-        limit,
-        engine: eng,
-        max_connections: a.max_connections.max(1),
-    });
+    let inputs = k8s_spec::advise_inputs(&k8s_spec::AdviseSpec {
+        node_memory: a.node_memory.as_deref(),
+        capacity: a.capacity.as_deref(),
+        preset: a.preset.as_deref(),
+        max_pods: a.max_pods,
+        kube_reserved: a.kube_reserved.as_deref(),
+        system_reserved: a.system_reserved.as_deref(),
+        eviction_hard: a.eviction_hard.as_deref(),
+        other_requests: &a.other_requests,
+        limit: a.limit.as_deref(),
+        kind: a.kind.as_deref(),
+        max_connections: a.max_connections,
+    })?;
+    let adv = k8s::advise(&inputs);
     crate::emit(g, &adv)?;
     Ok(if adv.warnings.is_empty() { 0 } else { 1 })
 }
@@ -286,151 +205,33 @@ fn lint(g: &GlobalArgs, a: &LintArgs) -> Result<i32> {
     Ok(if errors > 0 { 1 } else { 0 })
 }
 
-fn check_image(i: &str) -> Result<()> {
-    let ok = !i.is_empty()
-        && i.len() <= 512
-        && i.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/:@".contains(c));
-    if !ok {
-        bail!("--image {i:?}: not an image reference (registry/name:tag or name@sha256:digest)");
-    }
-    Ok(())
-}
-
-fn check_name(name: &str) -> Result<()> {
-    if name.is_empty()
-        || !name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        || name.len() > 52
-    {
-        bail!("--name {name}: use lower-case letters, digits and '-' (at most 52 characters)");
-    }
-    Ok(())
-}
-
-/// `plumb k8s manifest --plumb`: plumb's own DaemonSet.
-fn plumb_manifest(a: &ManifestArgs) -> Result<i32> {
-    let mem = q("--memory", a.memory.as_deref().unwrap_or("128Mi"))?;
-    if mem < 32 << 20 {
-        bail!(
-            "--memory {}: plumb needs at least 32Mi",
-            a.memory.as_deref().unwrap_or_default()
-        );
-    }
-    let port = a.port.unwrap_or(9187);
-    if port == 0 {
-        bail!("--port 0: give the port Prometheus scrapes, e.g. 9187");
-    }
-    let interval = a.interval.clone().unwrap_or_else(|| "5s".into());
-    let d = plumb_load::units::parse_duration(&interval).map_err(|e| anyhow!("--interval: {e}"))?;
-    if d < std::time::Duration::from_millis(100) {
-        bail!("--interval {interval}: use 100ms or more");
-    }
-    let image = a
-        .image
-        .clone()
-        .unwrap_or_else(|| format!("plumb:{}", env!("CARGO_PKG_VERSION")));
-    check_image(&image)?;
-    let name = a.name.clone().unwrap_or_else(|| "plumb".into());
-    check_name(&name)?;
-    let plan = k8s::PlumbPlan {
-        name,
-        image,
-        port,
-        memory_limit_bytes: mem,
-        interval,
-        engine_server: a.engine_server,
-    };
-    let yaml =
-        plumb_report::k8s_render::plumb_daemonset_yaml(&plan, &crate::cmd_io::command_line());
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    out.write_all(yaml.as_bytes())?;
-    out.flush()?;
-    Ok(0)
-}
-
 fn manifest(a: &ManifestArgs) -> Result<i32> {
-    if a.plumb {
-        return plumb_manifest(a);
-    }
-    for (flag, given) in [
-        ("--port", a.port.is_some()),
-        ("--interval", a.interval.is_some()),
-        ("--engine-server", a.engine_server),
-    ] {
-        if given {
-            bail!("{flag} is for plumb's own DaemonSet: add --plumb (or leave {flag} out)");
-        }
-    }
-    // clap requires both without --plumb.
-    let (Some(engine_arg), Some(memory)) = (a.kind.as_deref(), a.memory.as_deref()) else {
-        bail!("give --kind and --memory (or --plumb)");
+    let spec = k8s_spec::ManifestSpec {
+        kind: a.kind.as_deref(),
+        memory: a.memory.as_deref(),
+        plumb: a.plumb,
+        port: a.port,
+        interval: a.interval.as_deref(),
+        engine_server: a.engine_server,
+        cpu: a.cpu.as_deref(),
+        workload: &a.workload,
+        name: a.name.as_deref(),
+        image: a.image.as_deref(),
+        storage_class: a.storage_class.as_deref(),
+        system_size: &a.system_size,
+        data_size: &a.data_size,
+        log_size: &a.log_size,
+        secret: a.secret.as_deref(),
+        max_connections: a.max_connections,
     };
-    let e = engine("--kind", engine_arg)?;
-    let mem = q("--memory", memory)?;
-    if mem < 512 << 20 {
-        bail!("--memory {memory}: a database pod needs at least 512Mi");
-    }
-    if e == EngineKind::Mssql && mem < 2 << 30 {
-        bail!(
-            "--memory {memory}: SQL Server refuses to start with less than 2000 MB; give it at least 2Gi"
-        );
-    }
-    if let Some(c) = &a.cpu {
-        k8s::parse_cpu(c).map_err(|e| anyhow!("--cpu: {e}"))?;
-    }
-    if let Some(i) = &a.image {
-        check_image(i)?;
-    }
-    for (flag, v) in [
-        ("--secret", &a.secret),
-        ("--storage-class", &a.storage_class),
-    ] {
-        if let Some(v) = v {
-            if !dns_name(v) {
-                bail!("--{} {v:?}: a Kubernetes name is lower-case letters, digits, '-' and '.', starting and ending with a letter or digit (at most 253)", &flag[2..]);
-            }
-        }
-    }
-    let kind = match a.workload.as_str() {
-        "deployment" | "Deployment" => WorkloadKind::Deployment,
-        "statefulset" | "StatefulSet" | "sts" => WorkloadKind::StatefulSet,
-        k => bail!("--workload {k}: use deployment or statefulset"),
+    let command_line = crate::cmd_io::command_line();
+    let yaml = if a.plumb {
+        let plan = k8s_spec::plumb_plan(&spec, env!("CARGO_PKG_VERSION"))?;
+        plumb_report::k8s_render::plumb_daemonset_yaml(&plan, &command_line)
+    } else {
+        let plan = k8s_spec::manifest_plan(&spec)?;
+        plumb_report::k8s_render::manifest_yaml(&plan, &command_line)
     };
-    for (f, v) in [
-        ("--system-size", &a.system_size),
-        ("--data-size", &a.data_size),
-        ("--log-size", &a.log_size),
-    ] {
-        q(f, v)?;
-    }
-    let name = a.name.clone().unwrap_or_else(|| match e {
-        EngineKind::Mssql => "mssql".into(),
-        EngineKind::Postgres => "postgres".into(),
-        EngineKind::Mariadb => "mariadb".into(),
-    });
-    check_name(&name)?;
-    let plan = k8s::ManifestPlan {
-        engine: e,
-        kind,
-        image: a
-            .image
-            .clone()
-            .unwrap_or_else(|| k8s::default_image(e).to_string()),
-        memory_limit_bytes: mem,
-        cpu: a.cpu.clone(),
-        storage_class: a.storage_class.clone(),
-        system_size: a.system_size.clone(),
-        data_size: a.data_size.clone(),
-        log_size: a.log_size.clone(),
-        secret_name: a.secret.clone().unwrap_or_else(|| format!("{name}-secret")),
-        max_connections: a.max_connections.max(1),
-        settings: k8s::engine_settings(e, mem, a.max_connections.max(1)),
-        name,
-    };
-    let yaml = plumb_report::k8s_render::manifest_yaml(&plan, &crate::cmd_io::command_line());
     use std::io::Write;
     let mut out = std::io::stdout().lock();
     out.write_all(yaml.as_bytes())?;

@@ -58,40 +58,19 @@ impl LiveBelief {
 
     /// Put the server's figure in the report; a note when it has none.
     fn apply(&mut self, rep: &mut plumb_analyze::mem::MemReport) {
-        let kind = match self.obs.kind() {
-            plumb_engine::Kind::Postgres => EngineKind::Postgres,
-            plumb_engine::Kind::Mariadb => EngineKind::Mariadb,
-            plumb_engine::Kind::Sqlserver => EngineKind::Mssql,
-        };
         let block = self
             .obs
             .info()
             .ok()
             .and_then(|i| i.settings.get("block_size").and_then(|b| b.parse().ok()))
             .unwrap_or(8192);
-        let note = match self.obs.snapshot() {
-            Ok(s) => match plumb_analyze::mem::live_cache_belief(kind, &s.gauges, block) {
-                Some(b) => {
-                    if plumb_analyze::mem::apply_live_belief(rep, kind, b) {
-                        None
-                    } else {
-                        Some(("engine-process-not-found", "--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string()))
-                    }
-                }
-                None => Some(match kind {
-                    EngineKind::Postgres => ("engine-no-cache-figure", "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string()),
-                    _ => ("engine-no-cache-figure", "--engine: the server gave no cache figure; its configured size is shown".to_string()),
-                }),
-            },
-            Err(e) => Some(("engine-unreadable", format!("--engine: {e}"))),
-        };
-        if let Some((code, n)) = note {
-            rep.findings.push(plumb_analyze::Note::new(
-                plumb_analyze::Level::Info,
-                code,
-                n,
-            ));
-        }
+        let snap = self.obs.snapshot().map_err(|e| e.to_string());
+        plumb_analyze::mem::apply_engine(
+            rep,
+            self.obs.kind(),
+            block,
+            snap.as_ref().map_err(|e| e.clone()),
+        );
     }
 }
 

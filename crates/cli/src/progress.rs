@@ -70,14 +70,9 @@ impl State {
     }
 }
 
-/// m:ss or h:mm:ss.
+/// m:ss or h:mm:ss, to the nearest second.
 fn clock(d: Duration) -> String {
-    let s = d.as_secs_f64().round() as u64;
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
+    plumb_report::fmt::clock(d.as_secs_f64().round() as u64)
 }
 
 /// The disks under test, read once a second: I/O per second and MB/s since the last reading.

@@ -115,3 +115,13 @@ mod tests {
         assert_eq!(pct(0.0), "0.0%");
     }
 }
+
+/// A clock reading of whole seconds: m:ss, or h:mm:ss from an hour (progress lines and time
+/// axes).
+pub fn clock(secs: u64) -> String {
+    if secs >= 3600 {
+        format!("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60)
+    } else {
+        format!("{}:{:02}", secs / 60, secs % 60)
+    }
+}

@@ -593,12 +593,7 @@ pub fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
 }
 
 pub fn fmt_clock(t: f64) -> String {
-    let s = t.max(0.0) as u64;
-    if s >= 3600 {
-        format!("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60)
-    } else {
-        format!("{}:{:02}", s / 60, s % 60)
-    }
+    crate::fmt::clock(t.max(0.0) as u64)
 }
 
 fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {

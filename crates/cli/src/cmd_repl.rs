@@ -303,7 +303,7 @@ fn xe_session(a: &XeSessionArgs) -> Result<i32> {
 }
 
 fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
-    use plumb_engine::mssql_xe::{parse_events, read_query, XeEvent};
+    use plumb_engine::mssql_xe::{parse_events, XeEvent};
     session_name("--session", &a.session)?;
     if let Some(p) = &a.svg {
         plumb_report::out::check_new_file("--svg", p)?;
@@ -319,43 +319,7 @@ fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
     };
     let from_server = |flag: &str, url: &str| -> Result<Vec<XeEvent>> {
         let t = crate::engine_target(flag, url, a.password_file.as_deref())?;
-        if t.kind()? != plumb_engine::Kind::Sqlserver {
-            bail!(
-                "{flag} {}: an Availability Group's events are SQL Server's (mssql://…)",
-                t.shown()
-            );
-        }
-        let mut c =
-            plumb_engine::mssql::MssqlConn::connect(&t).map_err(|e| anyhow!("{flag} {e}"))?;
-        let rs = c
-            .query("the session's event files", &read_query(&a.session))
-            .map_err(|e| anyhow!("{flag} {}: {e}", t.shown()))?;
-        let col = rs
-            .columns
-            .iter()
-            .position(|c| c.eq_ignore_ascii_case("event_data"))
-            .ok_or_else(|| {
-                anyhow!(
-                    "{flag} {}: the read-back query returned no event_data",
-                    t.shown()
-                )
-            })?;
-        let mut evs = Vec::new();
-        for r in &rs.rows {
-            if let Some(x) = r.get(col) {
-                evs.extend(
-                    parse_events(&x.text()).map_err(|e| anyhow!("{flag} {}: {e}", t.shown()))?,
-                );
-            }
-        }
-        if evs.is_empty() {
-            bail!(
-                "{flag} {}: the session {} has no events (was it started, and one commit made on the primary?)",
-                t.shown(),
-                a.session
-            );
-        }
-        Ok(evs)
+        plumb_engine::mssql_xe::read_events(&t, &a.session).map_err(|e| anyhow!("{flag} {e}"))
     };
     let (p, s) = match (&a.primary_events, &a.standby_events, &a.primary, &a.standby) {
         (Some(pf), Some(sf), _, _) => (

@@ -3,169 +3,28 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Result;
-use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
-use plumb_report::Format;
 use std::io::{self, Write};
-use std::path::PathBuf;
 
+mod args;
 mod cmd_delta;
 mod cmd_engine;
 mod cmd_fs;
 mod cmd_io;
+mod cmd_io_args;
 mod cmd_k8s;
 mod cmd_lab;
 mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
+mod cmd_recording;
 mod cmd_repl;
 mod cmd_trace;
 mod docs;
 mod progress;
+#[cfg(test)]
+mod vocabulary;
 
-#[derive(Debug, Parser)]
-#[command(
-    name = "plumb",
-    version,
-    about = "A performance lab for databases on Linux",
-    long_about = "plumb measures, stresses and explains what happens under a database server \
-(memory, storage, CPU, durability) and inside it, and writes reports a DBA can act on.\n\n\
-Exit codes: 0 ok, 1 a check failed, 2 error (bad input, unreadable required source).",
-    propagate_version = true,
-    arg_required_else_help = true
-)]
-pub struct Cli {
-    #[command(flatten)]
-    pub global: GlobalArgs,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Debug, Args)]
-pub struct GlobalArgs {
-    /// Output format [default: text]. CSV only where the result is a table; openmetrics only
-    /// for `plumb export`.
-    #[arg(long, global = true, value_enum)]
-    pub format: Option<FormatArg>,
-    /// Shorthand for --format json.
-    #[arg(long, global = true)]
-    pub json: bool,
-    /// Read /proc and /sys from a captured tree under DIR instead of the live host (a support
-    /// bundle, or a test fixture).
-    #[arg(long, global = true, value_name = "DIR", env = "PLUMB_SYSROOT")]
-    pub sysroot: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
-    Text,
-    Json,
-    Csv,
-    /// OpenMetrics text with timestamps (`plumb export`, for promtool's backfill).
-    Openmetrics,
-}
-
-impl GlobalArgs {
-    pub fn format(&self) -> Format {
-        if self.json {
-            return Format::Json;
-        }
-        match self.format {
-            None | Some(FormatArg::Text) | Some(FormatArg::Openmetrics) => Format::Text,
-            Some(FormatArg::Json) => Format::Json,
-            Some(FormatArg::Csv) => Format::Csv,
-        }
-    }
-
-    /// `--format openmetrics` (only `plumb export` takes it).
-    pub fn openmetrics(&self) -> bool {
-        self.format == Some(FormatArg::Openmetrics)
-    }
-
-    pub fn root(&self) -> Result<plumb_sys::Root> {
-        match &self.sysroot {
-            None => Ok(plumb_sys::Root::host()),
-            Some(d) => {
-                if !d.is_dir() {
-                    anyhow::bail!("--sysroot {}: not a directory", d.display());
-                }
-                Ok(plumb_sys::Root::new(d))
-            }
-        }
-    }
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// The whole lab in one command: the host, the storage under the data (durability, a
-    /// queue-depth sweep, sequential reads), pgbench and the insert/CHECKPOINT loops
-    /// per wal_sync_method on a private PostgreSQL while recording, findings, and an HTML report.
-    Lab(Box<cmd_lab::LabArgs>),
-    /// Snapshot of the host a database runs on: kernel, CPUs, steal, memory, swap, PSI, run
-    /// queue, the cgroup and container limits on plumb and on given PIDs, and the filesystem
-    /// and block device under a path.
-    Os(cmd_os::OsArgs),
-    /// Storage tests shaped like database work: presets (log-write, data-read, oltp-mix,
-    /// backup-read, checkpoint-burst, spill-flood), diskspd command lines, and custom jobs, with
-    /// diskspd's four result sections.
-    Io(Box<cmd_io::IoArgs>),
-    /// Memory truth: each database process's resident and swapped memory (smaps counts swapped
-    /// shared memory, VmSwap does not) next to what the engine believes it caches; what an
-    /// engine will assume here (`assume`); and built-in memory pressure (`pressure`).
-    Mem(Box<cmd_mem::MemArgs>),
-    /// Kubernetes memory for databases: node allocatable and the pod that fits (`advise`),
-    /// manifest checks (`lint`), and a manifest that passes them (`manifest`).
-    K8s(Box<cmd_k8s::K8sArgs>),
-    /// Record OS (and process) counters at a steady interval into an append-only file; with
-    /// `-- CMD`, while the command runs.
-    Record(Box<cmd_record::RecordArgs>),
-    /// Add a named mark (a phase start or end) to a recording, also while it is recorded.
-    Mark(cmd_record::MarkArgs),
-    /// Turn recordings into one self-contained HTML page of charts to explore: wall-clock axes,
-    /// hover values, zoom to full resolution, legend toggles (several recordings overlay).
-    Report(cmd_record::ReportArgs),
-    /// Draw chosen metrics of recordings into one SVG chart.
-    Plot(cmd_record::PlotArgs),
-    /// Write a recording's derived metrics as CSV (or JSON Lines with --json), or its raw
-    /// counters and gauges as OpenMetrics for Prometheus (--format openmetrics).
-    Export(cmd_record::ExportArgs),
-    /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
-    /// steal, and the threads of a process that wait for a CPU.
-    Cpu(cmd_record::CpuArgs),
-    /// plumb's private PostgreSQL: start, stop, status, psql. The embedded default engine for
-    /// `delta`, the lab and the tests.
-    Engine(cmd_engine::EngineArgs),
-    /// Before/after deltas around a workload (SQL, a file of SQL, or a command): engine
-    /// counters, waits, file I/O, temp spill, and the OS's CPU and disk figures; cold, warm or
-    /// both, repeated, median and range.
-    Delta(Box<cmd_delta::DeltaArgs>),
-    /// What processes ask of the kernel, counted in the kernel at low cost: syscalls as
-    /// `strace -c -f` counts them (with time percentiles), the block requests they cause
-    /// (FLUSH, FUA) beside each device's total, faults and scheduling; around a command, a
-    /// PID and its children, or the database server.
-    Trace(Box<cmd_trace::TraceArgs>),
-    /// Replication between a primary and its standby, stage by stage: the timeline of one
-    /// replicated commit (WAL flushed, sent, received, written and flushed on the standby,
-    /// reported back, released, replayed) from the kernel's events on both servers.
-    Repl(cmd_repl::ReplArgs),
-    /// A server's views as read-only files, for cat, grep, awk, column and jq: one directory
-    /// per group of views, each view as NAME (tab-separated with a header), NAME.json (JSON
-    /// Lines) and NAME.txt (aligned), and your own *.sql files as files of their results
-    /// (--queries). PostgreSQL, MariaDB, SQL Server (from its documentation). Needs FUSE.
-    Fs(Box<cmd_fs::FsArgs>),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
-    Completions {
-        /// The shell to complete for.
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-    /// Print the man page (roff), or write one page per subcommand into --out DIR.
-    Man {
-        /// The directory to write plumb.1 and a page per subcommand into (plumb-io-run.1…);
-        /// without it, plumb.1 goes to standard output. (Formerly --dir, still accepted.)
-        #[arg(long, value_name = "DIR", alias = "dir")]
-        out: Option<PathBuf>,
-    },
-}
+pub use args::{command, Cli, Command, FormatArg, GlobalArgs};
 
 /// The command line as given, passwords masked (for reports and recordings).
 static COMMAND_LINE: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
@@ -178,60 +37,11 @@ pub(crate) fn command_args() -> Vec<String> {
         .unwrap_or_else(|| std::env::args().map(|a| plumb_engine::redact(&a)).collect())
 }
 
-/// Where the options every command could take do not apply, they are hidden from that
-/// command's help, its man page and its completions (still accepted: the lab, for one, refuses
-/// `--sysroot` with a reason).
-const NO_SYSROOT: &[&str] = &[
-    "lab",
-    "fs",
-    "io",
-    "k8s",
-    "mark",
-    "report",
-    "plot",
-    "export",
-    "engine",
-    "completions",
-    "man",
-];
-const NO_FORMAT: &[&str] = &["mark", "report", "plot", "completions", "man", "fs"];
-
-/// plumb's command line: the derived definition with the global options scoped.
-pub fn command() -> clap::Command {
-    let mut cmd = Cli::command();
-    let global = |id: &str| -> clap::Arg {
-        Cli::command()
-            .get_arguments()
-            .find(|a| a.get_id() == id)
-            .cloned()
-            .expect("a global option")
-    };
-    for (ids, subs) in [
-        (&["sysroot"][..], NO_SYSROOT),
-        (&["format", "json"][..], NO_FORMAT),
-    ] {
-        for sub in subs {
-            for id in ids {
-                // A hidden copy in the subcommand: clap does not propagate the visible one
-                // over it, and passes it on to the subcommand's own subcommands.
-                let hidden = global(id).hide(true);
-                cmd = cmd.mut_subcommand(*sub, |c| c.arg(hidden));
-            }
-        }
-    }
-    cmd
-}
-
 /// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
 /// Every command first takes down what a killed plumb left (its ledger, its trace instances
 /// and uprobes) and says so.
 fn reclaim_what_killed_plumbs_left() {
-    let engine = |dir: &std::path::Path| -> Result<(), String> {
-        plumb_engine::private::remove(dir)
-            .map(|_| ())
-            .map_err(|e| e.to_string())
-    };
-    for r in plumb_sys::ledger::reclaim(&engine) {
+    for r in plumb_lab::resources::reclaim_killed() {
         match r.outcome {
             Ok(()) => eprintln!(
                 "plumb: removed what a plumb that was killed (PID {}) left: {}",
@@ -242,9 +52,6 @@ fn reclaim_what_killed_plumbs_left() {
                 r.pid, r.what
             ),
         }
-    }
-    for (pid, what) in plumb_sys::tracefs::reclaim_dead() {
-        eprintln!("plumb: removed what a plumb that was killed (PID {pid}) left: {what}");
     }
 }
 
@@ -364,10 +171,10 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Mem(a) => cmd_mem::run(&cli.global, a),
         Command::K8s(a) => cmd_k8s::run(&cli.global, a),
         Command::Record(a) => cmd_record::record(&cli.global, a),
-        Command::Mark(a) => cmd_record::mark(a),
-        Command::Report(a) => cmd_record::report(a),
-        Command::Plot(a) => cmd_record::plot(a),
-        Command::Export(a) => cmd_record::export(&cli.global, a),
+        Command::Mark(a) => cmd_recording::mark(a),
+        Command::Report(a) => cmd_recording::report(a),
+        Command::Plot(a) => cmd_recording::plot(a),
+        Command::Export(a) => cmd_recording::export(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
         Command::Trace(a) => cmd_trace::run(&cli.global, a),
@@ -418,6 +225,8 @@ pub(crate) fn emit<R: plumb_report::Render>(global: &GlobalArgs, r: &R) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser};
+    use plumb_report::Format;
 
     #[test]
     fn cli_definition_is_consistent() {
@@ -460,138 +269,5 @@ mod tests {
         assert_eq!(e.exit_code(), 2);
         let e = Cli::try_parse_from(["plumb", "os", "--pid", "0"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
-    }
-}
-
-#[cfg(test)]
-mod vocabulary {
-    fn walk(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
-        for a in cmd.get_arguments() {
-            let id = a.get_id().as_str();
-            if id == "help" || id == "version" || a.is_hide_set() {
-                continue;
-            }
-            if a.get_help().is_none() && a.get_long_help().is_none() {
-                out.push(format!("{path} {id}"));
-            }
-        }
-        for s in cmd.get_subcommands() {
-            walk(s, &format!("{path} {}", s.get_name()), out);
-        }
-    }
-
-    #[test]
-    fn every_argument_has_help() {
-        let mut missing = Vec::new();
-        walk(&crate::command(), "plumb", &mut missing);
-        assert!(missing.is_empty(), "arguments without help: {missing:#?}");
-    }
-
-    /// Every visible option of every subcommand, with its command's path.
-    fn options(cmd: &clap::Command, path: &str, out: &mut Vec<(String, clap::Arg)>) {
-        for a in cmd.get_arguments() {
-            if a.get_long().is_some() && !a.is_hide_set() {
-                out.push((path.to_string(), a.clone()));
-            }
-        }
-        for s in cmd.get_subcommands() {
-            options(s, &format!("{path} {}", s.get_name()), out);
-        }
-    }
-
-    fn help(a: &clap::Arg) -> String {
-        a.get_long_help()
-            .or(a.get_help())
-            .map(|h| h.to_string())
-            .unwrap_or_default()
-    }
-
-    fn value_name(a: &clap::Arg) -> String {
-        a.get_value_names()
-            .and_then(|v| v.first().map(|n| n.to_string()))
-            .unwrap_or_default()
-    }
-
-    /// One meaning per flag name across all subcommands: --engine is a database URL (a
-    /// primary and its standby are --primary and --standby), an I/O
-    /// engine is --ioengine (as fio), an engine kind is --kind, --out is where the result goes
-    /// (a file or a directory, said in the help), --dir a work directory, and the lab's old
-    /// --target is only a hidden alias.
-    #[test]
-    fn one_vocabulary() {
-        let mut all = Vec::new();
-        let mut root = crate::command();
-        root.build();
-        options(&root, "plumb", &mut all);
-        let mut wrong = Vec::new();
-        for (path, a) in &all {
-            let long = a.get_long().unwrap();
-            let (vn, h) = (value_name(a), help(a));
-            let bad = match long {
-                "engine" => vn != "URL",
-                "ioengine" => vn != "ENGINE",
-                "kind" => vn != "KIND" || !h.contains("mssql, postgres or mariadb"),
-                "out" => !(h.starts_with("The directory") || h.contains(" file")),
-                "dir" => vn != "DIR" || !h.contains("work directory"),
-                "target" => true,
-                // A pair of servers: each a URL, named for its part.
-                "primary" | "standby" => vn != "URL" || !path.starts_with("plumb repl"),
-                _ => vn == "ENGINE" || vn == "URL" && long != "password-file",
-            };
-            if bad {
-                wrong.push(format!("{path} --{long} <{vn}>: {h}"));
-            }
-        }
-        assert!(wrong.is_empty(), "flags off the vocabulary: {wrong:#?}");
-        // The renamed flags, to be sure the test sees them.
-        let longs: Vec<&str> = all.iter().filter_map(|(_, a)| a.get_long()).collect();
-        for want in ["engine", "ioengine", "kind", "out", "dir", "workload"] {
-            assert!(longs.contains(&want), "--{want} missing");
-        }
-        // --target still works for the lab, unseen.
-        let lab = root.find_subcommand("lab").unwrap();
-        let engine = lab
-            .get_arguments()
-            .find(|a| a.get_long() == Some("engine"))
-            .unwrap();
-        assert!(engine
-            .get_all_aliases()
-            .unwrap_or_default()
-            .contains(&"target"));
-    }
-
-    /// A man page for every subcommand at every depth, each with EXIT STATUS, ENVIRONMENT
-    /// and EXAMPLES.
-    #[test]
-    fn man_pages_for_every_subcommand() {
-        let pages = crate::docs::pages().unwrap();
-        let names: Vec<&str> = pages.iter().map(|(n, _)| n.as_str()).collect();
-        for want in [
-            "plumb",
-            "plumb-io-run",
-            "plumb-io-sweep",
-            "plumb-engine-start",
-            "plumb-k8s-manifest",
-            "plumb-mem-assume",
-        ] {
-            assert!(names.contains(&want), "{want} missing: {names:?}");
-        }
-        for (name, page) in &pages {
-            let t = String::from_utf8_lossy(page);
-            for section in [".SH \"EXIT STATUS\"", ".SH ENVIRONMENT", ".SH EXAMPLES"] {
-                assert!(t.contains(section), "{name}: no {section}");
-            }
-            assert!(t.contains(&format!(".TH {name} 1")), "{name}: title");
-        }
-        let run = &pages.iter().find(|(n, _)| n == "plumb-io-run").unwrap().1;
-        let run = String::from_utf8_lossy(run);
-        assert!(
-            run.contains("plumb io run"),
-            "synopsis names the command as typed"
-        );
-        assert!(
-            run.contains("\\fBplumb\\-io\\fR(1)"),
-            "see also the parent page"
-        );
     }
 }

@@ -14,6 +14,8 @@ pub mod instance;
 pub mod mariadb;
 pub mod mssql;
 mod mssql_client;
+mod mssql_direct;
+mod mssql_result;
 pub mod mssql_xe;
 pub mod pg;
 pub mod private;

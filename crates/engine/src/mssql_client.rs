@@ -11,7 +11,8 @@
 //! for each, and stops waiting on SIGINT, SIGTERM and SIGHUP. A client that dies or runs out of
 //! its bound becomes a clear error about that connection: exit 2, never an abort or a backtrace.
 
-use crate::mssql::{Direct, ResultSet, QUERY_WAIT};
+use crate::mssql_direct::{Direct, QUERY_WAIT};
+use crate::mssql_result::ResultSet;
 use crate::{Error, Result, Target};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -145,7 +146,7 @@ impl MssqlConn {
     pub fn connect(t: &Target) -> Result<MssqlConn> {
         let label = t.shown();
         // A URL plumb cannot use is said before any process starts.
-        crate::mssql::parse_url(t)?;
+        crate::mssql_direct::parse_url(t)?;
         let program = PROGRAM
             .get()
             .cloned()

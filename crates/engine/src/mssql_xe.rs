@@ -217,6 +217,50 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + whole - offset_s) * 1_000_000_000) + ns)
 }
 
+/// The events of the session `session` on the replica at `t`: its event files read back
+/// (`read_query`) and parsed. None found is an error saying what to check.
+pub fn read_events(t: &crate::Target, session: &str) -> crate::Result<Vec<XeEvent>> {
+    let shown = t.shown();
+    let on = |e: crate::Error| crate::Error::Query {
+        what: shown.clone(),
+        message: e.to_string(),
+        source: Some(Box::new(e)),
+    };
+    if t.kind()? != crate::Kind::Sqlserver {
+        return Err(crate::Error::Setup(format!(
+            "{shown}: an Availability Group's events are SQL Server's (mssql://…)"
+        )));
+    }
+    let mut c = crate::mssql::MssqlConn::connect(t)?;
+    let rs = c
+        .query("the session's event files", &read_query(session))
+        .map_err(on)?;
+    let col = rs
+        .columns
+        .iter()
+        .position(|c| c.eq_ignore_ascii_case("event_data"))
+        .ok_or_else(|| {
+            crate::Error::Setup(format!(
+                "{shown}: the read-back query returned no event_data"
+            ))
+        })?;
+    let mut evs = Vec::new();
+    for r in &rs.rows {
+        if let Some(x) = r.get(col) {
+            evs.extend(
+                parse_events(&x.text())
+                    .map_err(|e| crate::Error::Refused(format!("{shown}: {e}")))?,
+            );
+        }
+    }
+    if evs.is_empty() {
+        return Err(crate::Error::Setup(format!(
+            "{shown}: the session {session} has no events (was it started, and one commit made on the primary?)"
+        )));
+    }
+    Ok(evs)
+}
+
 /// Every `<event>` in `xml` (one event, or several one after another, as files of read-back
 /// rows hold them).
 pub fn parse_events(xml: &str) -> Result<Vec<XeEvent>, String> {

@@ -138,7 +138,7 @@ pub struct DurabilityPlan {
 
 /// What `plumb io durability` found: one directory's report, or several compared.
 pub enum DurabilityResult {
-    One(plumb_analyze::durability::DurabilityReport),
+    One(Box<plumb_analyze::durability::DurabilityReport>),
     Many(plumb_analyze::durability::Comparison),
 }
 
@@ -236,7 +236,7 @@ impl DurabilityPlan {
             })
             .collect();
         if reports.len() == 1 {
-            return Ok(DurabilityResult::One(reports.remove(0)));
+            return Ok(DurabilityResult::One(Box::new(reports.remove(0))));
         }
         let comparison = plumb_analyze::durability::compare(&reports);
         Ok(DurabilityResult::Many(

@@ -297,3 +297,25 @@ mod tests {
         assert!(live.path.exists() && other.exists());
     }
 }
+
+/// Take down what plumbs that were killed left behind: what their ledgers list (processes,
+/// swap, cgroups, private servers, directories, mounts) and their trace instances and
+/// uprobes. Every command runs this first; each item says what it was and how it went.
+pub fn reclaim_killed() -> Vec<plumb_sys::ledger::Reclaimed> {
+    let engine = |dir: &std::path::Path| -> Result<(), String> {
+        plumb_engine::private::remove(dir)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let mut out = plumb_sys::ledger::reclaim(&engine);
+    out.extend(
+        plumb_sys::tracefs::reclaim_dead()
+            .into_iter()
+            .map(|(pid, what)| plumb_sys::ledger::Reclaimed {
+                pid,
+                what,
+                outcome: Ok(()),
+            }),
+    );
+    out
+}

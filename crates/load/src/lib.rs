@@ -9,6 +9,7 @@ pub mod diskspd;
 pub mod durability;
 pub mod engine;
 pub mod job;
+pub mod job_spec;
 pub mod labcg;
 pub mod pressure;
 pub mod rng;

@@ -37,7 +37,7 @@ pub struct ReplWatchSummary {
 
 /// Where readings come from: the primary alone, or a recording that reads it with the host.
 enum Source {
-    Bare(ReplSampler),
+    Bare(Box<ReplSampler>),
     Recording(Box<Collector>),
 }
 
@@ -104,7 +104,7 @@ impl ReplWatch {
             ));
         }
         let source = match &c.out {
-            None => Source::Bare(sampler),
+            None => Source::Bare(Box::new(sampler)),
             Some(out) => {
                 let obs = plumb_engine::observer(&c.primary)?;
                 let mut pids = c.pids.clone();

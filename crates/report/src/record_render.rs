@@ -1250,6 +1250,66 @@ fn summary(h: &mut Html, r: &Run) {
     }
 }
 
+/// A recording's name as a run: its `run` label, else its file's name; `run N` of `n` when
+/// it has neither.
+pub fn run_label(r: &Recording, path: &std::path::Path, i: usize, n: usize) -> String {
+    let base = r.header.labels.get("run").cloned().unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    if n > 1 && base.is_empty() {
+        format!("run {}", i + 1)
+    } else {
+        base
+    }
+}
+
+/// Recordings as runs, each under its own label: two lab runs (both called "lab") become
+/// "lab (r1)" and "lab (r2)" after their files, or "lab #1" and "lab #2" when those match too.
+pub fn runs_of<'a>(recs: &'a [Recording], files: &[std::path::PathBuf]) -> Vec<Run<'a>> {
+    let mut labels: Vec<String> = recs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| run_label(r, &files[i], i, recs.len()))
+        .collect();
+    let dup = |l: &[String], i: usize| l.iter().filter(|x| **x == l[i]).count() > 1;
+    let by_file: Vec<String> = (0..labels.len())
+        .map(|i| {
+            if !dup(&labels, i) {
+                return labels[i].clone();
+            }
+            let stem = files[i]
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if stem.is_empty() || stem == labels[i] {
+                labels[i].clone()
+            } else {
+                format!("{} ({stem})", labels[i])
+            }
+        })
+        .collect();
+    labels = (0..by_file.len())
+        .map(|i| {
+            if dup(&by_file, i) {
+                format!("{} #{}", by_file[i], i + 1)
+            } else {
+                by_file[i].clone()
+            }
+        })
+        .collect();
+    recs.iter()
+        .zip(labels)
+        .enumerate()
+        .map(|(i, (r, l))| {
+            let mut run = Run::new(r, l);
+            run.index = i;
+            run
+        })
+        .collect()
+}
+
 /// A wall-clock time to the second, in UTC, for headers and summaries.
 pub fn wall_utc(unix_ms: u64) -> String {
     let iso = iso_utc(unix_ms);

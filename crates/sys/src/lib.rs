@@ -33,6 +33,7 @@ pub mod pressure;
 pub mod process;
 pub mod proctrace;
 pub mod proctree;
+pub mod raw;
 pub mod rawsample;
 pub mod smaps;
 pub mod snapshot;

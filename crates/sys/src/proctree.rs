@@ -9,7 +9,7 @@
 //! is its live processes' own time plus what those that left had at their last sample.
 
 use crate::process::{self, ProcStat, ProcessSample};
-use crate::rawsample::{RawKind, RawValue};
+use crate::raw::{RawKind, RawValue};
 use crate::Root;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

@@ -3,18 +3,7 @@
 
 use crate::{block, cgroup, cpu, mem, mount, pressure, process, Root};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RawKind {
-    Counter,
-    Gauge,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RawValue {
-    pub name: String,
-    pub kind: RawKind,
-    pub value: u64,
-}
+pub use crate::raw::{RawKind, RawValue};
 
 /// What to sample besides the host.
 #[derive(Debug, Clone, Default)]

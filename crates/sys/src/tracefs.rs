@@ -436,7 +436,7 @@ pub fn reclaim_dead() -> Vec<(u32, String)> {
         })
         .collect();
     out.extend(
-        crate::eventtrace::remove_dead_probes(&dir)
+        remove_dead_probes(&dir)
             .into_iter()
             .map(|p| (pid_of(&p), format!("the uprobe {p}"))),
     );
@@ -787,4 +787,45 @@ mod tests {
         assert!(parse_line("# tracer: nop").is_none());
         assert!(parse_line("garbage-x (1) [0] . notatime: ev: x").is_none());
     }
+}
+
+/// Append a line to uprobe_events (it must not be truncated: other tools' probes are there).
+pub(crate) fn uprobe_line(tracefs: &Path, line: &str) -> Result<(), crate::KernelError> {
+    use std::io::Write;
+    let p = tracefs.join("uprobe_events");
+    let mut f = fs::OpenOptions::new()
+        .append(true)
+        .open(&p)
+        .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))?;
+    f.write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| crate::KernelError::io(format!("cannot write {line:?} to {}", p.display()), e))
+}
+
+/// Remove the uprobes of plumb runs that died without cleaning up. Returns their names.
+pub fn remove_dead_probes(tracefs: &Path) -> Vec<String> {
+    let me = std::process::id();
+    let Ok(text) = fs::read_to_string(tracefs.join("uprobe_events")) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for l in text.lines() {
+        // "p:plumb_123/name /path:0x..." or "r:..."
+        let Some(ev) = l.split_whitespace().next().and_then(|s| s.get(2..)) else {
+            continue;
+        };
+        let Some(pid) = ev
+            .strip_prefix("plumb_")
+            .and_then(|r| r.split('/').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != me
+            && !crate::process::alive(pid)
+            && uprobe_line(tracefs, &format!("-:{ev}")).is_ok()
+        {
+            out.push(ev.to_string());
+        }
+    }
+    out
 }

@@ -10,12 +10,20 @@ const KI: u64 = 1024;
 const MI: u64 = 1024 * 1024;
 const GI: u64 = 1024 * 1024 * 1024;
 
+/// A Kubernetes quantity plumb cannot read, quoting it and saying what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuantityError(pub String);
+
 /// A Kubernetes quantity in bytes: `4667840Ki`, `3Gi`, `500Mi`, `1G` (decimal), `128974848`,
 /// `129e6`. Fractions of a byte round up, as the API server does.
-pub fn parse_quantity(s: &str) -> Result<u64, String> {
+pub fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
     let t = s.trim().trim_matches('"').trim_matches('\'');
-    let bad =
-        || format!("{s:?} is not a Kubernetes memory quantity (e.g. 3Gi, 500Mi, 4667840Ki, 2G)");
+    let bad = || {
+        QuantityError(format!(
+            "{s:?} is not a Kubernetes memory quantity (e.g. 3Gi, 500Mi, 4667840Ki, 2G)"
+        ))
+    };
     if t.is_empty() || t.starts_with('-') {
         return Err(bad());
     }
@@ -47,15 +55,21 @@ pub fn parse_quantity(s: &str) -> Result<u64, String> {
     let b = (v * mult).ceil();
     // 2^64 bytes and more (16Ei) do not fit: an error, not a silent saturation.
     if !b.is_finite() || b < 0.0 || b >= 18_446_744_073_709_551_616.0 {
-        return Err(format!("{s:?} is larger than any memory (16Ei and more)"));
+        return Err(QuantityError(format!(
+            "{s:?} is larger than any memory (16Ei and more)"
+        )));
     }
     Ok(b as u64)
 }
 
 /// A Kubernetes CPU quantity (`2`, `0.5`, `1500m`) in millicores.
-pub fn parse_cpu(s: &str) -> Result<u64, String> {
+pub fn parse_cpu(s: &str) -> Result<u64, QuantityError> {
     let t = s.trim().trim_matches('"').trim_matches('\'');
-    let bad = || format!("{s:?} is not a Kubernetes CPU quantity (e.g. 2, 0.5, 500m)");
+    let bad = || {
+        QuantityError(format!(
+            "{s:?} is not a Kubernetes CPU quantity (e.g. 2, 0.5, 500m)"
+        ))
+    };
     let (num, milli) = match t.strip_suffix('m') {
         Some(n) => (n, true),
         None => (t, false),

@@ -90,7 +90,9 @@ fn threshold_ms(s: &str) -> std::result::Result<f64, String> {
             Err(format!("{s:?}: must be zero or more"))
         };
     }
-    plumb_load::units::parse_duration(s).map(|d| d.as_secs_f64() * 1000.0)
+    plumb_load::units::parse_duration(s)
+        .map(|d| d.as_secs_f64() * 1000.0)
+        .map_err(|e| e.0)
 }
 
 pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {

@@ -8,7 +8,7 @@ use plumb_load::target::{self, Safety};
 use plumb_load::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 
-fn flag<T>(name: &str, r: std::result::Result<T, String>) -> Result<T> {
+fn flag<T, E: std::fmt::Display>(name: &str, r: std::result::Result<T, E>) -> Result<T> {
     r.map_err(|e| anyhow!("{name}: {e}"))
 }
 

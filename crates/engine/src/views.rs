@@ -841,10 +841,15 @@ const TSQL_NOT_IN_A_SELECT: &[&str] = &[
     "WRITETEXT",
 ];
 
+/// Why a T-SQL query file is not one read-only SELECT.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotOneSelect(pub String);
+
 /// Whether `sql` is one T-SQL SELECT (or `WITH … SELECT`) that cannot write or end the
 /// transaction it runs in; the reason when it is not. Strings ('…'), quoted names ("…", […])
 /// and comments (--, /* */, nested) are skipped; every other word is looked at.
-pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
+pub fn tsql_one_select(sql: &str) -> std::result::Result<(), NotOneSelect> {
     let b = sql.as_bytes();
     let mut words: Vec<String> = Vec::new();
     let mut i = 0;
@@ -857,7 +862,11 @@ pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
                 i += 1;
                 loop {
                     match b.get(i) {
-                        None => return Err("a string or a quoted name is not closed".into()),
+                        None => {
+                            return Err(NotOneSelect(
+                                "a string or a quoted name is not closed".into(),
+                            ))
+                        }
                         Some(&x) if x == close => {
                             // A doubled closer is the closer itself.
                             if b.get(i + 1) == Some(&close) {
@@ -894,7 +903,7 @@ pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
                     }
                 }
                 if depth != 0 {
-                    return Err("a comment is not closed".into());
+                    return Err(NotOneSelect("a comment is not closed".into()));
                 }
             }
             b';' => {
@@ -911,7 +920,9 @@ pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
                     i += 1;
                 }
                 if semicolon_at.is_some() {
-                    return Err("it holds more than one statement (text after a ';')".into());
+                    return Err(NotOneSelect(
+                        "it holds more than one statement (text after a ';')".into(),
+                    ));
                 }
                 words.push(sql[start..i].to_ascii_uppercase());
             }
@@ -920,17 +931,21 @@ pub fn tsql_one_select(sql: &str) -> std::result::Result<(), String> {
     }
     match words.first().map(String::as_str) {
         Some("SELECT") | Some("WITH") => {}
-        Some(w) => return Err(format!("it begins with {w}, not SELECT or WITH")),
-        None => return Err("it is empty".into()),
+        Some(w) => {
+            return Err(NotOneSelect(format!(
+                "it begins with {w}, not SELECT or WITH"
+            )))
+        }
+        None => return Err(NotOneSelect("it is empty".into())),
     }
     if let Some(w) = words
         .iter()
         .find(|w| TSQL_NOT_IN_A_SELECT.contains(&w.as_str()))
     {
-        return Err(format!(
+        return Err(NotOneSelect(format!(
             "{w} has no place in one SELECT (a name that is this word is written [{}])",
             w.to_ascii_lowercase()
-        ));
+        )));
     }
     Ok(())
 }
@@ -975,7 +990,7 @@ mod tests {
             ("UPDATE victim SET x = 1", "begins with UPDATE"),
         ] {
             let e = tsql_one_select(bad).unwrap_err();
-            assert!(e.contains(says), "{bad}: {e}");
+            assert!(e.0.contains(says), "{bad}: {e}");
         }
     }
 

@@ -14,16 +14,18 @@ use plumb_record::watch::{Scope, Watch};
 /// One level: its label, its numeric value (for charts; None for "unthrottled") and its job.
 pub type LevelJob = (String, Option<f64>, Job);
 
+use plumb_load::job::JobError;
+
 /// Queue depths from a comma-separated list ("1,2,4"): sorted, each once, 1 to 4096. The
 /// error names the item.
-pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, String> {
+pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, JobError> {
     let mut qds = Vec::new();
     for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let q: u32 = item
             .parse()
             .map_err(|_| format!("{item:?} is not a queue depth"))?;
         if q == 0 || q > 4096 {
-            return Err(format!("{q} must be 1 to 4096"));
+            return Err(format!("{q} must be 1 to 4096").into());
         }
         qds.push(q);
     }
@@ -35,7 +37,7 @@ pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, String> {
 /// The base job at each rate of a comma-separated list ("50MB/s,2000iops,unthrottled"), in
 /// order of increasing load (an IOPS rate counts as IOPS × block size; unthrottled last). The
 /// error names the item.
-pub fn rate_levels(base: &Job, list: &str) -> std::result::Result<Vec<LevelJob>, String> {
+pub fn rate_levels(base: &Job, list: &str) -> std::result::Result<Vec<LevelJob>, JobError> {
     use plumb_load::units::{parse_rate, Rate};
     let mut v = Vec::new();
     for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
@@ -279,8 +281,8 @@ mod level_tests {
     #[test]
     fn queue_depths_are_sorted_once_and_bad_items_are_named() {
         assert_eq!(parse_qd_levels("8, 1,2,8,,4").unwrap(), [1, 2, 4, 8]);
-        assert!(parse_qd_levels("1,x").unwrap_err().contains("\"x\""));
-        assert!(parse_qd_levels("0").unwrap_err().contains("1 to 4096"));
+        assert!(parse_qd_levels("1,x").unwrap_err().0.contains("\"x\""));
+        assert!(parse_qd_levels("0").unwrap_err().0.contains("1 to 4096"));
         assert!(parse_qd_levels("5000").is_err());
     }
 
@@ -299,6 +301,7 @@ mod level_tests {
             .all(|l| l.2.rate.is_some() && !l.2.rate_per_thread));
         assert!(rate_levels(&base, "5MB/s,fast")
             .unwrap_err()
+            .0
             .contains("fast"));
     }
 }

@@ -14,6 +14,23 @@ pub struct Parsed {
     pub notes: Vec<String>,
 }
 
+/// A diskspd command line plumb does not take, naming the flag.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DiskspdError(pub String);
+
+impl From<String> for DiskspdError {
+    fn from(s: String) -> DiskspdError {
+        DiskspdError(s)
+    }
+}
+
+impl From<&str> for DiskspdError {
+    fn from(s: &str) -> DiskspdError {
+        DiskspdError(s.to_string())
+    }
+}
+
 fn num<T: std::str::FromStr>(flag: &str, v: &str) -> Result<T, String> {
     v.parse()
         .map_err(|_| format!("diskspd flag {flag}: {v:?} is not a number"))
@@ -23,7 +40,7 @@ fn size(flag: &str, v: &str) -> Result<u64, String> {
     parse_size(v).map_err(|e| format!("diskspd flag {flag}: {e}"))
 }
 
-pub fn parse(args: &[String]) -> Result<Parsed, String> {
+pub fn parse(args: &[String]) -> Result<Parsed, DiskspdError> {
     let mut job = Job::new("diskspd");
     // diskspd's defaults differ from plumb's: 10 s, 5 s warm-up, 2 outstanding, 64K, sequential,
     // reads, and the OS cache on.
@@ -44,7 +61,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             if let Some(n) = a.strip_prefix('#') {
                 return Err(format!(
                     "diskspd target {a}: #{n} names a Windows physical drive; name the Linux device (e.g. /dev/sdb) and pass --destroy-data-on for writes"
-                ));
+                ).into());
             }
             job.targets.push(a.into());
             continue;
@@ -53,7 +70,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
         let first = flag.chars().next().map_or(0, char::len_utf8);
         let (name, val) = flag.split_at(first);
         if !name.is_ascii() {
-            return Err(format!("diskspd flag {a}: not a diskspd flag"));
+            return Err(format!("diskspd flag {a}: not a diskspd flag").into());
         }
         match name {
             "d" => job.duration = Duration::from_secs(num(a, val)?),
@@ -87,9 +104,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "w" => {
                 let p: u8 = if val.is_empty() { 100 } else { num(a, val)? };
                 if p > 100 {
-                    return Err(format!(
-                        "diskspd flag {a}: write percentage must be 0 to 100"
-                    ));
+                    return Err(
+                        format!("diskspd flag {a}: write percentage must be 0 to 100").into(),
+                    );
                 }
                 job.write_pct = p;
             }
@@ -106,7 +123,9 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                         ));
                         Durability::None
                     }
-                    _ => return Err(format!("diskspd flag {a}: unknown caching mode {val:?}")),
+                    _ => {
+                        return Err(format!("diskspd flag {a}: unknown caching mode {val:?}").into())
+                    }
                 }
             }
             "c" => {
@@ -122,7 +141,8 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
                 if v <= 0.0 {
                     return Err(format!(
                         "diskspd flag {a}: the throughput limit must be more than 0"
-                    ));
+                    )
+                    .into());
                 }
                 // diskspd's -g is bytes per millisecond (or IOPS with `i`), per thread per target.
                 per_thread_rate = Some(if iops {
@@ -145,7 +165,7 @@ pub fn parse(args: &[String]) -> Result<Parsed, String> {
             "D" | "R" | "a" | "n" | "x" | "P" | "v" | "I" | "N" | "l" => notes.push(format!(
                 "{a}: ignored (diskspd output, affinity or scheduling option)"
             )),
-            _ => return Err(format!("diskspd flag {a} is not supported by plumb")),
+            _ => return Err(format!("diskspd flag {a} is not supported by plumb").into()),
         }
     }
     if let Some(f) = total_threads {
@@ -187,7 +207,7 @@ mod tests {
     use super::*;
 
     fn p(s: &str) -> Result<Parsed, String> {
-        parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        parse(&s.split_whitespace().map(str::to_string).collect::<Vec<_>>()).map_err(|e| e.0)
     }
 
     #[test]

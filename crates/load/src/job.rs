@@ -5,6 +5,29 @@ use serde::{Serialize, Serializer};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// A job setting refused, naming the flag it came from and what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct JobError(pub String);
+
+impl From<String> for JobError {
+    fn from(s: String) -> JobError {
+        JobError(s)
+    }
+}
+
+impl From<crate::units::UnitError> for JobError {
+    fn from(e: crate::units::UnitError) -> JobError {
+        JobError(e.0)
+    }
+}
+
+impl From<&str> for JobError {
+    fn from(s: &str) -> JobError {
+        JobError(s.to_string())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
@@ -17,12 +40,12 @@ pub enum EngineKind {
 }
 
 impl EngineKind {
-    pub fn parse(s: &str) -> Result<EngineKind, String> {
+    pub fn parse(s: &str) -> Result<EngineKind, JobError> {
         match s {
             "io_uring" | "uring" | "io-uring" => Ok(EngineKind::IoUring),
             "psync" | "sync" => Ok(EngineKind::Psync),
             "null" => Ok(EngineKind::Null),
-            _ => Err(format!("{s:?} is not an engine (io_uring, psync or null)")),
+            _ => Err(format!("{s:?} is not an engine (io_uring, psync or null)").into()),
         }
     }
 
@@ -53,7 +76,7 @@ pub enum Durability {
 }
 
 impl Durability {
-    pub fn parse(s: &str) -> Result<Durability, String> {
+    pub fn parse(s: &str) -> Result<Durability, JobError> {
         let (base, every) = match s.split_once(':') {
             Some((b, n)) => (
                 b,
@@ -75,11 +98,11 @@ impl Durability {
             _ => {
                 return Err(format!(
                     "{s:?} is not a durability mode (none, direct, dsync, direct-dsync, fdatasync[:N], direct-fdatasync[:N], fsync[:N], direct-fsync[:N])"
-                ))
+                ).into())
             }
         };
         if every != 1 && !matches!(d, Durability::Fdatasync { .. } | Durability::Fsync { .. }) {
-            return Err(format!("{s:?}: only fdatasync and fsync take a count"));
+            return Err(format!("{s:?}: only fdatasync and fsync take a count").into());
         }
         Ok(d)
     }
@@ -251,27 +274,28 @@ impl Job {
     }
 
     /// Check the job is internally consistent; the message names the offending setting.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), JobError> {
         if self.targets.is_empty() {
             return Err("no target file or device given".into());
         }
         if self.threads == 0 || self.threads > 1024 {
-            return Err(format!("--threads {} must be 1 to 1024", self.threads));
+            return Err(format!("--threads {} must be 1 to 1024", self.threads).into());
         }
         if self.queue_depth == 0 || self.queue_depth > 4096 {
-            return Err(format!("--qd {} must be 1 to 4096", self.queue_depth));
+            return Err(format!("--qd {} must be 1 to 4096", self.queue_depth).into());
         }
         if self.block_size == 0 || self.block_size > 64 << 20 {
-            return Err(format!("--bs {} must be 1 byte to 64 MiB", self.block_size));
+            return Err(format!("--bs {} must be 1 byte to 64 MiB", self.block_size).into());
         }
         if self.durability.direct() && !self.block_size.is_multiple_of(512) {
             return Err(format!(
                 "--bs {} is not a multiple of 512: O_DIRECT ({}) needs sector-aligned sizes",
                 self.block_size, self.durability
-            ));
+            )
+            .into());
         }
         if self.write_pct > 100 {
-            return Err(format!("--write-pct {} must be 0 to 100", self.write_pct));
+            return Err(format!("--write-pct {} must be 0 to 100", self.write_pct).into());
         }
         if self.duration.is_zero() {
             return Err("--duration must be more than 0".into());
@@ -284,13 +308,14 @@ impl Job {
         if total > crate::units::MAX_DURATION_S {
             return Err(format!(
                 "warm-up, duration and cool-down add up to {total:.0} s: longer than plumb runs anything (365 days at most)"
-            ));
+            ).into());
         }
         if (self.block_size as u64) > self.file_size {
             return Err(format!(
                 "--bs {} is larger than --size {}",
                 self.block_size, self.file_size
-            ));
+            )
+            .into());
         }
         if self.stride == Some(0) && self.pattern != Pattern::Sequential {
             return Err(
@@ -307,14 +332,16 @@ impl Job {
                 return Err(format!(
                     "--batch-submit {b} must be 1 to the queue depth {}",
                     self.queue_depth
-                ));
+                )
+                .into());
             }
         }
         if self.batch_complete == 0 || self.batch_complete > self.queue_depth {
             return Err(format!(
                 "--batch-complete {} must be 1 to the queue depth {}",
                 self.batch_complete, self.queue_depth
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -457,12 +484,12 @@ mod tests {
     #[test]
     fn validation_names_the_setting() {
         let mut j = Job::new("custom");
-        assert!(j.validate().unwrap_err().contains("no target"));
+        assert!(j.validate().unwrap_err().0.contains("no target"));
         j.targets.push("f".into());
         j.block_size = 1000;
-        assert!(j.validate().unwrap_err().contains("--bs 1000"));
+        assert!(j.validate().unwrap_err().0.contains("--bs 1000"));
         j.block_size = 4096;
         j.queue_depth = 0;
-        assert!(j.validate().unwrap_err().contains("--qd 0"));
+        assert!(j.validate().unwrap_err().0.contains("--qd 0"));
     }
 }

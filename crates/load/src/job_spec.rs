@@ -36,7 +36,7 @@ pub struct JobSpec {
     pub batch_submit: Option<u32>,
 }
 
-fn flag<T>(name: &str, r: Result<T, String>) -> Result<T, Refused> {
+fn flag<T, E: std::fmt::Display>(name: &str, r: Result<T, E>) -> Result<T, Refused> {
     r.map_err(|e| Refused(format!("{name}: {e}")))
 }
 
@@ -133,7 +133,7 @@ impl JobSpec {
         if let Some(v) = f.batch_submit {
             j.batch_submit = Some(v);
         }
-        j.validate().map_err(Refused)?;
+        j.validate().map_err(|e| Refused(e.0))?;
         Ok(j)
     }
 }

@@ -28,6 +28,9 @@ pub enum Error {
     },
     #[error("{0}")]
     Refused(String),
+    /// The kernel refused a setup (swap on zram, a cgroup), with the OS error under it.
+    #[error(transparent)]
+    Kernel(#[from] plumb_sys::KernelError),
     #[error("invalid job: {0}")]
     Job(String),
     #[error("{engine} engine: {message}")]

@@ -63,17 +63,13 @@ pub struct Setup {
 
 /// The sizes plumb will not exceed without --force: available memory plus free disk swap,
 /// less headroom. zram does not count: random pages compress to their own size in RAM.
-pub fn check_size(
-    size: u64,
-    available: u64,
-    free_disk_swap: u64,
-) -> std::result::Result<(), String> {
+pub fn check_size(size: u64, available: u64, free_disk_swap: u64) -> crate::Result<()> {
     let headroom = (available / 20).max(256 << 20);
     let cap = (available + free_disk_swap).saturating_sub(headroom);
     if size > cap {
-        return Err(format!(
+        return Err(Error::Refused(format!(
             "{size} bytes is more than this host can give without risk: {available} available + {free_disk_swap} free disk swap - {headroom} headroom = {cap}; pass --force to go ahead"
-        ));
+        )));
     }
     Ok(())
 }
@@ -275,7 +271,9 @@ pub fn run(
     // Order matters for cleanup: drop runs in reverse, so memory is freed first, then we leave
     // the cgroup, then swap is turned off.
     let _zram = match o.zram_swap {
-        Some(s) => Some(plumb_sys::zram::Zram::setup(s).map_err(Error::Refused)?),
+        Some(s) => {
+            Some(plumb_sys::zram::Zram::setup(s).map_err(|e| Error::Refused(e.to_string()))?)
+        }
         None => None,
     };
     let cg = enter_cgroup(&o.cgroup)?;
@@ -386,7 +384,7 @@ mod tests {
     fn size_guard() {
         assert!(check_size(1 << 30, 8 << 30, 0).is_ok());
         let e = check_size(9 << 30, 8 << 30, 0).unwrap_err();
-        assert!(e.contains("--force"), "{e}");
+        assert!(e.to_string().contains("--force"), "{e}");
         assert!(check_size(9 << 30, 8 << 30, 4 << 30).is_ok());
     }
 

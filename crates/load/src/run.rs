@@ -272,7 +272,7 @@ pub fn run(job: &Job, targets: &[Target]) -> Result<RunResult> {
 
 /// As [`run`], calling `progress(elapsed_fraction)` about every 100 ms from the main thread.
 pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result<RunResult> {
-    job.validate().map_err(Error::Job)?;
+    job.validate().map_err(|e| Error::Job(e.0))?;
     let paced = job.rate.is_some() || job.burst.is_some();
     let per_thread_workers = if job.engine == EngineKind::Psync {
         job.queue_depth

@@ -4,12 +4,19 @@
 
 use std::time::Duration;
 
+/// A size, duration or rate plumb cannot read, quoting it and saying what it takes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct UnitError(pub String);
+
 /// `4096`, `8K`, `8k`, `64KiB`, `3Gi`, `1M`, `2G`, `1T`: all binary (K = 1024), as diskspd, fio
 /// and Kubernetes' Ki/Mi/Gi are. (Kubernetes' decimal M and G are parsed by the k8s commands.)
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     let t = s.trim();
     let bad = || {
-        format!("{s:?} is not a size (use a number with an optional K, M, G or T suffix, e.g. 8K or 2G)")
+        UnitError(format!(
+            "{s:?} is not a size (use a number with an optional K, M, G or T suffix, e.g. 8K or 2G)"
+        ))
     };
     let lower = t.to_ascii_lowercase();
     let digits_end = lower
@@ -45,9 +52,13 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// counts nanoseconds in 64 bits).
 pub const MAX_DURATION_S: f64 = 365.0 * 86400.0;
 
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim().to_ascii_lowercase();
-    let bad = || format!("{s:?} is not a duration (e.g. 15s, 500ms, 2m, 1m30s, 1h)");
+    let bad = || {
+        UnitError(format!(
+            "{s:?} is not a duration (e.g. 15s, 500ms, 2m, 1m30s, 1h)"
+        ))
+    };
     if t.is_empty() {
         return Err(bad());
     }
@@ -87,9 +98,9 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(bad());
     }
     if secs > MAX_DURATION_S {
-        return Err(format!(
+        return Err(UnitError(format!(
             "{s:?} is longer than plumb runs anything (365 days at most)"
-        ));
+        )));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -134,9 +145,9 @@ pub enum Rate {
 }
 
 /// `200MB/s`, `1.5GB/s`, `800M` (MB/s), `5000iops`, `5000IOPS`.
-pub fn parse_rate(s: &str) -> Result<Rate, String> {
+pub fn parse_rate(s: &str) -> Result<Rate, UnitError> {
     let t = s.trim().to_ascii_lowercase();
-    let bad = || format!("{s:?} is not a rate (e.g. 200MB/s or 5000iops)");
+    let bad = || UnitError(format!("{s:?} is not a rate (e.g. 200MB/s or 5000iops)"));
     if let Some(n) = t.strip_suffix("iops") {
         let v: f64 = n.trim().parse().map_err(|_| bad())?;
         return if v > 0.0 && v.is_finite() {

@@ -9,6 +9,13 @@ pub enum Error {
     /// use 100ms or more`.
     #[error("{flag}: {message}")]
     Refused { flag: String, message: String },
+    /// A size, duration or rate that is not one.
+    #[error("{flag}: {source}")]
+    Unit {
+        flag: &'static str,
+        #[source]
+        source: plumb_load::units::UnitError,
+    },
     /// A flag that needs root, given without it.
     #[error("{flag} needs root ({why})")]
     NeedsRoot {

@@ -89,8 +89,10 @@ pub fn parse_sampling(
     interval: &str,
     duration: Option<&str>,
 ) -> Result<(Duration, Option<Duration>)> {
-    let i =
-        plumb_load::units::parse_duration(interval).map_err(|e| Error::refused("--interval", e))?;
+    let i = plumb_load::units::parse_duration(interval).map_err(|source| Error::Unit {
+        flag: "--interval",
+        source,
+    })?;
     if i < Duration::from_millis(100) {
         return Err(Error::refused(
             format!("--interval {interval}"),
@@ -100,7 +102,10 @@ pub fn parse_sampling(
     let d = duration
         .map(plumb_load::units::parse_duration)
         .transpose()
-        .map_err(|e| Error::refused("--duration", e))?;
+        .map_err(|source| Error::Unit {
+            flag: "--duration",
+            source,
+        })?;
     Ok((i, d))
 }
 

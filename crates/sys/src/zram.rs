@@ -38,12 +38,12 @@ const SWAP_FLAG_PREFER: libc::c_int = 0x8000;
 impl Zram {
     /// A zram device of `size` bytes as swap (root): an unused one, else one hot-added;
     /// swapped off, reset (and hot-removed if added) when dropped.
-    pub fn setup(size: u64) -> Result<Zram, String> {
+    pub fn setup(size: u64) -> Result<Zram, crate::KernelError> {
         setup_zram(size)
     }
 }
 
-fn setup_zram(size: u64) -> Result<Zram, String> {
+fn setup_zram(size: u64) -> Result<Zram, crate::KernelError> {
     if !crate::os::is_root() {
         return Err("--swap zram: setting up swap needs root".into());
     }
@@ -97,12 +97,15 @@ fn setup_zram(size: u64) -> Result<Zram, String> {
     let out = std::process::Command::new("mkswap")
         .arg(&dev)
         .output()
-        .map_err(|e| format!("--swap zram: cannot run mkswap (util-linux): {e}"))?;
+        .map_err(|e| {
+            crate::KernelError::io(format!("--swap zram: cannot run mkswap (util-linux)"), e)
+        })?;
     if !out.status.success() {
         return Err(format!(
             "--swap zram: mkswap {dev} failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
-        ));
+        )
+        .into());
     }
     let c = std::ffi::CString::new(dev.clone()).map_err(|e| e.to_string())?;
     // SAFETY: valid path; priority flag as swapon(2) documents.
@@ -111,7 +114,8 @@ fn setup_zram(size: u64) -> Result<Zram, String> {
         return Err(format!(
             "--swap zram: swapon {dev}: {}",
             std::io::Error::last_os_error()
-        ));
+        )
+        .into());
     }
     z.swapped_on = true;
     Ok(z)

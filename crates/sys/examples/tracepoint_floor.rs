@@ -16,7 +16,7 @@ fn main() {
     }
 }
 
-fn run() -> Result<(), String> {
+fn run() -> Result<(), plumb_sys::KernelError> {
     let mut a = Asm::new();
     a.mov_k(0, 0).exit();
     let insns = a.finish()?;

@@ -2,20 +2,12 @@
 //! safety rules and Ctrl-C.
 
 mod common;
-use common::{plumb, skip};
+use common::{plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json(args: &[&str]) -> Value {
     let o = run(args);

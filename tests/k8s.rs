@@ -2,19 +2,11 @@
 //! manifests, and generated manifests that lint clean.
 
 mod common;
-use common::plumb;
+use common::{run, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -2,21 +2,13 @@
 //! shared memory that VmSwap misses and smaps shows.
 
 mod common;
-use common::{plumb, skip};
+use common::{plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn json(args: &[&str]) -> Value {
     let o = run(args);

@@ -2,20 +2,16 @@
 //! and lsblk) and against captured and constructed trees under tests/fixtures.
 
 mod common;
-use common::{plumb, skip};
+use common::{plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures")
         .join(name)
-}
-
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
 }
 
 fn json(args: &[&str]) -> Value {
@@ -26,10 +22,6 @@ fn json(args: &[&str]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("valid JSON")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// Run a host tool for cross-checking; None when it is not installed.

@@ -2,19 +2,11 @@
 //! damaged files, and the report rendered in headless Chromium when it is installed.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 mod common;
-use common::{no_postgres, pg_bin, plumb, skip};
-
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{no_postgres, pg_bin, plumb, run, skip, stderr};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()

@@ -18,10 +18,6 @@ fn tracing_alone() -> std::sync::MutexGuard<'static, ()> {
     TRACING.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn run(args: &[&str]) -> Output {
-    plumb().args(args).output().expect("run plumb")
-}
-
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }

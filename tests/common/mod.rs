@@ -23,6 +23,16 @@ pub fn plumb() -> Command {
     c
 }
 
+/// Run plumb with `args` and wait for it (see [`plumb`] for the environment it gets).
+pub fn run(args: &[&str]) -> std::process::Output {
+    plumb().args(args).output().expect("run plumb")
+}
+
+/// What a finished plumb said on stderr.
+pub fn stderr(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
 pub fn is_root() -> bool {
     // SAFETY: geteuid cannot fail.
     unsafe { libc::geteuid() == 0 }

@@ -12,6 +12,7 @@ pub mod k8s;
 pub mod k8s_spec;
 pub mod lab;
 pub mod mem;
+pub mod memfig;
 pub mod openmetrics;
 pub mod os;
 pub mod record;

@@ -1,6 +1,7 @@
 //! `plumb mem`: the kernel's truth about a database's memory next to what the engine believes,
 //! and what an engine will assume about the memory it may use here.
 
+pub use crate::memfig::MemFigures;
 use crate::units::bytes;
 use crate::{Level, Note};
 use plumb_sys::cgroup::{CgroupMode, ProcessCgroups};
@@ -43,17 +44,8 @@ pub struct CgroupMem {
 pub struct ProcMem {
     pub pid: u32,
     pub name: Option<String>,
-    pub vm_size_bytes: Option<u64>,
-    pub vm_rss_bytes: Option<u64>,
-    pub rss_anon_bytes: Option<u64>,
-    pub rss_file_bytes: Option<u64>,
-    pub rss_shmem_bytes: Option<u64>,
-    pub vm_data_bytes: Option<u64>,
-    /// Private memory in swap (the kernel leaves swapped shared memory out of VmSwap).
-    pub vm_swap_bytes: Option<u64>,
-    /// All memory in swap, shared included (smaps_rollup).
-    pub smaps_swap_bytes: Option<u64>,
-    pub smaps_swap_pss_bytes: Option<u64>,
+    #[serde(flatten)]
+    pub memory: MemFigures,
     pub largest_mappings: Vec<Mapping>,
     pub cgroup: Option<CgroupMem>,
 }
@@ -287,15 +279,7 @@ fn proc_mem(p: &ProcMemSample, mem_total: Option<u64>) -> ProcMem {
         name: st
             .and_then(|s| s.name.clone())
             .or_else(|| p.sample.stat.as_ref().map(|s| s.comm.clone())),
-        vm_size_bytes: st.and_then(|s| s.vm_size_bytes),
-        vm_rss_bytes: st.and_then(|s| s.vm_rss_bytes),
-        rss_anon_bytes: st.and_then(|s| s.rss_anon_bytes),
-        rss_file_bytes: st.and_then(|s| s.rss_file_bytes),
-        rss_shmem_bytes: st.and_then(|s| s.rss_shmem_bytes),
-        vm_data_bytes: st.and_then(|s| s.vm_data_bytes),
-        vm_swap_bytes: st.and_then(|s| s.vm_swap_bytes),
-        smaps_swap_bytes: sm.and_then(|s| s.swap_bytes),
-        smaps_swap_pss_bytes: sm.and_then(|s| s.swap_pss_bytes),
+        memory: MemFigures::of(st, sm),
         largest_mappings: p.largest.clone(),
         cgroup: cgroup_mem(&p.cgroups, mem_total),
     }
@@ -548,7 +532,7 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
         }
     }
     for p in procs {
-        if let (Some(vs), Some(ss)) = (p.vm_swap_bytes, p.smaps_swap_bytes) {
+        if let (Some(vs), Some(ss)) = (p.memory.vm_swap_bytes, p.memory.smaps_swap_bytes) {
             if ss > vs + (1 << 20) {
                 n.push(Note::new(Level::Warn, "swap-hides-shared-memory", format!(
                     "PID {}: {} in swap by smaps_rollup, but VmSwap shows {}: the difference is swapped shared memory, which VmSwap never counts",

@@ -101,19 +101,11 @@ pub struct MemorySection {
     pub oom_kills_since_boot: Option<u64>,
 }
 
+/// A process's memory as `plumb os` shows it: the figures `plumb mem` shows too, and its PSS.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessMemory {
-    pub vm_size_bytes: Option<u64>,
-    pub vm_rss_bytes: Option<u64>,
-    pub rss_anon_bytes: Option<u64>,
-    pub rss_file_bytes: Option<u64>,
-    pub rss_shmem_bytes: Option<u64>,
-    pub vm_data_bytes: Option<u64>,
-    /// Private memory in swap only (the kernel's VmSwap).
-    pub vm_swap_bytes: Option<u64>,
-    /// All memory in swap, shared included (smaps_rollup Swap).
-    pub smaps_swap_bytes: Option<u64>,
-    pub smaps_swap_pss_bytes: Option<u64>,
+    #[serde(flatten)]
+    pub figures: crate::memfig::MemFigures,
     pub pss_bytes: Option<u64>,
 }
 
@@ -321,15 +313,7 @@ fn process_section(p: &ProcessSnapshot, mem_total: Option<u64>, hz: Option<u64>)
         threads: g(|s| s.threads).or(p.sample.stat.as_ref().map(|s| s.num_threads)),
         cpus_allowed: st.and_then(|s| s.cpus_allowed_list.clone()),
         memory: ProcessMemory {
-            vm_size_bytes: g(|s| s.vm_size_bytes),
-            vm_rss_bytes: g(|s| s.vm_rss_bytes),
-            rss_anon_bytes: g(|s| s.rss_anon_bytes),
-            rss_file_bytes: g(|s| s.rss_file_bytes),
-            rss_shmem_bytes: g(|s| s.rss_shmem_bytes),
-            vm_data_bytes: g(|s| s.vm_data_bytes),
-            vm_swap_bytes: g(|s| s.vm_swap_bytes),
-            smaps_swap_bytes: sm.and_then(|s| s.swap_bytes),
-            smaps_swap_pss_bytes: sm.and_then(|s| s.swap_pss_bytes),
+            figures: crate::memfig::MemFigures::of(st, sm),
             pss_bytes: sm.and_then(|s| s.pss_bytes),
         },
         cpu_time_s: match (p.sample.stat.as_ref(), hz) {
@@ -539,7 +523,10 @@ fn notes(r: &OsReport) -> Vec<Note> {
                 )));
             }
         }
-        if let (Some(vs), Some(ss)) = (p.memory.vm_swap_bytes, p.memory.smaps_swap_bytes) {
+        if let (Some(vs), Some(ss)) = (
+            p.memory.figures.vm_swap_bytes,
+            p.memory.figures.smaps_swap_bytes,
+        ) {
             if ss > vs + 1024 * 1024 {
                 n.push(Note::new(Level::Warn, "swap-hides-shared-memory", format!(
                     "{who}: {} in swap, of which VmSwap shows only {}: the rest is swapped shared memory (a shared buffer pool)",

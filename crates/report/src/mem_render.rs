@@ -149,21 +149,21 @@ fn write_proc(out: &mut dyn Write, p: &ProcMem) -> io::Result<()> {
         out,
         &format!(
             "VmSize {} · VmRSS {} (RssAnon {} · RssFile {} · RssShmem {}) · VmData {}",
-            opt_bytes(p.vm_size_bytes),
-            opt_bytes(p.vm_rss_bytes),
-            opt_bytes(p.rss_anon_bytes),
-            opt_bytes(p.rss_file_bytes),
-            opt_bytes(p.rss_shmem_bytes),
-            opt_bytes(p.vm_data_bytes)
+            opt_bytes(p.memory.vm_size_bytes),
+            opt_bytes(p.memory.vm_rss_bytes),
+            opt_bytes(p.memory.rss_anon_bytes),
+            opt_bytes(p.memory.rss_file_bytes),
+            opt_bytes(p.memory.rss_shmem_bytes),
+            opt_bytes(p.memory.vm_data_bytes)
         ),
     )?;
     more(
         out,
         &format!(
             "swap: VmSwap {} (private only) · smaps_rollup Swap {} (shared too) · SwapPss {}",
-            opt_bytes(p.vm_swap_bytes),
-            opt_bytes(p.smaps_swap_bytes),
-            opt_bytes(p.smaps_swap_pss_bytes)
+            opt_bytes(p.memory.vm_swap_bytes),
+            opt_bytes(p.memory.smaps_swap_bytes),
+            opt_bytes(p.memory.smaps_swap_pss_bytes)
         ),
     )?;
     for m in p
@@ -303,15 +303,15 @@ impl Render for MemReport {
                     vec![
                         p.pid.to_string(),
                         p.name.clone().unwrap_or_default(),
-                        o(p.vm_size_bytes),
-                        o(p.vm_rss_bytes),
-                        o(p.rss_anon_bytes),
-                        o(p.rss_file_bytes),
-                        o(p.rss_shmem_bytes),
-                        o(p.vm_data_bytes),
-                        o(p.vm_swap_bytes),
-                        o(p.smaps_swap_bytes),
-                        o(p.smaps_swap_pss_bytes),
+                        o(p.memory.vm_size_bytes),
+                        o(p.memory.vm_rss_bytes),
+                        o(p.memory.rss_anon_bytes),
+                        o(p.memory.rss_file_bytes),
+                        o(p.memory.rss_shmem_bytes),
+                        o(p.memory.vm_data_bytes),
+                        o(p.memory.vm_swap_bytes),
+                        o(p.memory.smaps_swap_bytes),
+                        o(p.memory.smaps_swap_pss_bytes),
                         o(p.cgroup.as_ref().and_then(|c| c.limit_bytes)),
                         o(p.cgroup.as_ref().and_then(|c| c.usage_bytes)),
                         o(p.cgroup.as_ref().and_then(|c| c.swap_bytes)),

@@ -325,20 +325,20 @@ fn write_process(p: &ProcessSection, out: &mut dyn Write) -> io::Result<()> {
         out,
         &format!(
             "memory: RSS {} (anon {} · file {} · shmem {}) · VmSize {} · VmData {}",
-            opt_bytes(mm.vm_rss_bytes),
-            opt_bytes(mm.rss_anon_bytes),
-            opt_bytes(mm.rss_file_bytes),
-            opt_bytes(mm.rss_shmem_bytes),
-            opt_bytes(mm.vm_size_bytes),
-            opt_bytes(mm.vm_data_bytes)
+            opt_bytes(mm.figures.vm_rss_bytes),
+            opt_bytes(mm.figures.rss_anon_bytes),
+            opt_bytes(mm.figures.rss_file_bytes),
+            opt_bytes(mm.figures.rss_shmem_bytes),
+            opt_bytes(mm.figures.vm_size_bytes),
+            opt_bytes(mm.figures.vm_data_bytes)
         ),
     )?;
     more(
         out,
         &format!(
             "swap: {} in all (smaps_rollup) · VmSwap {} (private memory only)",
-            opt_bytes(mm.smaps_swap_bytes),
-            opt_bytes(mm.vm_swap_bytes)
+            opt_bytes(mm.figures.smaps_swap_bytes),
+            opt_bytes(mm.figures.vm_swap_bytes)
         ),
     )?;
     more(

@@ -3,7 +3,6 @@
 use crate::GlobalArgs;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
-use plumb_engine::private;
 use plumb_engine::Target;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -92,26 +91,6 @@ pub struct TimelineArgs {
     pub svg: Option<PathBuf>,
 }
 
-/// The URLs of a standby plumb made and of its primary.
-fn private_pair(dir: &std::path::Path) -> Result<(Target, Target)> {
-    let shown = dir.display();
-    let s = private::status(dir)
-        .map_err(|e| crate::cmd_engine::dir_err(dir, e))?
-        .ok_or_else(|| anyhow!("--standby-dir {shown}: no instance running there"))?;
-    let sb = s.standby_of.clone().ok_or_else(|| {
-        anyhow!("--standby-dir {shown}: not a standby (plumb engine start --dir {shown} --standby-of PRIMARY_DIR)")
-    })?;
-    let p = private::status(&sb.primary)
-        .map_err(|e| crate::cmd_engine::dir_err(&sb.primary, e))?
-        .ok_or_else(|| {
-            anyhow!(
-                "--standby-dir {shown}: its primary in {} is not running",
-                sb.primary.display()
-            )
-        })?;
-    Ok((p.target(), s.target()))
-}
-
 pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
     match &a.cmd {
         ReplCmd::Timeline(t) => timeline(g, t),
@@ -122,7 +101,6 @@ pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
 }
 
 fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
-    use plumb_load::units::format_duration;
     let (interval, duration) = crate::cmd_record::sampling(&a.interval, a.duration.as_deref())?;
     let json = g.format() == plumb_report::Format::Json;
     if g.format() == plumb_report::Format::Csv {
@@ -131,15 +109,8 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     // The servers' processes, when plumb made them: the recording follows both.
     let (primary, pids) = match (&a.standby_dir, &a.primary) {
         (Some(d), _) => {
-            let (p, _) = private_pair(d)?;
-            let mut pids = Vec::new();
-            if let Ok(Some(standby)) = private::status(d) {
-                pids.push(standby.pid);
-                if let Some(Ok(Some(p))) = standby.standby_of.map(|o| private::status(&o.primary)) {
-                    pids.push(p.pid);
-                }
-            }
-            (p, pids)
+            let pair = plumb_lab::repl::private_pair(d)?;
+            (pair.primary, pair.pids.to_vec())
         }
         (None, Some(url)) => {
             let t = crate::engine_target("--primary", url, None)?;
@@ -162,26 +133,15 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         })?;
     plumb_load::signal::install();
     eprintln!(
-        "plumb: watching the replication of {} every {}{}{}; Ctrl-C to stop",
-        primary.shown(),
-        format_duration(interval),
-        a.out
-            .as_ref()
-            .map(|o| format!(", recording to {}", o.display()))
-            .unwrap_or_default(),
-        duration
-            .map(|d| format!(" for {}", format_duration(d)))
-            .unwrap_or_default()
+        "plumb: {}",
+        plumb_report::repl_render::watching(&primary.shown(), interval, a.out.as_deref(), duration)
     );
     let mut printer = plumb_report::repl_render::WatchPrinter::new(json);
     let mut failed = None;
+    // A failed print (plumb's output closed) ends the watch; its error is kept to report.
     let mut each = |line: &plumb_record::repl_watch::WatchLine| {
         let r = printer.print(line, &mut std::io::stdout().lock());
-        r.map_err(|e| {
-            let io = std::io::Error::other(e.to_string());
-            failed = Some(e);
-            io
-        })
+        r.map_err(|e| std::io::Error::other(failed.insert(e).to_string()))
     };
     let summary = watch.run(&mut each, &plumb_load::signal::stop_requested);
     if let Some(e) = failed {
@@ -205,7 +165,10 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
 
 fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
     let (primary, standby) = match (&a.standby_dir, &a.primary, &a.standby) {
-        (Some(d), _, _) => private_pair(d)?,
+        (Some(d), _, _) => {
+            let pair = plumb_lab::repl::private_pair(d)?;
+            (pair.primary, pair.standby)
+        }
         (None, Some(p), Some(s)) => (Target::new(p), Target::new(s)),
         _ => bail!("give --primary URL and --standby URL, or --standby-dir DIR"),
     };
@@ -303,19 +266,13 @@ fn xe_session(a: &XeSessionArgs) -> Result<i32> {
 }
 
 fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
-    use plumb_engine::mssql_xe::{parse_events, XeEvent};
+    use plumb_engine::mssql_xe::XeEvent;
     session_name("--session", &a.session)?;
     if let Some(p) = &a.svg {
         plumb_report::out::check_new_file("--svg", p)?;
     }
     let from_file = |flag: &str, p: &std::path::Path| -> Result<Vec<XeEvent>> {
-        let text =
-            std::fs::read_to_string(p).map_err(|e| anyhow!("{flag} {}: {e}", p.display()))?;
-        let evs = parse_events(&text).map_err(|e| anyhow!("{flag} {}: {e}", p.display()))?;
-        if evs.is_empty() {
-            bail!("{flag} {}: no <event> in it", p.display());
-        }
-        Ok(evs)
+        plumb_engine::mssql_xe::read_events_file(p).map_err(|e| anyhow!("{flag} {e}"))
     };
     let from_server = |flag: &str, url: &str| -> Result<Vec<XeEvent>> {
         let t = crate::engine_target(flag, url, a.password_file.as_deref())?;

@@ -217,6 +217,19 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     Some(((days * 86_400 + h * 3600 + mi * 60 + whole - offset_s) * 1_000_000_000) + ns)
 }
 
+/// The events in a file of event_data XML (as sqlcmd prints the read-back query's rows);
+/// a file without any is an error naming it.
+pub fn read_events_file(p: &std::path::Path) -> crate::Result<Vec<XeEvent>> {
+    let shown = p.display();
+    let text =
+        std::fs::read_to_string(p).map_err(|e| crate::Error::Setup(format!("{shown}: {e}")))?;
+    let evs = parse_events(&text).map_err(|e| crate::Error::Refused(format!("{shown}: {e}")))?;
+    if evs.is_empty() {
+        return Err(crate::Error::Refused(format!("{shown}: no <event> in it")));
+    }
+    Ok(evs)
+}
+
 /// The events of the session `session` on the replica at `t`: its event files read back
 /// (`read_query`) and parsed. None found is an error saying what to check.
 pub fn read_events(t: &crate::Target, session: &str) -> crate::Result<Vec<XeEvent>> {

@@ -171,3 +171,36 @@ pub fn timeline(
         unexplained: None,
     }))
 }
+
+/// A standby plumb made and its primary, both running: their URLs, and their servers' PIDs
+/// (standby, then primary).
+pub struct PrivatePair {
+    pub primary: Target,
+    pub standby: Target,
+    pub pids: [u32; 2],
+}
+
+/// The standby plumb made in `dir` (`--standby-dir`) and its primary.
+pub fn private_pair(dir: &std::path::Path) -> Result<PrivatePair> {
+    use plumb_engine::private;
+    let shown = dir.display();
+    let s = private::status(dir)
+        .map_err(|e| crate::delta::dir_error(dir, e))?
+        .ok_or_else(|| anyhow!("--standby-dir {shown}: no instance running there"))?;
+    let sb = s.standby_of.clone().ok_or_else(|| {
+        anyhow!("--standby-dir {shown}: not a standby (plumb engine start --dir {shown} --standby-of PRIMARY_DIR)")
+    })?;
+    let p = private::status(&sb.primary)
+        .map_err(|e| crate::delta::dir_error(&sb.primary, e))?
+        .ok_or_else(|| {
+            anyhow!(
+                "--standby-dir {shown}: its primary in {} is not running",
+                sb.primary.display()
+            )
+        })?;
+    Ok(PrivatePair {
+        primary: p.target(),
+        standby: s.target(),
+        pids: [s.pid, p.pid],
+    })
+}

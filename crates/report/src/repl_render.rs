@@ -902,3 +902,22 @@ impl WatchPrinter {
         Ok(())
     }
 }
+
+/// "watching the replication of PRIMARY every 1s, recording to FILE for 2m; Ctrl-C to stop".
+pub fn watching(
+    primary: &str,
+    interval: std::time::Duration,
+    out: Option<&std::path::Path>,
+    duration: Option<std::time::Duration>,
+) -> String {
+    use plumb_load::units::format_duration;
+    format!(
+        "watching the replication of {primary} every {}{}{}; Ctrl-C to stop",
+        format_duration(interval),
+        out.map(|o| format!(", recording to {}", o.display()))
+            .unwrap_or_default(),
+        duration
+            .map(|d| format!(" for {}", format_duration(d)))
+            .unwrap_or_default()
+    )
+}

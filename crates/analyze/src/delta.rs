@@ -6,7 +6,7 @@
 //! and said, and never shown as negative deltas: the figure then counts only since the reset,
 //! which is a lower bound.
 
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_engine::{ServerInfo, Snapshot};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -489,7 +489,7 @@ pub fn summarize(
         for r in &m.runs {
             for n in &r.notes {
                 if seen.insert(n.clone()) {
-                    notes.push(Note::new(Level::Warn, "delta-run-note", n.clone()));
+                    notes.push(Note::new(Level::Warn, "delta-run-note").text("note", n.clone()));
                 }
             }
         }
@@ -508,17 +508,10 @@ pub fn summarize(
             if let Some(w) = r.interference.as_ref().filter(|w| !w.is_clean()) {
                 disturbed += 1;
                 notes.push(
-                    Note::new(
-                        Level::Warn,
-                        "run-disturbed",
-                        format!(
-                            "{} run {}: measured while other work used the host — {}",
-                            m.mode,
-                            i + 1,
-                            w.evidence()
-                        ),
-                    )
-                    .with("run", (i + 1) as f64),
+                    Note::new(Level::Warn, "run-disturbed")
+                        .text("mode", m.mode.clone())
+                        .count("run", (i + 1) as f64)
+                        .notes("evidence", w.warnings()),
                 );
             }
         }
@@ -528,8 +521,9 @@ pub fn summarize(
         for n in &mut read {
             if n.level == Level::Warn {
                 n.level = Level::Info;
-                n.text.push_str(
-                    " (lowered to info: a run was disturbed by other work on the host, and the medians include it)",
+                n.facts.set(
+                    "lowered_by_disturbed_runs",
+                    crate::said::Fact::Number(crate::said::Quantity::Count(disturbed as f64)),
                 );
             }
         }
@@ -560,20 +554,17 @@ fn median_of(rows: &[Row], g: &str, o: &str, m: &str, mode: usize) -> Option<f64
 fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
     let mut out = Vec::new();
     for (i, m) in modes.iter().enumerate() {
-        let label = if modes.len() > 1 {
-            format!("{}: ", m.mode)
-        } else {
-            String::new()
+        // Which mode, where there are several.
+        let label = |n: Note| {
+            if modes.len() > 1 {
+                n.text("mode", m.mode.clone())
+            } else {
+                n
+            }
         };
         if let Some(t) = median_of(rows, "db", "", "temp_bytes", i) {
             if t > 0.0 {
-                out.push(Note::new(
-                    Level::Warn, "temp-file-spill",
-                    format!(
-                        "{label}the workload spilled {} to temporary files (a sort or hash larger than work_mem)",
-                        crate::units::bytes(t as u64)
-                    ),
-                ));
+                out.push(label(Note::new(Level::Warn, "temp-file-spill")).bytes("temp_bytes", t));
             }
         }
         let disk_read: f64 = rows
@@ -584,15 +575,12 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
             .sum();
         let blks = median_of(rows, "db", "", "blks_read", i).unwrap_or(0.0);
         if blks > 0.0 && disk_read < blks * block * 0.1 {
-            out.push(Note::new(
-                Level::Info, "page-cache-served-reads",
-                format!(
-                    "{label}the engine read {} blocks ({}) but the disk delivered only {}: the OS page cache served the rest, so the engine's \"reads\" were not disk reads",
-                    blks as u64,
-                    crate::units::bytes((blks * block) as u64),
-                    crate::units::bytes(disk_read as u64)
-                ),
-            ));
+            out.push(
+                label(Note::new(Level::Info, "page-cache-served-reads"))
+                    .count("blocks_read", blks.floor())
+                    .bytes("engine_read_bytes", blks * block)
+                    .bytes("disk_read_bytes", disk_read),
+            );
         }
     }
     // A warm run that reads as much from disk as a cold one kept nothing cached.
@@ -609,14 +597,11 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
     ) {
         let (cold, warm) = (disk_reads(c), disk_reads(w));
         if cold >= 1048576.0 && warm >= cold * 0.5 {
-            out.push(Note::new(
-                Level::Warn, "warm-run-still-read-disk",
-                format!(
-                    "warm: still read {} from disk (cold: {}): the data did not stay cached between runs. The working set is larger than the engine's cache, and the OS page cache did not hold it either (or the engine bypasses it with O_DIRECT)",
-                    crate::units::bytes(warm as u64),
-                    crate::units::bytes(cold as u64)
-                ),
-            ));
+            out.push(
+                Note::new(Level::Warn, "warm-run-still-read-disk")
+                    .bytes("warm_read_bytes", warm)
+                    .bytes("cold_read_bytes", cold),
+            );
         }
     }
     if modes.len() == 2 {
@@ -637,26 +622,19 @@ fn findings(modes: &[ModeRuns], rows: &[Row], block: f64) -> Vec<Note> {
                 } else {
                     r > 1.10
                 };
-                out.push(if apart {
-                    Note::new(
-                        Level::Info,
-                        "runs-differ",
-                        format!(
-                            "{} took {:.2}x as long as {} (median elapsed)",
-                            modes[slow].mode, r, modes[fast].mode
-                        ),
-                    )
+                let code = if apart {
+                    "runs-differ"
                 } else {
-                    Note::new(
-                        Level::Info,
-                        "runs-not-distinguishable",
-                        format!(
-                            "{} and {} took about as long: {:.3} s and {:.3} s (median elapsed), not distinguishable on this host (their runs' ranges overlap, or one run each within 10%)",
-                            modes[slow].mode, modes[fast].mode, s.median, f.median
-                        ),
-                    )
-                }
-                .with("ratio", r));
+                    "runs-not-distinguishable"
+                };
+                out.push(
+                    Note::new(Level::Info, code)
+                        .text("slow", modes[slow].mode.clone())
+                        .text("fast", modes[fast].mode.clone())
+                        .secs("slow_elapsed_s", s.median)
+                        .secs("fast_elapsed_s", f.median)
+                        .ratio("ratio", r),
+                );
             }
         }
     }
@@ -821,9 +799,10 @@ mod tests {
         assert!(rep.rows.iter().any(|r| r.object == "BUFFER"));
         assert_eq!(rep.hidden_rows, 2);
         assert!(
-            rep.notes
-                .iter()
-                .any(|n| n.text.contains("cold took 6.00x as long as warm")),
+            rep.notes.iter().any(|n| n.code == "runs-differ"
+                && n.facts.text("slow") == "cold"
+                && n.facts.text("fast") == "warm"
+                && (n.facts.num("ratio") - 6.0).abs() < 0.005),
             "{:?}",
             rep.notes
         );
@@ -870,7 +849,7 @@ mod tests {
         assert!(
             big.notes
                 .iter()
-                .any(|n| n.text.contains("did not stay cached")),
+                .any(|n| n.code == "warm-run-still-read-disk"),
             "{:?}",
             big.notes
         );
@@ -878,7 +857,7 @@ mod tests {
         assert!(!cached
             .notes
             .iter()
-            .any(|n| n.text.contains("did not stay cached")));
+            .any(|n| n.code == "warm-run-still-read-disk"));
 
         // Elapsed times whose runs overlap are not called different.
         let timed = |mode: &str, secs: &[f64]| ModeRuns {
@@ -935,15 +914,24 @@ mod tests {
             neighbours: vec![],
             steal_pct: None,
             idle_pct: None,
-            notes: vec![Note::new(
-                Level::Warn,
-                "neighbour-io",
-                "vda read 400 MiB; plumb read 96 MiB; PID 77 (fio) read 304 MiB",
-            )],
+            notes: vec![Note::new(Level::Warn, "neighbour-io")
+                .list("devices", vec!["vda".into()])
+                .bytes("device_read_bytes", 400.0 * 1048576.0)
+                .bytes("own_read_bytes", 96.0 * 1048576.0)
+                .notes(
+                    "neighbours",
+                    vec![Note::new(Level::Info, "neighbour")
+                        .count("pid", 77.0)
+                        .text("comm", "fio")
+                        .bytes("read_bytes", 304.0 * 1048576.0)],
+                )],
         });
         let d = sum(m);
         let named = d.notes.iter().find(|n| n.code == "run-disturbed").unwrap();
-        assert!(named.text.contains("warm run 1") && named.text.contains("PID 77 (fio)"));
+        assert_eq!(named.facts.text("mode"), "warm");
+        assert_eq!(named.facts.num("run"), 1.0);
+        let why = named.facts.notes("evidence");
+        assert_eq!(why[0].facts.notes("neighbours")[0].facts.num("pid"), 77.0);
         assert!(d
             .notes
             .iter()

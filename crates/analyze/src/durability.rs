@@ -6,7 +6,7 @@ use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
 use crate::os::StorageSection;
 use crate::sweep::{spread, Spread};
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_load::durability::ModeRun;
 use plumb_load::job::Durability;
 use plumb_load::run::DirStats;
@@ -296,10 +296,6 @@ pub fn distinguishable(a: &ModeRow, b: &ModeRow) -> bool {
     }
 }
 
-fn us(s: f64) -> String {
-    format!("{:.0} µs", s * 1e6)
-}
-
 fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
     rows.iter().find(|r| r.mode == mode && r.block_size == bs)
 }
@@ -343,14 +339,6 @@ pub fn build(
     }
 }
 
-fn spread_words(r: &ModeRow) -> String {
-    match r.plus_minus() {
-        Some(pm) => format!("±{:.0}% over {} clean runs", pm * 100.0, r.clean_runs),
-        None if r.clean_runs == 1 => "one clean run".into(),
-        None => "no clean run".into(),
-    }
-}
-
 /// The plain statements that end the report.
 pub fn conclude(
     rows: &[ModeRow],
@@ -369,50 +357,30 @@ pub fn conclude(
         .map(|(_, q)| q.write_cache.as_deref() != Some("write through"));
     let fua = queue.as_ref().and_then(|(_, q)| q.fua);
     if let Some((name, q)) = &queue {
-        let line = crate::os::durability_line(q)
-            .map(|l| {
-                let mut c = l.chars();
-                c.next()
-                    .map(|f| f.to_uppercase().chain(c).collect::<String>())
-                    .unwrap_or_default()
-            })
-            .unwrap_or_default();
-        c.push(Note::new(
-            Level::Info,
-            "device-cache",
-            format!(
-                "Device {name}: write cache {}, FUA {}. {line}",
-                q.write_cache.as_deref().unwrap_or("unknown"),
-                match q.fua {
-                    Some(true) => "supported",
-                    Some(false) => "not supported",
-                    None => "unknown",
-                },
-            ),
-        ));
+        let mut n = Note::new(Level::Info, "device-cache").text("device", name.clone());
+        if let Some(wc) = &q.write_cache {
+            n = n.text("write_cache", wc.clone());
+        }
+        if let Some(fua) = q.fua {
+            n = n.text("fua", if fua { "supported" } else { "not supported" });
+        }
+        c.push(n);
     }
     // A file system in memory: nothing is durable, and there is nothing to compare.
     if let Some(st) = storage.filter(|s| is_memory(s)) {
-        c.push(Note::new(
-            Level::Warn,
-            "memory-file-system",
-            format!(
-                "{} is {}: memory. Nothing written there survives a reboot or a power loss, whatever the mode; these figures are the cost of the system calls alone, a floor for any real device.",
-                st.mount_point, st.fs_type
-            ),
-        ));
+        c.push(
+            Note::new(Level::Warn, "memory-file-system")
+                .text("mount_point", st.mount_point.clone())
+                .text("fs_type", st.fs_type.clone()),
+        );
         return c;
     }
     if let Some(st) = storage.filter(|s| s.pmem) {
-        c.push(Note::new(
-            Level::Info,
-            "pmem",
-            format!(
-                "{}: {}.",
-                st.mount_point,
-                crate::os::pmem_line(st.dax.as_deref())
-            ),
-        ));
+        let mut n = Note::new(Level::Info, "pmem").text("mount_point", st.mount_point.clone());
+        if let Some(d) = &st.dax {
+            n = n.text("dax", d.clone());
+        }
+        c.push(n);
     }
     // Which modes are durable here.
     let durable: Vec<String> = plumb_load::durability::modes()
@@ -420,60 +388,39 @@ pub fn conclude(
         .filter(|m| m.durable() || (matches!(m, Durability::Direct) && volatile == Some(false)))
         .map(|m| m.to_string())
         .collect();
-    c.push(Note::new(
-        Level::Info,
-        "durable-modes",
-        format!(
-            "Durable on this device (if it honours FLUSH{}): {}. Not durable: none (page cache){}.",
-            if fua == Some(true) { " and FUA" } else { "" },
-            durable.join(", "),
-            if volatile == Some(false) {
-                ""
-            } else {
-                ", direct (the volatile cache holds it)"
-            }
-        ),
-    ));
+    let mut n = Note::new(Level::Info, "durable-modes").list("durable", durable);
+    if fua == Some(true) {
+        n = n.text("fua", "supported");
+    }
+    if volatile == Some(false) {
+        n = n.text("write_cache", "write through");
+    }
+    c.push(n);
 
     // Disturbed runs: said before any figure is read.
     let retried: u32 = rows.iter().map(|r| r.runs - r.clean_runs).sum();
-    let none_clean: Vec<String> = rows
+    let none_clean: Vec<Note> = rows
         .iter()
         .filter(|r| r.verdict == Verdict::Disturbed)
-        .map(|r| format!("{} ({} KiB)", r.mode, r.block_size / 1024))
+        .map(|r| {
+            Note::new(Level::Info, "mode-at-size")
+                .text("mode", r.mode.to_string())
+                .bytes("block_size_bytes", r.block_size as f64)
+        })
         .collect();
     if !none_clean.is_empty() {
         c.push(
-            Note::new(
-                Level::Warn,
-                "modes-disturbed",
-                format!(
-                    "No clean run for {}: their figures were measured while something else used the device or the CPUs, and no comparison is drawn from them",
-                    none_clean.join(", ")
-                ),
-            )
-            .with("modes", none_clean.len() as f64),
+            Note::new(Level::Warn, "modes-disturbed")
+                .count("modes", none_clean.len() as f64)
+                .notes("which", none_clean),
         );
     } else if retried > 0 {
-        c.push(
-            Note::new(
-                Level::Info,
-                "runs-retried",
-                format!(
-                    "{retried} run(s) were disturbed by other activity on the host and run again; the figures are from clean runs only"
-                ),
-            )
-            .with("disturbed_runs", retried as f64),
-        );
+        c.push(Note::new(Level::Info, "runs-retried").count("disturbed_runs", retried as f64));
     }
 
     // Block-layer evidence for the FUA path and the flush path, per durable write.
     match trace_unavailable {
-        Some(why) => c.push(Note::new(
-            Level::Info,
-            "no-block-evidence",
-            format!("No block-layer evidence: {why}."),
-        )),
+        Some(why) => c.push(Note::new(Level::Info, "no-block-evidence").text("why", why)),
         None => {
             for (mode, label) in [
                 (Durability::DirectDsync, "O_DIRECT|O_DSYNC"),
@@ -489,36 +436,24 @@ pub fn conclude(
                     continue;
                 };
                 let Some(pw) = r.per_write else { continue };
-                let verdict = match pw.path {
-                    CachePath::Fua => "the FUA path: durable on arrival, no cache FLUSH",
-                    CachePath::Flush => "each durable write cost a cache FLUSH",
-                    CachePath::Neither => "neither FLUSH nor FUA: not durable past a volatile cache",
-                    CachePath::Mixed => "some writes cost a FLUSH and some did not: a journal commit now and then, or a path that changes with the write",
+                let path = match pw.path {
+                    CachePath::Fua => "fua",
+                    CachePath::Flush => "flush",
+                    CachePath::Neither => "neither",
+                    CachePath::Mixed => "mixed",
                 };
-                let dev = r
-                    .device
-                    .as_ref()
-                    .map(|d| {
-                        format!(
-                            "; the device received {} FLUSH and {} FUA writes from everybody in the same windows",
-                            d.flushes + d.preflush_writes,
-                            d.fua_writes
-                        )
-                    })
-                    .unwrap_or_default();
-                c.push(
-                    Note::new(
-                        Level::Info,
-                        "cache-path",
-                        format!(
-                            "{label}: {:.2} FLUSH and {:.2} FUA writes per durable write over {} durable writes (the probe's own requests and the journal commits its syncs waited for{dev}) — {verdict}.",
-                            pw.flushes, pw.fua_writes, pw.durable_writes
-                        ),
-                    )
-                    .with("flushes_per_write", pw.flushes)
-                    .with("fua_per_write", pw.fua_writes)
-                    .with("durable_writes", pw.durable_writes as f64),
-                );
+                let mut n = Note::new(Level::Info, "cache-path")
+                    .text("label", label)
+                    .text("path", path)
+                    .ratio("flushes_per_write", pw.flushes)
+                    .ratio("fua_per_write", pw.fua_writes)
+                    .count("durable_writes", pw.durable_writes as f64);
+                if let Some(d) = &r.device {
+                    n = n
+                        .count("device_flushes", (d.flushes + d.preflush_writes) as f64)
+                        .count("device_fua_writes", d.fua_writes as f64);
+                }
+                c.push(n);
             }
         }
     }
@@ -550,64 +485,48 @@ pub fn conclude(
             durable_rows[1..=lead].iter().collect(),
             durable_rows[lead + 1..].iter().collect(),
         );
-        let list = |v: &[&&ModeRow]| {
-            v.iter()
-                .map(|r| format!("{} {}", r.mode, us(r.mean_s.unwrap_or(0.0))))
-                .collect::<Vec<_>>()
-                .join(", ")
+        // A mode and its mean, with its spread where asked.
+        let figure = |r: &ModeRow, spread: bool| {
+            let n = Note::new(Level::Info, "mode-mean")
+                .text("mode", r.mode.to_string())
+                .secs("mean_s", r.mean_s.unwrap_or(0.0));
+            match r.plus_minus().filter(|_| spread) {
+                Some(pm) => n.pct("spread_pct", pm * 100.0),
+                None => n,
+            }
         };
-        let then = if rest.is_empty() {
-            String::new()
-        } else {
-            format!("; then {}", list(&rest))
-        };
+        let then: Vec<Note> = rest.iter().map(|r| figure(r, false)).collect();
         if tied.is_empty() {
-            c.push(
-                Note::new(
-                    Level::Info,
-                    "fastest-durable",
-                    format!(
-                        "Fastest durable {} KiB write: {} at {} mean ({}), {} p99 ({:.0} per second){then}.",
-                        bs / 1024,
-                        best.mode,
-                        us(best.mean_s.unwrap_or(0.0)),
-                        spread_words(best),
-                        best.p99_s.map(us).unwrap_or_else(|| "unknown".into()),
-                        best.writes_per_s,
-                    ),
-                )
-                .with("mean_s", best.mean_s.unwrap_or(0.0)),
-            );
+            let mut n = Note::new(Level::Info, "fastest-durable")
+                .bytes("block_size_bytes", bs as f64)
+                .text("mode", best.mode.to_string())
+                .secs("mean_s", best.mean_s.unwrap_or(0.0))
+                .count("clean_runs", best.clean_runs as f64)
+                .per_s("writes_per_s", best.writes_per_s)
+                .notes("then", then);
+            if let Some(pm) = best.plus_minus() {
+                n = n.pct("spread_pct", pm * 100.0);
+            }
+            if let Some(p99) = best.p99_s {
+                n = n.secs("p99_s", p99);
+            }
+            c.push(n);
         } else {
             let pm = std::iter::once(*best)
                 .chain(tied.iter().map(|r| **r))
                 .filter_map(|r| r.plus_minus())
                 .fold(0.0f64, f64::max);
-            let with_spread = |r: &ModeRow| match r.plus_minus() {
-                Some(pm) => format!(
-                    "{} {} ±{:.0}%",
-                    r.mode,
-                    us(r.mean_s.unwrap_or(0.0)),
-                    pm * 100.0
-                ),
-                None => format!("{} {}", r.mode, us(r.mean_s.unwrap_or(0.0))),
-            };
-            let group: Vec<String> = std::iter::once(*best)
+            let group: Vec<Note> = std::iter::once(*best)
                 .chain(tied.iter().map(|r| **r))
-                .map(with_spread)
+                .map(|r| figure(r, true))
                 .collect();
             c.push(
-                Note::new(
-                    Level::Info,
-                    "fastest-not-distinguishable",
-                    format!(
-                        "Fastest durable {} KiB writes, not distinguishable on this host (their runs' ranges overlap): {}{then}.",
-                        bs / 1024,
-                        group.join(", "),
-                    ),
-                )
-                .with("spread_pct", pm * 100.0)
-                .with("modes", tied.len() as f64 + 1.0),
+                Note::new(Level::Info, "fastest-not-distinguishable")
+                    .bytes("block_size_bytes", bs as f64)
+                    .pct("spread_pct", pm * 100.0)
+                    .count("modes", tied.len() as f64 + 1.0)
+                    .notes("group", group)
+                    .notes("then", then),
             );
         }
     }
@@ -628,40 +547,30 @@ pub fn conclude(
     let odds = clean(row_of(rows, Durability::DirectDsync, bs)).and_then(|r| r.mean_s);
     if let (Some(a), Some(b)) = (fds, ods) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
-        let direct = odds.map(|d| format!("; with O_DIRECT, which PostgreSQL adds to open_datasync only under wal_level = minimal, {}", us(d))).unwrap_or_default();
-        let (code, advice) = if !distinguishable(a, b) {
-            (
-                "wal-sync-not-distinguishable",
-                format!(
-                    "not distinguishable on this host (spread ±{:.0}%); keep the default fdatasync",
-                    a.plus_minus()
-                        .unwrap_or(NOISE / 2.0)
-                        .max(b.plus_minus().unwrap_or(NOISE / 2.0))
-                        * 100.0
-                ),
-            )
+        let code = if !distinguishable(a, b) {
+            "wal-sync-not-distinguishable"
         } else if mb < ma {
-            ("wal-sync-open-datasync-faster", "open_datasync is faster here; confirm with a longer probe and your workload before switching".to_string())
+            "wal-sync-open-datasync-faster"
         } else {
-            (
-                "wal-sync-fdatasync-faster",
-                "keep the default fdatasync".to_string(),
-            )
+            "wal-sync-fdatasync-faster"
         };
-        c.push(
-            Note::new(
-                Level::Info,
-                code,
-                format!(
-                    "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
-                    us(ma),
-                    bs / 1024,
-                    us(mb)
-                ),
-            )
-            .with("fdatasync_mean_s", ma)
-            .with("open_datasync_mean_s", mb),
-        );
+        let mut n = Note::new(Level::Info, code)
+            .bytes("block_size_bytes", bs as f64)
+            .secs("fdatasync_mean_s", ma)
+            .secs("open_datasync_mean_s", mb);
+        if let Some(d) = odds {
+            n = n.secs("open_datasync_direct_mean_s", d);
+        }
+        if code == "wal-sync-not-distinguishable" {
+            n = n.pct(
+                "spread_pct",
+                a.plus_minus()
+                    .unwrap_or(NOISE / 2.0)
+                    .max(b.plus_minus().unwrap_or(NOISE / 2.0))
+                    * 100.0,
+            );
+        }
+        c.push(n);
     }
 
     // SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
@@ -681,25 +590,18 @@ pub fn conclude(
     let fu = clean(row_of(rows, Durability::DirectDsync, lbs));
     if let (Some(a), Some(b)) = (ff, fu) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
-        let tail = match fua {
-            Some(false) => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.",
-            Some(true) if mb < ma && distinguishable(a, b) => " With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here.",
-            Some(true) => " The FUA path is not distinguishably faster here.",
-            None => "",
+        let fua_word = match fua {
+            Some(false) => "none",
+            Some(true) if mb < ma && distinguishable(a, b) => "faster",
+            Some(true) => "not-faster",
+            None => "unknown",
         };
         c.push(
-            Note::new(
-                Level::Info,
-                "mssql-log-writes",
-                format!(
-                    "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
-                    lbs / 1024,
-                    us(ma),
-                    us(mb)
-                ),
-            )
-            .with("forced_flush_mean_s", ma)
-            .with("fua_mean_s", mb),
+            Note::new(Level::Info, "mssql-log-writes")
+                .bytes("block_size_bytes", lbs as f64)
+                .secs("forced_flush_mean_s", ma)
+                .secs("fua_mean_s", mb)
+                .text("fua", fua_word),
         );
     }
 
@@ -711,18 +613,11 @@ pub fn conclude(
         let (md, mb) = (d.mean_s.unwrap_or(0.0), best.mean_s.unwrap_or(0.0));
         if mb > md && distinguishable(d, best) {
             c.push(
-                Note::new(
-                    Level::Info,
-                    "durability-cost",
-                    format!(
-                        "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}.",
-                        mb / md,
-                        bs / 1024,
-                        us(md),
-                        us(mb)
-                    ),
-                )
-                .with("ratio", mb / md),
+                Note::new(Level::Info, "durability-cost")
+                    .ratio("ratio", mb / md)
+                    .bytes("block_size_bytes", bs as f64)
+                    .secs("direct_mean_s", md)
+                    .secs("durable_mean_s", mb),
             );
         }
     }
@@ -782,28 +677,28 @@ pub fn compare(reports: &[DurabilityReport]) -> Vec<Note> {
                     .partial_cmp(&b.1.mean_s)
                     .unwrap_or(std::cmp::Ordering::Equal)
             });
-            let cell = |(r, x): &(&DurabilityReport, &ModeRow)| match x.plus_minus() {
-                Some(pm) => format!(
-                    "{} {} ±{:.0}%",
-                    path_of(r),
-                    us(x.mean_s.unwrap_or(0.0)),
-                    pm * 100.0
-                ),
-                None => format!("{} {}", path_of(r), us(x.mean_s.unwrap_or(0.0))),
+            // Each candidate with its mean and spread, and how it stands to the one before.
+            let cell = |(r, x): &(&DurabilityReport, &ModeRow)| {
+                let n = Note::new(Level::Info, "candidate")
+                    .text("path", path_of(r))
+                    .secs("mean_s", x.mean_s.unwrap_or(0.0));
+                match x.plus_minus() {
+                    Some(pm) => n.pct("spread_pct", pm * 100.0),
+                    None => n,
+                }
             };
-            let mut text = cell(&v[0]);
+            let mut chain = vec![cell(&v[0])];
             let mut apart = 0;
             for w in v.windows(2) {
-                if distinguishable(w[0].1, w[1].1) {
+                chain.push(if distinguishable(w[0].1, w[1].1) {
                     apart += 1;
-                    text.push_str(&format!(
-                        " < {} ({:.1}x)",
-                        cell(&w[1]),
-                        w[1].1.mean_s.unwrap_or(0.0) / w[0].1.mean_s.unwrap_or(1.0)
-                    ));
+                    cell(&w[1]).ratio(
+                        "slower_than_previous",
+                        w[1].1.mean_s.unwrap_or(0.0) / w[0].1.mean_s.unwrap_or(1.0),
+                    )
                 } else {
-                    text.push_str(&format!(" ≈ {} (not distinguishable)", cell(&w[1])));
-                }
+                    cell(&w[1]).text("previous", "not distinguishable")
+                });
             }
             let (fast, slow) = (
                 v[0].1.mean_s.unwrap_or(0.0),
@@ -817,47 +712,33 @@ pub fn compare(reports: &[DurabilityReport]) -> Vec<Note> {
                     } else {
                         "candidates-not-distinguishable"
                     },
-                    format!("{} KiB {label}: {text}.", bs / 1024),
                 )
-                .with("block_size", bs as f64)
-                .with("fastest_mean_s", fast)
-                .with("slowest_mean_s", slow),
+                .text("label", label)
+                .count("block_size", bs as f64)
+                .secs("fastest_mean_s", fast)
+                .secs("slowest_mean_s", slow)
+                .notes("candidates", chain),
             );
         }
     }
     for r in reports {
         let Some(st) = &r.storage else { continue };
         if is_memory(st) {
-            out.push(Note::new(
-                Level::Warn,
-                "candidate-not-durable",
-                format!(
-                    "{} is on {}: memory, so nothing written there survives a reboot or a power loss; its figures are a floor, not a log device",
-                    path_of(r),
-                    st.fs_type
-                ),
-            ));
+            out.push(
+                Note::new(Level::Warn, "candidate-not-durable")
+                    .text("path", path_of(r))
+                    .text("fs_type", st.fs_type.clone()),
+            );
         }
         if st.pmem {
-            out.push(Note::new(
-                Level::Info,
-                "candidate-pmem",
-                format!(
-                    "{}: {}",
-                    path_of(r),
-                    crate::os::pmem_line(st.dax.as_deref())
-                ),
-            ));
+            let mut n = Note::new(Level::Info, "candidate-pmem").text("path", path_of(r));
+            if let Some(d) = &st.dax {
+                n = n.text("dax", d.clone());
+            }
+            out.push(n);
         }
         if r.verdict == Verdict::Disturbed {
-            out.push(Note::new(
-                Level::Warn,
-                "candidate-disturbed",
-                format!(
-                    "{}: a mode had no clean run, so it is left out of the comparison for that mode",
-                    path_of(r)
-                ),
-            ));
+            out.push(Note::new(Level::Warn, "candidate-disturbed").text("path", path_of(r)));
         }
     }
     out
@@ -945,33 +826,34 @@ mod tests {
             row("direct-dsync", 61440, &[196.0, 197.0], None),
         ];
         let c = conclude(&rows, None, None);
-        let all = c
-            .iter()
-            .map(|n| n.text.as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            all.contains(
-                "Fastest durable 8 KiB write: fdatasync at 119 µs mean (±1% over 2 clean runs)"
-            ),
-            "{all}"
-        );
-        assert!(all.contains("keep the default fdatasync"), "{all}");
+        let of = |code: &str| c.iter().find(|n| n.code == code).map(|n| &n.facts);
+        let fastest = of("fastest-durable").expect("fastest-durable");
+        assert_eq!(fastest.text("mode"), "fdatasync");
+        assert!((fastest.num("mean_s") - 119e-6).abs() < 1e-9, "{fastest:?}");
+        assert_eq!(fastest.num("spread_pct").round(), 1.0);
+        assert_eq!(fastest.num("clean_runs"), 2.0);
+        assert_eq!(fastest.num("block_size_bytes"), 8192.0);
         assert!(codes(&c).contains(&"wal-sync-fdatasync-faster"));
-        assert!(
-            all.contains("1.00 FLUSH and 0.00 FUA writes per durable write"),
-            "{all}"
+        let path = c
+            .iter()
+            .find(|n| n.code == "cache-path" && n.facts.text("label") == "write + fdatasync()")
+            .expect("fdatasync's cache path");
+        assert_eq!(path.facts.text("path"), "flush");
+        assert_eq!(
+            (
+                path.facts.num("flushes_per_write"),
+                path.facts.num("fua_per_write")
+            ),
+            (1.0, 0.0)
         );
-        assert!(
-            all.contains("each durable write cost a cache FLUSH"),
-            "{all}"
+        assert_eq!(of("durability-cost").unwrap().num("ratio").round(), 3.0);
+        assert_eq!(
+            of("mssql-log-writes").unwrap().num("block_size_bytes"),
+            61440.0
         );
-        assert!(all.contains("Durability costs 3.0x"), "{all}");
-        assert!(all.contains("SQL Server 60 KiB log writes"), "{all}");
         let c = conclude(&rows, None, Some("block-layer tracing needs root"));
-        assert!(c.iter().any(|l| l
-            .text
-            .contains("No block-layer evidence: block-layer tracing needs root")));
+        assert!(c.iter().any(|l| l.code == "no-block-evidence"
+            && l.facts.text("why") == "block-layer tracing needs root"));
     }
 
     #[test]
@@ -992,8 +874,17 @@ mod tests {
             .iter()
             .find(|n| n.code == "fastest-not-distinguishable")
             .unwrap();
-        assert!(n.text.contains("then fsync 305 µs"), "{}", n.text);
-        assert!(n.text.contains("fdatasync 112 µs ±5%"), "{}", n.text);
+        let then = n.facts.notes("then");
+        assert_eq!(then[0].facts.text("mode"), "fsync");
+        assert!((then[0].facts.num("mean_s") - 305e-6).abs() < 1e-9);
+        let fd = n
+            .facts
+            .notes("group")
+            .iter()
+            .find(|g| g.facts.text("mode") == "fdatasync");
+        let fd = &fd.expect("fdatasync in the group").facts;
+        assert!((fd.num("mean_s") - 111.5e-6).abs() < 1e-9, "{fd:?}");
+        assert_eq!(fd.num("spread_pct").round(), 5.0);
 
         // Two runs each that happen to agree closely, 4% apart: tight ranges that do not
         // overlap, but a difference too small to call.
@@ -1034,8 +925,13 @@ mod tests {
         assert!(codes(&c).contains(&"modes-disturbed"), "{:?}", codes(&c));
         // dsync measured 50 µs while disturbed: it is not called faster.
         assert!(!c.iter().any(|n| n.code.starts_with("wal-sync")));
-        let f = c.iter().find(|n| n.code == "fastest-durable").unwrap();
-        assert!(f.text.contains("fdatasync at 101 µs"), "{}", f.text);
+        let f = &c
+            .iter()
+            .find(|n| n.code == "fastest-durable")
+            .unwrap()
+            .facts;
+        assert_eq!(f.text("mode"), "fdatasync");
+        assert!((f.num("mean_s") - 101e-6).abs() < 1e-9, "{f:?}");
     }
 
     #[test]
@@ -1070,18 +966,15 @@ mod tests {
             flushes: 3600,
             ..Default::default()
         });
-        let all = conclude(&[r], None, None)
-            .iter()
-            .map(|n| n.text.clone())
-            .collect::<Vec<_>>()
-            .join("\n");
-        assert!(
-            all.contains(
-                "0.01 FLUSH and 1.00 FUA writes per durable write over 1000 durable writes"
-            ) && all.contains("the FUA path"),
-            "{all}"
+        let c = conclude(&[r], None, None);
+        let p = &c.iter().find(|n| n.code == "cache-path").unwrap().facts;
+        assert_eq!(p.text("path"), "fua");
+        assert_eq!(
+            (p.num("fua_per_write"), p.num("durable_writes")),
+            (1.0, 1000.0)
         );
-        assert!(all.contains("the device received 3600 FLUSH"), "{all}");
+        assert!((p.num("flushes_per_write") - 0.01).abs() < 1e-9, "{p:?}");
+        assert_eq!(p.num("device_flushes"), 3600.0);
     }
 
     fn report(path: &str, means: &[(&str, &[f64])]) -> DurabilityReport {
@@ -1122,17 +1015,23 @@ mod tests {
         let c = compare(&[b, a]);
         let fd = c
             .iter()
-            .find(|n| n.text.contains("fdatasync (PostgreSQL"))
+            .find(|n| n.facts.text("label").starts_with("write + fdatasync"))
             .unwrap();
         assert_eq!(fd.code, "candidates-compared");
-        assert!(
-            fd.text
-                .contains("/wal-a 111 µs ±1% < /wal-b 455 µs ±1% (4.1x)"),
-            "{}",
-            fd.text
+        let v = fd.facts.notes("candidates");
+        assert_eq!(
+            (v[0].facts.text("path"), v[1].facts.text("path")),
+            ("/wal-a", "/wal-b")
         );
-        let fua = c.iter().find(|n| n.text.contains("FUA path")).unwrap();
-        assert_eq!(fua.code, "candidates-not-distinguishable", "{}", fua.text);
-        assert!(fua.text.contains("≈"), "{}", fua.text);
+        assert_eq!(
+            (v[1].facts.num("slower_than_previous") * 10.0).round(),
+            41.0
+        );
+        let fua = c
+            .iter()
+            .find(|n| n.facts.text("label").contains("FUA path"))
+            .unwrap();
+        assert_eq!(fua.code, "candidates-not-distinguishable", "{fua:?}");
+        assert!(fua.facts.notes("candidates")[1].facts.has("previous"));
     }
 }

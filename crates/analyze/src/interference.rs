@@ -4,8 +4,7 @@
 //! other processes kept the CPUs busy; the hypervisor took CPU time (steal). Every result
 //! measured on a window carries the verdict, with the evidence.
 
-use crate::units::bytes;
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_sys::activity::{Activity, ProcActivity};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -79,18 +78,14 @@ impl Interference {
     }
 
     /// The evidence in one line: the disturbing notes' sentences, or "clean".
-    pub fn evidence(&self) -> String {
-        let v: Vec<&str> = self
-            .notes
+    /// The notes that make the window disturbed: its evidence (`plumb_report::words::
+    /// interference` puts them in a line).
+    pub fn warnings(&self) -> Vec<Note> {
+        self.notes
             .iter()
             .filter(|n| n.level == Level::Warn)
-            .map(|n| n.text.as_str())
-            .collect();
-        if v.is_empty() {
-            "clean".into()
-        } else {
-            v.join("; ")
-        }
+            .cloned()
+            .collect()
     }
 }
 
@@ -233,104 +228,70 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
     let (ex_r, ex_w) = (dr.saturating_sub(own_r), dw.saturating_sub(own_w));
     let foreign_reads = ex_r > tol_r && others_r > tol_r;
     let foreign_writes = ex_w > tol_w && others_w > tol_w;
-    let devs = devices.join(", ");
     if foreign_reads || foreign_writes {
-        let who: Vec<String> = neighbours
+        let who: Vec<Note> = neighbours
             .iter()
             .filter(|n| n.read_bytes + n.write_bytes >= IO_FLOOR_BYTES)
             .take(3)
             .map(|n| {
-                format!(
-                    "PID {} ({}) read {} and wrote {}",
-                    n.pid,
-                    n.comm,
-                    bytes(n.read_bytes),
-                    bytes(n.write_bytes)
-                )
+                Note::new(Level::Info, "neighbour")
+                    .count("pid", n.pid as f64)
+                    .text("comm", n.comm.clone())
+                    .bytes("read_bytes", n.read_bytes as f64)
+                    .bytes("write_bytes", n.write_bytes as f64)
             })
             .collect();
-        let mut n = Note::new(
-            Level::Warn,
-            "neighbour-io",
-            format!(
-                "{devs} read {} and wrote {} in the window; plumb read {} and wrote {}; {}",
-                bytes(dr),
-                bytes(dw),
-                bytes(own_r),
-                bytes(own_w),
-                who.join(", ")
-            ),
-        )
-        .with("device_read_bytes", dr as f64)
-        .with("device_write_bytes", dw as f64)
-        .with("own_read_bytes", own_r as f64)
-        .with("own_write_bytes", own_w as f64);
+        let mut n = Note::new(Level::Warn, "neighbour-io")
+            .list("devices", devices.to_vec())
+            .bytes("device_read_bytes", dr as f64)
+            .bytes("device_write_bytes", dw as f64)
+            .bytes("own_read_bytes", own_r as f64)
+            .bytes("own_write_bytes", own_w as f64)
+            .notes("neighbours", who);
         if let Some(top) = neighbours.first() {
-            n = n.with("neighbour_pid", top.pid as f64);
+            n = n.count("neighbour_pid", top.pid as f64);
         }
         notes.push(n);
     } else if ex_r > tol(own_r, 0.25, 8 * IO_FLOOR_BYTES) && !devices.is_empty() {
         notes.push(
-            Note::new(
-                Level::Warn,
-                "unexplained-io",
-                format!(
-                    "{devs} read {} in the window, plumb {}; no process visible here accounts for the rest (another container, or processes plumb cannot read without root)",
-                    bytes(dr),
-                    bytes(own_r)
-                ),
-            )
-            .with("device_read_bytes", dr as f64)
-            .with("own_read_bytes", own_r as f64),
+            Note::new(Level::Warn, "unexplained-io")
+                .list("devices", devices.to_vec())
+                .bytes("device_read_bytes", dr as f64)
+                .bytes("own_read_bytes", own_r as f64),
         );
     }
     let others_cpus = others_cpu as f64 / hz / window_s;
     if others_cpus >= CPU_NEIGHBOUR_CPUS && idle_pct.is_some_and(|i| i < IDLE_BELOW_PCT) {
         let mut by_cpu: Vec<&Neighbour> = neighbours.iter().collect();
         by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
-        let who: Vec<String> = by_cpu
+        let who: Vec<Note> = by_cpu
             .iter()
             .take(3)
-            .map(|n| format!("PID {} ({}) {:.1} CPU", n.pid, n.comm, n.cpu_s / window_s))
+            .map(|n| {
+                Note::new(Level::Info, "neighbour-cpu-use")
+                    .count("pid", n.pid as f64)
+                    .text("comm", n.comm.clone())
+                    .ratio("cpus", n.cpu_s / window_s)
+            })
             .collect();
         notes.push(
-            Note::new(
-                Level::Warn,
-                "neighbour-cpu",
-                format!(
-                    "other processes used {:.1} CPUs while the host was {:.0}% idle: {}",
-                    others_cpus,
-                    idle_pct.unwrap_or(0.0),
-                    who.join(", ")
-                ),
-            )
-            .with("others_cpus", others_cpus)
-            .with("idle_pct", idle_pct.unwrap_or(0.0)),
+            Note::new(Level::Warn, "neighbour-cpu")
+                .ratio("others_cpus", others_cpus)
+                .pct("idle_pct", idle_pct.unwrap_or(0.0))
+                .notes("neighbours", who),
         );
     }
     if let Some(s) = steal_pct.filter(|s| *s >= STEAL_NOTE_PCT) {
         let disturbing = s >= STEAL_PCT;
         notes.push(
-            Note::new(
-                if disturbing { Level::Warn } else { Level::Info },
-                "steal",
-                if disturbing {
-                    format!("the hypervisor took {s:.0}% of the CPU time (steal): this VM waited for its host's CPUs")
-                } else {
-                    format!("steal was {s:.0}% of the CPU time (a VM's I/O is partly the hypervisor's work; under {STEAL_PCT:.0}% it does not disturb the window)")
-                },
-            )
-            .with("steal_pct", s),
+            Note::new(if disturbing { Level::Warn } else { Level::Info }, "steal")
+                .pct("steal_pct", s)
+                .pct("disturbing_steal_pct", STEAL_PCT),
         );
     }
     if unreadable > 0 {
         notes.push(
-            Note::new(
-                Level::Info,
-                "neighbour-io-unreadable",
-                format!("the I/O of {unreadable} other process(es) could not be read (without root, or kept from plumb by the kernel): a neighbour's I/O may go unnamed"),
-            )
-            .with("processes", unreadable as f64),
+            Note::new(Level::Info, "neighbour-io-unreadable").count("processes", unreadable as f64),
         );
     }
     let verdict = if notes.iter().any(|n| n.level == Level::Warn) {
@@ -436,7 +397,7 @@ mod tests {
             (80 * MIB, 45 * MIB),
             (80, 120, 0),
         );
-        assert_eq!(w.verdict, Verdict::Clean, "{}", w.evidence());
+        assert_eq!(w.verdict, Verdict::Clean, "{:?}", w.notes);
         assert_eq!((w.own_read_bytes, w.own_write_bytes), (80 * MIB, 40 * MIB));
         assert_eq!(w.own_cpu_s, 0.8);
         assert!(
@@ -459,9 +420,10 @@ mod tests {
         assert_eq!(w.verdict, Verdict::Disturbed);
         let n = &w.notes[0];
         assert_eq!(n.code, "neighbour-io");
-        assert_eq!(n.numbers["neighbour_pid"], 1234.0);
-        assert!(n.text.contains("PID 1234 (dd)"), "{}", n.text);
-        assert!(w.evidence().contains("wrote 300 MiB"), "{}", w.evidence());
+        assert_eq!(n.facts.num("neighbour_pid"), 1234.0);
+        let dd = &n.facts.notes("neighbours")[0].facts;
+        assert_eq!((dd.num("pid"), dd.text("comm")), (1234.0, "dd"));
+        assert_eq!(dd.num("write_bytes"), (300 * MIB) as f64);
     }
 
     #[test]
@@ -479,7 +441,7 @@ mod tests {
             (40 * MIB, 0),
             (50, 150, 0),
         );
-        assert_eq!(w.verdict, Verdict::Clean, "{}", w.evidence());
+        assert_eq!(w.verdict, Verdict::Clean, "{:?}", w.notes);
         assert_eq!(w.neighbours[0].pid, 77, "still listed as the busiest other");
     }
 
@@ -499,7 +461,8 @@ mod tests {
             (180, 20, 0),
         );
         assert_eq!(w.notes[0].code, "neighbour-cpu", "{:?}", w.notes);
-        assert!(w.notes[0].text.contains("PID 9 (stress) 1.0 CPU"));
+        let stress = &w.notes[0].facts.notes("neighbours")[0].facts;
+        assert_eq!((stress.num("pid"), stress.num("cpus")), (9.0, 1.0));
         // The same load on an idle host is not contention.
         let idle = window(
             vec![proc(9, 1, "stress", 0, 0, 0)],
@@ -507,7 +470,7 @@ mod tests {
             (0, 0),
             (100, 700, 0),
         );
-        assert!(idle.is_clean(), "{}", idle.evidence());
+        assert!(idle.is_clean(), "{:?}", idle.notes);
         let stolen = window(vec![], vec![], (0, 0), (60, 80, 60));
         assert_eq!(stolen.notes[0].code, "steal");
         assert_eq!(stolen.steal_pct, Some(30.0));

@@ -13,76 +13,7 @@ use std::path::PathBuf;
 /// Version of report.json's shape; docs/lab-report.schema.json pins it.
 pub const REPORT_SCHEMA: u32 = 2;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Severity {
-    Info,
-    Warn,
-    Critical,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Finding {
-    pub severity: Severity,
-    /// The rule's code: short, stable across versions (for scripts).
-    pub rule: String,
-    pub statement: String,
-    /// The figures behind the statement, by name, with their unit in the name (`p99_ms`,
-    /// `queue_mean`, `bytes`): what a script compares, where the sentence is for people. In
-    /// JSON, durations are seconds (`p99_s`).
-    #[serde(serialize_with = "crate::whole_numbers")]
-    pub numbers: std::collections::BTreeMap<String, f64>,
-    /// The evidence, in words.
-    pub evidence: Vec<String>,
-    /// The lab phases whose figures it is drawn from: a finding drawn from a disturbed phase
-    /// is lowered to info and says why.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub phases: Vec<String>,
-    /// What plumb set up to get it, when the finding is about one of its own experiments (a
-    /// setting of its private instance) rather than about the server or the host: it must not
-    /// be read as a fact about the server's configuration.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub experiment: Option<String>,
-}
-
-impl Finding {
-    pub fn new(severity: Severity, rule: &str, statement: String) -> Finding {
-        Finding {
-            severity,
-            rule: rule.to_string(),
-            statement,
-            numbers: Default::default(),
-            evidence: Vec::new(),
-            phases: Vec::new(),
-            experiment: None,
-        }
-    }
-
-    /// The finding is about plumb's own experiment: what plumb set up for it.
-    pub fn experiment(mut self, what: String) -> Finding {
-        self.experiment = Some(what);
-        self
-    }
-
-    /// The phases it is drawn from.
-    pub fn phases(mut self, p: Vec<String>) -> Finding {
-        self.phases = p;
-        self
-    }
-
-    /// A figure behind the statement (non-finite values are left out: JSON has no NaN).
-    pub fn number(mut self, name: &str, v: f64) -> Finding {
-        if v.is_finite() {
-            self.numbers.insert(name.to_string(), v);
-        }
-        self
-    }
-
-    pub fn evidence(mut self, e: Vec<String>) -> Finding {
-        self.evidence = e;
-        self
-    }
-}
+pub use crate::said::{Disturbed, Evidence, Finding, Severity};
 
 /// Latencies (or durations) summarised; percentiles only where the count supports them.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -17,11 +17,14 @@ pub mod openmetrics;
 pub mod os;
 pub mod record;
 pub mod repl;
+pub mod said;
 pub mod sched;
 pub mod series;
 pub mod sweep;
 pub mod trace;
 pub mod units;
+
+pub use said::WithFacts;
 
 /// How much a note matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -32,18 +35,31 @@ pub enum Level {
 }
 
 /// A plain statement drawn from the numbers, for the reader to act on: a stable `code` for
-/// scripts, the figures behind it in `numbers` (unit in the name), and the sentence for people.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// scripts and the facts behind it (numbers with their units as types, and names). The sentence
+/// is `plumb_report::words`'s; JSON carries the code, the sentence and the numbers.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Note {
     pub level: Level,
     /// Short, stable across versions (`swap-hides-shared-memory`): scripts match on it.
     pub code: &'static str,
-    pub text: String,
-    #[serde(
-        skip_serializing_if = "std::collections::BTreeMap::is_empty",
-        serialize_with = "whole_numbers"
-    )]
-    pub numbers: std::collections::BTreeMap<&'static str, f64>,
+    pub facts: said::Facts,
+}
+
+impl Serialize for Note {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let text = said::words(|w| w.note(self), self.code);
+        let has_numbers = self.facts.numbers().next().is_some();
+        said::entries(s, 3 + has_numbers as usize, |m| {
+            m.serialize_entry("level", &self.level)?;
+            m.serialize_entry("code", self.code)?;
+            m.serialize_entry("text", &text)?;
+            if has_numbers {
+                m.serialize_entry("numbers", &said::Numbers(&self.facts, &[]))?;
+            }
+            Ok(())
+        })
+    }
 }
 
 /// Figures by name, whole ones written as integers (a count of 812, not 812.0), durations in
@@ -66,21 +82,18 @@ pub fn whole_numbers<K: AsRef<str> + Ord, S: serde::Serializer>(
 }
 
 impl Note {
-    pub fn new(level: Level, code: &'static str, text: impl Into<String>) -> Note {
+    pub fn new(level: Level, code: &'static str) -> Note {
         Note {
             level,
             code,
-            text: text.into(),
-            numbers: Default::default(),
+            facts: said::Facts::new(),
         }
     }
+}
 
-    /// A figure behind the note (left out when not finite: JSON has no NaN).
-    pub fn with(mut self, name: &'static str, v: f64) -> Note {
-        if v.is_finite() {
-            self.numbers.insert(name, v);
-        }
-        self
+impl said::WithFacts for Note {
+    fn facts_mut(&mut self) -> &mut said::Facts {
+        &mut self.facts
     }
 }
 

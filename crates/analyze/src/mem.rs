@@ -3,7 +3,7 @@
 
 pub use crate::memfig::MemFigures;
 use crate::units::bytes;
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_sys::cgroup::{CgroupMode, ProcessCgroups};
 use plumb_sys::engine_conf::EngineSettings;
 use plumb_sys::memsnap::{EngineSample, MemSample, ProcMemSample};
@@ -124,9 +124,10 @@ pub fn assume(
 ) -> Assumption {
     let visible = cgroup_limit_bytes.map_or(host_memory_bytes, |l| l.min(host_memory_bytes));
     let mut st = Vec::new();
-    let limit_words = match cgroup_limit_bytes {
-        Some(l) => format!("a cgroup limit of {}", bytes(l)),
-        None => "no cgroup memory limit".to_string(),
+    // The cgroup limit, where the words mention it.
+    let limit = |n: Note| match cgroup_limit_bytes {
+        Some(l) => n.bytes("cgroup_limit_bytes", l as f64),
+        None => n,
     };
     let mut a = Assumption {
         engine,
@@ -147,18 +148,20 @@ pub fn assume(
             let detected = match settings.memory_limit_mb {
                 Some(m) => {
                     let capped = m.min(mb(host_memory_bytes));
-                    st.push(Note::new(Level::Info, "mssql-memory-limit-set", format!(
-                        "memorylimitmb / MSSQL_MEMORY_LIMIT_MB is {m} MB: SQL Server uses {capped} MB, whatever the host or cgroup offers"
-                    )));
+                    st.push(
+                        Note::new(Level::Info, "mssql-memory-limit-set")
+                            .count("memory_limit_mb", m as f64)
+                            .count("used_mb", capped as f64),
+                    );
                     capped
                 }
                 None => {
                     let d = eighty(visible);
-                    st.push(Note::new(Level::Info, "mssql-memory-from-host", format!(
-                        "no memorylimitmb: SQL Server takes 80% of the lesser of host RAM ({}) and the cgroup limit ({}): it will log \"Detected {d} MB of RAM\"",
-                        bytes(host_memory_bytes),
-                        cgroup_limit_bytes.map(bytes).unwrap_or_else(|| "none".into())
-                    )));
+                    st.push(limit(
+                        Note::new(Level::Info, "mssql-memory-from-host")
+                            .bytes("host_memory_bytes", host_memory_bytes as f64)
+                            .count("detected_mb", d as f64),
+                    ));
                     d
                 }
             };
@@ -170,31 +173,29 @@ pub fn assume(
             {
                 let old = eighty(host_memory_bytes);
                 a.mssql_old_build_detected_mb = Some(old);
-                st.push(Note::new(Level::Warn, "mssql-old-build-ignores-cgroup-v2", format!(
-                    "cgroup v2: builds before SQL Server 2022 CU20 (and 2017/2019) ignore the limit here and assume {old} MB, then get OOM-killed; set MSSQL_MEMORY_LIMIT_MB or use 2022 CU20+ / 2025"
-                )));
+                st.push(
+                    Note::new(Level::Warn, "mssql-old-build-ignores-cgroup-v2")
+                        .count("old_build_mb", old as f64),
+                );
             }
             match (cgroup_limit_bytes, settings.memory_limit_mb) {
-                (Some(l), Some(m)) if m * 1048576 >= l => st.push(Note::new(Level::Warn, "mssql-limit-no-headroom", format!(
-                    "memorylimitmb {m} MB leaves no headroom under {limit_words}: the OS and SQLPAL need 10-20%, so the container will be OOM-killed; use about {} MB",
-                    mb(l) * 85 / 100
-                ))),
-                (Some(l), Some(m)) if (m as f64) > mb(l) as f64 * 0.9 => st.push(Note::new(Level::Warn, "mssql-limit-above-90-pct", format!(
-                    "memorylimitmb {m} MB is above 90% of {limit_words}: Microsoft advises 10-20% headroom; about {} MB",
-                    mb(l) * 85 / 100
-                ))),
-                (None, _) => st.push(Note::new(Level::Info, "mssql-no-container-limit", format!(
-                    "{limit_words}: in a container SQL Server sizes itself from host RAM ({} MB), which the node's allocatable memory may not cover",
-                    detected
-                ))),
+                (Some(l), Some(m)) if m * 1048576 >= l => st.push(limit(
+                    Note::new(Level::Warn, "mssql-limit-no-headroom")
+                        .count("memory_limit_mb", m as f64)
+                        .count("advised_mb", (mb(l) * 85 / 100) as f64),
+                )),
+                (Some(l), Some(m)) if (m as f64) > mb(l) as f64 * 0.9 => st.push(limit(
+                    Note::new(Level::Warn, "mssql-limit-above-90-pct")
+                        .count("memory_limit_mb", m as f64)
+                        .count("advised_mb", (mb(l) * 85 / 100) as f64),
+                )),
+                (None, _) => st.push(
+                    Note::new(Level::Info, "mssql-no-container-limit")
+                        .count("detected_mb", detected as f64),
+                ),
                 _ => {}
             }
-            st.push(Note::new(
-                Level::Info,
-                "mssql-max-server-memory",
-                "set max server memory below memorylimitmb: it caps only the buffer pool"
-                    .to_string(),
-            ));
+            st.push(Note::new(Level::Info, "mssql-max-server-memory"));
         }
         EngineKind::Postgres => {
             a.cache_name = "shared_buffers".into();
@@ -205,48 +206,58 @@ pub fn assume(
             let mwm = settings.maintenance_work_mem_bytes.unwrap_or(64 << 20);
             let peak = sb + conns * wm + mwm;
             a.peak_estimate_bytes = Some(peak);
-            st.push(Note::new(Level::Info, "postgres-memory-model", format!(
-                "PostgreSQL does not size itself from RAM: shared_buffers is {} (shared memory, charged to the cgroup), and each of up to {conns} connections may use work_mem {} per sort or hash: about {} at most, plus the page cache, which is charged to the cgroup too",
-                bytes(sb),
-                bytes(wm),
-                bytes(peak)
-            )));
+            st.push(
+                Note::new(Level::Info, "postgres-memory-model")
+                    .bytes("shared_buffers_bytes", sb as f64)
+                    .count("max_connections", conns as f64)
+                    .bytes("work_mem_bytes", wm as f64)
+                    .bytes("peak_bytes", peak as f64),
+            );
+            let visible_note = |n: Note| n.bytes("visible_bytes", visible as f64);
             if sb >= visible {
-                st.push(Note::new(Level::Warn, "shared-buffers-above-memory", format!("shared_buffers {} is at or above the memory it can have ({}): it cannot stay resident", bytes(sb), bytes(visible))));
+                st.push(visible_note(
+                    Note::new(Level::Warn, "shared-buffers-above-memory")
+                        .bytes("shared_buffers_bytes", sb as f64),
+                ));
             } else if sb as f64 > visible as f64 * 0.4 {
-                st.push(Note::new(Level::Warn, "shared-buffers-above-40-pct", format!(
-                    "shared_buffers {} is over 40% of {} ({}): the PostgreSQL docs find little gain past 40%, and the page cache needs room under the same limit; about {}",
-                    bytes(sb),
-                    if cgroup_limit_bytes.is_some() { "the cgroup limit" } else { "host RAM" },
-                    bytes(visible),
-                    bytes(visible / 4)
+                st.push(limit(visible_note(
+                    Note::new(Level::Warn, "shared-buffers-above-40-pct")
+                        .bytes("shared_buffers_bytes", sb as f64)
+                        .bytes("advised_bytes", (visible / 4) as f64),
                 )));
             }
             if peak > visible {
-                st.push(Note::new(Level::Warn, "postgres-peak-above-memory", format!(
-                    "shared_buffers + max_connections x work_mem + maintenance_work_mem = {} exceeds {}: a busy moment can hit the OOM killer",
-                    bytes(peak),
-                    bytes(visible)
-                )));
+                st.push(visible_note(
+                    Note::new(Level::Warn, "postgres-peak-above-memory")
+                        .bytes("peak_bytes", peak as f64),
+                ));
             }
         }
         EngineKind::Mariadb => {
             a.cache_name = "innodb_buffer_pool_size".into();
             let pool = settings.innodb_buffer_pool_size_bytes.unwrap_or(128 << 20);
             a.cache_bytes = Some(pool);
-            st.push(Note::new(Level::Info, "mariadb-memory-model", format!(
-                "MariaDB does not size itself from RAM: innodb_buffer_pool_size is {} (private memory); MariaDB advises 60-70% of the memory available to it ({} here: about {})",
-                bytes(pool),
-                bytes(visible),
-                bytes(visible * 65 / 100)
-            )));
+            let pool_note = |n: Note| {
+                n.bytes("buffer_pool_bytes", pool as f64)
+                    .bytes("visible_bytes", visible as f64)
+            };
+            st.push(pool_note(
+                Note::new(Level::Info, "mariadb-memory-model")
+                    .bytes("advised_bytes", (visible * 65 / 100) as f64),
+            ));
             if pool >= visible {
-                st.push(Note::new(Level::Warn, "buffer-pool-above-memory", format!("the buffer pool {} is at or above the memory it can have ({}): it will swap or be OOM-killed", bytes(pool), bytes(visible))));
+                st.push(pool_note(Note::new(
+                    Level::Warn,
+                    "buffer-pool-above-memory",
+                )));
             } else if pool as f64 > visible as f64 * 0.75 {
-                st.push(Note::new(Level::Warn, "buffer-pool-above-75-pct", format!("the buffer pool {} is over 75% of {}: leave room for connections and the OS", bytes(pool), bytes(visible))));
+                st.push(pool_note(Note::new(
+                    Level::Warn,
+                    "buffer-pool-above-75-pct",
+                )));
             }
             if cgroup_mode != CgroupMode::V2 {
-                st.push(Note::new(Level::Info, "innodb-no-shrink-here", "InnoDB shrinks its pool on memory pressure only on a pure cgroup-v2 host (and only down to innodb_buffer_pool_size_auto_min); not here".to_string()));
+                st.push(Note::new(Level::Info, "innodb-no-shrink-here"));
             }
         }
     }
@@ -403,19 +414,16 @@ pub fn apply_engine(
                 if apply_live_belief(rep, kind, b) {
                     None
                 } else {
-                    Some(("engine-process-not-found", "--engine: no process of that engine was found on this host to set its figure beside (add --pid)".to_string()))
+                    Some(Note::new(Level::Info, "engine-process-not-found"))
                 }
             }
-            None => Some(match kind {
-                EngineKind::Postgres => ("engine-no-cache-figure", "--engine: the server has no pg_buffercache (CREATE EXTENSION pg_buffercache); its configured shared_buffers is shown".to_string()),
-                _ => ("engine-no-cache-figure", "--engine: the server gave no cache figure; its configured size is shown".to_string()),
-            }),
+            None => {
+                Some(Note::new(Level::Info, "engine-no-cache-figure").text("engine", kind.name()))
+            }
         },
-        Err(e) => Some(("engine-unreadable", format!("--engine: {e}"))),
+        Err(e) => Some(Note::new(Level::Info, "engine-unreadable").text("error", e)),
     };
-    if let Some((code, n)) = note {
-        rep.findings.push(Note::new(Level::Info, code, n));
-    }
+    rep.findings.extend(note);
 }
 
 /// Replace the configured belief of the report's first engine of `kind` with the live one.
@@ -509,85 +517,75 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
         ) {
             let lvl = if s > b / 20 { Level::Warn } else { Level::Info };
             let untouched = b.saturating_sub(r + s);
-            n.push(Note::new(lvl, "engine-cache-belief", format!(
-                "{} (PID {}) believes {} are cached ({}); {} are resident; {} are in swap{}{}",
-                e.engine.name(),
-                e.main_pid,
-                bytes(b),
-                e.belief_source.as_deref().unwrap_or("its settings"),
-                bytes(r),
-                bytes(s),
-                if untouched > b / 20 { format!("; {} not yet touched", bytes(untouched)) } else { String::new() },
-                if lvl == Level::Warn { ": reads of that cache now wait for swap-in, and the engine's wait statistics will not say why" } else { "" }
-            )));
+            let mut note = Note::new(lvl, "engine-cache-belief")
+                .text("engine", e.engine.name())
+                .count("pid", e.main_pid as f64)
+                .bytes("believed_bytes", b as f64)
+                .text(
+                    "source",
+                    e.belief_source.as_deref().unwrap_or("its settings"),
+                )
+                .bytes("resident_bytes", r as f64)
+                .bytes("swapped_bytes", s as f64);
+            if untouched > b / 20 {
+                note = note.bytes("untouched_bytes", untouched as f64);
+            }
+            n.push(note);
         }
         for st in &e.assumption.statements {
             if st.level == Level::Warn {
-                n.push(Note::new(
-                    Level::Warn,
-                    "engine-statement",
-                    format!("{}: {}", e.engine.name(), st.text),
-                ));
+                let mut note = Note::new(Level::Warn, "engine-statement")
+                    .text("engine", e.engine.name())
+                    .text("statement", st.code);
+                for (k, v) in st.facts.iter() {
+                    note = note.fact(k.to_string(), v.clone());
+                }
+                n.push(note);
             }
         }
     }
     for p in procs {
         if let (Some(vs), Some(ss)) = (p.memory.vm_swap_bytes, p.memory.smaps_swap_bytes) {
             if ss > vs + (1 << 20) {
-                n.push(Note::new(Level::Warn, "swap-hides-shared-memory", format!(
-                    "PID {}: {} in swap by smaps_rollup, but VmSwap shows {}: the difference is swapped shared memory, which VmSwap never counts",
-                    p.pid,
-                    bytes(ss),
-                    bytes(vs)
-                )).with("pid", p.pid as f64).with("smaps_swap_bytes", ss as f64).with("vm_swap_bytes", vs as f64));
+                n.push(
+                    Note::new(Level::Warn, "swap-hides-shared-memory")
+                        .count("pid", p.pid as f64)
+                        .bytes("smaps_swap_bytes", ss as f64)
+                        .bytes("vm_swap_bytes", vs as f64),
+                );
             }
         }
         if let Some(cg) = &p.cgroup {
             if cg.oom_kills.unwrap_or(0) > 0 {
                 n.push(
-                    Note::new(
-                        Level::Warn,
-                        "cgroup-oom-kills",
-                        format!(
-                            "PID {}: its memory cgroup has had {} OOM kill(s)",
-                            p.pid,
-                            cg.oom_kills.unwrap_or(0)
-                        ),
-                    )
-                    .with("pid", p.pid as f64)
-                    .with("oom_kills", cg.oom_kills.unwrap_or(0) as f64),
+                    Note::new(Level::Warn, "cgroup-oom-kills")
+                        .count("pid", p.pid as f64)
+                        .count("oom_kills", cg.oom_kills.unwrap_or(0) as f64),
                 );
             }
             if let Some(ps) = cg.pressure.as_ref().and_then(|x| x.full.as_ref()) {
                 if ps.avg10_pct >= 10.0 {
-                    n.push(Note::new(Level::Warn, "cgroup-memory-pressure", format!(
-                        "PID {}: its cgroup's tasks were all stalled on memory {:.0}% of the last 10 s (PSI full)",
-                        p.pid, ps.avg10_pct
-                    )));
+                    n.push(
+                        Note::new(Level::Warn, "cgroup-memory-pressure")
+                            .count("pid", p.pid as f64)
+                            .pct("psi_full_avg10_pct", ps.avg10_pct),
+                    );
                 }
             }
         }
     }
     if let Some(r) = host.swap_in_bytes_per_s {
         if r > 0.0 {
-            n.push(Note::new(
-                Level::Warn,
-                "host-swap-in",
-                format!("the host is reading {}/s back from swap", bytes(r as u64)),
-            ));
+            n.push(Note::new(Level::Warn, "host-swap-in").bytes_per_s("swap_in_bytes_per_s", r));
         }
     }
     if let Some(p) = &host.pressure {
         if let Some(s) = &p.some {
             if s.avg10_pct >= 10.0 {
-                n.push(Note::new(
-                    Level::Warn,
-                    "host-memory-pressure",
-                    format!(
-                        "host memory pressure: some task stalled on memory {:.0}% of the last 10 s",
-                        s.avg10_pct
-                    ),
-                ));
+                n.push(
+                    Note::new(Level::Warn, "host-memory-pressure")
+                        .pct("psi_some_avg10_pct", s.avg10_pct),
+                );
             }
         }
     }
@@ -652,7 +650,7 @@ mod tests {
         assert!(
             a.statements
                 .iter()
-                .any(|n| n.level == Level::Warn && n.text.contains("no headroom")),
+                .any(|n| n.level == Level::Warn && n.code == "mssql-limit-no-headroom"),
             "{:?}",
             a.statements
         );
@@ -694,13 +692,10 @@ mod tests {
             .statements
             .iter()
             .filter(|n| n.level == Level::Warn)
-            .map(|n| n.text.as_str())
+            .map(|n| n.code)
             .collect();
-        assert!(
-            w.iter().any(|t| t.contains("cannot stay resident")),
-            "{w:?}"
-        );
-        assert!(w.iter().any(|t| t.contains("OOM")), "{w:?}");
+        assert!(w.contains(&"shared-buffers-above-memory"), "{w:?}");
+        assert!(w.contains(&"postgres-peak-above-memory"), "{w:?}");
         assert_eq!(
             a.peak_estimate_bytes,
             Some((4u64 << 30) + 200 * (64 << 20) + (1 << 30))
@@ -719,7 +714,7 @@ mod tests {
         assert!(a
             .statements
             .iter()
-            .any(|n| n.level == Level::Warn && n.text.contains("over 75%")));
+            .any(|n| n.level == Level::Warn && n.code == "buffer-pool-above-75-pct"));
     }
 
     #[test]

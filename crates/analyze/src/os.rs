@@ -1,7 +1,6 @@
 //! `plumb os`: turn one host snapshot into the report a DBA reads.
 
-use crate::units::bytes;
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_sys::block::{BlockDevice, DiskStats, QueueInfo};
 use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
 use plumb_sys::container::Evidence;
@@ -440,64 +439,47 @@ fn notes(r: &OsReport) -> Vec<Note> {
     let mut n = Vec::new();
     if let Some(steal) = r.cpu.since_boot.steal_pct {
         if steal >= 10.0 {
-            n.push(Note::new(Level::Warn, "cpu-steal", format!(
-                "CPU steal is {steal:.1}% of all CPU time since boot: the hypervisor gives this VM's CPUs to others; latency-sensitive work will stall"
-            )).with("steal_pct", steal));
+            n.push(
+                Note::new(Level::Warn, "cpu-steal")
+                    .pct("steal_pct", steal)
+                    .text("window", "since boot"),
+            );
         }
     }
     if let (Some(running), Some(cpus)) = (r.cpu.procs_running, r.cpu.online_cpus) {
         if running > cpus as u64 {
             n.push(
-                Note::new(
-                    Level::Info,
-                    "runnable-above-cpus",
-                    format!(
-                "{running} tasks are runnable right now on {cpus} CPUs: some are waiting for a CPU"
-            ),
-                )
-                .with("runnable", running as f64)
-                .with("cpus", cpus as f64),
+                Note::new(Level::Info, "runnable-above-cpus")
+                    .count("runnable", running as f64)
+                    .count("cpus", cpus as f64),
             );
         }
     }
     if r.memory.swap_total_bytes == Some(0) {
-        n.push(Note::new(Level::Info, "no-swap", "no swap is configured: memory pressure ends in reclaim of page cache and then the OOM killer, not in swapping".to_string()));
+        n.push(Note::new(Level::Info, "no-swap"));
     } else if let (Some(u), Some(t)) = (r.memory.swap_used_bytes, r.memory.total_bytes) {
         if u > t / 20 {
-            n.push(Note::new(Level::Warn, "swap-in-use", format!(
-                "{} MiB is in swap: a database cache that was swapped out is slow to read even though the engine believes it is in memory",
-                u / (1024 * 1024)
-            )).with("swap_used_bytes", u as f64));
+            n.push(Note::new(Level::Warn, "swap-in-use").bytes("swap_used_bytes", u as f64));
         }
     }
     for p in &r.processes {
-        let who = if p.role == "plumb" {
-            "plumb".to_string()
-        } else {
-            format!("PID {}", p.pid)
+        let who = |note: Note| {
+            if p.role == "plumb" {
+                note.text("who", "plumb")
+            } else {
+                note.count("pid", p.pid as f64)
+            }
         };
         if let Some(m) = &p.cgroups.memory {
             if let (Some(Limit::Value(l)), Some(t)) = (m.effective_limit, r.memory.total_bytes) {
                 if l >= t {
-                    n.push(Note::new(Level::Info, "cgroup-limit-above-ram", format!(
-                        "{who}: the cgroup memory limit ({}) is at or above host RAM, so it limits nothing",
-                        bytes(l)
-                    )));
+                    n.push(who(Note::new(Level::Info, "cgroup-limit-above-ram")
+                        .bytes("limit_bytes", l as f64)));
                 }
             }
             if m.oom_kill_events.unwrap_or(0) > 0 {
-                n.push(
-                    Note::new(
-                        Level::Warn,
-                        "cgroup-oom-kills",
-                        format!(
-                            "{who}: its memory cgroup has had {} OOM kill(s)",
-                            m.oom_kill_events.unwrap_or(0)
-                        ),
-                    )
-                    .with("pid", p.pid as f64)
-                    .with("oom_kills", m.oom_kill_events.unwrap_or(0) as f64),
-                );
+                n.push(who(Note::new(Level::Warn, "cgroup-oom-kills")
+                    .count("oom_kills", m.oom_kill_events.unwrap_or(0) as f64)));
             }
         }
         if !p.container_evidence.is_empty() && p.memory_limit_bytes.is_none() {
@@ -511,59 +493,45 @@ fn notes(r: &OsReport) -> Vec<Note> {
                 .iter()
                 .map(|e| format!("{} {}", e.source, e.detail))
                 .collect();
-            if strong {
-                n.push(Note::new(Level::Warn, "container-without-memory-limit", format!(
-                    "{who} runs in a container with no memory limit below host RAM: an engine sizes its caches from host RAM, and the node can evict or OOM-kill it ({})",
-                    seen.join("; ")
-                )));
+            let code = if strong {
+                "container-without-memory-limit"
             } else {
-                n.push(Note::new(Level::Info, "container-marker-without-runtime", format!(
-                    "{who}: a container marker is present ({}) but its cgroup path names no runtime; no memory limit below host RAM applies",
-                    seen.join("; ")
-                )));
-            }
+                "container-marker-without-runtime"
+            };
+            let level = if strong { Level::Warn } else { Level::Info };
+            n.push(who(Note::new(level, code).list("seen", seen)));
         }
         if let (Some(vs), Some(ss)) = (
             p.memory.figures.vm_swap_bytes,
             p.memory.figures.smaps_swap_bytes,
         ) {
             if ss > vs + 1024 * 1024 {
-                n.push(Note::new(Level::Warn, "swap-hides-shared-memory", format!(
-                    "{who}: {} in swap, of which VmSwap shows only {}: the rest is swapped shared memory (a shared buffer pool)",
-                    bytes(ss),
-                    bytes(vs)
-                )).with("pid", p.pid as f64).with("smaps_swap_bytes", ss as f64).with("vm_swap_bytes", vs as f64));
+                n.push(
+                    who(Note::new(Level::Warn, "swap-hides-shared-memory"))
+                        .count("pid", p.pid as f64)
+                        .bytes("smaps_swap_bytes", ss as f64)
+                        .bytes("vm_swap_bytes", vs as f64),
+                );
             }
         }
     }
     if let Some(s) = &r.storage {
+        let at = |note: Note| note.text("mount_point", s.mount_point.clone());
         let opts = &s.options;
         if opts.iter().any(|o| o == "nobarrier" || o == "barrier=0") {
-            n.push(Note::new(Level::Warn, "write-barriers-off", format!(
-                "{} is mounted with write barriers off: a power loss can lose writes the database believed durable",
-                s.mount_point
-            )));
+            n.push(at(Note::new(Level::Warn, "write-barriers-off")));
         }
         if s.pmem {
-            n.push(Note::new(
-                Level::Info,
-                if s.dax.is_some() {
-                    "pmem-dax"
-                } else {
-                    "pmem-block"
-                },
-                format!("{}: {}", s.mount_point, pmem_line(s.dax.as_deref())),
-            ));
+            n.push(match &s.dax {
+                Some(d) => at(Note::new(Level::Info, "pmem-dax")).text("dax", d.clone()),
+                None => at(Note::new(Level::Info, "pmem-block")),
+            });
         }
         if s.device.is_none() {
-            n.push(Note::new(
-                Level::Info,
-                "no-local-block-device",
-                format!(
-                    "{} ({}) has no local block device: device cache and FUA facts do not apply",
-                    s.mount_point, s.fs_type
-                ),
-            ));
+            n.push(
+                at(Note::new(Level::Info, "no-local-block-device"))
+                    .text("fs_type", s.fs_type.clone()),
+            );
         }
     }
     n

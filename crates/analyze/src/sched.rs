@@ -1,7 +1,7 @@
 //! `plumb cpu`: scheduling pressure between two samples — how long work waits for a CPU.
 //! The Linux counterpart of `sys.dm_os_schedulers.runnable_tasks_count`.
 
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_sys::cpu::{CpuTicks, Schedstat, StatSample};
 use plumb_sys::pressure::Psi;
 use plumb_sys::process::ThreadSample;
@@ -147,53 +147,39 @@ pub fn build(a: &SchedSample, b: &SchedSample, clock_ticks_per_s: u64) -> CpuRep
     let mut notes = Vec::new();
     if let Some(r) = b.stat.procs_running {
         if r as usize > n {
-            notes.push(Note::new(Level::Warn, "runnable-above-cpus", format!("{r} tasks are runnable on {n} CPUs: {} wait for a CPU right now (what runnable_tasks_count shows per scheduler in SQL Server)", r as usize - n)).with("runnable", r as f64).with("cpus", n as f64));
+            notes.push(
+                Note::new(Level::Warn, "runnable-above-cpus")
+                    .count("runnable", r as f64)
+                    .count("cpus", n as f64),
+            );
         }
     }
     if let Some(t) = cpus.last() {
         if t.steal_pct >= 10.0 {
-            notes.push(
-                Note::new(
-                    Level::Warn,
-                    "cpu-steal",
-                    format!(
-                        "steal {:.0}%: the hypervisor took the CPUs for others",
-                        t.steal_pct
-                    ),
-                )
-                .with("steal_pct", t.steal_pct),
-            );
+            notes.push(Note::new(Level::Warn, "cpu-steal").pct("steal_pct", t.steal_pct));
         }
     }
     if let Some(p) = psi {
         if p >= 10.0 {
-            notes.push(
-                Note::new(
-                    Level::Warn,
-                    "cpu-pressure",
-                    format!("some task waited for a CPU {p:.0}% of the time (PSI cpu)"),
-                )
-                .with("psi_cpu_some_pct", p),
-            );
+            notes.push(Note::new(Level::Warn, "cpu-pressure").pct("psi_cpu_some_pct", p));
         }
     }
     if a.schedstat.is_none() {
-        notes.push(Note::new(Level::Info, "no-schedstat", "per-CPU run-queue delay unknown: /proc/schedstat is missing (kernel without CONFIG_SCHEDSTATS); PSI cpu and per-thread delay still tell".to_string()));
+        notes.push(Note::new(Level::Info, "no-schedstat"));
     }
     if let Some(t) = threads
         .iter()
         .find(|t| t.runnable_waiting_pct.unwrap_or(0.0) >= 10.0)
     {
-        notes.push(Note::new(
-            Level::Warn,
-            "thread-waiting-for-cpu",
-            format!(
-                "thread {} ({}) was runnable but waiting for a CPU {:.0}% of the time",
-                t.tid,
-                t.comm,
-                t.runnable_waiting_pct.unwrap_or(0.0)
-            ),
-        ));
+        notes.push(
+            Note::new(Level::Warn, "thread-waiting-for-cpu")
+                .count("tid", t.tid as f64)
+                .text("comm", t.comm.clone())
+                .pct(
+                    "runnable_waiting_pct",
+                    t.runnable_waiting_pct.unwrap_or(0.0),
+                ),
+        );
     }
     CpuReport {
         interval_s: secs,

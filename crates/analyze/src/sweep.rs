@@ -4,7 +4,7 @@
 
 use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
-use crate::{Level as NoteLevel, Note};
+use crate::{Level as NoteLevel, Note, WithFacts};
 use plumb_load::job::Job;
 use plumb_load::run::{DirStats, RunResult};
 use serde::Serialize;
@@ -232,17 +232,10 @@ pub fn read_levels(levels: &[Level]) -> Reading {
         let gl = lb.median / la.median - 1.0;
         if gt * 100.0 < -FALL_PCT && tb.max < ta.min {
             notes.push(
-                Note::new(
-                    NoteLevel::Warn,
-                    "throughput-fell",
-                    format!(
-                        "throughput fell from {} to {} ({:+.0}%) as the load rose: a device at its limit levels off, it does not fall; something else used the device (the runs' evidence says what, where it was seen)",
-                        a.label,
-                        b.label,
-                        gt * 100.0
-                    ),
-                )
-                .with("throughput_change_pct", gt * 100.0),
+                Note::new(NoteLevel::Warn, "throughput-fell")
+                    .text("from", a.label.clone())
+                    .text("to", b.label.clone())
+                    .pct("throughput_change_pct", gt * 100.0),
             );
             continue;
         }
@@ -269,12 +262,10 @@ pub fn read_levels(levels: &[Level]) -> Reading {
     if knee.is_none() {
         if let Some((a, b, noise)) = blurred {
             notes.push(
-                Note::new(
-                    NoteLevel::Info,
-                    "knee-not-distinguishable",
-                    format!("latency rose from {a} to {b}, but not beyond the spread of the repetitions (±{:.0}%): no knee is distinguishable on this host", noise / 2.0),
-                )
-                .with("spread_pct", noise),
+                Note::new(NoteLevel::Info, "knee-not-distinguishable")
+                    .text("from", a.to_string())
+                    .text("to", b.to_string())
+                    .pct("spread_pct", noise),
             );
         }
     }
@@ -292,27 +283,14 @@ pub fn judge_levels(levels: &[Level]) -> (Option<Knee>, Verdict, Vec<Note>) {
         .collect();
     if !disturbed.is_empty() {
         notes.push(
-            Note::new(
-                NoteLevel::Warn,
-                "levels-disturbed",
-                format!(
-                    "no clean run at level(s) {}: their figures were measured while something else used the host",
-                    disturbed.join(", ")
-                ),
-            )
-            .with("levels", disturbed.len() as f64),
+            Note::new(NoteLevel::Warn, "levels-disturbed")
+                .count("levels", disturbed.len() as f64)
+                .list("labels", disturbed.iter().map(|l| l.to_string()).collect()),
         );
     }
     let retried: usize = levels.iter().map(|l| l.reps.len() - l.clean_reps).sum();
     if retried > 0 && disturbed.is_empty() {
-        notes.push(
-            Note::new(
-                NoteLevel::Info,
-                "runs-retried",
-                format!("{retried} disturbed run(s) were repeated and left out of the figures (their evidence is in the JSON)"),
-            )
-            .with("runs", retried as f64),
-        );
+        notes.push(Note::new(NoteLevel::Info, "runs-retried").count("runs", retried as f64));
     }
     notes.extend(r.notes);
     let verdict = if notes.iter().any(|n| n.level == NoteLevel::Warn) {
@@ -427,7 +405,10 @@ mod tests {
             .filter(|n| n.code == "throughput-fell")
             .collect();
         assert_eq!(fell.len(), 2, "{notes:?}");
-        assert!(fell[0].text.contains("from 1 to 2"));
+        assert_eq!(
+            (fell[0].facts.text("from"), fell[0].facts.text("to")),
+            ("1", "2")
+        );
     }
 
     #[test]
@@ -471,7 +452,7 @@ mod tests {
         let (_, verdict, notes) = judge_levels(&[l, all_bad]);
         assert_eq!(verdict, Verdict::Disturbed);
         assert_eq!(notes[0].code, "levels-disturbed");
-        assert!(notes[0].text.contains("level(s) 8"));
+        assert_eq!(notes[0].facts.list("labels"), ["8"]);
     }
 
     #[test]

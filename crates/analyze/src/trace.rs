@@ -4,7 +4,7 @@
 //! [`plumb_sys::proctrace`] counted in the kernel and [`plumb_sys::blockprocs`] read from the
 //! block layer's trace.
 
-use crate::{Level, Note};
+use crate::{Level, Note, WithFacts};
 use plumb_sys::blockprocs::{BlockAgg, ProcBios};
 use plumb_sys::proctrace::{LogHist, Snapshot};
 use serde::Serialize;
@@ -533,52 +533,26 @@ fn notes(r: &TraceReport, cx: &Context) -> Vec<Note> {
     let l = &r.lost;
     if l.syscall_updates + l.sched_updates + l.processes > 0 {
         out.push(
-            Note::new(
-                Level::Warn,
-                "trace-lost-updates",
-                format!(
-                    "the kernel-side tables ran out of room: {} syscall, {} scheduling and {} process updates were dropped, so the counts are lower bounds",
-                    l.syscall_updates, l.sched_updates, l.processes
-                ),
-            )
-            .with("lost_syscall_updates", l.syscall_updates as f64)
-            .with("lost_sched_updates", l.sched_updates as f64)
-            .with("lost_processes", l.processes as f64),
+            Note::new(Level::Warn, "trace-lost-updates")
+                .count("lost_syscall_updates", l.syscall_updates as f64)
+                .count("lost_sched_updates", l.sched_updates as f64)
+                .count("lost_processes", l.processes as f64),
         );
     }
     if l.block_events > 0 {
         out.push(
-            Note::new(
-                Level::Warn,
-                "trace-lost-block-events",
-                format!(
-                    "{} block trace events were dropped before plumb read them: block figures are lower bounds",
-                    l.block_events
-                ),
-            )
-            .with("lost_block_events", l.block_events as f64),
+            Note::new(Level::Warn, "trace-lost-block-events")
+                .count("lost_block_events", l.block_events as f64),
         );
     }
     if let Some(why) = &cx.block_unavailable {
-        out.push(Note::new(
-            Level::Info,
-            "trace-no-block",
-            format!("block requests were not traced: {why}"),
-        ));
+        out.push(Note::new(Level::Info, "trace-no-block").text("why", why.clone()));
     }
     for p in &cx.removed_stale {
-        out.push(Note::new(
-            Level::Info,
-            "trace-removed-stale",
-            format!("removed {p}, left by a plumb run that ended without cleaning up"),
-        ));
+        out.push(Note::new(Level::Info, "trace-removed-stale").text("what", p.clone()));
     }
     if r.processes.iter().all(|p| p.calls == 0) {
-        out.push(Note::new(
-            Level::Info,
-            "trace-no-syscalls",
-            "no syscall of the followed processes was seen in the window",
-        ));
+        out.push(Note::new(Level::Info, "trace-no-syscalls"));
     }
     out
 }

@@ -107,26 +107,20 @@ pub fn downgrade_if_disturbed(
     if disturbed.is_empty() {
         return;
     }
-    // One line: which phases, and who (the phases table has each one's evidence).
-    let names: Vec<&str> = disturbed.iter().map(|w| w.phase.as_str()).collect();
-    let who = disturbed
+    let neighbour = disturbed
         .iter()
         .filter_map(|w| w.interference.as_ref())
         .find_map(|i| i.neighbours.first())
-        .map(|n| format!("; the busiest other process: PID {} ({})", n.pid, n.comm))
-        .unwrap_or_default();
-    f.evidence.push(format!(
-        "measured while other work used the host, in: {}{who} (the phases table gives each phase's evidence)",
-        names.join(", ")
-    ));
-    f.numbers
-        .insert("disturbed_phases".into(), disturbed.len() as f64);
-    if f.severity > plumb_analyze::lab::Severity::Info {
+        .map(|n| (n.pid, n.comm.clone()));
+    let lowered = f.severity > plumb_analyze::lab::Severity::Info;
+    if lowered {
         f.severity = plumb_analyze::lab::Severity::Info;
-        f.statement.push_str(
-            " (measured while other work used the host: lowered to info until a clean run shows it)",
-        );
     }
+    f.disturbed = Some(plumb_analyze::lab::Disturbed {
+        phases: disturbed.iter().map(|w| w.phase.clone()).collect(),
+        neighbour,
+        lowered,
+    });
 }
 
 /// The files a lab writes into its report directory.

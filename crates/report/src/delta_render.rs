@@ -311,7 +311,7 @@ impl Render for DeltaReport {
                     out,
                     "  {} {}",
                     if n.level == Level::Warn { "!" } else { "-" },
-                    n.text
+                    crate::words::note(n)
                 )?;
             }
         }

@@ -529,7 +529,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
                     Some((
                         format!("{} KiB {}", r.block_size / 1024, r.mode),
                         i + 1,
-                        w.evidence(),
+                        crate::words::interference(w),
                     ))
                 })
             }),
@@ -537,7 +537,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
         writeln!(out)?;
         writeln!(out, "What it means")?;
         for c in &self.conclusions {
-            writeln!(out, "  - {}", c.text)?;
+            writeln!(out, "  - {}", crate::words::note(c))?;
         }
         Ok(())
     }
@@ -635,7 +635,7 @@ impl Render for plumb_analyze::durability::Comparison {
             "Side by side (modes ran interleaved across the directories; compared only beyond the clean runs' spread)"
         )?;
         for n in &self.comparison {
-            writeln!(out, "  - {}", n.text)?;
+            writeln!(out, "  - {}", crate::words::note(n))?;
         }
         Ok(())
     }
@@ -696,7 +696,7 @@ pub fn verdict_line(w: &plumb_analyze::interference::Interference) -> String {
     if w.is_clean() {
         "Verdict: clean (no other process disturbed the device or the CPUs during the run)".into()
     } else {
-        format!("Verdict: DISTURBED — {}", w.evidence())
+        format!("Verdict: DISTURBED — {}", crate::words::interference(w))
     }
 }
 
@@ -823,14 +823,24 @@ impl Render for plumb_analyze::sweep::SweepReport {
             }
         )?;
         for n in &self.notes {
-            writeln!(out, "  {} [{}] {}", level_word(n.level), n.code, n.text)?;
+            writeln!(
+                out,
+                "  {} [{}] {}",
+                level_word(n.level),
+                n.code,
+                crate::words::note(n)
+            )?;
         }
         disturbed_runs(
             out,
             self.levels.iter().flat_map(|l| {
                 l.reps.iter().enumerate().filter_map(move |(i, r)| {
                     let w = r.interference.as_ref().filter(|w| !w.is_clean())?;
-                    Some((format!("level {}", l.label), i + 1, w.evidence()))
+                    Some((
+                        format!("level {}", l.label),
+                        i + 1,
+                        crate::words::interference(w),
+                    ))
                 })
             }),
         )?;

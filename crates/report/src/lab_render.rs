@@ -4,6 +4,7 @@
 use crate::fmt::{bytes, duration, latency_ms, ms, MISSING, UNKNOWN};
 use crate::html::Html;
 use crate::record_render::{charts_html, page, Run};
+use crate::words;
 use crate::Render;
 use plumb_analyze::lab::{LabReport, Latency, Severity};
 use serde::Serialize;
@@ -168,7 +169,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 ]
             })
             .collect();
-        let notes = d.conclusions.iter().map(|n| n.text.clone()).collect();
+        let notes = d.conclusions.iter().map(words::note).collect();
         out.push(Table {
             id: "durability",
             title: "Durability: what one durable write costs".into(),
@@ -230,7 +231,11 @@ fn tables(r: &LabReport) -> Vec<Table> {
             }
             None => "no knee: latency never outgrew throughput beyond the spread of the runs over these queue depths".into(),
         }];
-        notes.extend(s.notes.iter().map(|n| format!("{}: {}", n.code, n.text)));
+        notes.extend(
+            s.notes
+                .iter()
+                .map(|n| format!("{}: {}", n.code, words::note(n))),
+        );
         if let Some(q) = &r.seq_read {
             notes.push(format!(
                 "sequential {} reads, {} outstanding: {}/s{}",
@@ -470,7 +475,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 title: format!("Experiment: {} ({})", e.name, e.setting),
                 headers: vec!["run", "tps", "p50", "p99"],
                 rows: vec![row("without", &e.baseline), row("with", &e.changed)],
-                notes: e.notes.iter().map(|n| n.text.clone()).collect(),
+                notes: e.notes.iter().map(words::note).collect(),
             });
         }
         if !e.commits.is_empty() {
@@ -495,7 +500,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
             let mut notes: Vec<String> = if pgbench {
                 Vec::new()
             } else {
-                e.notes.iter().map(|n| n.text.clone()).collect()
+                e.notes.iter().map(words::note).collect()
             };
             notes.push("one session, timed by the client; `local` waits for the local WAL flush alone, `on` also for a synchronous standby's flush; the two alternate commit by commit, so their difference is the wait for the standby".into());
             out.push(Table {
@@ -556,7 +561,11 @@ fn tables(r: &LabReport) -> Vec<Table> {
             .iter()
             .filter_map(|w| {
                 let i = w.interference.as_ref().filter(|i| !i.is_clean())?;
-                Some(format!("{} was disturbed: {}", w.phase, i.evidence()))
+                Some(format!(
+                    "{} was disturbed: {}",
+                    w.phase,
+                    words::interference(i)
+                ))
             })
             .collect();
         let disk = r
@@ -741,14 +750,20 @@ impl Render for LabOutput<'_> {
                 Severity::Warn => "! ",
                 Severity::Info => "- ",
             };
-            writeln!(out, "  {mark} [{}] {}", sev(f.severity), f.statement)?;
+            writeln!(
+                out,
+                "  {mark} [{}] {}",
+                sev(f.severity),
+                words::statement(f)
+            )?;
             if let Some(x) = &f.experiment {
                 writeln!(
                     out,
-                    "       plumb's own experiment ({x}), not your server's configuration"
+                    "       plumb's own experiment ({}), not your server's configuration",
+                    words::said(x)
                 )?;
             }
-            for e in &f.evidence {
+            for e in words::evidence(f) {
                 writeln!(out, "       {e}")?;
             }
         }
@@ -800,21 +815,23 @@ pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
                 };
                 h.with("tr", class, |h| {
                     h.el("td", &[], sev(f.severity))
-                        .el("td", &[], &f.statement)
+                        .el("td", &[], &words::statement(f))
                         .with("td", &[], |h| {
+                            let evidence = words::evidence(f);
                             if let Some(x) = &f.experiment {
                                 h.el(
                                     "em",
                                     &[],
                                     &format!(
-                                        "plumb's own experiment ({x}), not your server's configuration"
+                                        "plumb's own experiment ({}), not your server's configuration",
+                                        words::said(x)
                                     ),
                                 );
-                                if !f.evidence.is_empty() {
+                                if !evidence.is_empty() {
                                     h.raw("<br>");
                                 }
                             }
-                            for (i, e) in f.evidence.iter().enumerate() {
+                            for (i, e) in evidence.iter().enumerate() {
                                 if i > 0 {
                                     h.raw("<br>");
                                 }

@@ -24,6 +24,7 @@ pub mod svg;
 pub mod table;
 pub mod trace_render;
 pub mod view_render;
+pub mod words;
 
 /// Bump when a JSON field is renamed or removed (adding fields does not break readers).
 pub const SCHEMA_VERSION: u32 = 1;
@@ -95,7 +96,7 @@ pub fn emit<R: Render>(r: &R, format: Format, out: &mut dyn Write) -> Result<(),
                 kind: R::KIND,
                 data: r,
             };
-            serde_json::to_writer_pretty(&mut *out, &env)?;
+            words::speaking(|| serde_json::to_writer_pretty(&mut *out, &env))?;
             writeln!(out)?;
         }
         Format::Csv => {
@@ -119,7 +120,7 @@ pub fn write_json_line<T: Serialize>(
         kind,
         data: r,
     };
-    serde_json::to_writer(&mut *out, &env)?;
+    words::speaking(|| serde_json::to_writer(&mut *out, &env))?;
     writeln!(out)?;
     out.flush()?;
     Ok(())

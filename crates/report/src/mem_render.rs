@@ -44,7 +44,7 @@ fn notes(out: &mut dyn Write, title: &str, n: &[Note]) -> io::Result<()> {
             out,
             "  {} {}",
             if x.level == Level::Warn { "!" } else { "-" },
-            x.text
+            crate::words::note(x)
         )?;
     }
     Ok(())
@@ -79,7 +79,7 @@ pub fn write_assumption(out: &mut dyn Write, a: &Assumption) -> io::Result<()> {
             &format!(
                 "{} {}",
                 if s.level == Level::Warn { "!" } else { "-" },
-                s.text
+                crate::words::note(s)
             ),
         )?;
     }

@@ -267,7 +267,7 @@ fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
                 Level::Warn => "!",
                 Level::Info => "-",
             };
-            writeln!(out, "  {mark} {}", n.text)?;
+            writeln!(out, "  {mark} {}", crate::words::note(n))?;
         }
         writeln!(out)?;
     }

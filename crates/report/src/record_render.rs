@@ -1806,7 +1806,7 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
                     } else {
                         "-"
                     },
-                    n.text
+                    crate::words::note(n)
                 )?;
             }
         }

@@ -283,7 +283,7 @@ impl Render for TraceReport {
         if !self.notes.is_empty() {
             writeln!(out)?;
             for n in &self.notes {
-                writeln!(out, "note: {}", n.text)?;
+                writeln!(out, "note: {}", crate::words::note(n))?;
             }
         }
         Ok(())

@@ -4,6 +4,7 @@
 //! `PLUMB_BLESS=1` rewrites a snapshot after a deliberate change; review its diff.
 
 use plumb_analyze::lab::*;
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::series::{How, RULES};
 use plumb_store::{Header, Kind, Mark, Writer};
 use std::path::{Path, PathBuf};
@@ -266,13 +267,20 @@ fn lab_report_html() {
         loops: vec![single("fdatasync", 1500), single("open_datasync", 2500)],
         experiments: vec![],
         windows,
-        findings: vec![Finding::new(
-            Severity::Warn,
-            "commit-latency",
-            "commit latency p99 is 2.50 ms with wal_sync_method=open_datasync (above 2 ms): each commit waited for a cache FLUSH <&>".into(),
-        )
-        .number("p99_ms", 2.5)
-        .evidence(vec!["200 single-row commits".into()])],
+        // A name with markup in it: the HTML must escape it.
+        findings: vec![Finding::new(Severity::Warn, "commit-latency")
+            .text("configuration", "open_datasync <&>")
+            .text("cause", "flush")
+            .secs("p99_s", 0.0025)
+            .secs("threshold_s", 0.002)
+            .evidence(vec![Evidence::Said(
+                Said::new("commit-figures")
+                    .count("commits", 200.0)
+                    .text("configuration", "open_datasync <&>")
+                    .secs("p50_s", 0.0015)
+                    .secs("p99_s", 0.0025)
+                    .secs("max_s", 0.004),
+            )])],
         skipped: vec!["the wal_sync_method comparison: <not run>".into()],
         recording: Some("recording.plumb".into()),
     };
@@ -286,7 +294,7 @@ fn lab_report_html() {
     snapshot("lab-summary.txt", &String::from_utf8(text).unwrap());
     let html = plumb_report::lab_render::html(&r, &rec);
     // Text from the report is escaped, never markup.
-    assert!(html.contains("FLUSH &lt;&amp;&gt;") && !html.contains("FLUSH <&>"));
+    assert!(html.contains("open_datasync &lt;&amp;&gt;") && !html.contains("open_datasync <&>"));
     snapshot("lab-report.html", &html);
 }
 
@@ -324,11 +332,24 @@ fn watched(neighbour: bool) -> plumb_analyze::interference::Interference {
         steal_pct: Some(0.0),
         idle_pct: Some(60.0),
         notes: if neighbour {
-            vec![plumb_analyze::Note::new(
-                plumb_analyze::Level::Warn,
-                "neighbour-io",
-                "vda read 400 MiB and wrote 300 MiB in the window; plumb read 400 MiB and wrote 0 B; PID 1234 (dd) read 0 B and wrote 300 MiB",
-            )]
+            vec![
+                plumb_analyze::Note::new(plumb_analyze::Level::Warn, "neighbour-io")
+                    .list("devices", vec!["vda".into()])
+                    .bytes("device_read_bytes", (400u64 << 20) as f64)
+                    .bytes("device_write_bytes", (300u64 << 20) as f64)
+                    .bytes("own_read_bytes", (400u64 << 20) as f64)
+                    .bytes("own_write_bytes", 0.0)
+                    .notes(
+                        "neighbours",
+                        vec![
+                            plumb_analyze::Note::new(plumb_analyze::Level::Info, "neighbour")
+                                .count("pid", 1234.0)
+                                .text("comm", "dd")
+                                .bytes("read_bytes", 0.0)
+                                .bytes("write_bytes", (300u64 << 20) as f64),
+                        ],
+                    ),
+            ]
         } else {
             vec![]
         },

@@ -4,7 +4,8 @@
 use super::{Context, Experiment, Outcome, Section};
 use crate::{Interrupted, Plan};
 use anyhow::Result;
-use plumb_analyze::lab::{Finding, LabReport, Severity};
+use plumb_analyze::lab::{Evidence, Finding, LabReport, Severity};
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_record::PhaseKind;
 use std::time::Duration;
 
@@ -101,15 +102,14 @@ impl Experiment for Durability {
         let Some((disks, source, fs)) = &self.shared else {
             return Vec::new();
         };
-        vec![Finding::new(
-            Severity::Info,
-            "data-and-wal-on-one-device",
-            format!(
-                "data and WAL share {}: commits (WAL flushes) and checkpoints (data writes) queue on one device; a log on a disk of its own takes the commits out of the checkpoints' way",
-                disks.join(", ")
-            ),
-        )
-        .number("disks", disks.len() as f64)
-        .evidence(vec![format!("{} is on {source} ({fs})", r.data_dir.display())])]
+        vec![Finding::new(Severity::Info, "data-and-wal-on-one-device")
+            .count("disks", disks.len() as f64)
+            .list("devices", disks.clone())
+            .evidence(vec![Evidence::Said(
+                Said::new("data-dir-on")
+                    .text("dir", r.data_dir.display().to_string())
+                    .text("source", source.clone())
+                    .text("fs_type", fs.clone()),
+            )])]
     }
 }

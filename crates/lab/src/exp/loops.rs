@@ -5,7 +5,9 @@
 use super::{Context, Experiment, Outcome, Section};
 use crate::{Interrupted, Plan};
 use anyhow::{bail, Context as _, Result};
-use plumb_analyze::lab::{Finding, LabReport, Latency, LoopResult, Severity};
+use plumb_analyze::lab::{Evidence, Finding, LabReport, Latency, LoopResult, Severity};
+use plumb_analyze::said::{Said, WithFacts};
+use plumb_analyze::{Level, Note};
 use plumb_engine::{Observer, Session};
 use plumb_record::PhaseKind;
 use std::time::{Duration, Instant};
@@ -448,29 +450,30 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
     if p99 < COMMIT_P99_WARN_MS {
         return None;
     }
-    let mut ev = vec![format!(
-        "{} single-row commits with wal_sync_method={}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
-        c.count,
-        l.configuration(),
-        c.p50_ms,
-        p99,
-        c.max_ms
+    let mut ev = vec![Evidence::Said(
+        Said::new("commit-figures")
+            .count("commits", c.count as f64)
+            .text("configuration", l.configuration())
+            .secs("p50_s", c.p50_ms / 1000.0)
+            .secs("p99_s", p99 / 1000.0)
+            .secs("max_s", c.max_ms / 1000.0),
     )];
+    let disk = r
+        .windows
+        .iter()
+        .find_map(|w| w.disk.clone())
+        .unwrap_or_default();
     let cause = match l.flushes_per_commit {
         Some(f) if f >= 0.8 => {
-            ev.push(format!(
-                "{:.2} cache FLUSH requests per commit on {}",
-                f,
-                r.windows
-                    .iter()
-                    .find_map(|w| w.disk.clone())
-                    .unwrap_or_default()
+            ev.push(Evidence::Said(
+                Said::new("flushes-per-commit")
+                    .ratio("flushes_per_commit", f)
+                    .text("disk", disk),
             ));
-            "each commit waited for a cache FLUSH (the device has a volatile write cache and no FUA path was used)".to_string()
+            "flush"
         }
-        Some(_) => "commits did not each flush the device cache: the time is the WAL write itself"
-            .to_string(),
-        None => "the device's FLUSH count was not available".to_string(),
+        Some(_) => "wal-write",
+        None => "unknown",
     };
     let mut f = Finding::new(
         if p99 >= COMMIT_P99_WARN_MS * 10.0 {
@@ -479,35 +482,30 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
             Severity::Warn
         },
         "commit-latency",
-        format!(
-            "commit latency p99 is {p99:.2} ms with wal_sync_method={} (above {COMMIT_P99_WARN_MS} ms): {cause}",
-            l.configuration()
-        ),
     )
-    .number("commits", c.count as f64)
-    .number("p50_ms", c.p50_ms)
-    .number("p99_ms", p99)
-    .number("max_ms", c.max_ms)
-    .number("threshold_ms", COMMIT_P99_WARN_MS)
+    .text("configuration", l.configuration())
+    .text("cause", cause)
+    .count("commits", c.count as f64)
+    .secs("p50_s", c.p50_ms / 1000.0)
+    .secs("p99_s", p99 / 1000.0)
+    .secs("max_s", c.max_ms / 1000.0)
+    .secs("threshold_s", COMMIT_P99_WARN_MS / 1000.0)
     .evidence(ev)
     .phases(vec![format!(
         "{}, {}",
         Scenario::Single.what(),
         l.wal_sync_method
     )])
-    .experiment(format!(
-        "wal_sync_method={}, set by plumb on its private instance for the insert/CHECKPOINT loops",
-        l.configuration()
-    ));
+    .experiment(Said::new("loops-setting").text("configuration", l.configuration()));
     if let Some(fl) = l.flushes_per_commit {
-        f = f.number("flushes_per_commit", fl);
+        f = f.ratio("flushes_per_commit", fl);
     }
     Some(f)
 }
 
 /// What a single-row commit cost in FLUSHes under each configuration, and why they agree or
 /// not: without FUA, an O_DIRECT|O_DSYNC WAL write is followed by a FLUSH just as fdatasync is.
-fn flush_per_commit(r: &LabReport) -> Option<String> {
+fn flush_per_commit(r: &LabReport) -> Option<Note> {
     let v: Vec<(f64, String)> = r
         .loops
         .iter()
@@ -529,22 +527,27 @@ fn flush_per_commit(r: &LabReport) -> Option<String> {
                 .filter_map(|d| s.layers.iter().find(|l| &l.device.name == d))
                 .find_map(|l| l.device.queue.as_ref().and_then(|q| q.fua))
         });
-    let each = v
+    let each: Vec<Note> = v
         .iter()
-        .map(|(f, m)| format!("{m} {f:.2}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+        .map(|(f, m)| {
+            Note::new(Level::Info, "configuration-flushes")
+                .text("configuration", m.clone())
+                .ratio("flushes_per_commit", *f)
+        })
+        .collect();
     let direct = v.iter().any(|x| x.1 == DIRECT_WAL);
     Some(if hi - lo <= 0.2 {
         let why = match fua {
-            Some(false) if direct => ": the device has no FUA, so even the O_DIRECT WAL writes of open_datasync under wal_level = minimal are followed by a cache FLUSH, as fdatasync's are; only a device with FUA lets them go as FUA writes without one",
-            Some(false) => ": the device has no FUA, so every durable WAL write ends in a cache FLUSH",
-            Some(true) if direct => ": the device has FUA, yet the O_DIRECT WAL writes still cost a FLUSH each (the kernel or the file system chose a FLUSH; look at plumb io durability's direct-dsync row)",
+            Some(false) if direct => "no-fua-direct",
+            Some(false) => "no-fua",
+            Some(true) if direct => "fua-direct",
             _ => "",
         };
-        format!("single-row commits cost the same cache FLUSHes per commit under every configuration ({each}){why}")
+        Note::new(Level::Info, "flushes-same")
+            .notes("each", each)
+            .text("why", why)
     } else {
-        format!("cache FLUSHes per single-row commit differ by configuration ({each}): the fewer, the closer that configuration comes to the FUA path")
+        Note::new(Level::Info, "flushes-differ").notes("each", each)
     })
 }
 
@@ -553,7 +556,7 @@ fn flush_per_commit(r: &LabReport) -> Option<String> {
 fn wal_sync_method(r: &LabReport) -> Option<Finding> {
     // By the iterations' INS (inserts and commits, per iteration): a configuration is faster
     // only when its slowest iteration beat the other's fastest, and by 10% or more.
-    let compare = |scenario: Scenario| -> Option<String> {
+    let compare = |scenario: Scenario| -> Option<Note> {
         let mut v: Vec<(&Latency, String)> = r
             .loops
             .iter()
@@ -565,24 +568,26 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
         }
         v.sort_by(|a, b| a.0.p50_ms.total_cmp(&b.0.p50_ms));
         let (best, worst) = (&v[0], &v[v.len() - 1]);
-        let what = scenario.what();
         let apart = best.0.p50_ms > 0.0
             && worst.0.p50_ms / best.0.p50_ms >= 1.10
             && matches!(worst.0.min_ms, Some(m) if m > best.0.max_ms);
+        let n = Note::new(
+            Level::Info,
+            if apart {
+                "loops-faster"
+            } else {
+                "loops-not-distinguishable"
+            },
+        )
+        .text("what", scenario.what())
+        .text("best", best.1.clone())
+        .secs("best_p50_s", best.0.p50_ms / 1000.0)
+        .text("worst", worst.1.clone())
+        .secs("worst_p50_s", worst.0.p50_ms / 1000.0);
         Some(if apart {
-            format!(
-                "{what}: {:.2}x faster with {} ({:.2} ms per iteration against {:.2} ms with {}, every iteration faster)",
-                worst.0.p50_ms / best.0.p50_ms,
-                best.1,
-                best.0.p50_ms,
-                worst.0.p50_ms,
-                worst.1
-            )
+            n.ratio("ratio", worst.0.p50_ms / best.0.p50_ms)
         } else {
-            format!(
-                "{what}: not distinguishable on this host ({} {:.2} ms, {} {:.2} ms per iteration; their iterations' ranges overlap or differ by under 10%)",
-                best.1, best.0.p50_ms, worst.1, worst.0.p50_ms
-            )
+            n
         })
     };
     let single = compare(Scenario::Single);
@@ -590,36 +595,28 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
     if single.is_none() && bulk.is_none() {
         return None;
     }
-    let mut ev: Vec<String> = single.into_iter().chain(bulk).collect();
-    ev.extend(flush_per_commit(r));
-    let mut f = Finding::new(
-        Severity::Info,
-        "wal-sync-method",
-        format!("wal_sync_method compared on this device: {}", ev.join("; ")),
-    )
-    .experiment(
-        "each wal_sync_method set by plumb on its private instance for the insert/CHECKPOINT loops"
-            .to_string(),
-    )
-    .evidence(
-        r.loops
-            .iter()
-            .map(|l| {
-                format!(
-                    "{} {}: inserts median {}, {} FLUSH per commit",
-                    l.scenario,
-                    l.configuration(),
-                    l.insert_ms
-                        .as_ref()
-                        .map(|x| format!("{:.2} ms", x.p50_ms))
-                        .unwrap_or_else(|| "-".into()),
-                    l.flushes_per_commit
-                        .map(|f| format!("{f:.2}"))
-                        .unwrap_or_else(|| "-".into())
-                )
-            })
-            .collect(),
-    );
+    let mut compared: Vec<Note> = single.into_iter().chain(bulk).collect();
+    compared.extend(flush_per_commit(r));
+    let mut f = Finding::new(Severity::Info, "wal-sync-method")
+        .notes("compared", compared)
+        .experiment(Said::new("loops-settings"))
+        .evidence(
+            r.loops
+                .iter()
+                .map(|l| {
+                    let mut s = Said::new("loop-figures")
+                        .text("scenario", l.scenario.clone())
+                        .text("configuration", l.configuration());
+                    if let Some(x) = &l.insert_ms {
+                        s = s.secs("insert_p50_s", x.p50_ms / 1000.0);
+                    }
+                    if let Some(fl) = l.flushes_per_commit {
+                        s = s.ratio("flushes_per_commit", fl);
+                    }
+                    Evidence::Said(s)
+                })
+                .collect(),
+        );
     // Per scenario and method: the median the comparison used.
     for l in &r.loops {
         let v = if l.scenario == "single" {
@@ -628,7 +625,10 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
             l.insert_ms.as_ref().map(|c| c.p50_ms)
         };
         if let Some(v) = v {
-            f = f.number(&format!("{}.{}.p50_ms", l.scenario, l.configuration()), v);
+            f = f.secs(
+                format!("{}.{}.p50_s", l.scenario, l.configuration()),
+                v / 1000.0,
+            );
         }
     }
     let phases = r

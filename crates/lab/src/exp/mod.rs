@@ -24,6 +24,7 @@ use plumb_analyze::lab::{Finding, LabReport, LoopResult, Pgbench, SeqRead};
 use plumb_analyze::mem::Assumption;
 use plumb_analyze::os::{OsReport, StorageSection};
 use plumb_analyze::sweep::SweepReport;
+use plumb_analyze::WithFacts;
 use plumb_record::{Background, Phase};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -386,38 +387,27 @@ pub fn read_host(
 pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> plumb_analyze::Note {
     let p99 = |p: &Pgbench| p.latency.as_ref().and_then(|l| l.p99_ms.or(l.p95_ms));
     let change = (base.tps > 0.0).then(|| (with.tps / base.tps - 1.0) * 100.0);
-    let change_text = change.map(|c| format!(" ({c:+.0}%)")).unwrap_or_default();
-    let text = match (p99(base), p99(with)) {
-        (Some(a), Some(b)) => format!(
-            "tps {:.0} → {:.0}{change_text}; p99 latency {a:.2} ms → {b:.2} ms",
-            base.tps, with.tps
-        ),
-        _ => format!("tps {:.0} → {:.0}{change_text}", base.tps, with.tps),
-    };
     // A change is stated only beyond the runs' own per-second spread: every second of the
     // busier 80% of one run faster than the other's (p10 above the other's p90).
     let apart = match (base.tps_p10, base.tps_p90, with.tps_p10, with.tps_p90) {
         (Some(b10), Some(b90), Some(w10), Some(w90)) => w90 < b10 || w10 > b90,
         _ => change.is_some_and(|c| c.abs() > 10.0),
     };
-    let (code, text) = if apart {
-        ("pgbench-compared", text)
+    let code = if apart {
+        "pgbench-compared"
     } else {
-        (
-            "pgbench-not-distinguishable",
-            format!(
-                "{text}: not distinguishable on this host (the runs' per-second tps overlap between their 10th and 90th percentiles)"
-            ),
-        )
+        "pgbench-not-distinguishable"
     };
-    let mut n = plumb_analyze::Note::new(plumb_analyze::Level::Info, code, text)
-        .with("baseline_tps", base.tps)
-        .with("tps", with.tps);
+    let mut n = plumb_analyze::Note::new(plumb_analyze::Level::Info, code)
+        .per_s("baseline_tps", base.tps)
+        .per_s("tps", with.tps);
     if let Some(c) = change {
-        n = n.with("tps_change_pct", c);
+        n = n.pct("tps_change_pct", c);
     }
     if let (Some(a), Some(b)) = (p99(base), p99(with)) {
-        n = n.with("baseline_p99_ms", a).with("p99_ms", b);
+        n = n
+            .secs("baseline_p99_s", a / 1000.0)
+            .secs("p99_s", b / 1000.0);
     }
     n
 }
@@ -436,9 +426,4 @@ pub(crate) fn largest<'w, T>(items: impl Iterator<Item = (f64, &'w T)>) -> Optio
         Some((a, _)) if a >= v => acc,
         _ => Some((v, w)),
     })
-}
-
-/// Bytes as GiB/MiB for the findings' sentences.
-pub(crate) fn gib(b: f64) -> String {
-    plumb_analyze::units::bytes(b.max(0.0) as u64)
 }

@@ -7,6 +7,7 @@ use crate::resources::PressureChild;
 use crate::{Interrupted, Plan, PressureSize};
 use anyhow::{anyhow, bail, Context as _, Result};
 use plumb_analyze::units::bytes;
+use plumb_analyze::WithFacts;
 use plumb_record::PhaseKind;
 use std::io::BufRead;
 use std::process::{Command, Stdio};
@@ -179,24 +180,15 @@ impl Experiment for Pressure {
             .as_ref()
             .and_then(|s| s.status.as_ref())
             .and_then(|s| s.vm_swap_bytes);
-        let opt = |b: Option<u64>| b.map(bytes).unwrap_or_else(|| "unknown".into());
         let base = super::baseline(cx);
-        let mut swap = plumb_analyze::Note::new(
-            plumb_analyze::Level::Warn,
-            "swap-hides-shared-memory",
-            format!(
-                "PostgreSQL believes shared_buffers = {} is its cache; at the end of the run {} of the server's memory was in swap (smaps_rollup of the postmaster, which maps all of shared memory), while VmSwap said {} (it counts private memory only)",
-                bytes(shared_buffers),
-                opt(smaps_swap),
-                opt(vm_swap)
-            ),
-        )
-        .with("shared_buffers_bytes", shared_buffers as f64);
+        let mut swap =
+            plumb_analyze::Note::new(plumb_analyze::Level::Warn, "swap-hides-shared-memory")
+                .bytes("shared_buffers_bytes", shared_buffers as f64);
         if let Some(b) = smaps_swap {
-            swap = swap.with("smaps_swap_bytes", b as f64);
+            swap = swap.bytes("smaps_swap_bytes", b as f64);
         }
         if let Some(b) = vm_swap {
-            swap = swap.with("vm_swap_bytes", b as f64);
+            swap = swap.bytes("vm_swap_bytes", b as f64);
         }
         let notes = vec![super::compare_runs(&base, &p), swap];
         Ok(Outcome {

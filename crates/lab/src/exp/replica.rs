@@ -13,6 +13,7 @@ use crate::resources::Instance;
 use crate::{Interrupted, Plan};
 use anyhow::{anyhow, bail, Context as _, Result};
 use plumb_analyze::lab::{CommitRun, Finding, LabReport, Latency, Severity};
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::{Level, Note};
 use plumb_engine::private;
 use plumb_record::PhaseKind;
@@ -270,14 +271,11 @@ impl Experiment for Replica {
         let mut notes = vec![followed_note(mode, &on_beside, &on_slow, &rate)];
         notes.extend(standby_wait_note(mode, &local_slow, &on_slow));
         if cancelled > 0 {
-            notes.push(Note::new(
-                Level::Warn,
-                "standby-commit-cancelled",
-                format!(
-                    "{cancelled} commit(s) still waited for the standby {} s after the loop's time was up and were cancelled (committed on the primary, not confirmed by the standby); their times are lower bounds",
-                    OVERTIME.as_secs()
-                ),
-            ));
+            notes.push(
+                Note::new(Level::Warn, "standby-commit-cancelled")
+                    .count("cancelled", cancelled as f64)
+                    .secs("overtime_s", OVERTIME.as_secs_f64()),
+            );
         }
         let second = plumb_analyze::lab::Experiment {
             name: "standby's writes throttled".into(),
@@ -315,19 +313,12 @@ impl Experiment for Replica {
         else {
             return Vec::new();
         };
-        let num = |k: &str| n.numbers.get(k).copied().unwrap_or(f64::NAN);
-        vec![Finding::new(
-            Severity::Warn,
-            "synchronous-standby-disk",
-            format!(
-                "commits on the primary follow the synchronous standby's disk: {}; a synchronous standby needs storage as fast as the primary's (or sessions that may lose their last commits on a failover can use synchronous_commit = local)",
-                n.text
-            ),
-        )
-        .experiment(e.setting.clone())
-        .phases(vec![e.phase.clone()])
-        .number("before_p50_ms", num("before_p50_ms"))
-        .number("after_p50_ms", num("after_p50_ms"))]
+        vec![Finding::new(Severity::Warn, "synchronous-standby-disk")
+            .experiment(Said::new("setting").text("setting", e.setting.clone()))
+            .phases(vec![e.phase.clone()])
+            .secs("before_p50_s", n.facts.num("before_p50_s"))
+            .secs("after_p50_s", n.facts.num("after_p50_s"))
+            .notes("followed", vec![n.clone()])]
     }
 }
 
@@ -477,28 +468,17 @@ fn standby_wait_note(mode: ReplicaMode, local: &[u64], on: &[u64]) -> Option<Not
     let (l50, o50) = (quantile_ms(local, 0.5)?, quantile_ms(on, 0.5)?);
     let wait = (o50 - l50).max(0.0);
     let apart = slower_beyond_spread(local, on)?;
-    let (code, text) = if apart {
-        (
-            "standby-commit-wait",
-            format!(
-                "a commit took {o50:.2} ms (median) where the local flush alone took {l50:.2} ms: {wait:.2} ms of each commit was the wait for the {} standby",
-                mode.word()
-            ),
-        )
+    let code = if apart {
+        "standby-commit-wait"
     } else {
-        (
-            "standby-commit-no-wait",
-            format!(
-                "a commit took {o50:.2} ms (median) and the local flush alone {l50:.2} ms: no wait for the {} standby beyond the loops' spread",
-                mode.word()
-            ),
-        )
+        "standby-commit-no-wait"
     };
     Some(
-        Note::new(Level::Info, code, text)
-            .with("local_p50_ms", l50)
-            .with("commit_p50_ms", o50)
-            .with("standby_wait_ms", wait),
+        Note::new(Level::Info, code)
+            .text("standby", mode.word())
+            .secs("local_p50_s", l50 / 1000.0)
+            .secs("commit_p50_s", o50 / 1000.0)
+            .secs("standby_wait_s", wait / 1000.0),
     )
 }
 
@@ -509,27 +489,14 @@ fn followed_note(mode: ReplicaMode, before: &[u64], after: &[u64], rate: &str) -
         quantile_ms(before, 0.5).unwrap_or(f64::NAN),
         quantile_ms(after, 0.5).unwrap_or(f64::NAN),
     );
-    let (code, text) = match slower_beyond_spread(before, after) {
-        Some(true) => (
-            "standby-commit-follows-standby",
-            format!(
-                "with the {} standby's writes throttled to {rate}, a commit on the primary took {a50:.2} ms (median) instead of {b50:.2} ms: the primary's commits follow the standby's disk",
-                mode.word()
-            ),
-        ),
-        Some(false) => (
-            "standby-commit-unaffected",
-            format!(
-                "with the {} standby's writes throttled to {rate}, a commit on the primary took {a50:.2} ms (median), {b50:.2} ms before: not slower beyond the loops' spread",
-                mode.word()
-            ),
-        ),
-        None => (
-            "standby-commit-not-measured",
-            "too few commits to compare".to_string(),
-        ),
+    let code = match slower_beyond_spread(before, after) {
+        Some(true) => "standby-commit-follows-standby",
+        Some(false) => "standby-commit-unaffected",
+        None => "standby-commit-not-measured",
     };
-    Note::new(Level::Info, code, text)
-        .with("before_p50_ms", b50)
-        .with("after_p50_ms", a50)
+    Note::new(Level::Info, code)
+        .text("standby", mode.word())
+        .text("rate", rate)
+        .secs("before_p50_s", b50 / 1000.0)
+        .secs("after_p50_s", a50 / 1000.0)
 }

@@ -4,7 +4,8 @@
 use super::{Context, Experiment, Outcome, Section};
 use crate::{Interrupted, Plan};
 use anyhow::{anyhow, Result};
-use plumb_analyze::lab::{Finding, LabReport, SeqRead, Severity};
+use plumb_analyze::lab::{Evidence, Finding, LabReport, SeqRead, Severity};
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::sweep::SweepKind;
 use plumb_load::job::preset;
 use plumb_record::PhaseKind;
@@ -132,14 +133,18 @@ impl Experiment for Storage {
                 .filter(|w| w.workload)
                 .filter_map(|w| w.disk_queue_mean.map(|q| (q, &w.phase))),
         );
-        let evidence = vec![format!(
-            "sweep: QD {} → {}: throughput {:+.0}%, latency {:+.0}%",
-            k.level, k.next, k.throughput_change_pct, k.latency_change_pct
+        let evidence = vec![Evidence::Said(
+            Said::new("sweep-knee")
+                .text("level", k.level.clone())
+                .text("next", k.next.clone())
+                .pct("throughput_change_pct", k.throughput_change_pct)
+                .pct("latency_change_pct", k.latency_change_pct),
         )];
         let knee = |f: Finding| {
-            f.number("knee_qd", knee_qd)
-                .number("throughput_change_pct", k.throughput_change_pct)
-                .number("latency_change_pct", k.latency_change_pct)
+            f.count("knee_qd", knee_qd)
+                .text("level", k.level.clone())
+                .pct("throughput_change_pct", k.throughput_change_pct)
+                .pct("latency_change_pct", k.latency_change_pct)
                 .evidence(evidence.clone())
         };
         // A knee read from a disturbed sweep is stated as such, never as a warning.
@@ -148,29 +153,25 @@ impl Experiment for Storage {
             .as_ref()
             .is_some_and(|s| s.verdict == plumb_analyze::interference::Verdict::Disturbed);
         vec![match busiest {
-            Some((q, phase)) if q > knee_qd => knee(Finding::new(
-                if disturbed { Severity::Info } else { Severity::Warn },
-                "device-past-knee",
-                format!(
-                    "the data device ran past its knee during {phase}: {q:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}{}",
-                    k.level,
+            Some((q, phase)) if q > knee_qd => {
+                let f = knee(Finding::new(
                     if disturbed {
-                        " (downgraded: the sweep was disturbed by other work on the host, so the knee itself is uncertain)"
+                        Severity::Info
                     } else {
-                        ""
-                    }
-                ),
-            ))
-            .number("queue_mean", q)
-            .phases(vec![phase.clone()]),
-            _ => knee(Finding::new(
-                Severity::Info,
-                "device-knee",
-                format!(
-                    "the data device's knee is at queue depth {}: beyond it latency grows faster than throughput; the workloads stayed below it",
-                    k.level
-                ),
-            )),
+                        Severity::Warn
+                    },
+                    "device-past-knee",
+                ))
+                .count("queue_mean", q)
+                .text("phase", phase.clone())
+                .phases(vec![phase.clone()]);
+                if disturbed {
+                    f.text("sweep", "disturbed")
+                } else {
+                    f
+                }
+            }
+            _ => knee(Finding::new(Severity::Info, "device-knee")),
         }]
     }
 }

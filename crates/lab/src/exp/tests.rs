@@ -3,6 +3,7 @@
 use super::{durability::Durability, loops::Loops, storage::Storage, Experiment};
 use plumb_analyze::lab::*;
 use plumb_analyze::sweep::SweepReport;
+use plumb_analyze::WithFacts;
 
 /// Every rule, as the lab runs them.
 fn findings(r: &LabReport) -> Vec<Finding> {
@@ -110,11 +111,12 @@ fn disturbed() -> plumb_analyze::interference::Interference {
         }],
         steal_pct: Some(0.0),
         idle_pct: Some(10.0),
-        notes: vec![plumb_analyze::Note::new(
-            plumb_analyze::Level::Warn,
-            "neighbour-io",
-            "vda wrote 600 MiB in the window; plumb wrote 100 MiB; PID 4321 (fio) wrote 500 MiB",
-        )],
+        notes: vec![
+            plumb_analyze::Note::new(plumb_analyze::Level::Warn, "neighbour-io")
+                .list("devices", vec!["vda".into()])
+                .bytes("device_write_bytes", (600u64 << 20) as f64)
+                .bytes("own_write_bytes", (100u64 << 20) as f64),
+        ],
     }
 }
 
@@ -132,11 +134,16 @@ fn slow_commits_are_named_with_their_cause() {
     let f = findings(&r);
     let c = rule(&f, "commit-latency").expect("a commit finding");
     assert_eq!(c.severity, Severity::Warn);
-    assert!(c.statement.contains("cache FLUSH"), "{}", c.statement);
+    assert!(
+        plumb_report::words::statement(c).contains("cache FLUSH"),
+        "{}",
+        plumb_report::words::statement(c)
+    );
     // It is about plumb's own loops, not the server's setting, and says so.
     assert!(
         c.experiment
-            .as_deref()
+            .as_ref()
+            .map(plumb_report::words::said)
             .is_some_and(|x| x.contains("wal_sync_method=fdatasync") && x.contains("plumb")),
         "{:?}",
         c.experiment
@@ -175,9 +182,10 @@ fn memory_rules_cache_above_limit_and_swap() {
     );
     let s = rule(&f, "engine-memory-in-swap").unwrap();
     assert!(
-        s.statement.contains("300 MiB") && s.statement.contains("pgbench"),
+        plumb_report::words::statement(s).contains("300 MiB")
+            && plumb_report::words::statement(s).contains("pgbench"),
         "{}",
-        s.statement
+        plumb_report::words::statement(s)
     );
     // Critical findings come first.
     assert_eq!(f[0].severity, Severity::Critical);
@@ -218,10 +226,7 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
     busy.runnable_mean = Some(64.0);
     r.windows.push(busy);
     let f = findings(&r);
-    assert!(rule(&f, "device-past-knee")
-        .unwrap()
-        .statement
-        .contains("9.5"));
+    assert!(plumb_report::words::statement(rule(&f, "device-past-knee").unwrap()).contains("9.5"));
     assert!(rule(&f, "run-queue-above-cpus").is_some());
 }
 
@@ -274,15 +279,21 @@ fn findings_from_a_disturbed_phase_are_lowered_and_say_why() {
     for name in ["run-queue-above-cpus", "commit-latency"] {
         let x = rule(&f, name).unwrap();
         assert_eq!(x.severity, Severity::Info, "{name}");
-        assert!(x.statement.contains("lowered to info"), "{}", x.statement);
         assert!(
-            x.evidence
+            plumb_report::words::statement(x).contains("lowered to info"),
+            "{}",
+            plumb_report::words::statement(x)
+        );
+        assert!(
+            plumb_report::words::evidence(x)
                 .iter()
                 .any(|e| e.contains("in: ") && e.contains("PID 4321 (fio)")),
             "{:?}",
-            x.evidence
+            plumb_report::words::evidence(x)
         );
-        assert_eq!(x.numbers["disturbed_phases"], 1.0);
+        assert_eq!(x.disturbed.as_ref().unwrap().phases.len(), 1);
+        let json = plumb_report::words::speaking(|| serde_json::to_value(x)).unwrap();
+        assert_eq!(json["numbers"]["disturbed_phases"], 1);
     }
     // Memory in swap is a fact, whoever pushed it out.
     assert_eq!(
@@ -329,29 +340,28 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
         "the comparison is of plumb's own experiment"
     );
     assert!(
-        w.statement
+        plumb_report::words::statement(w)
             .contains("10,000-row transactions: 4.10x faster with fdatasync"),
         "{}",
-        w.statement
+        plumb_report::words::statement(w)
     );
     assert!(
-        w.statement
+        plumb_report::words::statement(w)
             .contains("single-row commits: not distinguishable on this host"),
         "{}",
-        w.statement
+        plumb_report::words::statement(w)
     );
     assert!(
-        w.statement
-            .contains("cost the same cache FLUSHes per commit"),
+        plumb_report::words::statement(w).contains("cost the same cache FLUSHes per commit"),
         "{}",
-        w.statement
+        plumb_report::words::statement(w)
     );
     // Each configuration's evidence line names it, O_DIRECT included.
     assert!(
-        w.evidence
+        plumb_report::words::evidence(w)
             .iter()
             .any(|e| e.starts_with("bulk open_datasync+O_DIRECT: inserts median")),
         "{:?}",
-        w.evidence
+        plumb_report::words::evidence(w)
     );
 }

@@ -1,0 +1,397 @@
+//! The notes of measurements: `plumb delta`, the interference of a window, `plumb io`'s sweep and
+//! durability probe, `plumb trace`.
+
+use super::{b, int, joined_notes, who};
+use plumb_analyze::said::Facts;
+use plumb_analyze::Note;
+
+pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
+    let mut s = delta(code, f)
+        .or_else(|| window(code, f))
+        .or_else(|| sweep(code, f))
+        .or_else(|| trace(code, f))
+        .or_else(|| durability(code, f))?;
+    if f.has("lowered_by_disturbed_runs") {
+        s.push_str(" (lowered to info: a run was disturbed by other work on the host, and the medians include it)");
+    }
+    Some(s)
+}
+
+/// What disturbed a window, in one line: its warnings, or "clean".
+pub fn disturbance(warnings: &[Note]) -> String {
+    if warnings.is_empty() {
+        "clean".into()
+    } else {
+        joined_notes(warnings, "; ")
+    }
+}
+
+/// A time as microseconds: `812 µs`.
+fn us(s: f64) -> String {
+    if s.is_finite() {
+        format!("{:.0} µs", s * 1e6)
+    } else {
+        "unknown".into()
+    }
+}
+
+fn kib(f: &Facts, k: &str) -> String {
+    int((f.num(k) / 1024.0).floor())
+}
+
+fn delta(code: &str, f: &Facts) -> Option<String> {
+    let label = if f.has("mode") {
+        format!("{}: ", f.text("mode"))
+    } else {
+        String::new()
+    };
+    Some(match code {
+        "delta-run-note" => f.text("note").to_string(),
+        "run-disturbed" => format!(
+            "{} run {}: measured while other work used the host — {}",
+            f.text("mode"),
+            int(f.num("run")),
+            disturbance(f.notes("evidence"))
+        ),
+        "temp-file-spill" => format!(
+            "{label}the workload spilled {} to temporary files (a sort or hash larger than work_mem)",
+            b(f.num("temp_bytes"))
+        ),
+        "page-cache-served-reads" => format!(
+            "{label}the engine read {} blocks ({}) but the disk delivered only {}: the OS page cache served the rest, so the engine's \"reads\" were not disk reads",
+            int(f.num("blocks_read")),
+            b(f.num("engine_read_bytes")),
+            b(f.num("disk_read_bytes"))
+        ),
+        "warm-run-still-read-disk" => format!(
+            "warm: still read {} from disk (cold: {}): the data did not stay cached between runs. The working set is larger than the engine's cache, and the OS page cache did not hold it either (or the engine bypasses it with O_DIRECT)",
+            b(f.num("warm_read_bytes")),
+            b(f.num("cold_read_bytes"))
+        ),
+        "runs-differ" => format!(
+            "{} took {:.2}x as long as {} (median elapsed)",
+            f.text("slow"),
+            f.num("ratio"),
+            f.text("fast")
+        ),
+        "runs-not-distinguishable" => format!(
+            "{} and {} took about as long: {:.3} s and {:.3} s (median elapsed), not distinguishable on this host (their runs' ranges overlap, or one run each within 10%)",
+            f.text("slow"),
+            f.text("fast"),
+            f.num("slow_elapsed_s"),
+            f.num("fast_elapsed_s")
+        ),
+        _ => return None,
+    })
+}
+
+fn window(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "neighbour-io" => format!(
+            "{} read {} and wrote {} in the window; plumb read {} and wrote {}; {}",
+            f.list("devices").join(", "),
+            b(f.num("device_read_bytes")),
+            b(f.num("device_write_bytes")),
+            b(f.num("own_read_bytes")),
+            b(f.num("own_write_bytes")),
+            joined_notes(f.notes("neighbours"), ", ")
+        ),
+        "neighbour" => format!(
+            "{} ({}) read {} and wrote {}",
+            who(f),
+            f.text("comm"),
+            b(f.num("read_bytes")),
+            b(f.num("write_bytes"))
+        ),
+        "unexplained-io" => format!(
+            "{} read {} in the window, plumb {}; no process visible here accounts for the rest (another container, or processes plumb cannot read without root)",
+            f.list("devices").join(", "),
+            b(f.num("device_read_bytes")),
+            b(f.num("own_read_bytes"))
+        ),
+        "neighbour-cpu" => format!(
+            "other processes used {:.1} CPUs while the host was {:.0}% idle: {}",
+            f.num("others_cpus"),
+            f.num("idle_pct"),
+            joined_notes(f.notes("neighbours"), ", ")
+        ),
+        "neighbour-cpu-use" => format!(
+            "{} ({}) {:.1} CPU",
+            who(f),
+            f.text("comm"),
+            f.num("cpus")
+        ),
+        "steal" if f.num("steal_pct") >= f.num("disturbing_steal_pct") => format!(
+            "the hypervisor took {:.0}% of the CPU time (steal): this VM waited for its host's CPUs",
+            f.num("steal_pct")
+        ),
+        "steal" => format!(
+            "steal was {:.0}% of the CPU time (a VM's I/O is partly the hypervisor's work; under {:.0}% it does not disturb the window)",
+            f.num("steal_pct"),
+            f.num("disturbing_steal_pct")
+        ),
+        "neighbour-io-unreadable" => format!(
+            "the I/O of {} other process(es) could not be read (without root, or kept from plumb by the kernel): a neighbour's I/O may go unnamed",
+            int(f.num("processes"))
+        ),
+        _ => return None,
+    })
+}
+
+fn sweep(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "throughput-fell" => format!(
+            "throughput fell from {} to {} ({:+.0}%) as the load rose: a device at its limit levels off, it does not fall; something else used the device (the runs' evidence says what, where it was seen)",
+            f.text("from"),
+            f.text("to"),
+            f.num("throughput_change_pct")
+        ),
+        "knee-not-distinguishable" => format!(
+            "latency rose from {} to {}, but not beyond the spread of the repetitions (±{:.0}%): no knee is distinguishable on this host",
+            f.text("from"),
+            f.text("to"),
+            f.num("spread_pct") / 2.0
+        ),
+        "levels-disturbed" => format!(
+            "no clean run at level(s) {}: their figures were measured while something else used the host",
+            f.list("labels").join(", ")
+        ),
+        "runs-retried" if f.has("disturbed_runs") => format!(
+            "{} run(s) were disturbed by other activity on the host and run again; the figures are from clean runs only",
+            int(f.num("disturbed_runs"))
+        ),
+        "runs-retried" => format!(
+            "{} disturbed run(s) were repeated and left out of the figures (their evidence is in the JSON)",
+            int(f.num("runs"))
+        ),
+        _ => return None,
+    })
+}
+
+fn trace(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "trace-lost-updates" => format!(
+            "the kernel-side tables ran out of room: {} syscall, {} scheduling and {} process updates were dropped, so the counts are lower bounds",
+            int(f.num("lost_syscall_updates")),
+            int(f.num("lost_sched_updates")),
+            int(f.num("lost_processes"))
+        ),
+        "trace-lost-block-events" => format!(
+            "{} block trace events were dropped before plumb read them: block figures are lower bounds",
+            int(f.num("lost_block_events"))
+        ),
+        "trace-no-block" => format!("block requests were not traced: {}", f.text("why")),
+        "trace-removed-stale" => format!(
+            "removed {}, left by a plumb run that ended without cleaning up",
+            f.text("what")
+        ),
+        "trace-no-syscalls" => "no syscall of the followed processes was seen in the window".into(),
+        _ => return None,
+    })
+}
+
+/// How a device takes durable writes, from its write cache mode and FUA.
+pub fn cache_line(write_cache: Option<&str>, fua: Option<bool>) -> Option<String> {
+    let q = plumb_sys::block::QueueInfo {
+        write_cache: write_cache.map(str::to_string),
+        fua,
+        ..Default::default()
+    };
+    plumb_analyze::os::durability_line(&q)
+}
+
+fn pmem(f: &Facts) -> String {
+    plumb_analyze::os::pmem_line(f.has("dax").then(|| f.text("dax")))
+}
+
+/// A mode (or candidate) and its mean, with its spread when there is one.
+fn figure(f: &Facts, name: &str) -> String {
+    let mut s = format!("{} {}", f.text(name), us(f.num("mean_s")));
+    if f.has("spread_pct") {
+        s.push_str(&format!(" ±{:.0}%", f.num("spread_pct")));
+    }
+    s
+}
+
+fn durability(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "device-cache" => {
+            let fua = match f.text("fua") {
+                "supported" => Some(true),
+                "not supported" => Some(false),
+                _ => None,
+            };
+            let wc = f.has("write_cache").then(|| f.text("write_cache"));
+            let line = cache_line(wc, fua)
+                .map(|l| {
+                    let mut c = l.chars();
+                    c.next()
+                        .map(|x| x.to_uppercase().chain(c).collect::<String>())
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default();
+            format!(
+                "Device {}: write cache {}, FUA {}. {line}",
+                f.text("device"),
+                wc.unwrap_or("unknown"),
+                if f.has("fua") { f.text("fua") } else { "unknown" }
+            )
+        }
+        "memory-file-system" => format!(
+            "{} is {}: memory. Nothing written there survives a reboot or a power loss, whatever the mode; these figures are the cost of the system calls alone, a floor for any real device.",
+            f.text("mount_point"),
+            f.text("fs_type")
+        ),
+        "pmem" => format!("{}: {}.", f.text("mount_point"), pmem(f)),
+        "durable-modes" => format!(
+            "Durable on this device (if it honours FLUSH{}): {}. Not durable: none (page cache){}.",
+            if f.text("fua") == "supported" { " and FUA" } else { "" },
+            f.list("durable").join(", "),
+            if f.text("write_cache") == "write through" {
+                ""
+            } else {
+                ", direct (the volatile cache holds it)"
+            }
+        ),
+        "mode-at-size" => format!("{} ({} KiB)", f.text("mode"), kib(f, "block_size_bytes")),
+        "modes-disturbed" => format!(
+            "No clean run for {}: their figures were measured while something else used the device or the CPUs, and no comparison is drawn from them",
+            joined_notes(f.notes("which"), ", ")
+        ),
+        "no-block-evidence" => format!("No block-layer evidence: {}.", f.text("why")),
+        "cache-path" => {
+            let verdict = match f.text("path") {
+                "fua" => "the FUA path: durable on arrival, no cache FLUSH",
+                "flush" => "each durable write cost a cache FLUSH",
+                "neither" => "neither FLUSH nor FUA: not durable past a volatile cache",
+                _ => "some writes cost a FLUSH and some did not: a journal commit now and then, or a path that changes with the write",
+            };
+            let dev = if f.has("device_flushes") {
+                format!(
+                    "; the device received {} FLUSH and {} FUA writes from everybody in the same windows",
+                    int(f.num("device_flushes")),
+                    int(f.num("device_fua_writes"))
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "{}: {:.2} FLUSH and {:.2} FUA writes per durable write over {} durable writes (the probe's own requests and the journal commits its syncs waited for{dev}) — {verdict}.",
+                f.text("label"),
+                f.num("flushes_per_write"),
+                f.num("fua_per_write"),
+                int(f.num("durable_writes"))
+            )
+        }
+        "mode-mean" => figure(f, "mode"),
+        "fastest-durable" => {
+            let spread = if f.has("spread_pct") {
+                format!(
+                    "±{:.0}% over {} clean runs",
+                    f.num("spread_pct"),
+                    int(f.num("clean_runs"))
+                )
+            } else if f.num("clean_runs") == 1.0 {
+                "one clean run".into()
+            } else {
+                "no clean run".into()
+            };
+            format!(
+                "Fastest durable {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}.",
+                kib(f, "block_size_bytes"),
+                f.text("mode"),
+                us(f.num("mean_s")),
+                us(f.num("p99_s")),
+                f.num("writes_per_s"),
+                then(f)
+            )
+        }
+        "fastest-not-distinguishable" => format!(
+            "Fastest durable {} KiB writes, not distinguishable on this host (their runs' ranges overlap): {}{}.",
+            kib(f, "block_size_bytes"),
+            joined_notes(f.notes("group"), ", "),
+            then(f)
+        ),
+        "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => {
+            let advice = match code {
+                "wal-sync-not-distinguishable" => format!(
+                    "not distinguishable on this host (spread ±{:.0}%); keep the default fdatasync",
+                    f.num("spread_pct")
+                ),
+                "wal-sync-open-datasync-faster" => "open_datasync is faster here; confirm with a longer probe and your workload before switching".into(),
+                _ => "keep the default fdatasync".into(),
+            };
+            let direct = if f.has("open_datasync_direct_mean_s") {
+                format!(
+                    "; with O_DIRECT, which PostgreSQL adds to open_datasync only under wal_level = minimal, {}",
+                    us(f.num("open_datasync_direct_mean_s"))
+                )
+            } else {
+                String::new()
+            };
+            format!(
+                "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
+                us(f.num("fdatasync_mean_s")),
+                kib(f, "block_size_bytes"),
+                us(f.num("open_datasync_mean_s"))
+            )
+        }
+        "mssql-log-writes" => {
+            let tail = match f.text("fua") {
+                "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.",
+                "faster" => " With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here.",
+                "not-faster" => " The FUA path is not distinguishably faster here.",
+                _ => "",
+            };
+            format!(
+                "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
+                kib(f, "block_size_bytes"),
+                us(f.num("forced_flush_mean_s")),
+                us(f.num("fua_mean_s"))
+            )
+        }
+        "durability-cost" => format!(
+            "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}.",
+            f.num("ratio"),
+            kib(f, "block_size_bytes"),
+            us(f.num("direct_mean_s")),
+            us(f.num("durable_mean_s"))
+        ),
+        "candidate" => {
+            let mut s = figure(f, "path");
+            if f.has("slower_than_previous") {
+                s = format!("< {s} ({:.1}x)", f.num("slower_than_previous"));
+            } else if f.has("previous") {
+                s = format!("≈ {s} (not distinguishable)");
+            }
+            s
+        }
+        "candidates-compared" | "candidates-not-distinguishable" => format!(
+            "{} KiB {}: {}.",
+            int((f.num("block_size") / 1024.0).floor()),
+            f.text("label"),
+            joined_notes(f.notes("candidates"), " ")
+        ),
+        "candidate-not-durable" => format!(
+            "{} is on {}: memory, so nothing written there survives a reboot or a power loss; its figures are a floor, not a log device",
+            f.text("path"),
+            f.text("fs_type")
+        ),
+        "candidate-pmem" => format!("{}: {}", f.text("path"), pmem(f)),
+        "candidate-disturbed" => format!(
+            "{}: a mode had no clean run, so it is left out of the comparison for that mode",
+            f.text("path")
+        ),
+        _ => return None,
+    })
+}
+
+/// "; then fdatasync 812 µs, dsync 901 µs", or nothing.
+fn then(f: &Facts) -> String {
+    let v = f.notes("then");
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!("; then {}", joined_notes(v, ", "))
+    }
+}

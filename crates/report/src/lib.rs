@@ -17,6 +17,7 @@ pub mod mem_render;
 pub mod openmetrics;
 pub mod os;
 pub mod out;
+mod record_charts;
 pub mod record_render;
 pub mod record_text;
 pub mod repl_render;

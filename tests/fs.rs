@@ -99,7 +99,8 @@ fn unmount(mp: &Path, pid: u32) {
 /// Unmounts whatever is left at the end of a test, and stops the private PostgreSQL.
 struct Cleanup {
     mounts: Vec<PathBuf>,
-    pg: Option<PathBuf>,
+    /// Stopped and removed after the mounts are gone (fields drop after `drop` runs).
+    _pg: Option<common::Private>,
 }
 
 impl Drop for Cleanup {
@@ -109,28 +110,7 @@ impl Drop for Cleanup {
                 let _ = plumb().args(["fs", "--unmount"]).arg(m).output();
             }
         }
-        if let Some(d) = &self.pg {
-            let _ = plumb()
-                .args(["engine", "stop", "--remove", "--dir"])
-                .arg(d)
-                .output();
-        }
     }
-}
-
-/// A private PostgreSQL in a fresh directory: (tempdir, data dir, URL).
-fn private_pg(tag: &str) -> (tempfile::TempDir, PathBuf, String) {
-    let tmp = common::server_tempdir(&format!("plumb-fs-{tag}-"));
-    let d = tmp.path().join("pg");
-    let o = plumb()
-        .args(["engine", "start", "--json", "--dir"])
-        .arg(&d)
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{:?}", text(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let url = v["url"].as_str().unwrap().to_string();
-    (tmp, d, url)
 }
 
 /// The private PostgreSQL and what removes it, or None (skipped) where these tests cannot run.
@@ -139,10 +119,12 @@ fn pg_setup(tag: &str) -> Option<(tempfile::TempDir, PathBuf, String, Cleanup)> 
         skip(why);
         return None;
     }
-    let (tmp, d, url) = private_pg(tag);
+    let tmp = common::server_tempdir(&format!("plumb-fs-{tag}-"));
+    let pg = common::Private::start(&tmp.path().join("pg"), &[]);
+    let (d, url) = (pg.dir.clone(), pg.url());
     let clean = Cleanup {
         mounts: vec![],
-        pg: Some(d.clone()),
+        _pg: Some(pg),
     };
     Some((tmp, d, url, clean))
 }
@@ -792,7 +774,7 @@ fn mariadb_views_read_through_the_same_tools() {
     std::fs::create_dir(&m).unwrap();
     let _clean = Cleanup {
         mounts: vec![m.clone()],
-        pg: None,
+        _pg: None,
     };
     let q = private_dir(&tmp.path().join("q"));
     write_private(

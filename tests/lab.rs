@@ -704,32 +704,10 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let d = scratch();
-    let pg = d.path().join("server");
     // A server of the user's: started here, and still running after the labs.
-    let o = plumb()
-        .args(["engine", "start", "--dir"])
-        .arg(&pg)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let status = plumb()
-        .args(["--json", "engine", "status", "--dir"])
-        .arg(&pg)
-        .output()
-        .unwrap();
-    let url = serde_json::from_slice::<Value>(&status.stdout).unwrap()["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let databases = || {
-        let o = plumb()
-            .args(["engine", "psql", "--dir"])
-            .arg(&pg)
-            .args(["--", "-Atc", "SELECT datname FROM pg_database ORDER BY 1"])
-            .output()
-            .unwrap();
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
+    let server = common::Private::start(&d.path().join("server"), &[]);
+    let (pg, url) = (server.dir.clone(), server.url());
+    let databases = || server.psql("SELECT datname FROM pg_database ORDER BY 1");
     let before = databases();
     let lab = |extra: &[&str], out: &str| -> Value {
         let o = plumb()
@@ -777,12 +755,7 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         .status()
         .unwrap()
         .success());
-    assert!(plumb()
-        .args(["engine", "stop", "--remove", "--dir"])
-        .arg(&pg)
-        .status()
-        .unwrap()
-        .success());
+    assert!(server.remove().status.success());
     assert_nothing_left(d.path(), &["read-only", "writes"]);
 }
 

@@ -343,13 +343,8 @@ fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    let dir = pg.path().join("pg");
-    assert!(run(&["engine", "start", "--dir", s(&dir)]).status.success());
-    let st = run(&["--json", "engine", "status", "--dir", s(&dir)]);
-    let url = serde_json::from_slice::<serde_json::Value>(&st.stdout).unwrap()["url"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let server = common::Private::start(&pg.path().join("pg"), &[]);
+    let (dir, url) = (server.dir.clone(), server.url());
     let mut rec = plumb()
         .args([
             "record",
@@ -387,7 +382,7 @@ fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
         "--metric",
         "engine.db.commits_per_s",
     ]);
-    let _ = run(&["engine", "stop", "--remove", "--dir", s(&dir)]);
+    drop(server);
     let best = String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -396,9 +391,10 @@ fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
     assert!(best > 5.0, "commits per second seen: {best}");
 }
 
-/// A private PostgreSQL that is stopped and removed however the test ends.
+/// A private PostgreSQL in a directory of its own under /var/tmp, stopped and removed however
+/// the test ends (the server first, then its directory).
 struct PrivatePg {
-    dir: PathBuf,
+    pg: common::Private,
     _tmp: tempfile::TempDir,
 }
 
@@ -413,21 +409,8 @@ impl PrivatePg {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
-        let dir = tmp.path().join("pg");
-        let o = run(&["engine", "start", "--dir", s(&dir)]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        PrivatePg { dir, _tmp: tmp }
-    }
-
-    fn status(&self) -> serde_json::Value {
-        let st = run(&["--json", "engine", "status", "--dir", s(&self.dir)]);
-        serde_json::from_slice(&st.stdout).unwrap()
-    }
-}
-
-impl Drop for PrivatePg {
-    fn drop(&mut self) {
-        let _ = run(&["engine", "stop", "--remove", "--dir", s(&self.dir)]);
+        let pg = common::Private::start(&tmp.path().join("pg"), &[]);
+        PrivatePg { pg, _tmp: tmp }
     }
 }
 
@@ -455,11 +438,11 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
         return;
     }
     let pg = PrivatePg::start("plumb-rec-tree");
-    let st = pg.status();
+    let st = pg.pg.status();
     let pm = st["instance"]["pid"].as_u64().unwrap().to_string();
     let port = st["instance"]["port"].as_u64().unwrap().to_string();
     let url = st["url"].as_str().unwrap().to_string();
-    let sock = format!("{}/sock", s(&pg.dir));
+    let sock = format!("{}/sock", s(&pg.pg.dir));
     let pgbench = pg_bin("pgbench");
     let conn = format!("-h {sock} -p {port} -U plumb postgres");
     let i = Command::new("sh")
@@ -472,7 +455,7 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
         "engine",
         "psql",
         "--dir",
-        s(&pg.dir),
+        s(&pg.pg.dir),
         "--",
         "-qc",
         "CREATE EXTENSION pg_buffercache",

@@ -191,23 +191,11 @@ fn a_standby_of_nothing_is_refused_and_leaves_nothing() {
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 }
 
-/// A primary and a standby of plumb's own, with a table to insert into.
-fn pair(
-    tmp: &Path,
-    sync: bool,
-    standby_settings: &[&str],
-) -> (std::path::PathBuf, std::path::PathBuf) {
-    let p = tmp.join("primary");
-    let s = tmp.join("standby");
-    let o = engine(&["start", "--dir", p.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut args = vec![
-        "start",
-        "--dir",
-        s.to_str().unwrap(),
-        "--standby-of",
-        p.to_str().unwrap(),
-    ];
+/// A primary and a standby of plumb's own, with a table to insert into (both removed when
+/// dropped: the standby first, as a tuple's second value drops first when bound as two).
+fn pair(tmp: &Path, sync: bool, standby_settings: &[&str]) -> (common::Private, common::Private) {
+    let primary = common::Private::start(&tmp.join("primary"), &[]);
+    let mut args = vec!["--standby-of", primary.dir_str()];
     if sync {
         args.push("--sync");
     }
@@ -215,10 +203,9 @@ fn pair(
         args.push("--set");
         args.push(set);
     }
-    let o = engine(&args);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    psql(&p, "CREATE TABLE t (x int)");
-    (p, s)
+    let standby = common::Private::start(&tmp.join("standby"), &args);
+    primary.psql("CREATE TABLE t (x int)");
+    (primary, standby)
 }
 
 /// Nothing of plumb run `pid` is left in the kernel's tracing: no instance, no probe.
@@ -257,8 +244,8 @@ fn timeline(args: &[&str]) -> (std::process::Output, u32) {
 #[test]
 fn the_timeline_of_one_synchronous_commit() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), true, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (_primary, standby) = pair(tmp.path(), true, &[]);
+    let s = standby.dir.clone();
     let svg = tmp.path().join("timeline.svg");
     let ss = s.to_str().unwrap();
     let (o, pid) = timeline(&[
@@ -359,8 +346,8 @@ fn the_timeline_of_one_synchronous_commit() {
 #[test]
 fn timelines_of_the_wrong_servers_are_refused() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), false, &["recovery_min_apply_delay=5min"]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (primary, standby) = pair(tmp.path(), false, &["recovery_min_apply_delay=5min"]);
+    let (p, s) = (primary.dir.clone(), standby.dir.clone());
     let url = |d: &Path| {
         json(&engine(&["status", "--dir", d.to_str().unwrap(), "--json"]))["url"]
             .as_str()
@@ -413,8 +400,8 @@ fn timelines_of_the_wrong_servers_are_refused() {
 #[test]
 fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), true, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (primary, standby) = pair(tmp.path(), true, &[]);
+    let (p, s) = (primary.dir.clone(), standby.dir.clone());
     let standby_pid = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["instance"]
         ["pid"]
         .as_u64()
@@ -464,8 +451,8 @@ fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
 #[test]
 fn ctrl_c_ends_a_timeline_stuck_on_a_frozen_standby() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), true, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (_primary, standby) = pair(tmp.path(), true, &[]);
+    let s = standby.dir.clone();
     let receiver: i32 = psql(&s, "SELECT pid FROM pg_stat_wal_receiver")
         .parse()
         .unwrap();
@@ -543,8 +530,8 @@ fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
 #[test]
 fn a_watch_sees_a_frozen_standby_hold_commits_and_records_it() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), true, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (primary, standby) = pair(tmp.path(), true, &[]);
+    let (p, s) = (primary.dir.clone(), standby.dir.clone());
     let receiver: i32 = psql(&s, "SELECT pid FROM pg_stat_wal_receiver")
         .parse()
         .unwrap();
@@ -679,8 +666,8 @@ fn a_watch_sees_a_frozen_standby_hold_commits_and_records_it() {
 #[test]
 fn a_watch_says_when_a_standby_dies_and_goes_on() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), false, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (primary, standby) = pair(tmp.path(), false, &[]);
+    let (p, s) = (primary.dir.clone(), standby.dir.clone());
     let standby_pid = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["instance"]
         ["pid"]
         .as_u64()
@@ -721,8 +708,8 @@ fn a_watch_says_when_a_standby_dies_and_goes_on() {
 #[test]
 fn a_watch_refuses_what_it_cannot_watch_and_leaves_nothing() {
     let Some(tmp) = setup() else { return };
-    let (p, s) = pair(tmp.path(), false, &[]);
-    let _cleanup = Cleanup(vec![s.clone(), p.clone()]);
+    let (primary, standby) = pair(tmp.path(), false, &[]);
+    let (p, s) = (primary.dir.clone(), standby.dir.clone());
     let standby_url = json(&engine(&["status", "--dir", s.to_str().unwrap(), "--json"]))["url"]
         .as_str()
         .unwrap()

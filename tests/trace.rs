@@ -6,6 +6,7 @@ mod common;
 use common::{is_root, no_postgres, pg_bin, plumb, skip};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -351,22 +352,16 @@ fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
         .unwrap();
     let dir = tmp.path().join("pg");
     let dir = dir.to_str().unwrap();
-    let o = plumb()
-        .args([
-            "engine",
-            "start",
-            "--dir",
-            dir,
+    let pg = common::Private::start(
+        Path::new(dir),
+        &[
             "--shared-buffers",
             "32MB",
             "--set",
             &format!("wal_sync_method={method}"),
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let e = json(&o);
+        ],
+    );
+    let e = pg.started.clone();
     let pid = e["instance"]["pid"].as_u64().unwrap().to_string();
     let port = e["instance"]["port"].as_u64().unwrap().to_string();
     let sock = format!("{dir}/sock");
@@ -403,10 +398,7 @@ fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
     // SAFETY: signalling our own child.
     unsafe { libc::kill(tr.id() as i32, libc::SIGINT) };
     let o = tr.wait_with_output().unwrap();
-    let stop = plumb()
-        .args(["engine", "stop", "--dir", dir, "--remove"])
-        .output()
-        .unwrap();
+    let stop = pg.remove();
     assert_eq!(stop.status.code(), Some(0), "{stop:?}");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let r = json(&o);
@@ -470,18 +462,7 @@ fn delta_traces_the_server_over_each_run() {
         .unwrap();
     let dir = tmp.path().join("pg");
     let dir = dir.to_str().unwrap();
-    let o = plumb()
-        .args([
-            "engine",
-            "start",
-            "--dir",
-            dir,
-            "--set",
-            "wal_sync_method=fdatasync",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let pg = common::Private::start(Path::new(dir), &["--set", "wal_sync_method=fdatasync"]);
     let o = plumb()
         .args([
             "engine",
@@ -510,10 +491,7 @@ fn delta_traces_the_server_over_each_run() {
         ])
         .output()
         .unwrap();
-    let stop = plumb()
-        .args(["engine", "stop", "--dir", dir, "--remove"])
-        .output()
-        .unwrap();
+    let stop = pg.remove();
     assert_eq!(stop.status.code(), Some(0), "{stop:?}");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     let r = json(&o);
@@ -568,20 +546,8 @@ fn record_trace_keeps_the_servers_fdatasyncs_and_flushes_per_process() {
         .unwrap();
     let dir = tmp.path().join("pg");
     let dir = dir.to_str().unwrap();
-    let o = plumb()
-        .args([
-            "engine",
-            "start",
-            "--dir",
-            dir,
-            "--set",
-            "wal_sync_method=fdatasync",
-            "--json",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let e = json(&o);
+    let pg = common::Private::start(Path::new(dir), &["--set", "wal_sync_method=fdatasync"]);
+    let e = pg.started.clone();
     let pid = e["instance"]["pid"].as_u64().unwrap().to_string();
     let port = e["instance"]["port"].as_u64().unwrap().to_string();
     let url = e["url"].as_str().unwrap().to_string();
@@ -610,10 +576,7 @@ fn record_trace_keeps_the_servers_fdatasyncs_and_flushes_per_process() {
         .arg(&report)
         .output()
         .unwrap();
-    let stop = plumb()
-        .args(["engine", "stop", "--dir", dir, "--remove"])
-        .output()
-        .unwrap();
+    let stop = pg.remove();
     assert_eq!(stop.status.code(), Some(0), "{stop:?}");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     assert_eq!(rep.status.code(), Some(0), "{rep:?}");

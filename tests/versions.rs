@@ -8,19 +8,18 @@
 //! themselves, and four servers at once would crowd a two-core machine.
 
 mod common;
-use common::{engine_psql, is_root, plumb, skip};
+use common::{is_root, plumb, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-/// A private instance on PostgreSQL `major`'s build, stopped and removed when dropped; None
-/// (after the skip's reason) when this host cannot run it.
+/// A private instance on PostgreSQL `major`'s build (stopped and removed when dropped, then its
+/// directory); None (after the skip's reason) when this host cannot run it.
 struct Instance {
     bin: PathBuf,
-    dir: PathBuf,
-    url: String,
+    pg: common::Private,
     _tmp: tempfile::TempDir,
 }
 
@@ -33,42 +32,15 @@ impl Instance {
         let bin = common::pg_build(major)?;
         eprintln!("PostgreSQL {major}: {}", bin.display());
         let tmp = common::server_tempdir(&format!("plumb-pg{major}-"));
-        let dir = tmp.path().join("pg");
-        let o = plumb()
-            .args(["engine", "start", "--json", "--bin-dir"])
-            .arg(&bin)
-            .arg("--dir")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        let mut i = Instance {
-            bin,
-            dir,
-            url: String::new(),
-            _tmp: tmp,
-        };
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "PostgreSQL {major}: {}",
-            String::from_utf8_lossy(&o.stderr)
+        let pg = common::Private::start(
+            &tmp.path().join("pg"),
+            &["--bin-dir", bin.to_str().expect("a UTF-8 build directory")],
         );
-        let v: Value = serde_json::from_slice(&o.stdout).unwrap();
-        i.url = v["url"].as_str().unwrap().to_string();
-        Some(i)
+        Some(Instance { bin, pg, _tmp: tmp })
     }
 
     fn psql(&self, sql: &str) -> String {
-        engine_psql(&self.dir, sql)
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = plumb()
-            .args(["engine", "stop", "--remove", "--dir"])
-            .arg(&self.dir)
-            .output();
+        self.pg.psql(sql)
     }
 }
 
@@ -97,7 +69,7 @@ fn snapshot(major: u32) {
         let o = plumb()
             .args(args)
             .arg("--dir")
-            .arg(&pg.dir)
+            .arg(&pg.pg.dir)
             .output()
             .unwrap();
         assert!(o.status.success(), "{args:?}: {}", text(&o));
@@ -163,7 +135,7 @@ fn delta(major: u32) {
     pg.psql("CREATE TABLE t AS SELECT g, md5(g::text) AS m FROM generate_series(1, 100000) g");
     let o = plumb()
         .args(["delta", "--both", "--dir"])
-        .arg(&pg.dir)
+        .arg(&pg.pg.dir)
         .args([
             "--sql",
             "INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 50000) g; CHECKPOINT",
@@ -259,7 +231,7 @@ fn record(major: u32) {
             "4s",
             "--engine",
         ])
-        .arg(&pg.url)
+        .arg(pg.pg.url())
         .arg("--out")
         .arg(&rec)
         .stderr(std::process::Stdio::null())
@@ -297,7 +269,7 @@ fn mem(major: u32) {
     let Some(pg) = Instance::start(major) else {
         return;
     };
-    let pid = std::fs::read_to_string(pg.dir.join("data/postmaster.pid"))
+    let pid = std::fs::read_to_string(pg.pg.dir.join("data/postmaster.pid"))
         .unwrap()
         .lines()
         .next()

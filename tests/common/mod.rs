@@ -3,6 +3,10 @@
 #![allow(dead_code)] // each test file uses its own subset
 
 pub mod maria;
+pub mod private;
+
+#[allow(unused_imports)] // each test file uses its own subset
+pub use private::Private;
 
 use std::path::Path;
 use std::process::Command;

@@ -114,6 +114,84 @@ pub struct AssumeInputs {
     pub innodb_buffer_pool_size_bytes: Option<u64>,
 }
 
+/// A setting given for another engine than the one assumed: refused, never ignored without a
+/// word. `setting` is the engine's own name for it (`shared_buffers`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{setting} is a {} setting", of.name())]
+pub struct ForeignSetting {
+    pub setting: &'static str,
+    pub of: EngineKind,
+}
+
+impl AssumeInputs {
+    /// The first setting given that `kind` does not use.
+    pub fn foreign(&self, kind: EngineKind) -> Option<ForeignSetting> {
+        [
+            (
+                "memory_limit_mb",
+                self.memory_limit_mb.is_some(),
+                EngineKind::Mssql,
+            ),
+            (
+                "shared_buffers",
+                self.shared_buffers_bytes.is_some(),
+                EngineKind::Postgres,
+            ),
+            (
+                "work_mem",
+                self.work_mem_bytes.is_some(),
+                EngineKind::Postgres,
+            ),
+            (
+                "max_connections",
+                self.max_connections.is_some(),
+                EngineKind::Postgres,
+            ),
+            (
+                "innodb_buffer_pool_size",
+                self.innodb_buffer_pool_size_bytes.is_some(),
+                EngineKind::Mariadb,
+            ),
+        ]
+        .into_iter()
+        .find(|(_, given, of)| *given && *of != kind)
+        .map(|(setting, _, of)| ForeignSetting { setting, of })
+    }
+
+    /// The settings read, with the ones given over them (a given size names its source).
+    pub fn over(&self, mut s: EngineSettings) -> EngineSettings {
+        if let Some(v) = self.memory_limit_mb {
+            s.memory_limit_mb = Some(v);
+            s.sources.push("--memory-limit-mb".into());
+        }
+        if let Some(v) = self.shared_buffers_bytes {
+            s.shared_buffers_bytes = Some(v);
+            s.sources.push("--shared-buffers".into());
+        }
+        s.work_mem_bytes = self.work_mem_bytes.or(s.work_mem_bytes);
+        s.max_connections = self.max_connections.or(s.max_connections);
+        s.innodb_buffer_pool_size_bytes = self
+            .innodb_buffer_pool_size_bytes
+            .or(s.innodb_buffer_pool_size_bytes);
+        s
+    }
+}
+
+/// What an engine of `kind` will assume on this host (`here`, read by
+/// `plumb_sys::memsnap::assume_host`), with the inputs given over what was read.
+pub fn assume_here(
+    kind: EngineKind,
+    here: &plumb_sys::memsnap::AssumeHost,
+    inputs: &AssumeInputs,
+) -> Assumption {
+    let host = inputs.host_memory_bytes.unwrap_or(here.mem_total_bytes);
+    let limit = inputs
+        .cgroup_limit_bytes
+        .or_else(|| crate::os::applied_memory_limit(&here.cgroups, Some(host)));
+    let settings = inputs.over(here.settings.clone());
+    assume(kind, host, limit, here.cgroup_mode, &settings)
+}
+
 /// The engine rules (facts/memory.md §1).
 pub fn assume(
     engine: EngineKind,

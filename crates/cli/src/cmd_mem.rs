@@ -41,39 +41,6 @@ pub struct ReportArgs {
     pub password_file: Option<PathBuf>,
 }
 
-/// The server's own figure for its cache, read through a read-only session.
-struct LiveBelief {
-    obs: Box<dyn plumb_engine::Observer>,
-}
-
-impl LiveBelief {
-    fn open(a: &ReportArgs) -> Result<Option<LiveBelief>> {
-        let Some(url) = &a.engine else {
-            return Ok(None);
-        };
-        let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
-        let obs = plumb_engine::observer(&t).map_err(|e| anyhow!("--engine {e}"))?;
-        Ok(Some(LiveBelief { obs }))
-    }
-
-    /// Put the server's figure in the report; a note when it has none.
-    fn apply(&mut self, rep: &mut plumb_analyze::mem::MemReport) {
-        let block = self
-            .obs
-            .info()
-            .ok()
-            .and_then(|i| i.settings.get("block_size").and_then(|b| b.parse().ok()))
-            .unwrap_or(8192);
-        let snap = self.obs.snapshot().map_err(|e| e.to_string());
-        plumb_analyze::mem::apply_engine(
-            rep,
-            self.obs.kind(),
-            block,
-            snap.as_ref().map_err(|e| e.clone()),
-        );
-    }
-}
-
 #[derive(Debug, Subcommand)]
 pub enum MemCmd {
     /// What an engine will take as its memory here, from host RAM, the cgroup limit and its
@@ -165,153 +132,97 @@ pub fn run(g: &GlobalArgs, a: &MemArgs) -> Result<i32> {
 }
 
 fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
-    let root = g.root()?;
     let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
     if interval.is_zero() {
         bail!("--interval must be more than 0");
     }
-    let collect = || {
-        plumb_sys::memsnap::collect(&root, &a.pids, !a.no_engines).map_err(|e| match &e {
-            plumb_sys::Error::NoSuchProcess { pid, .. } => anyhow!("--pid {pid}: {e}"),
-            _ => anyhow::Error::new(e),
-        })
+    let engine = match &a.engine {
+        Some(url) => Some(crate::engine_target(
+            "--engine",
+            url,
+            a.password_file.as_deref(),
+        )?),
+        None => None,
     };
-    let mut live = LiveBelief::open(a)?;
-    let mut prev = collect()?;
+    let watch = plumb_record::mem_watch::MemWatch::new(plumb_record::mem_watch::MemConfig {
+        root: g.root()?,
+        pids: a.pids.clone(),
+        find_engines: !a.no_engines,
+        engine,
+        interval,
+    })?;
     if !a.watch {
-        std::thread::sleep(interval);
-        let cur = collect()?;
-        let mut rep = plumb_analyze::mem::build(&cur, Some(&prev));
-        if let Some(l) = live.as_mut() {
-            l.apply(&mut rep);
-        }
-        crate::emit(g, &rep)?;
+        crate::emit(g, &watch.once()?)?;
         return Ok(0);
     }
     plumb_load::signal::install();
     let json = g.format() == plumb_report::Format::Json;
     let mut first = true;
-    // The one watch loop: one line per interval, not drifting by what each costs.
-    use plumb_record::ticks::{self, First, Flow, Ticking};
-    let ticking =
-        Ticking::every(interval, &plumb_load::signal::stop_requested).first(First::AfterInterval);
-    let mut code = 0;
-    ticks::run(&ticking, |_| -> Result<Flow> {
-        let cur = match collect() {
-            Ok(c) => c,
-            Err(e) => {
-                // A process that goes away ends the watch with a clear message.
-                eprintln!("plumb: {e:#}");
-                code = 2;
-                return Ok(Flow::Stop);
-            }
-        };
-        let mut rep = plumb_analyze::mem::build(&cur, Some(&prev));
-        if let Some(l) = live.as_mut() {
-            l.apply(&mut rep);
-        }
+    let ended = watch.run(&plumb_load::signal::stop_requested, |rep| {
         let mut out = std::io::stdout().lock();
         if json {
-            plumb_report::write_json_line(&rep, "mem", &mut out)?;
+            plumb_report::write_json_line(rep, "mem", &mut out).map_err(std::io::Error::other)?;
         } else {
-            plumb_report::mem_render::watch_line(&rep, first, &mut out)?;
+            plumb_report::mem_render::watch_line(rep, first, &mut out)?;
         }
         first = false;
-        prev = cur;
-        Ok(Flow::Go)
+        Ok(())
     })?;
-    Ok(code)
+    // A process that goes away ends the watch with a clear message.
+    Ok(match ended {
+        Some(e) => {
+            eprintln!("plumb: {:#}", anyhow::Error::from(e));
+            2
+        }
+        None => 0,
+    })
 }
 
 fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
     let kind = EngineKind::parse(&a.kind)
         .ok_or_else(|| anyhow!("--kind {}: use mssql, postgres or mariadb", a.kind))?;
-    // Settings of another engine would be ignored without a word: refused instead.
-    let given: [(&str, bool, EngineKind); 5] = [
-        (
-            "--memory-limit-mb",
-            a.memory_limit_mb.is_some(),
-            EngineKind::Mssql,
-        ),
-        (
-            "--shared-buffers",
-            a.shared_buffers.is_some(),
-            EngineKind::Postgres,
-        ),
-        ("--work-mem", a.work_mem.is_some(), EngineKind::Postgres),
-        (
-            "--max-connections",
-            a.max_connections.is_some(),
-            EngineKind::Postgres,
-        ),
-        (
+    let size =
+        |flag: &str, v: &Option<String>| v.as_deref().map(|v| size_flag(flag, v)).transpose();
+    let inputs = plumb_analyze::mem::AssumeInputs {
+        host_memory_bytes: size("--host-memory", &a.host_memory)?,
+        cgroup_limit_bytes: size("--limit", &a.limit)?,
+        memory_limit_mb: a.memory_limit_mb,
+        shared_buffers_bytes: size("--shared-buffers", &a.shared_buffers)?,
+        work_mem_bytes: size("--work-mem", &a.work_mem)?,
+        max_connections: a.max_connections,
+        innodb_buffer_pool_size_bytes: size(
             "--innodb-buffer-pool-size",
-            a.innodb_buffer_pool_size.is_some(),
-            EngineKind::Mariadb,
-        ),
-    ];
-    for (flag, set, of) in given {
-        if set && of != kind {
-            bail!(
-                "{flag} is a {} setting; --kind {} does not use it",
-                of.name(),
-                a.kind
-            );
+            &a.innodb_buffer_pool_size,
+        )?,
+    };
+    for (flag, v) in [
+        ("--host-memory", inputs.host_memory_bytes),
+        ("--limit", inputs.cgroup_limit_bytes),
+    ] {
+        if v == Some(0) {
+            bail!("{flag} must be more than 0");
         }
     }
-    let root = g.root()?;
-    if let Some(p) = a.pid {
-        plumb_sys::process::check_pid(&root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?;
+    // Settings of another engine would be ignored without a word: refused instead.
+    if let Some(f) = inputs.foreign(kind) {
+        let flag = f.setting.replace('_', "-");
+        bail!(
+            "--{flag} is a {} setting; --kind {} does not use it",
+            f.of.name(),
+            a.kind
+        );
     }
-    let mem_total = plumb_sys::mem::read_meminfo(&root)?
-        .mem_total_bytes
-        .unwrap_or(0);
-    let host = match &a.host_memory {
-        Some(v) => size_flag("--host-memory", v)?,
-        None => mem_total,
-    };
-    if host == 0 {
-        bail!("--host-memory must be more than 0");
-    }
-    let mounts = plumb_sys::mount::read_mountinfo(&root, None)?;
-    let cgm = plumb_sys::cgroup::CgroupMounts::from_mounts(&mounts);
-    let limit = match &a.limit {
-        Some(v) => {
-            let l = size_flag("--limit", v)?;
-            if l == 0 {
-                bail!("--limit must be more than 0");
+    let here =
+        plumb_sys::memsnap::assume_host(&g.root()?, kind, a.pid).map_err(|e| match a.pid {
+            Some(p) if matches!(e, plumb_sys::Error::NoSuchProcess { .. }) => {
+                anyhow!("--pid {p}: {e}")
             }
-            Some(l)
-        }
-        None => {
-            let pid = match a.pid {
-                Some(p) => p,
-                None => plumb_sys::snapshot::self_pid(&root)?,
-            };
-            let s = plumb_sys::process::read(&root, pid)?;
-            let pc = plumb_sys::cgroup::read_for_process(&root, &cgm, &s.cgroups);
-            plumb_analyze::os::applied_memory_limit(&pc, Some(host))
-        }
-    };
-    let mut settings = plumb_sys::engine_conf::read(&root, kind, a.pid);
-    if let Some(v) = a.memory_limit_mb {
-        settings.memory_limit_mb = Some(v);
-        settings.sources.push("--memory-limit-mb".into());
+            _ => e.into(),
+        })?;
+    if inputs.host_memory_bytes.is_none() && here.mem_total_bytes == 0 {
+        bail!("this host's MemTotal reads 0: give --host-memory");
     }
-    if let Some(v) = &a.shared_buffers {
-        settings.shared_buffers_bytes = Some(size_flag("--shared-buffers", v)?);
-        settings.sources.push("--shared-buffers".into());
-    }
-    if let Some(v) = &a.work_mem {
-        settings.work_mem_bytes = Some(size_flag("--work-mem", v)?);
-    }
-    if let Some(v) = a.max_connections {
-        settings.max_connections = Some(v);
-    }
-    if let Some(v) = &a.innodb_buffer_pool_size {
-        settings.innodb_buffer_pool_size_bytes = Some(size_flag("--innodb-buffer-pool-size", v)?);
-    }
-    let assumption = plumb_analyze::mem::assume(kind, host, limit, cgm.mode, &settings);
+    let assumption = plumb_analyze::mem::assume_here(kind, &here, &inputs);
     let warn = assumption
         .statements
         .iter()
@@ -322,7 +233,7 @@ fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
 }
 
 fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
-    use plumb_load::pressure::{check_size, run, CgroupChoice, PressureOptions};
+    use plumb_load::pressure::{check_fits, run, CgroupChoice, PressureOptions};
     let size = size_flag("SIZE", &a.size)?;
     if size == 0 {
         bail!("SIZE must be more than 0");
@@ -351,16 +262,8 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
         (None, Some(d)) => CgroupChoice::Join(d.clone()),
         _ => CgroupChoice::None,
     };
-    let root = plumb_sys::Root::host();
-    let mi = plumb_sys::mem::read_meminfo(&root)?;
-    let disk_swap_free: u64 = plumb_sys::mem::read_swaps(&root)?
-        .iter()
-        .filter(|s| !s.filename.starts_with("/dev/zram"))
-        .map(|s| s.size_bytes.saturating_sub(s.used_bytes))
-        .sum();
     if !a.force {
-        check_size(size, mi.mem_available_bytes.unwrap_or(0), disk_swap_free)
-            .map_err(|e| anyhow!("SIZE {}: {e}", a.size))?;
+        check_fits(size).map_err(|e| anyhow!("SIZE {}: {e}", a.size))?;
     }
     let opts = PressureOptions {
         size,
@@ -372,23 +275,11 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
         every,
         seed: std::process::id() as u64,
     };
-    let json = g.format() == plumb_report::Format::Json;
-    let mut on_setup = |s: &plumb_load::pressure::Setup| {
-        let mut out = std::io::stdout().lock();
-        if json {
-            let _ = plumb_report::write_json_line(s, "mem_pressure_setup", &mut out);
-        } else {
-            let _ = plumb_report::mem_render::pressure_setup(s, &mut out);
-        }
+    let print = plumb_report::mem_render::PressurePrinter {
+        json: g.format() == plumb_report::Format::Json,
     };
-    let mut on_tick = |t: &plumb_load::pressure::Tick| {
-        let mut out = std::io::stdout().lock();
-        if json {
-            let _ = plumb_report::write_json_line(t, "mem_pressure_tick", &mut out);
-        } else {
-            let _ = plumb_report::mem_render::pressure_tick(t, &mut out);
-        }
-    };
+    let mut on_setup = |s: &plumb_load::pressure::Setup| print.setup(s);
+    let mut on_tick = |t: &plumb_load::pressure::Tick| print.tick(t);
     match run(&opts, &mut on_setup, &mut on_tick) {
         Ok(()) => {
             if plumb_load::signal::stop_requested() {

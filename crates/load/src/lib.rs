@@ -31,6 +31,9 @@ pub enum Error {
     /// The kernel refused a setup (swap on zram, a cgroup), with the OS error under it.
     #[error(transparent)]
     Kernel(#[from] plumb_sys::KernelError),
+    /// What the host says (memory, swap) could not be read.
+    #[error(transparent)]
+    Host(#[from] plumb_sys::Error),
     #[error("invalid job: {0}")]
     Job(String),
     #[error("{engine} engine: {message}")]

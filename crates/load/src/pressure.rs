@@ -74,6 +74,18 @@ pub fn check_size(size: u64, available: u64, free_disk_swap: u64) -> crate::Resu
     Ok(())
 }
 
+/// `check_size` against this host now: its available memory and its free disk swap.
+pub fn check_fits(size: u64) -> Result<()> {
+    let root = plumb_sys::Root::host();
+    let mi = plumb_sys::mem::read_meminfo(&root)?;
+    let disk_swap_free: u64 = plumb_sys::mem::read_swaps(&root)?
+        .iter()
+        .filter(|s| !s.filename.starts_with("/dev/zram"))
+        .map(|s| s.size_bytes.saturating_sub(s.used_bytes))
+        .sum();
+    check_size(size, mi.mem_available_bytes.unwrap_or(0), disk_swap_free)
+}
+
 struct Mapped {
     ptr: *mut u8,
     len: usize,

@@ -53,6 +53,9 @@ pub enum Error {
     /// A database plumb reads (the primary `repl watch` follows).
     #[error(transparent)]
     Database(#[from] plumb_engine::Error),
+    /// What the host says (/proc, /sys) could not be read.
+    #[error(transparent)]
+    Host(plumb_sys::Error),
     /// The kernel's tracing (BPF, perf events, tracefs).
     #[error(transparent)]
     Kernel(#[from] plumb_sys::KernelError),

@@ -11,6 +11,7 @@ mod engine;
 mod error;
 pub mod foreground;
 pub mod live;
+pub mod mem_watch;
 pub mod recorder;
 pub mod repl;
 pub mod repl_watch;

@@ -389,6 +389,32 @@ pub fn watch_line(r: &MemReport, header: bool, out: &mut dyn Write) -> io::Resul
     out.flush()
 }
 
+/// What `plumb mem pressure` prints as it goes: its setup, then a line per tick (JSON Lines
+/// with `json`).
+pub struct PressurePrinter {
+    pub json: bool,
+}
+
+impl PressurePrinter {
+    pub fn setup(&self, s: &plumb_load::pressure::Setup) {
+        let mut out = std::io::stdout().lock();
+        let _ = if self.json {
+            crate::write_json_line(s, "mem_pressure_setup", &mut out).map_err(|_| ())
+        } else {
+            pressure_setup(s, &mut out).map_err(|_| ())
+        };
+    }
+
+    pub fn tick(&self, t: &plumb_load::pressure::Tick) {
+        let mut out = std::io::stdout().lock();
+        let _ = if self.json {
+            crate::write_json_line(t, "mem_pressure_tick", &mut out).map_err(|_| ())
+        } else {
+            pressure_tick(t, &mut out).map_err(|_| ())
+        };
+    }
+}
+
 pub fn pressure_setup(s: &plumb_load::pressure::Setup, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,

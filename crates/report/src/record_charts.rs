@@ -2,7 +2,7 @@
 //! the charts drawn from fixed metrics are tables ([`Line`]), the rest (one line per standby,
 //! per process, per PostgreSQL role) are found in the recording and drawn with the same styles.
 
-use crate::record_render::Run;
+use crate::record_run::{process_name, Run};
 use crate::svg::{Draw, Fmt, TimeChart, TimeMark, TimeSeries, PALETTE};
 
 /// How a series is drawn.
@@ -567,7 +567,7 @@ pub(crate) fn trace(runs: &[Run]) -> Option<TimeChart> {
         let shown = objs.len().min(TRACE_CHART_PROCESSES);
         let mut lines: Vec<(String, String)> = objs[..shown]
             .iter()
-            .map(|(o, _)| (o.clone(), crate::record_render::process_name(r, o)))
+            .map(|(o, _)| (o.clone(), process_name(r, o)))
             .collect();
         if objs.len() != 1 {
             lines.push(("all".into(), "all traced".into()));
@@ -809,7 +809,7 @@ pub(crate) fn tree_cpu(runs: &[Run]) -> Option<TimeChart> {
     for r in runs {
         let tag = tag(runs, r);
         for root in r.objects("tree", "cpu_pct") {
-            let name = crate::record_render::process_name(r, &root);
+            let name = process_name(r, &root);
             let c = palette(color);
             color += 1;
             if let Some(p) = r.points(&format!("tree.{root}.cpu_pct")) {
@@ -857,7 +857,7 @@ pub(crate) fn tree_memory(runs: &[Run]) -> Option<TimeChart> {
     for r in runs {
         let tag = tag(runs, r);
         for root in r.objects("tree", "pss_bytes") {
-            let name = crate::record_render::process_name(r, &root);
+            let name = process_name(r, &root);
             let (c, c2) = (palette(color), palette(color + 1));
             color += 2;
             for (field, what, col, style) in [
@@ -899,7 +899,7 @@ pub(crate) fn processes(runs: &[Run]) -> Option<TimeChart> {
             .filter(|p| roots.is_empty() || roots.contains(p))
             .collect();
         for (j, pid) in pids.iter().enumerate() {
-            let name = crate::record_render::process_name(r, pid);
+            let name = process_name(r, pid);
             if let Some(p) = r.points(&format!("proc.{pid}.rss_bytes")) {
                 out.push(series(
                     r,

@@ -685,3 +685,45 @@ pub(crate) mod tests {
         assert!(e.to_string().contains("queue/nr_requests:1"), "{e}");
     }
 }
+
+/// The I/O of some disks, read on each call: I/O per second and bytes per second since the
+/// last call (None on the first, or when /proc/diskstats cannot be read).
+pub struct DiskRate {
+    root: Root,
+    /// Device names as /proc/diskstats has them (vda, nvme0n1).
+    devs: Vec<String>,
+    last: Option<(std::time::Instant, u64, u64)>,
+}
+
+impl DiskRate {
+    pub fn new(root: Root, devs: Vec<String>) -> DiskRate {
+        DiskRate {
+            root,
+            devs,
+            last: None,
+        }
+    }
+
+    /// (I/O per second, bytes per second) since the last call.
+    pub fn next(&mut self) -> Option<(f64, f64)> {
+        if self.devs.is_empty() {
+            return None;
+        }
+        let stats = read_diskstats(&self.root).ok()?;
+        let (mut ios, mut bytes) = (0u64, 0u64);
+        for d in stats.iter().filter(|d| self.devs.contains(&d.name)) {
+            ios += d.reads + d.writes;
+            bytes += d.read_bytes + d.write_bytes;
+        }
+        let now = std::time::Instant::now();
+        let out = self.last.map(|(t, i, b)| {
+            let s = now.duration_since(t).as_secs_f64().max(1e-3);
+            (
+                ios.saturating_sub(i) as f64 / s,
+                bytes.saturating_sub(b) as f64 / s,
+            )
+        });
+        self.last = Some((now, ios, bytes));
+        out
+    }
+}

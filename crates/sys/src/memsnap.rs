@@ -205,3 +205,35 @@ pub fn collect(root: &Root, pids: &[u32], find_engines: bool) -> Result<MemSampl
         missing,
     })
 }
+
+/// What `plumb mem assume` reads of the host for an engine: RAM, the cgroup mode, the memory
+/// cgroup of the engine's process (plumb's own without one) and the engine's settings.
+#[derive(Debug, Clone)]
+pub struct AssumeHost {
+    pub mem_total_bytes: u64,
+    pub cgroup_mode: cgroup::CgroupMode,
+    pub cgroups: ProcessCgroups,
+    pub settings: EngineSettings,
+}
+
+/// Read what an engine of `kind` (the process `pid`, when given) will size itself from. A `pid`
+/// that is not a live process is an error naming it.
+pub fn assume_host(root: &Root, kind: smaps::EngineKind, pid: Option<u32>) -> Result<AssumeHost> {
+    if let Some(p) = pid {
+        process::check_pid(root, p)?;
+    }
+    let mem_total_bytes = mem::read_meminfo(root)?.mem_total_bytes.unwrap_or(0);
+    let mounts = mount::read_mountinfo(root, None)?;
+    let cgm = CgroupMounts::from_mounts(&mounts);
+    let who = match pid {
+        Some(p) => p,
+        None => crate::snapshot::self_pid(root)?,
+    };
+    let s = process::read(root, who)?;
+    Ok(AssumeHost {
+        mem_total_bytes,
+        cgroup_mode: cgm.mode,
+        cgroups: cgroup::read_for_process(root, &cgm, &s.cgroups),
+        settings: engine_conf::read(root, kind, pid),
+    })
+}

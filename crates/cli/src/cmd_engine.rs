@@ -112,7 +112,7 @@ pub enum EngineCmd {
 /// What `start`, `stop` and `status` print.
 /// An instance error named after the flag: `--dir PATH: ...`, the path said once.
 pub(crate) fn dir_err(d: &std::path::Path, e: plumb_engine::Error) -> anyhow::Error {
-    plumb_lab::delta::dir_error(d, e)
+    plumb_lab::delta::dir_error(d, e).into()
 }
 
 pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {

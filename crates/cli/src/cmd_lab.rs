@@ -6,7 +6,7 @@ use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
-use plumb_lab::{Config, Event, Interrupted, Lab, PressureSize, LAB_FILES};
+use plumb_lab::{Config, Event, Lab, PressureSize, LAB_FILES};
 use plumb_load::units::parse_duration;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -148,13 +148,13 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         Ok(r) => r,
         Err(e) => {
             out_dir.remove(&LAB_FILES);
-            if e.is::<Interrupted>() {
+            if e.is_interrupted() {
                 eprintln!(
                     "plumb: interrupted; the lab's PostgreSQL was stopped and its files removed"
                 );
                 return Ok(interrupted_code());
             }
-            return Err(e);
+            return Err(e.into());
         }
     };
     if let Err(e) = write_report(&report, &out) {

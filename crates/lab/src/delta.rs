@@ -9,8 +9,8 @@
 //!     OS + engine snapshot → workload (waits sampled on a second thread) → snapshots → delta
 //! ```
 
+use crate::error::{Context as _, Result};
 use crate::Interrupted;
-use anyhow::{anyhow, bail, Context, Result};
 use plumb_analyze::delta::{self, ModeRuns, RunDelta, WaitSamples};
 use plumb_engine::{private, Observer, ServerInfo, Session, Snapshot, Target};
 use plumb_sys::Root;
@@ -73,7 +73,7 @@ pub fn private_target(
             }
             if let Some(b) = &build {
                 if r.bin.as_ref() != Some(&b.bin) {
-                    bail!("--dir {}: the private instance there already runs PostgreSQL {}; stop it first (plumb engine stop --dir {0}) to run the workload on {}", d.display(), r.version, b.version);
+                    crate::refuse!("--dir {}: the private instance there already runs PostgreSQL {}; stop it first (plumb engine stop --dir {0}) to run the workload on {}", d.display(), r.version, b.version);
                 }
             }
             r
@@ -122,13 +122,14 @@ pub fn private_target(
 }
 
 /// An instance error named after the flag: `--dir PATH: ...`, the path said once.
-pub fn dir_error(d: &Path, e: plumb_engine::Error) -> anyhow::Error {
-    let e = e.to_string();
+pub fn dir_error(d: &Path, e: plumb_engine::Error) -> crate::Error {
+    let text = e.to_string();
     let shown = d.display().to_string();
-    match e.strip_prefix(&shown) {
-        Some(rest) if rest.starts_with(':') => anyhow!("--dir {shown}{rest}"),
-        _ => anyhow!("--dir {shown}: {e}"),
-    }
+    let message = match text.strip_prefix(&shown) {
+        Some(rest) if rest.starts_with(':') => format!("--dir {shown}{rest}"),
+        _ => format!("--dir {shown}: {text}"),
+    };
+    crate::Error::quoting(message, e)
 }
 
 /// How the caches are prepared before the measured runs.
@@ -189,7 +190,8 @@ pub fn run(
     let n_runs = plan.modes.len() * plan.repeat as usize + warmups;
     let mut k_run = 0usize;
     let is_root = plumb_sys::os::is_root();
-    let mut observer = plumb_engine::observer(&wh.target).map_err(|e| anyhow!("--engine {e}"))?;
+    let mut observer = plumb_engine::observer(&wh.target)
+        .map_err(|e| crate::Error::quoting(format!("--engine {e}"), e))?;
     let info = observer.info()?;
     let first = observer.snapshot()?;
     let mut unavailable = first.unavailable.clone();
@@ -298,8 +300,12 @@ fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<V
     let mut done = Vec::new();
     match &wh.private_dir {
         Some(d) => {
-            private::restart(d)
-                .map_err(|e| anyhow!("restarting the private instance for a cold run: {e}"))?;
+            private::restart(d).map_err(|e| {
+                crate::Error::quoting(
+                    format!("restarting the private instance for a cold run: {e}"),
+                    e,
+                )
+            })?;
             done.push("restarted the private instance (empty shared_buffers)".to_string());
         }
         None => {
@@ -744,11 +750,11 @@ fn run_body(
             }
             let mut child = c
                 .spawn()
-                .map_err(|e| anyhow!("cannot run {}: {e}", cmd[0]))?;
+                .map_err(|e| crate::Error::quoting(format!("cannot run {}: {e}", cmd[0]), e))?;
             loop {
                 if let Some(st) = child.try_wait()? {
                     if !st.success() {
-                        bail!(
+                        crate::refuse!(
                             "the workload command {} failed ({st}): its deltas are not reported",
                             cmd.join(" ")
                         );

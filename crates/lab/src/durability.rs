@@ -154,31 +154,31 @@ impl DurabilityPlan {
         block_sizes: &[u64],
         reps: u32,
         keep: bool,
-    ) -> anyhow::Result<DurabilityPlan> {
-        use anyhow::bail;
+    ) -> crate::Result<DurabilityPlan> {
         let mut seen = Vec::new();
         for p in paths {
-            let meta = std::fs::metadata(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let meta = std::fs::metadata(p)
+                .map_err(|e| crate::Error::quoting(format!("{}: {e}", p.display()), e))?;
             if !meta.is_dir() {
-                bail!(
+                crate::refuse!(
                     "{}: not a directory; name the directory to probe (plumb creates its test file there)",
                     p.display()
                 );
             }
-            let canonical =
-                std::fs::canonicalize(p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            let canonical = std::fs::canonicalize(p)
+                .map_err(|e| crate::Error::quoting(format!("{}: {e}", p.display()), e))?;
             if seen.contains(&canonical) {
-                bail!("{}: named twice", p.display());
+                crate::refuse!("{}: named twice", p.display());
             }
             seen.push(canonical);
         }
         if reps == 0 || reps > 20 {
-            bail!("--reps {reps}: use 1 to 20");
+            crate::refuse!("--reps {reps}: use 1 to 20");
         }
         let mut sizes = Vec::new();
         for &v in block_sizes {
             if v == 0 || v % 512 != 0 || v > 16 << 20 {
-                bail!("--bs {v}: use multiples of 512 bytes up to 16M (O_DIRECT needs sector-aligned sizes)");
+                crate::refuse!("--bs {v}: use multiples of 512 bytes up to 16M (O_DIRECT needs sector-aligned sizes)");
             }
             sizes.push(v as u32);
         }

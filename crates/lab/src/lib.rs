@@ -15,6 +15,7 @@
 
 pub mod delta;
 pub mod durability;
+pub mod error;
 pub mod exp;
 mod host;
 pub mod pgbench;
@@ -24,23 +25,19 @@ pub mod resources;
 pub mod server;
 pub mod sweep;
 
+pub use error::{Error, Interrupted, Result};
 pub use exp::replica::ReplicaMode;
 pub use exp::{Context, Experiment, Outcome, Section};
 pub use plan::{parse_rates, Plan, PressureSize, Rate};
 pub use plumb_analyze::lab::LabReport;
 pub use plumb_record::{Phase, PhaseKind};
 
-use anyhow::{anyhow, bail, Context as _, Result};
+use crate::error::Context as _;
 use plumb_engine::private;
 use resources::{Instance, Resources, WorkDir};
 use server::Server;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-/// The lab was stopped (Ctrl-C, SIGTERM, SIGHUP, or `cancel`); what it created is gone.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted")]
-pub struct Interrupted;
 
 /// What a lab is asked to do; the values are checked by [`Lab::new`].
 pub struct Config {
@@ -228,19 +225,20 @@ impl Lab {
         }
         let experiments = config.pressure.is_some() || config.throttle_writes.is_some();
         if config.target.is_some() && experiments {
-            bail!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --engine");
+            crate::refuse!("--pressure and --throttle-writes run only on plumb's private instance (they would move a server of yours into plumb's cgroup); leave out --engine");
         }
         if let Some(t) = &config.target {
-            t.kind().map_err(|e| anyhow!("--engine {e}"))?;
+            t.kind()
+                .map_err(|e| crate::Error::quoting(format!("--engine {e}"), e))?;
         }
         if config.replica.is_some() && config.target.is_some() {
-            bail!("--replica makes a standby of plumb's private instance; leave out --engine (plumb repl watch and timeline observe a pair of yours)");
+            crate::refuse!("--replica makes a standby of plumb's private instance; leave out --engine (plumb repl watch and timeline observe a pair of yours)");
         }
         if config.replica.is_some() && !plumb_sys::os::is_root() {
-            bail!("--replica needs root: the standby runs in a cgroup of its own so that its writes can be throttled");
+            crate::refuse!("--replica needs root: the standby runs in a cgroup of its own so that its writes can be throttled");
         }
         if experiments && !plumb_sys::os::is_root() {
-            bail!(
+            crate::refuse!(
                 "--pressure and --throttle-writes need root: they create a cgroup for the server{}",
                 if config.pressure.is_some() {
                     " and a zram swap device"
@@ -252,32 +250,38 @@ impl Lab {
         let meta = std::fs::metadata(&config.dir)
             .with_context(|| format!("--dir {}", config.dir.display()))?;
         if !meta.is_dir() {
-            bail!("--dir {}: not a directory", config.dir.display());
+            crate::refuse!("--dir {}: not a directory", config.dir.display());
         }
         let free = plumb_sys::os::free_bytes(&config.dir).unwrap_or(u64::MAX);
         let plan = plan.fit(free).map_err(|need| {
-            anyhow!(
+            crate::Error::Refused(format!(
                 "--dir {}: only {} free; the lab needs about {} there",
                 config.dir.display(),
                 plumb_analyze::units::bytes(free),
                 plumb_analyze::units::bytes(need)
-            )
+            ))
         })?;
         if config.bin_dir.is_some() && config.target.is_some() {
-            bail!("--bin-dir chooses the build of plumb's private instance; leave out --engine");
+            crate::refuse!(
+                "--bin-dir chooses the build of plumb's private instance; leave out --engine"
+            );
         }
         let build = match &config.bin_dir {
-            Some(d) => private::build(d).map_err(|e| anyhow!("--bin-dir {e}"))?,
+            Some(d) => {
+                private::build(d).map_err(|e| crate::Error::quoting(format!("--bin-dir {e}"), e))?
+            }
             None => private::default_build()?,
         };
         if config.replica.is_some() {
-            build.basebackup().map_err(|e| anyhow!("--replica: {e}"))?;
+            build
+                .basebackup()
+                .map_err(|e| crate::Error::quoting(format!("--replica: {e}"), e))?;
         }
         let Some(pgbench_bin) = build
             .client_program("pgbench")
-            .map_err(|e| anyhow!("pgbench: {e}"))?
+            .map_err(|e| crate::Error::quoting(format!("pgbench: {e}"), e))?
         else {
-            bail!(
+            crate::refuse!(
                 "pgbench: not beside the server build in {} nor under /usr/lib/postgresql (apt-get install postgresql-contrib)",
                 build.bin.display()
             );
@@ -303,10 +307,10 @@ impl Lab {
         let r = self.run_with(&mut res, events, cancel);
         if let (Err(e), Some(i)) = (&r, &res.instance) {
             // A server that died explains the error better than the error does.
-            if !e.is::<Interrupted>() && i.died() {
-                let e = anyhow!("{e:#}");
-                return Err(e.context(
+            if !e.is_interrupted() && i.died() {
+                return Err(Error::quoting(
                     "the lab's PostgreSQL stopped unexpectedly (killed, or out of memory or disk); the lab cannot go on, and what it created was removed",
+                    Error::Refused(e.chain_text()),
                 ));
             }
         }
@@ -484,7 +488,7 @@ mod tests {
     fn refused(c: Config) -> String {
         match Lab::new(c) {
             Ok(_) => panic!("accepted"),
-            Err(e) => format!("{e:#}"),
+            Err(e) => e.chain_text(),
         }
     }
 

@@ -1,6 +1,6 @@
 //! pgbench, run in its own process group against the lab's database, and its results read.
 
-use anyhow::{anyhow, bail, Result};
+use crate::error::Result;
 use plumb_analyze::lab::{Latency, Pgbench};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -44,7 +44,7 @@ pub fn run_child_live(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| anyhow!("cannot run {prog}: {e}"))?;
+        .map_err(|e| crate::Error::quoting(format!("cannot run {prog}: {e}"), e))?;
     // Drain the pipes on threads so a chatty child never blocks.
     let drain = |mut r: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
@@ -106,7 +106,7 @@ impl PgbenchRun {
             return Ok(None);
         };
         if !o.status.success() {
-            bail!(
+            crate::refuse!(
                 "pgbench -i failed: {}",
                 String::from_utf8_lossy(&o.stderr).trim()
             );
@@ -155,7 +155,7 @@ impl PgbenchRun {
         };
         let stdout = String::from_utf8_lossy(&o.stdout);
         if !o.status.success() {
-            bail!(
+            crate::refuse!(
                 "pgbench failed ({}): {}",
                 o.status,
                 String::from_utf8_lossy(&o.stderr)
@@ -166,8 +166,9 @@ impl PgbenchRun {
                     .join(" / ")
             );
         }
-        let mut p = parse_pgbench(&stdout)
-            .ok_or_else(|| anyhow!("cannot read pgbench's summary: {stdout}"))?;
+        let mut p = parse_pgbench(&stdout).ok_or_else(|| {
+            crate::Error::Refused(format!("cannot read pgbench's summary: {stdout}"))
+        })?;
         p.clients = clients;
         p.threads = threads.min(clients);
         p.duration_s = d.as_secs() as f64;

@@ -1,6 +1,6 @@
 //! How big and how long each step of the lab is, and the lab's own flag values.
 
-use anyhow::{anyhow, bail, Result};
+use crate::error::Result;
 use std::time::Duration;
 
 /// How much the memory-pressure program holds.
@@ -17,15 +17,16 @@ impl PressureSize {
             let v: f64 = p
                 .trim()
                 .parse()
-                .map_err(|_| anyhow!("--pressure {s}: not a percentage"))?;
+                .map_err(|_| crate::Error::Refused(format!("--pressure {s}: not a percentage")))?;
             if !(1.0..=200.0).contains(&v) {
-                bail!("--pressure {s}: use 1% to 200% of the limit");
+                crate::refuse!("--pressure {s}: use 1% to 200% of the limit");
             }
             return Ok(PressureSize::PctOfLimit(v));
         }
-        let b = plumb_load::units::parse_size(s).map_err(|e| anyhow!("--pressure {s}: {e}"))?;
+        let b = plumb_load::units::parse_size(s)
+            .map_err(|e| crate::Error::quoting(format!("--pressure {s}: {e}"), e))?;
         if b < (16 << 20) {
-            bail!("--pressure {s}: use 16M or more");
+            crate::refuse!("--pressure {s}: use 16M or more");
         }
         Ok(PressureSize::Bytes(b))
     }
@@ -63,16 +64,16 @@ pub fn parse_rates(s: &str) -> Result<Vec<Rate>> {
                 })
             }
             Ok(plumb_load::units::Rate::BytesPerS(_)) => {
-                bail!("--throttle-writes {item}: use 64KB/s or more")
+                crate::refuse!("--throttle-writes {item}: use 64KB/s or more")
             }
             Ok(plumb_load::units::Rate::Iops(_)) => {
-                bail!("--throttle-writes {item}: give bytes per second, e.g. 5MB/s")
+                crate::refuse!("--throttle-writes {item}: give bytes per second, e.g. 5MB/s")
             }
-            Err(e) => bail!("--throttle-writes: {e}"),
+            Err(e) => crate::refuse!("--throttle-writes: {e}"),
         }
     }
     if v.is_empty() {
-        bail!("--throttle-writes: no rate given (e.g. 5MB/s or 20MB/s,5MB/s)");
+        crate::refuse!("--throttle-writes: no rate given (e.g. 5MB/s or 20MB/s,5MB/s)");
     }
     Ok(v)
 }
@@ -145,7 +146,7 @@ impl Plan {
     /// pgbench runs this long (2 s or more: it needs time to settle).
     pub fn with_pgbench(mut self, d: Duration) -> Result<Plan> {
         if d < Duration::from_secs(2) {
-            bail!("--duration: use 2s or more (pgbench needs time to settle)");
+            crate::refuse!("--duration: use 2s or more (pgbench needs time to settle)");
         }
         self.pgbench = d;
         Ok(self)

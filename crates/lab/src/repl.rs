@@ -3,7 +3,7 @@
 //! [`plumb_analyze::repl`]). Both servers must run on this host: the events come from the
 //! kernel's tracepoints, on one clock.
 
-use anyhow::{anyhow, bail, Result};
+use crate::error::Result;
 use plumb_analyze::repl::{self as tl, Roles, TimelineReport};
 use plumb_engine::repl::Pair;
 use plumb_engine::Target;
@@ -68,16 +68,16 @@ pub fn timeline(
     stop: fn() -> bool,
 ) -> Result<TimelineReport> {
     if o.repeat == 0 {
-        bail!("--repeat 0: trace at least one commit");
+        crate::refuse!("--repeat 0: trace at least one commit");
     }
     if o.sql.trim().is_empty() {
-        bail!("--sql: give the statement to run on the primary");
+        crate::refuse!("--sql: give the statement to run on the primary");
     }
     let mut pair = Pair::connect(primary, standby)?;
     let procs = pair.processes()?;
     let (behind_bytes, lag) = pair.behind()?;
     if lag.is_some_and(|l| l > o.max_behind.as_secs_f64()) {
-        bail!(
+        crate::refuse!(
             "--standby {}: it replays {:.0} s behind the primary ({} bytes not replayed); a timeline of one commit needs a standby that keeps up",
             standby.shown(),
             lag.unwrap_or(0.0),
@@ -87,7 +87,7 @@ pub fn timeline(
     // plumb's own threads are the client: the statement's send and the result's read.
     let client = plumb_sys::proctree::threads(&plumb_sys::Root::host(), std::process::id());
     if let Some(d) = pair.apply_delay_s()? {
-        bail!(
+        crate::refuse!(
             "--standby {}: it replays every commit {d:.0} s late (recovery_min_apply_delay); a timeline needs a standby that replays as WAL arrives",
             standby.shown()
         );
@@ -126,7 +126,8 @@ pub fn timeline(
     .flatten()
     .chain(client)
     .collect();
-    let mut trace = EventTrace::start(&pids, &tl::SYSCALLS, &uprobes).map_err(|e| anyhow!(e))?;
+    let mut trace = EventTrace::start(&pids, &tl::SYSCALLS, &uprobes)
+        .map_err(|e| crate::Error::quoting(e.to_string(), e))?;
     let synchronous = matches!(procs.sync_state.as_str(), "sync" | "quorum");
     let mut runs = Vec::new();
     for i in 0..o.repeat {
@@ -135,7 +136,9 @@ pub fn timeline(
         }
         // A quiet moment, and the buffer emptied, before each commit.
         std::thread::sleep(Duration::from_millis(20));
-        trace.take().map_err(|e| anyhow!(e))?;
+        trace
+            .take()
+            .map_err(|e| crate::Error::quoting(e.to_string(), e))?;
         let client = match pair.run(&o.sql, &[roles.wal_sender, roles.wal_receiver], stop) {
             // Asked to stop: the statement was cancelled; the commits traced so far stand.
             _ if stop() => break,
@@ -143,7 +146,7 @@ pub fn timeline(
         };
         let lsn = pair.primary_lsn()?;
         if !pair.wait_replayed(lsn, REPLAY_WAIT)? {
-            bail!(
+            crate::refuse!(
                 "--standby {}: it did not replay the commit within {} s (it stopped, or fell behind)",
                 standby.shown(),
                 REPLAY_WAIT.as_secs()
@@ -151,7 +154,9 @@ pub fn timeline(
         }
         // Replay is seen by the observer a moment after the startup process's probe fires.
         std::thread::sleep(Duration::from_millis(2));
-        let (events, lost) = trace.take().map_err(|e| anyhow!(e))?;
+        let (events, lost) = trace
+            .take()
+            .map_err(|e| crate::Error::quoting(e.to_string(), e))?;
         runs.push(tl::timeline(&events, &roles, client, synchronous, lost));
         each(i + 1, o.repeat);
     }
@@ -186,17 +191,19 @@ pub fn private_pair(dir: &std::path::Path) -> Result<PrivatePair> {
     let shown = dir.display();
     let s = private::status(dir)
         .map_err(|e| crate::delta::dir_error(dir, e))?
-        .ok_or_else(|| anyhow!("--standby-dir {shown}: no instance running there"))?;
+        .ok_or_else(|| {
+            crate::Error::Refused(format!("--standby-dir {shown}: no instance running there"))
+        })?;
     let sb = s.standby_of.clone().ok_or_else(|| {
-        anyhow!("--standby-dir {shown}: not a standby (plumb engine start --dir {shown} --standby-of PRIMARY_DIR)")
+        crate::Error::Refused(format!("--standby-dir {shown}: not a standby (plumb engine start --dir {shown} --standby-of PRIMARY_DIR)"))
     })?;
     let p = private::status(&sb.primary)
         .map_err(|e| crate::delta::dir_error(&sb.primary, e))?
         .ok_or_else(|| {
-            anyhow!(
+            crate::Error::Refused(format!(
                 "--standby-dir {shown}: its primary in {} is not running",
                 sb.primary.display()
-            )
+            ))
         })?;
     Ok(PrivatePair {
         primary: p.target(),

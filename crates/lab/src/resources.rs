@@ -3,7 +3,7 @@
 //! order they must go: the pressure program first (it takes its swap device down), then the
 //! scratch database, the server, the work directory, and last the cgroup (plumb moves out).
 
-use anyhow::{bail, Context, Result};
+use crate::error::{Context as _, Result};
 use plumb_engine::private;
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -182,11 +182,11 @@ impl WorkDir {
                 }
                 Err(e) => {
                     ledger.done();
-                    bail!("--dir: cannot create {}: {e}", p.display())
+                    crate::refuse!("--dir: cannot create {}: {e}", p.display())
                 }
             }
         }
-        bail!(
+        crate::refuse!(
             "--dir {}: cannot create a new directory there: {}",
             parent.display(),
             last.map(|e| e.to_string()).unwrap_or_default()

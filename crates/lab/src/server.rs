@@ -1,6 +1,6 @@
 //! The database the lab measures: plumb's private instance, or an existing server (--engine).
 
-use anyhow::{anyhow, Result};
+use crate::error::Result;
 use plumb_engine::private;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -61,7 +61,7 @@ impl Server {
     /// Connect read-only and find what this host can see of the server.
     pub fn target(target: plumb_engine::Target) -> Result<Server> {
         // The engine's errors name the URL (password masked): "--engine URL: why".
-        let flag = |e: plumb_engine::Error| anyhow!("--engine {e}");
+        let flag = |e: plumb_engine::Error| crate::Error::Refused(format!("--engine {e}"));
         let kind = target.kind().map_err(flag)?;
         let mut obs = plumb_engine::observer(&target).map_err(flag)?;
         let info = obs.info().map_err(flag)?;

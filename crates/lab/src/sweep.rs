@@ -2,7 +2,7 @@
 //! times on prepared targets, then elasticity and the knee. `plumb io sweep` and the lab's
 //! storage probe both run through here.
 
-use anyhow::Result;
+use crate::Result;
 use plumb_analyze::interference::Interference;
 use plumb_analyze::sweep::{
     judge_levels, rep_of, set_elasticity, Level, Rep, SweepKind, SweepReport,
@@ -84,24 +84,27 @@ pub fn plan_levels(
     base: &Job,
     rates: Option<&str>,
     qd_levels: Option<&str>,
-) -> anyhow::Result<(plumb_analyze::sweep::SweepKind, Vec<LevelJob>)> {
+) -> crate::Result<(plumb_analyze::sweep::SweepKind, Vec<LevelJob>)> {
     use plumb_analyze::sweep::SweepKind;
     let (kind, levels) = match rates {
         Some(list) => (
             SweepKind::Rate,
-            rate_levels(base, list).map_err(|e| anyhow::anyhow!("--rates: {e}"))?,
+            rate_levels(base, list)
+                .map_err(|e| crate::Error::quoting(format!("--rates: {e}"), e))?,
         ),
         None => {
             let list = qd_levels.unwrap_or("1,2,4,8,16,32,64");
-            let qds = parse_qd_levels(list).map_err(|e| anyhow::anyhow!("--qd-levels: {e}"))?;
+            let qds = parse_qd_levels(list)
+                .map_err(|e| crate::Error::quoting(format!("--qd-levels: {e}"), e))?;
             (SweepKind::QueueDepth, self::qd_levels(base, &qds))
         }
     };
     if levels.len() < 2 {
-        anyhow::bail!("a sweep needs at least two levels");
+        crate::refuse!("a sweep needs at least two levels");
     }
     for (_, _, j) in &levels {
-        j.validate().map_err(|e| anyhow::anyhow!(e))?;
+        j.validate()
+            .map_err(|e| crate::Error::quoting(e.to_string(), e))?;
     }
     Ok((kind, levels))
 }

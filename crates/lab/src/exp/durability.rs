@@ -2,8 +2,8 @@
 //! data and WAL share a device.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::Result;
 use crate::{Interrupted, Plan};
-use anyhow::Result;
 use plumb_analyze::lab::{Evidence, Finding, LabReport, Severity};
 use plumb_analyze::said::{Said, WithFacts};
 use plumb_record::PhaseKind;
@@ -78,8 +78,10 @@ impl Experiment for Durability {
             ),
             Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
             Err(e) => {
-                return Err(anyhow::Error::new(e)
-                    .context(format!("durability probe in {}", cx.work.display())))
+                return Err(crate::Error::quoting(
+                    format!("durability probe in {}", cx.work.display()),
+                    e,
+                ))
             }
         };
         // Where pg_wal really is (a link to another disk is the usual way to split them).

@@ -3,8 +3,8 @@
 //! with the WAL's syncs and the data disk's writes and cache FLUSHes counted around them.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::error::{Context as _, Result};
 use crate::{Interrupted, Plan};
-use anyhow::{bail, Context as _, Result};
 use plumb_analyze::lab::{Evidence, Finding, LabReport, Latency, LoopResult, Severity};
 use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::{Level, Note};
@@ -282,7 +282,7 @@ fn set_wal_sync_method(
             return Ok(());
         }
         if t1.elapsed() > Duration::from_secs(10) {
-            bail!("wal_sync_method = {method} did not take effect within 10 s");
+            crate::refuse!("wal_sync_method = {method} did not take effect within 10 s");
         }
         std::thread::sleep(Duration::from_millis(100));
     }

@@ -14,11 +14,11 @@ mod throttle;
 #[cfg(test)]
 mod tests;
 
+use crate::error::{Context as _, Result};
 use crate::pgbench::PgbenchRun;
 use crate::resources::{Resources, ScratchDb};
 use crate::server::Server;
 use crate::{Config, Interrupted, Plan, Progress};
-use anyhow::{Context as _, Result};
 use plumb_analyze::durability::DurabilityReport;
 use plumb_analyze::lab::{Finding, LabReport, LoopResult, Pgbench, SeqRead};
 use plumb_analyze::mem::Assumption;

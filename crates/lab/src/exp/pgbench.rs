@@ -2,8 +2,8 @@
 //! two clients per CPU.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::Result;
 use crate::{Interrupted, Plan};
-use anyhow::Result;
 use plumb_record::PhaseKind;
 use std::time::{Duration, Instant};
 

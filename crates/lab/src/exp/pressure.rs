@@ -3,9 +3,9 @@
 //! host wants it back.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::error::{Context as _, Result};
 use crate::resources::PressureChild;
 use crate::{Interrupted, Plan, PressureSize};
-use anyhow::{anyhow, bail, Context as _, Result};
 use plumb_analyze::units::bytes;
 use plumb_analyze::WithFacts;
 use plumb_record::PhaseKind;
@@ -55,10 +55,10 @@ impl Experiment for Pressure {
             .resources
             .cgroup
             .as_ref()
-            .ok_or_else(|| anyhow!("no cgroup for the pressure"))?;
+            .ok_or_else(|| crate::Error::Refused(format!("no cgroup for the pressure")))?;
         let dir = cg
             .memory_dir()
-            .ok_or_else(|| anyhow!("no memory cgroup for the pressure"))?
+            .ok_or_else(|| crate::Error::Refused(format!("no memory cgroup for the pressure")))?
             .to_path_buf();
         cg.set_memory_limit(Some(limit))
             .context("--pressure: limiting the server's cgroup")?;
@@ -86,8 +86,14 @@ impl Experiment for Pressure {
                 .spawn()
                 .context("--pressure: cannot start plumb mem pressure")?
         };
-        let stdout = child.stdout.take().ok_or_else(|| anyhow!("no stdout"))?;
-        let stderr = child.stderr.take().ok_or_else(|| anyhow!("no stderr"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| crate::Error::Refused(format!("no stdout")))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| crate::Error::Refused(format!("no stderr")))?;
         let noted = plumb_sys::ledger::note_child(child.id(), "the memory pressure program");
         cx.resources.pressure = Some(PressureChild(child, noted));
         let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
@@ -130,7 +136,7 @@ impl Experiment for Pressure {
                         .pressure
                         .take()
                         .and_then(|mut c| c.0.wait().ok());
-                    bail!(
+                    crate::refuse!(
                         "--pressure: plumb mem pressure stopped ({}): {}",
                         st.map(|s| s.to_string()).unwrap_or_default(),
                         err_text.join().unwrap_or_default().trim()
@@ -139,7 +145,9 @@ impl Experiment for Pressure {
                 Err(_) => {}
             }
             if t0.elapsed() > Duration::from_secs(120) {
-                bail!("--pressure: the pressure program did not fill its memory within 120 s");
+                crate::refuse!(
+                    "--pressure: the pressure program did not fill its memory within 120 s"
+                );
             }
         }
         let phase = cx

@@ -9,9 +9,9 @@
 //! synchronous replica asks of its primary: does a commit wait for the slower disk of the two?
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::error::{Context as _, Result};
 use crate::resources::Instance;
 use crate::{Interrupted, Plan};
-use anyhow::{anyhow, bail, Context as _, Result};
 use plumb_analyze::lab::{CommitRun, Finding, LabReport, Latency, Severity};
 use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::{Level, Note};
@@ -40,7 +40,7 @@ impl ReplicaMode {
         match s {
             "sync" => Ok(ReplicaMode::Sync),
             "async" => Ok(ReplicaMode::Async),
-            _ => bail!("--replica {s}: give sync or async"),
+            _ => crate::refuse!("--replica {s}: give sync or async"),
         }
     }
 
@@ -113,7 +113,9 @@ impl Experiment for Replica {
             .private
             .as_ref()
             .map(|r| r.dir.clone())
-            .ok_or_else(|| anyhow!("--replica needs plumb's private instance"))?;
+            .ok_or_else(|| {
+                crate::Error::Refused(format!("--replica needs plumb's private instance"))
+            })?;
         let dev = cx.trace_devs.first().copied();
         let (pairs, limit) = loop_size(&cx.plan);
         let mut sess = plumb_engine::session(&target)?;
@@ -426,7 +428,7 @@ fn wait_caught_up(
             return Err(Interrupted.into());
         }
         if t0.elapsed() > limit {
-            bail!(
+            crate::refuse!(
                 "--replica: the standby did not catch up with the primary within {} s",
                 limit.as_secs()
             );

@@ -2,8 +2,8 @@
 //! sequential read, on a file of random data in the work directory.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::error::Result;
 use crate::{Interrupted, Plan};
-use anyhow::{anyhow, Result};
 use plumb_analyze::lab::{Evidence, Finding, LabReport, SeqRead, Severity};
 use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::sweep::SweepKind;
@@ -61,7 +61,8 @@ impl Experiment for Storage {
             .begin("queue-depth sweep", PhaseKind::Probe, None)
             .renamed("storage sweep".into());
         let file = cx.work.join("plumb-lab-probe.dat");
-        let mut base = preset("data-read").ok_or_else(|| anyhow!("no data-read preset"))?;
+        let mut base = preset("data-read")
+            .ok_or_else(|| crate::Error::Refused(format!("no data-read preset")))?;
         base.targets = vec![file.clone()];
         base.file_size = cx.plan.probe_file;
         base.duration = cx.plan.sweep_run;
@@ -76,7 +77,10 @@ impl Experiment for Storage {
             Ok(s) => s,
             Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
             Err(e) => {
-                return Err(anyhow::Error::new(e).context(format!("creating {}", file.display())))
+                return Err(crate::Error::quoting(
+                    format!("creating {}", file.display()),
+                    e,
+                ))
             }
         };
         let safety = plumb_load::target::Safety {
@@ -99,7 +103,8 @@ impl Experiment for Storage {
             &mut |_, _, _| {},
         )?
         .ok_or(Interrupted)?;
-        let mut seq = preset("backup-read").ok_or_else(|| anyhow!("no backup-read preset"))?;
+        let mut seq = preset("backup-read")
+            .ok_or_else(|| crate::Error::Refused(format!("no backup-read preset")))?;
         seq.targets = vec![file.clone()];
         seq.file_size = cx.plan.probe_file;
         seq.duration = cx.plan.seq_run;

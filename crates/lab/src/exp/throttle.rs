@@ -2,8 +2,8 @@
 //! (v2) or blkio (v1) controller, once per rate.
 
 use super::{Context, Experiment, Outcome, Section};
+use crate::error::{Context as _, Result};
 use crate::{Interrupted, Plan, Rate};
-use anyhow::{anyhow, Context as _, Result};
 use plumb_record::PhaseKind;
 use std::time::Duration;
 
@@ -27,10 +27,10 @@ impl Experiment for Throttle {
             .step("experiment: pgbench with the server's writes throttled");
         let run = cx.lab_database()?.pgbench.clone();
         let dev = cx.trace_devs.first().copied().ok_or_else(|| {
-            anyhow!(
+            crate::Error::Refused(format!(
                 "--throttle-writes: no disk found under {}",
                 cx.data_dir.display()
-            )
+            ))
         })?;
         let base = super::baseline(cx);
         let mut experiments = Vec::new();
@@ -46,7 +46,7 @@ impl Experiment for Throttle {
                 .resources
                 .cgroup
                 .as_ref()
-                .ok_or_else(|| anyhow!("no cgroup for the throttle"))?;
+                .ok_or_else(|| crate::Error::Refused(format!("no cgroup for the throttle")))?;
             cg.set_write_bps(dev, Some(*bytes_per_s as u64))
                 .with_context(|| format!("--throttle-writes {label}"))?;
             let name = format!("pgbench, writes throttled to {label}");

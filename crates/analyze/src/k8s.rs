@@ -462,6 +462,8 @@ pub struct YamlError {
     pub message: String,
 }
 
+impl std::error::Error for YamlError {}
+
 impl std::fmt::Display for YamlError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}:{}: {}", self.file, self.line, self.message)

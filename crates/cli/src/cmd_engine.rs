@@ -1,7 +1,7 @@
 //! `plumb engine start|stop|status|psql|url`: plumb's private PostgreSQL instance.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use plumb_engine::instance::{self, InstanceState};
 use plumb_engine::private::{self, StartOptions};
@@ -49,12 +49,12 @@ impl BuildArg {
         if let Some(d) = &self.bin_dir {
             return private::build(d)
                 .map(Some)
-                .map_err(|e| anyhow!("--bin-dir {e}"));
+                .map_err(|e| crate::quoting(format!("--bin-dir {e}"), e));
         }
         if let Some(v) = self.pg_version {
             return private::build_for_version(v)
                 .map(Some)
-                .map_err(|e| anyhow!("--pg-version {e}"));
+                .map_err(|e| crate::quoting(format!("--pg-version {e}"), e));
         }
         Ok(None)
     }
@@ -193,13 +193,16 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                     d.display()
                 );
             };
-            let psql = match r.client_program("psql").map_err(|e| anyhow!("psql: {e}"))? {
+            let psql = match r
+                .client_program("psql")
+                .map_err(|e| crate::quoting(format!("psql: {e}"), e))?
+            {
                 Some(p) => Some(p),
                 None => Some(PathBuf::from("/usr/bin/psql"))
                     .filter(|p| p.exists())
                     .map(|p| private::trusted_path(&p))
                     .transpose()
-                    .map_err(|e| anyhow!("psql: {e}"))?,
+                    .map_err(|e| crate::quoting(format!("psql: {e}"), e))?,
             };
             let Some(psql) = psql else {
                 bail!("psql not found next to the server's programs, under /usr/lib/postgresql or in /usr/bin (apt-get install postgresql-client)")
@@ -212,7 +215,7 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                 .args(["-U", private::SUPERUSER, "-d", "postgres"])
                 .args(args)
                 .status()
-                .map_err(|e| anyhow!("{}: {e}", psql.display()))?;
+                .map_err(|e| crate::quoting(format!("{}: {e}", psql.display()), e))?;
             Ok(st.code().unwrap_or(2))
         }
     }

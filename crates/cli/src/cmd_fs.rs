@@ -72,7 +72,7 @@ struct Handoff {
 }
 
 fn duration(flag: &str, s: &str) -> Result<Duration> {
-    plumb_load::units::parse_duration(s).map_err(|e| anyhow!("{flag} {e}"))
+    plumb_load::units::parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
 }
 
 pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
@@ -84,7 +84,8 @@ pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
     let handoff = if a.serve_stdin {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s)?;
-        serde_json::from_str::<Handoff>(&s).map_err(|e| anyhow!("the settings on stdin: {e}"))?
+        serde_json::from_str::<Handoff>(&s)
+            .map_err(|e| crate::quoting(format!("the settings on stdin: {e}"), e))?
     } else {
         let mountpoint = a
             .mountpoint
@@ -225,7 +226,8 @@ fn one_line(s: &str) -> String {
 /// Start the background copy and wait for its word.
 fn start_background(h: &Handoff) -> Result<i32> {
     use std::process::{Command, Stdio};
-    let exe = std::env::current_exe().map_err(|e| anyhow!("plumb's own executable: {e}"))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| crate::quoting(format!("plumb's own executable: {e}"), e))?;
     let mut child = Command::new(exe)
         .arg("fs")
         .arg(&h.mountpoint)
@@ -235,7 +237,7 @@ fn start_background(h: &Handoff) -> Result<i32> {
         .stderr(Stdio::null())
         .current_dir("/")
         .spawn()
-        .map_err(|e| anyhow!("starting the background plumb: {e}"))?;
+        .map_err(|e| crate::quoting(format!("starting the background plumb: {e}"), e))?;
     {
         let mut stdin = child
             .stdin

@@ -2,14 +2,17 @@
 
 pub use crate::cmd_io_args::*;
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use plumb_load::job::{EngineKind, Job};
 use plumb_load::target::{self, Safety};
 use plumb_load::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 
-fn flag<T, E: std::fmt::Display>(name: &str, r: std::result::Result<T, E>) -> Result<T> {
-    r.map_err(|e| anyhow!("{name}: {e}"))
+fn flag<T, E: std::error::Error + Send + Sync + 'static>(
+    name: &str,
+    r: std::result::Result<T, E>,
+) -> Result<T> {
+    r.map_err(|e| crate::quoting(format!("{name}: {e}"), e))
 }
 
 /// The command line as typed, quoted where a shell would need it, passwords masked (it goes
@@ -126,12 +129,13 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             report_run(g, &j, &r.safety.safety(), Vec::new())
         }
         IoCmd::Diskspd(d) => {
-            let p = plumb_load::diskspd::parse(&d.args).map_err(|e| anyhow!(e))?;
+            let p = plumb_load::diskspd::parse(&d.args)
+                .map_err(|e| crate::quoting(e.to_string(), e))?;
             let mut j = p.job;
             if let Some(e) = &d.ioengine {
                 j.engine = flag("--ioengine", EngineKind::parse(e))?;
             }
-            j.validate().map_err(|e| anyhow!(e))?;
+            j.validate().map_err(|e| crate::quoting(e.to_string(), e))?;
             let mut notes = p.notes;
             notes.extend(fits_in_page_cache(&j));
             report_run(g, &j, &d.safety.safety(), notes)

@@ -1,7 +1,7 @@
 //! `plumb k8s`: node allocatable and database pod sizing, manifest lint, manifest generation.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, Result};
+use anyhow::Result;
 use clap::{Args, Subcommand};
 use plumb_analyze::k8s::{self, parse_quantity, Severity};
 use plumb_analyze::k8s_spec;
@@ -139,7 +139,7 @@ pub struct ManifestArgs {
 }
 
 fn q(flag: &str, v: &str) -> Result<u64> {
-    parse_quantity(v).map_err(|e| anyhow!("{flag}: {e}"))
+    parse_quantity(v).map_err(|e| crate::quoting(format!("{flag}: {e}"), e))
 }
 
 pub fn run(g: &GlobalArgs, a: &K8sArgs) -> Result<i32> {
@@ -182,9 +182,10 @@ fn lint(g: &GlobalArgs, a: &LintArgs) -> Result<i32> {
     for f in &a.files {
         // Manifests are small; a pipe (<(kubectl get ... -o yaml)) works, /dev/zero does not.
         let text = plumb_sys::read_text_bounded(f, 16 << 20)
-            .map_err(|e| anyhow!("{}: {e}", f.display()))?;
+            .map_err(|e| crate::quoting(format!("{}: {e}", f.display()), e))?;
         let name = f.display().to_string();
-        let mut got = k8s::lint(&name, &text, &opts).map_err(|e| anyhow!("{e}"))?;
+        let mut got =
+            k8s::lint(&name, &text, &opts).map_err(|e| crate::quoting(e.to_string(), e))?;
         findings.append(&mut got);
         files.push(name);
     }

@@ -78,7 +78,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     let pgbench = a
         .duration
         .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| anyhow::anyhow!("--duration {d}: {e}")))
+        .map(|d| parse_duration(d).map_err(|e| crate::quoting(format!("--duration {d}: {e}"), e)))
         .transpose()?;
     let target = a
         .engine

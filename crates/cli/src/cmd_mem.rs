@@ -120,7 +120,7 @@ pub struct PressureArgs {
 }
 
 fn size_flag(name: &str, v: &str) -> Result<u64> {
-    parse_size(v).map_err(|e| anyhow!("{name}: {e}"))
+    parse_size(v).map_err(|e| crate::quoting(format!("{name}: {e}"), e))
 }
 
 pub fn run(g: &GlobalArgs, a: &MemArgs) -> Result<i32> {
@@ -132,7 +132,8 @@ pub fn run(g: &GlobalArgs, a: &MemArgs) -> Result<i32> {
 }
 
 fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
-    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    let interval =
+        parse_duration(&a.interval).map_err(|e| crate::quoting(format!("--interval: {e}"), e))?;
     if interval.is_zero() {
         bail!("--interval must be more than 0");
     }
@@ -215,7 +216,7 @@ fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
     let here =
         plumb_sys::memsnap::assume_host(&g.root()?, kind, a.pid).map_err(|e| match a.pid {
             Some(p) if matches!(e, plumb_sys::Error::NoSuchProcess { .. }) => {
-                anyhow!("--pid {p}: {e}")
+                crate::quoting(format!("--pid {p}: {e}"), e)
             }
             _ => e.into(),
         })?;
@@ -243,8 +244,8 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
         .as_deref()
         .map(parse_duration)
         .transpose()
-        .map_err(|e| anyhow!("--hold: {e}"))?;
-    let every = parse_duration(&a.every).map_err(|e| anyhow!("--every: {e}"))?;
+        .map_err(|e| crate::quoting(format!("--hold: {e}"), e))?;
+    let every = parse_duration(&a.every).map_err(|e| crate::quoting(format!("--every: {e}"), e))?;
     if every.is_zero() {
         bail!("--every must be more than 0");
     }
@@ -263,7 +264,7 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
         _ => CgroupChoice::None,
     };
     if !a.force {
-        check_fits(size).map_err(|e| anyhow!("SIZE {}: {e}", a.size))?;
+        check_fits(size).map_err(|e| crate::quoting(format!("SIZE {}: {e}", a.size), e))?;
     }
     let opts = PressureOptions {
         size,

@@ -27,11 +27,14 @@ pub fn run(g: &GlobalArgs, a: &OsArgs) -> Result<i32> {
     };
     // Name the flag in the message: the reader's error only knows the file.
     if root.is_host() {
-        std::fs::metadata(&path).map_err(|e| anyhow::anyhow!("--path {}: {e}", path.display()))?;
+        std::fs::metadata(&path)
+            .map_err(|e| crate::quoting(format!("--path {}: {e}", path.display()), e))?;
     }
     let sample =
-        plumb_sys::snapshot::collect(&root, &a.pids, Some(&path)).map_err(|e| match &e {
-            plumb_sys::Error::NoSuchProcess { pid, .. } => anyhow::anyhow!("--pid {pid}: {e}"),
+        plumb_sys::snapshot::collect(&root, &a.pids, Some(&path)).map_err(|e| match e {
+            plumb_sys::Error::NoSuchProcess { pid, .. } => {
+                crate::quoting(format!("--pid {pid}: {e}"), e)
+            }
             _ => anyhow::Error::new(e),
         })?;
     let page = plumb_sys::host::page_size_bytes().unwrap_or(4096);

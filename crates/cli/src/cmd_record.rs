@@ -1,7 +1,7 @@
 //! `plumb record` (1-second recordings of the host, processes and an engine) and `plumb cpu`.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use plumb_load::units::parse_duration;
 use std::path::PathBuf;
@@ -143,7 +143,8 @@ fn sched_sample(
     let threads = match pid {
         Some(p) => Some((
             p,
-            plumb_sys::process::read_threads(root, p).map_err(|e| anyhow!("--pid {p}: {e}"))?,
+            plumb_sys::process::read_threads(root, p)
+                .map_err(|e| crate::quoting(format!("--pid {p}: {e}"), e))?,
         )),
         None => None,
     };
@@ -161,7 +162,8 @@ fn sched_sample(
 
 pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
     let root = g.root()?;
-    let interval = parse_duration(&a.interval).map_err(|e| anyhow!("--interval: {e}"))?;
+    let interval =
+        parse_duration(&a.interval).map_err(|e| crate::quoting(format!("--interval: {e}"), e))?;
     if interval < Duration::from_millis(100) {
         bail!("--interval {}: use 100ms or more", a.interval);
     }

@@ -151,7 +151,8 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
         name.to_string_lossy(),
         std::process::id()
     ));
-    let f = std::fs::File::create(&tmp).map_err(|e| anyhow!("--out {}: {e}", path.display()))?;
+    let f = std::fs::File::create(&tmp)
+        .map_err(|e| crate::quoting(format!("--out {}: {e}", path.display()), e))?;
     let mut out = std::io::BufWriter::new(f);
     let done = export_to(g, a, &recs[0], &mut out).and_then(|code| {
         out.flush()?;
@@ -159,7 +160,8 @@ pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
         Ok(code)
     });
     let done = done.and_then(|code| {
-        std::fs::rename(&tmp, path).map_err(|e| anyhow!("--out {}: {e}", path.display()))?;
+        std::fs::rename(&tmp, path)
+            .map_err(|e| crate::quoting(format!("--out {}: {e}", path.display()), e))?;
         Ok(code)
     });
     if done.is_err() {

@@ -1,7 +1,7 @@
 //! `plumb repl`: replication between a primary and a standby, stage by stage.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use plumb_engine::Target;
 use std::path::PathBuf;
@@ -272,11 +272,11 @@ fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
         plumb_report::out::check_new_file("--svg", p)?;
     }
     let from_file = |flag: &str, p: &std::path::Path| -> Result<Vec<XeEvent>> {
-        plumb_engine::mssql_xe::read_events_file(p).map_err(|e| anyhow!("{flag} {e}"))
+        crate::flagged(flag, plumb_engine::mssql_xe::read_events_file(p))
     };
     let from_server = |flag: &str, url: &str| -> Result<Vec<XeEvent>> {
         let t = crate::engine_target(flag, url, a.password_file.as_deref())?;
-        plumb_engine::mssql_xe::read_events(&t, &a.session).map_err(|e| anyhow!("{flag} {e}"))
+        crate::flagged(flag, plumb_engine::mssql_xe::read_events(&t, &a.session))
     };
     let (p, s) = match (&a.primary_events, &a.standby_events, &a.primary, &a.standby) {
         (Some(pf), Some(sf), _, _) => (

@@ -2,7 +2,7 @@
 //! faults and scheduling — per process, counted in the kernel.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
 use plumb_load::units::parse_duration;
 use plumb_record::trace::{Options, Target};
@@ -37,7 +37,7 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
     let duration = a
         .duration
         .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| anyhow!("--duration {e}")))
+        .map(|d| parse_duration(d).map_err(|e| crate::quoting(format!("--duration {e}"), e)))
         .transpose()?;
     if duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration must be more than 0");

@@ -204,11 +204,12 @@ pub(crate) fn engine_target(
     password_file: Option<&std::path::Path>,
 ) -> Result<plumb_engine::Target> {
     let mut t = plumb_engine::Target::new(url);
-    t.kind().map_err(|e| anyhow::anyhow!("{flag} {e}"))?;
+    t.kind()
+        .map_err(|e| crate::quoting(format!("{flag} {e}"), e))?;
     if let Some(f) = password_file {
         t.password = Some(
             plumb_engine::read_password_file(f)
-                .map_err(|e| anyhow::anyhow!("--password-file {e}"))?,
+                .map_err(|e| crate::quoting(format!("--password-file {e}"), e))?,
         );
     }
     Ok(t)
@@ -270,4 +271,22 @@ mod tests {
         let e = Cli::try_parse_from(["plumb", "os", "--pid", "0"]).unwrap_err();
         assert_eq!(e.exit_code(), 2);
     }
+}
+
+/// A message that quotes its cause (`--interval 5x: not a duration`), with the cause kept under
+/// it: the error's chain has it, and `main` does not print it twice.
+pub(crate) fn quoting<E: std::error::Error + Send + Sync + 'static>(
+    message: String,
+    cause: E,
+) -> anyhow::Error {
+    anyhow::Error::new(cause).context(message)
+}
+
+/// `r`'s error after the flag that gave the value (`--engine postgres://…: refused`), its cause
+/// kept under it.
+pub(crate) fn flagged<T, E: std::error::Error + Send + Sync + 'static>(
+    flag: &str,
+    r: std::result::Result<T, E>,
+) -> anyhow::Result<T> {
+    r.map_err(|e| quoting(format!("{flag} {e}"), e))
 }

@@ -125,7 +125,6 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             sync,
             build,
         } => {
-            let d = dir.dir();
             let opts = StartOptions {
                 settings: private::settings(shared_buffers, set)?,
                 port: None,
@@ -133,90 +132,90 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
                 sync: *sync,
                 bin: build.build()?.map(|b| b.bin),
             };
-            // Under the directory's lock: a second start on the same directory waits for the
-            // first and then finds its server.
-            let s = private::start_or_find(&d, &opts).map_err(|e| dir_err(&d, e))?;
-            if s.was_running {
-                if !set.is_empty() || shared_buffers != "128MB" {
-                    eprintln!("plumb: already running; settings given now are not applied (stop it first)");
-                }
-                if opts.bin.is_some() && opts.bin != s.running.bin {
-                    eprintln!("plumb: already running with another build of PostgreSQL {}; stop it first to change builds", s.running.version);
-                }
-                crate::emit(
-                    g,
-                    &InstanceState::new("already running:", d, Some(s.running)),
-                )?;
-                return Ok(0);
-            }
-            let mut st = InstanceState::new("started", d, Some(s.running));
-            st.replication = st
-                .instance
-                .as_ref()
-                .and_then(|r| instance::replication(r).ok().flatten());
-            crate::emit(g, &st)?;
-            Ok(0)
+            let given = !set.is_empty() || shared_buffers != "128MB";
+            start(g, dir.dir(), &opts, given)
         }
-        EngineCmd::Stop { dir, remove } => {
-            let d = dir.dir();
-            let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
-            let what = if *remove {
-                match private::remove(&d).map_err(|e| dir_err(&d, e))? {
-                    private::Removed::Nothing => "nothing to remove",
-                    private::Removed::Stopped => "removed",
-                    private::Removed::Running => "stopped and removed",
-                }
-            } else if private::stop(&d).map_err(|e| dir_err(&d, e))? {
-                "stopped"
-            } else {
-                "not running"
-            };
-            crate::emit(g, &InstanceState::new(what, d, r))?;
-            Ok(0)
-        }
-        EngineCmd::Status { dir } => {
-            let d = dir.dir();
-            let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
-            let running = r.is_some();
-            let mut st = InstanceState::new(if running { "running:" } else { "stopped" }, d, r);
-            if let Some(r) = &st.instance {
-                st.replication = instance::replication(r)?;
-            }
-            crate::emit(g, &st)?;
-            Ok(if running { 0 } else { 1 })
-        }
-        EngineCmd::Psql { dir, args } => {
-            let d = dir.dir();
-            let Some(r) = private::status(&d).map_err(|e| dir_err(&d, e))? else {
-                bail!(
-                    "--dir {}: no instance running (plumb engine start --dir {0})",
-                    d.display()
-                );
-            };
-            let psql = match r
-                .client_program("psql")
-                .map_err(|e| crate::quoting(format!("psql: {e}"), e))?
-            {
-                Some(p) => Some(p),
-                None => Some(PathBuf::from("/usr/bin/psql"))
-                    .filter(|p| p.exists())
-                    .map(|p| private::trusted_path(&p))
-                    .transpose()
-                    .map_err(|e| crate::quoting(format!("psql: {e}"), e))?,
-            };
-            let Some(psql) = psql else {
-                bail!("psql not found next to the server's programs, under /usr/lib/postgresql or in /usr/bin (apt-get install postgresql-client)")
-            };
-            let st = std::process::Command::new(&psql)
-                .arg("-h")
-                .arg(r.socket_dir())
-                .arg("-p")
-                .arg(r.port.to_string())
-                .args(["-U", private::SUPERUSER, "-d", "postgres"])
-                .args(args)
-                .status()
-                .map_err(|e| crate::quoting(format!("{}: {e}", psql.display()), e))?;
-            Ok(st.code().unwrap_or(2))
-        }
+        EngineCmd::Stop { dir, remove } => stop(g, dir.dir(), *remove),
+        EngineCmd::Status { dir } => status(g, dir.dir()),
+        EngineCmd::Psql { dir, args } => psql(&dir.dir(), args),
     }
+}
+
+/// Start the instance, or find it running (`settings_given`: say that they were not applied).
+fn start(g: &GlobalArgs, d: PathBuf, opts: &StartOptions, settings_given: bool) -> Result<i32> {
+    // Under the directory's lock: a second start on the same directory waits for the first and
+    // then finds its server.
+    let s = private::start_or_find(&d, opts).map_err(|e| dir_err(&d, e))?;
+    if s.was_running {
+        if settings_given {
+            eprintln!("plumb: already running; settings given now are not applied (stop it first)");
+        }
+        if opts.bin.is_some() && opts.bin != s.running.bin {
+            eprintln!("plumb: already running with another build of PostgreSQL {}; stop it first to change builds", s.running.version);
+        }
+        crate::emit(
+            g,
+            &InstanceState::new("already running:", d, Some(s.running)),
+        )?;
+        return Ok(0);
+    }
+    let mut st = InstanceState::new("started", d, Some(s.running));
+    st.replication = st
+        .instance
+        .as_ref()
+        .and_then(|r| instance::replication(r).ok().flatten());
+    crate::emit(g, &st)?;
+    Ok(0)
+}
+
+fn stop(g: &GlobalArgs, d: PathBuf, remove: bool) -> Result<i32> {
+    let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
+    let what = if remove {
+        match private::remove(&d).map_err(|e| dir_err(&d, e))? {
+            private::Removed::Nothing => "nothing to remove",
+            private::Removed::Stopped => "removed",
+            private::Removed::Running => "stopped and removed",
+        }
+    } else if private::stop(&d).map_err(|e| dir_err(&d, e))? {
+        "stopped"
+    } else {
+        "not running"
+    };
+    crate::emit(g, &InstanceState::new(what, d, r))?;
+    Ok(0)
+}
+
+/// The instance's state (exit 1 when it is not running).
+fn status(g: &GlobalArgs, d: PathBuf) -> Result<i32> {
+    let r = private::status(&d).map_err(|e| dir_err(&d, e))?;
+    let running = r.is_some();
+    let mut st = InstanceState::new(if running { "running:" } else { "stopped" }, d, r);
+    if let Some(r) = &st.instance {
+        st.replication = instance::replication(r)?;
+    }
+    crate::emit(g, &st)?;
+    Ok(if running { 0 } else { 1 })
+}
+
+/// psql on the instance, as its superuser, with the caller's arguments; psql's exit code.
+fn psql(d: &std::path::Path, args: &[String]) -> Result<i32> {
+    let Some(r) = private::status(d).map_err(|e| dir_err(d, e))? else {
+        bail!(
+            "--dir {}: no instance running (plumb engine start --dir {0})",
+            d.display()
+        );
+    };
+    let Some(psql) = crate::flagged("psql:", r.psql())? else {
+        bail!("psql not found next to the server's programs, under /usr/lib/postgresql or in /usr/bin (apt-get install postgresql-client)")
+    };
+    let st = std::process::Command::new(&psql)
+        .arg("-h")
+        .arg(r.socket_dir())
+        .arg("-p")
+        .arg(r.port.to_string())
+        .args(["-U", private::SUPERUSER, "-d", "postgres"])
+        .args(args)
+        .status()
+        .map_err(|e| crate::quoting(format!("{}: {e}", psql.display()), e))?;
+    Ok(st.code().unwrap_or(2))
 }

@@ -65,8 +65,8 @@ pub struct LabArgs {
     pub build: crate::cmd_engine::BuildArg,
 }
 
-pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
-    plumb_load::signal::install();
+/// The lab's settings from the flags: what `Lab::new` checks, and where the report goes.
+fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
     if g.sysroot.is_some() {
         bail!(
             "--sysroot: the lab measures and loads the live host; it cannot run on a captured tree"
@@ -89,7 +89,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("plumb-lab-{}", plumb_record::stamp())));
-    let lab = Lab::new(Config {
+    let config = Config {
         target,
         allow_writes: a.allow_writes,
         dir: a.dir.clone(),
@@ -110,7 +110,14 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         command_line: crate::cmd_io::command_line(),
         trace: !a.no_trace,
         bin_dir: a.build.build()?.map(|b| b.bin),
-    })?;
+    };
+    Ok((config, out))
+}
+
+pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
+    plumb_load::signal::install();
+    let (config, out) = config(g, a)?;
+    let lab = Lab::new(config)?;
     plumb_report::out::check_out_dir("--out", &out)?;
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes
     // what it wrote there (and the directory, if it made it).

@@ -233,8 +233,10 @@ fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
     Ok(if warn { 1 } else { 0 })
 }
 
-fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
-    use plumb_load::pressure::{check_fits, run, CgroupChoice, PressureOptions};
+/// The pressure's settings from the flags, checked (the size against the host without
+/// --force).
+fn pressure_options(a: &PressureArgs) -> Result<plumb_load::pressure::PressureOptions> {
+    use plumb_load::pressure::{check_fits, CgroupChoice, PressureOptions};
     let size = size_flag("SIZE", &a.size)?;
     if size == 0 {
         bail!("SIZE must be more than 0");
@@ -266,7 +268,7 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
     if !a.force {
         check_fits(size).map_err(|e| crate::quoting(format!("SIZE {}: {e}", a.size), e))?;
     }
-    let opts = PressureOptions {
+    Ok(PressureOptions {
         size,
         shared: a.shared,
         idle: a.idle,
@@ -275,26 +277,24 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
         zram_swap: zram,
         every,
         seed: std::process::id() as u64,
-    };
+    })
+}
+
+fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
+    let opts = pressure_options(a)?;
     let print = plumb_report::mem_render::PressurePrinter {
         json: g.format() == plumb_report::Format::Json,
     };
     let mut on_setup = |s: &plumb_load::pressure::Setup| print.setup(s);
     let mut on_tick = |t: &plumb_load::pressure::Tick| print.tick(t);
-    match run(&opts, &mut on_setup, &mut on_tick) {
-        Ok(()) => {
-            if plumb_load::signal::stop_requested() {
-                eprintln!(
-                    "plumb: stopped; memory released{}",
-                    if a.swap.is_some() || a.cgroup_limit.is_some() {
-                        ", swap and cgroup taken down"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            Ok(0)
-        }
-        Err(e) => Err(e.into()),
+    plumb_load::pressure::run(&opts, &mut on_setup, &mut on_tick)?;
+    if plumb_load::signal::stop_requested() {
+        let taken = if a.swap.is_some() || a.cgroup_limit.is_some() {
+            ", swap and cgroup taken down"
+        } else {
+            ""
+        };
+        eprintln!("plumb: stopped; memory released{taken}");
     }
+    Ok(0)
 }

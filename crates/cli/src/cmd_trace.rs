@@ -32,6 +32,27 @@ pub struct TraceArgs {
     pub cmd: Vec<String>,
 }
 
+/// What to follow: exactly one of --pid, --engine-server and a command.
+fn target(root: &plumb_sys::Root, a: &TraceArgs) -> Result<Target> {
+    if [!a.pids.is_empty(), a.engine_server, !a.cmd.is_empty()]
+        .iter()
+        .filter(|x| **x)
+        .count()
+        != 1
+    {
+        bail!(
+            "say what to trace: --pid PID, --engine-server, or -- CMD ARGS (exactly one of them)"
+        );
+    }
+    Ok(if !a.cmd.is_empty() {
+        Target::Command(a.cmd.clone())
+    } else if a.engine_server {
+        Target::engine_servers(root)?
+    } else {
+        Target::pids(&a.pids)
+    })
+}
+
 pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
     let root = g.root()?;
     let duration = a
@@ -42,42 +63,7 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
     if duration.is_some_and(|d| d.is_zero()) {
         bail!("--duration must be more than 0");
     }
-    let given = [!a.pids.is_empty(), a.engine_server, !a.cmd.is_empty()]
-        .iter()
-        .filter(|x| **x)
-        .count();
-    if given != 1 {
-        bail!(
-            "say what to trace: --pid PID, --engine-server, or -- CMD ARGS (exactly one of them)"
-        );
-    }
-    let target = if !a.cmd.is_empty() {
-        Target::Command(a.cmd.clone())
-    } else if a.engine_server {
-        let engines = plumb_sys::smaps::find_engines(&root);
-        if engines.is_empty() {
-            bail!("--engine-server: no database server runs here (looked for postgres, mariadbd/mysqld and sqlservr by name); give --pid");
-        }
-        let label = engines
-            .iter()
-            .map(|e| format!("{} (PID {})", e.kind.name(), e.main_pid))
-            .collect::<Vec<_>>()
-            .join(", ");
-        Target::Pids {
-            pids: engines.iter().map(|e| e.main_pid).collect(),
-            label,
-        }
-    } else {
-        Target::Pids {
-            pids: a.pids.clone(),
-            label: a
-                .pids
-                .iter()
-                .map(|p| format!("PID {p}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-        }
-    };
+    let target = target(&root, a)?;
     plumb_load::signal::install();
     // A fixed window (--duration without a command): progress over it, so a piped trace is not
     // silent until its report.
@@ -92,13 +78,10 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
             cancel: &plumb_load::signal::stop_requested,
             signal_command: &plumb_load::signal::forward_to,
             started: &|what| {
+                let ends = duration.is_none() && a.cmd.is_empty();
                 eprintln!(
                     "plumb: tracing {what}{}",
-                    if duration.is_none() && a.cmd.is_empty() {
-                        "; Ctrl-C ends the window"
-                    } else {
-                        ""
-                    }
+                    ["", "; Ctrl-C ends the window"][ends as usize]
                 );
                 if let (Some(d), true) = (duration, a.cmd.is_empty()) {
                     let m = crate::progress::Meter::new("plumb trace", d, Vec::new());

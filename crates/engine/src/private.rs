@@ -131,6 +131,18 @@ impl Running {
         };
         b.client_program(name)
     }
+
+    /// psql for this server: beside its programs, under /usr/lib/postgresql, else Debian's
+    /// /usr/bin/psql (each one only root or the caller can change).
+    pub fn psql(&self) -> Result<Option<PathBuf>> {
+        match self.client_program("psql")? {
+            Some(p) => Ok(Some(p)),
+            None => Some(PathBuf::from("/usr/bin/psql"))
+                .filter(|p| p.exists())
+                .map(|p| trusted_path(&p))
+                .transpose(),
+        }
+    }
 }
 
 use crate::pg::major as major_of;

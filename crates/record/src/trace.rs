@@ -23,6 +23,41 @@ pub enum Target {
     Pids { pids: Vec<u32>, label: String },
 }
 
+impl Target {
+    /// The processes named, with every process they start.
+    pub fn pids(pids: &[u32]) -> Target {
+        Target::Pids {
+            pids: pids.to_vec(),
+            label: pids
+                .iter()
+                .map(|p| format!("PID {p}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
+    }
+
+    /// The database servers running here, found by name (postgres, mariadbd/mysqld, sqlservr);
+    /// refused when there is none.
+    pub fn engine_servers(root: &plumb_sys::Root) -> crate::Result<Target> {
+        let engines = plumb_sys::smaps::find_engines(root);
+        if engines.is_empty() {
+            return Err(crate::Error::refused(
+                "--engine-server",
+                "no database server runs here (looked for postgres, mariadbd/mysqld and sqlservr by name); give --pid",
+            ));
+        }
+        let label = engines
+            .iter()
+            .map(|e| format!("{} (PID {})", e.kind.name(), e.main_pid))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Ok(Target::Pids {
+            pids: engines.iter().map(|e| e.main_pid).collect(),
+            label,
+        })
+    }
+}
+
 pub struct Options<'a> {
     pub duration: Option<Duration>,
     pub threads: bool,

@@ -107,20 +107,9 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     }
 }
 
-fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
-    if a.trace && !plumb_sys::os::is_root() {
-        anyhow::bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
-    }
-    if a.drop_host_cache && !(a.cold || a.both) {
-        bail!("--drop-host-cache goes with --cold or --both (it empties the host's page cache before each cold run)");
-    }
-    if !(a.threshold >= 0.0) {
-        bail!(
-            "--threshold {}: must be zero or more milliseconds",
-            a.threshold
-        );
-    }
-    let workload = if let Some(s) = &a.sql {
+/// The statement or command each run executes.
+fn workload(a: &DeltaArgs) -> Result<Workload> {
+    Ok(if let Some(s) = &a.sql {
         if s.trim().is_empty() {
             bail!("--sql: empty statement");
         }
@@ -134,10 +123,13 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         Workload::Sql(text)
     } else {
         Workload::Cmd(a.cmd.clone())
-    };
-    // The target: a URL, or the private instance (started now if needed, stopped after).
-    let mut _stop_guard = None;
-    let wh = match &a.engine {
+    })
+}
+
+/// The target: a URL, or the private instance (started now if needed; the guard stops it
+/// after the runs).
+fn target(a: &DeltaArgs) -> Result<(DeltaTarget, Option<private::Owned>)> {
+    match &a.engine {
         Some(url) => {
             if !a.set.is_empty() {
                 bail!("--set configures plumb's private instance when plumb starts it; with --engine the server is yours and keeps its settings (leave out --set)");
@@ -146,31 +138,20 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
                 bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
             }
             let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
-            // The private instance named by URL still gets restarts for --cold.
-            let private_dir = a.dir.dir.clone().filter(|d| {
-                private::status(d)
-                    .ok()
-                    .flatten()
-                    .is_some_and(|r| url.contains(&r.dir.display().to_string()))
-            });
-            DeltaTarget {
-                shown: t.shown(),
-                target: t,
-                private_dir,
-            }
+            let dt = plumb_lab::delta::url_target(t, url, a.dir.dir.as_deref());
+            Ok((dt, None))
         }
-        None => {
-            let (wh, owned) = plumb_lab::delta::private_target(
-                &a.dir.dir(),
-                &a.set,
-                a.build.build()?,
-                &mut |note| eprintln!("plumb: {note}"),
-            )?;
-            _stop_guard = owned;
-            wh
-        }
-    };
+        None => Ok(plumb_lab::delta::private_target(
+            &a.dir.dir(),
+            &a.set,
+            a.build.build()?,
+            &mut |note| eprintln!("plumb: {note}"),
+        )?),
+    }
+}
 
+/// The runs asked for: which cache modes, how many of each, sampled how often, traced or not.
+fn plan(a: &DeltaArgs) -> DeltaPlan {
     let modes = if a.both {
         vec![Mode::Cold, Mode::Warm]
     } else if a.cold {
@@ -180,16 +161,34 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     } else {
         vec![Mode::AsFound]
     };
-    // The OS figures come from --sysroot's tree when one is given (a captured host: its
-    // counters do not move, so only the engine's deltas are real).
-    let root = g.root()?;
-    let plan = DeltaPlan {
+    DeltaPlan {
         modes,
         repeat: a.repeat,
         sample_every: Duration::from_millis(a.sample_ms),
         trace: a.trace,
         drop_host_cache: a.drop_host_cache,
-    };
+    }
+}
+
+fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
+    if a.trace && !plumb_sys::os::is_root() {
+        anyhow::bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
+    }
+    if a.drop_host_cache && !(a.cold || a.both) {
+        bail!("--drop-host-cache goes with --cold or --both (it empties the host's page cache before each cold run)");
+    }
+    if !(a.threshold >= 0.0) {
+        bail!(
+            "--threshold {}: must be zero or more milliseconds",
+            a.threshold
+        );
+    }
+    let workload = workload(a)?;
+    let (wh, _stop_guard) = target(a)?;
+    // The OS figures come from --sysroot's tree when one is given (a captured host: its
+    // counters do not move, so only the engine's deltas are real).
+    let root = g.root()?;
+    let plan = plan(a);
     // Progress: each run is planned to take as long as the runs before it did on average
     // (two seconds before the first has finished).
     let meter = crate::progress::Meter::new("plumb delta", Duration::ZERO, Vec::new());

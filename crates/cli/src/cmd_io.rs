@@ -187,6 +187,19 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// The chart's file, made now: a bad path fails before the sweep, not after it (and it is
+/// removed again if the sweep does not finish). None with --no-chart.
+fn reserve_chart(a: &SweepArgs) -> Result<Option<plumb_report::out::Reserved>> {
+    if a.no_chart {
+        return Ok(None);
+    }
+    let path = match &a.chart {
+        Some(p) => p.clone(),
+        None => PathBuf::from(format!("plumb-sweep-{}.svg", plumb_record::stamp())),
+    };
+    Ok(Some(plumb_report::out::Reserved::new("--chart", &path)?))
+}
+
 fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     plumb_load::signal::install();
     if a.reps == 0 || a.reps > 100 {
@@ -199,23 +212,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     let base = build_job(&flags, a.targets.clone())?;
     let (kind, levels) =
         plumb_lab::sweep::plan_levels(&base, a.rates.as_deref(), a.qd_levels.as_deref())?;
-    // The chart's file is made now: a bad path fails before the sweep, not after it. It is
-    // removed again if the sweep does not finish.
-    let chart = if a.no_chart {
-        None
-    } else {
-        let path = match &a.chart {
-            Some(p) => p.clone(),
-            None => PathBuf::from(format!(
-                "plumb-sweep-{}.svg",
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map(|d| d.as_secs())
-                    .unwrap_or(0)
-            )),
-        };
-        Some(plumb_report::out::Reserved::new("--chart", &path)?)
-    };
+    let chart = reserve_chart(a)?;
     // Missing files are made once for the whole sweep; the runs then reuse them.
     let mut safety = a.safety.safety();
     say_created(&base.targets, base.file_size, a.safety.keep);
@@ -236,6 +233,15 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
     );
     let command_line = command_line();
     let mut done = 0u32;
+    let mut step = |label: &str, rep: u32, reps: u32| {
+        let what = if rep > reps {
+            format!("level {label}, extra run {rep} (the runs so far disagree)")
+        } else {
+            format!("level {label}, run {rep}/{reps}")
+        };
+        meter.step(&what, per * done, per, per * planned_runs.max(done + 1));
+        done += 1;
+    };
     let swept = plumb_lab::sweep::run(
         plumb_lab::sweep::Sweep {
             kind,
@@ -247,15 +253,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             command_line: &command_line,
         },
         &plumb_load::signal::stop_requested,
-        &mut |label, rep, reps| {
-            let what = if rep > reps {
-                format!("level {label}, extra run {rep} (the runs so far disagree)")
-            } else {
-                format!("level {label}, run {rep}/{reps}")
-            };
-            meter.step(&what, per * done, per, per * planned_runs.max(done + 1));
-            done += 1;
-        },
+        &mut step,
     );
     if matches!(swept, Ok(Some(_))) {
         meter.finish();

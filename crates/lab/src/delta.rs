@@ -54,6 +54,24 @@ pub struct DeltaTarget {
     pub private_dir: Option<PathBuf>,
 }
 
+/// `plumb delta`'s target when a URL is given: the server is the user's, except that a URL
+/// that names the private instance in `dir` (running) still gets its restarts for cold runs.
+pub fn url_target(target: Target, url: &str, dir: Option<&Path>) -> DeltaTarget {
+    let private_dir = dir
+        .filter(|d| {
+            private::status(d)
+                .ok()
+                .flatten()
+                .is_some_and(|r| url.contains(&r.dir.display().to_string()))
+        })
+        .map(Path::to_path_buf);
+    DeltaTarget {
+        shown: target.shown(),
+        target,
+        private_dir,
+    }
+}
+
 /// `plumb delta`'s target when no URL is given: plumb's private PostgreSQL in `dir`, started
 /// now with `set` (NAME=VALUE) and `build` when it does not run (then stopped after the runs,
 /// and removed too when this run made it: the guard returned does that). `note` hears what the

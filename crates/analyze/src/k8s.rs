@@ -1,6 +1,7 @@
 //! Kubernetes memory for databases: node allocatable and a pod size that fits (advise), a linter
 //! for manifests, and the plan for a manifest that passes it.
 
+use crate::said::{Said, WithFacts};
 use crate::units::bytes;
 use marked_yaml::{Node, Span};
 use plumb_sys::smaps::EngineKind;
@@ -438,14 +439,31 @@ pub enum Severity {
     Error,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// What the manifest lint found: where, how bad, its rule, and what it says (a statement with
+/// its facts; `plumb_report::words` words it, and JSON carries the words as `message`).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Finding {
     pub file: String,
     pub line: usize,
     pub severity: Severity,
     pub rule: &'static str,
     pub object: String,
-    pub message: String,
+    pub said: Said,
+}
+
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let message = crate::said::words(|w| w.said(&self.said), &self.said.code);
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("file", &self.file)?;
+        m.serialize_entry("line", &self.line)?;
+        m.serialize_entry("severity", &self.severity)?;
+        m.serialize_entry("rule", self.rule)?;
+        m.serialize_entry("object", &self.object)?;
+        m.serialize_entry("message", &message)?;
+        m.end()
+    }
 }
 
 #[derive(Debug, Clone, Default)]
@@ -583,14 +601,14 @@ struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
-    fn add(&mut self, node: &Node, severity: Severity, rule: &'static str, message: String) {
+    fn add(&mut self, node: &Node, severity: Severity, rule: &'static str, said: Said) {
         self.out.push(Finding {
             file: self.file.to_string(),
             line: line_of(node.span(), self.offset),
             severity,
             rule,
             object: self.object.clone(),
-            message,
+            said,
         });
     }
 }
@@ -671,6 +689,8 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
             let req = scalar(c, &["resources", "requests", "memory"]);
             let lim = scalar(c, &["resources", "limits", "memory"]);
             let at = |p: &[&str]| get(c, p).unwrap_or(c);
+            // A statement about this container.
+            let said = |code: &'static str| Said::new(code).text("container", cname);
             let lim_b = lim.and_then(|v| parse_quantity(v).ok());
             let req_b = req.and_then(|v| parse_quantity(v).ok()).or(lim_b);
             for (v, p) in [
@@ -683,15 +703,15 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                             at(p),
                             Severity::Error,
                             "bad-quantity",
-                            format!("container {cname}: {e}"),
+                            said("lint-bad-quantity").text("error", e.to_string()),
                         ),
                         Ok(b) if b < MIN_CONTAINER_MEMORY => cx.add(
                             at(p),
                             Severity::Error,
                             "memory-unit",
-                            format!(
-                                "container {cname}: memory {v} is {b} bytes, too little for any container: a unit is missing ({v}Gi? {v}Mi?)"
-                            ),
+                            said("lint-memory-unit")
+                                .text("value", v)
+                                .bytes("bytes", b as f64),
                         ),
                         Ok(_) => {}
                     }
@@ -707,7 +727,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                             at(p),
                             Severity::Error,
                             "bad-quantity",
-                            format!("container {cname}: {e}"),
+                            said("lint-bad-quantity").text("error", e.to_string()),
                         );
                     }
                 }
@@ -715,22 +735,26 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
             match (req, lim) {
                 (None, None) => cx.add(
                     c,
-                    if engine.is_some() { Severity::Error } else { Severity::Warning },
+                    if engine.is_some() {
+                        Severity::Error
+                    } else {
+                        Severity::Warning
+                    },
                     "memory-limits",
-                    format!(
-                        "container {cname} has no memory request or limit: the pod is BestEffort, evicted first under MemoryPressure{}",
-                        match engine {
-                            Some(EngineKind::Mssql) => ", and SQL Server sizes itself from the node's RAM (the eviction loop)",
-                            Some(_) => ", and the database's caches are bounded by nothing but the node",
-                            None => "",
-                        }
-                    ),
+                    match engine {
+                        Some(e) => said("lint-no-memory-limits").text("engine", e.name()),
+                        None => said("lint-no-memory-limits"),
+                    },
                 ),
                 (Some(_), None) => cx.add(
                     at(&["resources"]),
-                    if engine.is_some() { Severity::Error } else { Severity::Warning },
+                    if engine.is_some() {
+                        Severity::Error
+                    } else {
+                        Severity::Warning
+                    },
                     "memory-limits",
-                    format!("container {cname} has a memory request but no limit: it can grow past the request until the node evicts it"),
+                    said("lint-request-without-limit"),
                 ),
                 _ => {}
             }
@@ -740,12 +764,10 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                         at(&["resources", "requests", "memory"]),
                         Severity::Warning,
                         "request-equals-limit",
-                        format!(
-                            "container {cname} ({}): memory request {} differs from limit {}: Burstable, so it is evicted before Guaranteed pods and may swap under LimitedSwap; set request = limit",
-                            e.name(),
-                            quantity(r),
-                            quantity(l)
-                        ),
+                        said("lint-request-not-limit")
+                            .text("engine", e.name())
+                            .bytes("request_bytes", r as f64)
+                            .bytes("limit_bytes", l as f64),
                     );
                 }
             }
@@ -755,11 +777,9 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                         at(&["resources", "limits", "memory"]),
                         Severity::Error,
                         "limit-above-allocatable",
-                        format!(
-                            "container {cname}: memory limit {} is above the node's allocatable {}",
-                            quantity(l),
-                            quantity(alloc)
-                        ),
+                        said("lint-limit-above-allocatable")
+                            .bytes("limit_bytes", l as f64)
+                            .bytes("allocatable_bytes", alloc as f64),
                     );
                 }
             }
@@ -769,7 +789,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                     at(&["securityContext", "privileged"]),
                     Severity::Warning,
                     "privileged",
-                    format!("container {cname} is privileged: every capability and every device of the node; add only the capabilities it needs (securityContext.capabilities.add)"),
+                    said("lint-privileged"),
                 );
             }
             for cap in seq(c, &["securityContext", "capabilities", "add"]) {
@@ -779,7 +799,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                             cap,
                             Severity::Warning,
                             "privileged",
-                            format!("container {cname} adds {v}: nearly everything root can do on the node; add only the capabilities it needs"),
+                            said("lint-adds-capability").text("capability", v),
                         );
                     }
                 }
@@ -793,7 +813,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                             m,
                             Severity::Warning,
                             "host-path-writable",
-                            format!("container {cname} mounts the node's {path} writable; add readOnly: true unless it must write there"),
+                            said("lint-host-path-writable").text("path", path.clone()),
                         );
                     }
                 }
@@ -813,7 +833,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                         get(e, &["value"]).unwrap_or(e),
                         Severity::Error,
                         "plaintext-secret",
-                        format!("container {cname}: {n} is given as a plain value; use valueFrom.secretKeyRef"),
+                        said("lint-plaintext-secret").text("variable", n),
                     );
                 }
             }
@@ -828,43 +848,95 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                         c,
                         Severity::Warning,
                         "engine-memory",
-                        format!(
-                            "container {cname}: no MSSQL_MEMORY_LIMIT_MB: SQL Server takes 80% of {}; set it below the limit explicitly",
-                            lim_b.map(quantity).unwrap_or_else(|| "the node's RAM".into())
-                        ),
+                        match lim_b {
+                            Some(l) => {
+                                said("lint-mssql-no-limit-mb").bytes("limit_bytes", l as f64)
+                            }
+                            None => said("lint-mssql-no-limit-mb"),
+                        },
                     ),
                     Some(ev) => {
                         let v = scalar(ev, &["value"]).and_then(|v| v.trim().parse::<u64>().ok());
                         if let (Some(mb), Some(l)) = (v, lim_b) {
                             if mb * MI >= l {
-                                cx.add(ev, Severity::Error, "engine-memory", format!("container {cname}: MSSQL_MEMORY_LIMIT_MB {mb} is not below the memory limit {}: no headroom, OOM kills", quantity(l)));
+                                cx.add(
+                                    ev,
+                                    Severity::Error,
+                                    "engine-memory",
+                                    said("lint-mssql-limit-mb-no-headroom")
+                                        .count("memory_limit_mb", mb as f64)
+                                        .bytes("limit_bytes", l as f64),
+                                );
                             } else if mb as f64 * MI as f64 > l as f64 * 0.9 {
-                                cx.add(ev, Severity::Warning, "engine-memory", format!("container {cname}: MSSQL_MEMORY_LIMIT_MB {mb} leaves under 10% of the limit {} for the OS and SQLPAL; Microsoft advises 10-20%", quantity(l)));
+                                cx.add(
+                                    ev,
+                                    Severity::Warning,
+                                    "engine-memory",
+                                    said("lint-mssql-limit-mb-above-90-pct")
+                                        .count("memory_limit_mb", mb as f64)
+                                        .bytes("limit_bytes", l as f64),
+                                );
                             }
                         }
                     }
                 },
                 Some(EngineKind::Postgres) => {
-                    let sb = args.iter().find_map(|a| a.strip_prefix("shared_buffers=")).or_else(|| args.windows(1).find_map(|w| w[0].strip_prefix("-cshared_buffers=")));
+                    let sb = args
+                        .iter()
+                        .find_map(|a| a.strip_prefix("shared_buffers="))
+                        .or_else(|| {
+                            args.windows(1)
+                                .find_map(|w| w[0].strip_prefix("-cshared_buffers="))
+                        });
                     match sb {
-                        None => cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: shared_buffers is not set in args (-c shared_buffers=...); the default 128MB ignores the pod's memory")),
+                        None => cx.add(
+                            c,
+                            Severity::Warning,
+                            "engine-memory",
+                            said("lint-no-shared-buffers"),
+                        ),
                         Some(v) => {
-                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::pg_memory(v, 8192), lim_b) {
+                            if let (Some(b), Some(l)) =
+                                (plumb_sys::engine_conf::pg_memory(v, 8192), lim_b)
+                            {
                                 if b as f64 > l as f64 * 0.4 {
-                                    cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: shared_buffers {v} is over 40% of the limit {}; the page cache is charged to the same limit", quantity(l)));
+                                    cx.add(
+                                        c,
+                                        Severity::Warning,
+                                        "engine-memory",
+                                        said("lint-shared-buffers-above-40-pct")
+                                            .text("value", v)
+                                            .bytes("limit_bytes", l as f64),
+                                    );
                                 }
                             }
                         }
                     }
                 }
                 Some(EngineKind::Mariadb) => {
-                    let pool = args.iter().find_map(|a| a.strip_prefix("--innodb-buffer-pool-size=").or_else(|| a.strip_prefix("--innodb_buffer_pool_size=")));
+                    let pool = args.iter().find_map(|a| {
+                        a.strip_prefix("--innodb-buffer-pool-size=")
+                            .or_else(|| a.strip_prefix("--innodb_buffer_pool_size="))
+                    });
                     match pool {
-                        None => cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: innodb_buffer_pool_size is not set in args; the default 128M ignores the pod's memory")),
+                        None => cx.add(
+                            c,
+                            Severity::Warning,
+                            "engine-memory",
+                            said("lint-no-buffer-pool-size"),
+                        ),
                         Some(v) => {
-                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::my_size(v), lim_b) {
+                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::my_size(v), lim_b)
+                            {
                                 if b as f64 > l as f64 * 0.75 {
-                                    cx.add(c, Severity::Warning, "engine-memory", format!("container {cname}: innodb_buffer_pool_size {v} is over 75% of the limit {}", quantity(l)));
+                                    cx.add(
+                                        c,
+                                        Severity::Warning,
+                                        "engine-memory",
+                                        said("lint-buffer-pool-above-75-pct")
+                                            .text("value", v)
+                                            .bytes("limit_bytes", l as f64),
+                                    );
                                 }
                             }
                         }
@@ -907,7 +979,7 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                         get(c, &["volumeMounts"]).unwrap_or(c),
                         Severity::Warning,
                         "separate-volumes",
-                        format!("container {cname}: system, data and log files share one volume; give data and log their own volumes with MSSQL_DATA_DIR and MSSQL_LOG_DIR"),
+                        said("lint-mssql-one-volume"),
                     );
                 }
             }
@@ -928,14 +1000,18 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                     get(d, &["spec", "strategy"]).unwrap_or(d),
                     Severity::Error,
                     "rwo-rolling-update",
-                    format!(
-                        "strategy {strategy} (the default) with ReadWriteOnce claim {}: the new pod cannot mount the volume while the old one runs, or two database instances share it; use strategy Recreate or a StatefulSet",
-                        rwo.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
+                    Said::new("lint-rwo-rolling-update")
+                        .text("strategy", strategy)
+                        .list("claims", rwo.iter().map(|s| s.to_string()).collect()),
                 );
             }
             if replicas > 1 && !rwo.is_empty() {
-                cx.add(d, Severity::Error, "rwo-replicas", format!("{replicas} replicas share ReadWriteOnce claims: one database, one replica (use a StatefulSet for replicas)"));
+                cx.add(
+                    d,
+                    Severity::Error,
+                    "rwo-replicas",
+                    Said::new("lint-rwo-replicas").count("replicas", replicas as f64),
+                );
             }
         }
         findings.extend(cx.out);

@@ -65,7 +65,7 @@ impl Render for LintReport {
                 },
                 f.rule,
                 f.object,
-                f.message
+                crate::words::said(&f.said)
             )?;
         }
         writeln!(
@@ -92,7 +92,7 @@ impl Render for LintReport {
                         format!("{:?}", f.severity).to_lowercase(),
                         f.rule.to_string(),
                         f.object.clone(),
-                        f.message.clone(),
+                        crate::words::said(&f.said),
                     ]
                 })
                 .collect(),

@@ -8,6 +8,7 @@ use plumb_analyze::said::{Facts, Quantity, Said, Speaker};
 use plumb_analyze::Note;
 
 mod host;
+mod k8s;
 mod lab;
 mod measure;
 
@@ -87,7 +88,9 @@ pub fn interference(i: &plumb_analyze::interference::Interference) -> String {
 
 /// A statement of evidence, or what an experiment set up.
 pub fn said(s: &Said) -> String {
-    lab::said(&s.code, &s.facts).unwrap_or_else(|| unknown(&s.code, &s.facts))
+    lab::said(&s.code, &s.facts)
+        .or_else(|| k8s::said(&s.code, &s.facts))
+        .unwrap_or_else(|| unknown(&s.code, &s.facts))
 }
 
 /// Notes inside a note, in words, joined.

@@ -56,9 +56,15 @@ fn every_code_analysis_gives_has_its_sentence() {
         literal_codes(&src, "Note::new(", &mut notes);
         literal_codes(&src, "Finding::new(", &mut findings);
         literal_codes(&src, "Said::new(", &mut said_codes);
+        // The manifest lint's statements about one container (its `said` closure).
+        literal_codes(&src, "said(", &mut said_codes);
     }
     notes.extend(CHOSEN.iter().map(|c| (c.to_string(), "CHOSEN".to_string())));
     assert!(notes.len() > 70, "the scan found too few notes: {notes:?}");
+    assert!(
+        said_codes.iter().any(|(c, _)| c == "lint-privileged"),
+        "the scan missed the lint's statements: {said_codes:?}"
+    );
     let mut missing = Vec::new();
     for (code, at) in &notes {
         let code: &'static str = Box::leak(code.clone().into_boxed_str());

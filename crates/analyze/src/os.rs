@@ -1,5 +1,6 @@
 //! `plumb os`: turn one host snapshot into the report a DBA reads.
 
+use crate::said::Said;
 use crate::{Level, Note, WithFacts};
 use plumb_sys::block::{BlockDevice, DiskStats, QueueInfo};
 use plumb_sys::cgroup::{CgroupMode, IoThrottle, Limit, ProcessCgroups};
@@ -167,8 +168,10 @@ pub struct StorageSection {
     pub layers: Vec<DeviceLayer>,
     /// Whole disks at the bottom of the stack.
     pub disks: Vec<String>,
-    /// How a durable write reaches the device, in one line.
-    pub durability: Option<String>,
+    /// How a durable write reaches the device (a statement: `plumb_report::words` says it in
+    /// one line, and JSON carries that line).
+    #[serde(serialize_with = "crate::said::opt_words")]
+    pub durability: Option<Said>,
     /// A layer of the stack is persistent memory (`pmemN`).
     pub pmem: bool,
     /// The mount's DAX option (`dax`, `dax=always`, `dax=inode`), when set: file data is
@@ -337,14 +340,14 @@ fn process_section(p: &ProcessSnapshot, mem_total: Option<u64>, hz: Option<u64>)
     }
 }
 
-/// One line on how a durable write reaches this device.
-pub fn durability_line(q: &QueueInfo) -> Option<String> {
+/// How a durable write reaches this device, from its write cache and FUA (None: no write cache
+/// mode reported).
+pub fn durability_of(q: &QueueInfo) -> Option<Said> {
     let wc = q.write_cache.as_deref()?;
-    Some(match (wc, q.fua) {
-        ("write through", _) => "no volatile write cache reported: durable writes need no cache flush (trust this only for battery- or capacitor-backed caches)".into(),
-        ("write back", Some(true)) => "volatile write cache with FUA: O_DIRECT|O_DSYNC writes go as FUA writes; fdatasync() sends a cache FLUSH".into(),
-        ("write back", _) => "volatile write cache without FUA: every durable write (fdatasync() or O_DSYNC) costs a full cache FLUSH".into(),
-        (other, _) => format!("write cache mode {other:?}"),
+    let s = Said::new("durable-path").text("write_cache", wc);
+    Some(match q.fua {
+        Some(f) => s.text("fua", if f { "supported" } else { "not supported" }),
+        None => s,
     })
 }
 
@@ -399,12 +402,12 @@ pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSectio
         .filter(|o| *o != "dax=never")
         .cloned();
     let durability = if pmem {
-        Some(pmem_line(dax.as_deref()))
+        Some(pmem_durability(dax.as_deref()))
     } else {
         disks
             .iter()
             .filter_map(|d| layers.iter().find(|l| &l.device.name == d))
-            .filter_map(|l| l.device.queue.as_ref().and_then(durability_line))
+            .filter_map(|l| l.device.queue.as_ref().and_then(durability_of))
             .next()
     };
     StorageSection {
@@ -425,13 +428,11 @@ pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSectio
     }
 }
 
-/// How a durable write reaches persistent memory, in one line.
-pub fn pmem_line(dax: Option<&str>) -> String {
+/// How a durable write reaches persistent memory (mounted with DAX, or as a block device).
+pub fn pmem_durability(dax: Option<&str>) -> Said {
     match dax {
-        Some(d) => format!(
-            "persistent memory mounted with {d}: file data is mapped from the memory itself, bypassing the page cache, and a write is durable once the CPU's caches are written back (fsync/fdatasync flush CPU cache lines, not a device cache); no FLUSH or FUA is involved"
-        ),
-        None => "persistent memory used as a block device (no DAX): writes go through the pmem driver, which makes each one durable as it copies it; there is no volatile device cache to FLUSH".into(),
+        Some(d) => Said::new("durable-pmem").text("dax", d),
+        None => Said::new("durable-pmem"),
     }
 }
 
@@ -694,32 +695,35 @@ mod tests {
         assert!(s.pmem);
         assert_eq!(s.dax.as_deref(), Some("dax=always"));
         // Not the volatile-cache line the queue's "write back" would give a disk.
-        let line = s.durability.unwrap();
-        assert!(
-            line.contains("bypassing the page cache") && line.contains("no FLUSH or FUA"),
-            "{line}"
+        let d = s.durability.unwrap();
+        assert_eq!(
+            (d.code.as_ref(), d.facts.text("dax")),
+            ("durable-pmem", "dax=always")
         );
         let s = storage_section(&snap(&["dax=never"]), None);
         assert!(s.pmem && s.dax.is_none());
-        assert!(s.durability.unwrap().contains("no DAX"));
+        let d = s.durability.unwrap();
+        assert_eq!(d.code, "durable-pmem");
+        assert!(!d.facts.has("dax"), "dax=never is a block device");
     }
 
     #[test]
-    fn durability_lines() {
+    fn durability_statements() {
         let q = |wc: &str, fua| QueueInfo {
             write_cache: Some(wc.into()),
             fua,
             ..Default::default()
         };
-        assert!(durability_line(&q("write back", Some(false)))
+        let d = durability_of(&q("write back", Some(false))).unwrap();
+        assert_eq!(d.code, "durable-path");
+        assert_eq!(
+            (d.facts.text("write_cache"), d.facts.text("fua")),
+            ("write back", "not supported")
+        );
+        assert!(!durability_of(&q("write through", None))
             .unwrap()
-            .contains("full cache FLUSH"));
-        assert!(durability_line(&q("write back", Some(true)))
-            .unwrap()
-            .contains("FUA writes"));
-        assert!(durability_line(&q("write through", None))
-            .unwrap()
-            .contains("no volatile write cache"));
-        assert_eq!(durability_line(&QueueInfo::default()), None);
+            .facts
+            .has("fua"));
+        assert_eq!(durability_of(&QueueInfo::default()), None);
     }
 }

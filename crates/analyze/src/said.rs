@@ -245,6 +245,14 @@ pub(crate) fn words(x: impl FnOnce(&dyn Speaker) -> String, fallback: &str) -> S
     }
 }
 
+/// A statement as its line, where a struct carries one (`serialize_with`).
+pub fn opt_words<S: Serializer>(v: &Option<Said>, s: S) -> Result<S::Ok, S::Error> {
+    match v {
+        Some(x) => s.serialize_some(&words(|w| w.said(x), &x.code)),
+        None => s.serialize_none(),
+    }
+}
+
 /// A map of the numbers among `facts`, as JSON's `numbers` holds them (whole numbers as
 /// integers, milliseconds as seconds).
 pub(crate) struct Numbers<'a>(pub &'a Facts, pub &'a [(&'a str, f64)]);

@@ -97,7 +97,7 @@ fn header_lines(r: &LabReport) -> Vec<(&'static str, String)> {
             ),
         ));
         if let Some(d) = &s.durability {
-            v.push(("device", d.clone()));
+            v.push(("device", words::said(d)));
         }
     } else {
         v.push(("data", r.data_dir.display().to_string()));

@@ -546,7 +546,7 @@ fn write_storage(s: &StorageSection, out: &mut dyn Write) -> io::Result<()> {
         }
     }
     if let Some(d) = &s.durability {
-        more(out, &format!("durability: {d}"))?;
+        more(out, &format!("durability: {}", crate::words::said(d)))?;
     }
     Ok(())
 }

@@ -55,9 +55,9 @@ fn os(code: &str, f: &Facts) -> Option<String> {
         "pmem-dax" => format!(
             "{}: {}",
             f.text("mount_point"),
-            plumb_analyze::os::pmem_line(Some(f.text("dax")))
+            super::measure::pmem_line(Some(f.text("dax")))
         ),
-        "pmem-block" => format!("{}: {}", f.text("mount_point"), plumb_analyze::os::pmem_line(None)),
+        "pmem-block" => format!("{}: {}", f.text("mount_point"), super::measure::pmem_line(None)),
         "no-local-block-device" => format!(
             "{} ({}) has no local block device: device cache and FUA facts do not apply",
             f.text("mount_point"),

@@ -192,16 +192,44 @@ fn trace(code: &str, f: &Facts) -> Option<String> {
 
 /// How a device takes durable writes, from its write cache mode and FUA.
 pub fn cache_line(write_cache: Option<&str>, fua: Option<bool>) -> Option<String> {
-    let q = plumb_sys::block::QueueInfo {
-        write_cache: write_cache.map(str::to_string),
-        fua,
-        ..Default::default()
-    };
-    plumb_analyze::os::durability_line(&q)
+    Some(match (write_cache?, fua) {
+        ("write through", _) => "no volatile write cache reported: durable writes need no cache flush (trust this only for battery- or capacitor-backed caches)".into(),
+        ("write back", Some(true)) => "volatile write cache with FUA: O_DIRECT|O_DSYNC writes go as FUA writes; fdatasync() sends a cache FLUSH".into(),
+        ("write back", _) => "volatile write cache without FUA: every durable write (fdatasync() or O_DSYNC) costs a full cache FLUSH".into(),
+        (other, _) => format!("write cache mode {other:?}"),
+    })
+}
+
+/// How a durable write reaches persistent memory, in one line.
+pub fn pmem_line(dax: Option<&str>) -> String {
+    match dax {
+        Some(d) => format!(
+            "persistent memory mounted with {d}: file data is mapped from the memory itself, bypassing the page cache, and a write is durable once the CPU's caches are written back (fsync/fdatasync flush CPU cache lines, not a device cache); no FLUSH or FUA is involved"
+        ),
+        None => "persistent memory used as a block device (no DAX): writes go through the pmem driver, which makes each one durable as it copies it; there is no volatile device cache to FLUSH".into(),
+    }
 }
 
 fn pmem(f: &Facts) -> String {
-    plumb_analyze::os::pmem_line(f.has("dax").then(|| f.text("dax")))
+    pmem_line(f.has("dax").then(|| f.text("dax")))
+}
+
+/// FUA as a statement's facts say it.
+fn fua_of(f: &Facts) -> Option<bool> {
+    match f.text("fua") {
+        "supported" => Some(true),
+        "not supported" => Some(false),
+        _ => None,
+    }
+}
+
+/// The durability statements a storage section carries.
+pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
+    match code {
+        "durable-path" => cache_line(Some(f.text("write_cache")), fua_of(f)),
+        "durable-pmem" => Some(pmem(f)),
+        _ => None,
+    }
 }
 
 /// A mode (or candidate) and its mean, with its spread when there is one.
@@ -216,11 +244,7 @@ fn figure(f: &Facts, name: &str) -> String {
 fn durability(code: &str, f: &Facts) -> Option<String> {
     Some(match code {
         "device-cache" => {
-            let fua = match f.text("fua") {
-                "supported" => Some(true),
-                "not supported" => Some(false),
-                _ => None,
-            };
+            let fua = fua_of(f);
             let wc = f.has("write_cache").then(|| f.text("write_cache"));
             let line = cache_line(wc, fua)
                 .map(|l| {

@@ -90,6 +90,7 @@ pub fn interference(i: &plumb_analyze::interference::Interference) -> String {
 pub fn said(s: &Said) -> String {
     lab::said(&s.code, &s.facts)
         .or_else(|| k8s::said(&s.code, &s.facts))
+        .or_else(|| measure::said(&s.code, &s.facts))
         .unwrap_or_else(|| unknown(&s.code, &s.facts))
 }
 

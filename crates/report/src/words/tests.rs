@@ -193,3 +193,23 @@ fn json_carries_the_code_the_sentence_and_the_numbers() {
     let bare = serde_json::to_value(&f).unwrap();
     assert_eq!(bare["statement"], "commit-latency");
 }
+
+#[test]
+fn how_a_durable_write_reaches_the_device_in_one_line() {
+    let path = |wc: &str, fua: Option<&str>| {
+        let s = Said::new("durable-path").text("write_cache", wc);
+        said(&match fua {
+            Some(f) => s.text("fua", f),
+            None => s,
+        })
+    };
+    assert!(path("write back", Some("not supported")).contains("full cache FLUSH"));
+    assert!(path("write back", Some("supported")).contains("FUA writes"));
+    assert!(path("write through", None).contains("no volatile write cache"));
+    let dax = said(&Said::new("durable-pmem").text("dax", "dax=always"));
+    assert!(
+        dax.contains("bypassing the page cache") && dax.contains("no FLUSH or FUA"),
+        "{dax}"
+    );
+    assert!(said(&Said::new("durable-pmem")).contains("no DAX"));
+}

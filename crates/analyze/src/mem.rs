@@ -2,7 +2,7 @@
 //! and what an engine will assume about the memory it may use here.
 
 pub use crate::memfig::MemFigures;
-use crate::units::bytes;
+use crate::said::Said;
 use crate::{Level, Note, WithFacts};
 use plumb_sys::cgroup::{CgroupMode, ProcessCgroups};
 use plumb_sys::engine_conf::EngineSettings;
@@ -60,7 +60,8 @@ pub struct EngineMem {
     pub private_swapped_bytes: u64,
     /// What the engine believes it holds in memory as cache, and where that figure comes from.
     pub believed_cache_bytes: Option<u64>,
-    pub belief_source: Option<String>,
+    #[serde(serialize_with = "crate::said::opt_words")]
+    pub belief_source: Option<Said>,
     /// Of that cache, what the kernel says is resident and in swap.
     pub cache_resident_bytes: Option<u64>,
     pub cache_swapped_bytes: Option<u64>,
@@ -398,31 +399,30 @@ fn engine_mem(
             // shared_buffers lives in the postmaster's largest shared anonymous mapping.
             if let Some(seg) = &e.shared_segment {
                 believed = Some(seg.size_bytes);
-                source = Some(format!(
-                    "its shared memory segment ({}, holding shared_buffers = {})",
+                let mut said = Said::new("belief-shared-segment").text(
+                    "segment",
                     if seg.name.is_empty() {
-                        "anonymous".to_string()
+                        "anonymous"
                     } else {
-                        seg.name.clone()
+                        &seg.name
                     },
-                    e.settings
-                        .shared_buffers_bytes
-                        .map(bytes)
-                        .unwrap_or_else(|| "unknown".into())
-                ));
+                );
+                if let Some(sb) = e.settings.shared_buffers_bytes {
+                    said = said.bytes("shared_buffers_bytes", sb as f64);
+                }
+                if !seg.resident_exact {
+                    said = said.text("resident", "lower bound");
+                }
+                source = Some(said);
                 swp = Some(seg.swap_bytes);
                 res = Some(seg.resident_bytes);
-                if !seg.resident_exact {
-                    source = source.map(|s| {
-                        format!("{s}; resident is a lower bound: counting it exactly needs root")
-                    });
-                }
             }
         }
         EngineKind::Mssql | EngineKind::Mariadb => {
             // Private pools: the engine believes its configured cache is in memory.
             believed = assumption.cache_bytes;
-            source = Some(format!("its configured {}", assumption.cache_name));
+            source =
+                Some(Said::new("belief-configured").text("cache", assumption.cache_name.clone()));
             if let Some(st) = main.and_then(|m| m.sample.status.as_ref()) {
                 res = st.rss_anon_bytes;
                 swp = st.vm_swap_bytes;
@@ -451,25 +451,25 @@ pub fn live_cache_belief(
     kind: EngineKind,
     gauges: &std::collections::BTreeMap<String, f64>,
     block_size: u64,
-) -> Option<(u64, String)> {
+) -> Option<(u64, Said)> {
     let (v, what) = match kind {
         EngineKind::Mariadb => (
             *gauges.get("innodb.buffer_pool_data_bytes")?,
-            "the server's own Innodb_buffer_pool_bytes_data (buffer pool pages holding data)",
+            "belief-innodb-data",
         ),
         EngineKind::Mssql => (
             gauges
                 .iter()
                 .find(|(k, _)| k.ends_with(".database_cache_memory_bytes"))
                 .map(|(_, v)| *v)?,
-            "the server's own Memory Manager: Database Cache Memory counter",
+            "belief-mssql-database-cache",
         ),
         EngineKind::Postgres => (
             gauges.get("buffercache.used_buffers")? * block_size as f64,
-            "pg_buffercache: shared buffers holding a page",
+            "belief-pg-buffercache",
         ),
     };
-    (v.is_finite() && v >= 0.0).then(|| (v as u64, what.to_string()))
+    (v.is_finite() && v >= 0.0).then(|| (v as u64, Said::new(what)))
 }
 
 /// Set the server's own figure for its cache (from `--engine`'s counters) in the report, or
@@ -505,7 +505,7 @@ pub fn apply_engine(
 }
 
 /// Replace the configured belief of the report's first engine of `kind` with the live one.
-pub fn apply_live_belief(rep: &mut MemReport, kind: EngineKind, belief: (u64, String)) -> bool {
+pub fn apply_live_belief(rep: &mut MemReport, kind: EngineKind, belief: (u64, Said)) -> bool {
     match rep.engines.iter_mut().find(|e| e.engine == kind) {
         Some(e) => {
             e.believed_cache_bytes = Some(belief.0);
@@ -599,9 +599,13 @@ fn findings(host: &HostMem, engines: &[EngineMem], procs: &[ProcMem]) -> Vec<Not
                 .text("engine", e.engine.name())
                 .count("pid", e.main_pid as f64)
                 .bytes("believed_bytes", b as f64)
-                .text(
+                .fact(
                     "source",
-                    e.belief_source.as_deref().unwrap_or("its settings"),
+                    crate::said::Fact::Said(
+                        e.belief_source
+                            .clone()
+                            .unwrap_or_else(|| Said::new("belief-settings")),
+                    ),
                 )
                 .bytes("resident_bytes", r as f64)
                 .bytes("swapped_bytes", s as f64);
@@ -813,7 +817,7 @@ mod tests {
         g.insert("buffercache.used_buffers".to_string(), 100.0);
         let (b, why) = live_cache_belief(EngineKind::Mariadb, &g, 8192).unwrap();
         assert_eq!(b, 14_876_672);
-        assert!(why.contains("Innodb_buffer_pool_bytes_data"));
+        assert_eq!(why.code, "belief-innodb-data");
         assert_eq!(
             live_cache_belief(EngineKind::Mssql, &g, 8192).unwrap().0,
             2 << 20

@@ -52,6 +52,8 @@ pub enum Fact {
     /// Statements of their own inside this one (a disturbed run's evidence, the processes
     /// behind a window's I/O).
     Notes(Vec<crate::Note>),
+    /// A statement of its own (where a belief comes from).
+    Said(Said),
 }
 
 /// The facts behind a statement, by name, in the order they were given. A number's name is its
@@ -121,6 +123,13 @@ impl Facts {
         match self.get(name) {
             Some(Fact::Notes(v)) => v,
             _ => &[],
+        }
+    }
+
+    pub fn said(&self, name: &str) -> Option<&Said> {
+        match self.get(name) {
+            Some(Fact::Said(s)) => Some(s),
+            _ => None,
         }
     }
 

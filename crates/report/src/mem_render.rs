@@ -104,7 +104,10 @@ fn write_engine(out: &mut dyn Write, e: &EngineMem) -> io::Result<()> {
             &format!(
                 "believes {} cached, from {}: {} resident, {} in swap",
                 bytes(b),
-                e.belief_source.as_deref().unwrap_or("its settings"),
+                e.belief_source
+                    .as_ref()
+                    .map(crate::words::said)
+                    .unwrap_or_else(|| "its settings".into()),
                 opt_bytes(e.cache_resident_bytes),
                 opt_bytes(e.cache_swapped_bytes)
             ),

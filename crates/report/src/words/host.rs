@@ -183,7 +183,9 @@ fn mem(code: &str, f: &Facts) -> Option<String> {
                 f.text("engine"),
                 int(f.num("pid")),
                 b(believed),
-                f.text("source"),
+                f.said("source")
+                    .map(super::said)
+                    .unwrap_or_else(|| "its settings".into()),
                 b(f.num("resident_bytes")),
                 b(swapped),
                 if f.has("untouched_bytes") {
@@ -227,6 +229,32 @@ fn mem(code: &str, f: &Facts) -> Option<String> {
             "host memory pressure: some task stalled on memory {:.0}% of the last 10 s",
             f.num("psi_some_avg10_pct")
         ),
+        _ => return None,
+    })
+}
+
+/// Where an engine's belief about its cache comes from.
+pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "belief-shared-segment" => format!(
+            "its shared memory segment ({}, holding shared_buffers = {}){}",
+            f.text("segment"),
+            b(f.num("shared_buffers_bytes")),
+            if f.text("resident") == "lower bound" {
+                "; resident is a lower bound: counting it exactly needs root"
+            } else {
+                ""
+            }
+        ),
+        "belief-configured" => format!("its configured {}", f.text("cache")),
+        "belief-settings" => "its settings".into(),
+        "belief-innodb-data" => {
+            "the server's own Innodb_buffer_pool_bytes_data (buffer pool pages holding data)".into()
+        }
+        "belief-mssql-database-cache" => {
+            "the server's own Memory Manager: Database Cache Memory counter".into()
+        }
+        "belief-pg-buffercache" => "pg_buffercache: shared buffers holding a page".into(),
         _ => return None,
     })
 }

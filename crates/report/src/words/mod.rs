@@ -91,6 +91,7 @@ pub fn said(s: &Said) -> String {
     lab::said(&s.code, &s.facts)
         .or_else(|| k8s::said(&s.code, &s.facts))
         .or_else(|| measure::said(&s.code, &s.facts))
+        .or_else(|| host::said(&s.code, &s.facts))
         .unwrap_or_else(|| unknown(&s.code, &s.facts))
 }
 

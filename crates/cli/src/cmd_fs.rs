@@ -197,9 +197,15 @@ fn serve(h: Handoff, ready: Option<std::io::Stdout>) -> Result<i32> {
         );
     }
     let ending = mounted.serve(&plumb_load::signal::stop_requested)?;
+    ended(ending, &path, ready.is_none())
+}
+
+/// How the mount ended: stopped by a signal (its exit code), unmounted by someone, or the
+/// database gone (an error). `foreground`: say so on stderr.
+fn ended(ending: plumb_fs::Ending, path: &std::path::Path, foreground: bool) -> Result<i32> {
     match ending {
         plumb_fs::Ending::Stopped => {
-            if ready.is_none() {
+            if foreground {
                 eprintln!("plumb fs: unmounted {}", path.display());
             }
             Ok(plumb_load::signal::received()
@@ -207,7 +213,7 @@ fn serve(h: Handoff, ready: Option<std::io::Stdout>) -> Result<i32> {
                 .unwrap_or(0))
         }
         plumb_fs::Ending::Unmounted => {
-            if ready.is_none() {
+            if foreground {
                 eprintln!("plumb fs: {} was unmounted", path.display());
             }
             Ok(0)

@@ -187,6 +187,12 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// Stopped: what plumb created is gone; the signal's exit code.
+fn interrupted_removed() -> i32 {
+    eprintln!("plumb: interrupted; files plumb created were removed");
+    interrupted_code()
+}
+
 /// The chart's file, made now: a bad path fails before the sweep, not after it (and it is
 /// removed again if the sweep does not finish). None with --no-chart.
 fn reserve_chart(a: &SweepArgs) -> Result<Option<plumb_report::out::Reserved>> {
@@ -200,37 +206,56 @@ fn reserve_chart(a: &SweepArgs) -> Result<Option<plumb_report::out::Reserved>> {
     Ok(Some(plumb_report::out::Reserved::new("--chart", &path)?))
 }
 
-fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
-    plumb_load::signal::install();
+/// The sweep's base job (shorter runs than a single test unless the user says otherwise) and
+/// its levels.
+fn sweep_plan(
+    a: &SweepArgs,
+) -> Result<(
+    plumb_load::job::Job,
+    plumb_analyze::sweep::SweepKind,
+    Vec<plumb_lab::sweep::LevelJob>,
+)> {
     if a.reps == 0 || a.reps > 100 {
         bail!("--reps {}: use 1 to 100", a.reps);
     }
     let mut flags = a.job.clone();
-    // Sweeps run many jobs: shorter runs than a single test unless the user says otherwise.
     flags.duration.get_or_insert_with(|| "5s".into());
     flags.warmup.get_or_insert_with(|| "1s".into());
     let base = build_job(&flags, a.targets.clone())?;
     let (kind, levels) =
         plumb_lab::sweep::plan_levels(&base, a.rates.as_deref(), a.qd_levels.as_deref())?;
-    let chart = reserve_chart(a)?;
-    // Missing files are made once for the whole sweep; the runs then reuse them.
-    let mut safety = a.safety.safety();
-    say_created(&base.targets, base.file_size, a.safety.keep);
-    let stop = plumb_load::signal::stop_requested;
-    let Some(scratch) = plumb_lab::sweep::scratch_files(&base, a.safety.keep, &mut safety, &stop)?
-    else {
-        eprintln!("plumb: interrupted; files plumb created were removed");
-        return Ok(interrupted_code());
-    };
-    // Each run: its warm-up, its measured time and its cool-down, and about half a second
-    // between runs. Runs repeated because they were disturbed extend the plan.
+    Ok((base, kind, levels))
+}
+
+/// The sweep's progress over `planned_runs` runs, each planned as its warm-up, measured time
+/// and cool-down and about half a second (runs repeated because they were disturbed extend the
+/// plan): the meter, a run's planned time, and the runs planned.
+fn sweep_meter(
+    base: &plumb_load::job::Job,
+    planned_runs: u32,
+) -> (crate::progress::Meter, std::time::Duration, u32) {
     let per = base.warmup + base.duration + base.cooldown + std::time::Duration::from_millis(500);
-    let planned_runs = levels.len() as u32 * a.reps;
     let meter = crate::progress::Meter::new(
         "plumb io sweep",
         per * planned_runs,
         plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &base.targets),
     );
+    (meter, per, planned_runs)
+}
+
+fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
+    plumb_load::signal::install();
+    let (base, kind, levels) = sweep_plan(a)?;
+    let chart = reserve_chart(a)?;
+    // Missing files are made once for the whole sweep, and reused by the runs.
+    let mut safety = a.safety.safety();
+    say_created(&base.targets, base.file_size, a.safety.keep);
+    let stop = plumb_load::signal::stop_requested;
+    let Some(scratch) = plumb_lab::sweep::scratch_files(&base, a.safety.keep, &mut safety, &stop)?
+    else {
+        return Ok(interrupted_removed());
+    };
+    let (meter, per, planned_runs) = sweep_meter(&base, levels.len() as u32 * a.reps);
     let command_line = command_line();
     let mut done = 0u32;
     let mut step = |label: &str, rep: u32, reps: u32| {
@@ -261,8 +286,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         meter.abandon();
     }
     let Some(mut rep) = swept? else {
-        eprintln!("plumb: interrupted; files plumb created were removed");
-        return Ok(interrupted_code());
+        return Ok(interrupted_removed());
     };
     drop(scratch);
     if let Some(chart) = chart {

@@ -100,24 +100,26 @@ pub fn run(g: &GlobalArgs, a: &ReplArgs) -> Result<i32> {
     }
 }
 
+/// The primary to watch, and the servers' processes when plumb made them (the recording
+/// follows both).
+fn watched(a: &WatchArgs) -> Result<(plumb_engine::Target, Vec<u32>)> {
+    Ok(match (&a.standby_dir, &a.primary) {
+        (Some(d), _) => {
+            let pair = plumb_lab::repl::private_pair(d)?;
+            (pair.primary, pair.pids.to_vec())
+        }
+        (None, Some(url)) => (crate::engine_target("--primary", url, None)?, Vec::new()),
+        (None, None) => bail!("give --primary URL or --standby-dir DIR"),
+    })
+}
+
 fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     let (interval, duration) = crate::cmd_record::sampling(&a.interval, a.duration.as_deref())?;
     let json = g.format() == plumb_report::Format::Json;
     if g.format() == plumb_report::Format::Csv {
         bail!("--format csv: plumb repl watch prints text or JSON Lines (--json); its recording (--out) exports to CSV with plumb export");
     }
-    // The servers' processes, when plumb made them: the recording follows both.
-    let (primary, pids) = match (&a.standby_dir, &a.primary) {
-        (Some(d), _) => {
-            let pair = plumb_lab::repl::private_pair(d)?;
-            (pair.primary, pair.pids.to_vec())
-        }
-        (None, Some(url)) => {
-            let t = crate::engine_target("--primary", url, None)?;
-            (t, Vec::new())
-        }
-        (None, None) => bail!("give --primary URL or --standby-dir DIR"),
-    };
+    let (primary, pids) = watched(a)?;
     if let Some(p) = &a.out {
         plumb_report::out::check_new_file("--out", p)?;
     }
@@ -149,10 +151,8 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     }
     let summary = summary?;
     if let Some(e) = &summary.gone {
-        eprintln!(
-            "plumb: error: the primary {} went away: {e}",
-            primary.shown()
-        );
+        let shown = primary.shown();
+        eprintln!("plumb: error: the primary {shown} went away: {e}");
     }
     if let Some((path, samples, bytes)) = &summary.recording {
         eprintln!(

@@ -20,6 +20,7 @@ mod cmd_recording;
 mod cmd_repl;
 mod cmd_trace;
 mod docs;
+mod docs_examples;
 mod progress;
 #[cfg(test)]
 mod vocabulary;

@@ -15,6 +15,38 @@ use std::time::{Duration, Instant};
 /// How often a plain progress line is printed when stderr is not a terminal.
 const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
+/// The meter's thread: the bar and its line four times a second, the disks' figure once a
+/// second, a plain line every ten seconds when stderr is not a terminal; until `stop`.
+fn tick(
+    pb: &ProgressBar,
+    state: &Mutex<State>,
+    stop: &AtomicBool,
+    mut disks: plumb_sys::block::DiskRate,
+    plain: bool,
+) {
+    let mut last_disk = Instant::now() - Duration::from_secs(2);
+    let mut last_plain = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if last_disk.elapsed() >= Duration::from_secs(1) {
+            last_disk = Instant::now();
+            if let Some((iops, bps)) = disks.next() {
+                state.lock().unwrap().live = disk_line(iops, bps);
+            }
+        }
+        {
+            let s = state.lock().unwrap();
+            let now = Instant::now();
+            pb.set_position(s.position(now).as_millis() as u64);
+            pb.set_message(s.message(now));
+            if plain && last_plain.elapsed() >= PLAIN_EVERY {
+                last_plain = Instant::now();
+                eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 pub struct Meter {
     pb: ProgressBar,
     state: Arc<Mutex<State>>,
@@ -53,32 +85,10 @@ impl Meter {
         let stop = Arc::new(AtomicBool::new(false));
         let ticker = {
             let (pb, state, stop) = (pb.clone(), state.clone(), stop.clone());
-            let mut disks = plumb_sys::block::DiskRate::new(Root::host(), devs);
+            let disks = plumb_sys::block::DiskRate::new(Root::host(), devs);
             std::thread::Builder::new()
                 .name("plumb-progress".into())
-                .spawn(move || {
-                    let mut last_disk = Instant::now() - Duration::from_secs(2);
-                    let mut last_plain = Instant::now();
-                    while !stop.load(Ordering::Relaxed) {
-                        if last_disk.elapsed() >= Duration::from_secs(1) {
-                            last_disk = Instant::now();
-                            if let Some((iops, bps)) = disks.next() {
-                                state.lock().unwrap().live = disk_line(iops, bps);
-                            }
-                        }
-                        {
-                            let s = state.lock().unwrap();
-                            let now = Instant::now();
-                            pb.set_position(s.position(now).as_millis() as u64);
-                            pb.set_message(s.message(now));
-                            if plain && last_plain.elapsed() >= PLAIN_EVERY {
-                                last_plain = Instant::now();
-                                eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
-                            }
-                        }
-                        std::thread::sleep(Duration::from_millis(250));
-                    }
-                })
+                .spawn(move || tick(&pb, &state, &stop, disks, plain))
                 .ok()
         };
         Meter {

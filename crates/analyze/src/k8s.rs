@@ -2,7 +2,7 @@
 //! for manifests, and the plan for a manifest that passes it.
 
 use crate::said::{Said, WithFacts};
-use crate::units::bytes;
+use crate::{Level, Note};
 use marked_yaml::{Node, Span};
 use plumb_sys::smaps::EngineKind;
 use serde::Serialize;
@@ -131,33 +131,36 @@ impl Preset {
     }
 }
 
-/// 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above.
-pub fn regressive(mem: u64) -> (u64, String) {
-    let bands: [(u64, f64, &str); 5] = [
-        (4 * GI, 0.25, "25% of the first 4 GiB"),
-        (4 * GI, 0.20, "20% of the next 4 GiB"),
-        (8 * GI, 0.10, "10% of the next 8 GiB"),
-        (112 * GI, 0.06, "6% of the next 112 GiB"),
-        (u64::MAX, 0.02, "2% above 128 GiB"),
+/// 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112, 2% above:
+/// the reservation, and each band's part of it (`band` 0 to 4, what it reserved of what it
+/// took).
+pub fn regressive(mem: u64) -> (u64, Vec<Note>) {
+    let bands: [(u64, f64); 5] = [
+        (4 * GI, 0.25),
+        (4 * GI, 0.20),
+        (8 * GI, 0.10),
+        (112 * GI, 0.06),
+        (u64::MAX, 0.02),
     ];
     let mut left = mem;
     let mut total = 0f64;
     let mut parts = Vec::new();
-    for (size, pct, label) in bands {
+    for (i, (size, pct)) in bands.into_iter().enumerate() {
         if left == 0 {
             break;
         }
         let take = left.min(size);
         total += take as f64 * pct;
-        parts.push(format!(
-            "{label} ({} of {})",
-            bytes((take as f64 * pct) as u64),
-            bytes(take)
-        ));
+        parts.push(
+            Note::new(Level::Info, "reserve-band")
+                .count("band", i as f64)
+                .bytes("reserved_bytes", ((take as f64 * pct) as u64) as f64)
+                .bytes("take_bytes", take as f64),
+        );
         left -= take;
     }
     // The kubelet takes whole MiB.
-    ((total as u64) / MI * MI, parts.join(" + "))
+    ((total as u64) / MI * MI, parts)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -166,27 +169,29 @@ pub struct Reservations {
     pub system_reserved_bytes: u64,
     pub eviction_hard_bytes: u64,
     /// How each figure was reached.
-    pub explain: Vec<String>,
+    #[serde(serialize_with = "crate::said::words_list")]
+    pub explain: Vec<Said>,
 }
 
 pub fn reservations(preset: Preset, node_memory: u64, max_pods: u32) -> Reservations {
     let mut e = Vec::new();
     let (kube, evict) = match preset {
         Preset::Kubeadm => {
-            e.push("kubeadm / kubelet defaults: no kube-reserved or system-reserved, eviction-hard memory.available<100Mi".into());
+            e.push(Said::new("reserve-kubeadm"));
             (0, 100 * MI)
         }
         Preset::Aks => {
             let per_pods = 20 * MI * max_pods as u64 + 50 * MI;
             let quarter = node_memory / 4 / MI * MI;
             let k = per_pods.min(quarter);
-            e.push(format!(
-                "AKS 1.29+: kube-reserved = min(20 MiB x {max_pods} pods + 50 MiB = {}, 25% of {} = {}) = {}; eviction-hard 100Mi",
-                bytes(per_pods),
-                bytes(node_memory),
-                bytes(quarter),
-                bytes(k)
-            ));
+            e.push(
+                Said::new("reserve-aks")
+                    .count("pods", max_pods as f64)
+                    .bytes("per_pods_bytes", per_pods as f64)
+                    .bytes("node_bytes", node_memory as f64)
+                    .bytes("quarter_bytes", quarter as f64)
+                    .bytes("kube_reserved_bytes", k as f64),
+            );
             (k, 100 * MI)
         }
         Preset::AksPre129 | Preset::Gke => {
@@ -196,21 +201,29 @@ pub fn reservations(preset: Preset, node_memory: u64, max_pods: u32) -> Reservat
             } else {
                 100 * MI
             };
-            e.push(format!(
-                "{}: kube-reserved = {how} = {} (whole MiB); eviction-hard {}",
-                if preset == Preset::Gke {
-                    "GKE"
-                } else {
-                    "AKS before 1.29"
-                },
-                quantity(k),
-                quantity(ev)
-            ));
+            e.push(
+                Said::new("reserve-regressive")
+                    .text(
+                        "provider",
+                        if preset == Preset::Gke {
+                            "GKE"
+                        } else {
+                            "AKS before 1.29"
+                        },
+                    )
+                    .notes("bands", how)
+                    .bytes("kube_reserved_bytes", k as f64)
+                    .bytes("eviction_hard_bytes", ev as f64),
+            );
             (k, ev)
         }
         Preset::Eks => {
             let k = 255 * MI + 11 * MI * max_pods as u64;
-            e.push(format!("EKS AMI: kube-reserved = 255 MiB + 11 MiB x {max_pods} pods = {}; eviction-hard 100Mi", quantity(k)));
+            e.push(
+                Said::new("reserve-eks")
+                    .count("pods", max_pods as f64)
+                    .bytes("kube_reserved_bytes", k as f64),
+            );
             (k, 100 * MI)
         }
     };
@@ -222,11 +235,26 @@ pub fn reservations(preset: Preset, node_memory: u64, max_pods: u32) -> Reservat
     }
 }
 
+/// (setting, value, why) with the why in words, as JSON has always had it.
+fn settings_words<S: serde::Serializer>(
+    v: &[(String, String, Said)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for (k, val, why) in v {
+        let w = crate::said::words(|sp| sp.said(why), &why.code);
+        seq.serialize_element(&(k, val, w))?;
+    }
+    seq.end()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineSettingsAdvice {
     pub engine: EngineKind,
     /// (setting, value, why) in the engine's own syntax.
-    pub settings: Vec<(String, String, String)>,
+    #[serde(serialize_with = "settings_words")]
+    pub settings: Vec<(String, String, Said)>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -239,11 +267,14 @@ pub struct Advice {
     pub available_bytes: u64,
     /// The Guaranteed pod's memory request = limit.
     pub pod_limit_bytes: u64,
-    pub arithmetic: Vec<String>,
+    #[serde(serialize_with = "crate::said::words_list")]
+    pub arithmetic: Vec<Said>,
     pub engine: Option<EngineSettingsAdvice>,
     /// What happens without a limit.
-    pub without_limit: Vec<String>,
-    pub warnings: Vec<String>,
+    #[serde(serialize_with = "crate::said::words_list")]
+    pub without_limit: Vec<Said>,
+    #[serde(serialize_with = "crate::said::words_list")]
+    pub warnings: Vec<Said>,
 }
 
 #[derive(Debug)]
@@ -269,17 +300,20 @@ fn mssql_settings(limit: u64) -> EngineSettingsAdvice {
             (
                 "(unset: 80% of the limit)".into(),
                 default.to_string(),
-                format!("what SQL Server takes when MSSQL_MEMORY_LIMIT_MB is not set: it logs \"Detected {default} MB of RAM\""),
+                Said::new("why-mssql-unset").count("detected_mb", default as f64),
             ),
             (
                 "MSSQL_MEMORY_LIMIT_MB".into(),
                 mlm.to_string(),
-                format!("the limit {} less {} headroom for the OS and SQLPAL (15%, at least 512 MiB): SQL Server will log \"Detected {mlm} MB of RAM\"", quantity(limit), bytes(headroom)),
+                Said::new("why-mssql-limit-mb")
+                    .bytes("limit_bytes", limit as f64)
+                    .bytes("headroom_bytes", headroom as f64)
+                    .count("detected_mb", mlm as f64),
             ),
             (
                 "max server memory (MB)".into(),
                 msm.to_string(),
-                "90% of memorylimitmb: it caps only the buffer pool, which must leave room for the rest of SQL Server".into(),
+                Said::new("why-max-server-memory"),
             ),
         ],
     }
@@ -299,27 +333,27 @@ fn postgres_settings(limit: u64, conns: u64) -> EngineSettingsAdvice {
             (
                 "shared_buffers".into(),
                 mb(sb),
-                "25% of the limit (shared memory, charged to the pod)".into(),
+                Said::new("why-shared-buffers"),
             ),
             (
                 "effective_cache_size".into(),
                 mb(ecs),
-                "50% of the limit: the page cache lives under the same limit".into(),
+                Said::new("why-effective-cache-size"),
             ),
             (
                 "work_mem".into(),
                 mb(wm),
-                format!("(limit - shared_buffers) / ({conns} connections x 3), at least 4MB"),
+                Said::new("why-work-mem").count("connections", conns as f64),
             ),
             (
                 "maintenance_work_mem".into(),
                 mb(mwm),
-                "1/16 of the limit, at most 2GB".into(),
+                Said::new("why-maintenance-work-mem"),
             ),
             (
                 "max_connections".into(),
                 conns.to_string(),
-                "as given (--max-connections)".into(),
+                Said::new("why-max-connections"),
             ),
         ],
     }
@@ -332,8 +366,7 @@ fn mariadb_settings(limit: u64) -> EngineSettingsAdvice {
         settings: vec![(
             "innodb_buffer_pool_size".into(),
             format!("{}M", pool / MI),
-            "65% of the limit, in 128 MiB steps (MariaDB advises 60-70% of the memory available)"
-                .into(),
+            Said::new("why-buffer-pool"),
         )],
     }
 }
@@ -351,68 +384,58 @@ pub fn advise(i: &AdviseInputs) -> Advice {
     let reserved = r.kube_reserved_bytes + r.system_reserved_bytes + r.eviction_hard_bytes;
     let allocatable = i.capacity.saturating_sub(reserved);
     let available = allocatable.saturating_sub(i.other_requests);
-    let mut arith = vec![format!(
-        "allocatable = capacity {} - kube-reserved {} - system-reserved {} - eviction-hard {} = {} ({})",
-        quantity(i.capacity),
-        quantity(r.kube_reserved_bytes),
-        quantity(r.system_reserved_bytes),
-        quantity(r.eviction_hard_bytes),
-        quantity(allocatable),
-        bytes(allocatable)
-    )];
+    let mut arith = vec![Said::new("arith-allocatable")
+        .bytes("capacity_bytes", i.capacity as f64)
+        .bytes("kube_reserved_bytes", r.kube_reserved_bytes as f64)
+        .bytes("system_reserved_bytes", r.system_reserved_bytes as f64)
+        .bytes("eviction_hard_bytes", r.eviction_hard_bytes as f64)
+        .bytes("allocatable_bytes", allocatable as f64)];
     if i.other_requests > 0 {
-        arith.push(format!(
-            "left for the database = allocatable {} - other pods' requests {} = {}",
-            quantity(allocatable),
-            quantity(i.other_requests),
-            quantity(available)
-        ));
+        arith.push(
+            Said::new("arith-left")
+                .bytes("allocatable_bytes", allocatable as f64)
+                .bytes("other_requests_bytes", i.other_requests as f64)
+                .bytes("available_bytes", available as f64),
+        );
     }
     let mut warnings = Vec::new();
     // The pod gets whole MiB, and never more than is left on the node.
     let pod = match i.limit {
         Some(l) => {
             if l > available {
-                warnings.push(format!(
-                    "the requested limit {} is more than the {} left on this node: the pod will not schedule there (request = limit)",
-                    quantity(l),
-                    quantity(available)
-                ));
+                warnings.push(
+                    Said::new("warn-limit-above-left")
+                        .bytes("limit_bytes", l as f64)
+                        .bytes("available_bytes", available as f64),
+                );
             }
             l
         }
         None => available / MI * MI,
     };
-    arith.push(format!(
-        "pod memory request = limit = {} (Guaranteed QoS: evicted last, oom_score_adj -997, no swap under LimitedSwap)",
-        quantity(pod)
-    ));
+    arith.push(Said::new("arith-pod").bytes("pod_bytes", pod as f64));
     let engine = i.engine.map(|e| engine_settings(e, pod, i.max_connections));
     let mut without = Vec::new();
     if let Some(e) = i.engine {
         let assumes = match e {
             EngineKind::Mssql => {
                 let d = ((i.capacity as f64 / MI as f64) * 0.8).round() as u64;
-                without.push(format!(
-                    "Without a limit SQL Server sees the node: 80% of {} = \"Detected {d} MB of RAM\"",
-                    quantity(i.capacity)
-                ));
+                without.push(
+                    Said::new("without-mssql")
+                        .bytes("capacity_bytes", i.capacity as f64)
+                        .count("detected_mb", d as f64),
+                );
                 d * MI
             }
             EngineKind::Postgres | EngineKind::Mariadb => {
-                without.push(format!(
-                    "Without a limit {} keeps its configured caches, but nothing stops its page cache and connections from growing past the node's allocatable memory",
-                    e.name()
-                ));
+                without.push(Said::new("without-engine").text("engine", e.name()));
                 0
             }
         };
         if assumes > allocatable {
-            without.push(format!(
-                "That is more than the node's allocatable {} ({}): as the engine fills its cache the node crosses eviction-hard, the kubelet reports MemoryPressure and evicts the pod first (BestEffort: usage above its request of 0); the Deployment starts a new pod, the scheduler puts it back on the same node, and the loop repeats (a Deployment piles up Evicted pods: 12 of 13 in one reported case)",
-                quantity(allocatable),
-                bytes(allocatable)
-            ));
+            without.push(
+                Said::new("without-eviction-loop").bytes("allocatable_bytes", allocatable as f64),
+            );
         }
     }
     Advice {
@@ -1122,11 +1145,14 @@ mod tests {
         assert!(
             a.without_limit
                 .iter()
-                .any(|l| l.contains("Detected 5557 MB")),
+                .any(|l| l.code == "without-mssql" && l.facts.num("detected_mb") == 5557.0),
             "{:?}",
             a.without_limit
         );
-        assert!(a.without_limit.iter().any(|l| l.contains("evicts the pod")));
+        assert!(a
+            .without_limit
+            .iter()
+            .any(|l| l.code == "without-eviction-loop"));
     }
 
     #[test]

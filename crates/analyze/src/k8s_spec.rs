@@ -110,19 +110,18 @@ pub fn advise_inputs(a: &AdviseSpec) -> Result<AdviseInputs> {
     }
     if let Some(v) = a.kube_reserved {
         r.kube_reserved_bytes = q("--kube-reserved", v)?;
-        r.explain.push(format!("kube-reserved {v} (given)"));
+        r.explain.push(given_reservation("kube-reserved", v));
     }
     if let Some(v) = a.system_reserved {
         r.system_reserved_bytes = q("--system-reserved", v)?;
-        r.explain.push(format!("system-reserved {v} (given)"));
+        r.explain.push(given_reservation("system-reserved", v));
     }
     if let Some(v) = a.eviction_hard {
         r.eviction_hard_bytes = q("--eviction-hard", v)?;
-        r.explain
-            .push(format!("eviction-hard memory.available<{v} (given)"));
+        r.explain.push(given_reservation("eviction-hard", v));
     } else if given && a.preset.is_none() {
         r.explain
-            .push("eviction-hard memory.available<100Mi (the kubelet's default)".into());
+            .push(crate::said::Said::new("reserve-eviction-default"));
     }
     let reserved = r.kube_reserved_bytes + r.system_reserved_bytes + r.eviction_hard_bytes;
     if reserved >= cap {
@@ -331,4 +330,12 @@ mod tests {
         .unwrap_err();
         assert!(e.0.contains("--node-memory"), "{e}");
     }
+}
+
+/// A reservation the user gave (`--kube-reserved 1Gi`), as the explanation says it.
+fn given_reservation(what: &'static str, value: &str) -> crate::said::Said {
+    use crate::said::WithFacts;
+    crate::said::Said::new("reserve-given")
+        .text("what", what)
+        .text("value", value)
 }

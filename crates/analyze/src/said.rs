@@ -254,6 +254,16 @@ pub(crate) fn words(x: impl FnOnce(&dyn Speaker) -> String, fallback: &str) -> S
     }
 }
 
+/// Statements as their lines, where a struct carries a list of them (`serialize_with`).
+pub fn words_list<S: Serializer>(v: &[Said], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq;
+    let mut seq = s.serialize_seq(Some(v.len()))?;
+    for x in v {
+        seq.serialize_element(&words(|w| w.said(x), &x.code))?;
+    }
+    seq.end()
+}
+
 /// A statement as its line, where a struct carries one (`serialize_with`).
 pub fn opt_words<S: Serializer>(v: &Option<Said>, s: S) -> Result<S::Ok, S::Error> {
     match v {

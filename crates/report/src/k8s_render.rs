@@ -10,11 +10,8 @@ impl Render for Advice {
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "Node")?;
-        for e in &self.reservations.explain {
-            writeln!(out, "  {e}")?;
-        }
-        for a in &self.arithmetic {
-            writeln!(out, "  {a}")?;
+        for e in self.reservations.explain.iter().chain(&self.arithmetic) {
+            writeln!(out, "  {}", crate::words::said(e))?;
         }
         if let Some(e) = &self.engine {
             writeln!(
@@ -24,17 +21,17 @@ impl Render for Advice {
                 quantity(self.pod_limit_bytes)
             )?;
             for (k, v, why) in &e.settings {
-                writeln!(out, "  {k:<24} {v:<10} {why}")?;
+                writeln!(out, "  {k:<24} {v:<10} {}", crate::words::said(why))?;
             }
         }
         if !self.without_limit.is_empty() {
             writeln!(out, "\nWithout a memory limit")?;
             for w in &self.without_limit {
-                writeln!(out, "  {w}")?;
+                writeln!(out, "  {}", crate::words::said(w))?;
             }
         }
         for w in &self.warnings {
-            writeln!(out, "\n! {w}")?;
+            writeln!(out, "\n! {}", crate::words::said(w))?;
         }
         Ok(())
     }
@@ -287,7 +284,7 @@ pub fn manifest_yaml(p: &ManifestPlan, command_line: &str) -> String {
         mem
     ));
     for (k, v, why) in p.settings.settings.iter().filter(|x| !x.0.starts_with('(')) {
-        s.push_str(&format!("#   {k} = {v}: {why}\n"));
+        s.push_str(&format!("#   {k} = {v}: {}\n", crate::words::said(why)));
     }
     s.push_str(&format!(
         "# Create the password secret first:\n#   kubectl create secret generic {} --from-literal={}='<a strong password>'\n",

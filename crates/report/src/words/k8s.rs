@@ -14,7 +14,122 @@ fn q(f: &Facts, k: &str) -> String {
     }
 }
 
+/// IEC bytes (`28.5 GiB`) from a number of bytes.
+fn iec(f: &Facts, k: &str) -> String {
+    super::b(f.num(k))
+}
+
+/// What `k8s advise` worked out: the node's reservations, its arithmetic, the engine's settings
+/// and what happens without a limit.
+fn advice(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "reserve-kubeadm" => "kubeadm / kubelet defaults: no kube-reserved or system-reserved, eviction-hard memory.available<100Mi".into(),
+        "reserve-aks" => format!(
+            "AKS 1.29+: kube-reserved = min(20 MiB x {} pods + 50 MiB = {}, 25% of {} = {}) = {}; eviction-hard 100Mi",
+            int(f.num("pods")),
+            iec(f, "per_pods_bytes"),
+            iec(f, "node_bytes"),
+            iec(f, "quarter_bytes"),
+            iec(f, "kube_reserved_bytes")
+        ),
+        "reserve-band" => {
+            const LABELS: [&str; 5] = [
+                "25% of the first 4 GiB",
+                "20% of the next 4 GiB",
+                "10% of the next 8 GiB",
+                "6% of the next 112 GiB",
+                "2% above 128 GiB",
+            ];
+            let i = f.num("band");
+            let label = if i.is_finite() { LABELS.get(i as usize).copied().unwrap_or("") } else { "" };
+            format!("{label} ({} of {})", iec(f, "reserved_bytes"), iec(f, "take_bytes"))
+        }
+        "reserve-regressive" => format!(
+            "{}: kube-reserved = {} = {} (whole MiB); eviction-hard {}",
+            f.text("provider"),
+            super::joined_notes(f.notes("bands"), " + "),
+            q(f, "kube_reserved_bytes"),
+            q(f, "eviction_hard_bytes")
+        ),
+        "reserve-eks" => format!(
+            "EKS AMI: kube-reserved = 255 MiB + 11 MiB x {} pods = {}; eviction-hard 100Mi",
+            int(f.num("pods")),
+            q(f, "kube_reserved_bytes")
+        ),
+        "reserve-given" if f.text("what") == "eviction-hard" => format!(
+            "eviction-hard memory.available<{} (given)",
+            f.text("value")
+        ),
+        "reserve-given" => format!("{} {} (given)", f.text("what"), f.text("value")),
+        "reserve-eviction-default" => {
+            "eviction-hard memory.available<100Mi (the kubelet's default)".into()
+        }
+        "arith-allocatable" => format!(
+            "allocatable = capacity {} - kube-reserved {} - system-reserved {} - eviction-hard {} = {} ({})",
+            q(f, "capacity_bytes"),
+            q(f, "kube_reserved_bytes"),
+            q(f, "system_reserved_bytes"),
+            q(f, "eviction_hard_bytes"),
+            q(f, "allocatable_bytes"),
+            iec(f, "allocatable_bytes")
+        ),
+        "arith-left" => format!(
+            "left for the database = allocatable {} - other pods' requests {} = {}",
+            q(f, "allocatable_bytes"),
+            q(f, "other_requests_bytes"),
+            q(f, "available_bytes")
+        ),
+        "arith-pod" => format!(
+            "pod memory request = limit = {} (Guaranteed QoS: evicted last, oom_score_adj -997, no swap under LimitedSwap)",
+            q(f, "pod_bytes")
+        ),
+        "warn-limit-above-left" => format!(
+            "the requested limit {} is more than the {} left on this node: the pod will not schedule there (request = limit)",
+            q(f, "limit_bytes"),
+            q(f, "available_bytes")
+        ),
+        "without-mssql" => format!(
+            "Without a limit SQL Server sees the node: 80% of {} = \"Detected {} MB of RAM\"",
+            q(f, "capacity_bytes"),
+            int(f.num("detected_mb"))
+        ),
+        "without-engine" => format!(
+            "Without a limit {} keeps its configured caches, but nothing stops its page cache and connections from growing past the node's allocatable memory",
+            f.text("engine")
+        ),
+        "without-eviction-loop" => format!(
+            "That is more than the node's allocatable {} ({}): as the engine fills its cache the node crosses eviction-hard, the kubelet reports MemoryPressure and evicts the pod first (BestEffort: usage above its request of 0); the Deployment starts a new pod, the scheduler puts it back on the same node, and the loop repeats (a Deployment piles up Evicted pods: 12 of 13 in one reported case)",
+            q(f, "allocatable_bytes"),
+            iec(f, "allocatable_bytes")
+        ),
+        "why-mssql-unset" => format!(
+            "what SQL Server takes when MSSQL_MEMORY_LIMIT_MB is not set: it logs \"Detected {} MB of RAM\"",
+            int(f.num("detected_mb"))
+        ),
+        "why-mssql-limit-mb" => format!(
+            "the limit {} less {} headroom for the OS and SQLPAL (15%, at least 512 MiB): SQL Server will log \"Detected {} MB of RAM\"",
+            q(f, "limit_bytes"),
+            iec(f, "headroom_bytes"),
+            int(f.num("detected_mb"))
+        ),
+        "why-max-server-memory" => "90% of memorylimitmb: it caps only the buffer pool, which must leave room for the rest of SQL Server".into(),
+        "why-shared-buffers" => "25% of the limit (shared memory, charged to the pod)".into(),
+        "why-effective-cache-size" => "50% of the limit: the page cache lives under the same limit".into(),
+        "why-work-mem" => format!(
+            "(limit - shared_buffers) / ({} connections x 3), at least 4MB",
+            int(f.num("connections"))
+        ),
+        "why-maintenance-work-mem" => "1/16 of the limit, at most 2GB".into(),
+        "why-max-connections" => "as given (--max-connections)".into(),
+        "why-buffer-pool" => "65% of the limit, in 128 MiB steps (MariaDB advises 60-70% of the memory available)".into(),
+        _ => return None,
+    })
+}
+
 pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
+    if let Some(s) = advice(code, f) {
+        return Some(s);
+    }
     let c = f.text("container");
     Some(match code {
         "lint-bad-quantity" => format!("container {c}: {}", f.text("error")),

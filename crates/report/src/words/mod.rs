@@ -43,6 +43,7 @@ pub fn note(n: &Note) -> String {
     lab::note(n.code, f)
         .or_else(|| host::note(n.code, f))
         .or_else(|| measure::note(n.code, f))
+        .or_else(|| k8s::said(n.code, f))
         .unwrap_or_else(|| unknown(n.code, f))
 }
 

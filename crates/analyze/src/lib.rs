@@ -20,6 +20,7 @@ pub mod repl;
 pub mod said;
 pub mod sched;
 pub mod series;
+pub mod stats;
 pub mod sweep;
 pub mod trace;
 pub mod units;

@@ -458,10 +458,15 @@ fn run_of(condition: &str, setting: &str, us: &[u64]) -> CommitRun {
     }
 }
 
-/// Whether `b`'s commits are slower than `a`'s beyond both loops' spread: `b`'s 10th
-/// percentile above `a`'s 90th.
+/// The smallest change in median commit time stated as a change (20%).
+const COMMIT_FLOOR: f64 = 0.2;
+
+/// Whether `b`'s commits are slower than `a`'s beyond chance and beyond a practical floor: the
+/// rank-sum test over the two loops' commit times (one-sided p < 0.01) and `b`'s median at
+/// least 20% above `a`'s. `None` when a loop has too few commits to test.
 pub fn slower_beyond_spread(a: &[u64], b: &[u64]) -> Option<bool> {
-    Some(quantile_ms(b, 0.1)? > quantile_ms(a, 0.9)?)
+    let f = |v: &[u64]| v.iter().map(|&u| u as f64).collect::<Vec<_>>();
+    plumb_analyze::stats::larger_beyond_noise(&f(a), &f(b), COMMIT_FLOOR)
 }
 
 /// What the commit waited for beyond the local flush (median of `on` − median of `local`),

@@ -365,3 +365,18 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
         plumb_report::words::evidence(w)
     );
 }
+
+/// A synchronous standby's wait is said when the `on` commits are slower as a whole, even when
+/// the local flushes spread wider than the wait (a shared, busy disk); a 5% shift is not a wait.
+#[test]
+fn a_standby_wait_is_said_beyond_chance_and_the_floor() {
+    use super::replica::slower_beyond_spread;
+    // Local flushes 100-2,000 µs (a busy disk); `on` the same plus a 300 µs wait.
+    let local: Vec<u64> = (0..300).map(|i| 100 + (i * 37 % 1900)).collect();
+    let on: Vec<u64> = local.iter().map(|u| u + 300).collect();
+    assert_eq!(slower_beyond_spread(&local, &on), Some(true));
+    assert_eq!(slower_beyond_spread(&on, &local), Some(false));
+    let near: Vec<u64> = local.iter().map(|u| u * 105 / 100).collect();
+    assert_eq!(slower_beyond_spread(&local, &near), Some(false));
+    assert_eq!(slower_beyond_spread(&local[..3], &on), None);
+}

@@ -321,8 +321,10 @@ impl Stat {
 #[derive(Debug, Clone, Serialize)]
 pub struct ModeRuns {
     pub mode: String,
-    /// What was done before each run to get this mode (restart, drop_caches, a warm-up run).
-    pub preparation: Vec<String>,
+    /// What was done before each run to get this mode (restart, drop_caches, a warm-up run):
+    /// statements (`prep-*`), worded by report.
+    #[serde(serialize_with = "crate::said::words_list")]
+    pub preparation: Vec<crate::said::Said>,
     pub runs: Vec<RunDelta>,
 }
 

@@ -403,7 +403,9 @@ impl Window {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Experiment {
     pub name: String,
-    pub setting: String,
+    /// What the experiment set up (`experiment-*`), worded by report.
+    #[serde(serialize_with = "crate::said::as_words")]
+    pub setting: crate::said::Said,
     /// The phase of the recording it ran in (its window).
     pub phase: String,
     pub baseline: Option<Pgbench>,

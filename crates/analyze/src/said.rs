@@ -264,6 +264,11 @@ pub fn words_list<S: Serializer>(v: &[Said], s: S) -> Result<S::Ok, S::Error> {
     seq.end()
 }
 
+/// A statement as its line (`serialize_with`).
+pub fn as_words<S: Serializer>(v: &Said, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&words(|w| w.said(v), &v.code))
+}
+
 /// A statement as its line, where a struct carries one (`serialize_with`).
 pub fn opt_words<S: Serializer>(v: &Option<Said>, s: S) -> Result<S::Ok, S::Error> {
     match v {

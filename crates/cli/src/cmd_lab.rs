@@ -65,6 +65,16 @@ pub struct LabArgs {
     pub build: crate::cmd_engine::BuildArg,
 }
 
+/// A refusal of the lab's, with the sizes it carries in words.
+fn refusal(e: plumb_lab::Error) -> anyhow::Error {
+    match e {
+        plumb_lab::Error::NoRoom { dir, free, need } => {
+            anyhow::anyhow!(plumb_report::words::no_room("--dir", &dir, free, need))
+        }
+        e => e.into(),
+    }
+}
+
 /// The lab's settings from the flags: what `Lab::new` checks, and where the report goes.
 fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
     if g.sysroot.is_some() {
@@ -117,7 +127,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
 pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     plumb_load::signal::install();
     let (config, out) = config(g, a)?;
-    let lab = Lab::new(config)?;
+    let lab = Lab::new(config).map_err(refusal)?;
     plumb_report::out::check_out_dir("--out", &out)?;
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes
     // what it wrote there (and the directory, if it made it).

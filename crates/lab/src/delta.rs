@@ -12,6 +12,7 @@
 use crate::error::{Context as _, Result};
 use crate::Interrupted;
 use plumb_analyze::delta::{self, ModeRuns, RunDelta, WaitSamples};
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_engine::{private, Observer, ServerInfo, Session, Snapshot, Target};
 use plumb_sys::Root;
 use std::collections::{BTreeMap, BTreeSet};
@@ -229,7 +230,7 @@ pub fn run(
         let mut prep = Vec::new();
         let mut runs = Vec::new();
         if *mode == Mode::Warm {
-            prep.push("one unmeasured warm-up run first".to_string());
+            prep.push(Said::new("prep-warm-up"));
             if cancel() {
                 return Err(Interrupted.into());
             }
@@ -314,7 +315,7 @@ fn push_once(v: &mut Vec<String>, s: &str) {
 }
 
 /// Empty the caches plumb can empty; say what was done and what could not be.
-fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<Vec<String>> {
+fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<Vec<Said>> {
     let mut done = Vec::new();
     match &wh.private_dir {
         Some(d) => {
@@ -324,15 +325,15 @@ fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<V
                     e,
                 )
             })?;
-            done.push("restarted the private instance (empty shared_buffers)".to_string());
+            done.push(Said::new("prep-restarted"));
         }
         None => {
             // The engine's own way, where it has one (SQL Server: DBCC DROPCLEANBUFFERS).
             let mut sess = plumb_engine::session(&wh.target)?;
             match sess.empty_cache() {
-                Some(Ok(what)) => done.push(what),
-                Some(Err(why)) => done.push(format!("the engine's cache was NOT emptied: {why}")),
-                None => done.push("the engine's own cache was NOT emptied (it has no statement for it; only plumb's private instance is restarted)".to_string()),
+                Some(Ok(what)) => done.push(Said::new("prep-engine-emptied").text("what", what)),
+                Some(Err(why)) => done.push(Said::new("prep-engine-not-emptied").text("why", why)),
+                None => done.push(Said::new("prep-engine-no-statement")),
             }
         }
     }
@@ -342,21 +343,22 @@ fn make_cold(wh: &DeltaTarget, is_root: bool, drop_host_cache: bool) -> Result<V
         let data = d.join("data");
         let (files, bytes) = plumb_sys::os::evict_files_under(&data)
             .with_context(|| format!("evicting {} from the page cache", data.display()))?;
-        done.push(format!(
-            "evicted the private instance's own files ({files} files, {} on disk) from the OS page cache; every other process's cache left as it was",
-            plumb_analyze::units::bytes(bytes)
-        ));
+        done.push(
+            Said::new("prep-evicted")
+                .count("files", files as f64)
+                .bytes("bytes", bytes as f64),
+        );
     }
     if !drop_host_cache {
         if wh.private_dir.is_none() {
-            done.push("the OS page cache was NOT dropped: it is the whole host's, the server's neighbours' too (add --drop-host-cache to drop it)".to_string());
+            done.push(Said::new("prep-host-cache-kept"));
         }
     } else if is_root {
         plumb_sys::os::drop_page_cache()
             .context("dropping the page cache (/proc/sys/vm/drop_caches)")?;
-        done.push("dropped the OS page cache (echo 3 > /proc/sys/vm/drop_caches)".to_string());
+        done.push(Said::new("prep-host-cache-dropped"));
     } else {
-        done.push("the OS page cache was NOT dropped (needs root)".to_string());
+        done.push(Said::new("prep-host-cache-needs-root"));
     }
     Ok(done)
 }

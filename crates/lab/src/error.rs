@@ -14,6 +14,17 @@ pub enum Error {
     /// anything started, or a step that cannot go on for a reason of its own.
     #[error("{0}")]
     Refused(String),
+    /// The work directory has less room than the plan needs (bytes), before anything started.
+    /// The command line words it (`plumb_report::words::no_room`); this is the plain form.
+    #[error(
+        "--dir {}: only {free} bytes free; the lab needs about {need} bytes there",
+        dir.display()
+    )]
+    NoRoom {
+        dir: std::path::PathBuf,
+        free: u64,
+        need: u64,
+    },
     /// A step that failed: what it was doing (or the whole message, quoting the cause), and
     /// the cause.
     #[error("{message}")]
@@ -50,7 +61,7 @@ impl Error {
     pub fn is_interrupted(&self) -> bool {
         match self {
             Error::Interrupted => true,
-            Error::Refused(_) => false,
+            Error::Refused(_) | Error::NoRoom { .. } => false,
             Error::Failed { source, .. } => source
                 .downcast_ref::<Error>()
                 .is_some_and(Error::is_interrupted),

@@ -253,13 +253,10 @@ impl Lab {
             crate::refuse!("--dir {}: not a directory", config.dir.display());
         }
         let free = plumb_sys::os::free_bytes(&config.dir).unwrap_or(u64::MAX);
-        let plan = plan.fit(free).map_err(|need| {
-            crate::Error::Refused(format!(
-                "--dir {}: only {} free; the lab needs about {} there",
-                config.dir.display(),
-                plumb_analyze::units::bytes(free),
-                plumb_analyze::units::bytes(need)
-            ))
+        let plan = plan.fit(free).map_err(|need| crate::Error::NoRoom {
+            dir: config.dir.clone(),
+            free,
+            need,
         })?;
         if config.bin_dir.is_some() && config.target.is_some() {
             crate::refuse!(

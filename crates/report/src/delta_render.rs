@@ -223,7 +223,16 @@ impl Render for DeltaReport {
         }
         for m in &self.modes {
             if !m.preparation.is_empty() {
-                writeln!(out, "{:<12}{}", m.mode, m.preparation.join("; "))?;
+                writeln!(
+                    out,
+                    "{:<12}{}",
+                    m.mode,
+                    m.preparation
+                        .iter()
+                        .map(crate::words::said)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )?;
             }
         }
         writeln!(out)?;

@@ -28,7 +28,7 @@ fn sender_line(out: &mut dyn Write, s: &plumb_engine::repl::Sender) -> io::Resul
         secs(s.flush_lag_s),
         secs(s.replay_lag_s),
         s.replay_behind_bytes()
-            .map(plumb_analyze::units::bytes)
+            .map(crate::fmt::bytes)
             .unwrap_or_else(|| "?".into())
     )
 }
@@ -117,7 +117,7 @@ impl Render for InstanceState {
                                 lsn(&rc.received),
                                 lsn(&rc.replayed),
                                 rc.replay_behind_bytes()
-                                    .map(plumb_analyze::units::bytes)
+                                    .map(crate::fmt::bytes)
                                     .unwrap_or_else(|| "?".into()),
                                 match rc.last_replayed_commit_age_s {
                                     Some(s) => format!("last replayed commit {} ago", secs(Some(s))),

@@ -472,7 +472,11 @@ fn tables(r: &LabReport) -> Vec<Table> {
         if pgbench {
             out.push(Table {
                 id: "experiment",
-                title: format!("Experiment: {} ({})", e.name, e.setting),
+                title: format!(
+                    "Experiment: {} ({})",
+                    e.name,
+                    crate::words::said(&e.setting)
+                ),
                 headers: vec!["run", "tps", "p50", "p99"],
                 rows: vec![row("without", &e.baseline), row("with", &e.changed)],
                 notes: e.notes.iter().map(words::note).collect(),
@@ -508,7 +512,11 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 title: if pgbench {
                     format!("Experiment: {}: single-row commits", e.name)
                 } else {
-                    format!("Experiment: {} ({})", e.name, e.setting)
+                    format!(
+                        "Experiment: {} ({})",
+                        e.name,
+                        crate::words::said(&e.setting)
+                    )
                 },
                 headers: vec![
                     "condition",

@@ -6,7 +6,7 @@ use super::{Context, Experiment, Outcome, Section};
 use crate::error::{Context as _, Result};
 use crate::resources::PressureChild;
 use crate::{Interrupted, Plan, PressureSize};
-use plumb_analyze::units::bytes;
+use plumb_analyze::said::Said;
 use plumb_analyze::WithFacts;
 use plumb_record::PhaseKind;
 use std::io::BufRead;
@@ -156,9 +156,9 @@ impl Experiment for Pressure {
                 "memory pressure on",
                 PhaseKind::Workload,
                 Some(format!(
-                    "limit {}, pressure holds {}",
-                    bytes(limit),
-                    bytes(hold)
+                    "limit {} MiB, pressure holds {} MiB",
+                    limit >> 20,
+                    hold >> 20
                 )),
             )
             .renamed(PHASE.into());
@@ -203,13 +203,11 @@ impl Experiment for Pressure {
             section: Section::Experiments(vec![plumb_analyze::lab::Experiment {
                 name: "memory pressure".into(),
                 phase: PHASE.into(),
-                setting: format!(
-                    "server's memory cgroup limited to {}; plumb mem pressure holds {} in it; swap on {} ({})",
-                    bytes(limit),
-                    bytes(hold),
-                    zram_dev.unwrap_or_else(|| "zram".into()),
-                    bytes(zram)
-                ),
+                setting: Said::new("experiment-pressure")
+                    .bytes("limit_bytes", limit as f64)
+                    .bytes("held_bytes", hold as f64)
+                    .text("swap_device", zram_dev.unwrap_or_else(|| "zram".into()))
+                    .bytes("swap_bytes", zram as f64),
                 baseline: Some(base),
                 changed: Some(p),
                 window: None,

@@ -212,11 +212,9 @@ impl Experiment for Replica {
         first_notes.extend(standby_wait_note(mode, &local_beside, &on_beside));
         let first = plumb_analyze::lab::Experiment {
             name: "standby".into(),
-            setting: format!(
-                "{} streaming standby of the instance, on the same disk ({}); pgbench and single-row commits without it, then beside it",
-                mode.a(),
-                cx.disk.clone().unwrap_or_else(|| "the lab's disk".into())
-            ),
+            setting: Said::new("experiment-standby")
+                .text("standby", mode.word())
+                .text("disk", cx.disk.clone().unwrap_or_default()),
             phase: name,
             baseline: Some(base),
             changed: Some(with_standby.clone()),
@@ -281,11 +279,11 @@ impl Experiment for Replica {
         }
         let second = plumb_analyze::lab::Experiment {
             name: "standby's writes throttled".into(),
-            setting: format!(
-                "the {} standby's writes to {} ({dev}) limited to {rate} (a cgroup of its own), the primary's not; single-row commits only (beside a synchronous standby, pgbench would wait for the throttled standby to write its whole backlog)",
-                mode.word(),
-                cx.disk.clone().unwrap_or_default()
-            ),
+            setting: Said::new("experiment-standby-throttled")
+                .text("standby", mode.word())
+                .text("disk", cx.disk.clone().unwrap_or_default())
+                .text("device", dev.to_string())
+                .text("rate", rate.clone()),
             phase: name,
             baseline: None,
             changed: None,
@@ -316,7 +314,7 @@ impl Experiment for Replica {
             return Vec::new();
         };
         vec![Finding::new(Severity::Warn, "synchronous-standby-disk")
-            .experiment(Said::new("setting").text("setting", e.setting.clone()))
+            .experiment(e.setting.clone())
             .phases(vec![e.phase.clone()])
             .secs("before_p50_s", n.facts.num("before_p50_s"))
             .secs("after_p50_s", n.facts.num("after_p50_s"))

@@ -4,6 +4,7 @@
 use super::{Context, Experiment, Outcome, Section};
 use crate::error::{Context as _, Result};
 use crate::{Interrupted, Plan, Rate};
+use plumb_analyze::said::{Said, WithFacts};
 use plumb_record::PhaseKind;
 use std::time::Duration;
 
@@ -71,10 +72,10 @@ impl Experiment for Throttle {
             experiments.push(plumb_analyze::lab::Experiment {
                 name: "write throttle".into(),
                 phase: name,
-                setting: format!(
-                    "the server's writes to {} ({dev}) limited to {label} (cgroup io/blkio throttle)",
-                    cx.disk.clone().unwrap_or_default()
-                ),
+                setting: Said::new("experiment-throttle")
+                    .text("disk", cx.disk.clone().unwrap_or_default())
+                    .text("device", dev.to_string())
+                    .text("rate", label.clone()),
                 notes: vec![super::compare_runs(&base, &p)],
                 baseline: Some(base.clone()),
                 changed: Some(p),

@@ -147,7 +147,32 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
             f.text("configuration")
         ),
         "loops-settings" => "each wal_sync_method set by plumb on its private instance for the insert/CHECKPOINT loops".into(),
-        "setting" => f.text("setting").to_string(),
+        "experiment-standby" => format!(
+            "{} {} streaming standby of the instance, on the same disk ({}); pgbench and single-row commits without it, then beside it",
+            if f.text("standby").starts_with('a') { "an" } else { "a" },
+            f.text("standby"),
+            or_lab_disk(f.text("disk"))
+        ),
+        "experiment-standby-throttled" => format!(
+            "the {} standby's writes to {} ({}) limited to {} (a cgroup of its own), the primary's not; single-row commits only (beside a synchronous standby, pgbench would wait for the throttled standby to write its whole backlog)",
+            f.text("standby"),
+            f.text("disk"),
+            f.text("device"),
+            f.text("rate")
+        ),
+        "experiment-pressure" => format!(
+            "server's memory cgroup limited to {}; plumb mem pressure holds {} in it; swap on {} ({})",
+            b(f.num("limit_bytes")),
+            b(f.num("held_bytes")),
+            f.text("swap_device"),
+            b(f.num("swap_bytes"))
+        ),
+        "experiment-throttle" => format!(
+            "the server's writes to {} ({}) limited to {} (cgroup io/blkio throttle)",
+            f.text("disk"),
+            f.text("device"),
+            f.text("rate")
+        ),
         _ => return None,
     })
 }
@@ -257,4 +282,13 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// The lab's disk by name, or "the lab's disk" when it was not found.
+fn or_lab_disk(d: &str) -> &str {
+    if d.is_empty() {
+        "the lab's disk"
+    } else {
+        d
+    }
 }

@@ -228,8 +228,28 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
     match code {
         "durable-path" => cache_line(Some(f.text("write_cache")), fua_of(f)),
         "durable-pmem" => Some(pmem(f)),
-        _ => None,
+        _ => prep(code, f),
     }
+}
+
+/// What plumb delta did before a mode's runs.
+fn prep(code: &str, f: &Facts) -> Option<String> {
+    Some(match code {
+        "prep-warm-up" => "one unmeasured warm-up run first".into(),
+        "prep-restarted" => "restarted the private instance (empty shared_buffers)".into(),
+        "prep-engine-emptied" => f.text("what").to_string(),
+        "prep-engine-not-emptied" => format!("the engine's cache was NOT emptied: {}", f.text("why")),
+        "prep-engine-no-statement" => "the engine's own cache was NOT emptied (it has no statement for it; only plumb's private instance is restarted)".into(),
+        "prep-evicted" => format!(
+            "evicted the private instance's own files ({} files, {} on disk) from the OS page cache; every other process's cache left as it was",
+            int(f.num("files")),
+            b(f.num("bytes"))
+        ),
+        "prep-host-cache-kept" => "the OS page cache was NOT dropped: it is the whole host's, the server's neighbours' too (add --drop-host-cache to drop it)".into(),
+        "prep-host-cache-dropped" => "dropped the OS page cache (echo 3 > /proc/sys/vm/drop_caches)".into(),
+        "prep-host-cache-needs-root" => "the OS page cache was NOT dropped (needs root)".into(),
+        _ => return None,
+    })
 }
 
 /// A mode (or candidate) and its mean, with its spread when there is one.

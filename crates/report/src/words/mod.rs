@@ -87,6 +87,16 @@ pub fn interference(i: &plumb_analyze::interference::Interference) -> String {
     measure::disturbance(&i.warnings())
 }
 
+/// A directory with less room than a run needs.
+pub fn no_room(flag: &str, dir: &std::path::Path, free: u64, need: u64) -> String {
+    format!(
+        "{flag} {}: only {} free; the lab needs about {} there",
+        dir.display(),
+        bytes(free),
+        bytes(need)
+    )
+}
+
 /// A statement of evidence, or what an experiment set up.
 pub fn said(s: &Said) -> String {
     lab::said(&s.code, &s.facts)

@@ -11,6 +11,7 @@ pub mod io;
 pub mod k8s;
 pub mod k8s_spec;
 pub mod lab;
+pub mod load;
 pub mod mem;
 pub mod memfig;
 pub mod openmetrics;

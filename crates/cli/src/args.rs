@@ -1,7 +1,7 @@
 //! plumb's flags: the global options, the subcommands, and which global options each
 //! subcommand hides.
 
-use crate::{cmd_delta, cmd_engine, cmd_fs, cmd_io, cmd_k8s, cmd_lab, cmd_mem, cmd_os};
+use crate::{cmd_delta, cmd_engine, cmd_fs, cmd_io, cmd_k8s, cmd_lab, cmd_load, cmd_mem, cmd_os};
 use crate::{cmd_record, cmd_recording, cmd_repl, cmd_trace};
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -124,6 +124,11 @@ pub enum Command {
     /// counters, waits, file I/O, temp spill, and the OS's CPU and disk figures; cold, warm or
     /// both, repeated, median and range.
     Delta(Box<cmd_delta::DeltaArgs>),
+    /// A database workload: the order-entry transactions (TPC-C-like: new-order, payment,
+    /// delivery, stock-level, order-status in HammerDB's mix) on a database plumb creates, loads
+    /// and drops; NOPM from the schema beside the engine's TPM, latency percentiles per
+    /// transaction, failures by class; closed loop, or open loop with --rate.
+    Load(Box<cmd_load::LoadArgs>),
     /// What processes ask of the kernel, counted in the kernel at low cost: syscalls as
     /// `strace -c -f` counts them (with time percentiles), the block requests they cause
     /// (FLUSH, FUA) beside each device's total, faults and scheduling; around a command, a

@@ -167,7 +167,11 @@ fn environment(cmd: &clap::Command, key: &str) -> String {
     if takes_url || key.is_empty() {
         env.push(("PGPASSWORD, MYSQL_PWD, MSSQL_PASSWORD".into(), "The password for an engine URL without one (never put it on the command line: it shows in the process list).".into()));
     }
-    let private = key.is_empty() || key == "lab" || key == "delta" || key.starts_with("engine");
+    let private = key.is_empty()
+        || key == "lab"
+        || key == "delta"
+        || key == "load"
+        || key.starts_with("engine");
     if private {
         env.push(("PLUMB_PG_BIN".into(), "The directory of PostgreSQL's server binaries for plumb's private instance when neither --bin-dir nor --pg-version is given (default: the newest under /usr/lib/postgresql).".into()));
         env.push(("PLUMB_PG_VERSIONS".into(), "Where --pg-version N also looks for a server build, as N/bin (default /var/cache/plumb/postgresql, where scripts/setup --test installs PostgreSQL 16, 17 and 18).".into()));

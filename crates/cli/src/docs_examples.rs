@@ -54,6 +54,10 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
         ("Cold and warm, three times each, on the private instance", "plumb delta --both --repeat 3 --sql \"SELECT count(*) FROM orders\""),
         ("Around a command, on your server", "plumb delta --engine postgres://app@db1/shop -- ./nightly-report.sh"),
     ]),
+    (&["load"], &[
+        ("Four warehouses, eight clients, on the private instance, checked after", "plumb load --warehouses 4 --clients 8 --check"),
+        ("Open loop at 200 transactions a second on your server", "plumb load --engine postgres://app@db1/postgres --allow-writes --rate 200/s"),
+    ]),
     (&["trace"], &[
         ("What a command asks of the kernel", "sudo plumb trace -- pgbench -c 4 -T 10 shop"),
         ("The database server's processes for 30 s", "sudo plumb trace --engine-server --duration 30s"),

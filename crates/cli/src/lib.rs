@@ -13,6 +13,7 @@ mod cmd_io;
 mod cmd_io_args;
 mod cmd_k8s;
 mod cmd_lab;
+mod cmd_load;
 mod cmd_mem;
 mod cmd_os;
 mod cmd_record;
@@ -182,6 +183,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Repl(a) => cmd_repl::run(&cli.global, a),
         Command::Fs(a) => cmd_fs::run(&cli.global, a),
         Command::Delta(a) => cmd_delta::run(&cli.global, a),
+        Command::Load(a) => cmd_load::run(&cli.global, a),
         Command::Completions { shell } => {
             // Rendered in memory first: clap_complete panics on a write error, and a reader
             // that closes the pipe early (`| head`) is not an error.

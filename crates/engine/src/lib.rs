@@ -17,6 +17,7 @@ mod mssql_client;
 mod mssql_direct;
 mod mssql_result;
 pub mod mssql_xe;
+pub mod oltp;
 pub mod pg;
 pub mod private;
 pub mod repl;

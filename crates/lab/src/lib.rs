@@ -17,7 +17,9 @@ pub mod delta;
 pub mod durability;
 pub mod error;
 pub mod exp;
+
 mod host;
+pub mod load;
 pub mod pgbench;
 pub mod plan;
 pub mod repl;

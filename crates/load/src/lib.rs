@@ -11,6 +11,7 @@ pub mod engine;
 pub mod job;
 pub mod job_spec;
 pub mod labcg;
+pub mod oltp;
 pub mod pressure;
 pub mod rng;
 pub mod run;

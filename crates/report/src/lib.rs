@@ -13,6 +13,7 @@ pub mod html;
 pub mod io_render;
 pub mod k8s_render;
 pub mod lab_render;
+pub mod load_render;
 pub mod mem_render;
 pub mod openmetrics;
 pub mod os;

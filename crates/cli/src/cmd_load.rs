@@ -1,0 +1,195 @@
+//! `plumb load`: the order-entry workload (TPC-C-like) on a database plumb creates, loads,
+//! drives and drops. The work is `plumb_lab::load`; this is its flags, its progress and its
+//! output.
+
+use crate::cmd_io::interrupted_code;
+use crate::GlobalArgs;
+use anyhow::Result;
+use clap::Args;
+use plumb_lab::load::{LoadConfig, LoadEvent};
+use plumb_load::units::parse_duration;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// A server of yours (postgres://USER@HOST/DB) instead of plumb's private PostgreSQL in
+    /// --dir. plumb creates its own database there (needs CREATEDB), and runs only with
+    /// --allow-writes.
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
+    pub engine: Option<String>,
+    /// Read the server's password from this file (not readable by others).
+    #[arg(long, value_name = "FILE", requires = "engine")]
+    pub password_file: Option<PathBuf>,
+    /// With --engine: create, fill, write to and drop a database on that server.
+    #[arg(long, requires = "engine")]
+    pub allow_writes: bool,
+    #[command(flatten)]
+    pub dir: crate::cmd_engine::DirArg,
+    /// Settings for the private instance when plumb starts it, NAME=VALUE (repeat).
+    #[arg(long = "set", value_name = "NAME=VALUE")]
+    pub set: Vec<String>,
+    #[command(flatten)]
+    pub build: crate::cmd_engine::BuildArg,
+    /// The scale: warehouses to load (each about 100 MB: 10 districts, 30,000 customers,
+    /// 100,000 stock rows).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub warehouses: u32,
+    /// Clients, one connection each; client i's home warehouse is i mod N + 1.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub clients: u32,
+    /// Run this long before the timed window (not counted).
+    #[arg(long, value_name = "TIME", default_value = "30s")]
+    pub rampup: String,
+    /// The timed window.
+    #[arg(long, value_name = "TIME", default_value = "2m")]
+    pub duration: String,
+    /// Open loop: this many transactions a second over all clients, each client on a
+    /// Poisson schedule; latency is timed from the intended start, the service time beside
+    /// it. Default: closed loop (each client starts its next transaction when the last ends).
+    #[arg(long, value_name = "N[/s]")]
+    pub rate: Option<String>,
+    /// Try a transaction that failed on a deadlock, serialization failure or lock timeout up
+    /// to N times in all (1: no retry). Every failure and retry is counted.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub max_tries: u32,
+    /// The database plumb creates (and drops at the end unless --keep).
+    #[arg(long, value_name = "NAME", default_value = "plumb_load")]
+    pub database: String,
+    /// Keep the database after the run; the next run with the same --warehouses reuses it
+    /// after checking it.
+    #[arg(long)]
+    pub keep: bool,
+    /// Check TPC-C's consistency conditions 1-4 after the run.
+    #[arg(long)]
+    pub check: bool,
+    /// The seed of the transactions' inputs.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// `--rate`: `500`, `500/s`.
+fn rate(s: &str) -> Result<f64> {
+    let n = s.trim().trim_end_matches("/s");
+    match n.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => anyhow::bail!("--rate {s}: transactions a second, a number above 0 (500 or 500/s)"),
+    }
+}
+
+fn time(flag: &str, s: &str) -> Result<Duration> {
+    parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
+}
+
+fn config(a: &LoadArgs) -> Result<LoadConfig> {
+    let target = match &a.engine {
+        Some(url) => Some(crate::engine_target(
+            "--engine",
+            url,
+            a.password_file.as_deref(),
+        )?),
+        None => None,
+    };
+    if target.is_some() && (a.build.bin_dir.is_some() || a.build.pg_version.is_some()) {
+        anyhow::bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
+    }
+    Ok(LoadConfig {
+        target,
+        allow_writes: a.allow_writes,
+        dir: a.dir.dir(),
+        set: a.set.clone(),
+        build: a.build.build()?,
+        database: a.database.clone(),
+        warehouses: a.warehouses,
+        clients: a.clients,
+        rampup: time("--rampup", &a.rampup)?,
+        duration: time("--duration", &a.duration)?,
+        rate: a.rate.as_deref().map(rate).transpose()?,
+        max_tries: a.max_tries,
+        keep: a.keep,
+        check: a.check,
+        seed: a.seed,
+    })
+}
+
+/// Seconds a warehouse took to load (rows, keys and all) on a 2-core test machine: the
+/// estimate before the first one is done.
+const LOAD_S_PER_WAREHOUSE: f64 = 6.0;
+
+pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
+    plumb_load::signal::install();
+    let c = config(a)?;
+    plumb_lab::load::check(&c)?;
+    let planned_load = Duration::from_secs_f64(LOAD_S_PER_WAREHOUSE * (c.warehouses + 1) as f64);
+    let run_time = c.rampup + c.duration;
+    let meter = crate::progress::Meter::new("plumb load", planned_load + run_time, Vec::new());
+    let mut clock = Clock {
+        t0: std::time::Instant::now(),
+        load: planned_load,
+        rampup: c.rampup,
+        window: c.duration,
+    };
+    let mut on = |e: LoadEvent<'_>| on_event(&meter, &mut clock, e);
+    let r = plumb_lab::load::run(&c, &mut on, &plumb_load::signal::stop_requested);
+    let r = match r {
+        Ok(r) => {
+            meter.finish();
+            r
+        }
+        Err(e) => {
+            meter.abandon();
+            if e.is_interrupted() {
+                eprintln!("plumb: interrupted; the load's database was dropped");
+                return Ok(interrupted_code());
+            }
+            return Err(e.into());
+        }
+    };
+    crate::emit(g, &r)?;
+    Ok(0)
+}
+
+/// Where the run stands: since it began, the load's estimate (from the warehouses done so far
+/// once there are some), the ramp-up and the window.
+struct Clock {
+    t0: std::time::Instant,
+    load: Duration,
+    rampup: Duration,
+    window: Duration,
+}
+
+/// The progress line: each step with what is left of the plan.
+fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
+    let now = c.t0.elapsed();
+    let step = |what: &str, left_in_step: Duration, left_after: Duration| {
+        meter.step(what, now, left_in_step, now + left_in_step + left_after)
+    };
+    let run = c.rampup + c.window;
+    match e {
+        LoadEvent::Note(n) => eprintln!("plumb: {n}"),
+        LoadEvent::Loading {
+            done,
+            total,
+            elapsed,
+        } => {
+            if done > 0 {
+                c.load = elapsed.mul_f64(total as f64 / done as f64);
+            }
+            step(
+                &format!("loading: {done} of {total} (the items and each warehouse)"),
+                c.load.saturating_sub(elapsed),
+                run,
+            );
+        }
+        LoadEvent::Building => step("building keys and procedures", Duration::from_secs(2), run),
+        LoadEvent::Driving => step("ramp-up", c.rampup, c.window),
+        LoadEvent::WindowStart => step("timed window", c.window, Duration::ZERO),
+        LoadEvent::Second(s) => meter.live(format!(
+            "{} tx/s{}",
+            s.done.iter().sum::<u64>(),
+            s.p95_us
+                .map(|u| format!(", p95 {}", plumb_report::fmt::ms(u as f64 / 1e6)))
+                .unwrap_or_default()
+        )),
+    }
+}

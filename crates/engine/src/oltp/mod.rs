@@ -1,0 +1,356 @@
+//! The order-entry workload, derived from TPC-C (TPC-C-like: not a TPC result): its scale, its
+//! five transactions and their inputs, the consistency conditions checked after a run, and each
+//! engine's schema, loader and server-side procedures (`pg`).
+//!
+//! Inputs follow TPC-C's clause 2 (NURand for customers and items, 60% of payments and order
+//! statuses by last name, 1% of new orders rolled back on an unused item, 15% of payments and 1%
+//! of order lines from a remote warehouse when there are several); the mix is HammerDB's (10/23
+//! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
+
+pub mod pg;
+
+/// Items in the catalogue (TPC-C's fixed 100,000).
+pub const ITEMS: i32 = 100_000;
+/// Districts per warehouse.
+pub const DISTRICTS: i32 = 10;
+/// Customers (and initial orders) per district.
+pub const CUSTOMERS: i32 = 3000;
+/// The first initial order that is still undelivered (a new_order row).
+pub const FIRST_NEW_ORDER: i32 = 2101;
+/// Warehouses at most: beyond, the load takes hours and `--warehouses` is refused.
+pub const MAX_WAREHOUSES: u32 = 10_000;
+
+/// The transaction types and HammerDB's weights, in the order results list them.
+pub const MIX: [(&str, u32); 5] = [
+    ("new-order", 10),
+    ("payment", 10),
+    ("delivery", 1),
+    ("stock-level", 1),
+    ("order-status", 1),
+];
+pub const NEW_ORDER: usize = 0;
+pub const PAYMENT: usize = 1;
+pub const DELIVERY: usize = 2;
+pub const STOCK_LEVEL: usize = 3;
+pub const ORDER_STATUS: usize = 4;
+
+/// A customer, by number or by last name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Customer {
+    Id(i32),
+    Last(String),
+}
+
+/// One transaction's inputs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Tx {
+    NewOrder {
+        w: i32,
+        d: i32,
+        c: i32,
+        /// Item, supplying warehouse and quantity per line, sorted by (warehouse, item) so
+        /// concurrent new orders take their stock locks in one order.
+        items: Vec<i32>,
+        supply: Vec<i32>,
+        qty: Vec<i32>,
+    },
+    Payment {
+        w: i32,
+        d: i32,
+        c_w: i32,
+        c_d: i32,
+        c: Customer,
+        /// In cents.
+        amount_cents: i64,
+    },
+    OrderStatus {
+        w: i32,
+        d: i32,
+        c: Customer,
+    },
+    Delivery {
+        w: i32,
+        carrier: i32,
+    },
+    StockLevel {
+        w: i32,
+        d: i32,
+        threshold: i32,
+    },
+}
+
+/// A uniform draw in `lo..=hi`.
+pub type Uniform<'a> = &'a mut dyn FnMut(i64, i64) -> i64;
+
+/// NURand's run-time constants (TPC-C 2.1.6): C for last names, customer numbers and items.
+const C_LAST: i64 = 208;
+const C_ID: i64 = 37;
+const C_ITEM: i64 = 4711;
+/// The load's C for last names (a different one, as clause 2.1.6.1 asks of the run's).
+pub const C_LAST_LOAD: i64 = 157;
+
+/// TPC-C's non-uniform random: `(((random(0, a) | random(x, y)) + c) % (y - x + 1)) + x`.
+pub fn nurand(u: Uniform, a: i64, x: i64, y: i64, c: i64) -> i64 {
+    (((u(0, a) | u(x, y)) + c) % (y - x + 1)) + x
+}
+
+const SYLLABLES: [&str; 10] = [
+    "BAR", "OUGHT", "ABLE", "PRI", "PRES", "ESE", "ANTI", "CALLY", "ATION", "EING",
+];
+
+/// The last name of number `n` (0..=999): three syllables by its digits.
+pub fn last_name(n: i64) -> String {
+    let n = n.clamp(0, 999) as usize;
+    format!(
+        "{}{}{}",
+        SYLLABLES[n / 100],
+        SYLLABLES[n / 10 % 10],
+        SYLLABLES[n % 10]
+    )
+}
+
+/// The syllables as an SQL array literal's items, for the loaders.
+pub fn syllables_sql() -> String {
+    SYLLABLES
+        .iter()
+        .map(|s| format!("'{s}'"))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn customer(u: Uniform) -> Customer {
+    if u(1, 100) <= 60 {
+        Customer::Last(last_name(nurand(u, 255, 0, 999, C_LAST)))
+    } else {
+        Customer::Id(nurand(u, 1023, 1, CUSTOMERS as i64, C_ID) as i32)
+    }
+}
+
+fn other_warehouse(u: Uniform, w: i32, warehouses: i32) -> i32 {
+    let o = u(1, warehouses as i64 - 1) as i32;
+    if o >= w {
+        o + 1
+    } else {
+        o
+    }
+}
+
+/// The inputs of one transaction of type `kind` for a client whose home is `w`.
+pub fn generate(kind: usize, warehouses: i32, w: i32, u: Uniform) -> Tx {
+    let d = u(1, DISTRICTS as i64) as i32;
+    match kind {
+        NEW_ORDER => {
+            let n = u(5, 15) as usize;
+            let rollback = u(1, 100) == 1;
+            let mut lines: Vec<(i32, i32, i32)> = (0..n)
+                .map(|i| {
+                    let item = if rollback && i == n - 1 {
+                        ITEMS + 1
+                    } else {
+                        nurand(u, 8191, 1, ITEMS as i64, C_ITEM) as i32
+                    };
+                    let supply = if warehouses > 1 && u(1, 100) == 1 {
+                        other_warehouse(u, w, warehouses)
+                    } else {
+                        w
+                    };
+                    (supply, item, u(1, 10) as i32)
+                })
+                .collect();
+            // The unused item stays last: the procedure meets it after the real lines.
+            let last = rollback.then(|| lines.pop()).flatten();
+            lines.sort_unstable();
+            lines.extend(last);
+            Tx::NewOrder {
+                w,
+                d,
+                c: nurand(u, 1023, 1, CUSTOMERS as i64, C_ID) as i32,
+                items: lines.iter().map(|l| l.1).collect(),
+                supply: lines.iter().map(|l| l.0).collect(),
+                qty: lines.iter().map(|l| l.2).collect(),
+            }
+        }
+        PAYMENT => {
+            let (c_w, c_d) = if warehouses > 1 && u(1, 100) <= 15 {
+                (
+                    other_warehouse(u, w, warehouses),
+                    u(1, DISTRICTS as i64) as i32,
+                )
+            } else {
+                (w, d)
+            };
+            Tx::Payment {
+                w,
+                d,
+                c_w,
+                c_d,
+                c: customer(u),
+                amount_cents: u(100, 500_000),
+            }
+        }
+        DELIVERY => Tx::Delivery {
+            w,
+            carrier: u(1, 10) as i32,
+        },
+        STOCK_LEVEL => Tx::StockLevel {
+            w,
+            d,
+            threshold: u(10, 20) as i32,
+        },
+        _ => Tx::OrderStatus {
+            w,
+            d,
+            c: customer(u),
+        },
+    }
+}
+
+/// Why a transaction failed, as the driver counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failed {
+    Deadlock,
+    Serialization,
+    LockTimeout,
+    Lost,
+    Other,
+}
+
+/// A failed transaction: the class, the engine's code (SQLSTATE, error number), its message.
+#[derive(Debug, Clone)]
+pub struct TxError {
+    pub failed: Failed,
+    pub code: String,
+    pub message: String,
+}
+
+/// TPC-C's consistency conditions 1-4 (clause 3.3.2), each a query counting the rows that
+/// break it: 0 when it holds. Plain SQL every engine runs.
+pub const CHECKS: [(&str, &str); 4] = [
+    (
+        "W_YTD = sum(D_YTD) for every warehouse",
+        "SELECT count(*) FROM warehouse w WHERE w.w_ytd <> (SELECT sum(d.d_ytd) FROM district d WHERE d.d_w_id = w.w_id)",
+    ),
+    (
+        "D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID) for every district",
+        "SELECT count(*) FROM district d WHERE d.d_next_o_id - 1 <> (SELECT max(o.o_id) FROM orders o WHERE o.o_w_id = d.d_w_id AND o.o_d_id = d.d_id) OR d.d_next_o_id - 1 <> coalesce((SELECT max(n.no_o_id) FROM new_order n WHERE n.no_w_id = d.d_w_id AND n.no_d_id = d.d_id), d.d_next_o_id - 1)",
+    ),
+    (
+        "max(NO_O_ID) - min(NO_O_ID) + 1 = the new_order rows of every district",
+        "SELECT count(*) FROM (SELECT no_w_id, no_d_id FROM new_order GROUP BY no_w_id, no_d_id HAVING max(no_o_id) - min(no_o_id) + 1 <> count(*)) x",
+    ),
+    (
+        "sum(O_OL_CNT) = the order_line rows of every district",
+        "SELECT count(*) FROM (SELECT o_w_id, o_d_id, sum(o_ol_cnt) s FROM orders GROUP BY o_w_id, o_d_id) o JOIN (SELECT ol_w_id, ol_d_id, count(*) c FROM order_line GROUP BY ol_w_id, ol_d_id) l ON o.o_w_id = l.ol_w_id AND o.o_d_id = l.ol_d_id WHERE o.s <> l.c",
+    ),
+];
+
+/// The new orders committed so far: TPC-C's NOPM counts the change of this over a window.
+pub const NEW_ORDERS_SQL: &str = "SELECT sum(d_next_o_id) FROM district";
+
+/// The tables, in the order they are dropped.
+pub const TABLES: [&str; 9] = [
+    "new_order",
+    "order_line",
+    "orders",
+    "history",
+    "customer",
+    "district",
+    "stock",
+    "item",
+    "warehouse",
+];
+
+/// Whether a database name is one plumb may create, use and drop: letters, digits and `_`,
+/// starting with a letter, at most 63 characters (quoted nowhere, the same on every engine).
+pub fn valid_database_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repeatable uniform draw for the tests (a linear congruential generator).
+    fn lcg(seed: u64) -> impl FnMut(i64, i64) -> i64 {
+        let mut x = seed;
+        move |lo, hi| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            lo + ((x >> 33) % (hi - lo + 1) as u64) as i64
+        }
+    }
+
+    #[test]
+    fn last_names_are_three_syllables() {
+        assert_eq!(last_name(0), "BARBARBAR");
+        assert_eq!(last_name(371), "PRICALLYOUGHT");
+        assert_eq!(last_name(999), "EINGEINGEING");
+    }
+
+    #[test]
+    fn nurand_stays_in_range() {
+        let mut u = lcg(1);
+        for _ in 0..10_000 {
+            let v = nurand(&mut u, 8191, 1, ITEMS as i64, C_ITEM);
+            assert!((1..=ITEMS as i64).contains(&v));
+        }
+    }
+
+    #[test]
+    fn new_orders_roll_back_about_one_in_a_hundred_on_the_last_line() {
+        let mut u = lcg(2);
+        let (mut rb, n) = (0, 20_000);
+        for _ in 0..n {
+            let Tx::NewOrder {
+                items, supply, qty, ..
+            } = generate(NEW_ORDER, 4, 2, &mut u)
+            else {
+                panic!()
+            };
+            assert!((5..=15).contains(&items.len()));
+            assert_eq!(items.len(), supply.len());
+            assert!(qty.iter().all(|q| (1..=10).contains(q)));
+            if items.last() == Some(&(ITEMS + 1)) {
+                rb += 1;
+            }
+            // Sorted by (warehouse, item) but for the unused item.
+            let real = items.iter().filter(|&&i| i <= ITEMS).count();
+            let pairs: Vec<_> = supply.iter().zip(&items).take(real).collect();
+            assert!(pairs.windows(2).all(|p| p[0] <= p[1]));
+        }
+        assert!((100..300).contains(&rb), "{rb} of {n}");
+    }
+
+    #[test]
+    fn one_warehouse_never_goes_remote() {
+        let mut u = lcg(3);
+        for _ in 0..2000 {
+            match generate(PAYMENT, 1, 1, &mut u) {
+                Tx::Payment { c_w, .. } => assert_eq!(c_w, 1),
+                t => panic!("{t:?}"),
+            }
+            if let Tx::NewOrder { supply, .. } = generate(NEW_ORDER, 1, 1, &mut u) {
+                assert!(supply.iter().all(|&s| s == 1));
+            }
+        }
+        let remote = (0..2000)
+            .filter(
+                |_| matches!(generate(PAYMENT, 3, 2, &mut u), Tx::Payment { c_w, .. } if c_w != 2),
+            )
+            .count();
+        assert!((200..420).contains(&remote), "{remote}");
+    }
+
+    #[test]
+    fn database_names_are_plain() {
+        assert!(valid_database_name("plumb_load"));
+        for bad in ["", "Plumb", "1x", "a-b", "a;drop", "a b", &"x".repeat(64)] {
+            assert!(!valid_database_name(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,474 @@
+//! The order-entry workload on PostgreSQL: the schema, a loader that generates each warehouse
+//! on the server (generate_series, one statement a table), the five transactions as PL/pgSQL
+//! functions, and a client that calls them through prepared statements.
+
+use super::{Customer, Failed, Tx, TxError};
+use crate::pg::{parse_url, with_causes};
+use crate::{Error, Result, Target};
+use postgres::{NoTls, Statement};
+
+pub use postgres::Client;
+
+/// Something another thread can call to cancel a connection's running statement.
+pub fn canceller(c: &Client) -> Box<dyn Fn() + Send + Sync> {
+    let token = c.cancel_token();
+    Box::new(move || {
+        let _ = token.cancel_query(NoTls);
+    })
+}
+
+/// The tables, created without keys: the loader fills them first, `KEYS` comes after.
+const SCHEMA: &str = "
+CREATE TABLE warehouse (w_id int NOT NULL, w_name varchar(10), w_street_1 varchar(20),
+  w_street_2 varchar(20), w_city varchar(20), w_state char(2), w_zip char(9),
+  w_tax numeric(4,4), w_ytd numeric(12,2));
+CREATE TABLE district (d_id int NOT NULL, d_w_id int NOT NULL, d_name varchar(10),
+  d_street_1 varchar(20), d_street_2 varchar(20), d_city varchar(20), d_state char(2),
+  d_zip char(9), d_tax numeric(4,4), d_ytd numeric(12,2), d_next_o_id int);
+CREATE TABLE customer (c_id int NOT NULL, c_d_id int NOT NULL, c_w_id int NOT NULL,
+  c_first varchar(16), c_middle char(2), c_last varchar(16), c_street_1 varchar(20),
+  c_street_2 varchar(20), c_city varchar(20), c_state char(2), c_zip char(9), c_phone char(16),
+  c_since timestamp, c_credit char(2), c_credit_lim numeric(12,2), c_discount numeric(4,4),
+  c_balance numeric(12,2), c_ytd_payment numeric(12,2), c_payment_cnt int, c_delivery_cnt int,
+  c_data varchar(500));
+CREATE TABLE history (h_c_id int, h_c_d_id int, h_c_w_id int, h_d_id int, h_w_id int,
+  h_date timestamp, h_amount numeric(6,2), h_data varchar(24));
+CREATE TABLE new_order (no_o_id int NOT NULL, no_d_id int NOT NULL, no_w_id int NOT NULL);
+CREATE TABLE orders (o_id int NOT NULL, o_d_id int NOT NULL, o_w_id int NOT NULL, o_c_id int,
+  o_entry_d timestamp, o_carrier_id int, o_ol_cnt int, o_all_local int);
+CREATE TABLE order_line (ol_o_id int NOT NULL, ol_d_id int NOT NULL, ol_w_id int NOT NULL,
+  ol_number int NOT NULL, ol_i_id int, ol_supply_w_id int, ol_delivery_d timestamp,
+  ol_quantity int, ol_amount numeric(6,2), ol_dist_info char(24));
+CREATE TABLE item (i_id int NOT NULL, i_im_id int, i_name varchar(24), i_price numeric(5,2),
+  i_data varchar(50));
+CREATE TABLE stock (s_i_id int NOT NULL, s_w_id int NOT NULL, s_quantity int,
+  s_dist_01 char(24), s_dist_02 char(24), s_dist_03 char(24), s_dist_04 char(24),
+  s_dist_05 char(24), s_dist_06 char(24), s_dist_07 char(24), s_dist_08 char(24),
+  s_dist_09 char(24), s_dist_10 char(24), s_ytd int, s_order_cnt int, s_remote_cnt int,
+  s_data varchar(50));
+CREATE FUNCTION plumb_str(lo int, hi int) RETURNS text LANGUAGE sql VOLATILE AS
+  $$ SELECT substr(repeat(md5(random()::text), 16), 1, lo + floor(random() * (hi - lo + 1))::int) $$;
+CREATE FUNCTION plumb_nurand(a int, x int, y int, c int) RETURNS int LANGUAGE sql VOLATILE AS
+  $$ SELECT (((floor(random() * (a + 1))::int | (x + floor(random() * (y - x + 1))::int)) + c) % (y - x + 1)) + x $$;
+CREATE FUNCTION plumb_last(n int) RETURNS text LANGUAGE sql IMMUTABLE AS
+  $$ SELECT s[n / 100 + 1] || s[n / 10 % 10 + 1] || s[n % 10 + 1] FROM (SELECT ARRAY[SYLLABLES] s) x $$;
+";
+
+/// Keys and the two secondary indexes TPC-C's transactions need, built after the load.
+const KEYS: [&str; 10] = [
+    "ALTER TABLE warehouse ADD PRIMARY KEY (w_id)",
+    "ALTER TABLE district ADD PRIMARY KEY (d_w_id, d_id)",
+    "ALTER TABLE customer ADD PRIMARY KEY (c_w_id, c_d_id, c_id)",
+    "CREATE INDEX customer_name ON customer (c_w_id, c_d_id, c_last, c_first)",
+    "ALTER TABLE new_order ADD PRIMARY KEY (no_w_id, no_d_id, no_o_id)",
+    "ALTER TABLE orders ADD PRIMARY KEY (o_w_id, o_d_id, o_id)",
+    "CREATE INDEX orders_customer ON orders (o_w_id, o_d_id, o_c_id, o_id)",
+    "ALTER TABLE order_line ADD PRIMARY KEY (ol_w_id, ol_d_id, ol_o_id, ol_number)",
+    "ALTER TABLE item ADD PRIMARY KEY (i_id)",
+    "ALTER TABLE stock ADD PRIMARY KEY (s_w_id, s_i_id)",
+];
+
+const ITEMS_SQL: &str = "
+INSERT INTO item (i_id, i_im_id, i_name, i_price, i_data)
+SELECT i, 1 + floor(random() * 10000)::int, plumb_str(14, 24), round((1 + random() * 99)::numeric, 2),
+  CASE WHEN random() < 0.1 THEN overlay(plumb_str(26, 50) placing 'ORIGINAL' from 3) ELSE plumb_str(26, 50) END
+FROM generate_series(1, 100000) i";
+
+/// One warehouse's rows, `$W` its number: TPC-C's clause 4.3.3 cardinalities and values.
+const WAREHOUSE_SQL: &str = "
+INSERT INTO warehouse VALUES ($W, plumb_str(6, 10), plumb_str(10, 20), plumb_str(10, 20),
+  plumb_str(10, 20), upper(substr(md5(random()::text), 1, 2)), lpad(floor(random() * 10000)::text, 4, '0') || '11111',
+  round((random() * 0.2)::numeric, 4), 300000);
+INSERT INTO district SELECT d, $W, plumb_str(6, 10), plumb_str(10, 20), plumb_str(10, 20),
+  plumb_str(10, 20), upper(substr(md5(random()::text), 1, 2)), lpad(floor(random() * 10000)::text, 4, '0') || '11111',
+  round((random() * 0.2)::numeric, 4), 30000, 3001 FROM generate_series(1, 10) d;
+INSERT INTO customer SELECT c, d, $W, plumb_str(8, 16), 'OE',
+  CASE WHEN c <= 1000 THEN plumb_last(c - 1) ELSE plumb_last(plumb_nurand(255, 0, 999, C_LAST_LOAD)) END,
+  plumb_str(10, 20), plumb_str(10, 20), plumb_str(10, 20), upper(substr(md5(random()::text), 1, 2)),
+  lpad(floor(random() * 10000)::text, 4, '0') || '11111', lpad(floor(random() * 1e15)::bigint::text, 16, '0'),
+  now(), CASE WHEN random() < 0.1 THEN 'BC' ELSE 'GC' END, 50000, round((random() * 0.5)::numeric, 4),
+  -10, 10, 1, 0, plumb_str(300, 500)
+  FROM generate_series(1, 10) d, generate_series(1, 3000) c;
+INSERT INTO history SELECT c, d, $W, d, $W, now(), 10, plumb_str(12, 24)
+  FROM generate_series(1, 10) d, generate_series(1, 3000) c;
+WITH o AS (
+  INSERT INTO orders SELECT o, d, $W, c, now(), CASE WHEN o < 2101 THEN 1 + floor(random() * 10)::int END,
+    5 + floor(random() * 11)::int, 1
+  FROM (SELECT d, o, row_number() OVER (PARTITION BY d ORDER BY random())::int c
+        FROM generate_series(1, 10) d, generate_series(1, 3000) o) x
+  RETURNING o_id, o_d_id, o_ol_cnt, o_entry_d)
+INSERT INTO order_line SELECT o.o_id, o.o_d_id, $W, n, 1 + floor(random() * 100000)::int, $W,
+  CASE WHEN o.o_id < 2101 THEN o.o_entry_d END, 5,
+  CASE WHEN o.o_id < 2101 THEN 0 ELSE round((0.01 + random() * 9999.98)::numeric, 2) END, plumb_str(24, 24)
+  FROM o, generate_series(1, o.o_ol_cnt) n;
+INSERT INTO new_order SELECT o, d, $W FROM generate_series(1, 10) d, generate_series(2101, 3000) o;
+INSERT INTO stock SELECT i, $W, 10 + floor(random() * 91)::int, plumb_str(24, 24), plumb_str(24, 24),
+  plumb_str(24, 24), plumb_str(24, 24), plumb_str(24, 24), plumb_str(24, 24), plumb_str(24, 24),
+  plumb_str(24, 24), plumb_str(24, 24), plumb_str(24, 24), 0, 0, 0,
+  CASE WHEN random() < 0.1 THEN overlay(plumb_str(26, 50) placing 'ORIGINAL' from 3) ELSE plumb_str(26, 50) END
+  FROM generate_series(1, 100000) i";
+
+/// The five transactions, each one function (one round trip, one transaction).
+const PROCEDURES: &str = r#"
+CREATE FUNCTION plumb_neword(p_w int, p_d int, p_c int, p_items int[], p_supply int[], p_qty int[])
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+  v_o int; v_d_tax numeric; v_w_tax numeric; v_disc numeric; v_all_local int := 1;
+  v_price numeric; v_dist text; v_total numeric := 0;
+BEGIN
+  FOR i IN 1 .. array_length(p_items, 1) LOOP
+    IF p_supply[i] <> p_w THEN v_all_local := 0; END IF;
+  END LOOP;
+  SELECT w_tax INTO v_w_tax FROM warehouse WHERE w_id = p_w;
+  UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = p_w AND d_id = p_d
+    RETURNING d_next_o_id - 1, d_tax INTO v_o, v_d_tax;
+  SELECT c_discount INTO v_disc FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = p_c;
+  INSERT INTO orders VALUES (v_o, p_d, p_w, p_c, now(), NULL, array_length(p_items, 1), v_all_local);
+  INSERT INTO new_order VALUES (v_o, p_d, p_w);
+  FOR i IN 1 .. array_length(p_items, 1) LOOP
+    SELECT i_price INTO v_price FROM item WHERE i_id = p_items[i];
+    IF NOT FOUND THEN
+      RAISE EXCEPTION 'item % does not exist: the new order is rolled back', p_items[i] USING ERRCODE = 'PLRB1';
+    END IF;
+    UPDATE stock SET
+      s_quantity = CASE WHEN s_quantity - p_qty[i] >= 10 THEN s_quantity - p_qty[i] ELSE s_quantity - p_qty[i] + 91 END,
+      s_ytd = s_ytd + p_qty[i], s_order_cnt = s_order_cnt + 1,
+      s_remote_cnt = s_remote_cnt + CASE WHEN p_supply[i] <> p_w THEN 1 ELSE 0 END
+    WHERE s_w_id = p_supply[i] AND s_i_id = p_items[i]
+    RETURNING CASE p_d WHEN 1 THEN s_dist_01 WHEN 2 THEN s_dist_02 WHEN 3 THEN s_dist_03
+      WHEN 4 THEN s_dist_04 WHEN 5 THEN s_dist_05 WHEN 6 THEN s_dist_06 WHEN 7 THEN s_dist_07
+      WHEN 8 THEN s_dist_08 WHEN 9 THEN s_dist_09 ELSE s_dist_10 END INTO v_dist;
+    INSERT INTO order_line VALUES (v_o, p_d, p_w, i, p_items[i], p_supply[i], NULL, p_qty[i],
+      p_qty[i] * v_price, v_dist);
+    v_total := v_total + p_qty[i] * v_price;
+  END LOOP;
+  RETURN v_o;
+END $$;
+
+CREATE FUNCTION plumb_customer(p_w int, p_d int, p_c int, p_last text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE v_n int; v_c int;
+BEGIN
+  IF p_c > 0 THEN RETURN p_c; END IF;
+  SELECT count(*) INTO v_n FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last;
+  SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last
+    ORDER BY c_first OFFSET greatest((v_n - 1) / 2, 0) LIMIT 1;
+  RETURN v_c;
+END $$;
+
+CREATE FUNCTION plumb_payment(p_w int, p_d int, p_c_w int, p_c_d int, p_c int, p_last text, p_amount numeric)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE v_c int; v_credit text; v_w_name text; v_d_name text;
+BEGIN
+  UPDATE warehouse SET w_ytd = w_ytd + p_amount WHERE w_id = p_w RETURNING w_name INTO v_w_name;
+  UPDATE district SET d_ytd = d_ytd + p_amount WHERE d_w_id = p_w AND d_id = p_d RETURNING d_name INTO v_d_name;
+  v_c := plumb_customer(p_c_w, p_c_d, p_c, p_last);
+  UPDATE customer SET c_balance = c_balance - p_amount, c_ytd_payment = c_ytd_payment + p_amount,
+    c_payment_cnt = c_payment_cnt + 1
+  WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c RETURNING c_credit INTO v_credit;
+  IF v_credit = 'BC' THEN
+    UPDATE customer SET c_data = substr(concat_ws(' ', v_c, p_c_d, p_c_w, p_d, p_w, p_amount) || ' | ' || c_data, 1, 500)
+    WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
+  END IF;
+  INSERT INTO history VALUES (v_c, p_c_d, p_c_w, p_d, p_w, now(), p_amount, substr(v_w_name || '    ' || v_d_name, 1, 24));
+  RETURN v_c;
+END $$;
+
+CREATE FUNCTION plumb_ostat(p_w int, p_d int, p_c int, p_last text) RETURNS int
+LANGUAGE plpgsql AS $$
+DECLARE v_c int; v_bal numeric; v_o int; v_lines int;
+BEGIN
+  v_c := plumb_customer(p_w, p_d, p_c, p_last);
+  SELECT c_balance INTO v_bal FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
+  SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c
+    ORDER BY o_id DESC LIMIT 1;
+  SELECT count(*) INTO v_lines FROM (SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d
+    FROM order_line WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o) l;
+  RETURN v_lines;
+END $$;
+
+CREATE FUNCTION plumb_delivery(p_w int, p_carrier int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE v_o int; v_c int; v_total numeric; v_done int := 0;
+BEGIN
+  FOR d IN 1 .. 10 LOOP
+    DELETE FROM new_order WHERE no_w_id = p_w AND no_d_id = d AND no_o_id =
+      (SELECT min(no_o_id) FROM new_order WHERE no_w_id = p_w AND no_d_id = d)
+      RETURNING no_o_id INTO v_o;
+    CONTINUE WHEN v_o IS NULL;
+    UPDATE orders SET o_carrier_id = p_carrier WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o
+      RETURNING o_c_id INTO v_c;
+    UPDATE order_line SET ol_delivery_d = now() WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
+    SELECT sum(ol_amount) INTO v_total FROM order_line WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
+    UPDATE customer SET c_balance = c_balance + v_total, c_delivery_cnt = c_delivery_cnt + 1
+      WHERE c_w_id = p_w AND c_d_id = d AND c_id = v_c;
+    v_done := v_done + 1;
+  END LOOP;
+  RETURN v_done;
+END $$;
+
+CREATE FUNCTION plumb_slev(p_w int, p_d int, p_threshold int) RETURNS int LANGUAGE plpgsql AS $$
+DECLARE v_next int; v_low int;
+BEGIN
+  SELECT d_next_o_id INTO v_next FROM district WHERE d_w_id = p_w AND d_id = p_d;
+  SELECT count(DISTINCT s_i_id) INTO v_low FROM order_line, stock
+  WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id < v_next AND ol_o_id >= v_next - 20
+    AND s_w_id = p_w AND s_i_id = ol_i_id AND s_quantity < p_threshold;
+  RETURN v_low;
+END $$;
+"#;
+
+/// What plumb writes on a database it created: a second run reuses a kept one only when it
+/// finds this mark with the same scale.
+pub fn mark(warehouses: u32) -> String {
+    format!("plumb load: order-entry, {warehouses} warehouses")
+}
+
+/// Connect to the database the target's URL names (where plumb creates and drops its own).
+pub fn connect_admin(t: &Target) -> Result<Client> {
+    let mut cfg = parse_url(t)?;
+    cfg.application_name("plumb load");
+    cfg.connect(NoTls).map_err(|e| Error::Connect {
+        url: t.shown(),
+        message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
+        source: Some(Box::new(e)),
+    })
+}
+
+/// The server's version as it says it (`15.8`, `17.2 (Debian 17.2-1)`).
+pub fn server_version(c: &mut Client) -> Result<String> {
+    let r = c
+        .query_one("SHOW server_version", &[])
+        .map_err(q("reading the server's version"))?;
+    Ok(r.get(0))
+}
+
+/// Connect to `db` on the target's server.
+pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Client> {
+    let mut cfg = parse_url(t)?;
+    cfg.dbname(db);
+    cfg.application_name("plumb load");
+    cfg.connect(NoTls).map_err(|e| Error::Connect {
+        url: format!("{label} (database {db})"),
+        message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
+        source: Some(Box::new(e)),
+    })
+}
+
+fn q(what: &str) -> impl Fn(postgres::Error) -> Error + '_ {
+    move |e| crate::pg::qerr(what, e)
+}
+
+/// What is on the server under the name `db`: nothing, plumb's schema of some scale, or
+/// something else.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    Nothing,
+    Plumbs(String),
+    Other,
+}
+
+/// Look for `db` from a session in another database (the target's own).
+pub fn find(admin: &mut Client, db: &str) -> Result<Found> {
+    let row = admin
+        .query_opt(
+            "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
+            &[&db],
+        )
+        .map_err(q("looking for the load's database"))?;
+    Ok(match row {
+        None => Found::Nothing,
+        Some(r) => match r.get::<_, Option<String>>(0) {
+            Some(c) if c.starts_with("plumb load:") => Found::Plumbs(c),
+            _ => Found::Other,
+        },
+    })
+}
+
+/// Create `db` (a checked name).
+pub fn create_database(admin: &mut Client, db: &str) -> Result<()> {
+    admin
+        .batch_execute(&format!("CREATE DATABASE {db}"))
+        .map_err(q("creating the load's database"))
+}
+
+/// Mark `db` as plumb's, loaded whole: only a database with this mark is ever reused.
+pub fn mark_database(admin: &mut Client, db: &str, warehouses: u32) -> Result<()> {
+    admin
+        .batch_execute(&format!(
+            "COMMENT ON DATABASE {db} IS '{}'",
+            mark(warehouses)
+        ))
+        .map_err(q("marking the load's database"))
+}
+
+/// Drop `db`, disconnecting whoever is still in it.
+pub fn drop_database(admin: &mut Client, db: &str) -> Result<()> {
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
+        .map_err(q("dropping the load's database"))
+}
+
+/// The tables and helper functions (in the load's database).
+pub fn create_schema(c: &mut Client) -> Result<()> {
+    let sql = SCHEMA
+        .replace("SYLLABLES", &super::syllables_sql())
+        .replace("C_LAST_LOAD", &super::C_LAST_LOAD.to_string());
+    c.batch_execute(&sql).map_err(q("creating the schema"))
+}
+
+pub fn load_items(c: &mut Client) -> Result<()> {
+    c.batch_execute(ITEMS_SQL).map_err(q("loading the items"))
+}
+
+pub fn load_warehouse(c: &mut Client, w: u32) -> Result<()> {
+    let sql = WAREHOUSE_SQL
+        .replace("$W", &w.to_string())
+        .replace("C_LAST_LOAD", &super::C_LAST_LOAD.to_string());
+    c.batch_execute(&sql)
+        .map_err(q(&format!("loading warehouse {w}")))
+}
+
+/// Keys, indexes, the procedures and fresh statistics, after the rows are in.
+pub fn finish(c: &mut Client) -> Result<()> {
+    c.batch_execute("SET maintenance_work_mem = '256MB'")
+        .map_err(q("building the keys"))?;
+    for k in KEYS {
+        c.batch_execute(k).map_err(q("building the keys"))?;
+    }
+    c.batch_execute(PROCEDURES)
+        .map_err(q("creating the procedures"))?;
+    c.batch_execute("ANALYZE")
+        .map_err(q("analyzing the tables"))
+}
+
+/// The warehouses a kept schema holds.
+pub fn warehouses(c: &mut Client) -> Result<i64> {
+    let r = c
+        .query_one("SELECT count(*) FROM warehouse", &[])
+        .map_err(q("counting the warehouses"))?;
+    Ok(r.get(0))
+}
+
+/// A number from a one-value query (a consistency check, the new-order counter).
+pub fn number(c: &mut Client, sql: &str) -> Result<i64> {
+    let r = c.query_one(sql, &[]).map_err(q(sql))?;
+    Ok(r.try_get::<_, i64>(0).unwrap_or(0))
+}
+
+/// Commits and rollbacks of `db` as the server counts them (TPM's source).
+pub fn transactions(admin: &mut Client, db: &str) -> Result<i64> {
+    let r = admin
+        .query_one(
+            "SELECT (xact_commit + xact_rollback)::int8 FROM pg_stat_database WHERE datname = $1",
+            &[&db],
+        )
+        .map_err(q("reading pg_stat_database"))?;
+    Ok(r.get(0))
+}
+
+/// One client's connection with the transactions prepared.
+pub struct PgOltp {
+    client: Client,
+    neword: Statement,
+    payment: Statement,
+    ostat: Statement,
+    delivery: Statement,
+    slev: Statement,
+}
+
+impl PgOltp {
+    pub fn connect(t: &Target, db: &str) -> Result<PgOltp> {
+        let mut client = connect_to(t, db, &t.shown())?;
+        let mut p = |sql: &str| client.prepare(sql).map_err(q("preparing the transactions"));
+        let neword = p("SELECT plumb_neword($1, $2, $3, $4, $5, $6)")?;
+        let payment = p("SELECT plumb_payment($1, $2, $3, $4, $5, $6, $7::int8 / 100.0)")?;
+        let ostat = p("SELECT plumb_ostat($1, $2, $3, $4)")?;
+        let delivery = p("SELECT plumb_delivery($1, $2)")?;
+        let slev = p("SELECT plumb_slev($1, $2, $3)")?;
+        Ok(PgOltp {
+            client,
+            neword,
+            payment,
+            ostat,
+            delivery,
+            slev,
+        })
+    }
+
+    /// Something another thread can call to cancel the running statement.
+    pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
+        canceller(&self.client)
+    }
+
+    /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
+    pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
+        let c = &mut self.client;
+        let r = match tx {
+            Tx::NewOrder {
+                w,
+                d,
+                c: cust,
+                items,
+                supply,
+                qty,
+            } => c.execute(&self.neword, &[w, d, cust, items, supply, qty]),
+            Tx::Payment {
+                w,
+                d,
+                c_w,
+                c_d,
+                c: cust,
+                amount_cents,
+            } => {
+                let (id, last) = by(cust);
+                c.execute(&self.payment, &[w, d, c_w, c_d, &id, &last, amount_cents])
+            }
+            Tx::OrderStatus { w, d, c: cust } => {
+                let (id, last) = by(cust);
+                c.execute(&self.ostat, &[w, d, &id, &last])
+            }
+            Tx::Delivery { w, carrier } => c.execute(&self.delivery, &[w, carrier]),
+            Tx::StockLevel { w, d, threshold } => c.execute(&self.slev, &[w, d, threshold]),
+        };
+        match r {
+            Ok(_) => Ok(true),
+            Err(e) if e.code().is_some_and(|s| s.code() == "PLRB1") => Ok(false),
+            Err(e) => Err(classify(&e)),
+        }
+    }
+}
+
+fn by(c: &Customer) -> (i32, &str) {
+    match c {
+        Customer::Id(id) => (*id, ""),
+        Customer::Last(l) => (0, l.as_str()),
+    }
+}
+
+/// A PostgreSQL error as the driver counts it.
+pub fn classify(e: &postgres::Error) -> TxError {
+    let code = e.code().map(|s| s.code().to_string()).unwrap_or_default();
+    let failed = if e.is_closed() || code.starts_with("57P") || code.starts_with("08") {
+        Failed::Lost
+    } else {
+        match code.as_str() {
+            "40P01" => Failed::Deadlock,
+            "40001" => Failed::Serialization,
+            "55P03" => Failed::LockTimeout,
+            _ => Failed::Other,
+        }
+    };
+    let message = e
+        .as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_else(|| with_causes(e));
+    TxError {
+        failed,
+        code: if code.is_empty() {
+            "connection".into()
+        } else {
+            code
+        },
+        message,
+    }
+}

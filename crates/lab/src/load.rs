@@ -1,0 +1,484 @@
+//! `plumb load` as a library: the order-entry workload (TPC-C-like) on a database plumb creates,
+//! loads, drives and drops.
+//!
+//! ```text
+//! run(config, events, cancel)
+//!   target      the URL's server (--allow-writes), or plumb's private instance in --dir
+//!   database    created and marked as plumb's, or a kept one of the same scale, checked
+//!   load        items and warehouses in parallel, then keys, procedures, ANALYZE
+//!   drive       clients on load::oltp's driver; NOPM and TPM read at the window's edges
+//!   check       TPC-C's consistency conditions 1-4 (--check)
+//!   drop        the database (unless --keep), also on errors and Ctrl-C
+//! ```
+
+use crate::error::{Error, Result};
+use crate::Interrupted;
+use plumb_analyze::load::{self as figures, Check, LoadReport};
+use plumb_engine::oltp::{self, pg as opg, Failed, MIX};
+use plumb_engine::{private, Kind, Target};
+use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
+use plumb_load::rng::Rng;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What a load run is asked to do.
+#[derive(Clone)]
+pub struct LoadConfig {
+    /// A server of the user's (password attached); None: plumb's private instance in `dir`.
+    pub target: Option<Target>,
+    pub allow_writes: bool,
+    pub dir: PathBuf,
+    pub set: Vec<String>,
+    pub build: Option<private::Build>,
+    pub database: String,
+    pub warehouses: u32,
+    pub clients: u32,
+    pub rampup: Duration,
+    pub duration: Duration,
+    pub rate: Option<f64>,
+    pub max_tries: u32,
+    pub keep: bool,
+    pub check: bool,
+    pub seed: u64,
+}
+
+/// What the run reports as it goes.
+pub enum LoadEvent<'a> {
+    /// Something the user should know (a start, a reuse).
+    Note(String),
+    /// Loading: jobs done of total (the items and each warehouse), since the load began.
+    Loading {
+        done: u32,
+        total: u32,
+        elapsed: Duration,
+    },
+    /// Building the keys and procedures.
+    Building,
+    /// The clients are connected; the ramp-up starts.
+    Driving,
+    Second(&'a driver::Second),
+    WindowStart,
+}
+
+/// Check the flags' values before anything starts.
+pub fn check(c: &LoadConfig) -> Result<()> {
+    if c.warehouses == 0 || c.warehouses > oltp::MAX_WAREHOUSES {
+        crate::refuse!(
+            "--warehouses {}: from 1 to {} (each is about 100 MB)",
+            c.warehouses,
+            oltp::MAX_WAREHOUSES
+        );
+    }
+    if c.clients == 0 || c.clients > 1000 {
+        crate::refuse!("--clients {}: from 1 to 1000", c.clients);
+    }
+    if c.duration.is_zero() {
+        crate::refuse!("--duration: the timed window must be longer than 0 s");
+    }
+    if let Some(r) = c.rate {
+        if !(r.is_finite() && r > 0.0) {
+            crate::refuse!("--rate {r}: a number of transactions a second above 0");
+        }
+    }
+    if c.max_tries == 0 {
+        crate::refuse!("--max-tries 0: at least 1 (1 tries each transaction once)");
+    }
+    if !oltp::valid_database_name(&c.database) {
+        crate::refuse!(
+            "--database {}: lower-case letters, digits and _, starting with a letter, at most 63",
+            c.database
+        );
+    }
+    match &c.target {
+        Some(t) => {
+            if !c.allow_writes {
+                crate::refuse!("--engine {}: the load creates a database, fills it and writes to it; on a server plumb did not start it runs only with --allow-writes", t.shown());
+            }
+            if t.kind()? != Kind::Postgres {
+                crate::refuse!("--engine {}: plumb load runs on PostgreSQL so far (MariaDB and SQL Server are not written yet)", t.shown());
+            }
+        }
+        None => {
+            if c.allow_writes {
+                crate::refuse!("--allow-writes is for --engine (a server of yours); plumb's private instance is written to anyway");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Run the load. Everything it creates (the database unless --keep, the private instance it
+/// started) is gone when it returns, however it returns.
+pub fn run(
+    c: &LoadConfig,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<LoadReport> {
+    check(c)?;
+    // Declared first, dropped last: the private instance outlives the database's drop.
+    let (target, shown, _owned) = match &c.target {
+        Some(t) => (t.clone(), t.shown(), None),
+        None => {
+            let (dt, owned) =
+                crate::delta::private_target(&c.dir, &c.set, c.build.clone(), &mut |n| {
+                    events(LoadEvent::Note(n))
+                })?;
+            (dt.target, dt.shown, owned)
+        }
+    };
+    let mut admin = opg::connect_admin(&target)?;
+    let version = opg::server_version(&mut admin)?;
+    let mut db = Database {
+        target: target.clone(),
+        name: c.database.clone(),
+        drop: false,
+    };
+    let loaded = prepare(c, &mut admin, &mut db, events, cancel)?;
+    db.drop = !c.keep;
+    let load_s = loaded.map(|d| d.as_secs_f64());
+    let mut r = drive(c, &target, &mut admin, events, cancel)?;
+    if c.check {
+        r.checks = consistency(&target, &c.database)?;
+    }
+    r.engine = Kind::Postgres.name().into();
+    r.version = version;
+    r.target = shown;
+    r.loaded = loaded.is_some();
+    r.load_s = load_s;
+    if r.interrupted {
+        return Err(Interrupted.into());
+    }
+    Ok(r)
+}
+
+/// The load's database: dropped when this goes, when it is this run's to drop.
+struct Database {
+    target: Target,
+    name: String,
+    drop: bool,
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if !self.drop {
+            return;
+        }
+        let r = opg::connect_admin(&self.target)
+            .and_then(|mut a| opg::drop_database(&mut a, &self.name));
+        if let Err(e) = r {
+            eprintln!(
+                "plumb: warning: could not drop the load's database {} on {}: {e}; drop it by hand (DROP DATABASE {0} WITH (FORCE))",
+                self.name,
+                self.target.shown()
+            );
+        }
+    }
+}
+
+/// Create and load the database, or reuse a kept one after checking it. Returns how long the
+/// load took (None: reused).
+fn prepare(
+    c: &LoadConfig,
+    admin: &mut opg::Client,
+    db: &mut Database,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<Option<Duration>> {
+    match opg::find(admin, &c.database)? {
+        opg::Found::Other => crate::refuse!(
+            "--database {}: a database of that name exists and is not one plumb load made; name another (--database NAME)",
+            c.database
+        ),
+        opg::Found::Plumbs(mark) => {
+            if mark != opg::mark(c.warehouses) {
+                crate::refuse!(
+                    "--database {}: a kept database of plumb load's with another scale ({}); run with its --warehouses, or drop it (DROP DATABASE {0})",
+                    c.database,
+                    mark.trim_start_matches("plumb load: ")
+                );
+            }
+            // Kept by an earlier run: dropped at the end unless --keep again (run() says so
+            // once the checks pass; refused, it stays as it was).
+            let broken: Vec<Check> = consistency(&db.target, &c.database)?
+                .into_iter()
+                .filter(|k| k.violations != 0)
+                .collect();
+            if let Some(k) = broken.first() {
+                crate::refuse!(
+                    "--database {}: the kept schema breaks \"{}\" ({} rows); drop it (DROP DATABASE {0}) and load again",
+                    c.database,
+                    k.condition,
+                    k.violations
+                );
+            }
+            events(LoadEvent::Note(format!(
+                "reusing the kept database {} ({} warehouses), consistent",
+                c.database, c.warehouses
+            )));
+            Ok(None)
+        }
+        opg::Found::Nothing => {
+            opg::create_database(admin, &c.database)?;
+            // Dropped on any failure, --keep or not: a half-loaded schema is nobody's.
+            db.drop = true;
+            let t0 = Instant::now();
+            load(c, &db.target, events, cancel)?;
+            opg::mark_database(admin, &c.database, c.warehouses)?;
+            Ok(Some(t0.elapsed()))
+        }
+    }
+}
+
+/// The schema, the rows (items and warehouses on parallel connections), then keys and
+/// procedures. Ctrl-C cancels the running statements.
+fn load(
+    c: &LoadConfig,
+    t: &Target,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<()> {
+    let label = t.shown();
+    let mut main = opg::connect_to(t, &c.database, &label)?;
+    opg::create_schema(&mut main)?;
+    let total = c.warehouses + 1;
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
+    let workers = total.min(cpus.max(2));
+    let (next, done, stop) = (AtomicU32::new(0), AtomicU32::new(0), AtomicBool::new(false));
+    let failed: Mutex<Option<Error>> = Mutex::new(None);
+    let cancellers: Mutex<Vec<Box<dyn Fn() + Send + Sync>>> = Mutex::new(Vec::new());
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = (|| -> Result<()> {
+                        let mut conn = opg::connect_to(t, &c.database, &label)?;
+                        cancellers.lock().unwrap().push(opg::canceller(&conn));
+                        loop {
+                            let j = next.fetch_add(1, Ordering::Relaxed);
+                            if j >= total || stop.load(Ordering::Relaxed) {
+                                return Ok(());
+                            }
+                            if j == 0 {
+                                opg::load_items(&mut conn)?;
+                            } else {
+                                opg::load_warehouse(&mut conn, j)?;
+                            }
+                            done.fetch_add(1, Ordering::Relaxed);
+                        }
+                    })();
+                    if let Err(e) = r {
+                        stop.store(true, Ordering::Relaxed);
+                        failed.lock().unwrap().get_or_insert(e);
+                    }
+                })
+            })
+            .collect();
+        while !handles.iter().all(|h| h.is_finished()) {
+            if cancel() && !stop.swap(true, Ordering::Relaxed) {
+                for f in cancellers.lock().unwrap().iter() {
+                    f();
+                }
+            }
+            events(LoadEvent::Loading {
+                done: done.load(Ordering::Relaxed),
+                total,
+                elapsed: t0.elapsed(),
+            });
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    if cancel() {
+        return Err(Interrupted.into());
+    }
+    if let Some(e) = failed.into_inner().unwrap() {
+        return Err(e);
+    }
+    events(LoadEvent::Loading {
+        done: total,
+        total,
+        elapsed: t0.elapsed(),
+    });
+    events(LoadEvent::Building);
+    cancellable(&mut main, cancel, opg::finish)
+}
+
+/// Run `f` on `conn` on a thread of its own, cancelling its statement on Ctrl-C.
+fn cancellable(
+    conn: &mut opg::Client,
+    cancel: &(dyn Fn() -> bool + Sync),
+    f: fn(&mut opg::Client) -> plumb_engine::Result<()>,
+) -> Result<()> {
+    let stop = opg::canceller(conn);
+    let r = std::thread::scope(|s| {
+        let h = s.spawn(|| f(conn));
+        let mut cancelled = false;
+        while !h.is_finished() {
+            if !cancelled && cancel() {
+                stop();
+                cancelled = true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        h.join()
+    });
+    if cancel() {
+        return Err(Interrupted.into());
+    }
+    match r {
+        Ok(r) => Ok(r?),
+        Err(_) => crate::refuse!("the load's last step panicked"),
+    }
+}
+
+/// One client: its connection, its home warehouse.
+struct PgClient {
+    conn: opg::PgOltp,
+    warehouses: i32,
+    home: i32,
+}
+
+impl driver::Client for PgClient {
+    fn run(&mut self, kind: usize, rng: &mut Rng) -> std::result::Result<Outcome, Failure> {
+        let mut u = |lo: i64, hi: i64| lo + rng.below((hi - lo + 1).max(1) as u64) as i64;
+        let tx = oltp::generate(kind, self.warehouses, self.home, &mut u);
+        match self.conn.exec(&tx) {
+            Ok(true) => Ok(Outcome::Committed),
+            Ok(false) => Ok(Outcome::RolledBack),
+            Err(e) => Err(Failure {
+                class: match e.failed {
+                    Failed::Deadlock => ErrorClass::Deadlock,
+                    Failed::Serialization => ErrorClass::Serialization,
+                    Failed::LockTimeout => ErrorClass::LockTimeout,
+                    Failed::Lost => ErrorClass::LostConnection,
+                    Failed::Other => ErrorClass::Other,
+                },
+                code: e.code,
+                message: e.message,
+            }),
+        }
+    }
+
+    fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        Some(self.conn.canceller())
+    }
+}
+
+/// Connect the clients and run the driver; NOPM and TPM from counters read at the window's
+/// edges.
+fn drive(
+    c: &LoadConfig,
+    t: &Target,
+    admin: &mut opg::Client,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<LoadReport> {
+    let mut clients: Vec<Box<dyn driver::Client>> = Vec::new();
+    for i in 0..c.clients {
+        if cancel() {
+            return Err(Interrupted.into());
+        }
+        clients.push(Box::new(PgClient {
+            conn: opg::PgOltp::connect(t, &c.database)?,
+            warehouses: c.warehouses as i32,
+            home: (i % c.warehouses) as i32 + 1,
+        }));
+    }
+    let mut counter = opg::connect_to(t, &c.database, &t.shown())?;
+    let plan = driver::Plan {
+        mix: MIX.to_vec(),
+        rampup: c.rampup,
+        duration: c.duration,
+        rate: c.rate,
+        max_tries: c.max_tries,
+        seed: c.seed,
+    };
+    events(LoadEvent::Driving);
+    let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
+    let db = c.database.clone();
+    let read =
+        |admin: &mut opg::Client, counter: &mut opg::Client| -> plumb_engine::Result<(i64, i64)> {
+            let orders = opg::number(counter, oltp::NEW_ORDERS_SQL)?;
+            let xacts = opg::transactions(admin, &db)?;
+            Ok((orders, xacts))
+        };
+    let m = driver::run(
+        &plan,
+        clients,
+        &mut |e| match e {
+            DriverEvent::WindowStart => {
+                edges.push(read(admin, &mut counter));
+                events(LoadEvent::WindowStart);
+            }
+            DriverEvent::WindowEnd => edges.push(read(admin, &mut counter)),
+            DriverEvent::Second(s) => events(LoadEvent::Second(s)),
+        },
+        cancel,
+    );
+    let window_s = m.window.as_secs_f64();
+    let (types, seconds, lag) = figures::figures(&m);
+    let mut r = LoadReport {
+        workload: "order-entry".into(),
+        engine: String::new(),
+        version: String::new(),
+        target: String::new(),
+        database: c.database.clone(),
+        loaded: true,
+        kept: c.keep,
+        load_s: None,
+        warehouses: c.warehouses,
+        clients: c.clients,
+        rampup_s: c.rampup.as_secs_f64(),
+        duration_s: c.duration.as_secs_f64(),
+        window_s,
+        rate_per_s: c.rate,
+        max_tries: c.max_tries,
+        nopm: None,
+        new_orders: None,
+        tpm: None,
+        tpm_source: "pg_stat_database: xact_commit + xact_rollback of the load's database".into(),
+        types,
+        lag,
+        late: m.late,
+        lost_clients: m.lost.clone(),
+        checks: Vec::new(),
+        seconds,
+        interrupted: m.interrupted,
+    };
+    if m.interrupted {
+        return Ok(r);
+    }
+    if m.lost.len() == c.clients as usize {
+        crate::refuse!(
+            "every client lost its connection ({}); the server went away",
+            m.lost.last().map(String::as_str).unwrap_or("")
+        );
+    }
+    if let [Ok((o0, x0)), Ok((o1, x1))] = edges.as_slice() {
+        r.new_orders = Some(o1 - o0);
+        r.nopm = figures::per_minute(o1 - o0, window_s);
+        r.tpm = figures::per_minute(x1 - x0, window_s);
+    } else if let Some(Err(e)) = edges.into_iter().find(|e| e.is_err()) {
+        return Err(Error::quoting(
+            format!("reading the new-order and transaction counters: {e}"),
+            e,
+        ));
+    }
+    Ok(r)
+}
+
+/// TPC-C's consistency conditions 1-4 on `db`.
+fn consistency(t: &Target, db: &str) -> Result<Vec<Check>> {
+    let mut conn = opg::connect_to(t, db, &t.shown())?;
+    oltp::CHECKS
+        .iter()
+        .map(|(condition, sql)| {
+            Ok(Check {
+                condition: condition.to_string(),
+                violations: opg::number(&mut conn, sql)?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,603 @@
+//! The transaction driver every database workload shares: N clients, each with its own
+//! connection, a mix of transaction types, a ramp-up and then a timed window, closed loop (the
+//! next transaction as soon as the last one ends) or open loop (`rate`: each client on a
+//! Poisson schedule, latency timed from the intended start, the service time beside it).
+//!
+//! Memory does not grow with the run: per type a latency histogram (µs, resized as needed, no
+//! upper cap), counts, errors by class; one row a second for the series.
+
+use crate::rng::Rng;
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How a transaction ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Committed,
+    /// Rolled back on purpose (new-order's 1% with an unused item number).
+    RolledBack,
+}
+
+/// The kinds of failure a driver tells apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ErrorClass {
+    Deadlock,
+    Serialization,
+    LockTimeout,
+    /// The connection broke: the client stops (the run goes on with the others).
+    LostConnection,
+    Other,
+}
+
+impl ErrorClass {
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorClass::Deadlock => "deadlock",
+            ErrorClass::Serialization => "serialization",
+            ErrorClass::LockTimeout => "lock-timeout",
+            ErrorClass::LostConnection => "lost-connection",
+            ErrorClass::Other => "other",
+        }
+    }
+
+    /// Whether trying the transaction again can succeed.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            ErrorClass::Deadlock | ErrorClass::Serialization | ErrorClass::LockTimeout
+        )
+    }
+}
+
+/// A failed transaction: its class and the engine's own code (SQLSTATE, error number).
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub class: ErrorClass,
+    pub code: String,
+    pub message: String,
+}
+
+/// One client's connection and what it runs.
+pub trait Client: Send {
+    /// Run one transaction of type `kind` (an index into the mix).
+    fn run(&mut self, kind: usize, rng: &mut Rng) -> Result<Outcome, Failure>;
+    /// Something another thread can call to cancel the running transaction (a stalled
+    /// server must not hold up Ctrl-C).
+    fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        None
+    }
+}
+
+/// A run's shape.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Names and weights of the transaction types.
+    pub mix: Vec<(&'static str, u32)>,
+    pub rampup: Duration,
+    pub duration: Duration,
+    /// Transactions a second over all clients (open loop); None: closed loop.
+    pub rate: Option<f64>,
+    /// How often a transaction is tried when it fails with a retryable error (1: no retry).
+    pub max_tries: u32,
+    pub seed: u64,
+}
+
+/// One transaction type's figures over the timed window.
+#[derive(Debug, Clone)]
+pub struct TypeStats {
+    pub name: &'static str,
+    pub committed: u64,
+    pub rolled_back: u64,
+    /// Failures after the last try, by class, with the engine codes seen.
+    pub errors: BTreeMap<ErrorClass, u64>,
+    pub codes: BTreeMap<String, u64>,
+    pub retries: u64,
+    /// From the intended start (open loop) or the actual start (closed loop), µs.
+    pub latency: Histogram<u64>,
+    /// From the actual start, µs (open loop only).
+    pub service: Option<Histogram<u64>>,
+}
+
+impl TypeStats {
+    fn new(name: &'static str, paced: bool) -> TypeStats {
+        TypeStats {
+            name,
+            committed: 0,
+            rolled_back: 0,
+            errors: BTreeMap::new(),
+            codes: BTreeMap::new(),
+            retries: 0,
+            latency: hist(),
+            service: paced.then(hist),
+        }
+    }
+
+    fn merge(&mut self, o: &TypeStats) {
+        self.committed += o.committed;
+        self.rolled_back += o.rolled_back;
+        for (k, v) in &o.errors {
+            *self.errors.entry(*k).or_default() += v;
+        }
+        for (k, v) in &o.codes {
+            *self.codes.entry(k.clone()).or_default() += v;
+        }
+        self.retries += o.retries;
+        let _ = self.latency.add(&o.latency);
+        if let (Some(a), Some(b)) = (&mut self.service, &o.service) {
+            let _ = a.add(b);
+        }
+    }
+}
+
+fn hist() -> Histogram<u64> {
+    let mut h = Histogram::new(3).expect("3 significant digits is valid");
+    h.auto(true);
+    h
+}
+
+/// One second of the run (ramp-up included), for the recording and the live line.
+#[derive(Debug, Clone, Default)]
+pub struct Second {
+    /// Seconds since the run started.
+    pub t: u32,
+    /// Per type: ended (committed or rolled back) and failed.
+    pub done: Vec<u64>,
+    pub failed: Vec<u64>,
+    /// The 95th percentile of the second's latencies over all types (µs).
+    pub p95_us: Option<u64>,
+}
+
+/// What a run measured.
+#[derive(Debug, Clone)]
+pub struct Measured {
+    pub types: Vec<TypeStats>,
+    /// The timed window as it ran (shorter when interrupted).
+    pub window: Duration,
+    pub seconds: Vec<Second>,
+    /// Open loop: how late transactions started against their schedule (µs), and how many
+    /// started more than a millisecond late.
+    pub lag: Option<Histogram<u64>>,
+    pub late: u64,
+    /// Clients that stopped on a lost connection, with the last message.
+    pub lost: Vec<String>,
+    pub interrupted: bool,
+}
+
+/// The shared state of a run: the current second's tallies.
+struct Tally {
+    done: Vec<u64>,
+    failed: Vec<u64>,
+    lat: Histogram<u64>,
+}
+
+/// What a run reports as it goes.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A second ended.
+    Second(&'a Second),
+    /// The ramp-up is over: the timed window starts now.
+    WindowStart,
+    /// The timed window ends now (the clients are still connected).
+    WindowEnd,
+}
+
+/// Run `plan` over `clients` (one connection each). `events` sees each second as it ends and
+/// the window's edges as they pass; `cancel` stops the run (what was measured is returned,
+/// `interrupted` set, and no `WindowEnd`).
+pub fn run(
+    plan: &Plan,
+    clients: Vec<Box<dyn Client>>,
+    events: &mut dyn FnMut(Event<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Measured {
+    let n = plan.mix.len();
+    let stop = Arc::new(AtomicBool::new(false));
+    let tally = Arc::new(Mutex::new(Tally {
+        done: vec![0; n],
+        failed: vec![0; n],
+        lat: hist(),
+    }));
+    let start = Instant::now();
+    let window_start = start + plan.rampup;
+    let end = window_start + plan.duration;
+    let per_client = plan.rate.map(|r| r / clients.len().max(1) as f64);
+    let cancellers: Vec<_> = clients.iter().filter_map(|c| c.canceller()).collect();
+    let threads: Vec<_> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let ctx = Worker {
+                plan: plan.clone(),
+                stop: stop.clone(),
+                tally: tally.clone(),
+                window_start,
+                end,
+                rate: per_client,
+                rng: Rng::new(plan.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            };
+            std::thread::spawn(move || ctx.work(c))
+        })
+        .collect();
+    let mut seconds = Vec::new();
+    let mut interrupted = false;
+    let mut next = start + Duration::from_secs(1);
+    let mut in_window = false;
+    if plan.rampup.is_zero() {
+        events(Event::WindowStart);
+        in_window = true;
+    }
+    loop {
+        let now = Instant::now();
+        if !in_window && now >= window_start {
+            events(Event::WindowStart);
+            in_window = true;
+        }
+        if now >= end {
+            events(Event::WindowEnd);
+            break;
+        }
+        if threads.iter().all(|t| t.is_finished()) {
+            break;
+        }
+        if cancel() {
+            interrupted = true;
+            break;
+        }
+        if now >= next {
+            let s = take_second(&tally, seconds.len() as u32 + 1);
+            events(Event::Second(&s));
+            seconds.push(s);
+            next += Duration::from_secs(1);
+        }
+        let edge = if in_window { end } else { window_start };
+        let wake = next.min(edge);
+        std::thread::sleep(Duration::from_millis(20).min(wake.saturating_duration_since(now)));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let ended = Instant::now();
+    if interrupted {
+        for c in &cancellers {
+            c();
+        }
+    }
+    let mut types: Vec<TypeStats> = plan
+        .mix
+        .iter()
+        .map(|(name, _)| TypeStats::new(name, plan.rate.is_some()))
+        .collect();
+    let mut lag = plan.rate.map(|_| hist());
+    let (mut late, mut lost) = (0, Vec::new());
+    for t in threads {
+        let Ok(r) = t.join() else {
+            lost.push("a client thread panicked".into());
+            continue;
+        };
+        for (a, b) in types.iter_mut().zip(&r.types) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (&mut lag, &r.lag) {
+            let _ = a.add(b);
+        }
+        late += r.late;
+        lost.extend(r.lost);
+    }
+    Measured {
+        types,
+        window: ended.min(end).saturating_duration_since(window_start),
+        seconds,
+        lag,
+        late,
+        lost,
+        interrupted,
+    }
+}
+
+fn take_second(tally: &Mutex<Tally>, t: u32) -> Second {
+    let mut g = tally.lock().unwrap_or_else(|e| e.into_inner());
+    let n = g.done.len();
+    let s = Second {
+        t,
+        done: std::mem::replace(&mut g.done, vec![0; n]),
+        failed: std::mem::replace(&mut g.failed, vec![0; n]),
+        p95_us: (!g.lat.is_empty()).then(|| g.lat.value_at_quantile(0.95)),
+    };
+    g.lat.reset();
+    s
+}
+
+struct Worker {
+    plan: Plan,
+    stop: Arc<AtomicBool>,
+    tally: Arc<Mutex<Tally>>,
+    window_start: Instant,
+    end: Instant,
+    /// Transactions a second for this client (open loop).
+    rate: Option<f64>,
+    rng: Rng,
+}
+
+struct WorkerResult {
+    types: Vec<TypeStats>,
+    lag: Option<Histogram<u64>>,
+    late: u64,
+    lost: Vec<String>,
+}
+
+impl Worker {
+    fn work(mut self, mut client: Box<dyn Client>) -> WorkerResult {
+        let paced = self.rate.is_some();
+        let mut r = WorkerResult {
+            types: (self.plan.mix.iter())
+                .map(|(name, _)| TypeStats::new(name, paced))
+                .collect(),
+            lag: paced.then(hist),
+            late: 0,
+            lost: Vec::new(),
+        };
+        let total: u64 = self
+            .plan
+            .mix
+            .iter()
+            .map(|(_, w)| *w as u64)
+            .sum::<u64>()
+            .max(1);
+        let mut intended = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            if let Some(rate) = self.rate {
+                intended += exp_gap(&mut self.rng, rate);
+                if intended >= self.end {
+                    break;
+                }
+                if !self.sleep_until(intended) {
+                    break;
+                }
+            } else {
+                intended = Instant::now();
+            }
+            let kind = pick(&self.plan.mix, total, &mut self.rng);
+            let started = Instant::now();
+            let (result, retries) = self.try_kind(client.as_mut(), kind);
+            let ended = Instant::now();
+            let lat = micros(ended.saturating_duration_since(intended));
+            self.count_second(kind, &result, lat);
+            if started >= self.window_start && ended <= self.end {
+                let s = &mut r.types[kind];
+                s.retries += retries;
+                let _ = s.latency.record(lat.max(1));
+                if let Some(h) = &mut s.service {
+                    let _ = h.record(micros(ended - started).max(1));
+                }
+                if let Some(h) = &mut r.lag {
+                    let l = micros(started.saturating_duration_since(intended));
+                    let _ = h.record(l.max(1));
+                    r.late += (l > 1000) as u64;
+                }
+                match &result {
+                    Ok(Outcome::Committed) => s.committed += 1,
+                    Ok(Outcome::RolledBack) => s.rolled_back += 1,
+                    Err(f) => {
+                        *s.errors.entry(f.class).or_default() += 1;
+                        *s.codes.entry(f.code.clone()).or_default() += 1;
+                    }
+                }
+            }
+            if let Err(f) = result {
+                if f.class == ErrorClass::LostConnection {
+                    r.lost.push(f.message);
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    /// Try `kind` up to max_tries times while it fails with a retryable error.
+    fn try_kind(
+        &mut self,
+        client: &mut dyn Client,
+        kind: usize,
+    ) -> (Result<Outcome, Failure>, u64) {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let r = client.run(kind, &mut self.rng);
+            match &r {
+                Err(f) if f.class.retryable() && tries < self.plan.max_tries => {
+                    if self.stop.load(Ordering::Relaxed) {
+                        return (r, tries as u64 - 1);
+                    }
+                }
+                _ => return (r, tries as u64 - 1),
+            }
+        }
+    }
+
+    fn count_second(&self, kind: usize, r: &Result<Outcome, Failure>, lat: u64) {
+        let mut g = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+        match r {
+            Ok(_) => g.done[kind] += 1,
+            Err(_) => g.failed[kind] += 1,
+        }
+        let _ = g.lat.record(lat.max(1));
+    }
+
+    /// Sleep until `t`, waking to look at `stop`; false when stopped.
+    fn sleep_until(&self, t: Instant) -> bool {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= t {
+                return true;
+            }
+            std::thread::sleep((t - now).min(Duration::from_millis(50)));
+        }
+    }
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// The time to the next arrival of a Poisson process of `rate` a second.
+fn exp_gap(rng: &mut Rng, rate: f64) -> Duration {
+    // Uniform in (0, 1]: never ln(0).
+    let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+    let u = 1.0 - u;
+    Duration::from_secs_f64((-u.ln() / rate).min(3600.0))
+}
+
+/// A transaction type by weight.
+fn pick(mix: &[(&'static str, u32)], total: u64, rng: &mut Rng) -> usize {
+    let mut x = rng.below(total);
+    for (i, (_, w)) in mix.iter().enumerate() {
+        if x < *w as u64 {
+            return i;
+        }
+        x -= *w as u64;
+    }
+    mix.len() - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client that sleeps `us` per transaction and fails every `fail_every`th with `class`.
+    struct Fake {
+        us: u64,
+        n: u64,
+        fail_every: u64,
+        class: ErrorClass,
+    }
+
+    impl Client for Fake {
+        fn run(&mut self, _kind: usize, _rng: &mut Rng) -> Result<Outcome, Failure> {
+            std::thread::sleep(Duration::from_micros(self.us));
+            self.n += 1;
+            if self.fail_every > 0 && self.n % self.fail_every == 0 {
+                return Err(Failure {
+                    class: self.class,
+                    code: "40P01".into(),
+                    message: "deadlock detected".into(),
+                });
+            }
+            Ok(Outcome::Committed)
+        }
+    }
+
+    fn plan(rate: Option<f64>) -> Plan {
+        Plan {
+            mix: vec![("a", 10), ("b", 1)],
+            rampup: Duration::from_millis(200),
+            duration: Duration::from_millis(1500),
+            rate,
+            max_tries: 1,
+            seed: 7,
+        }
+    }
+
+    fn fakes(n: usize, us: u64, fail_every: u64, class: ErrorClass) -> Vec<Box<dyn Client>> {
+        (0..n)
+            .map(|_| {
+                Box::new(Fake {
+                    us,
+                    n: 0,
+                    fail_every,
+                    class,
+                }) as Box<dyn Client>
+            })
+            .collect()
+    }
+
+    #[test]
+    fn closed_loop_counts_the_window_and_the_mix() {
+        let mut ticks = 0;
+        let m = run(
+            &plan(None),
+            fakes(2, 500, 0, ErrorClass::Other),
+            &mut |e| {
+                if matches!(e, Event::Second(_)) {
+                    ticks += 1
+                }
+            },
+            &|| false,
+        );
+        let (a, b) = (&m.types[0], &m.types[1]);
+        assert!(
+            a.committed > 10 * b.committed / 2,
+            "{} {}",
+            a.committed,
+            b.committed
+        );
+        assert!(b.committed > 0);
+        assert!(a.latency.value_at_quantile(0.5) >= 500);
+        assert!(m.lag.is_none() && a.service.is_none());
+        assert_eq!(ticks, 1, "one whole second");
+        assert!(m.window >= Duration::from_millis(1400), "{:?}", m.window);
+    }
+
+    #[test]
+    fn errors_are_counted_by_class_and_retried_when_asked() {
+        let mut p = plan(None);
+        p.max_tries = 3;
+        let m = run(
+            &p,
+            fakes(1, 100, 2, ErrorClass::Deadlock),
+            &mut |_| {},
+            &|| false,
+        );
+        let a = &m.types[0];
+        // Every other try fails; the retry succeeds, so nothing fails for good.
+        assert!(a.retries > 0 && a.errors.is_empty(), "{a:?}");
+        let m = run(
+            &plan(None),
+            fakes(1, 100, 2, ErrorClass::Deadlock),
+            &mut |_| {},
+            &|| false,
+        );
+        let a = &m.types[0];
+        assert!(a.errors[&ErrorClass::Deadlock] > 0 && a.codes["40P01"] > 0);
+    }
+
+    #[test]
+    fn a_lost_connection_stops_its_client_only() {
+        let mut c = fakes(1, 100, 0, ErrorClass::Other);
+        c.extend(fakes(1, 100, 5, ErrorClass::LostConnection));
+        let m = run(&plan(None), c, &mut |_| {}, &|| false);
+        assert_eq!(m.lost.len(), 1);
+        assert!(m.types[0].committed > 100);
+    }
+
+    #[test]
+    fn open_loop_keeps_the_rate_and_times_from_the_schedule() {
+        let m = run(
+            &plan(Some(400.0)),
+            fakes(4, 200, 0, ErrorClass::Other),
+            &mut |_| {},
+            &|| false,
+        );
+        let done: u64 = m.types.iter().map(|t| t.committed).sum();
+        let rate = done as f64 / m.window.as_secs_f64();
+        assert!((300.0..500.0).contains(&rate), "{rate}");
+        assert!(m.lag.is_some() && m.types[0].service.is_some());
+    }
+
+    #[test]
+    fn cancel_stops_the_run() {
+        let mut p = plan(None);
+        p.duration = Duration::from_secs(60);
+        let t0 = Instant::now();
+        let m = run(
+            &p,
+            fakes(2, 100, 0, ErrorClass::Other),
+            &mut |_| {},
+            &|| t0.elapsed() > Duration::from_millis(300),
+        );
+        assert!(m.interrupted && t0.elapsed() < Duration::from_secs(5));
+    }
+}

@@ -1,0 +1,389 @@
+//! `plumb load` end to end on a real PostgreSQL: the order-entry schema loads, each transaction
+//! does what TPC-C says, NOPM matches the new orders committed, the consistency conditions
+//! hold, a kept schema is reused, and Ctrl-C, a server that goes away and bad input leave no
+//! database, connection or process behind.
+
+use serde_json::Value;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::private::Private;
+use common::*;
+
+fn text(o: &Output) -> String {
+    format!(
+        "stdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `plumb load --json` on the private instance in `dir` with `extra` flags: the result.
+fn load_json(dir: &str, extra: &[&str]) -> Value {
+    let mut args = vec!["--json", "load", "--dir", dir];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert_eq!(o.status.code(), Some(0), "plumb {args:?}\n{}", text(&o));
+    serde_json::from_slice(&o.stdout).expect("load --json is JSON")
+}
+
+fn ty<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in {}", r["types"]))
+}
+
+/// A number from `sql` in the load's database (plumb_load) on `p`.
+fn num(p: &Private, sql: &str) -> f64 {
+    let o = plumb()
+        .args([
+            "engine",
+            "psql",
+            "--dir",
+            p.dir_str(),
+            "--",
+            "-d",
+            "plumb_load",
+            "-Atc",
+            sql,
+        ])
+        .output()
+        .unwrap();
+    let s = String::from_utf8_lossy(&o.stdout);
+    s.trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("{sql}: {s} {}", String::from_utf8_lossy(&o.stderr)))
+}
+
+fn needs_postgres() -> bool {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return false;
+    }
+    true
+}
+
+/// What the load left on the instance: its databases and plumb load's sessions.
+fn leftovers(p: &Private) -> String {
+    p.psql(
+        "SELECT string_agg(datname, ',') FROM pg_database WHERE datname LIKE 'plumb_load%' \
+         UNION ALL SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = 'plumb load'",
+    )
+}
+
+#[test]
+fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--warehouses",
+            "2",
+            "--clients",
+            "3",
+            "--rampup",
+            "1s",
+            "--duration",
+            "8s",
+            "--check",
+            "--keep",
+        ],
+    );
+    assert_eq!(r["kind"], "load");
+    assert_eq!(r["engine"], "PostgreSQL");
+    assert_eq!(r["loaded"], true);
+    // The schema: TPC-C's cardinalities for two warehouses.
+    assert_eq!(num(&p, "SELECT count(*) FROM item") as i64, 100_000);
+    assert_eq!(num(&p, "SELECT count(*) FROM stock") as i64, 200_000);
+    assert_eq!(num(&p, "SELECT count(*) FROM customer") as i64, 60_000);
+    // Every condition holds after the run.
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4);
+    assert!(checks.iter().all(|c| c["violations"] == 0), "{checks:?}");
+    // NOPM is the new orders the schema gained in the window; the clients counted the new
+    // orders that committed in it. They differ by the transactions in flight at the edges.
+    let committed = ty(&r, "new-order")["committed"].as_f64().unwrap();
+    let counted = r["new_orders"].as_f64().unwrap();
+    assert!(committed > 50.0, "{r}");
+    assert!(
+        (committed - counted).abs() <= 6.0,
+        "clients {committed}, schema {counted}"
+    );
+    let nopm = r["nopm"].as_f64().unwrap();
+    let window = r["window_s"].as_f64().unwrap();
+    assert!((nopm - counted * 60.0 / window).abs() < 1.0, "{nopm}");
+    assert!(
+        r["tpm"].as_f64().unwrap() > nopm,
+        "TPM counts every type: {r}"
+    );
+    for name in ["payment", "delivery", "stock-level", "order-status"] {
+        let t = ty(&r, name);
+        assert!(t["committed"].as_u64().unwrap() > 0, "{name}: {t}");
+        assert!(t["latency"]["p50_s"].as_f64().unwrap() > 0.0, "{name}: {t}");
+    }
+    // Payment moves the balances: what the warehouses took in is what the history records,
+    // and what the customers paid.
+    let w_ytd = num(&p, "SELECT sum(w_ytd) FROM warehouse");
+    let h = num(&p, "SELECT sum(h_amount) FROM history");
+    assert!(
+        (w_ytd - 600_000.0 - (h - 600_000.0)).abs() < 0.01,
+        "{w_ytd} {h}"
+    );
+    assert!(h > 600_000.0);
+    let paid = num(&p, "SELECT sum(c_ytd_payment) - 60000 * 10 FROM customer");
+    assert!((paid - (h - 600_000.0)).abs() < 0.01, "{paid} {h}");
+    // New-order raises d_next_o_id: one order row per step, from 3001 up.
+    let next = num(&p, "SELECT sum(d_next_o_id) - 20 * 3001 FROM district");
+    let orders = num(&p, "SELECT count(*) FROM orders WHERE o_id > 3000");
+    assert_eq!(next, orders);
+    assert!(next >= counted);
+    // Kept: a second run reuses it after checking it, and drops it (no --keep this time).
+    let o = run(&[
+        "--json",
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--warehouses",
+        "2",
+        "--clients",
+        "1",
+        "--rampup",
+        "0s",
+        "--duration",
+        "2s",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let again: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(again["loaded"], false);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("reusing the kept database"));
+    assert_eq!(
+        leftovers(&p).trim(),
+        "",
+        "the database and its sessions are gone"
+    );
+}
+
+#[test]
+fn open_loop_times_from_the_schedule() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--clients",
+            "2",
+            "--rampup",
+            "1s",
+            "--duration",
+            "5s",
+            "--rate",
+            "40/s",
+        ],
+    );
+    let done: f64 = r["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["committed"].as_f64().unwrap() + t["rolled_back"].as_f64().unwrap())
+        .sum();
+    let rate = done / r["window_s"].as_f64().unwrap();
+    assert!((25.0..60.0).contains(&rate), "{rate} tx/s against 40");
+    assert_eq!(r["rate_per_s"], 40.0);
+    assert!(r["lag"]["count"].as_u64().unwrap() > 0, "{r}");
+    assert!(ty(&r, "new-order")["service"]["count"].as_u64().unwrap() > 0);
+    assert_eq!(leftovers(&p).trim(), "");
+}
+
+#[test]
+fn the_private_instance_it_starts_is_gone_after() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let dir = tmp.path().join("pg");
+    let r = load_json(
+        dir.to_str().unwrap(),
+        &["--clients", "1", "--rampup", "0s", "--duration", "2s"],
+    );
+    assert!(ty(&r, "payment")["committed"].as_u64().unwrap() > 0);
+    assert!(!dir.exists(), "the instance the run started is removed");
+    assert!(processes_in(tmp.path()).is_empty());
+}
+
+/// SIGINT to a running plumb load once `wait_for` shows in its stderr.
+fn interrupt_when(args: &[&str], wait_for: &str) -> Output {
+    let mut child = plumb()
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    // Plain progress lines (stderr is not a terminal) say which step runs.
+    let mut err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 4096];
+        let mut all = String::new();
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            all.push_str(&String::from_utf8_lossy(&buf[..n]));
+            let _ = tx.send(all.clone());
+        }
+    });
+    let mut seen = String::new();
+    while !seen.contains(wait_for) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "never saw {wait_for}: {seen}"
+        );
+        if let Ok(s) = rx.recv_timeout(Duration::from_millis(100)) {
+            seen = s;
+        }
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let mut o = child.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(150));
+    // Its stderr was read here: put all of it back.
+    while let Ok(s) = rx.recv_timeout(Duration::from_millis(500)) {
+        seen = s;
+    }
+    o.stderr = seen.into_bytes();
+    o
+}
+
+#[test]
+fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    for (wait_for, extra) in [
+        ("loading", vec!["--warehouses", "3"]),
+        ("timed window", vec!["--duration", "60s", "--rampup", "1s"]),
+    ] {
+        let mut args = vec!["load", "--dir", p.dir_str(), "--clients", "2"];
+        args.extend(extra);
+        let o = interrupt_when(&args, wait_for);
+        assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("interrupted"));
+        assert_eq!(leftovers(&p).trim(), "", "after Ctrl-C while {wait_for}");
+    }
+}
+
+#[test]
+fn a_server_that_goes_away_is_a_clear_error() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let child = plumb()
+        .args([
+            "load",
+            "--dir",
+            p.dir_str(),
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "60s",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Loading one warehouse takes seconds; the server goes while the clients run.
+    let t0 = Instant::now();
+    while p
+        .psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plumb load'")
+        .trim()
+        != "3"
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "the clients never connected"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // An immediate shutdown: the postmaster and every backend go at once, as in a crash.
+    // SAFETY: a signal to the test's own server.
+    unsafe { libc::kill(p.pid() as i32, libc::SIGQUIT) };
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("plumb: error:"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn bad_input_is_named_and_exits_2() {
+    let tmp = server_tempdir("plumb-load");
+    let dir = tmp.path().join("pg");
+    let d = dir.to_str().unwrap();
+    for (args, says) in [
+        (
+            vec!["load", "--dir", d, "--warehouses", "0"],
+            "--warehouses 0",
+        ),
+        (vec!["load", "--dir", d, "--clients", "0"], "--clients 0"),
+        (vec!["load", "--dir", d, "--rate", "fast"], "--rate fast"),
+        (
+            vec!["load", "--dir", d, "--duration", "soon"],
+            "not a duration",
+        ),
+        (
+            vec!["load", "--dir", d, "--database", "Shop-1"],
+            "--database Shop-1",
+        ),
+        (
+            vec!["load", "--dir", d, "--max-tries", "0"],
+            "--max-tries 0",
+        ),
+        (
+            vec!["load", "--engine", "postgres://127.0.0.1:1/postgres"],
+            "--allow-writes",
+        ),
+        (
+            vec![
+                "load",
+                "--engine",
+                "mysql://root@localhost/x",
+                "--allow-writes",
+            ],
+            "PostgreSQL so far",
+        ),
+        (
+            vec![
+                "load",
+                "--engine",
+                "postgres://plumb@127.0.0.1:1/postgres",
+                "--allow-writes",
+            ],
+            "127.0.0.1:1",
+        ),
+    ] {
+        let o = run(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(!dir.exists(), "{args:?} started an instance");
+    }
+}

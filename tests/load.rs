@@ -206,6 +206,86 @@ fn open_loop_times_from_the_schedule() {
 }
 
 #[test]
+fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--workload",
+            "tpcb",
+            "--scale",
+            "2",
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "4s",
+            "--check",
+            "--keep",
+        ],
+    );
+    assert_eq!(r["workload"], "tpcb");
+    assert!(
+        r["nopm"].is_null() && r["new_orders"].is_null(),
+        "NOPM is order-entry's"
+    );
+    let committed = ty(&r, "tpcb")["committed"].as_f64().unwrap();
+    assert!(committed > 100.0, "{r}");
+    assert!(r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["violations"] == 0));
+    // pgbench's tables at scale 2, and one history row per transaction the clients saw commit
+    // (the window's, and none outside it: no ramp-up).
+    assert_eq!(
+        num(&p, "SELECT count(*) FROM pgbench_accounts") as i64,
+        200_000
+    );
+    assert_eq!(num(&p, "SELECT count(*) FROM pgbench_tellers") as i64, 20);
+    let history = num(&p, "SELECT count(*) FROM pgbench_history");
+    assert!(
+        (history - committed).abs() <= 2.0,
+        "{history} rows, {committed} committed"
+    );
+    // The same tables serve the point select; order-entry's scale flag is refused for it.
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--workload",
+            "point-select",
+            "--scale",
+            "2",
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "2s",
+        ],
+    );
+    assert!(ty(&r, "point-select")["committed"].as_u64().unwrap() > 100);
+    assert_eq!(r["loaded"], false, "reused the kept tables");
+    let o = run(&[
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--workload",
+        "tpcb",
+        "--warehouses",
+        "2",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--scale"));
+    assert_eq!(leftovers(&p).trim(), "");
+}
+
+#[test]
 fn the_private_instance_it_starts_is_gone_after() {
     if !needs_postgres() {
         return;

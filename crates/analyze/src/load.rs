@@ -111,7 +111,7 @@ pub struct SecondRow {
 /// What `plumb load` did and measured.
 #[derive(Debug, Clone, Serialize)]
 pub struct LoadReport {
-    /// `order-entry` (TPC-C-like).
+    /// `order-entry` (TPC-C-like), `tpcb` (pgbench's TPC-B-like transaction), `point-select`.
     pub workload: String,
     pub engine: String,
     pub version: String,
@@ -123,7 +123,9 @@ pub struct LoadReport {
     /// Whether the database stays after the run (--keep).
     pub kept: bool,
     pub load_s: Option<f64>,
-    pub warehouses: u32,
+    /// Warehouses (order-entry), or pgbench's scale (100,000 accounts a unit).
+    pub scale: u32,
+    pub scale_unit: String,
     pub clients: u32,
     pub rampup_s: f64,
     pub duration_s: f64,
@@ -132,7 +134,8 @@ pub struct LoadReport {
     /// Open loop: the target rate over all clients (transactions a second).
     pub rate_per_s: Option<f64>,
     pub max_tries: u32,
-    /// New orders a minute, from the schema: the change in sum(d_next_o_id) over the window.
+    /// New orders a minute, from the schema: the change in sum(d_next_o_id) over the window
+    /// (order-entry only).
     pub nopm: Option<f64>,
     pub new_orders: Option<i64>,
     /// Transactions a minute as the engine counts them (its own counters, every statement's

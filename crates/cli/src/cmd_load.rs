@@ -6,6 +6,7 @@ use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::Result;
 use clap::Args;
+use plumb_engine::oltp::Workload;
 use plumb_lab::load::{LoadConfig, LoadEvent};
 use plumb_load::units::parse_duration;
 use std::path::PathBuf;
@@ -31,10 +32,19 @@ pub struct LoadArgs {
     pub set: Vec<String>,
     #[command(flatten)]
     pub build: crate::cmd_engine::BuildArg,
-    /// The scale: warehouses to load (each about 100 MB: 10 districts, 30,000 customers,
-    /// 100,000 stock rows).
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub warehouses: u32,
+    /// What runs: order-entry (TPC-C-like, five transactions in HammerDB's mix), tpcb
+    /// (pgbench's TPC-B-like transaction, statement by statement), point-select (pgbench -S's
+    /// select by key).
+    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select"])]
+    pub workload: String,
+    /// order-entry's scale: warehouses to load (each about 100 MB: 10 districts, 30,000
+    /// customers, 100,000 stock rows). Default 1.
+    #[arg(long, value_name = "N")]
+    pub warehouses: Option<u32>,
+    /// tpcb's and point-select's scale, as pgbench's: 100,000 accounts, 10 tellers and a
+    /// branch a unit (about 15 MB). Default 1.
+    #[arg(long, value_name = "N", conflicts_with = "warehouses")]
+    pub scale: Option<u32>,
     /// Clients, one connection each; client i's home warehouse is i mod N + 1.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub clients: u32,
@@ -93,6 +103,16 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
     if target.is_some() && (a.build.bin_dir.is_some() || a.build.pg_version.is_some()) {
         anyhow::bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
     }
+    let workload = Workload::parse(&a.workload).unwrap_or(Workload::OrderEntry);
+    let scale = match (workload, a.warehouses, a.scale) {
+        (Workload::OrderEntry, _, Some(_)) => {
+            anyhow::bail!("--scale is pgbench's scale, for --workload tpcb or point-select; order-entry's is --warehouses")
+        }
+        (Workload::TpcB | Workload::PointSelect, Some(_), _) => {
+            anyhow::bail!("--warehouses is order-entry's scale; tpcb and point-select take --scale")
+        }
+        (_, w, s) => w.or(s).unwrap_or(1),
+    };
     Ok(LoadConfig {
         target,
         allow_writes: a.allow_writes,
@@ -100,7 +120,8 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         set: a.set.clone(),
         build: a.build.build()?,
         database: a.database.clone(),
-        warehouses: a.warehouses,
+        workload,
+        scale,
         clients: a.clients,
         rampup: time("--rampup", &a.rampup)?,
         duration: time("--duration", &a.duration)?,
@@ -120,7 +141,8 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
     plumb_load::signal::install();
     let c = config(a)?;
     plumb_lab::load::check(&c)?;
-    let planned_load = Duration::from_secs_f64(LOAD_S_PER_WAREHOUSE * (c.warehouses + 1) as f64);
+    let planned_load =
+        Duration::from_secs_f64(LOAD_S_PER_WAREHOUSE * c.workload.jobs(c.scale) as f64);
     let run_time = c.rampup + c.duration;
     let meter = crate::progress::Meter::new("plumb load", planned_load + run_time, Vec::new());
     let mut clock = Clock {
@@ -128,6 +150,10 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
         load: planned_load,
         rampup: c.rampup,
         window: c.duration,
+        jobs: match c.workload {
+            Workload::OrderEntry => "the items and each warehouse",
+            _ => "each branch with its tellers and accounts",
+        },
     };
     let mut on = |e: LoadEvent<'_>| on_event(&meter, &mut clock, e);
     let r = plumb_lab::load::run(&c, &mut on, &plumb_load::signal::stop_requested);
@@ -156,6 +182,8 @@ struct Clock {
     load: Duration,
     rampup: Duration,
     window: Duration,
+    /// What a load job is.
+    jobs: &'static str,
 }
 
 /// The progress line: each step with what is left of the plan.
@@ -176,7 +204,7 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
                 c.load = elapsed.mul_f64(total as f64 / done as f64);
             }
             step(
-                &format!("loading: {done} of {total} (the items and each warehouse)"),
+                &format!("loading: {done} of {total} ({})", c.jobs),
                 c.load.saturating_sub(elapsed),
                 run,
             );

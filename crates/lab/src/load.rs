@@ -1,11 +1,11 @@
-//! `plumb load` as a library: the order-entry workload (TPC-C-like) on a database plumb creates,
-//! loads, drives and drops.
+//! `plumb load` as a library: a workload (order-entry, TPC-C-like; pgbench's TPC-B-like
+//! transaction; a point select) on a database plumb creates, loads, drives and drops.
 //!
 //! ```text
 //! run(config, events, cancel)
 //!   target      the URL's server (--allow-writes), or plumb's private instance in --dir
 //!   database    created and marked as plumb's, or a kept one of the same scale, checked
-//!   load        items and warehouses in parallel, then keys, procedures, ANALYZE
+//!   load        items and warehouses (or branches) in parallel, then keys, procedures, ANALYZE
 //!   drive       clients on load::oltp's driver; NOPM and TPM read at the window's edges
 //!   check       TPC-C's consistency conditions 1-4 (--check)
 //!   drop        the database (unless --keep), also on errors and Ctrl-C
@@ -14,7 +14,7 @@
 use crate::error::{Error, Result};
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
-use plumb_engine::oltp::{self, pg as opg, Failed, MIX};
+use plumb_engine::oltp::{self, pg as opg, Failed, Workload};
 use plumb_engine::{private, Kind, Target};
 use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
 use plumb_load::rng::Rng;
@@ -33,7 +33,9 @@ pub struct LoadConfig {
     pub set: Vec<String>,
     pub build: Option<private::Build>,
     pub database: String,
-    pub warehouses: u32,
+    pub workload: Workload,
+    /// Warehouses (order-entry) or pgbench's scale (100,000 accounts a unit).
+    pub scale: u32,
     pub clients: u32,
     pub rampup: Duration,
     pub duration: Duration,
@@ -64,10 +66,11 @@ pub enum LoadEvent<'a> {
 
 /// Check the flags' values before anything starts.
 pub fn check(c: &LoadConfig) -> Result<()> {
-    if c.warehouses == 0 || c.warehouses > oltp::MAX_WAREHOUSES {
+    if c.scale == 0 || c.scale > oltp::MAX_WAREHOUSES {
         crate::refuse!(
-            "--warehouses {}: from 1 to {} (each is about 100 MB)",
-            c.warehouses,
+            "{} {}: from 1 to {} (each unit is about 100 MB for order-entry, 15 MB for pgbench's tables)",
+            c.workload.scale_flag(),
+            c.scale,
             oltp::MAX_WAREHOUSES
         );
     }
@@ -140,7 +143,7 @@ pub fn run(
     let load_s = loaded.map(|d| d.as_secs_f64());
     let mut r = drive(c, &target, &mut admin, events, cancel)?;
     if c.check {
-        r.checks = consistency(&target, &c.database)?;
+        r.checks = consistency(&target, &c.database, c.workload)?;
     }
     r.engine = Kind::Postgres.name().into();
     r.version = version;
@@ -192,16 +195,16 @@ fn prepare(
             c.database
         ),
         opg::Found::Plumbs(mark) => {
-            if mark != opg::mark(c.warehouses) {
+            if mark != opg::mark(c.workload, c.scale) {
                 crate::refuse!(
-                    "--database {}: a kept database of plumb load's with another scale ({}); run with its --warehouses, or drop it (DROP DATABASE {0})",
+                    "--database {}: a kept database of plumb load's with other tables or another scale ({}); run with its workload and scale, or drop it (DROP DATABASE {0})",
                     c.database,
                     mark.trim_start_matches("plumb load: ")
                 );
             }
             // Kept by an earlier run: dropped at the end unless --keep again (run() says so
             // once the checks pass; refused, it stays as it was).
-            let broken: Vec<Check> = consistency(&db.target, &c.database)?
+            let broken: Vec<Check> = consistency(&db.target, &c.database, c.workload)?
                 .into_iter()
                 .filter(|k| k.violations != 0)
                 .collect();
@@ -214,8 +217,9 @@ fn prepare(
                 );
             }
             events(LoadEvent::Note(format!(
-                "reusing the kept database {} ({} warehouses), consistent",
-                c.database, c.warehouses
+                "reusing the kept database {} ({}), consistent",
+                c.database,
+                mark.trim_start_matches("plumb load: ")
             )));
             Ok(None)
         }
@@ -225,7 +229,7 @@ fn prepare(
             db.drop = true;
             let t0 = Instant::now();
             load(c, &db.target, events, cancel)?;
-            opg::mark_database(admin, &c.database, c.warehouses)?;
+            opg::mark_database(admin, &c.database, c.workload, c.scale)?;
             Ok(Some(t0.elapsed()))
         }
     }
@@ -241,8 +245,8 @@ fn load(
 ) -> Result<()> {
     let label = t.shown();
     let mut main = opg::connect_to(t, &c.database, &label)?;
-    opg::create_schema(&mut main)?;
-    let total = c.warehouses + 1;
+    opg::create_schema(&mut main, c.workload)?;
+    let total = c.workload.jobs(c.scale);
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
     let workers = total.min(cpus.max(2));
     let (next, done, stop) = (AtomicU32::new(0), AtomicU32::new(0), AtomicBool::new(false));
@@ -261,11 +265,7 @@ fn load(
                             if j >= total || stop.load(Ordering::Relaxed) {
                                 return Ok(());
                             }
-                            if j == 0 {
-                                opg::load_items(&mut conn)?;
-                            } else {
-                                opg::load_warehouse(&mut conn, j)?;
-                            }
+                            opg::load_job(&mut conn, c.workload, j)?;
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                     })();
@@ -302,7 +302,10 @@ fn load(
         elapsed: t0.elapsed(),
     });
     events(LoadEvent::Building);
-    cancellable(&mut main, cancel, opg::finish)
+    match c.workload {
+        Workload::OrderEntry => cancellable(&mut main, cancel, opg::finish),
+        _ => cancellable(&mut main, cancel, opg::finish_pgbench),
+    }
 }
 
 /// Run `f` on `conn` on a thread of its own, cancelling its statement on Ctrl-C.
@@ -333,17 +336,18 @@ fn cancellable(
     }
 }
 
-/// One client: its connection, its home warehouse.
+/// One client: its connection, its workload, the scale and its home warehouse.
 struct PgClient {
     conn: opg::PgOltp,
-    warehouses: i32,
+    workload: Workload,
+    scale: i32,
     home: i32,
 }
 
 impl driver::Client for PgClient {
     fn run(&mut self, kind: usize, rng: &mut Rng) -> std::result::Result<Outcome, Failure> {
         let mut u = |lo: i64, hi: i64| lo + rng.below((hi - lo + 1).max(1) as u64) as i64;
-        let tx = oltp::generate(kind, self.warehouses, self.home, &mut u);
+        let tx = oltp::generate_for(self.workload, kind, self.scale, self.home, &mut u);
         match self.conn.exec(&tx) {
             Ok(true) => Ok(Outcome::Committed),
             Ok(false) => Ok(Outcome::RolledBack),
@@ -381,14 +385,15 @@ fn drive(
             return Err(Interrupted.into());
         }
         clients.push(Box::new(PgClient {
-            conn: opg::PgOltp::connect(t, &c.database)?,
-            warehouses: c.warehouses as i32,
-            home: (i % c.warehouses) as i32 + 1,
+            conn: opg::PgOltp::connect(t, &c.database, c.workload)?,
+            workload: c.workload,
+            scale: c.scale as i32,
+            home: (i % c.scale) as i32 + 1,
         }));
     }
     let mut counter = opg::connect_to(t, &c.database, &t.shown())?;
     let plan = driver::Plan {
-        mix: MIX.to_vec(),
+        mix: c.workload.mix(),
         rampup: c.rampup,
         duration: c.duration,
         rate: c.rate,
@@ -398,9 +403,14 @@ fn drive(
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
     let db = c.database.clone();
+    let order_entry = c.workload == Workload::OrderEntry;
     let read =
         |admin: &mut opg::Client, counter: &mut opg::Client| -> plumb_engine::Result<(i64, i64)> {
-            let orders = opg::number(counter, oltp::NEW_ORDERS_SQL)?;
+            let orders = if order_entry {
+                opg::number(counter, oltp::NEW_ORDERS_SQL)?
+            } else {
+                0
+            };
             let xacts = opg::transactions(admin, &db)?;
             Ok((orders, xacts))
         };
@@ -420,7 +430,7 @@ fn drive(
     let window_s = m.window.as_secs_f64();
     let (types, seconds, lag) = figures::figures(&m);
     let mut r = LoadReport {
-        workload: "order-entry".into(),
+        workload: c.workload.name().into(),
         engine: String::new(),
         version: String::new(),
         target: String::new(),
@@ -428,7 +438,13 @@ fn drive(
         loaded: true,
         kept: c.keep,
         load_s: None,
-        warehouses: c.warehouses,
+        scale: c.scale,
+        scale_unit: if order_entry {
+            "warehouses"
+        } else {
+            "pgbench scale"
+        }
+        .into(),
         clients: c.clients,
         rampup_s: c.rampup.as_secs_f64(),
         duration_s: c.duration.as_secs_f64(),
@@ -457,8 +473,10 @@ fn drive(
         );
     }
     if let [Ok((o0, x0)), Ok((o1, x1))] = edges.as_slice() {
-        r.new_orders = Some(o1 - o0);
-        r.nopm = figures::per_minute(o1 - o0, window_s);
+        if order_entry {
+            r.new_orders = Some(o1 - o0);
+            r.nopm = figures::per_minute(o1 - o0, window_s);
+        }
         r.tpm = figures::per_minute(x1 - x0, window_s);
     } else if let Some(Err(e)) = edges.into_iter().find(|e| e.is_err()) {
         return Err(Error::quoting(
@@ -469,10 +487,10 @@ fn drive(
     Ok(r)
 }
 
-/// TPC-C's consistency conditions 1-4 on `db`.
-fn consistency(t: &Target, db: &str) -> Result<Vec<Check>> {
+/// The workload's consistency conditions on `db` (TPC-C's 1-4, or pgbench's balances).
+fn consistency(t: &Target, db: &str, w: Workload) -> Result<Vec<Check>> {
     let mut conn = opg::connect_to(t, db, &t.shown())?;
-    oltp::CHECKS
+    w.checks()
         .iter()
         .map(|(condition, sql)| {
             Ok(Check {

@@ -1,6 +1,10 @@
-//! The order-entry workload, derived from TPC-C (TPC-C-like: not a TPC result): its scale, its
-//! five transactions and their inputs, the consistency conditions checked after a run, and each
-//! engine's schema, loader and server-side procedures (`pg`).
+//! The workloads `plumb load` runs, and each engine's schema, loader and transactions (`pg`):
+//!
+//! - order-entry, derived from TPC-C (TPC-C-like: not a TPC result): its scale, its five
+//!   transactions and their inputs, the consistency conditions checked after a run;
+//! - tpcb, the TPC-B-like transaction pgbench runs by default, on pgbench's own tables, statement
+//!   by statement as pgbench sends it;
+//! - point-select, pgbench's `-S`: one account's balance by its key.
 //!
 //! Inputs follow TPC-C's clause 2 (NURand for customers and items, 60% of payments and order
 //! statuses by last name, 1% of new orders rolled back on an unused item, 15% of payments and 1%
@@ -19,6 +23,90 @@ pub const CUSTOMERS: i32 = 3000;
 pub const FIRST_NEW_ORDER: i32 = 2101;
 /// Warehouses at most: beyond, the load takes hours and `--warehouses` is refused.
 pub const MAX_WAREHOUSES: u32 = 10_000;
+
+/// A workload `plumb load` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    OrderEntry,
+    TpcB,
+    PointSelect,
+}
+
+/// Accounts per unit of pgbench's scale.
+pub const ACCOUNTS: i64 = 100_000;
+/// Tellers per branch (one branch a unit of scale).
+pub const TELLERS: i64 = 10;
+
+impl Workload {
+    pub const ALL: [Workload; 3] = [Workload::OrderEntry, Workload::TpcB, Workload::PointSelect];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::OrderEntry => "order-entry",
+            Workload::TpcB => "tpcb",
+            Workload::PointSelect => "point-select",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Workload> {
+        Workload::ALL.into_iter().find(|w| w.name() == s)
+    }
+
+    /// The transaction types and their weights.
+    pub fn mix(self) -> Vec<(&'static str, u32)> {
+        match self {
+            Workload::OrderEntry => MIX.to_vec(),
+            Workload::TpcB => vec![("tpcb", 1)],
+            Workload::PointSelect => vec![("point-select", 1)],
+        }
+    }
+
+    /// What the scale counts: warehouses (order-entry), or pgbench's scale (100,000 accounts a
+    /// unit).
+    pub fn scale_flag(self) -> &'static str {
+        match self {
+            Workload::OrderEntry => "--warehouses",
+            _ => "--scale",
+        }
+    }
+
+    /// The schema it runs on: the two pgbench shapes share pgbench's tables.
+    pub fn schema(self) -> &'static str {
+        match self {
+            Workload::OrderEntry => "order-entry",
+            _ => "pgbench",
+        }
+    }
+
+    /// The load's jobs: the items and each warehouse, or each branch with its accounts.
+    pub fn jobs(self, scale: u32) -> u32 {
+        match self {
+            Workload::OrderEntry => scale + 1,
+            _ => scale,
+        }
+    }
+
+    /// The conditions checked after a run (and on a kept schema before one).
+    pub fn checks(self) -> &'static [(&'static str, &'static str)] {
+        match self {
+            Workload::OrderEntry => &CHECKS,
+            _ => &TPCB_CHECKS,
+        }
+    }
+}
+
+/// The TPC-B-like schema's balances agree: what the accounts, tellers and branches gained is
+/// what the history recorded.
+pub const TPCB_CHECKS: [(&str, &str); 2] = [
+    (
+        "sum(abalance) = sum(bbalance) = sum(tbalance)",
+        "SELECT count(*) FROM (SELECT (SELECT sum(abalance) FROM pgbench_accounts) a, (SELECT sum(bbalance) FROM pgbench_branches) b, (SELECT sum(tbalance) FROM pgbench_tellers) t) x WHERE a <> b OR b <> t",
+    ),
+    (
+        "sum(abalance) = sum(delta) of pgbench_history",
+        "SELECT count(*) FROM (SELECT (SELECT sum(abalance) FROM pgbench_accounts) a, (SELECT coalesce(sum(delta), 0) FROM pgbench_history) h) x WHERE a <> h",
+    ),
+];
 
 /// The transaction types and HammerDB's weights, in the order results list them.
 pub const MIX: [(&str, u32); 5] = [
@@ -76,6 +164,16 @@ pub enum Tx {
         w: i32,
         d: i32,
         threshold: i32,
+    },
+    /// pgbench's TPC-B-like transaction: an account, its teller and branch, a delta.
+    TpcB {
+        aid: i32,
+        tid: i32,
+        bid: i32,
+        delta: i32,
+    },
+    PointSelect {
+        aid: i32,
     },
 }
 
@@ -135,7 +233,24 @@ fn other_warehouse(u: Uniform, w: i32, warehouses: i32) -> i32 {
     }
 }
 
-/// The inputs of one transaction of type `kind` for a client whose home is `w`.
+/// The inputs of one transaction of `workload`'s type `kind` at `scale`, for a client whose
+/// home (warehouse) is `home`. The pgbench shapes draw uniformly, as pgbench does.
+pub fn generate_for(workload: Workload, kind: usize, scale: i32, home: i32, u: Uniform) -> Tx {
+    match workload {
+        Workload::OrderEntry => generate(kind, scale, home, u),
+        Workload::TpcB => Tx::TpcB {
+            aid: u(1, ACCOUNTS * scale as i64) as i32,
+            tid: u(1, TELLERS * scale as i64) as i32,
+            bid: u(1, scale as i64) as i32,
+            delta: u(-5000, 5000) as i32,
+        },
+        Workload::PointSelect => Tx::PointSelect {
+            aid: u(1, ACCOUNTS * scale as i64) as i32,
+        },
+    }
+}
+
+/// The inputs of one order-entry transaction of type `kind` for a client whose home is `w`.
 pub fn generate(kind: usize, warehouses: i32, w: i32, u: Uniform) -> Tx {
     let d = u(1, DISTRICTS as i64) as i32;
     match kind {
@@ -344,6 +459,29 @@ mod tests {
             )
             .count();
         assert!((200..420).contains(&remote), "{remote}");
+    }
+
+    #[test]
+    fn the_pgbench_shapes_draw_within_the_scale() {
+        let mut u = lcg(4);
+        for _ in 0..5000 {
+            match generate_for(Workload::TpcB, 0, 3, 1, &mut u) {
+                Tx::TpcB {
+                    aid,
+                    tid,
+                    bid,
+                    delta,
+                } => {
+                    assert!((1..=300_000).contains(&aid) && (1..=30).contains(&tid));
+                    assert!((1..=3).contains(&bid) && (-5000..=5000).contains(&delta));
+                }
+                t => panic!("{t:?}"),
+            }
+        }
+        assert_eq!(Workload::parse("tpcb"), Some(Workload::TpcB));
+        assert_eq!(Workload::parse("tpcc"), None);
+        assert_eq!(Workload::OrderEntry.jobs(4), 5);
+        assert_eq!(Workload::PointSelect.jobs(4), 4);
     }
 
     #[test]

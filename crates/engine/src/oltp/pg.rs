@@ -1,8 +1,9 @@
-//! The order-entry workload on PostgreSQL: the schema, a loader that generates each warehouse
-//! on the server (generate_series, one statement a table), the five transactions as PL/pgSQL
-//! functions, and a client that calls them through prepared statements.
+//! The workloads on PostgreSQL: the schemas, a loader that generates each warehouse (or branch)
+//! on the server (generate_series, one statement a table), the order-entry transactions as
+//! PL/pgSQL functions, pgbench's statements as pgbench sends them, and a client that runs them
+//! through prepared statements.
 
-use super::{Customer, Failed, Tx, TxError};
+use super::{Customer, Failed, Tx, TxError, Workload};
 use crate::pg::{parse_url, with_causes};
 use crate::{Error, Result, Target};
 use postgres::{NoTls, Statement};
@@ -107,6 +108,35 @@ INSERT INTO stock SELECT i, $W, 10 + floor(random() * 91)::int, plumb_str(24, 24
   plumb_str(24, 24), plumb_str(24, 24), plumb_str(24, 24), 0, 0, 0,
   CASE WHEN random() < 0.1 THEN overlay(plumb_str(26, 50) placing 'ORIGINAL' from 3) ELSE plumb_str(26, 50) END
   FROM generate_series(1, 100000) i";
+
+/// pgbench's tables, as `pgbench -i` makes them.
+const PGBENCH_SCHEMA: &str = "
+CREATE TABLE pgbench_branches (bid int NOT NULL, bbalance int, filler char(88)) WITH (fillfactor = 100);
+CREATE TABLE pgbench_tellers (tid int NOT NULL, bid int, tbalance int, filler char(84)) WITH (fillfactor = 100);
+CREATE TABLE pgbench_accounts (aid int NOT NULL, bid int, abalance int, filler char(84)) WITH (fillfactor = 100);
+CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime timestamp, filler char(22));
+";
+
+/// One branch (`$B`) with its ten tellers and 100,000 accounts.
+const BRANCH_SQL: &str = "
+INSERT INTO pgbench_branches VALUES ($B, 0, NULL);
+INSERT INTO pgbench_tellers SELECT t, $B, 0, NULL FROM generate_series(($B - 1) * 10 + 1, $B * 10) t;
+INSERT INTO pgbench_accounts SELECT a, $B, 0, '' FROM generate_series(($B - 1) * 100000 + 1, $B * 100000) a";
+
+const PGBENCH_KEYS: [&str; 3] = [
+    "ALTER TABLE pgbench_branches ADD PRIMARY KEY (bid)",
+    "ALTER TABLE pgbench_tellers ADD PRIMARY KEY (tid)",
+    "ALTER TABLE pgbench_accounts ADD PRIMARY KEY (aid)",
+];
+
+/// pgbench's TPC-B-like transaction, statement by statement (between BEGIN and COMMIT).
+const TPCB: [&str; 5] = [
+    "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2",
+    "SELECT abalance FROM pgbench_accounts WHERE aid = $1",
+    "UPDATE pgbench_tellers SET tbalance = tbalance + $1 WHERE tid = $2",
+    "UPDATE pgbench_branches SET bbalance = bbalance + $1 WHERE bid = $2",
+    "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ($1, $2, $3, $4, CURRENT_TIMESTAMP)",
+];
 
 /// The five transactions, each one function (one round trip, one transaction).
 const PROCEDURES: &str = r#"
@@ -218,9 +248,12 @@ END $$;
 "#;
 
 /// What plumb writes on a database it created: a second run reuses a kept one only when it
-/// finds this mark with the same scale.
-pub fn mark(warehouses: u32) -> String {
-    format!("plumb load: order-entry, {warehouses} warehouses")
+/// finds this mark, with the same schema and scale.
+pub fn mark(w: Workload, scale: u32) -> String {
+    match w {
+        Workload::OrderEntry => format!("plumb load: order-entry, {scale} warehouses"),
+        _ => format!("plumb load: pgbench tables, scale {scale}"),
+    }
 }
 
 /// Connect to the database the target's URL names (where plumb creates and drops its own).
@@ -292,12 +325,9 @@ pub fn create_database(admin: &mut Client, db: &str) -> Result<()> {
 }
 
 /// Mark `db` as plumb's, loaded whole: only a database with this mark is ever reused.
-pub fn mark_database(admin: &mut Client, db: &str, warehouses: u32) -> Result<()> {
+pub fn mark_database(admin: &mut Client, db: &str, w: Workload, scale: u32) -> Result<()> {
     admin
-        .batch_execute(&format!(
-            "COMMENT ON DATABASE {db} IS '{}'",
-            mark(warehouses)
-        ))
+        .batch_execute(&format!("COMMENT ON DATABASE {db} IS '{}'", mark(w, scale)))
         .map_err(q("marking the load's database"))
 }
 
@@ -309,11 +339,27 @@ pub fn drop_database(admin: &mut Client, db: &str) -> Result<()> {
 }
 
 /// The tables and helper functions (in the load's database).
-pub fn create_schema(c: &mut Client) -> Result<()> {
+pub fn create_schema(c: &mut Client, w: Workload) -> Result<()> {
+    if w != Workload::OrderEntry {
+        return c
+            .batch_execute(PGBENCH_SCHEMA)
+            .map_err(q("creating the schema"));
+    }
     let sql = SCHEMA
         .replace("SYLLABLES", &super::syllables_sql())
         .replace("C_LAST_LOAD", &super::C_LAST_LOAD.to_string());
     c.batch_execute(&sql).map_err(q("creating the schema"))
+}
+
+/// Load job `j` of `w`'s (0-based, [`Workload::jobs`] of them).
+pub fn load_job(c: &mut Client, w: Workload, j: u32) -> Result<()> {
+    match w {
+        Workload::OrderEntry if j == 0 => load_items(c),
+        Workload::OrderEntry => load_warehouse(c, j),
+        _ => c
+            .batch_execute(&BRANCH_SQL.replace("$B", &(j + 1).to_string()))
+            .map_err(q(&format!("loading branch {}", j + 1))),
+    }
 }
 
 pub fn load_items(c: &mut Client) -> Result<()> {
@@ -326,6 +372,20 @@ pub fn load_warehouse(c: &mut Client, w: u32) -> Result<()> {
         .replace("C_LAST_LOAD", &super::C_LAST_LOAD.to_string());
     c.batch_execute(&sql)
         .map_err(q(&format!("loading warehouse {w}")))
+}
+
+/// Keys, indexes, the procedures and fresh statistics of pgbench's tables, after the rows
+/// are in.
+pub fn finish_pgbench(c: &mut Client) -> Result<()> {
+    c.batch_execute("SET maintenance_work_mem = '256MB'")
+        .map_err(q("building the keys"))?;
+    for k in PGBENCH_KEYS {
+        c.batch_execute(k).map_err(q("building the keys"))?;
+    }
+    c.batch_execute(
+        "VACUUM ANALYZE pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history",
+    )
+    .map_err(q("vacuuming the tables"))
 }
 
 /// Keys, indexes, the procedures and fresh statistics, after the rows are in.
@@ -366,33 +426,34 @@ pub fn transactions(admin: &mut Client, db: &str) -> Result<i64> {
     Ok(r.get(0))
 }
 
-/// One client's connection with the transactions prepared.
+/// The order-entry transactions' calls, in `Tx`'s order.
+const CALLS: [&str; 5] = [
+    "SELECT plumb_neword($1, $2, $3, $4, $5, $6)",
+    "SELECT plumb_payment($1, $2, $3, $4, $5, $6, $7::int8 / 100.0)",
+    "SELECT plumb_ostat($1, $2, $3, $4)",
+    "SELECT plumb_delivery($1, $2)",
+    "SELECT plumb_slev($1, $2, $3)",
+];
+
+/// One client's connection with its workload's statements prepared.
 pub struct PgOltp {
     client: Client,
-    neword: Statement,
-    payment: Statement,
-    ostat: Statement,
-    delivery: Statement,
-    slev: Statement,
+    stmts: Vec<Statement>,
 }
 
 impl PgOltp {
-    pub fn connect(t: &Target, db: &str) -> Result<PgOltp> {
+    pub fn connect(t: &Target, db: &str, w: Workload) -> Result<PgOltp> {
         let mut client = connect_to(t, db, &t.shown())?;
-        let mut p = |sql: &str| client.prepare(sql).map_err(q("preparing the transactions"));
-        let neword = p("SELECT plumb_neword($1, $2, $3, $4, $5, $6)")?;
-        let payment = p("SELECT plumb_payment($1, $2, $3, $4, $5, $6, $7::int8 / 100.0)")?;
-        let ostat = p("SELECT plumb_ostat($1, $2, $3, $4)")?;
-        let delivery = p("SELECT plumb_delivery($1, $2)")?;
-        let slev = p("SELECT plumb_slev($1, $2, $3)")?;
-        Ok(PgOltp {
-            client,
-            neword,
-            payment,
-            ostat,
-            delivery,
-            slev,
-        })
+        let sqls: &[&str] = match w {
+            Workload::OrderEntry => &CALLS,
+            Workload::TpcB => &TPCB,
+            Workload::PointSelect => &TPCB[1..2],
+        };
+        let stmts = sqls
+            .iter()
+            .map(|sql| client.prepare(sql).map_err(q("preparing the transactions")))
+            .collect::<Result<_>>()?;
+        Ok(PgOltp { client, stmts })
     }
 
     /// Something another thread can call to cancel the running statement.
@@ -403,6 +464,7 @@ impl PgOltp {
     /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
     pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
         let c = &mut self.client;
+        let s = &self.stmts;
         let r = match tx {
             Tx::NewOrder {
                 w,
@@ -411,7 +473,7 @@ impl PgOltp {
                 items,
                 supply,
                 qty,
-            } => c.execute(&self.neword, &[w, d, cust, items, supply, qty]),
+            } => c.execute(&s[0], &[w, d, cust, items, supply, qty]),
             Tx::Payment {
                 w,
                 d,
@@ -421,14 +483,21 @@ impl PgOltp {
                 amount_cents,
             } => {
                 let (id, last) = by(cust);
-                c.execute(&self.payment, &[w, d, c_w, c_d, &id, &last, amount_cents])
+                c.execute(&s[1], &[w, d, c_w, c_d, &id, &last, amount_cents])
             }
             Tx::OrderStatus { w, d, c: cust } => {
                 let (id, last) = by(cust);
-                c.execute(&self.ostat, &[w, d, &id, &last])
+                c.execute(&s[2], &[w, d, &id, &last])
             }
-            Tx::Delivery { w, carrier } => c.execute(&self.delivery, &[w, carrier]),
-            Tx::StockLevel { w, d, threshold } => c.execute(&self.slev, &[w, d, threshold]),
+            Tx::Delivery { w, carrier } => c.execute(&s[3], &[w, carrier]),
+            Tx::StockLevel { w, d, threshold } => c.execute(&s[4], &[w, d, threshold]),
+            Tx::TpcB {
+                aid,
+                tid,
+                bid,
+                delta,
+            } => tpcb(c, s, *aid, *tid, *bid, *delta),
+            Tx::PointSelect { aid } => c.query_one(&s[0], &[aid]).map(|_| 1),
         };
         match r {
             Ok(_) => Ok(true),
@@ -436,6 +505,25 @@ impl PgOltp {
             Err(e) => Err(classify(&e)),
         }
     }
+}
+
+/// pgbench's transaction: BEGIN, the five statements, COMMIT (seven round trips, as pgbench).
+fn tpcb(
+    c: &mut Client,
+    s: &[Statement],
+    aid: i32,
+    tid: i32,
+    bid: i32,
+    delta: i32,
+) -> std::result::Result<u64, postgres::Error> {
+    let mut t = c.transaction()?;
+    t.execute(&s[0], &[&delta, &aid])?;
+    t.query_one(&s[1], &[&aid])?;
+    t.execute(&s[2], &[&delta, &tid])?;
+    t.execute(&s[3], &[&delta, &bid])?;
+    t.execute(&s[4], &[&tid, &bid, &aid, &delta])?;
+    t.commit()?;
+    Ok(1)
 }
 
 fn by(c: &Customer) -> (i32, &str) {

@@ -456,15 +456,19 @@ fn run_of(condition: &str, setting: &str, us: &[u64]) -> CommitRun {
     }
 }
 
-/// The smallest change in median commit time stated as a change (20%).
-const COMMIT_FLOOR: f64 = 0.2;
+/// The smallest change in median commit time stated as a wait for the standby (20%).
+pub const WAIT_FLOOR: f64 = 0.2;
+/// The smallest change stated as commits following the standby's throttled disk: twice as
+/// slow. A throttle that the commits wait for multiplies their time (50 writes a second is
+/// 20 ms a write); the same disk shared with a throttled standby moves them by a fraction.
+pub const FOLLOW_FLOOR: f64 = 1.0;
 
 /// Whether `b`'s commits are slower than `a`'s beyond chance and beyond a practical floor: the
 /// rank-sum test over the two loops' commit times (one-sided p < 0.01) and `b`'s median at
-/// least 20% above `a`'s. `None` when a loop has too few commits to test.
-pub fn slower_beyond_spread(a: &[u64], b: &[u64]) -> Option<bool> {
+/// least `1 + floor` times `a`'s. `None` when a loop has too few commits to test.
+pub fn slower_beyond_spread(a: &[u64], b: &[u64], floor: f64) -> Option<bool> {
     let f = |v: &[u64]| v.iter().map(|&u| u as f64).collect::<Vec<_>>();
-    plumb_analyze::stats::larger_beyond_noise(&f(a), &f(b), COMMIT_FLOOR)
+    plumb_analyze::stats::larger_beyond_noise(&f(a), &f(b), floor)
 }
 
 /// What the commit waited for beyond the local flush (median of `on` − median of `local`),
@@ -472,7 +476,7 @@ pub fn slower_beyond_spread(a: &[u64], b: &[u64]) -> Option<bool> {
 fn standby_wait_note(mode: ReplicaMode, local: &[u64], on: &[u64]) -> Option<Note> {
     let (l50, o50) = (quantile_ms(local, 0.5)?, quantile_ms(on, 0.5)?);
     let wait = (o50 - l50).max(0.0);
-    let apart = slower_beyond_spread(local, on)?;
+    let apart = slower_beyond_spread(local, on, WAIT_FLOOR)?;
     let code = if apart {
         "standby-commit-wait"
     } else {
@@ -494,7 +498,7 @@ fn followed_note(mode: ReplicaMode, before: &[u64], after: &[u64], rate: &str) -
         quantile_ms(before, 0.5).unwrap_or(f64::NAN),
         quantile_ms(after, 0.5).unwrap_or(f64::NAN),
     );
-    let code = match slower_beyond_spread(before, after) {
+    let code = match slower_beyond_spread(before, after, FOLLOW_FLOOR) {
         Some(true) => "standby-commit-follows-standby",
         Some(false) => "standby-commit-unaffected",
         None => "standby-commit-not-measured",

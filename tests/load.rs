@@ -445,10 +445,10 @@ fn bad_input_is_named_and_exits_2() {
             vec![
                 "load",
                 "--engine",
-                "mysql://root@localhost/x",
+                "mssql://sa@localhost/x",
                 "--allow-writes",
             ],
-            "PostgreSQL so far",
+            "PostgreSQL and MariaDB so far",
         ),
         (
             vec![
@@ -466,4 +466,102 @@ fn bad_input_is_named_and_exits_2() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert!(!dir.exists(), "{args:?} started an instance");
     }
+}
+
+/// The same workloads on MariaDB (a server of the test's own, as a user's would be: --engine
+/// with --allow-writes): the schema loads, the procedures commit, NOPM matches the new orders
+/// the clients saw commit, the conditions hold, and the database is gone after.
+#[test]
+fn the_workloads_run_on_mariadb() {
+    let m = match common::maria::Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let url = m.url("mysql");
+    let o = run(&["load", "--engine", &url]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--allow-writes"));
+    let json = |extra: &[&str]| -> Value {
+        let mut args = vec!["--json", "load", "--engine", &url, "--allow-writes"];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "plumb {args:?}\n{}", text(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let r = json(&[
+        "--warehouses",
+        "1",
+        "--clients",
+        "2",
+        "--rampup",
+        "1s",
+        "--duration",
+        "6s",
+        "--check",
+    ]);
+    assert_eq!(r["engine"], "MariaDB");
+    assert!(
+        r["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["violations"] == 0),
+        "{}",
+        r["checks"]
+    );
+    let committed = ty(&r, "new-order")["committed"].as_f64().unwrap();
+    let counted = r["new_orders"].as_f64().unwrap();
+    assert!(committed > 20.0, "{r}");
+    assert!(
+        (committed - counted).abs() <= 4.0,
+        "clients {committed}, schema {counted}"
+    );
+    assert!(ty(&r, "new-order")["rolled_back"].as_u64().is_some());
+    for name in ["payment", "delivery", "stock-level", "order-status"] {
+        assert!(
+            ty(&r, name)["committed"].as_u64().unwrap() > 0,
+            "{name}: {r}"
+        );
+        assert_eq!(ty(&r, name)["failed"], serde_json::json!({}), "{name}: {r}");
+    }
+    assert!(r["tpm"].as_f64().unwrap() > 0.0);
+    let r = json(&[
+        "--workload",
+        "tpcb",
+        "--scale",
+        "1",
+        "--clients",
+        "2",
+        "--rampup",
+        "0s",
+        "--duration",
+        "3s",
+        "--check",
+    ]);
+    assert!(ty(&r, "tpcb")["committed"].as_u64().unwrap() > 50, "{r}");
+    assert!(r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["violations"] == 0));
+    let dbs = m.sql("SHOW DATABASES").unwrap();
+    assert!(!dbs.contains("plumb_load"), "{dbs}");
+    // Ctrl-C while loading: the statements are killed and the database dropped.
+    let o = interrupt_when(
+        &[
+            "load",
+            "--engine",
+            &url,
+            "--allow-writes",
+            "--warehouses",
+            "3",
+        ],
+        "loading",
+    );
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    let dbs = m.sql("SHOW DATABASES").unwrap();
+    assert!(!dbs.contains("plumb_load"), "{dbs}");
 }

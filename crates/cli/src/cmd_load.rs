@@ -14,9 +14,9 @@ use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub struct LoadArgs {
-    /// A server of yours (postgres://USER@HOST/DB) instead of plumb's private PostgreSQL in
-    /// --dir. plumb creates its own database there (needs CREATEDB), and runs only with
-    /// --allow-writes.
+    /// A server of yours (postgres://USER@HOST/DB, mysql://USER@HOST/DB or
+    /// mariadb://…?socket=PATH) instead of plumb's private PostgreSQL in --dir. plumb creates its
+    /// own database there, and runs only with --allow-writes.
     #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
     pub engine: Option<String>,
     /// Read the server's password from this file (not readable by others).

@@ -14,7 +14,8 @@
 use crate::error::{Error, Result};
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
-use plumb_engine::oltp::{self, pg as opg, Failed, Workload};
+use plumb_engine::oltp::server::{Admin, DbConn, Found, OltpClient};
+use plumb_engine::oltp::{self, Failed, Workload};
 use plumb_engine::{private, Kind, Target};
 use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
 use plumb_load::rng::Rng;
@@ -99,8 +100,8 @@ pub fn check(c: &LoadConfig) -> Result<()> {
             if !c.allow_writes {
                 crate::refuse!("--engine {}: the load creates a database, fills it and writes to it; on a server plumb did not start it runs only with --allow-writes", t.shown());
             }
-            if t.kind()? != Kind::Postgres {
-                crate::refuse!("--engine {}: plumb load runs on PostgreSQL so far (MariaDB and SQL Server are not written yet)", t.shown());
+            if t.kind()? == Kind::Sqlserver {
+                crate::refuse!("--engine {}: plumb load runs on PostgreSQL and MariaDB so far (SQL Server's procedures are not written yet)", t.shown());
             }
         }
         None => {
@@ -131,8 +132,8 @@ pub fn run(
             (dt.target, dt.shown, owned)
         }
     };
-    let mut admin = opg::connect_admin(&target)?;
-    let version = opg::server_version(&mut admin)?;
+    let mut admin = Admin::connect(&target)?;
+    let version = admin.version()?;
     let mut db = Database {
         target: target.clone(),
         name: c.database.clone(),
@@ -145,7 +146,7 @@ pub fn run(
     if c.check {
         r.checks = consistency(&target, &c.database, c.workload)?;
     }
-    r.engine = Kind::Postgres.name().into();
+    r.engine = admin.kind().name().into();
     r.version = version;
     r.target = shown;
     r.loaded = loaded.is_some();
@@ -168,11 +169,10 @@ impl Drop for Database {
         if !self.drop {
             return;
         }
-        let r = opg::connect_admin(&self.target)
-            .and_then(|mut a| opg::drop_database(&mut a, &self.name));
+        let r = Admin::connect(&self.target).and_then(|mut a| a.drop_database(&self.name));
         if let Err(e) = r {
             eprintln!(
-                "plumb: warning: could not drop the load's database {} on {}: {e}; drop it by hand (DROP DATABASE {0} WITH (FORCE))",
+                "plumb: warning: could not drop the load's database {} on {}: {e}; drop it by hand (DROP DATABASE {0})",
                 self.name,
                 self.target.shown()
             );
@@ -184,18 +184,18 @@ impl Drop for Database {
 /// load took (None: reused).
 fn prepare(
     c: &LoadConfig,
-    admin: &mut opg::Client,
+    admin: &mut Admin,
     db: &mut Database,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<Duration>> {
-    match opg::find(admin, &c.database)? {
-        opg::Found::Other => crate::refuse!(
+    match admin.find(&c.database)? {
+        Found::Other => crate::refuse!(
             "--database {}: a database of that name exists and is not one plumb load made; name another (--database NAME)",
             c.database
         ),
-        opg::Found::Plumbs(mark) => {
-            if mark != opg::mark(c.workload, c.scale) {
+        Found::Plumbs(mark) => {
+            if mark != oltp::pg::mark(c.workload, c.scale) {
                 crate::refuse!(
                     "--database {}: a kept database of plumb load's with other tables or another scale ({}); run with its workload and scale, or drop it (DROP DATABASE {0})",
                     c.database,
@@ -223,13 +223,13 @@ fn prepare(
             )));
             Ok(None)
         }
-        opg::Found::Nothing => {
-            opg::create_database(admin, &c.database)?;
+        Found::Nothing => {
+            admin.create_database(&c.database)?;
             // Dropped on any failure, --keep or not: a half-loaded schema is nobody's.
             db.drop = true;
             let t0 = Instant::now();
             load(c, &db.target, events, cancel)?;
-            opg::mark_database(admin, &c.database, c.workload, c.scale)?;
+            admin.mark_database(&c.database, c.workload, c.scale)?;
             Ok(Some(t0.elapsed()))
         }
     }
@@ -243,9 +243,8 @@ fn load(
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<()> {
-    let label = t.shown();
-    let mut main = opg::connect_to(t, &c.database, &label)?;
-    opg::create_schema(&mut main, c.workload)?;
+    let mut main = DbConn::connect(t, &c.database)?;
+    main.create_schema(c.workload)?;
     let total = c.workload.jobs(c.scale);
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get()) as u32;
     let workers = total.min(cpus.max(2));
@@ -258,14 +257,14 @@ fn load(
             .map(|_| {
                 s.spawn(|| {
                     let r = (|| -> Result<()> {
-                        let mut conn = opg::connect_to(t, &c.database, &label)?;
-                        cancellers.lock().unwrap().push(opg::canceller(&conn));
+                        let mut conn = DbConn::connect(t, &c.database)?;
+                        cancellers.lock().unwrap().push(conn.canceller(t));
                         loop {
                             let j = next.fetch_add(1, Ordering::Relaxed);
                             if j >= total || stop.load(Ordering::Relaxed) {
                                 return Ok(());
                             }
-                            opg::load_job(&mut conn, c.workload, j)?;
+                            conn.load_job(c.workload, j)?;
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                     })();
@@ -302,21 +301,20 @@ fn load(
         elapsed: t0.elapsed(),
     });
     events(LoadEvent::Building);
-    match c.workload {
-        Workload::OrderEntry => cancellable(&mut main, cancel, opg::finish),
-        _ => cancellable(&mut main, cancel, opg::finish_pgbench),
-    }
+    cancellable(&mut main, t, cancel, c.workload)
 }
 
-/// Run `f` on `conn` on a thread of its own, cancelling its statement on Ctrl-C.
+/// The keys, procedures and statistics on `conn`, on a thread of their own, cancelling the
+/// statement on Ctrl-C.
 fn cancellable(
-    conn: &mut opg::Client,
+    conn: &mut DbConn,
+    t: &Target,
     cancel: &(dyn Fn() -> bool + Sync),
-    f: fn(&mut opg::Client) -> plumb_engine::Result<()>,
+    w: Workload,
 ) -> Result<()> {
-    let stop = opg::canceller(conn);
+    let stop = conn.canceller(t);
     let r = std::thread::scope(|s| {
-        let h = s.spawn(|| f(conn));
+        let h = s.spawn(|| conn.finish(w));
         let mut cancelled = false;
         while !h.is_finished() {
             if !cancelled && cancel() {
@@ -337,14 +335,14 @@ fn cancellable(
 }
 
 /// One client: its connection, its workload, the scale and its home warehouse.
-struct PgClient {
-    conn: opg::PgOltp,
+struct LoadClient {
+    conn: OltpClient,
     workload: Workload,
     scale: i32,
     home: i32,
 }
 
-impl driver::Client for PgClient {
+impl driver::Client for LoadClient {
     fn run(&mut self, kind: usize, rng: &mut Rng) -> std::result::Result<Outcome, Failure> {
         let mut u = |lo: i64, hi: i64| lo + rng.below((hi - lo + 1).max(1) as u64) as i64;
         let tx = oltp::generate_for(self.workload, kind, self.scale, self.home, &mut u);
@@ -375,7 +373,7 @@ impl driver::Client for PgClient {
 fn drive(
     c: &LoadConfig,
     t: &Target,
-    admin: &mut opg::Client,
+    admin: &mut Admin,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<LoadReport> {
@@ -384,14 +382,15 @@ fn drive(
         if cancel() {
             return Err(Interrupted.into());
         }
-        clients.push(Box::new(PgClient {
-            conn: opg::PgOltp::connect(t, &c.database, c.workload)?,
+        clients.push(Box::new(LoadClient {
+            conn: OltpClient::connect(t, &c.database, c.workload)?,
             workload: c.workload,
             scale: c.scale as i32,
             home: (i % c.scale) as i32 + 1,
         }));
     }
-    let mut counter = opg::connect_to(t, &c.database, &t.shown())?;
+    let mut counter = DbConn::connect(t, &c.database)?;
+    let tpm_source = admin.tpm_source();
     let plan = driver::Plan {
         mix: c.workload.mix(),
         rampup: c.rampup,
@@ -404,16 +403,15 @@ fn drive(
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
     let db = c.database.clone();
     let order_entry = c.workload == Workload::OrderEntry;
-    let read =
-        |admin: &mut opg::Client, counter: &mut opg::Client| -> plumb_engine::Result<(i64, i64)> {
-            let orders = if order_entry {
-                opg::number(counter, oltp::NEW_ORDERS_SQL)?
-            } else {
-                0
-            };
-            let xacts = opg::transactions(admin, &db)?;
-            Ok((orders, xacts))
+    let read = |admin: &mut Admin, counter: &mut DbConn| -> plumb_engine::Result<(i64, i64)> {
+        let orders = if order_entry {
+            counter.number(oltp::NEW_ORDERS_SQL)?
+        } else {
+            0
         };
+        let xacts = admin.transactions(&db)?;
+        Ok((orders, xacts))
+    };
     let m = driver::run(
         &plan,
         clients,
@@ -454,7 +452,7 @@ fn drive(
         nopm: None,
         new_orders: None,
         tpm: None,
-        tpm_source: "pg_stat_database: xact_commit + xact_rollback of the load's database".into(),
+        tpm_source: tpm_source.into(),
         types,
         lag,
         late: m.late,
@@ -489,13 +487,13 @@ fn drive(
 
 /// The workload's consistency conditions on `db` (TPC-C's 1-4, or pgbench's balances).
 fn consistency(t: &Target, db: &str, w: Workload) -> Result<Vec<Check>> {
-    let mut conn = opg::connect_to(t, db, &t.shown())?;
+    let mut conn = DbConn::connect(t, db)?;
     w.checks()
         .iter()
         .map(|(condition, sql)| {
             Ok(Check {
                 condition: condition.to_string(),
-                violations: opg::number(&mut conn, sql)?,
+                violations: conn.number(sql)?,
             })
         })
         .collect()

@@ -346,6 +346,10 @@ impl Worker {
             .max(1);
         let mut intended = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
+            // No transaction starts after the window: what runs then is nobody's figure.
+            if Instant::now() >= self.end {
+                break;
+            }
             if let Some(rate) = self.rate {
                 intended += exp_gap(&mut self.rng, rate);
                 if intended >= self.end {

@@ -11,7 +11,9 @@
 //! of order lines from a remote warehouse when there are several); the mix is HammerDB's (10/23
 //! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
 
+pub mod maria;
 pub mod pg;
+pub mod server;
 
 /// Items in the catalogue (TPC-C's fixed 100,000).
 pub const ITEMS: i32 = 100_000;

@@ -291,17 +291,9 @@ fn q(what: &str) -> impl Fn(postgres::Error) -> Error + '_ {
     move |e| crate::pg::qerr(what, e)
 }
 
-/// What is on the server under the name `db`: nothing, plumb's schema of some scale, or
-/// something else.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Found {
-    Nothing,
-    Plumbs(String),
-    Other,
-}
-
 /// Look for `db` from a session in another database (the target's own).
-pub fn find(admin: &mut Client, db: &str) -> Result<Found> {
+pub fn find(admin: &mut Client, db: &str) -> Result<super::server::Found> {
+    use super::server::Found;
     let row = admin
         .query_opt(
             "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",

@@ -1,0 +1,578 @@
+//! The workloads on MariaDB: the schemas (InnoDB, keys from the start: the loader inserts in
+//! key order), a loader that generates each warehouse (or branch) on the server from the
+//! Sequence engine's `seq_1_to_N` tables, the order-entry transactions as SQL/PSM procedures
+//! (each its own transaction: in autocommit a procedure's statements would commit one by one),
+//! pgbench's statements between START TRANSACTION and COMMIT, and a client that runs them
+//! through prepared statements.
+
+use super::{Customer, Failed, Tx, TxError, Workload};
+use crate::mariadb::{merr, parse_url};
+use crate::{Error, Result, Target};
+use mysql::prelude::Queryable;
+use mysql::{Conn, Opts, OptsBuilder, Statement};
+
+pub use mysql::Conn as Client;
+
+/// A random string of `lo` to `hi` characters, as SQL.
+fn s(lo: u32, hi: u32) -> String {
+    format!(
+        "SUBSTRING(REPEAT(MD5(RAND()), 16), 1, {lo} + FLOOR(RAND() * {}))",
+        hi - lo + 1
+    )
+}
+
+fn schema() -> String {
+    "
+CREATE TABLE warehouse (w_id int NOT NULL PRIMARY KEY, w_name varchar(10), w_street_1 varchar(20),
+  w_street_2 varchar(20), w_city varchar(20), w_state char(2), w_zip char(9),
+  w_tax decimal(4,4), w_ytd decimal(12,2)) ENGINE = InnoDB;
+CREATE TABLE district (d_id int NOT NULL, d_w_id int NOT NULL, d_name varchar(10),
+  d_street_1 varchar(20), d_street_2 varchar(20), d_city varchar(20), d_state char(2),
+  d_zip char(9), d_tax decimal(4,4), d_ytd decimal(12,2), d_next_o_id int,
+  PRIMARY KEY (d_w_id, d_id)) ENGINE = InnoDB;
+CREATE TABLE customer (c_id int NOT NULL, c_d_id int NOT NULL, c_w_id int NOT NULL,
+  c_first varchar(16), c_middle char(2), c_last varchar(16), c_street_1 varchar(20),
+  c_street_2 varchar(20), c_city varchar(20), c_state char(2), c_zip char(9), c_phone char(16),
+  c_since datetime, c_credit char(2), c_credit_lim decimal(12,2), c_discount decimal(4,4),
+  c_balance decimal(12,2), c_ytd_payment decimal(12,2), c_payment_cnt int, c_delivery_cnt int,
+  c_data varchar(500), PRIMARY KEY (c_w_id, c_d_id, c_id),
+  KEY customer_name (c_w_id, c_d_id, c_last, c_first)) ENGINE = InnoDB;
+CREATE TABLE history (h_c_id int, h_c_d_id int, h_c_w_id int, h_d_id int, h_w_id int,
+  h_date datetime, h_amount decimal(6,2), h_data varchar(24)) ENGINE = InnoDB;
+CREATE TABLE new_order (no_o_id int NOT NULL, no_d_id int NOT NULL, no_w_id int NOT NULL,
+  PRIMARY KEY (no_w_id, no_d_id, no_o_id)) ENGINE = InnoDB;
+CREATE TABLE orders (o_id int NOT NULL, o_d_id int NOT NULL, o_w_id int NOT NULL, o_c_id int,
+  o_entry_d datetime, o_carrier_id int, o_ol_cnt int, o_all_local int,
+  PRIMARY KEY (o_w_id, o_d_id, o_id), KEY orders_customer (o_w_id, o_d_id, o_c_id, o_id))
+  ENGINE = InnoDB;
+CREATE TABLE order_line (ol_o_id int NOT NULL, ol_d_id int NOT NULL, ol_w_id int NOT NULL,
+  ol_number int NOT NULL, ol_i_id int, ol_supply_w_id int, ol_delivery_d datetime,
+  ol_quantity int, ol_amount decimal(6,2), ol_dist_info char(24),
+  PRIMARY KEY (ol_w_id, ol_d_id, ol_o_id, ol_number)) ENGINE = InnoDB;
+CREATE TABLE item (i_id int NOT NULL PRIMARY KEY, i_im_id int, i_name varchar(24),
+  i_price decimal(5,2), i_data varchar(50)) ENGINE = InnoDB;
+CREATE TABLE stock (s_i_id int NOT NULL, s_w_id int NOT NULL, s_quantity int,
+  s_dist_01 char(24), s_dist_02 char(24), s_dist_03 char(24), s_dist_04 char(24),
+  s_dist_05 char(24), s_dist_06 char(24), s_dist_07 char(24), s_dist_08 char(24),
+  s_dist_09 char(24), s_dist_10 char(24), s_ytd int, s_order_cnt int, s_remote_cnt int,
+  s_data varchar(50), PRIMARY KEY (s_w_id, s_i_id)) ENGINE = InnoDB"
+        .to_string()
+}
+
+const PGBENCH_SCHEMA: &str = "
+CREATE TABLE pgbench_branches (bid int NOT NULL PRIMARY KEY, bbalance int, filler char(88)) ENGINE = InnoDB;
+CREATE TABLE pgbench_tellers (tid int NOT NULL PRIMARY KEY, bid int, tbalance int, filler char(84)) ENGINE = InnoDB;
+CREATE TABLE pgbench_accounts (aid int NOT NULL PRIMARY KEY, bid int, abalance int, filler char(84)) ENGINE = InnoDB;
+CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime datetime, filler char(22)) ENGINE = InnoDB";
+
+/// A last name from a number column `n` (0..=999), as SQL.
+fn last(n: &str) -> String {
+    let syl = super::syllables_sql();
+    format!("CONCAT(ELT({n} DIV 100 + 1, {syl}), ELT({n} DIV 10 MOD 10 + 1, {syl}), ELT({n} MOD 10 + 1, {syl}))")
+}
+
+fn zip() -> &'static str {
+    "CONCAT(LPAD(FLOOR(RAND() * 10000), 4, '0'), '11111')"
+}
+
+fn state() -> &'static str {
+    "UPPER(SUBSTRING(MD5(RAND()), 1, 2))"
+}
+
+fn items_sql() -> String {
+    format!(
+        "INSERT INTO item SELECT seq, 1 + FLOOR(RAND() * 10000), {}, ROUND(1 + RAND() * 99, 2),
+           IF(RAND() < 0.1, INSERT({}, 3, 8, 'ORIGINAL'), {}) FROM seq_1_to_100000",
+        s(14, 24),
+        s(26, 50),
+        s(26, 50)
+    )
+}
+
+/// One warehouse's statements, TPC-C's clause 4.3.3 cardinalities and values.
+fn warehouse_sql(w: u32) -> Vec<String> {
+    let (s10, s20) = (s(6, 10), s(10, 20));
+    let dist = (0..10).map(|_| s(24, 24)).collect::<Vec<_>>().join(", ");
+    vec![
+        format!("INSERT INTO warehouse VALUES ({w}, {s10}, {s20}, {s20}, {s20}, {}, {}, ROUND(RAND() * 0.2, 4), 300000)", state(), zip()),
+        format!("INSERT INTO district SELECT seq, {w}, {s10}, {s20}, {s20}, {s20}, {}, {}, ROUND(RAND() * 0.2, 4), 30000, 3001 FROM seq_1_to_10", state(), zip()),
+        format!(
+            "INSERT INTO customer SELECT c, d, {w}, {}, 'OE', {}, {s20}, {s20}, {s20}, {}, {},
+               LPAD(FLOOR(RAND() * 1e15), 16, '0'), NOW(), IF(RAND() < 0.1, 'BC', 'GC'), 50000,
+               ROUND(RAND() * 0.5, 4), -10, 10, 1, 0, {}
+             FROM (SELECT d.seq d, c.seq c,
+                     IF(c.seq <= 1000, c.seq - 1, ((FLOOR(RAND() * 256) | FLOOR(RAND() * 1000)) + {}) MOD 1000) n
+                   FROM seq_1_to_10 d, seq_1_to_3000 c) x",
+            s(8, 16),
+            last("n"),
+            state(),
+            zip(),
+            s(300, 500),
+            super::C_LAST_LOAD
+        ),
+        format!("INSERT INTO history SELECT c.seq, d.seq, {w}, d.seq, {w}, NOW(), 10, {} FROM seq_1_to_10 d, seq_1_to_3000 c", s(12, 24)),
+        format!(
+            "INSERT INTO orders SELECT o, d, {w}, c, NOW(), IF(o < 2101, 1 + FLOOR(RAND() * 10), NULL),
+               5 + FLOOR(RAND() * 11), 1
+             FROM (SELECT d.seq d, o.seq o, ROW_NUMBER() OVER (PARTITION BY d.seq ORDER BY RAND()) c
+                   FROM seq_1_to_10 d, seq_1_to_3000 o) x"
+        ),
+        format!(
+            "INSERT INTO order_line SELECT o.o_id, o.o_d_id, {w}, n.seq, 1 + FLOOR(RAND() * 100000), {w},
+               IF(o.o_id < 2101, o.o_entry_d, NULL), 5,
+               IF(o.o_id < 2101, 0, ROUND(0.01 + RAND() * 9999.98, 2)), {}
+             FROM orders o JOIN seq_1_to_15 n ON n.seq <= o.o_ol_cnt WHERE o.o_w_id = {w}",
+            s(24, 24)
+        ),
+        format!("INSERT INTO new_order SELECT o.seq, d.seq, {w} FROM seq_1_to_10 d, seq_2101_to_3000 o"),
+        format!(
+            "INSERT INTO stock SELECT seq, {w}, 10 + FLOOR(RAND() * 91), {dist}, 0, 0, 0,
+               IF(RAND() < 0.1, INSERT({}, 3, 8, 'ORIGINAL'), {}) FROM seq_1_to_100000",
+            s(26, 50),
+            s(26, 50)
+        ),
+    ]
+}
+
+fn branch_sql(b: u32) -> Vec<String> {
+    vec![
+        format!("INSERT INTO pgbench_branches VALUES ({b}, 0, NULL)"),
+        format!(
+            "INSERT INTO pgbench_tellers SELECT seq, {b}, 0, NULL FROM seq_{}_to_{}",
+            (b - 1) * 10 + 1,
+            b * 10
+        ),
+        format!(
+            "INSERT INTO pgbench_accounts SELECT seq, {b}, 0, '' FROM seq_{}_to_{}",
+            (b - 1) * 100_000 + 1,
+            b * 100_000
+        ),
+    ]
+}
+
+/// The five transactions. Each starts and ends its own transaction; an error rolls it back
+/// and goes to the client (RESIGNAL); new-order's unused item rolls back and signals PLRB1.
+const PROCEDURES: [&str; 6] = [
+    r#"CREATE PROCEDURE plumb_customer(p_w int, p_d int, p_c int, p_last varchar(16), OUT v_c int)
+BEGIN
+  DECLARE v_n int;
+  IF p_c > 0 THEN SET v_c = p_c;
+  ELSE
+    SELECT count(*) INTO v_n FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last;
+    SET v_n = GREATEST((v_n - 1) DIV 2, 0);
+    SELECT c_id INTO v_c FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_last = p_last
+      ORDER BY c_first LIMIT v_n, 1;
+  END IF;
+END"#,
+    r#"CREATE PROCEDURE plumb_neword(p_w int, p_d int, p_c int, p_items text, p_supply text, p_qty text)
+BEGIN
+  DECLARE v_o, v_n, v_all_local, i, v_item, v_sw, v_q int;
+  DECLARE v_price, v_w_tax, v_d_tax, v_disc decimal(12,4);
+  DECLARE v_dist char(24);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET v_n = JSON_LENGTH(p_items), v_all_local = 1, i = 0;
+  WHILE i < v_n DO
+    IF JSON_VALUE(p_supply, CONCAT('$[', i, ']')) <> p_w THEN SET v_all_local = 0; END IF;
+    SET i = i + 1;
+  END WHILE;
+  START TRANSACTION;
+  SELECT w_tax INTO v_w_tax FROM warehouse WHERE w_id = p_w;
+  SELECT d_next_o_id, d_tax INTO v_o, v_d_tax FROM district WHERE d_w_id = p_w AND d_id = p_d FOR UPDATE;
+  UPDATE district SET d_next_o_id = d_next_o_id + 1 WHERE d_w_id = p_w AND d_id = p_d;
+  SELECT c_discount INTO v_disc FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = p_c;
+  INSERT INTO orders VALUES (v_o, p_d, p_w, p_c, NOW(), NULL, v_n, v_all_local);
+  INSERT INTO new_order VALUES (v_o, p_d, p_w);
+  SET i = 0;
+  WHILE i < v_n DO
+    SET v_item = JSON_VALUE(p_items, CONCAT('$[', i, ']')),
+        v_sw = JSON_VALUE(p_supply, CONCAT('$[', i, ']')),
+        v_q = JSON_VALUE(p_qty, CONCAT('$[', i, ']')), v_price = NULL;
+    SELECT i_price INTO v_price FROM item WHERE i_id = v_item;
+    IF v_price IS NULL THEN
+      ROLLBACK;
+      SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'PLRB1: the item does not exist; the new order is rolled back';
+    END IF;
+    SELECT CASE p_d WHEN 1 THEN s_dist_01 WHEN 2 THEN s_dist_02 WHEN 3 THEN s_dist_03
+      WHEN 4 THEN s_dist_04 WHEN 5 THEN s_dist_05 WHEN 6 THEN s_dist_06 WHEN 7 THEN s_dist_07
+      WHEN 8 THEN s_dist_08 WHEN 9 THEN s_dist_09 ELSE s_dist_10 END INTO v_dist
+      FROM stock WHERE s_w_id = v_sw AND s_i_id = v_item FOR UPDATE;
+    UPDATE stock SET
+      s_quantity = IF(s_quantity - v_q >= 10, s_quantity - v_q, s_quantity - v_q + 91),
+      s_ytd = s_ytd + v_q, s_order_cnt = s_order_cnt + 1,
+      s_remote_cnt = s_remote_cnt + IF(v_sw <> p_w, 1, 0)
+    WHERE s_w_id = v_sw AND s_i_id = v_item;
+    INSERT INTO order_line VALUES (v_o, p_d, p_w, i + 1, v_item, v_sw, NULL, v_q, v_q * v_price, v_dist);
+    SET i = i + 1;
+  END WHILE;
+  COMMIT;
+END"#,
+    r#"CREATE PROCEDURE plumb_payment(p_w int, p_d int, p_c_w int, p_c_d int, p_c int, p_last varchar(16), p_cents bigint)
+BEGIN
+  DECLARE v_c int; DECLARE v_credit char(2); DECLARE v_w_name, v_d_name varchar(10);
+  DECLARE v_amount decimal(12,2);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  SET v_amount = p_cents / 100;
+  START TRANSACTION;
+  UPDATE warehouse SET w_ytd = w_ytd + v_amount WHERE w_id = p_w;
+  SELECT w_name INTO v_w_name FROM warehouse WHERE w_id = p_w;
+  UPDATE district SET d_ytd = d_ytd + v_amount WHERE d_w_id = p_w AND d_id = p_d;
+  SELECT d_name INTO v_d_name FROM district WHERE d_w_id = p_w AND d_id = p_d;
+  CALL plumb_customer(p_c_w, p_c_d, p_c, p_last, v_c);
+  UPDATE customer SET c_balance = c_balance - v_amount, c_ytd_payment = c_ytd_payment + v_amount,
+    c_payment_cnt = c_payment_cnt + 1 WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
+  SELECT c_credit INTO v_credit FROM customer WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
+  IF v_credit = 'BC' THEN
+    UPDATE customer SET c_data = SUBSTRING(CONCAT_WS(' ', v_c, p_c_d, p_c_w, p_d, p_w, v_amount, '|', c_data), 1, 500)
+    WHERE c_w_id = p_c_w AND c_d_id = p_c_d AND c_id = v_c;
+  END IF;
+  INSERT INTO history VALUES (v_c, p_c_d, p_c_w, p_d, p_w, NOW(), v_amount, SUBSTRING(CONCAT(v_w_name, '    ', v_d_name), 1, 24));
+  COMMIT;
+END"#,
+    r#"CREATE PROCEDURE plumb_ostat(p_w int, p_d int, p_c int, p_last varchar(16))
+BEGIN
+  DECLARE v_c, v_o, v_lines int; DECLARE v_bal decimal(12,2);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  START TRANSACTION;
+  CALL plumb_customer(p_w, p_d, p_c, p_last, v_c);
+  SELECT c_balance INTO v_bal FROM customer WHERE c_w_id = p_w AND c_d_id = p_d AND c_id = v_c;
+  SELECT o_id INTO v_o FROM orders WHERE o_w_id = p_w AND o_d_id = p_d AND o_c_id = v_c
+    ORDER BY o_id DESC LIMIT 1;
+  SELECT count(*) INTO v_lines FROM (SELECT ol_i_id, ol_supply_w_id, ol_quantity, ol_amount, ol_delivery_d
+    FROM order_line WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id = v_o) l;
+  COMMIT;
+END"#,
+    r#"CREATE PROCEDURE plumb_delivery(p_w int, p_carrier int)
+BEGIN
+  DECLARE d, v_o, v_c int; DECLARE v_total decimal(12,2);
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  START TRANSACTION;
+  SET d = 1;
+  WHILE d <= 10 DO
+    SET v_o = NULL;
+    SELECT no_o_id INTO v_o FROM new_order WHERE no_w_id = p_w AND no_d_id = d
+      ORDER BY no_o_id LIMIT 1 FOR UPDATE;
+    IF v_o IS NOT NULL THEN
+      DELETE FROM new_order WHERE no_w_id = p_w AND no_d_id = d AND no_o_id = v_o;
+      SELECT o_c_id INTO v_c FROM orders WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o;
+      UPDATE orders SET o_carrier_id = p_carrier WHERE o_w_id = p_w AND o_d_id = d AND o_id = v_o;
+      UPDATE order_line SET ol_delivery_d = NOW() WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
+      SELECT sum(ol_amount) INTO v_total FROM order_line WHERE ol_w_id = p_w AND ol_d_id = d AND ol_o_id = v_o;
+      UPDATE customer SET c_balance = c_balance + v_total, c_delivery_cnt = c_delivery_cnt + 1
+        WHERE c_w_id = p_w AND c_d_id = d AND c_id = v_c;
+    END IF;
+    SET d = d + 1;
+  END WHILE;
+  COMMIT;
+END"#,
+    r#"CREATE PROCEDURE plumb_slev(p_w int, p_d int, p_threshold int)
+BEGIN
+  DECLARE v_next, v_low int;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  START TRANSACTION;
+  SELECT d_next_o_id INTO v_next FROM district WHERE d_w_id = p_w AND d_id = p_d;
+  SELECT count(DISTINCT s_i_id) INTO v_low FROM order_line, stock
+  WHERE ol_w_id = p_w AND ol_d_id = p_d AND ol_o_id < v_next AND ol_o_id >= v_next - 20
+    AND s_w_id = p_w AND s_i_id = ol_i_id AND s_quantity < p_threshold;
+  COMMIT;
+END"#,
+];
+
+fn q(what: &str) -> impl Fn(mysql::Error) -> Error + '_ {
+    move |e| merr(what, e)
+}
+
+fn connect_opts(t: &Target, db: Option<&str>, label: &str) -> Result<Conn> {
+    let mut b = OptsBuilder::from_opts(parse_url(t)?);
+    if let Some(db) = db {
+        b = b.db_name(Some(db));
+    }
+    Conn::new(Opts::from(b)).map_err(|e| Error::Connect {
+        url: label.to_string(),
+        message: crate::with_hint(crate::Kind::Mariadb, e.to_string()),
+        source: Some(Box::new(e)),
+    })
+}
+
+/// Connect to the database the URL names (or none).
+pub fn connect_admin(t: &Target) -> Result<Conn> {
+    connect_opts(t, None, &t.shown())
+}
+
+pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Conn> {
+    connect_opts(t, Some(db), &format!("{label} (database {db})"))
+}
+
+pub fn server_version(c: &mut Conn) -> Result<String> {
+    let v: Option<String> = c
+        .query_first("SELECT VERSION()")
+        .map_err(q("reading the server's version"))?;
+    Ok(v.unwrap_or_default())
+}
+
+/// Cancel a connection's running statement: KILL QUERY from a connection of its own.
+pub fn canceller(t: &Target, c: &Conn) -> Box<dyn Fn() + Send + Sync> {
+    let (t, id) = (t.clone(), c.connection_id());
+    Box::new(move || {
+        if let Ok(mut k) = connect_admin(&t) {
+            let _ = k.query_drop(format!("KILL QUERY {id}"));
+        }
+    })
+}
+
+/// Look for `db` (its comment says whether plumb made it).
+pub fn find(admin: &mut Conn, db: &str) -> Result<super::server::Found> {
+    let r: Option<Option<String>> = admin
+        .exec_first(
+            "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
+            (db,),
+        )
+        .map_err(q("looking for the load's database"))?;
+    Ok(match r {
+        None => super::server::Found::Nothing,
+        Some(Some(c)) if c.starts_with("plumb load:") => super::server::Found::Plumbs(c),
+        Some(_) => super::server::Found::Other,
+    })
+}
+
+pub fn create_database(admin: &mut Conn, db: &str) -> Result<()> {
+    admin
+        .query_drop(format!("CREATE DATABASE {db}"))
+        .map_err(q("creating the load's database"))
+}
+
+pub fn mark_database(admin: &mut Conn, db: &str, w: Workload, scale: u32) -> Result<()> {
+    admin
+        .query_drop(format!(
+            "ALTER DATABASE {db} COMMENT = '{}'",
+            super::pg::mark(w, scale)
+        ))
+        .map_err(q("marking the load's database"))
+}
+
+pub fn drop_database(admin: &mut Conn, db: &str) -> Result<()> {
+    admin
+        .query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+        .map_err(q("dropping the load's database"))
+}
+
+fn each(c: &mut Conn, what: &str, sqls: &[String]) -> Result<()> {
+    for sql in sqls {
+        c.query_drop(sql).map_err(q(what))?;
+    }
+    Ok(())
+}
+
+pub fn create_schema(c: &mut Conn, w: Workload) -> Result<()> {
+    let sql = if w == Workload::OrderEntry {
+        schema()
+    } else {
+        PGBENCH_SCHEMA.to_string()
+    };
+    let stmts: Vec<String> = sql
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect();
+    each(c, "creating the schema", &stmts)
+}
+
+pub fn load_job(c: &mut Conn, w: Workload, j: u32) -> Result<()> {
+    match w {
+        Workload::OrderEntry if j == 0 => each(c, "loading the items", &[items_sql()]),
+        Workload::OrderEntry => each(c, &format!("loading warehouse {j}"), &warehouse_sql(j)),
+        _ => each(c, &format!("loading branch {}", j + 1), &branch_sql(j + 1)),
+    }
+}
+
+/// The procedures (order-entry) and fresh statistics, after the rows are in.
+pub fn finish(c: &mut Conn, w: Workload) -> Result<()> {
+    if w == Workload::OrderEntry {
+        let p: Vec<String> = PROCEDURES.iter().map(|s| s.to_string()).collect();
+        each(c, "creating the procedures", &p)?;
+    }
+    let tables = if w == Workload::OrderEntry {
+        super::TABLES.join(", ")
+    } else {
+        "pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history".into()
+    };
+    each(
+        c,
+        "analyzing the tables",
+        &[format!("ANALYZE TABLE {tables}")],
+    )
+}
+
+pub fn number(c: &mut Conn, sql: &str) -> Result<i64> {
+    let v: Option<Option<i64>> = c.query_first(sql).map_err(q(sql))?;
+    Ok(v.flatten().unwrap_or(0))
+}
+
+/// Com_commit + Com_rollback: the transactions the server counts (TPM's source; the whole
+/// server's, every database's).
+pub fn transactions(admin: &mut Conn) -> Result<i64> {
+    let rows: Vec<(String, String)> = admin
+        .query("SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_commit', 'Com_rollback')")
+        .map_err(q("reading Com_commit and Com_rollback"))?;
+    Ok(rows.iter().filter_map(|(_, v)| v.parse::<i64>().ok()).sum())
+}
+
+const CALLS: [&str; 5] = [
+    "CALL plumb_neword(?, ?, ?, ?, ?, ?)",
+    "CALL plumb_payment(?, ?, ?, ?, ?, ?, ?)",
+    "CALL plumb_ostat(?, ?, ?, ?)",
+    "CALL plumb_delivery(?, ?)",
+    "CALL plumb_slev(?, ?, ?)",
+];
+
+const TPCB: [&str; 5] = [
+    "UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?",
+    "SELECT abalance FROM pgbench_accounts WHERE aid = ?",
+    "UPDATE pgbench_tellers SET tbalance = tbalance + ? WHERE tid = ?",
+    "UPDATE pgbench_branches SET bbalance = bbalance + ? WHERE bid = ?",
+    "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, NOW())",
+];
+
+/// One client's connection with its workload's statements prepared.
+pub struct MariaOltp {
+    conn: Conn,
+    stmts: Vec<Statement>,
+    target: Target,
+}
+
+fn json(v: &[i32]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
+}
+
+impl MariaOltp {
+    pub fn connect(t: &Target, db: &str, w: Workload) -> Result<MariaOltp> {
+        let mut conn = connect_to(t, db, &t.shown())?;
+        let sqls: &[&str] = match w {
+            Workload::OrderEntry => &CALLS,
+            Workload::TpcB => &TPCB,
+            Workload::PointSelect => &TPCB[1..2],
+        };
+        let stmts = sqls
+            .iter()
+            .map(|s| conn.prep(s).map_err(q("preparing the transactions")))
+            .collect::<Result<_>>()?;
+        Ok(MariaOltp {
+            conn,
+            stmts,
+            target: t.clone(),
+        })
+    }
+
+    pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
+        canceller(&self.target, &self.conn)
+    }
+
+    /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
+    pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
+        let (c, s) = (&mut self.conn, &self.stmts);
+        let r = match tx {
+            Tx::NewOrder {
+                w,
+                d,
+                c: cust,
+                items,
+                supply,
+                qty,
+            } => c.exec_drop(&s[0], (w, d, cust, json(items), json(supply), json(qty))),
+            Tx::Payment {
+                w,
+                d,
+                c_w,
+                c_d,
+                c: cust,
+                amount_cents,
+            } => {
+                let (id, last) = by(cust);
+                c.exec_drop(&s[1], (w, d, c_w, c_d, id, last, amount_cents))
+            }
+            Tx::OrderStatus { w, d, c: cust } => {
+                let (id, last) = by(cust);
+                c.exec_drop(&s[2], (w, d, id, last))
+            }
+            Tx::Delivery { w, carrier } => c.exec_drop(&s[3], (w, carrier)),
+            Tx::StockLevel { w, d, threshold } => c.exec_drop(&s[4], (w, d, threshold)),
+            Tx::TpcB {
+                aid,
+                tid,
+                bid,
+                delta,
+            } => tpcb(c, s, *aid, *tid, *bid, *delta),
+            Tx::PointSelect { aid } => c.exec_first::<i64, _, _>(&s[0], (aid,)).map(|_| ()),
+        };
+        match r {
+            Ok(()) => Ok(true),
+            Err(mysql::Error::MySqlError(m)) if m.message.starts_with("PLRB1") => Ok(false),
+            Err(e) => Err(classify(e)),
+        }
+    }
+}
+
+fn tpcb(
+    c: &mut Conn,
+    s: &[Statement],
+    aid: i32,
+    tid: i32,
+    bid: i32,
+    delta: i32,
+) -> mysql::Result<()> {
+    c.query_drop("START TRANSACTION")?;
+    let r = (|| {
+        c.exec_drop(&s[0], (delta, aid))?;
+        c.exec_first::<i64, _, _>(&s[1], (aid,))?;
+        c.exec_drop(&s[2], (delta, tid))?;
+        c.exec_drop(&s[3], (delta, bid))?;
+        c.exec_drop(&s[4], (tid, bid, aid, delta))
+    })();
+    match r {
+        Ok(()) => c.query_drop("COMMIT"),
+        Err(e) => {
+            let _ = c.query_drop("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+fn by(c: &Customer) -> (i32, &str) {
+    match c {
+        Customer::Id(id) => (*id, ""),
+        Customer::Last(l) => (0, l.as_str()),
+    }
+}
+
+/// A MariaDB error as the driver counts it: 1213 deadlock, 1205 lock wait timeout, a broken
+/// connection (2006, 2013, 1927, an I/O error) lost.
+pub fn classify(e: mysql::Error) -> TxError {
+    match e {
+        mysql::Error::MySqlError(m) => TxError {
+            failed: match m.code {
+                1213 => Failed::Deadlock,
+                1205 => Failed::LockTimeout,
+                2006 | 2013 | 1927 | 1053 => Failed::Lost,
+                _ => Failed::Other,
+            },
+            code: m.code.to_string(),
+            message: m.message,
+        },
+        mysql::Error::IoError(io) => TxError {
+            failed: Failed::Lost,
+            code: "connection".into(),
+            message: io.to_string(),
+        },
+        other => TxError {
+            failed: Failed::Other,
+            code: "driver".into(),
+            message: other.to_string(),
+        },
+    }
+}

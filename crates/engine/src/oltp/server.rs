@@ -1,0 +1,194 @@
+//! The engines behind one face for `plumb load`: the server (its version, the load's database,
+//! the transaction counter), a connection to the load's database (schema, load jobs, checks),
+//! and a client that runs transactions. PostgreSQL's and MariaDB's code stays in `pg` and
+//! `maria`; SQL Server's is not written yet.
+
+use super::{maria, pg, Tx, TxError, Workload};
+use crate::{Error, Kind, Result, Target};
+
+/// What is on the server under the load's database name.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Found {
+    Nothing,
+    /// A database plumb load made and loaded whole: its mark.
+    Plumbs(String),
+    /// Somebody else's.
+    Other,
+}
+
+/// A canceller: cancels a connection's running statement from another thread.
+pub type Canceller = Box<dyn Fn() + Send + Sync>;
+
+fn unsupported(t: &Target) -> Error {
+    Error::Setup(format!(
+        "{}: plumb load runs on PostgreSQL and MariaDB so far (SQL Server's procedures are not written yet)",
+        t.shown()
+    ))
+}
+
+/// A session on the server, outside the load's database.
+pub enum Admin {
+    Pg(pg::Client),
+    Maria(Box<maria::Client>),
+}
+
+impl Admin {
+    pub fn connect(t: &Target) -> Result<Admin> {
+        match t.kind()? {
+            Kind::Postgres => Ok(Admin::Pg(pg::connect_admin(t)?)),
+            Kind::Mariadb => Ok(Admin::Maria(Box::new(maria::connect_admin(t)?))),
+            Kind::Sqlserver => Err(unsupported(t)),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Admin::Pg(_) => Kind::Postgres,
+            Admin::Maria(_) => Kind::Mariadb,
+        }
+    }
+
+    pub fn version(&mut self) -> Result<String> {
+        match self {
+            Admin::Pg(c) => pg::server_version(c),
+            Admin::Maria(c) => maria::server_version(c),
+        }
+    }
+
+    pub fn find(&mut self, db: &str) -> Result<Found> {
+        match self {
+            Admin::Pg(c) => pg::find(c, db),
+            Admin::Maria(c) => maria::find(c, db),
+        }
+    }
+
+    pub fn create_database(&mut self, db: &str) -> Result<()> {
+        match self {
+            Admin::Pg(c) => pg::create_database(c, db),
+            Admin::Maria(c) => maria::create_database(c, db),
+        }
+    }
+
+    pub fn mark_database(&mut self, db: &str, w: Workload, scale: u32) -> Result<()> {
+        match self {
+            Admin::Pg(c) => pg::mark_database(c, db, w, scale),
+            Admin::Maria(c) => maria::mark_database(c, db, w, scale),
+        }
+    }
+
+    pub fn drop_database(&mut self, db: &str) -> Result<()> {
+        match self {
+            Admin::Pg(c) => pg::drop_database(c, db),
+            Admin::Maria(c) => maria::drop_database(c, db),
+        }
+    }
+
+    /// The transactions the engine has counted (TPM's source).
+    pub fn transactions(&mut self, db: &str) -> Result<i64> {
+        match self {
+            Admin::Pg(c) => pg::transactions(c, db),
+            Admin::Maria(c) => maria::transactions(c),
+        }
+    }
+
+    /// Where TPM comes from, in words.
+    pub fn tpm_source(&self) -> &'static str {
+        match self {
+            Admin::Pg(_) => "pg_stat_database: xact_commit + xact_rollback of the load's database",
+            Admin::Maria(_) => {
+                "Com_commit + Com_rollback: the whole server's explicit commits and rollbacks"
+            }
+        }
+    }
+}
+
+/// A connection to the load's database.
+pub enum DbConn {
+    Pg(pg::Client),
+    Maria(Box<maria::Client>),
+}
+
+impl DbConn {
+    pub fn connect(t: &Target, db: &str) -> Result<DbConn> {
+        match t.kind()? {
+            Kind::Postgres => Ok(DbConn::Pg(pg::connect_to(t, db, &t.shown())?)),
+            Kind::Mariadb => Ok(DbConn::Maria(Box::new(maria::connect_to(
+                t,
+                db,
+                &t.shown(),
+            )?))),
+            Kind::Sqlserver => Err(unsupported(t)),
+        }
+    }
+
+    pub fn canceller(&self, t: &Target) -> Canceller {
+        match self {
+            DbConn::Pg(c) => pg::canceller(c),
+            DbConn::Maria(c) => maria::canceller(t, c),
+        }
+    }
+
+    pub fn create_schema(&mut self, w: Workload) -> Result<()> {
+        match self {
+            DbConn::Pg(c) => pg::create_schema(c, w),
+            DbConn::Maria(c) => maria::create_schema(c, w),
+        }
+    }
+
+    pub fn load_job(&mut self, w: Workload, j: u32) -> Result<()> {
+        match self {
+            DbConn::Pg(c) => pg::load_job(c, w, j),
+            DbConn::Maria(c) => maria::load_job(c, w, j),
+        }
+    }
+
+    /// Keys, procedures, statistics: what comes after the rows.
+    pub fn finish(&mut self, w: Workload) -> Result<()> {
+        match (self, w) {
+            (DbConn::Pg(c), Workload::OrderEntry) => pg::finish(c),
+            (DbConn::Pg(c), _) => pg::finish_pgbench(c),
+            (DbConn::Maria(c), w) => maria::finish(c, w),
+        }
+    }
+
+    /// A number from a one-value query.
+    pub fn number(&mut self, sql: &str) -> Result<i64> {
+        match self {
+            DbConn::Pg(c) => pg::number(c, sql),
+            DbConn::Maria(c) => maria::number(c, sql),
+        }
+    }
+}
+
+/// One client's connection with its workload's statements prepared.
+pub enum OltpClient {
+    Pg(Box<pg::PgOltp>),
+    Maria(Box<maria::MariaOltp>),
+}
+
+impl OltpClient {
+    pub fn connect(t: &Target, db: &str, w: Workload) -> Result<OltpClient> {
+        match t.kind()? {
+            Kind::Postgres => Ok(OltpClient::Pg(Box::new(pg::PgOltp::connect(t, db, w)?))),
+            Kind::Mariadb => Ok(OltpClient::Maria(Box::new(maria::MariaOltp::connect(
+                t, db, w,
+            )?))),
+            Kind::Sqlserver => Err(unsupported(t)),
+        }
+    }
+
+    /// Ok(true) committed, Ok(false) rolled back on purpose.
+    pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
+        match self {
+            OltpClient::Pg(c) => c.exec(tx),
+            OltpClient::Maria(c) => c.exec(tx),
+        }
+    }
+
+    pub fn canceller(&self) -> Canceller {
+        match self {
+            OltpClient::Pg(c) => c.canceller(),
+            OltpClient::Maria(c) => c.canceller(),
+        }
+    }
+}

@@ -445,10 +445,10 @@ fn bad_input_is_named_and_exits_2() {
             vec![
                 "load",
                 "--engine",
-                "mssql://sa@localhost/x",
+                "mssql://sa@127.0.0.1:1/x",
                 "--allow-writes",
             ],
-            "PostgreSQL and MariaDB so far",
+            "mssql://sa@127.0.0.1:1/x",
         ),
         (
             vec![

@@ -16,7 +16,7 @@ use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
 use plumb_engine::oltp::server::{Admin, DbConn, Found, OltpClient};
 use plumb_engine::oltp::{self, Failed, Workload};
-use plumb_engine::{private, Kind, Target};
+use plumb_engine::{private, Target};
 use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
 use plumb_load::rng::Rng;
 use std::path::PathBuf;
@@ -100,9 +100,7 @@ pub fn check(c: &LoadConfig) -> Result<()> {
             if !c.allow_writes {
                 crate::refuse!("--engine {}: the load creates a database, fills it and writes to it; on a server plumb did not start it runs only with --allow-writes", t.shown());
             }
-            if t.kind()? == Kind::Sqlserver {
-                crate::refuse!("--engine {}: plumb load runs on PostgreSQL and MariaDB so far (SQL Server's procedures are not written yet)", t.shown());
-            }
+            t.kind()?;
         }
         None => {
             if c.allow_writes {

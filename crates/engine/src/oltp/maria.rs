@@ -5,7 +5,7 @@
 //! pgbench's statements between START TRANSACTION and COMMIT, and a client that runs them
 //! through prepared statements.
 
-use super::{Customer, Failed, Tx, TxError, Workload};
+use super::{Failed, Tx, TxError, Workload};
 use crate::mariadb::{merr, parse_url};
 use crate::{Error, Result, Target};
 use mysql::prelude::Queryable;
@@ -440,16 +440,6 @@ pub struct MariaOltp {
     target: Target,
 }
 
-fn json(v: &[i32]) -> String {
-    format!(
-        "[{}]",
-        v.iter()
-            .map(|x| x.to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    )
-}
-
 impl MariaOltp {
     pub fn connect(t: &Target, db: &str, w: Workload) -> Result<MariaOltp> {
         let mut conn = connect_to(t, db, &t.shown())?;
@@ -484,7 +474,17 @@ impl MariaOltp {
                 items,
                 supply,
                 qty,
-            } => c.exec_drop(&s[0], (w, d, cust, json(items), json(supply), json(qty))),
+            } => c.exec_drop(
+                &s[0],
+                (
+                    w,
+                    d,
+                    cust,
+                    super::json_array(items),
+                    super::json_array(supply),
+                    super::json_array(qty),
+                ),
+            ),
             Tx::Payment {
                 w,
                 d,
@@ -493,11 +493,11 @@ impl MariaOltp {
                 c: cust,
                 amount_cents,
             } => {
-                let (id, last) = by(cust);
+                let (id, last) = cust.arg();
                 c.exec_drop(&s[1], (w, d, c_w, c_d, id, last, amount_cents))
             }
             Tx::OrderStatus { w, d, c: cust } => {
-                let (id, last) = by(cust);
+                let (id, last) = cust.arg();
                 c.exec_drop(&s[2], (w, d, id, last))
             }
             Tx::Delivery { w, carrier } => c.exec_drop(&s[3], (w, carrier)),
@@ -540,13 +540,6 @@ fn tpcb(
             let _ = c.query_drop("ROLLBACK");
             Err(e)
         }
-    }
-}
-
-fn by(c: &Customer) -> (i32, &str) {
-    match c {
-        Customer::Id(id) => (*id, ""),
-        Customer::Last(l) => (0, l.as_str()),
     }
 }
 

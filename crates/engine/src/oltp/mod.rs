@@ -12,6 +12,7 @@
 //! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
 
 pub mod maria;
+pub mod mssql;
 pub mod pg;
 pub mod server;
 
@@ -177,6 +178,27 @@ pub enum Tx {
     PointSelect {
         aid: i32,
     },
+}
+
+impl Customer {
+    /// As the procedures take it: (number, "") or (0, last name).
+    pub fn arg(&self) -> (i32, &str) {
+        match self {
+            Customer::Id(id) => (*id, ""),
+            Customer::Last(l) => (0, l.as_str()),
+        }
+    }
+}
+
+/// Numbers as a JSON array (`[1,2,3]`), for engines without arrays.
+pub fn json_array(v: &[i32]) -> String {
+    format!(
+        "[{}]",
+        v.iter()
+            .map(|x| x.to_string())
+            .collect::<Vec<_>>()
+            .join(",")
+    )
 }
 
 /// A uniform draw in `lo..=hi`.

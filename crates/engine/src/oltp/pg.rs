@@ -3,7 +3,7 @@
 //! PL/pgSQL functions, pgbench's statements as pgbench sends them, and a client that runs them
 //! through prepared statements.
 
-use super::{Customer, Failed, Tx, TxError, Workload};
+use super::{Failed, Tx, TxError, Workload};
 use crate::pg::{parse_url, with_causes};
 use crate::{Error, Result, Target};
 use postgres::{NoTls, Statement};
@@ -474,11 +474,11 @@ impl PgOltp {
                 c: cust,
                 amount_cents,
             } => {
-                let (id, last) = by(cust);
+                let (id, last) = cust.arg();
                 c.execute(&s[1], &[w, d, c_w, c_d, &id, &last, amount_cents])
             }
             Tx::OrderStatus { w, d, c: cust } => {
-                let (id, last) = by(cust);
+                let (id, last) = cust.arg();
                 c.execute(&s[2], &[w, d, &id, &last])
             }
             Tx::Delivery { w, carrier } => c.execute(&s[3], &[w, carrier]),
@@ -516,13 +516,6 @@ fn tpcb(
     t.execute(&s[4], &[&tid, &bid, &aid, &delta])?;
     t.commit()?;
     Ok(1)
-}
-
-fn by(c: &Customer) -> (i32, &str) {
-    match c {
-        Customer::Id(id) => (*id, ""),
-        Customer::Last(l) => (0, l.as_str()),
-    }
 }
 
 /// A PostgreSQL error as the driver counts it.

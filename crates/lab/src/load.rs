@@ -193,7 +193,7 @@ fn prepare(
             c.database
         ),
         Found::Plumbs(mark) => {
-            if mark != oltp::pg::mark(c.workload, c.scale) {
+            if mark != c.workload.mark(c.scale) {
                 crate::refuse!(
                     "--database {}: a kept database of plumb load's with other tables or another scale ({}); run with its workload and scale, or drop it (DROP DATABASE {0})",
                     c.database,

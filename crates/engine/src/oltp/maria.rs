@@ -342,10 +342,7 @@ pub fn create_database(admin: &mut Conn, db: &str) -> Result<()> {
 
 pub fn mark_database(admin: &mut Conn, db: &str, w: Workload, scale: u32) -> Result<()> {
     admin
-        .query_drop(format!(
-            "ALTER DATABASE {db} COMMENT = '{}'",
-            super::pg::mark(w, scale)
-        ))
+        .query_drop(format!("ALTER DATABASE {db} COMMENT = '{}'", w.mark(scale)))
         .map_err(q("marking the load's database"))
 }
 

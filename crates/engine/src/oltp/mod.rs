@@ -89,6 +89,15 @@ impl Workload {
         }
     }
 
+    /// What plumb writes on a database it created and loaded whole: a later run reuses a kept
+    /// one only when it finds this mark, with the same tables and scale.
+    pub fn mark(self, scale: u32) -> String {
+        match self {
+            Workload::OrderEntry => format!("plumb load: order-entry, {scale} warehouses"),
+            _ => format!("plumb load: pgbench tables, scale {scale}"),
+        }
+    }
+
     /// The conditions checked after a run (and on a kept schema before one).
     pub fn checks(self) -> &'static [(&'static str, &'static str)] {
         match self {

@@ -304,7 +304,7 @@ pub fn mark_database(admin: &mut MssqlConn, db: &str, w: Workload, scale: u32) -
     admin
         .execute(&format!(
             "EXEC [{db}].sys.sp_addextendedproperty @name = N'plumb', @value = N'{}'",
-            super::pg::mark(w, scale)
+            w.mark(scale)
         ))
         .map(|_| ())
 }

@@ -247,15 +247,6 @@ BEGIN
 END $$;
 "#;
 
-/// What plumb writes on a database it created: a second run reuses a kept one only when it
-/// finds this mark, with the same schema and scale.
-pub fn mark(w: Workload, scale: u32) -> String {
-    match w {
-        Workload::OrderEntry => format!("plumb load: order-entry, {scale} warehouses"),
-        _ => format!("plumb load: pgbench tables, scale {scale}"),
-    }
-}
-
 /// Connect to the database the target's URL names (where plumb creates and drops its own).
 pub fn connect_admin(t: &Target) -> Result<Client> {
     let mut cfg = parse_url(t)?;
@@ -319,7 +310,7 @@ pub fn create_database(admin: &mut Client, db: &str) -> Result<()> {
 /// Mark `db` as plumb's, loaded whole: only a database with this mark is ever reused.
 pub fn mark_database(admin: &mut Client, db: &str, w: Workload, scale: u32) -> Result<()> {
     admin
-        .batch_execute(&format!("COMMENT ON DATABASE {db} IS '{}'", mark(w, scale)))
+        .batch_execute(&format!("COMMENT ON DATABASE {db} IS '{}'", w.mark(scale)))
         .map_err(q("marking the load's database"))
 }
 

@@ -438,6 +438,14 @@ fn bad_input_is_named_and_exits_2() {
             "--max-tries 0",
         ),
         (
+            vec!["load", "--dir", d, "--record", "/nonexistent/r.plumb"],
+            "--record /nonexistent/r.plumb",
+        ),
+        (
+            vec!["load", "--dir", d, "--record", "/etc/hostname"],
+            "--record /etc/hostname: exists",
+        ),
+        (
             vec!["load", "--engine", "postgres://127.0.0.1:1/postgres"],
             "--allow-writes",
         ),
@@ -564,4 +572,80 @@ fn the_workloads_run_on_mariadb() {
     assert_eq!(o.status.code(), Some(130), "{}", text(&o));
     let dbs = m.sql("SHOW DATABASES").unwrap();
     assert!(!dbs.contains("plumb_load"), "{dbs}");
+}
+
+#[test]
+fn a_recording_carries_the_workload_beside_the_host_and_the_engine() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let rec = tmp.path().join("load.plumb");
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--workload",
+            "tpcb",
+            "--clients",
+            "2",
+            "--rampup",
+            "2s",
+            "--duration",
+            "4s",
+            "--record",
+            rec.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(r["recording"], rec.to_str().unwrap());
+    // The workload's series, per second, beside the engine's commits.
+    let o = run(&["export", rec.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let csv = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        head.iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} in {head:?}"))
+    };
+    let (tps, p95) = (col("load.tpcb.transactions_per_s"), col("load.tpcb.p95_ms"));
+    col("engine.db.commits_per_s");
+    let rows: Vec<Vec<f64>> = lines
+        .map(|l| {
+            l.split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect()
+        })
+        .collect();
+    let busy = rows.iter().filter(|r| r[tps] > 10.0).count();
+    assert!(busy >= 4, "{busy} seconds with transactions:\n{csv}");
+    assert!(rows.iter().any(|r| r[p95] > 0.0), "no p95:\n{csv}");
+    // Its transactions add up to what the run counted, ramp-up included (within the seconds
+    // the recording's edges cut).
+    let counted: f64 = rows.iter().map(|r| r[tps]).filter(|v| v.is_finite()).sum();
+    let window = ty(&r, "tpcb")["committed"].as_f64().unwrap();
+    assert!(
+        counted > window * 0.9,
+        "{counted} recorded, {window} in the window"
+    );
+    // The marks, and the chart in the report.
+    let html = tmp.path().join("report");
+    let o = run(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--out",
+        html.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let page = std::fs::read_to_string(html.join("index.html")).unwrap();
+    for s in [
+        "Workload: transactions per second",
+        "load: ramp-up",
+        "load: timed window",
+        "load: window ended",
+    ] {
+        assert!(page.contains(s), "{s} not in the report");
+    }
+    assert_eq!(leftovers(&p).trim(), "");
 }

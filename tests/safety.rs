@@ -472,6 +472,36 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
     );
     outputs.push(("lab stdout".into(), o.stdout));
     outputs.push(("lab stderr".into(), o.stderr));
+
+    // plumb load's own wire client logs in by SCRAM with the password-only role.
+    let o = plumb()
+        .args([
+            "--json",
+            "load",
+            "--engine",
+            &forms[1],
+            "--allow-writes",
+            "--workload",
+            "tpcb",
+            "--scale",
+            "1",
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    let load: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        load["types"][0]["committed"].as_u64().unwrap_or(0) > 0,
+        "plumb load did not run with the password-only role: {load}"
+    );
+    outputs.push(("load stdout".into(), o.stdout));
+    outputs.push(("load stderr".into(), o.stderr));
     assert!(out.join("lab/recording.plumb").exists());
 
     // A recording with the engine's counters: its header keeps the command line.

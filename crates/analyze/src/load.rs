@@ -153,6 +153,9 @@ pub struct LoadReport {
     pub checks: Vec<Check>,
     pub seconds: Vec<SecondRow>,
     pub interrupted: bool,
+    /// `--record`: the recording's file (`plumb report FILE` charts it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recording: Option<String>,
 }
 
 impl LoadReport {

@@ -1459,6 +1459,33 @@ pub const RULES: &[Rule] = &[
         "ms",
         "time from a local flush to this standby's report of having replayed it (replay_lag)"
     ),
+    r!(
+        "load",
+        true,
+        "transactions",
+        "transactions_per_s",
+        How::Rate(1.0),
+        "/s",
+        "plumb load's transactions of this type that ended (committed, or rolled back as planned)"
+    ),
+    r!(
+        "load",
+        true,
+        "failures",
+        "failures_per_s",
+        How::Rate(1.0),
+        "/s",
+        "plumb load's transactions of this type that failed (every error class)"
+    ),
+    r!(
+        "load",
+        true,
+        "p95_us",
+        "p95_ms",
+        How::Gauge(0.001),
+        "ms",
+        "the 95th percentile of this type's latencies in the second (plumb load)"
+    ),
 ];
 
 /// The engine counters a recording keeps (`engine.SET.FIELD`, from an engine snapshot's

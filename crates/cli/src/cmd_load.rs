@@ -76,6 +76,11 @@ pub struct LoadArgs {
     /// The seed of the transactions' inputs.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub seed: u64,
+    /// Record the host, the server's processes, the engine's counters and the workload's
+    /// transactions, failures and p95 per type every second into FILE (a new file), with marks
+    /// for the load, the ramp-up and the timed window: `plumb report FILE` charts them.
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
 }
 
 /// `--rate`: `500`, `500/s`.
@@ -130,6 +135,8 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         keep: a.keep,
         check: a.check,
         seed: a.seed,
+        record: a.record.clone(),
+        command_line: crate::cmd_io::command_line(),
     })
 }
 
@@ -212,6 +219,7 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
         LoadEvent::Building => step("building keys and procedures", Duration::from_secs(2), run),
         LoadEvent::Driving => step("ramp-up", c.rampup, c.window),
         LoadEvent::WindowStart => step("timed window", c.window, Duration::ZERO),
+        LoadEvent::WindowEnd => {}
         LoadEvent::Second(s) => meter.live(format!(
             "{} tx/s{}",
             s.done.iter().sum::<u64>(),

@@ -12,58 +12,19 @@
 //! ```
 
 use crate::error::{Error, Result};
+use crate::load_rec::LoadRecording;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
 use plumb_engine::oltp::server::{Admin, DbConn, Found, OltpClient};
 use plumb_engine::oltp::{self, Failed, Workload};
-use plumb_engine::{private, Target};
+use plumb_engine::Target;
 use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
 use plumb_load::rng::Rng;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// What a load run is asked to do.
-#[derive(Clone)]
-pub struct LoadConfig {
-    /// A server of the user's (password attached); None: plumb's private instance in `dir`.
-    pub target: Option<Target>,
-    pub allow_writes: bool,
-    pub dir: PathBuf,
-    pub set: Vec<String>,
-    pub build: Option<private::Build>,
-    pub database: String,
-    pub workload: Workload,
-    /// Warehouses (order-entry) or pgbench's scale (100,000 accounts a unit).
-    pub scale: u32,
-    pub clients: u32,
-    pub rampup: Duration,
-    pub duration: Duration,
-    pub rate: Option<f64>,
-    pub max_tries: u32,
-    pub keep: bool,
-    pub check: bool,
-    pub seed: u64,
-}
-
-/// What the run reports as it goes.
-pub enum LoadEvent<'a> {
-    /// Something the user should know (a start, a reuse).
-    Note(String),
-    /// Loading: jobs done of total (the items and each warehouse), since the load began.
-    Loading {
-        done: u32,
-        total: u32,
-        elapsed: Duration,
-    },
-    /// Building the keys and procedures.
-    Building,
-    /// The clients are connected; the ramp-up starts.
-    Driving,
-    Second(&'a driver::Second),
-    WindowStart,
-}
+pub use crate::load_plan::{LoadConfig, LoadEvent};
 
 /// Check the flags' values before anything starts.
 pub fn check(c: &LoadConfig) -> Result<()> {
@@ -94,6 +55,25 @@ pub fn check(c: &LoadConfig) -> Result<()> {
             "--database {}: lower-case letters, digits and _, starting with a letter, at most 63",
             c.database
         );
+    }
+    if let Some(p) = &c.record {
+        if p.symlink_metadata().is_ok() {
+            crate::refuse!(
+                "--record {}: exists; plumb writes a new recording, never over a file",
+                p.display()
+            );
+        }
+        let parent = p
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        if !parent.is_dir() {
+            crate::refuse!(
+                "--record {}: there is no directory {}",
+                p.display(),
+                parent.display()
+            );
+        }
     }
     match &c.target {
         Some(t) => {
@@ -137,10 +117,25 @@ pub fn run(
         name: c.database.clone(),
         drop: false,
     };
-    let loaded = prepare(c, &mut admin, &mut db, events, cancel)?;
+    // Declared after the database: stopped, its last sample written, before the drop.
+    let mut rec = match &c.record {
+        Some(path) => Some(LoadRecording::start(path, &target, c, &version)?),
+        None => None,
+    };
+    let mut each = |e: LoadEvent<'_>| {
+        if let Some(r) = rec.as_mut() {
+            r.event(&e, c);
+        }
+        events(e)
+    };
+    let loaded = prepare(c, &mut admin, &mut db, &mut each, cancel)?;
     db.drop = !c.keep;
     let load_s = loaded.map(|d| d.as_secs_f64());
-    let mut r = drive(c, &target, &mut admin, events, cancel)?;
+    let mut r = drive(c, &target, &mut admin, &mut each, cancel)?;
+    if let Some(rec) = rec.take() {
+        rec.stop()?;
+        r.recording = c.record.as_ref().map(|p| p.display().to_string());
+    }
     if c.check {
         r.checks = consistency(&target, &c.database, c.workload)?;
     }
@@ -418,7 +413,10 @@ fn drive(
                 edges.push(read(admin, &mut counter));
                 events(LoadEvent::WindowStart);
             }
-            DriverEvent::WindowEnd => edges.push(read(admin, &mut counter)),
+            DriverEvent::WindowEnd => {
+                edges.push(read(admin, &mut counter));
+                events(LoadEvent::WindowEnd);
+            }
             DriverEvent::Second(s) => events(LoadEvent::Second(s)),
         },
         cancel,
@@ -458,6 +456,7 @@ fn drive(
         checks: Vec::new(),
         seconds,
         interrupted: m.interrupted,
+        recording: None,
     };
     if m.interrupted {
         return Ok(r);

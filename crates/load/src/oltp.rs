@@ -148,6 +148,8 @@ pub struct Second {
     pub failed: Vec<u64>,
     /// The 95th percentile of the second's latencies over all types (µs).
     pub p95_us: Option<u64>,
+    /// Per type: the 95th percentile of its latencies in the second (µs; None: none ended).
+    pub p95_by_type_us: Vec<Option<u64>>,
 }
 
 /// What a run measured.
@@ -170,7 +172,8 @@ pub struct Measured {
 struct Tally {
     done: Vec<u64>,
     failed: Vec<u64>,
-    lat: Histogram<u64>,
+    /// Per type: the second's latencies.
+    lat: Vec<Histogram<u64>>,
 }
 
 /// What a run reports as it goes.
@@ -198,7 +201,7 @@ pub fn run(
     let tally = Arc::new(Mutex::new(Tally {
         done: vec![0; n],
         failed: vec![0; n],
-        lat: hist(),
+        lat: (0..n).map(|_| hist()).collect(),
     }));
     let start = Instant::now();
     let window_start = start + plan.rampup;
@@ -298,13 +301,21 @@ pub fn run(
 fn take_second(tally: &Mutex<Tally>, t: u32) -> Second {
     let mut g = tally.lock().unwrap_or_else(|e| e.into_inner());
     let n = g.done.len();
+    let p95 = |h: &Histogram<u64>| (!h.is_empty()).then(|| h.value_at_quantile(0.95));
+    let mut all = hist();
+    for h in &g.lat {
+        let _ = all.add(h);
+    }
     let s = Second {
         t,
         done: std::mem::replace(&mut g.done, vec![0; n]),
         failed: std::mem::replace(&mut g.failed, vec![0; n]),
-        p95_us: (!g.lat.is_empty()).then(|| g.lat.value_at_quantile(0.95)),
+        p95_us: p95(&all),
+        p95_by_type_us: g.lat.iter().map(p95).collect(),
     };
-    g.lat.reset();
+    for h in &mut g.lat {
+        h.reset();
+    }
     s
 }
 
@@ -425,7 +436,7 @@ impl Worker {
             Ok(_) => g.done[kind] += 1,
             Err(_) => g.failed[kind] += 1,
         }
-        let _ = g.lat.record(lat.max(1));
+        let _ = g.lat[kind].record(lat.max(1));
     }
 
     /// Sleep until `t`, waking to look at `stop`; false when stopped.

@@ -60,6 +60,7 @@ pub struct Background {
     handle: Option<JoinHandle<Result<u64>>>,
     /// What each phase is watched for (see [`Background::watch_phases`]).
     scope: Option<crate::watch::Scope>,
+    feed: crate::Feed,
 }
 
 impl Background {
@@ -67,6 +68,7 @@ impl Background {
     pub fn start(mut collector: Collector, interval: Duration) -> Background {
         let path = collector.path().to_path_buf();
         let started_unix_ms = collector.started_unix_ms();
+        let feed = collector.feed();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         // The engine sampler is shared: the job points it at another database as it goes.
@@ -101,6 +103,7 @@ impl Background {
             stop,
             handle: Some(handle),
             scope: None,
+            feed,
         }
     }
 
@@ -120,6 +123,11 @@ impl Background {
 
     pub fn path(&self) -> &std::path::Path {
         &self.path
+    }
+
+    /// Where the job sets its own values for the samples (a workload's transactions).
+    pub fn feed(&self) -> crate::Feed {
+        self.feed.clone()
     }
 
     /// Record this engine session's counters from the next sample on (None: no engine).

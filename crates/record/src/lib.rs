@@ -96,8 +96,38 @@ pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
 }
 
 /// One recording being written: the file, its samplers, and the marks that samples bring.
+/// Values a job hands the recorder to write with every sample (a workload's transactions and
+/// latencies): the latest value of each name, written until the job sets it again.
+#[derive(Clone, Default)]
+pub struct Feed(std::sync::Arc<std::sync::Mutex<Vec<(String, Kind, u64)>>>);
+
+impl Feed {
+    /// Set `name` (a counter or a gauge) to `value` from the next sample on.
+    pub fn set(&self, name: &str, kind: Kind, value: u64) {
+        let mut v = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match v.iter_mut().find(|(n, _, _)| n == name) {
+            Some(slot) => *slot = (name.to_string(), kind, value),
+            None => v.push((name.to_string(), kind, value)),
+        }
+    }
+
+    /// Leave `name` out of the samples until it is set again (a gauge with nothing to say).
+    pub fn remove(&self, name: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|(n, _, _)| n != name);
+    }
+
+    fn values(&self) -> Vec<(String, Kind, u64)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
 pub struct Collector {
     path: PathBuf,
+    /// What the job itself measures, written with every sample.
+    feed: Feed,
     header: Header,
     /// None: nothing written (`plumb record --serve` without a file); marks go to stderr.
     writer: Option<Writer>,
@@ -173,6 +203,7 @@ impl Collector {
     ) -> Collector {
         Collector {
             path,
+            feed: Feed::default(),
             writer,
             live: None,
             sampler: Sampler::new(root, scope),
@@ -188,6 +219,11 @@ impl Collector {
             slow_samples: 0,
             header,
         }
+    }
+
+    /// A handle to set the job's own values with (see [`Feed`]).
+    pub fn feed(&self) -> Feed {
+        self.feed.clone()
     }
 
     /// The recording's file (empty for an unwritten collector).
@@ -315,6 +351,8 @@ impl Collector {
                 .iter()
                 .map(|(n, v)| (n.as_str(), Kind::Counter, *v)),
         );
+        let fed = self.feed.values();
+        rows.extend(fed.iter().map(|(n, k, v)| (n.as_str(), *k, *v)));
         if self.slow.is_some() && slow {
             self.slow_samples += 1;
             rows.push((plumb_store::SLOW_SAMPLES, Kind::Counter, self.slow_samples));

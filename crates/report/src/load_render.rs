@@ -16,7 +16,15 @@ impl Render for LoadReport {
         writeln!(out)?;
         types(self, out)?;
         failures(self, out)?;
-        checks(self, out)
+        checks(self, out)?;
+        if let Some(f) = &self.recording {
+            writeln!(out)?;
+            writeln!(
+                out,
+                "recording: {f} (the host, the server and the workload each second; `plumb report {f}` draws it)"
+            )?;
+        }
+        Ok(())
     }
 }
 

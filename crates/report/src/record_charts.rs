@@ -407,6 +407,40 @@ pub(crate) fn engine(runs: &[Run]) -> Option<TimeChart> {
     .chart(lines_of(runs, ENGINE, "", false), overlay_marks(runs))
 }
 
+/// `plumb load --record`: each transaction type's rate (left) and the second's p95 (right,
+/// dashed), failures where there were any.
+pub(crate) fn workload(runs: &[Run]) -> Option<TimeChart> {
+    let mut out = Vec::new();
+    let mut color = 0;
+    for r in runs {
+        let tag = tag(runs, r);
+        for ty in r.objects("load", "transactions_per_s") {
+            if let Some(p) = r.points(&format!("load.{ty}.transactions_per_s")) {
+                out.push(series(r, format!("{ty}/s{tag}"), palette(color), LINE, p));
+            }
+            if let Some(p) = r
+                .points(&format!("load.{ty}.failures_per_s"))
+                .filter(|p| any_above_zero(p))
+            {
+                let name = format!("{ty} failed/s{tag}");
+                out.push(series(r, name, palette(color), DASHED, p));
+            }
+            if let Some(p) = r.points(&format!("load.{ty}.p95_ms")) {
+                let name = format!("{ty} p95{tag}");
+                out.push(series(r, name, palette(color), RIGHT_DASHED, p));
+            }
+            color += 1;
+        }
+    }
+    Frame::new(
+        "Workload: transactions per second and p95 latency",
+        "plumb load's own figures per transaction type, counted as each transaction ended (committed, or rolled back as the workload plans); the 95th percentile of the second's latencies on the right",
+        "per second",
+    )
+    .units(Fmt::PerS, Fmt::Ms, Some("p95 latency"))
+    .chart(out, overlay_marks(runs))
+}
+
 /// Replication as the primary saw it (`plumb repl watch --out`): how far each standby's
 /// flushed and replayed positions were behind (bytes, left) and the commits waiting for a
 /// synchronous standby (right).

@@ -318,6 +318,10 @@ pub fn charts_html(runs: &[Run]) -> String {
     // Next to the CPU chart: what the database did, what it asked of the kernel, then what
     // the host did for it.
     let mut at = charts.len().min(1);
+    if let Some(c) = charts::workload(runs) {
+        charts.insert(at, ("workload".into(), PageChart::Time(c)));
+        at += 1;
+    }
     if let Some(c) = charts::engine(runs) {
         charts.insert(at, ("engine".into(), PageChart::Time(c)));
         at += 1;

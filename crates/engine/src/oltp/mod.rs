@@ -15,6 +15,7 @@ pub mod maria;
 pub mod mssql;
 pub mod pg;
 pub mod server;
+pub mod wire;
 
 /// Items in the catalogue (TPC-C's fixed 100,000).
 pub const ITEMS: i32 = 100_000;

@@ -3,10 +3,11 @@
 //! PL/pgSQL functions, pgbench's statements as pgbench sends them, and a client that runs them
 //! through prepared statements.
 
+use super::wire::{Login, Param, Wire, WireError};
 use super::{Failed, Tx, TxError, Workload};
 use crate::pg::{parse_url, with_causes};
 use crate::{Error, Result, Target};
-use postgres::{NoTls, Statement};
+use postgres::NoTls;
 
 pub use postgres::Client;
 
@@ -418,36 +419,63 @@ const CALLS: [&str; 5] = [
     "SELECT plumb_slev($1, $2, $3)",
 ];
 
-/// One client's connection with its workload's statements prepared.
+/// One client's connection with its workload's statements prepared, on plumb's lean wire
+/// client (`wire`): one write and blocking reads a statement, as pgbench's libpq.
 pub struct PgOltp {
-    client: Client,
-    stmts: Vec<Statement>,
+    wire: Wire,
+    /// Statement names in `Tx`'s order ("s0", "s1", …).
+    names: Vec<String>,
 }
 
 impl PgOltp {
     pub fn connect(t: &Target, db: &str, w: Workload) -> Result<PgOltp> {
-        let mut client = connect_to(t, db, &t.shown())?;
+        let mut cfg = parse_url(t)?;
+        cfg.application_name("plumb load");
+        let login = Login::from_config(&cfg, db).map_err(Error::Url)?;
+        let connect_err = |e: WireError| Error::Connect {
+            url: format!("{} (database {db})", t.shown()),
+            message: crate::with_hint(crate::Kind::Postgres, e.to_string()),
+            source: Some(Box::new(e)),
+        };
+        let mut wire = Wire::connect(&login).map_err(connect_err)?;
         let sqls: &[&str] = match w {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
             Workload::PointSelect => &TPCB[1..2],
         };
-        let stmts = sqls
-            .iter()
-            .map(|sql| client.prepare(sql).map_err(q("preparing the transactions")))
-            .collect::<Result<_>>()?;
-        Ok(PgOltp { client, stmts })
+        let mut names = Vec::new();
+        for (i, sql) in sqls.iter().enumerate() {
+            let name = format!("s{i}");
+            wire.prepare(&name, sql).map_err(|e| Error::Query {
+                what: "preparing the transactions".into(),
+                message: e.to_string(),
+                source: Some(Box::new(e)),
+            })?;
+            names.push(name);
+        }
+        if w == Workload::TpcB {
+            for (name, sql) in [("begin", "BEGIN"), ("commit", "COMMIT")] {
+                wire.prepare(name, sql).map_err(|e| Error::Query {
+                    what: "preparing the transactions".into(),
+                    message: e.to_string(),
+                    source: Some(Box::new(e)),
+                })?;
+            }
+        }
+        Ok(PgOltp { wire, names })
     }
 
     /// Something another thread can call to cancel the running statement.
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
-        canceller(&self.client)
+        self.wire.canceller()
     }
 
     /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
     pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
-        let c = &mut self.client;
-        let s = &self.stmts;
+        use Param::{Int, Ints, Text};
+        let n = &self.names;
+        let c = &mut self.wire;
+        let i = |v: &i32| Int(i64::from(*v));
         let r = match tx {
             Tx::NewOrder {
                 w,
@@ -456,7 +484,10 @@ impl PgOltp {
                 items,
                 supply,
                 qty,
-            } => c.execute(&s[0], &[w, d, cust, items, supply, qty]),
+            } => c.run(
+                &n[0],
+                &[i(w), i(d), i(cust), Ints(items), Ints(supply), Ints(qty)],
+            ),
             Tx::Payment {
                 w,
                 d,
@@ -466,73 +497,108 @@ impl PgOltp {
                 amount_cents,
             } => {
                 let (id, last) = cust.arg();
-                c.execute(&s[1], &[w, d, c_w, c_d, &id, &last, amount_cents])
+                c.run(
+                    &n[1],
+                    &[
+                        i(w),
+                        i(d),
+                        i(c_w),
+                        i(c_d),
+                        i(&id),
+                        Text(last),
+                        Int(*amount_cents),
+                    ],
+                )
             }
             Tx::OrderStatus { w, d, c: cust } => {
                 let (id, last) = cust.arg();
-                c.execute(&s[2], &[w, d, &id, &last])
+                c.run(&n[2], &[i(w), i(d), i(&id), Text(last)])
             }
-            Tx::Delivery { w, carrier } => c.execute(&s[3], &[w, carrier]),
-            Tx::StockLevel { w, d, threshold } => c.execute(&s[4], &[w, d, threshold]),
+            Tx::Delivery { w, carrier } => c.run(&n[3], &[i(w), i(carrier)]),
+            Tx::StockLevel { w, d, threshold } => c.run(&n[4], &[i(w), i(d), i(threshold)]),
             Tx::TpcB {
                 aid,
                 tid,
                 bid,
                 delta,
-            } => tpcb(c, s, *aid, *tid, *bid, *delta),
-            Tx::PointSelect { aid } => c.query_one(&s[0], &[aid]).map(|_| 1),
+            } => tpcb(c, n, *aid, *tid, *bid, *delta),
+            Tx::PointSelect { aid } => match c.run(&n[0], &[i(aid)]) {
+                Ok(1) => Ok(1),
+                Ok(rows) => {
+                    return Err(TxError {
+                        failed: Failed::Other,
+                        code: "rows".into(),
+                        message: format!("the point select returned {rows} rows, not one"),
+                    })
+                }
+                Err(e) => Err(e),
+            },
         };
         match r {
             Ok(_) => Ok(true),
-            Err(e) if e.code().is_some_and(|s| s.code() == "PLRB1") => Ok(false),
-            Err(e) => Err(classify(&e)),
+            Err(WireError::Db { code, .. }) if code == "PLRB1" => Ok(false),
+            Err(e) => Err(classify(&e, c.is_dead())),
         }
     }
 }
 
-/// pgbench's transaction: BEGIN, the five statements, COMMIT (seven round trips, as pgbench).
+/// pgbench's transaction: BEGIN, the five statements, COMMIT (seven round trips, as pgbench
+/// -M prepared sends them); after a failure, ROLLBACK.
 fn tpcb(
-    c: &mut Client,
-    s: &[Statement],
+    c: &mut Wire,
+    n: &[String],
     aid: i32,
     tid: i32,
     bid: i32,
     delta: i32,
-) -> std::result::Result<u64, postgres::Error> {
-    let mut t = c.transaction()?;
-    t.execute(&s[0], &[&delta, &aid])?;
-    t.query_one(&s[1], &[&aid])?;
-    t.execute(&s[2], &[&delta, &tid])?;
-    t.execute(&s[3], &[&delta, &bid])?;
-    t.execute(&s[4], &[&tid, &bid, &aid, &delta])?;
-    t.commit()?;
-    Ok(1)
+) -> std::result::Result<u64, WireError> {
+    use Param::Int;
+    let (aid, tid, bid, delta) = (
+        i64::from(aid),
+        i64::from(tid),
+        i64::from(bid),
+        i64::from(delta),
+    );
+    c.run("begin", &[])?;
+    let mut body = || {
+        c.run(&n[0], &[Int(delta), Int(aid)])?;
+        c.run(&n[1], &[Int(aid)])?;
+        c.run(&n[2], &[Int(delta), Int(tid)])?;
+        c.run(&n[3], &[Int(delta), Int(bid)])?;
+        c.run(&n[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
+        c.run("commit", &[])
+    };
+    let body = body();
+    if body.is_err() && !c.is_dead() {
+        let _ = c.simple("ROLLBACK");
+    }
+    body
+}
+/// An error on plumb's wire client as the driver counts it.
+fn classify(e: &WireError, dead: bool) -> TxError {
+    match e {
+        WireError::Db { code, message, .. } => TxError {
+            failed: if dead || code.starts_with("57P") || code.starts_with("08") {
+                Failed::Lost
+            } else {
+                by_code(code)
+            },
+            code: code.clone(),
+            message: message.clone(),
+        },
+        WireError::Io(_) | WireError::Protocol(_) => TxError {
+            failed: if dead { Failed::Lost } else { Failed::Other },
+            code: "connection".into(),
+            message: e.to_string(),
+        },
+    }
 }
 
-/// A PostgreSQL error as the driver counts it.
-pub fn classify(e: &postgres::Error) -> TxError {
-    let code = e.code().map(|s| s.code().to_string()).unwrap_or_default();
-    let failed = if e.is_closed() || code.starts_with("57P") || code.starts_with("08") {
-        Failed::Lost
-    } else {
-        match code.as_str() {
-            "40P01" => Failed::Deadlock,
-            "40001" => Failed::Serialization,
-            "55P03" => Failed::LockTimeout,
-            _ => Failed::Other,
-        }
-    };
-    let message = e
-        .as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_else(|| with_causes(e));
-    TxError {
-        failed,
-        code: if code.is_empty() {
-            "connection".into()
-        } else {
-            code
-        },
-        message,
+fn by_code(code: &str) -> Failed {
+    match code {
+        "40P01" => Failed::Deadlock,
+        "40001" => Failed::Serialization,
+        "55P03" => Failed::LockTimeout,
+        _ => Failed::Other,
     }
 }

@@ -1,0 +1,55 @@
+//! What a load run is asked to do ([`LoadConfig`]) and what it reports as it goes
+//! ([`LoadEvent`]): below `load` (the run) and `load_rec` (its recording), which both use them.
+
+use plumb_engine::oltp::Workload;
+use plumb_engine::{private, Target};
+use plumb_load::oltp as driver;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What a load run is asked to do.
+#[derive(Clone)]
+pub struct LoadConfig {
+    /// A server of the user's (password attached); None: plumb's private instance in `dir`.
+    pub target: Option<Target>,
+    pub allow_writes: bool,
+    pub dir: PathBuf,
+    pub set: Vec<String>,
+    pub build: Option<private::Build>,
+    pub database: String,
+    pub workload: Workload,
+    /// Warehouses (order-entry) or pgbench's scale (100,000 accounts a unit).
+    pub scale: u32,
+    pub clients: u32,
+    pub rampup: Duration,
+    pub duration: Duration,
+    pub rate: Option<f64>,
+    pub max_tries: u32,
+    pub keep: bool,
+    pub check: bool,
+    pub seed: u64,
+    /// Record the host, the server and the workload's figures every second into this file
+    /// (a new one), for `plumb report`.
+    pub record: Option<PathBuf>,
+    /// As the user typed it, for the recording's header.
+    pub command_line: String,
+}
+
+/// What the run reports as it goes.
+pub enum LoadEvent<'a> {
+    /// Something the user should know (a start, a reuse).
+    Note(String),
+    /// Loading: jobs done of total (the items and each warehouse), since the load began.
+    Loading {
+        done: u32,
+        total: u32,
+        elapsed: Duration,
+    },
+    /// Building the keys and procedures.
+    Building,
+    /// The clients are connected; the ramp-up starts.
+    Driving,
+    Second(&'a driver::Second),
+    WindowStart,
+    WindowEnd,
+}

@@ -1,8 +1,8 @@
 //! Every PostgreSQL version plumb claims, run live: Debian's 15, and 16, 17 and 18 from
 //! `scripts/setup --test`. For each version (the test names carry it: `pg17::delta`), plumb's
 //! private instance on that build, its snapshot holding the views that version has, and
-//! `plumb delta`, `plumb record`, `plumb mem` and `plumb lab` on it, each saying which version
-//! brings a view the server lacks.
+//! `plumb delta`, `plumb record`, `plumb mem`, `plumb lab` and `plumb load` on it, each saying
+//! which version brings a view the server lacks.
 //!
 //! The cases run one at a time (a lock): the lab's figures and the delta's want the host to
 //! themselves, and four servers at once would crowd a two-core machine.
@@ -364,6 +364,59 @@ fn lab(major: u32) {
     );
 }
 
+/// `plumb load --bin-dir` on this build: the order-entry schema loads, its PL/pgSQL procedures
+/// run, TPC-C's conditions hold after the run, NOPM counts new orders, and the private instance
+/// it started is gone after.
+fn load(major: u32) {
+    if !is_root() {
+        return skip("skipped: the load on every version runs as root");
+    }
+    let Some(bin) = common::pg_build(major) else {
+        return;
+    };
+    let work = common::server_tempdir(&format!("plumb-load{major}-"));
+    let o = plumb()
+        .args(["--json", "load", "--bin-dir"])
+        .arg(&bin)
+        .arg("--dir")
+        .arg(work.path().join("pg"))
+        .args([
+            "--clients",
+            "2",
+            "--rampup",
+            "1s",
+            "--duration",
+            "4s",
+            "--check",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(
+        r["version"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with(&format!("{major}.")),
+        "{}",
+        r["version"]
+    );
+    let checks = r["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 4, "{r:#}");
+    assert!(checks.iter().all(|c| c["violations"] == 0), "{checks:?}");
+    assert!(r["nopm"].as_f64().unwrap_or(0.0) > 0.0, "{r:#}");
+    for t in r["types"].as_array().unwrap() {
+        assert!(
+            t["committed"].as_u64().unwrap() > 0,
+            "PostgreSQL {major}: {t}"
+        );
+    }
+    assert!(
+        !work.path().join("pg").exists(),
+        "the private instance it made is still there"
+    );
+}
+
 /// Each case, once per version, one at a time; the test's name says which version.
 macro_rules! on_version {
     ($m:ident, $v:expr, [$($case:ident),*]) => {
@@ -381,6 +434,6 @@ macro_rules! on_version {
 
 // 15's lab is tests/lab.rs's (the quick lab end to end, and more).
 on_version!(pg15, 15, [snapshot, delta, record, mem]);
-on_version!(pg16, 16, [snapshot, delta, record, mem, lab]);
-on_version!(pg17, 17, [snapshot, delta, record, mem, lab]);
-on_version!(pg18, 18, [snapshot, delta, record, mem, lab]);
+on_version!(pg16, 16, [snapshot, delta, record, mem, lab, load]);
+on_version!(pg17, 17, [snapshot, delta, record, mem, lab, load]);
+on_version!(pg18, 18, [snapshot, delta, record, mem, lab, load]);

@@ -1215,3 +1215,143 @@ fn a_query_file_that_could_leave_its_transaction_is_never_sent() {
     );
     assert!(!batches.iter().any(|b| b.contains("victim")), "{batches:?}");
 }
+
+/// The order-entry run's SQL Server side as the stand-in plays it: the database, the schema and
+/// the procedures are taken as written, each transaction's EXEC answered (every 50th new order
+/// with the procedure's planned THROW 50001, every 9th payment with a deadlock, 1205), and
+/// `sum(d_next_o_id)` and Batch Requests/sec counted up, 600 and 5,000 a reading.
+fn oltp_server(sql: &str) -> Answer {
+    use V::*;
+    static NEW_ORDERS: AtomicI64 = AtomicI64::new(0);
+    static PAYMENTS: AtomicI64 = AtomicI64::new(0);
+    static NEXT_O_ID: AtomicI64 = AtomicI64::new(30_010);
+    static BATCHES: AtomicI64 = AtomicI64::new(1_000_000);
+    let i = |n: &'static str| (n, false);
+    if sql.starts_with("EXEC dbo.plumb_neword") {
+        if NEW_ORDERS.fetch_add(1, Ordering::Relaxed) % 50 == 49 {
+            return Answer::Error(
+                50001,
+                "PLRB1: the item does not exist; the new order is rolled back",
+            );
+        }
+        Answer::Done
+    } else if sql.starts_with("EXEC dbo.plumb_payment") {
+        if PAYMENTS.fetch_add(1, Ordering::Relaxed) % 9 == 8 {
+            return Answer::Error(1205, "Transaction (Process ID 58) was deadlocked on lock resources with another process and has been chosen as the deadlock victim. Rerun the transaction.");
+        }
+        Answer::Done
+    } else if sql.starts_with("EXEC dbo.plumb_") {
+        Answer::Done
+    } else if sql.contains("SERVERPROPERTY('ProductVersion')") {
+        Answer::Rows(vec![("v", true)], vec![vec![Text("16.0.4135.4")]])
+    } else if sql.contains("FROM sys.databases WHERE name") {
+        Answer::Rows(vec![i("n")], vec![vec![Int(0)]])
+    } else if sql.contains("sum(d_next_o_id)") {
+        let v = NEXT_O_ID.fetch_add(600, Ordering::Relaxed);
+        Answer::Rows(vec![i("n")], vec![vec![Int(v)]])
+    } else if sql.contains("Batch Requests/sec") {
+        let v = BATCHES.fetch_add(5_000, Ordering::Relaxed);
+        Answer::Rows(vec![i("cntr_value")], vec![vec![Int(v)]])
+    } else if sql.starts_with("SELECT")
+        && !sql.contains("SERVERPROPERTY")
+        && !sql.contains("@@SPID")
+    {
+        // The counts the run reads (rows loaded): one a table.
+        Answer::Rows(vec![i("n")], vec![vec![Int(1)]])
+    } else if sql.starts_with("CREATE")
+        || sql.starts_with("INSERT")
+        || sql.starts_with("USE ")
+        || sql.starts_with("ALTER")
+        || sql.starts_with("IF DB_ID")
+        || sql.starts_with("EXEC ")
+        || sql.starts_with("WITH")
+        || sql.starts_with("UPDATE")
+    {
+        Answer::Done
+    } else {
+        server_2022(sql)
+    }
+}
+
+#[test]
+fn plumb_load_drives_the_order_entry_procedures_through_tds() {
+    let s = start(Login::Ok, oltp_server);
+    let o = plumb()
+        .args([
+            "--json",
+            "load",
+            "--engine",
+            &format!(
+                "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+                s.port
+            ),
+            "--allow-writes",
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("Secret1"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["engine"], "SQL Server", "{r:#}");
+    assert_eq!(r["version"], "16.0.4135.4");
+    let ty = |name: &str| {
+        r["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name}: {r:#}"))
+    };
+    // The planned rollback (THROW 50001 'PLRB1…') is a rollback, not a failure; the
+    // deadlock victim is a failure of its class, with SQL Server's number.
+    let no = ty("new-order");
+    assert!(no["committed"].as_u64().unwrap() > 0, "{no}");
+    assert!(no["rolled_back"].as_u64().unwrap() > 0, "{no}");
+    assert_eq!(no["failed"], serde_json::json!({}), "{no}");
+    let committed = no["committed"].as_u64().unwrap() as f64;
+    let share = no["rolled_back"].as_u64().unwrap() as f64 / committed;
+    assert!((0.01..0.03).contains(&share), "every 50th: {no}");
+    let pay = ty("payment");
+    let deadlocks = pay["failed"]["deadlock"].as_u64().unwrap();
+    assert_eq!(pay["codes"]["1205"].as_u64(), Some(deadlocks), "{pay}");
+    let tries = pay["committed"].as_u64().unwrap() + deadlocks;
+    // (a transaction in flight as the window closed may be the stand-in's but not the run's)
+    assert!(deadlocks.abs_diff(tries / 9) <= 1, "every 9th: {pay}");
+    // NOPM and TPM from the two readings at the window's edges: 600 new orders and 5,000
+    // batches over the window.
+    let window = r["window_s"].as_f64().unwrap();
+    let nopm = r["nopm"].as_f64().unwrap();
+    assert!(
+        (nopm - 600.0 * 60.0 / window).abs() < 1.0,
+        "{nopm} over {window} s"
+    );
+    let tpm = r["tpm"].as_f64().unwrap();
+    assert!((tpm - 5000.0 * 60.0 / window).abs() < 1.0, "{tpm}");
+    // What was sent, in order: the database, the procedures, the transactions, the drop.
+    let b = s.batches.lock().unwrap().clone();
+    let at = |p: &str| {
+        b.iter()
+            .position(|x| x.contains(p))
+            .unwrap_or_else(|| panic!("no batch with {p}"))
+    };
+    let last = |p: &str| b.iter().rposition(|x| x.contains(p)).unwrap();
+    assert!(at("CREATE DATABASE [plumb_load]") < at("CREATE PROCEDURE dbo.plumb_neword"));
+    assert_eq!(
+        b.iter()
+            .filter(|x| x.starts_with("CREATE PROCEDURE dbo.plumb_"))
+            .count(),
+        5
+    );
+    assert!(at("sp_addextendedproperty") < at("EXEC dbo.plumb_neword"));
+    assert!(last("EXEC dbo.plumb_") < last("DROP DATABASE [plumb_load]"));
+    let neword = &b[at("EXEC dbo.plumb_neword")];
+    assert!(neword.contains("@items = N'["), "{neword}");
+}

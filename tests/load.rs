@@ -555,6 +555,14 @@ fn the_workloads_run_on_mariadb() {
         .unwrap()
         .iter()
         .all(|c| c["violations"] == 0));
+    // The insert/CHECKPOINT loops, checkpointing with innodb_log_checkpoint_now.
+    for (w, rows) in [
+        ("insert-single", "single-commits"),
+        ("insert-bulk", "bulk-insert"),
+    ] {
+        let r = json(&["--workload", w, "--rampup", "0s", "--duration", "3s"]);
+        loop_rounds(&r, rows);
+    }
     let dbs = m.sql("SHOW DATABASES").unwrap();
     assert!(!dbs.contains("plumb_load"), "{dbs}");
     // Ctrl-C while loading: the statements are killed and the database dropped.
@@ -646,6 +654,93 @@ fn a_recording_carries_the_workload_beside_the_host_and_the_engine() {
         "load: window ended",
     ] {
         assert!(page.contains(s), "{s} not in the report");
+    }
+    assert_eq!(leftovers(&p).trim(), "");
+}
+
+/// The loops ran round after round, in order: as many truncates, insert rounds and checkpoints
+/// (give or take the round the window cut), none failed; the rounds' count.
+fn loop_rounds(r: &Value, rows: &str) -> u64 {
+    let n = |name: &str| {
+        let t = ty(r, name);
+        assert_eq!(t["failed"], serde_json::json!({}), "{name}: {r}");
+        t["committed"].as_u64().unwrap()
+    };
+    let (t, i, c) = (n("truncate"), n(rows), n("checkpoint"));
+    assert!(i >= 3, "{rows}: {i} rounds: {r}");
+    assert!(t.abs_diff(i) <= 1 && c.abs_diff(i) <= 1, "{t} {i} {c}: {r}");
+    assert!(
+        ty(r, "checkpoint")["latency"]["min_s"].as_f64().unwrap() > 0.0,
+        "{r}"
+    );
+    i
+}
+
+#[test]
+fn the_insert_checkpoint_loops_run_round_after_round() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--workload",
+            "insert-single",
+            "--rampup",
+            "0s",
+            "--duration",
+            "4s",
+        ],
+    );
+    assert_eq!(r["clients"], 1);
+    let rounds = loop_rounds(&r, "single-commits");
+    // Each round's 100 rows committed one by one: the server counted them (backends report
+    // their counts about once a second, so the window's edges can miss a second's worth).
+    let counted = r["tpm"].as_f64().unwrap() * r["window_s"].as_f64().unwrap() / 60.0;
+    assert!(
+        counted >= 50.0 * rounds as f64,
+        "{counted} commits counted for {rounds} rounds of 100"
+    );
+    let r = load_json(
+        p.dir_str(),
+        &[
+            "--workload",
+            "insert-bulk",
+            "--rampup",
+            "0s",
+            "--duration",
+            "4s",
+        ],
+    );
+    let rounds = loop_rounds(&r, "bulk-insert");
+    // One commit a round (and the truncate's and the checkpoint's), not 10,000.
+    let counted = r["tpm"].as_f64().unwrap() * r["window_s"].as_f64().unwrap() / 60.0;
+    assert!(
+        counted < 10.0 * rounds as f64 + 10.0,
+        "{counted} for {rounds}"
+    );
+    // One client only, and no scale.
+    for (args, says) in [
+        (
+            vec!["--workload", "insert-bulk", "--clients", "2"],
+            "--clients 2",
+        ),
+        (
+            vec!["--workload", "insert-single", "--scale", "3"],
+            "--scale",
+        ),
+    ] {
+        let mut all = vec!["load", "--dir", p.dir_str()];
+        all.extend(args);
+        let o = run(&all);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{}",
+            text(&o)
+        );
     }
     assert_eq!(leftovers(&p).trim(), "");
 }

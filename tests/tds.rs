@@ -1266,6 +1266,8 @@ fn oltp_server(sql: &str) -> Answer {
         || sql.starts_with("EXEC ")
         || sql.starts_with("WITH")
         || sql.starts_with("UPDATE")
+        || sql.starts_with("TRUNCATE")
+        || sql == "CHECKPOINT"
     {
         Answer::Done
     } else {
@@ -1354,4 +1356,64 @@ fn plumb_load_drives_the_order_entry_procedures_through_tds() {
     assert!(last("EXEC dbo.plumb_") < last("DROP DATABASE [plumb_load]"));
     let neword = &b[at("EXEC dbo.plumb_neword")];
     assert!(neword.contains("@items = N'["), "{neword}");
+}
+
+#[test]
+fn the_insert_checkpoint_loops_send_the_scripts_batches_in_order() {
+    let s = start(Login::Ok, oltp_server);
+    let o = plumb()
+        .args([
+            "--json",
+            "load",
+            "--engine",
+            &format!(
+                "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+                s.port
+            ),
+            "--allow-writes",
+            "--workload",
+            "insert-bulk",
+            "--rampup",
+            "0s",
+            "--duration",
+            "1s",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let b = s.batches.lock().unwrap().clone();
+    let table = b
+        .iter()
+        .position(|x| x.starts_with("CREATE TABLE plumb_inserts (id int IDENTITY"))
+        .expect("the seed's table");
+    // After the table: truncate, 10,000 inserts in one transaction, CHECKPOINT, round and
+    // round, then the drop.
+    let rounds: Vec<&String> = b[table..]
+        .iter()
+        .filter(|x| {
+            x.starts_with("TRUNCATE") || x.contains("WHILE @i <= 10000") || *x == "CHECKPOINT"
+        })
+        .collect();
+    assert!(rounds.len() >= 6, "{rounds:?}");
+    for (i, x) in rounds.iter().enumerate() {
+        match i % 3 {
+            0 => assert_eq!(x.as_str(), "TRUNCATE TABLE plumb_inserts"),
+            1 => assert!(
+                x.contains("BEGIN TRANSACTION; WHILE @i <= 10000 BEGIN INSERT INTO plumb_inserts DEFAULT VALUES;")
+                    && x.ends_with("COMMIT TRANSACTION;"),
+                "{x}"
+            ),
+            _ => assert_eq!(x.as_str(), "CHECKPOINT"),
+        }
+    }
+    assert!(
+        b.last().unwrap().contains("DROP DATABASE [plumb_load]"),
+        "{:?}",
+        b.last()
+    );
 }

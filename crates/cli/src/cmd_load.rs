@@ -34,8 +34,10 @@ pub struct LoadArgs {
     pub build: crate::cmd_engine::BuildArg,
     /// What runs: order-entry (TPC-C-like, five transactions in HammerDB's mix), tpcb
     /// (pgbench's TPC-B-like transaction, statement by statement), point-select (pgbench -S's
-    /// select by key).
-    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select"])]
+    /// select by key), insert-single and insert-bulk (the insert/CHECKPOINT loops: 100
+    /// single-row commits, or 10,000 inserts in one transaction, then a checkpoint, round and
+    /// round on one client).
+    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select", "insert-single", "insert-bulk"])]
     pub workload: String,
     /// order-entry's scale: warehouses to load (each about 100 MB: 10 districts, 30,000
     /// customers, 100,000 stock rows). Default 1.
@@ -45,9 +47,10 @@ pub struct LoadArgs {
     /// branch a unit (about 15 MB). Default 1.
     #[arg(long, value_name = "N", conflicts_with = "warehouses")]
     pub scale: Option<u32>,
-    /// Clients, one connection each; client i's home warehouse is i mod N + 1.
-    #[arg(long, value_name = "N", default_value_t = 4)]
-    pub clients: u32,
+    /// Clients, one connection each; client i's home warehouse is i mod N + 1. Default 4 (the
+    /// insert loops: 1, their only choice).
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
     /// Run this long before the timed window (not counted).
     #[arg(long, value_name = "TIME", default_value = "30s")]
     pub rampup: String,
@@ -116,6 +119,9 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         (Workload::TpcB | Workload::PointSelect, Some(_), _) => {
             anyhow::bail!("--warehouses is order-entry's scale; tpcb and point-select take --scale")
         }
+        (w, Some(_), _) | (w, _, Some(_)) if w.is_loop() => {
+            anyhow::bail!("--warehouses and --scale size the loaded workloads; the insert loops load nothing (leave them out)")
+        }
         (_, w, s) => w.or(s).unwrap_or(1),
     };
     Ok(LoadConfig {
@@ -127,7 +133,7 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         database: a.database.clone(),
         workload,
         scale,
-        clients: a.clients,
+        clients: a.clients.unwrap_or(if workload.is_loop() { 1 } else { 4 }),
         rampup: time("--rampup", &a.rampup)?,
         duration: time("--duration", &a.duration)?,
         rate: a.rate.as_deref().map(rate).transpose()?,

@@ -39,6 +39,12 @@ pub fn check(c: &LoadConfig) -> Result<()> {
     if c.clients == 0 || c.clients > 1000 {
         crate::refuse!("--clients {}: from 1 to 1000", c.clients);
     }
+    if c.workload.is_loop() && c.clients > 1 {
+        crate::refuse!(
+            "--clients {}: the insert/CHECKPOINT loops run one client, as the script they reproduce (a checkpoint is the whole server's, and each round empties the table)",
+            c.clients
+        );
+    }
     if c.duration.is_zero() {
         crate::refuse!("--duration: the timed window must be longer than 0 s");
     }
@@ -268,7 +274,7 @@ fn load(
                 })
             })
             .collect();
-        while !handles.iter().all(|h| h.is_finished()) {
+        while total > 0 && !handles.iter().all(|h| h.is_finished()) {
             if cancel() && !stop.swap(true, Ordering::Relaxed) {
                 for f in cancellers.lock().unwrap().iter() {
                     f();
@@ -288,11 +294,13 @@ fn load(
     if let Some(e) = failed.into_inner().unwrap() {
         return Err(e);
     }
-    events(LoadEvent::Loading {
-        done: total,
-        total,
-        elapsed: t0.elapsed(),
-    });
+    if total > 0 {
+        events(LoadEvent::Loading {
+            done: total,
+            total,
+            elapsed: t0.elapsed(),
+        });
+    }
     events(LoadEvent::Building);
     cancellable(&mut main, t, cancel, c.workload)
 }
@@ -391,6 +399,7 @@ fn drive(
         rate: c.rate,
         max_tries: c.max_tries,
         seed: c.seed,
+        in_order: c.workload.in_order(),
     };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
@@ -435,6 +444,8 @@ fn drive(
         scale: c.scale,
         scale_unit: if order_entry {
             "warehouses"
+        } else if c.workload.is_loop() {
+            "no scale"
         } else {
             "pgbench scale"
         }

@@ -83,6 +83,9 @@ pub struct Plan {
     /// How often a transaction is tried when it fails with a retryable error (1: no retry).
     pub max_tries: u32,
     pub seed: u64,
+    /// Run the types in the mix's order, each as many times in a row as its weight, round and
+    /// round (the insert/CHECKPOINT loops), instead of drawing each at random by its weight.
+    pub in_order: bool,
 }
 
 /// One transaction type's figures over the timed window.
@@ -356,6 +359,7 @@ impl Worker {
             .sum::<u64>()
             .max(1);
         let mut intended = Instant::now();
+        let mut cycle = 0u64;
         while !self.stop.load(Ordering::Relaxed) {
             // No transaction starts after the window: what runs then is nobody's figure.
             if Instant::now() >= self.end {
@@ -372,7 +376,13 @@ impl Worker {
             } else {
                 intended = Instant::now();
             }
-            let kind = pick(&self.plan.mix, total, &mut self.rng);
+            let kind = if self.plan.in_order {
+                let k = nth(&self.plan.mix, cycle % total);
+                cycle += 1;
+                k
+            } else {
+                pick(&self.plan.mix, total, &mut self.rng)
+            };
             let started = Instant::now();
             let (result, retries) = self.try_kind(client.as_mut(), kind);
             let ended = Instant::now();
@@ -467,6 +477,17 @@ fn exp_gap(rng: &mut Rng, rate: f64) -> Duration {
 }
 
 /// A transaction type by weight.
+/// The type at position `i` of one round through the mix in order (each type weight times).
+fn nth(mix: &[(&'static str, u32)], mut i: u64) -> usize {
+    for (k, (_, w)) in mix.iter().enumerate() {
+        if i < *w as u64 {
+            return k;
+        }
+        i -= *w as u64;
+    }
+    mix.len().saturating_sub(1)
+}
+
 fn pick(mix: &[(&'static str, u32)], total: u64, rng: &mut Rng) -> usize {
     let mut x = rng.below(total);
     for (i, (_, w)) in mix.iter().enumerate() {
@@ -513,7 +534,45 @@ mod tests {
             rate,
             max_tries: 1,
             seed: 7,
+            in_order: false,
         }
+    }
+
+    /// Remembers the types it was asked to run.
+    struct Order(std::sync::Arc<Mutex<Vec<usize>>>);
+
+    impl Client for Order {
+        fn run(&mut self, kind: usize, _rng: &mut Rng) -> Result<Outcome, Failure> {
+            std::thread::sleep(Duration::from_micros(200));
+            self.0.lock().unwrap().push(kind);
+            Ok(Outcome::Committed)
+        }
+    }
+
+    #[test]
+    fn in_order_runs_each_type_its_weight_in_a_row_round_and_round() {
+        let seen = std::sync::Arc::new(Mutex::new(Vec::new()));
+        let plan = Plan {
+            mix: vec![("truncate", 1), ("insert", 2), ("checkpoint", 1)],
+            rampup: Duration::ZERO,
+            duration: Duration::from_millis(300),
+            in_order: true,
+            ..plan(None)
+        };
+        let m = run(
+            &plan,
+            vec![Box::new(Order(seen.clone()))],
+            &mut |_| {},
+            &|| false,
+        );
+        let seen = seen.lock().unwrap().clone();
+        assert!(seen.len() >= 8, "{seen:?}");
+        for (i, k) in seen.iter().enumerate() {
+            assert_eq!(*k, [0, 1, 1, 2][i % 4], "{seen:?}");
+        }
+        // Every type ran, the inserts twice as often.
+        let n = |i: usize| m.types[i].committed;
+        assert!(n(1).abs_diff(2 * n(0)) <= 2, "{:?}", seen);
     }
 
     fn fakes(n: usize, us: u64, fail_every: u64, class: ErrorClass) -> Vec<Box<dyn Client>> {

@@ -33,6 +33,12 @@ fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
         "order-entry" => "order-entry (TPC-C-like, not a TPC result)",
         "tpcb" => "tpcb (pgbench's TPC-B-like transaction)",
         "point-select" => "point-select (pgbench -S's select)",
+        "insert-single" => {
+            "insert-single (the insert/CHECKPOINT loops: 100 single-row commits, then a checkpoint)"
+        }
+        "insert-bulk" => {
+            "insert-bulk (the insert/CHECKPOINT loops: 10,000 inserts in one transaction, then a checkpoint)"
+        }
         w => w,
     };
     writeln!(
@@ -69,6 +75,8 @@ fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 fn scale(r: &LoadReport) -> String {
     if r.scale_unit == "warehouses" {
         format!("{} warehouse{}", r.scale, plural(r.scale as u64))
+    } else if r.scale_unit == "no scale" {
+        "one round's rows at most".into()
     } else {
         format!("{} {}", r.scale_unit, r.scale)
     }

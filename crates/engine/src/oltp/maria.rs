@@ -359,7 +359,44 @@ fn each(c: &mut Conn, what: &str, sqls: &[String]) -> Result<()> {
     Ok(())
 }
 
+/// The insert loops' table (as the script they reproduce has it, with the key InnoDB needs for
+/// AUTO_INCREMENT) and the two rounds as procedures: `n` inserts each committing on its own
+/// (autocommit), or all in one transaction.
+const INSERTS: [&str; 3] = [
+    "CREATE TABLE plumb_inserts (id INT AUTO_INCREMENT PRIMARY KEY, col1 VARCHAR(2000) DEFAULT (REPEAT('T', 2000))) ENGINE=InnoDB",
+    "CREATE PROCEDURE plumb_single(n INT)
+BEGIN
+  DECLARE i INT DEFAULT 0;
+  SET autocommit = 1;
+  WHILE i < n DO
+    INSERT INTO plumb_inserts () VALUES ();
+    SET i = i + 1;
+  END WHILE;
+END",
+    "CREATE PROCEDURE plumb_bulk(n INT)
+BEGIN
+  DECLARE i INT DEFAULT 0;
+  DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END;
+  START TRANSACTION;
+  WHILE i < n DO
+    INSERT INTO plumb_inserts () VALUES ();
+    SET i = i + 1;
+  END WHILE;
+  COMMIT;
+END",
+];
+
+/// MariaDB has no CHECKPOINT statement; the nearest is InnoDB's `innodb_log_checkpoint_now`
+/// (a debug-build switch until MDEV-30000 made it part of every build for mariadb-backup;
+/// Debian 12's 10.11 has it): setting it writes the buffer pool's dirty pages back and moves
+/// the log checkpoint up to the current log position. Setting a global needs SUPER.
+pub const CHECKPOINT: &str = "SET GLOBAL innodb_log_checkpoint_now = ON";
+
 pub fn create_schema(c: &mut Conn, w: Workload) -> Result<()> {
+    if w.is_loop() {
+        let stmts: Vec<String> = INSERTS.iter().map(|s| s.to_string()).collect();
+        return each(c, "creating the insert loops' table", &stmts);
+    }
     let sql = if w == Workload::OrderEntry {
         schema()
     } else {
@@ -384,6 +421,9 @@ pub fn load_job(c: &mut Conn, w: Workload, j: u32) -> Result<()> {
 
 /// The procedures (order-entry) and fresh statistics, after the rows are in.
 pub fn finish(c: &mut Conn, w: Workload) -> Result<()> {
+    if w.is_loop() {
+        return Ok(());
+    }
     if w == Workload::OrderEntry {
         let p: Vec<String> = PROCEDURES.iter().map(|s| s.to_string()).collect();
         each(c, "creating the procedures", &p)?;
@@ -444,11 +484,22 @@ impl MariaOltp {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
             Workload::PointSelect => &TPCB[1..2],
+            Workload::InsertSingle | Workload::InsertBulk => &[],
         };
         let stmts = sqls
             .iter()
             .map(|s| conn.prep(s).map_err(q("preparing the transactions")))
             .collect::<Result<_>>()?;
+        if w.is_loop() {
+            let r: std::result::Result<Option<i64>, _> =
+                conn.query_first("SELECT @@GLOBAL.innodb_log_checkpoint_now");
+            if let Err(e) = r {
+                return Err(Error::Refused(format!(
+                    "{}: the insert/CHECKPOINT loops checkpoint MariaDB with SET GLOBAL innodb_log_checkpoint_now = ON, which this server lacks (a debug-build switch before MDEV-30000): {e}",
+                    t.shown()
+                )));
+            }
+        }
         Ok(MariaOltp {
             conn,
             stmts,
@@ -506,6 +557,16 @@ impl MariaOltp {
                 delta,
             } => tpcb(c, s, *aid, *tid, *bid, *delta),
             Tx::PointSelect { aid } => c.exec_first::<i64, _, _>(&s[0], (aid,)).map(|_| ()),
+            Tx::Truncate => c.query_drop("TRUNCATE TABLE plumb_inserts"),
+            Tx::Inserts { rows, each_commits } => c.query_drop(format!(
+                "CALL {}({rows})",
+                if *each_commits {
+                    "plumb_single"
+                } else {
+                    "plumb_bulk"
+                }
+            )),
+            Tx::Checkpoint => c.query_drop(CHECKPOINT),
         };
         match r {
             Ok(()) => Ok(true),

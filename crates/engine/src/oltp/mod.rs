@@ -4,7 +4,10 @@
 //!   transactions and their inputs, the consistency conditions checked after a run;
 //! - tpcb, the TPC-B-like transaction pgbench runs by default, on pgbench's own tables, statement
 //!   by statement as pgbench sends it;
-//! - point-select, pgbench's `-S`: one account's balance by its key.
+//! - point-select, pgbench's `-S`: one account's balance by its key;
+//! - insert-single and insert-bulk, the insert/CHECKPOINT loops: 100 single-row commits, or
+//!   10,000 inserts in one transaction, each round followed by a checkpoint (and preceded by
+//!   emptying the table, so it stays one round's size).
 //!
 //! Inputs follow TPC-C's clause 2 (NURand for customers and items, 60% of payments and order
 //! statuses by last name, 1% of new orders rolled back on an unused item, 15% of payments and 1%
@@ -34,7 +37,13 @@ pub enum Workload {
     OrderEntry,
     TpcB,
     PointSelect,
+    InsertSingle,
+    InsertBulk,
 }
+
+/// Rows a round of the insert loops writes: single-row commits, or one transaction's inserts.
+pub const SINGLE_ROWS: u32 = 100;
+pub const BULK_ROWS: u32 = 10_000;
 
 /// Accounts per unit of pgbench's scale.
 pub const ACCOUNTS: i64 = 100_000;
@@ -42,14 +51,32 @@ pub const ACCOUNTS: i64 = 100_000;
 pub const TELLERS: i64 = 10;
 
 impl Workload {
-    pub const ALL: [Workload; 3] = [Workload::OrderEntry, Workload::TpcB, Workload::PointSelect];
+    pub const ALL: [Workload; 5] = [
+        Workload::OrderEntry,
+        Workload::TpcB,
+        Workload::PointSelect,
+        Workload::InsertSingle,
+        Workload::InsertBulk,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Workload::OrderEntry => "order-entry",
             Workload::TpcB => "tpcb",
             Workload::PointSelect => "point-select",
+            Workload::InsertSingle => "insert-single",
+            Workload::InsertBulk => "insert-bulk",
         }
+    }
+
+    /// The insert/CHECKPOINT loops: one client, the types in order, no scale, nothing loaded.
+    pub fn is_loop(self) -> bool {
+        matches!(self, Workload::InsertSingle | Workload::InsertBulk)
+    }
+
+    /// Whether the types run in the mix's order (see `load::oltp::Plan::in_order`).
+    pub fn in_order(self) -> bool {
+        self.is_loop()
     }
 
     pub fn parse(s: &str) -> Option<Workload> {
@@ -62,6 +89,10 @@ impl Workload {
             Workload::OrderEntry => MIX.to_vec(),
             Workload::TpcB => vec![("tpcb", 1)],
             Workload::PointSelect => vec![("point-select", 1)],
+            Workload::InsertSingle => {
+                vec![("truncate", 1), ("single-commits", 1), ("checkpoint", 1)]
+            }
+            Workload::InsertBulk => vec![("truncate", 1), ("bulk-insert", 1), ("checkpoint", 1)],
         }
     }
 
@@ -78,6 +109,7 @@ impl Workload {
     pub fn schema(self) -> &'static str {
         match self {
             Workload::OrderEntry => "order-entry",
+            Workload::InsertSingle | Workload::InsertBulk => "inserts",
             _ => "pgbench",
         }
     }
@@ -86,6 +118,7 @@ impl Workload {
     pub fn jobs(self, scale: u32) -> u32 {
         match self {
             Workload::OrderEntry => scale + 1,
+            Workload::InsertSingle | Workload::InsertBulk => 0,
             _ => scale,
         }
     }
@@ -95,6 +128,7 @@ impl Workload {
     pub fn mark(self, scale: u32) -> String {
         match self {
             Workload::OrderEntry => format!("plumb load: order-entry, {scale} warehouses"),
+            Workload::InsertSingle | Workload::InsertBulk => "plumb load: insert loops".into(),
             _ => format!("plumb load: pgbench tables, scale {scale}"),
         }
     }
@@ -103,6 +137,7 @@ impl Workload {
     pub fn checks(self) -> &'static [(&'static str, &'static str)] {
         match self {
             Workload::OrderEntry => &CHECKS,
+            Workload::InsertSingle | Workload::InsertBulk => &[],
             _ => &TPCB_CHECKS,
         }
     }
@@ -188,6 +223,15 @@ pub enum Tx {
     PointSelect {
         aid: i32,
     },
+    /// Empty the insert loops' table.
+    Truncate,
+    /// `rows` inserts of a default row: each its own transaction (`each_commits`), or all in one.
+    Inserts {
+        rows: u32,
+        each_commits: bool,
+    },
+    /// The engine's checkpoint (MariaDB: the nearest it has, `innodb_log_checkpoint_now`).
+    Checkpoint,
 }
 
 impl Customer {
@@ -280,6 +324,18 @@ pub fn generate_for(workload: Workload, kind: usize, scale: i32, home: i32, u: U
         },
         Workload::PointSelect => Tx::PointSelect {
             aid: u(1, ACCOUNTS * scale as i64) as i32,
+        },
+        Workload::InsertSingle | Workload::InsertBulk => match kind {
+            0 => Tx::Truncate,
+            1 if workload == Workload::InsertSingle => Tx::Inserts {
+                rows: SINGLE_ROWS,
+                each_commits: true,
+            },
+            1 => Tx::Inserts {
+                rows: BULK_ROWS,
+                each_commits: false,
+            },
+            _ => Tx::Checkpoint,
         },
     }
 }

@@ -319,7 +319,9 @@ pub fn drop_database(admin: &mut MssqlConn, db: &str) -> Result<()> {
 }
 
 pub fn create_schema(c: &mut MssqlConn, w: Workload) -> Result<()> {
-    let stmts: &[&str] = if w == Workload::OrderEntry {
+    let stmts: &[&str] = if w.is_loop() {
+        &["CREATE TABLE plumb_inserts (id int IDENTITY, col1 varchar(2000) DEFAULT REPLICATE('T', 2000))"]
+    } else if w == Workload::OrderEntry {
         &SCHEMA
     } else {
         &PGBENCH_SCHEMA
@@ -393,6 +395,16 @@ INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ({tid}, {bid}, 
 COMMIT TRANSACTION;"
         ),
         Tx::PointSelect { aid } => format!("SELECT abalance FROM pgbench_accounts WHERE aid = {aid}"),
+        Tx::Truncate => "TRUNCATE TABLE plumb_inserts".into(),
+        // The script the loops reproduce: a WHILE loop of single inserts, each its own
+        // transaction, or all inside one.
+        Tx::Inserts { rows, each_commits: true } => format!(
+            "SET NOCOUNT ON; DECLARE @i int = 1; WHILE @i <= {rows} BEGIN INSERT INTO plumb_inserts DEFAULT VALUES; SET @i += 1; END"
+        ),
+        Tx::Inserts { rows, each_commits: false } => format!(
+            "SET NOCOUNT ON; SET XACT_ABORT ON; DECLARE @i int = 1; BEGIN TRANSACTION; WHILE @i <= {rows} BEGIN INSERT INTO plumb_inserts DEFAULT VALUES; SET @i += 1; END; COMMIT TRANSACTION;"
+        ),
+        Tx::Checkpoint => "CHECKPOINT".into(),
     }
 }
 

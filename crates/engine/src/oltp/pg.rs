@@ -322,8 +322,29 @@ pub fn drop_database(admin: &mut Client, db: &str) -> Result<()> {
         .map_err(q("dropping the load's database"))
 }
 
+/// The insert loops' table, as the script they reproduce has it: a serial and a 2,000-byte
+/// default, stored inline (PLAIN: neither compressed nor moved out of the row).
+const INSERTS_SCHEMA: &str =
+    "CREATE TABLE plumb_inserts (id serial, col1 varchar(2000) DEFAULT repeat('T', 2000));
+ALTER TABLE plumb_inserts ALTER col1 SET STORAGE PLAIN;";
+
+/// The insert loops' two rounds as server-side loops, one round trip each: `rows` inserts,
+/// each committed (PostgreSQL 11+ commits inside a DO block run on its own), or all in one
+/// transaction.
+fn inserts_sql(rows: u32, each_commits: bool) -> String {
+    let commit = if each_commits { " COMMIT;" } else { "" };
+    format!(
+        "DO $$ BEGIN FOR i IN 1..{rows} LOOP INSERT INTO plumb_inserts DEFAULT VALUES;{commit} END LOOP; END $$"
+    )
+}
+
 /// The tables and helper functions (in the load's database).
 pub fn create_schema(c: &mut Client, w: Workload) -> Result<()> {
+    if w.is_loop() {
+        return c
+            .batch_execute(INSERTS_SCHEMA)
+            .map_err(q("creating the insert loops' table"));
+    }
     if w != Workload::OrderEntry {
         return c
             .batch_execute(PGBENCH_SCHEMA)
@@ -442,6 +463,9 @@ impl PgOltp {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
             Workload::PointSelect => &TPCB[1..2],
+            Workload::InsertSingle | Workload::InsertBulk => {
+                &["TRUNCATE plumb_inserts", "CHECKPOINT"]
+            }
         };
         let mut names = Vec::new();
         for (i, sql) in sqls.iter().enumerate() {
@@ -533,6 +557,11 @@ impl PgOltp {
                 }
                 Err(e) => Err(e),
             },
+            Tx::Truncate => c.run(&n[0], &[]),
+            Tx::Checkpoint => c.run(&n[1], &[]),
+            Tx::Inserts { rows, each_commits } => {
+                c.simple(&inserts_sql(*rows, *each_commits)).map(|_| 1)
+            }
         };
         match r {
             Ok(_) => Ok(true),

@@ -154,6 +154,7 @@ impl DbConn {
     /// Keys, procedures, statistics: what comes after the rows.
     pub fn finish(&mut self, w: Workload) -> Result<()> {
         match (self, w) {
+            (DbConn::Pg(_), w) if w.is_loop() => Ok(()),
             (DbConn::Pg(c), Workload::OrderEntry) => pg::finish(c),
             (DbConn::Pg(c), _) => pg::finish_pgbench(c),
             (DbConn::Maria(c), w) => maria::finish(c, w),

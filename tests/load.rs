@@ -744,3 +744,76 @@ fn the_insert_checkpoint_loops_run_round_after_round() {
     }
     assert_eq!(leftovers(&p).trim(), "");
 }
+
+#[test]
+fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let out = tmp.path().join("report");
+    let o = run(&[
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--workload",
+        "point-select",
+        "--clients",
+        "2",
+        "--rampup",
+        "1s",
+        "--duration",
+        "3s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        ["index.html", "load.json", "recording.plumb", "summary.txt"]
+    );
+    let j: Value = serde_json::from_slice(&std::fs::read(out.join("load.json")).unwrap()).unwrap();
+    assert_eq!(j["kind"], "load");
+    let committed = ty(&j, "point-select")["committed"].as_u64().unwrap();
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    // The table carries the run's own count, and the charts are there.
+    let shown = committed
+        .to_string()
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join(",");
+    assert!(
+        page.contains(&format!(">{shown}<")),
+        "{shown} not in the page"
+    );
+    assert!(page.contains("Workload: transactions per second"));
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.starts_with("plumb load: point-select"), "{summary}");
+    // A directory with files in it is refused before anything runs, and left as it was.
+    let o = run(&[
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--duration",
+        "1s",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--out"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 4);
+    assert_eq!(leftovers(&p).trim(), "");
+}

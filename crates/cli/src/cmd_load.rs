@@ -84,7 +84,15 @@ pub struct LoadArgs {
     /// for the load, the ramp-up and the timed window: `plumb report FILE` charts them.
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Write a report directory (new, or empty): index.html (the figures, each type's table
+    /// and the recording's charts), load.json, summary.txt and recording.plumb (the recording
+    /// goes to --record's file instead when both are given).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
+
+/// The files `--out` writes into its directory.
+const LOAD_FILES: [&str; 4] = ["index.html", "load.json", "summary.txt", "recording.plumb"];
 
 /// `--rate`: `500`, `500/s`.
 fn rate(s: &str) -> Result<f64> {
@@ -152,8 +160,27 @@ const LOAD_S_PER_WAREHOUSE: f64 = 4.5;
 
 pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
     plumb_load::signal::install();
-    let c = config(a)?;
+    let mut c = config(a)?;
     plumb_lab::load::check(&c)?;
+    let out_dir = match &a.out {
+        Some(out) => {
+            plumb_report::out::check_out_dir("--out", out)?;
+            let d = plumb_report::out::out_dir("--out", out)?;
+            c.record.get_or_insert_with(|| out.join("recording.plumb"));
+            Some(d)
+        }
+        None => None,
+    };
+    let r = run_in(g, &c, a.out.as_deref());
+    match (&r, &out_dir) {
+        (Ok(0), Some(d)) => eprintln!("plumb: report in {}", d.path.join("index.html").display()),
+        (_, Some(d)) => d.remove(&LOAD_FILES),
+        _ => {}
+    }
+    r
+}
+
+fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Result<i32> {
     let planned_load =
         Duration::from_secs_f64(LOAD_S_PER_WAREHOUSE * c.workload.jobs(c.scale) as f64);
     let run_time = c.rampup + c.duration;
@@ -184,6 +211,9 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
             return Err(e.into());
         }
     };
+    if let Some(out) = out {
+        write_report(&r, out, c.record.as_deref())?;
+    }
     crate::emit(g, &r)?;
     Ok(0)
 }
@@ -234,4 +264,27 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
                 .unwrap_or_default()
         )),
     }
+}
+
+/// load.json, summary.txt and index.html (with the recording's charts) into `out`.
+fn write_report(
+    r: &plumb_analyze::load::LoadReport,
+    out: &std::path::Path,
+    recording: Option<&std::path::Path>,
+) -> Result<()> {
+    let rec = recording.map(plumb_store::read).transpose()?;
+    let w = |name: &str, body: Vec<u8>| -> Result<()> {
+        plumb_report::out::write_new("--out", &out.join(name), &body)?;
+        Ok(())
+    };
+    let mut json = Vec::new();
+    plumb_report::emit(r, plumb_report::Format::Json, &mut json)?;
+    w("load.json", json)?;
+    let mut text = Vec::new();
+    plumb_report::emit(r, plumb_report::Format::Text, &mut text)?;
+    w("summary.txt", text)?;
+    w(
+        "index.html",
+        plumb_report::load_render::html(r, rec.as_ref()).into_bytes(),
+    )
 }

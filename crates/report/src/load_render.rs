@@ -2,6 +2,8 @@
 //! transaction type's counts and latency percentiles, failures by class, the checks.
 
 use crate::fmt::{count, duration, ms, MISSING};
+use crate::html::Html;
+use crate::record_render::{charts_html, page, Run};
 use crate::Render;
 use plumb_analyze::load::{LoadReport, Percentiles};
 use std::io::{self, Write};
@@ -29,6 +31,14 @@ impl Render for LoadReport {
 }
 
 fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
+    for (i, l) in header_lines(r).iter().enumerate() {
+        writeln!(out, "{}{l}", if i > 0 { "  " } else { "" })?;
+    }
+    Ok(())
+}
+
+/// What ran, where, and how: the first line names the workload and the server.
+fn header_lines(r: &LoadReport) -> Vec<String> {
     let what = match r.workload.as_str() {
         "order-entry" => "order-entry (TPC-C-like, not a TPC result)",
         "tpcb" => "tpcb (pgbench's TPC-B-like transaction)",
@@ -41,35 +51,34 @@ fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
         }
         w => w,
     };
-    writeln!(
-        out,
-        "plumb load: {what} on {} {}, {}",
-        r.engine, r.version, r.target
-    )?;
     let loaded = match (r.loaded, r.load_s) {
         (true, Some(s)) => format!("loaded in {}", duration(s)),
         _ => "a kept schema, reused".into(),
     };
-    writeln!(
-        out,
-        "  database {} ({}, {loaded}{}), {} client{}, {}",
-        r.database,
-        scale(r),
-        if r.kept { ", kept" } else { ", dropped after" },
-        r.clients,
-        plural(r.clients as u64),
-        match r.rate_per_s {
-            Some(v) => format!("open loop at {} tx/s (Poisson arrivals)", count(v)),
-            None => "closed loop (no keying or thinking time)".into(),
-        }
-    )?;
-    writeln!(
-        out,
-        "  ramp-up {}, timed window {} (ran {})",
-        duration(r.rampup_s),
-        duration(r.duration_s),
-        duration(r.window_s)
-    )
+    vec![
+        format!(
+            "plumb load: {what} on {} {}, {}",
+            r.engine, r.version, r.target
+        ),
+        format!(
+            "database {} ({}, {loaded}{}), {} client{}, {}",
+            r.database,
+            scale(r),
+            if r.kept { ", kept" } else { ", dropped after" },
+            r.clients,
+            plural(r.clients as u64),
+            match r.rate_per_s {
+                Some(v) => format!("open loop at {} tx/s (Poisson arrivals)", count(v)),
+                None => "closed loop (no keying or thinking time)".into(),
+            }
+        ),
+        format!(
+            "ramp-up {}, timed window {} (ran {})",
+            duration(r.rampup_s),
+            duration(r.duration_s),
+            duration(r.window_s)
+        ),
+    ]
 }
 
 fn scale(r: &LoadReport) -> String {
@@ -91,93 +100,132 @@ fn plural(n: u64) -> &'static str {
 }
 
 fn headline(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
-    let or_missing = |v: Option<f64>| v.map(|v| count(v.round())).unwrap_or(MISSING.into());
-    if let Some(n) = r.new_orders {
-        writeln!(
-            out,
-            "NOPM  {:>10}  new orders a minute, from the schema (sum of d_next_o_id: {} in the window)",
-            or_missing(r.nopm),
-            count(n as f64)
-        )?;
-    }
-    writeln!(
-        out,
-        "TPM   {:>10}  transactions a minute as the engine counts them ({})",
-        or_missing(r.tpm),
-        r.tpm_source
-    )?;
-    writeln!(
-        out,
-        "tps   {:>10}  transactions a second the clients saw end, all types",
-        r.tps().map(|v| format!("{v:.1}")).unwrap_or(MISSING.into())
-    )?;
-    if let Some(lag) = &r.lag {
-        writeln!(
-            out,
-            "lag   {:>10}  p99 of how late transactions started against their schedule; {} started over 1 ms late",
-            cell(lag.p99_s),
-            count(r.late as f64)
-        )?;
+    for (label, value, meaning) in headline_rows(r) {
+        writeln!(out, "{label:<5} {value:>10}  {meaning}")?;
     }
     Ok(())
+}
+
+/// The run's figures: (label, value, what it is).
+fn headline_rows(r: &LoadReport) -> Vec<(&'static str, String, String)> {
+    let or_missing = |v: Option<f64>| v.map(|v| count(v.round())).unwrap_or(MISSING.into());
+    let mut rows = Vec::new();
+    if let Some(n) = r.new_orders {
+        rows.push((
+            "NOPM",
+            or_missing(r.nopm),
+            format!(
+                "new orders a minute, from the schema (sum of d_next_o_id: {} in the window)",
+                count(n as f64)
+            ),
+        ));
+    }
+    rows.push((
+        "TPM",
+        or_missing(r.tpm),
+        format!(
+            "transactions a minute as the engine counts them ({})",
+            r.tpm_source
+        ),
+    ));
+    rows.push((
+        "tps",
+        r.tps().map(|v| format!("{v:.1}")).unwrap_or(MISSING.into()),
+        "transactions a second the clients saw end, all types".into(),
+    ));
+    if let Some(lag) = &r.lag {
+        rows.push((
+            "lag",
+            cell(lag.p99_s),
+            format!(
+                "p99 of how late transactions started against their schedule; {} started over 1 ms late",
+                count(r.late as f64)
+            ),
+        ));
+    }
+    rows
 }
 
 fn cell(v: Option<f64>) -> String {
     v.map(ms).unwrap_or_else(|| MISSING.into())
 }
 
-fn row(out: &mut dyn Write, name: &str, p: &Percentiles, counts: &str) -> io::Result<()> {
-    writeln!(
-        out,
-        "{name:<14}{counts}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
-        cell(p.min_s),
-        cell(p.p50_s),
-        cell(p.p95_s),
-        cell(p.p99_s),
-        cell(p.p99_9_s),
-        cell(p.max_s)
-    )
-}
+const TYPE_COLUMNS: [&str; 11] = [
+    "transaction",
+    "committed",
+    "rolled bk",
+    "failed",
+    "retries",
+    "min",
+    "p50",
+    "p95",
+    "p99",
+    "p99.9",
+    "max",
+];
 
-fn types(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
-    let open = r.rate_per_s.is_some();
-    writeln!(
-        out,
-        "{:<14}{:>10}{:>10}{:>8}{:>8}{:>9}{:>9}{:>9}{:>9}{:>9}{:>9}",
-        "transaction",
-        "committed",
-        "rolled bk",
-        "failed",
-        "retries",
-        "min",
-        "p50",
-        "p95",
-        "p99",
-        "p99.9",
-        "max"
-    )?;
+/// One row per transaction type (and its service time, open loop), cells as `TYPE_COLUMNS`.
+fn type_rows(r: &LoadReport) -> Vec<Vec<String>> {
+    let pct = |p: &Percentiles| {
+        [p.min_s, p.p50_s, p.p95_s, p.p99_s, p.p99_9_s, p.max_s]
+            .into_iter()
+            .map(cell)
+            .collect::<Vec<_>>()
+    };
+    let mut rows = Vec::new();
     for t in &r.types {
-        let counts = format!(
-            "{:>10}{:>10}{:>8}{:>8}",
+        let mut row = vec![
+            t.name.clone(),
             count(t.committed as f64),
             count(t.rolled_back as f64),
             count(t.failures() as f64),
-            count(t.retries as f64)
-        );
-        row(out, &t.name, &t.latency, &counts)?;
+            count(t.retries as f64),
+        ];
+        row.extend(pct(&t.latency));
+        rows.push(row);
         if let Some(s) = &t.service {
-            row(out, "  service", s, &" ".repeat(36))?;
+            let mut row = vec!["  service".to_string()];
+            row.extend(std::iter::repeat_n(String::new(), 4));
+            row.extend(pct(s));
+            rows.push(row);
         }
     }
-    writeln!(
-        out,
-        "  Latency from {}; a percentile shows only where the count supports it (p95 20, p99 100, p99.9 1,000).",
-        if open {
+    rows
+}
+
+fn latency_note(r: &LoadReport) -> String {
+    format!(
+        "Latency from {}; a percentile shows only where the count supports it (p95 20, p99 100, p99.9 1,000).",
+        if r.rate_per_s.is_some() {
             "the intended start (the schedule), \"service\" from the actual start"
         } else {
             "each transaction's start to its end, as the client saw it"
         }
     )
+}
+
+fn types(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
+    let widths = [14usize, 10, 10, 8, 8, 9, 9, 9, 9, 9, 9];
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                if i == 0 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect::<String>()
+    };
+    let head: Vec<String> = TYPE_COLUMNS.iter().map(|s| s.to_string()).collect();
+    writeln!(out, "{}", line(&head))?;
+    for row in type_rows(r) {
+        writeln!(out, "{}", line(&row).trim_end())?;
+    }
+    writeln!(out, "  {}", latency_note(r))
 }
 
 fn failures(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
@@ -218,4 +266,84 @@ fn checks(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  {:<72} {v}", c.condition)?;
     }
     Ok(())
+}
+
+/// `plumb load --out DIR`'s index.html: what ran, the figures, each type's table, failures and
+/// checks, then the recording's charts (the workload beside the host and the engine).
+pub fn html(r: &LoadReport, rec: Option<&plumb_store::Recording>) -> String {
+    let mut h = Html::new();
+    let lines = header_lines(r);
+    h.el("h1", &[], "plumb load");
+    h.el("p", &[], lines[0].trim_start_matches("plumb load: "));
+    h.list(&lines[1..]);
+    h.el("h2", &[("id", "figures")], "Figures");
+    h.with("table", &[], |h| {
+        for (label, value, meaning) in headline_rows(r) {
+            h.with("tr", &[], |h| {
+                h.el("th", &[], label)
+                    .el("td", &[("class", "n")], &value)
+                    .el("td", &[], &meaning);
+            });
+        }
+    });
+    h.el("h2", &[("id", "types")], "Transactions");
+    h.with("table", &[], |h| {
+        h.with("tr", &[], |h| {
+            for c in TYPE_COLUMNS {
+                h.el("th", &[], c);
+            }
+        });
+        for row in type_rows(r) {
+            h.with("tr", &[], |h| {
+                for (i, c) in row.iter().enumerate() {
+                    let class: &[(&str, &str)] = if i > 0 { &[("class", "n")] } else { &[] };
+                    h.el("td", class, c.trim_start());
+                }
+            });
+        }
+    });
+    h.el("p", &[("class", "sub")], &latency_note(r));
+    let mut problems = Vec::new();
+    let _ = failures(r, &mut problems);
+    let problems = String::from_utf8_lossy(&problems).to_string();
+    if !problems.is_empty() {
+        h.el("h2", &[("id", "failures")], "Failures");
+        let lines: Vec<String> = problems.lines().map(str::to_string).collect();
+        h.list(&lines);
+    }
+    if !r.checks.is_empty() {
+        let held = r.checks.iter().filter(|c| c.violations == 0).count();
+        h.el(
+            "h2",
+            &[("id", "checks")],
+            &format!("Consistency: {held} of {} conditions hold", r.checks.len()),
+        );
+        let lines: Vec<String> = r
+            .checks
+            .iter()
+            .map(|c| {
+                if c.violations == 0 {
+                    format!("{}: holds", c.condition)
+                } else {
+                    format!(
+                        "{}: BROKEN ({} rows)",
+                        c.condition,
+                        count(c.violations as f64)
+                    )
+                }
+            })
+            .collect();
+        h.list(&lines);
+    }
+    if let Some(rec) = rec {
+        let run = Run::new(rec, "load".into());
+        h.el("h2", &[("id", "recording")], "Recording");
+        h.el(
+            "p",
+            &[("class", "sub")],
+            "Every second of the run: the workload's transactions and p95 per type, the host, the server's processes and the engine's counters of the load's database; the marks are the load, the ramp-up and the timed window.",
+        );
+        h.raw(&charts_html(std::slice::from_ref(&run)));
+    }
+    page("plumb load", &h.finish())
 }

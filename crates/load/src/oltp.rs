@@ -290,6 +290,13 @@ pub fn run(
         late += r.late;
         lost.extend(r.lost);
     }
+    // The last second, however short: what ended after the last full one (the window's last
+    // second among them) belongs to the series too.
+    let last = take_second(&tally, seconds.len() as u32 + 1);
+    if last.done.iter().chain(&last.failed).sum::<u64>() > 0 {
+        events(Event::Second(&last));
+        seconds.push(last);
+    }
     Measured {
         types,
         window: ended.min(end).saturating_duration_since(window_start),
@@ -611,8 +618,11 @@ mod tests {
         assert!(b.committed > 0);
         assert!(a.latency.value_at_quantile(0.5) >= 500);
         assert!(m.lag.is_none() && a.service.is_none());
-        assert_eq!(ticks, 1, "one whole second");
+        assert_eq!(ticks, 2, "one whole second, then the last 0.7 s");
         assert!(m.window >= Duration::from_millis(1400), "{:?}", m.window);
+        // The series holds every transaction that ended, the window's last second included.
+        let series: u64 = m.seconds.iter().flat_map(|s| &s.done).sum();
+        assert!(series >= a.committed + b.committed, "{series}");
     }
 
     #[test]

@@ -1275,28 +1275,35 @@ fn oltp_server(sql: &str) -> Answer {
     }
 }
 
-#[test]
-fn plumb_load_drives_the_order_entry_procedures_through_tds() {
-    let s = start(Login::Ok, oltp_server);
+/// `plumb --json load` against a stand-in playing `answer`, with `extra` flags.
+fn load_on_the_stand_in(
+    answer: fn(&str) -> Answer,
+    extra: &[&str],
+) -> (StandIn, std::process::Output) {
+    let s = start(Login::Ok, answer);
+    let url = format!(
+        "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
+        s.port
+    );
     let o = plumb()
         .args([
             "--json",
             "load",
             "--engine",
-            &format!(
-                "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
-                s.port
-            ),
+            &url,
             "--allow-writes",
-            "--clients",
-            "2",
             "--rampup",
             "0s",
-            "--duration",
-            "2s",
         ])
+        .args(extra)
         .output()
         .unwrap();
+    (s, o)
+}
+
+#[test]
+fn plumb_load_drives_the_order_entry_procedures_through_tds() {
+    let (s, o) = load_on_the_stand_in(oltp_server, &["--clients", "2", "--duration", "2s"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(!err.contains("Secret1"), "{err}");
@@ -1360,26 +1367,18 @@ fn plumb_load_drives_the_order_entry_procedures_through_tds() {
 
 #[test]
 fn the_insert_checkpoint_loops_send_the_scripts_batches_in_order() {
-    let s = start(Login::Ok, oltp_server);
-    let o = plumb()
-        .args([
-            "--json",
-            "load",
-            "--engine",
-            &format!(
-                "mssql://plumb:Secret1@127.0.0.1:{}/master?encrypt=not_supported",
-                s.port
-            ),
-            "--allow-writes",
-            "--workload",
-            "insert-bulk",
-            "--rampup",
-            "0s",
-            "--duration",
-            "1s",
-        ])
-        .output()
-        .unwrap();
+    // Its own counter: the order-entry test's readings run in this process at the same time.
+    fn loops_server(sql: &str) -> Answer {
+        if sql.contains("Batch Requests/sec") {
+            Answer::Rows(vec![("cntr_value", false)], vec![vec![V::Int(1)]])
+        } else {
+            oltp_server(sql)
+        }
+    }
+    let (s, o) = load_on_the_stand_in(
+        loops_server,
+        &["--workload", "insert-bulk", "--duration", "1s"],
+    );
     assert_eq!(
         o.status.code(),
         Some(0),

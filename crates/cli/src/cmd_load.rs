@@ -177,6 +177,15 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
         (_, Some(d)) => d.remove(&LOAD_FILES),
         _ => {}
     }
+    // A recording of the user's own file keeps what it saw, as `plumb record` does.
+    if !matches!(r, Ok(0)) {
+        if let Some(f) = c.record.as_ref().filter(|f| f.exists()) {
+            eprintln!(
+                "plumb: the recording up to here is in {} (plumb report {0})",
+                f.display()
+            );
+        }
+    }
     r
 }
 

@@ -5,11 +5,14 @@
 //! pgbench's statements between START TRANSACTION and COMMIT, and a client that runs them
 //! through prepared statements.
 
+use super::mywire::{Login, MyError, MyWire, Param, Stmt};
 use super::{Failed, Tx, TxError, Workload};
 use crate::mariadb::{merr, parse_url};
 use crate::{Error, Result, Target};
 use mysql::prelude::Queryable;
-use mysql::{Conn, Opts, OptsBuilder, Statement};
+use mysql::{Conn, Opts, OptsBuilder};
+
+type WRes<T> = std::result::Result<T, MyError>;
 
 pub use mysql::Conn as Client;
 
@@ -281,6 +284,17 @@ fn q(what: &str) -> impl Fn(mysql::Error) -> Error + '_ {
     move |e| merr(what, e)
 }
 
+fn wq(what: &str) -> impl Fn(MyError) -> Error + '_ {
+    move |e| match e {
+        MyError::Io(_) => Error::Gone(format!("{what}: {e}")),
+        e => Error::Query {
+            what: what.to_string(),
+            message: e.to_string(),
+            source: Some(Box::new(e)),
+        },
+    }
+}
+
 fn connect_opts(t: &Target, db: Option<&str>, label: &str) -> Result<Conn> {
     let mut b = OptsBuilder::from_opts(parse_url(t)?);
     if let Some(db) = db {
@@ -311,7 +325,11 @@ pub fn server_version(c: &mut Conn) -> Result<String> {
 
 /// Cancel a connection's running statement: KILL QUERY from a connection of its own.
 pub fn canceller(t: &Target, c: &Conn) -> Box<dyn Fn() + Send + Sync> {
-    let (t, id) = (t.clone(), c.connection_id());
+    kill_query(t, c.connection_id())
+}
+
+fn kill_query(t: &Target, id: u32) -> Box<dyn Fn() + Send + Sync> {
+    let t = t.clone();
     Box::new(move || {
         if let Ok(mut k) = connect_admin(&t) {
             let _ = k.query_drop(format!("KILL QUERY {id}"));
@@ -470,16 +488,23 @@ const TPCB: [&str; 5] = [
     "INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (?, ?, ?, ?, NOW())",
 ];
 
-/// One client's connection with its workload's statements prepared.
+/// One client's connection with its workload's statements prepared, on plumb's lean protocol
+/// client (`mywire`): one write and blocking reads a statement, as sysbench's libmariadb.
 pub struct MariaOltp {
-    conn: Conn,
-    stmts: Vec<Statement>,
+    conn: MyWire,
+    stmts: Vec<Stmt>,
     target: Target,
 }
 
 impl MariaOltp {
     pub fn connect(t: &Target, db: &str, w: Workload) -> Result<MariaOltp> {
-        let mut conn = connect_to(t, db, &t.shown())?;
+        let login = Login::from_opts(&parse_url(t)?, db);
+        let label = format!("{} (database {db})", t.shown());
+        let mut conn = MyWire::connect(&login).map_err(|e| Error::Connect {
+            url: label.clone(),
+            message: crate::with_hint(crate::Kind::Mariadb, e.to_string()),
+            source: Some(Box::new(e)),
+        })?;
         let sqls: &[&str] = match w {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
@@ -488,12 +513,10 @@ impl MariaOltp {
         };
         let stmts = sqls
             .iter()
-            .map(|s| conn.prep(s).map_err(q("preparing the transactions")))
+            .map(|s| conn.prepare(s).map_err(wq("preparing the transactions")))
             .collect::<Result<_>>()?;
         if w.is_loop() {
-            let r: std::result::Result<Option<i64>, _> =
-                conn.query_first("SELECT @@GLOBAL.innodb_log_checkpoint_now");
-            if let Err(e) = r {
+            if let Err(e) = conn.query("SELECT @@GLOBAL.innodb_log_checkpoint_now") {
                 return Err(Error::Refused(format!(
                     "{}: the insert/CHECKPOINT loops checkpoint MariaDB with SET GLOBAL innodb_log_checkpoint_now = ON, which this server lacks (a debug-build switch before MDEV-30000): {e}",
                     t.shown()
@@ -508,12 +531,14 @@ impl MariaOltp {
     }
 
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
-        canceller(&self.target, &self.conn)
+        kill_query(&self.target, self.conn.connection_id())
     }
 
     /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
     pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
-        let (c, s) = (&mut self.conn, &self.stmts);
+        use Param::{Int, Text};
+        let (c, s) = (&mut self.conn, &mut self.stmts);
+        let i = |v: i32| Int(v as i64);
         let r = match tx {
             Tx::NewOrder {
                 w,
@@ -522,17 +547,15 @@ impl MariaOltp {
                 items,
                 supply,
                 qty,
-            } => c.exec_drop(
-                &s[0],
-                (
-                    w,
-                    d,
-                    cust,
+            } => {
+                let (a, b, q) = (
                     super::json_array(items),
                     super::json_array(supply),
                     super::json_array(qty),
-                ),
-            ),
+                );
+                let p = [i(*w), i(*d), i(*cust), Text(&a), Text(&b), Text(&q)];
+                c.execute(&mut s[0], &p).map(|_| ())
+            }
             Tx::Payment {
                 w,
                 d,
@@ -542,88 +565,96 @@ impl MariaOltp {
                 amount_cents,
             } => {
                 let (id, last) = cust.arg();
-                c.exec_drop(&s[1], (w, d, c_w, c_d, id, last, amount_cents))
+                let p = [
+                    i(*w),
+                    i(*d),
+                    i(*c_w),
+                    i(*c_d),
+                    i(id),
+                    Text(last),
+                    Int(*amount_cents),
+                ];
+                c.execute(&mut s[1], &p).map(|_| ())
             }
             Tx::OrderStatus { w, d, c: cust } => {
                 let (id, last) = cust.arg();
-                c.exec_drop(&s[2], (w, d, id, last))
+                c.execute(&mut s[2], &[i(*w), i(*d), i(id), Text(last)])
+                    .map(|_| ())
             }
-            Tx::Delivery { w, carrier } => c.exec_drop(&s[3], (w, carrier)),
-            Tx::StockLevel { w, d, threshold } => c.exec_drop(&s[4], (w, d, threshold)),
+            Tx::Delivery { w, carrier } => c.execute(&mut s[3], &[i(*w), i(*carrier)]).map(|_| ()),
+            Tx::StockLevel { w, d, threshold } => c
+                .execute(&mut s[4], &[i(*w), i(*d), i(*threshold)])
+                .map(|_| ()),
             Tx::TpcB {
                 aid,
                 tid,
                 bid,
                 delta,
             } => tpcb(c, s, *aid, *tid, *bid, *delta),
-            Tx::PointSelect { aid } => c.exec_first::<i64, _, _>(&s[0], (aid,)).map(|_| ()),
-            Tx::Truncate => c.query_drop("TRUNCATE TABLE plumb_inserts"),
-            Tx::Inserts { rows, each_commits } => c.query_drop(format!(
-                "CALL {}({rows})",
-                if *each_commits {
-                    "plumb_single"
-                } else {
-                    "plumb_bulk"
-                }
-            )),
-            Tx::Checkpoint => c.query_drop(CHECKPOINT),
+            Tx::PointSelect { aid } => c.execute(&mut s[0], &[i(*aid)]).map(|_| ()),
+            Tx::Truncate => c.query("TRUNCATE TABLE plumb_inserts").map(|_| ()),
+            Tx::Inserts { rows, each_commits } => c
+                .query(&format!(
+                    "CALL {}({rows})",
+                    if *each_commits {
+                        "plumb_single"
+                    } else {
+                        "plumb_bulk"
+                    }
+                ))
+                .map(|_| ()),
+            Tx::Checkpoint => c.query(CHECKPOINT).map(|_| ()),
         };
         match r {
             Ok(()) => Ok(true),
-            Err(mysql::Error::MySqlError(m)) if m.message.starts_with("PLRB1") => Ok(false),
-            Err(e) => Err(classify(e)),
+            Err(MyError::Db { message, .. }) if message.starts_with("PLRB1") => Ok(false),
+            Err(e) => Err(classify_wire(e, self.conn.is_dead())),
         }
     }
 }
 
-fn tpcb(
-    c: &mut Conn,
-    s: &[Statement],
-    aid: i32,
-    tid: i32,
-    bid: i32,
-    delta: i32,
-) -> mysql::Result<()> {
-    c.query_drop("START TRANSACTION")?;
-    let r = (|| {
-        c.exec_drop(&s[0], (delta, aid))?;
-        c.exec_first::<i64, _, _>(&s[1], (aid,))?;
-        c.exec_drop(&s[2], (delta, tid))?;
-        c.exec_drop(&s[3], (delta, bid))?;
-        c.exec_drop(&s[4], (tid, bid, aid, delta))
-    })();
-    match r {
-        Ok(()) => c.query_drop("COMMIT"),
+fn tpcb(c: &mut MyWire, s: &mut [Stmt], aid: i32, tid: i32, bid: i32, delta: i32) -> WRes<()> {
+    use Param::Int;
+    let (aid, tid, bid, delta) = (aid as i64, tid as i64, bid as i64, delta as i64);
+    c.query("START TRANSACTION")?;
+    let mut r = || -> WRes<()> {
+        c.execute(&mut s[0], &[Int(delta), Int(aid)])?;
+        c.execute(&mut s[1], &[Int(aid)])?;
+        c.execute(&mut s[2], &[Int(delta), Int(tid)])?;
+        c.execute(&mut s[3], &[Int(delta), Int(bid)])?;
+        c.execute(&mut s[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
+        Ok(())
+    };
+    match r() {
+        Ok(()) => c.query("COMMIT").map(|_| ()),
         Err(e) => {
-            let _ = c.query_drop("ROLLBACK");
+            if !c.is_dead() {
+                let _ = c.query("ROLLBACK");
+            }
             Err(e)
         }
     }
 }
 
 /// A MariaDB error as the driver counts it: 1213 deadlock, 1205 lock wait timeout, a broken
-/// connection (2006, 2013, 1927, an I/O error) lost.
-pub fn classify(e: mysql::Error) -> TxError {
+/// connection (the server's 1927 or 1053, a closed or unreadable one) lost.
+fn classify_wire(e: MyError, dead: bool) -> TxError {
     match e {
-        mysql::Error::MySqlError(m) => TxError {
-            failed: match m.code {
+        MyError::Db { code, message, .. } => TxError {
+            failed: match code {
+                _ if dead => Failed::Lost,
                 1213 => Failed::Deadlock,
                 1205 => Failed::LockTimeout,
                 2006 | 2013 | 1927 | 1053 => Failed::Lost,
                 _ => Failed::Other,
             },
-            code: m.code.to_string(),
-            message: m.message,
+            code: code.to_string(),
+            message,
         },
-        mysql::Error::IoError(io) => TxError {
-            failed: Failed::Lost,
+        MyError::Io(_) | MyError::Protocol(_) => TxError {
+            failed: if dead { Failed::Lost } else { Failed::Other },
             code: "connection".into(),
-            message: io.to_string(),
-        },
-        other => TxError {
-            failed: Failed::Other,
-            code: "driver".into(),
-            message: other.to_string(),
+            message: e.to_string(),
         },
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod maria;
 pub mod mssql;
+pub mod mywire;
 pub mod pg;
 pub mod server;
 pub mod wire;

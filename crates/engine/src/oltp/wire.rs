@@ -74,18 +74,18 @@ impl From<io::Error> for WireError {
 type Res<T> = std::result::Result<T, WireError>;
 
 #[derive(Clone, Debug)]
-enum Addr {
+pub(super) enum Addr {
     Unix(PathBuf),
     Tcp(String, u16),
 }
 
-enum Sock {
+pub(super) enum Sock {
     Unix(UnixStream),
     Tcp(TcpStream),
 }
 
 impl Sock {
-    fn open(a: &Addr, timeout: Duration) -> io::Result<Sock> {
+    pub(super) fn open(a: &Addr, timeout: Duration) -> io::Result<Sock> {
         match a {
             Addr::Unix(p) => UnixStream::connect(p).map(Sock::Unix),
             Addr::Tcp(host, port) => {
@@ -105,7 +105,7 @@ impl Sock {
         }
     }
 
-    fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
+    pub(super) fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Sock::Unix(s) => {
                 s.set_read_timeout(t)?;

@@ -285,6 +285,84 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
     assert_eq!(leftovers(&p).trim(), "");
 }
 
+/// sysbench's oltp_read_write shape: each committed transaction updated two rows, deleted one
+/// and inserted it again (the table's counters say so), the table keeps one row a key, and a
+/// kept table is used again.
+#[test]
+fn the_read_write_transaction_does_what_sysbench_s_does() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let args = [
+        "--workload",
+        "read-write",
+        "--scale",
+        "1",
+        "--clients",
+        "2",
+        "--rampup",
+        "0s",
+        "--duration",
+        "3s",
+        "--check",
+        "--keep",
+    ];
+    let r = load_json(p.dir_str(), &args);
+    assert_eq!(r["workload"], "read-write");
+    let t = ty(&r, "read-write");
+    let committed = t["committed"].as_f64().unwrap();
+    let failed: f64 = t["failed"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_f64().unwrap_or(0.0))
+        .sum();
+    assert!(committed > 50.0, "{r}");
+    assert!(failed <= committed / 20.0, "{r}");
+    assert!(r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["violations"] == 0));
+    assert_eq!(num(&p, "SELECT count(*) FROM plumb_rw") as i64, 100_000);
+    let stat = |col: &str| {
+        num(
+            &p,
+            &format!("SELECT {col} FROM pg_stat_user_tables WHERE relname = 'plumb_rw'"),
+        )
+    };
+    // Two clients: at most two transactions in flight when the window closed.
+    let slack = 2.0 + failed;
+    let (upd, del, ins) = (stat("n_tup_upd"), stat("n_tup_del"), stat("n_tup_ins"));
+    assert!(
+        (upd - 2.0 * committed).abs() <= 2.0 * slack,
+        "{upd} updates, {committed} committed"
+    );
+    assert!(
+        (del - committed).abs() <= slack,
+        "{del} deletes, {committed} committed"
+    );
+    assert!(
+        (ins - 100_000.0 - committed).abs() <= slack,
+        "{ins} inserts, {committed} committed"
+    );
+    let r = load_json(p.dir_str(), &args);
+    assert_eq!(r["loaded"], false, "reused the kept table");
+    let o = run(&[
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--workload",
+        "read-write",
+        "--warehouses",
+        "1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--scale"));
+}
+
 #[test]
 fn the_private_instance_it_starts_is_gone_after() {
     if !needs_postgres() {
@@ -550,6 +628,28 @@ fn the_workloads_run_on_mariadb() {
         "--check",
     ]);
     assert!(ty(&r, "tpcb")["committed"].as_u64().unwrap() > 50, "{r}");
+    assert!(r["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|c| c["violations"] == 0));
+    let r = json(&[
+        "--workload",
+        "read-write",
+        "--scale",
+        "1",
+        "--clients",
+        "2",
+        "--rampup",
+        "0s",
+        "--duration",
+        "3s",
+        "--check",
+    ]);
+    assert!(
+        ty(&r, "read-write")["committed"].as_u64().unwrap() > 20,
+        "{r}"
+    );
     assert!(r["checks"]
         .as_array()
         .unwrap()

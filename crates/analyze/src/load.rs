@@ -123,8 +123,10 @@ pub struct LoadReport {
     /// Whether the database stays after the run (--keep).
     pub kept: bool,
     pub load_s: Option<f64>,
-    /// Warehouses (order-entry), or pgbench's scale (100,000 accounts a unit).
+    /// Warehouses (order-entry), or pgbench's scale (100,000 accounts a unit), or read-write's
+    /// (100,000 rows a unit).
     pub scale: u32,
+    /// What the scale counts: "warehouses", "pgbench scale", "rows" or "no scale".
     pub scale_unit: String,
     pub clients: u32,
     pub rampup_s: f64,

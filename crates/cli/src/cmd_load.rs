@@ -34,17 +34,18 @@ pub struct LoadArgs {
     pub build: crate::cmd_engine::BuildArg,
     /// What runs: order-entry (TPC-C-like, five transactions in HammerDB's mix), tpcb
     /// (pgbench's TPC-B-like transaction, statement by statement), point-select (pgbench -S's
-    /// select by key), insert-single and insert-bulk (the insert/CHECKPOINT loops: 100
+    /// select by key), read-write (sysbench's oltp_read_write: 18 statements a transaction on
+    /// a table shaped as sysbench's), insert-single and insert-bulk (the insert/CHECKPOINT loops: 100
     /// single-row commits, or 10,000 inserts in one transaction, then a checkpoint, round and
     /// round on one client).
-    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select", "insert-single", "insert-bulk"])]
+    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select", "read-write", "insert-single", "insert-bulk"])]
     pub workload: String,
     /// order-entry's scale: warehouses to load (each about 100 MB: 10 districts, 30,000
     /// customers, 100,000 stock rows). Default 1.
     #[arg(long, value_name = "N")]
     pub warehouses: Option<u32>,
     /// tpcb's and point-select's scale, as pgbench's: 100,000 accounts, 10 tellers and a
-    /// branch a unit (about 15 MB). Default 1.
+    /// branch a unit (about 15 MB); read-write's: 100,000 rows a unit (about 24 MB). Default 1.
     #[arg(long, value_name = "N", conflicts_with = "warehouses")]
     pub scale: Option<u32>,
     /// Clients, one connection each; client i's home warehouse is i mod N + 1. Default 4 (the
@@ -120,18 +121,9 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         anyhow::bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
     }
     let workload = Workload::parse(&a.workload).unwrap_or(Workload::OrderEntry);
-    let scale = match (workload, a.warehouses, a.scale) {
-        (Workload::OrderEntry, _, Some(_)) => {
-            anyhow::bail!("--scale is pgbench's scale, for --workload tpcb or point-select; order-entry's is --warehouses")
-        }
-        (Workload::TpcB | Workload::PointSelect, Some(_), _) => {
-            anyhow::bail!("--warehouses is order-entry's scale; tpcb and point-select take --scale")
-        }
-        (w, Some(_), _) | (w, _, Some(_)) if w.is_loop() => {
-            anyhow::bail!("--warehouses and --scale size the loaded workloads; the insert loops load nothing (leave them out)")
-        }
-        (_, w, s) => w.or(s).unwrap_or(1),
-    };
+    let scale = workload
+        .scale_of(a.warehouses, a.scale)
+        .map_err(|e| anyhow::anyhow!(e))?;
     Ok(LoadConfig {
         target,
         allow_writes: a.allow_writes,
@@ -199,10 +191,7 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
         load: planned_load,
         rampup: c.rampup,
         window: c.duration,
-        jobs: match c.workload {
-            Workload::OrderEntry => "the items and each warehouse",
-            _ => "each branch with its tellers and accounts",
-        },
+        jobs: c.workload.jobs_words(),
     };
     let mut on = |e: LoadEvent<'_>| on_event(&meter, &mut clock, e);
     let r = plumb_lab::load::run(&c, &mut on, &plumb_load::signal::stop_requested);

@@ -263,7 +263,7 @@ fn load(
                             if j >= total || stop.load(Ordering::Relaxed) {
                                 return Ok(());
                             }
-                            conn.load_job(c.workload, j)?;
+                            conn.load_job(c.workload, j, c.scale)?;
                             done.fetch_add(1, Ordering::Relaxed);
                         }
                     })();
@@ -446,6 +446,8 @@ fn drive(
             "warehouses"
         } else if c.workload.is_loop() {
             "no scale"
+        } else if c.workload == Workload::ReadWrite {
+            "rows"
         } else {
             "pgbench scale"
         }

@@ -86,6 +86,12 @@ fn scale(r: &LoadReport) -> String {
         format!("{} warehouse{}", r.scale, plural(r.scale as u64))
     } else if r.scale_unit == "no scale" {
         "one round's rows at most".into()
+    } else if r.scale_unit == "rows" {
+        format!(
+            "scale {}: {} rows",
+            r.scale,
+            crate::fmt::count(r.scale as f64 * 100_000.0)
+        )
     } else {
         format!("{} {}", r.scale_unit, r.scale)
     }

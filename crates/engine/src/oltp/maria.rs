@@ -68,6 +68,38 @@ CREATE TABLE pgbench_tellers (tid int NOT NULL PRIMARY KEY, bid int, tbalance in
 CREATE TABLE pgbench_accounts (aid int NOT NULL PRIMARY KEY, bid int, abalance int, filler char(84)) ENGINE = InnoDB;
 CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime datetime, filler char(22)) ENGINE = InnoDB";
 
+/// sysbench's table for oltp_read_write, its keys from the start (the loader inserts in key
+/// order).
+const RW_SCHEMA: &str = "CREATE TABLE plumb_rw (id int NOT NULL PRIMARY KEY, k int NOT NULL DEFAULT 0,
+  c char(120) NOT NULL DEFAULT '', pad char(60) NOT NULL DEFAULT '', KEY plumb_rw_k (k)) ENGINE = InnoDB";
+
+/// One unit (0-based `j`) of the read-write table's rows, as sysbench fills them.
+fn rw_rows_sql(j: u32, scale: u32) -> String {
+    let g = "LPAD(FLOOR(RAND() * 1e11), 11, '0')";
+    let groups = |n: usize| format!("CONCAT_WS('-', {})", vec![g; n].join(", "));
+    let rows = super::ACCOUNTS * i64::from(scale);
+    let first = i64::from(j) * super::ACCOUNTS + 1;
+    format!(
+        "INSERT INTO plumb_rw SELECT seq, 1 + FLOOR(RAND() * {rows}), {}, {} FROM seq_{first}_to_{}",
+        groups(10),
+        groups(5),
+        first + super::ACCOUNTS - 1
+    )
+}
+
+/// sysbench's oltp_read_write statements, in `Tx::ReadWrite`'s order.
+const RW: [&str; 9] = [
+    "SELECT c FROM plumb_rw WHERE id = ?",
+    "SELECT c FROM plumb_rw WHERE id BETWEEN ? AND ?",
+    "SELECT SUM(k) FROM plumb_rw WHERE id BETWEEN ? AND ?",
+    "SELECT c FROM plumb_rw WHERE id BETWEEN ? AND ? ORDER BY c",
+    "SELECT DISTINCT c FROM plumb_rw WHERE id BETWEEN ? AND ? ORDER BY c",
+    "UPDATE plumb_rw SET k = k + 1 WHERE id = ?",
+    "UPDATE plumb_rw SET c = ? WHERE id = ?",
+    "DELETE FROM plumb_rw WHERE id = ?",
+    "INSERT INTO plumb_rw (id, k, c, pad) VALUES (?, ?, ?, ?)",
+];
+
 /// A last name from a number column `n` (0..=999), as SQL.
 fn last(n: &str) -> String {
     let syl = super::syllables_sql();
@@ -415,10 +447,10 @@ pub fn create_schema(c: &mut Conn, w: Workload) -> Result<()> {
         let stmts: Vec<String> = INSERTS.iter().map(|s| s.to_string()).collect();
         return each(c, "creating the insert loops' table", &stmts);
     }
-    let sql = if w == Workload::OrderEntry {
-        schema()
-    } else {
-        PGBENCH_SCHEMA.to_string()
+    let sql = match w {
+        Workload::OrderEntry => schema(),
+        Workload::ReadWrite => RW_SCHEMA.to_string(),
+        _ => PGBENCH_SCHEMA.to_string(),
     };
     let stmts: Vec<String> = sql
         .split(';')
@@ -429,8 +461,17 @@ pub fn create_schema(c: &mut Conn, w: Workload) -> Result<()> {
     each(c, "creating the schema", &stmts)
 }
 
-pub fn load_job(c: &mut Conn, w: Workload, j: u32) -> Result<()> {
+pub fn load_job(c: &mut Conn, w: Workload, j: u32, scale: u32) -> Result<()> {
     match w {
+        Workload::ReadWrite => each(
+            c,
+            &format!(
+                "loading rows {} to {}",
+                u64::from(j) * 100_000 + 1,
+                u64::from(j + 1) * 100_000
+            ),
+            &[rw_rows_sql(j, scale)],
+        ),
         Workload::OrderEntry if j == 0 => each(c, "loading the items", &[items_sql()]),
         Workload::OrderEntry => each(c, &format!("loading warehouse {j}"), &warehouse_sql(j)),
         _ => each(c, &format!("loading branch {}", j + 1), &branch_sql(j + 1)),
@@ -446,10 +487,10 @@ pub fn finish(c: &mut Conn, w: Workload) -> Result<()> {
         let p: Vec<String> = PROCEDURES.iter().map(|s| s.to_string()).collect();
         each(c, "creating the procedures", &p)?;
     }
-    let tables = if w == Workload::OrderEntry {
-        super::TABLES.join(", ")
-    } else {
-        "pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history".into()
+    let tables = match w {
+        Workload::OrderEntry => super::TABLES.join(", "),
+        Workload::ReadWrite => "plumb_rw".into(),
+        _ => "pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history".into(),
     };
     each(
         c,
@@ -509,6 +550,7 @@ impl MariaOltp {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
             Workload::PointSelect => &TPCB[1..2],
+            Workload::ReadWrite => &RW,
             Workload::InsertSingle | Workload::InsertBulk => &[],
         };
         let stmts = sqls
@@ -591,7 +633,18 @@ impl MariaOltp {
                 bid,
                 delta,
             } => tpcb(c, s, *aid, *tid, *bid, *delta),
-            Tx::PointSelect { aid } => c.execute(&mut s[0], &[i(*aid)]).map(|_| ()),
+            Tx::ReadWrite { .. } => read_write(c, s, tx),
+            Tx::PointSelect { aid } => match c.execute(&mut s[0], &[i(*aid)]) {
+                Ok((_, 1)) => Ok(()),
+                Ok((_, rows)) => {
+                    return Err(TxError {
+                        failed: Failed::Other,
+                        code: "rows".into(),
+                        message: format!("the point select returned {rows} rows, not one"),
+                    })
+                }
+                Err(e) => Err(e),
+            },
             Tx::Truncate => c.query("TRUNCATE TABLE plumb_inserts").map(|_| ()),
             Tx::Inserts { rows, each_commits } => c
                 .query(&format!(
@@ -623,6 +676,50 @@ fn tpcb(c: &mut MyWire, s: &mut [Stmt], aid: i32, tid: i32, bid: i32, delta: i32
         c.execute(&mut s[2], &[Int(delta), Int(tid)])?;
         c.execute(&mut s[3], &[Int(delta), Int(bid)])?;
         c.execute(&mut s[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
+        Ok(())
+    };
+    match r() {
+        Ok(()) => c.query("COMMIT").map(|_| ()),
+        Err(e) => {
+            if !c.is_dead() {
+                let _ = c.query("ROLLBACK");
+            }
+            Err(e)
+        }
+    }
+}
+
+/// sysbench's oltp_read_write: START TRANSACTION, the eighteen statements, COMMIT; after a
+/// failure, ROLLBACK.
+fn read_write(c: &mut MyWire, s: &mut [Stmt], tx: &Tx) -> WRes<()> {
+    use Param::{Int, Text};
+    let Tx::ReadWrite {
+        points,
+        ranges,
+        k_id,
+        c_id,
+        del_id,
+        k,
+        c: cv,
+        pad,
+    } = tx
+    else {
+        return Ok(());
+    };
+    let i = |v: &i32| Int(i64::from(*v));
+    c.query("START TRANSACTION")?;
+    let mut r = || -> WRes<()> {
+        for p in points {
+            c.execute(&mut s[0], &[i(p)])?;
+        }
+        for (q, first) in ranges.iter().enumerate() {
+            let last = first + super::RW_RANGE - 1;
+            c.execute(&mut s[1 + q], &[i(first), i(&last)])?;
+        }
+        c.execute(&mut s[5], &[i(k_id)])?;
+        c.execute(&mut s[6], &[Text(cv), i(c_id)])?;
+        c.execute(&mut s[7], &[i(del_id)])?;
+        c.execute(&mut s[8], &[i(del_id), i(k), Text(cv), Text(pad)])?;
         Ok(())
     };
     match r() {

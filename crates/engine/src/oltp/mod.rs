@@ -5,6 +5,9 @@
 //! - tpcb, the TPC-B-like transaction pgbench runs by default, on pgbench's own tables, statement
 //!   by statement as pgbench sends it;
 //! - point-select, pgbench's `-S`: one account's balance by its key;
+//! - read-write, sysbench's `oltp_read_write`: ten point selects, four range queries (rows,
+//!   a sum, ordered, distinct), an update of an indexed and of an unindexed column, a delete
+//!   and an insert of the same key, all in one transaction, on a table shaped as sysbench's;
 //! - insert-single and insert-bulk, the insert/CHECKPOINT loops: 100 single-row commits, or
 //!   10,000 inserts in one transaction, each round followed by a checkpoint (and preceded by
 //!   emptying the table, so it stays one round's size).
@@ -38,6 +41,7 @@ pub enum Workload {
     OrderEntry,
     TpcB,
     PointSelect,
+    ReadWrite,
     InsertSingle,
     InsertBulk,
 }
@@ -52,10 +56,11 @@ pub const ACCOUNTS: i64 = 100_000;
 pub const TELLERS: i64 = 10;
 
 impl Workload {
-    pub const ALL: [Workload; 5] = [
+    pub const ALL: [Workload; 6] = [
         Workload::OrderEntry,
         Workload::TpcB,
         Workload::PointSelect,
+        Workload::ReadWrite,
         Workload::InsertSingle,
         Workload::InsertBulk,
     ];
@@ -65,6 +70,7 @@ impl Workload {
             Workload::OrderEntry => "order-entry",
             Workload::TpcB => "tpcb",
             Workload::PointSelect => "point-select",
+            Workload::ReadWrite => "read-write",
             Workload::InsertSingle => "insert-single",
             Workload::InsertBulk => "insert-bulk",
         }
@@ -90,6 +96,7 @@ impl Workload {
             Workload::OrderEntry => MIX.to_vec(),
             Workload::TpcB => vec![("tpcb", 1)],
             Workload::PointSelect => vec![("point-select", 1)],
+            Workload::ReadWrite => vec![("read-write", 1)],
             Workload::InsertSingle => {
                 vec![("truncate", 1), ("single-commits", 1), ("checkpoint", 1)]
             }
@@ -97,8 +104,8 @@ impl Workload {
         }
     }
 
-    /// What the scale counts: warehouses (order-entry), or pgbench's scale (100,000 accounts a
-    /// unit).
+    /// What the scale counts: warehouses (order-entry), or pgbench's scale (100,000 accounts,
+    /// or read-write rows, a unit).
     pub fn scale_flag(self) -> &'static str {
         match self {
             Workload::OrderEntry => "--warehouses",
@@ -111,7 +118,32 @@ impl Workload {
         match self {
             Workload::OrderEntry => "order-entry",
             Workload::InsertSingle | Workload::InsertBulk => "inserts",
+            Workload::ReadWrite => "read-write",
             _ => "pgbench",
+        }
+    }
+
+    /// The scale from `--warehouses` (order-entry's) or `--scale` (the others'), 1 by default;
+    /// the wrong one for the workload is refused with the reason.
+    pub fn scale_of(
+        self,
+        warehouses: Option<u32>,
+        scale: Option<u32>,
+    ) -> std::result::Result<u32, &'static str> {
+        match (self, warehouses, scale) {
+            (w, Some(_), _) | (w, _, Some(_)) if w.is_loop() => Err("--warehouses and --scale size the loaded workloads; the insert loops load nothing (leave them out)"),
+            (Workload::OrderEntry, _, Some(_)) => Err("--scale is pgbench's scale, for --workload tpcb, point-select or read-write; order-entry's is --warehouses"),
+            (w, Some(_), _) if w != Workload::OrderEntry => Err("--warehouses is order-entry's scale; tpcb, point-select and read-write take --scale"),
+            (_, w, s) => Ok(w.or(s).unwrap_or(1)),
+        }
+    }
+
+    /// What the load's jobs are, in words (the progress line's).
+    pub fn jobs_words(self) -> &'static str {
+        match self {
+            Workload::OrderEntry => "the items and each warehouse",
+            Workload::ReadWrite => "100,000 rows at a time",
+            _ => "each branch with its tellers and accounts",
         }
     }
 
@@ -130,6 +162,7 @@ impl Workload {
         match self {
             Workload::OrderEntry => format!("plumb load: order-entry, {scale} warehouses"),
             Workload::InsertSingle | Workload::InsertBulk => "plumb load: insert loops".into(),
+            Workload::ReadWrite => format!("plumb load: read-write table, scale {scale}"),
             _ => format!("plumb load: pgbench tables, scale {scale}"),
         }
     }
@@ -139,6 +172,7 @@ impl Workload {
         match self {
             Workload::OrderEntry => &CHECKS,
             Workload::InsertSingle | Workload::InsertBulk => &[],
+            Workload::ReadWrite => &RW_CHECKS,
             _ => &TPCB_CHECKS,
         }
     }
@@ -156,6 +190,17 @@ pub const TPCB_CHECKS: [(&str, &str); 2] = [
         "SELECT count(*) FROM (SELECT (SELECT sum(abalance) FROM pgbench_accounts) a, (SELECT coalesce(sum(delta), 0) FROM pgbench_history) h) x WHERE a <> h",
     ),
 ];
+
+/// The read-write table keeps one row a key from 1 up: each transaction deletes a row and
+/// inserts it again under the same key.
+pub const RW_CHECKS: [(&str, &str); 1] = [(
+    "count(*) = max(id) of plumb_rw (no row lost or doubled)",
+    "SELECT count(*) FROM (SELECT count(*) n, max(id) m FROM plumb_rw) x WHERE n <> m",
+)];
+
+/// The read-write transaction's shape, as sysbench's defaults: point selects, and rows a range.
+pub const RW_POINTS: usize = 10;
+pub const RW_RANGE: i32 = 100;
 
 /// The transaction types and HammerDB's weights, in the order results list them.
 pub const MIX: [(&str, u32); 5] = [
@@ -223,6 +268,19 @@ pub enum Tx {
     },
     PointSelect {
         aid: i32,
+    },
+    /// sysbench's oltp_read_write: point selects, the four ranges' first keys (rows, sum,
+    /// ordered, distinct), the keys of the indexed and the unindexed update, the key deleted
+    /// and inserted again with `k`, `c` and `pad`.
+    ReadWrite {
+        points: [i32; RW_POINTS],
+        ranges: [i32; 4],
+        k_id: i32,
+        c_id: i32,
+        del_id: i32,
+        k: i32,
+        c: String,
+        pad: String,
     },
     /// Empty the insert loops' table.
     Truncate,
@@ -326,6 +384,23 @@ pub fn generate_for(workload: Workload, kind: usize, scale: i32, home: i32, u: U
         Workload::PointSelect => Tx::PointSelect {
             aid: u(1, ACCOUNTS * scale as i64) as i32,
         },
+        Workload::ReadWrite => {
+            let rows = ACCOUNTS * scale as i64;
+            let mut id = || u(1, rows) as i32;
+            let points = std::array::from_fn(|_| id());
+            let ranges = std::array::from_fn(|_| id());
+            let (k_id, c_id, del_id, k) = (id(), id(), id(), id());
+            Tx::ReadWrite {
+                points,
+                ranges,
+                k_id,
+                c_id,
+                del_id,
+                k,
+                c: digit_groups(u, 10),
+                pad: digit_groups(u, 5),
+            }
+        }
         Workload::InsertSingle | Workload::InsertBulk => match kind {
             0 => Tx::Truncate,
             1 if workload == Workload::InsertSingle => Tx::Inserts {
@@ -339,6 +414,20 @@ pub fn generate_for(workload: Workload, kind: usize, scale: i32, home: i32, u: U
             _ => Tx::Checkpoint,
         },
     }
+}
+
+/// sysbench's filler: `groups` groups of 11 random digits joined by dashes (119 characters for
+/// `c`, 59 for `pad`).
+fn digit_groups(u: Uniform, groups: usize) -> String {
+    let mut s = String::with_capacity(groups * 12);
+    for g in 0..groups {
+        if g > 0 {
+            s.push('-');
+        }
+        let n = u(0, 99_999_999_999);
+        let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{n:011}"));
+    }
+    s
 }
 
 /// The inputs of one order-entry transaction of type `kind` for a client whose home is `w`.

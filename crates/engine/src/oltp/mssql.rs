@@ -318,8 +318,34 @@ pub fn drop_database(admin: &mut MssqlConn, db: &str) -> Result<()> {
         .map(|_| ())
 }
 
+/// sysbench's table for oltp_read_write.
+const RW_SCHEMA: [&str; 2] = [
+    "CREATE TABLE plumb_rw (id int NOT NULL PRIMARY KEY, k int NOT NULL DEFAULT 0, c char(120) NOT NULL DEFAULT '', pad char(60) NOT NULL DEFAULT '')",
+    "CREATE INDEX plumb_rw_k ON plumb_rw (k)",
+];
+
+/// One unit (0-based `j`) of the read-write table's rows, as sysbench fills them (groups of
+/// 11 random digits; CONCAT_WS is SQL Server 2017's).
+fn rw_rows_sql(j: u32, scale: u32) -> String {
+    let g = format!(
+        "RIGHT('0000000000' + CONVERT(varchar(11), {}), 11)",
+        rnd(99_999_999_999)
+    );
+    let groups = |n: usize| format!("CONCAT_WS('-', {})", vec![g.as_str(); n].join(", "));
+    let rows = super::ACCOUNTS as u64 * u64::from(scale);
+    format!(
+        "{NUMBERS}INSERT INTO plumb_rw SELECT {} + i, 1 + {}, {}, {} FROM n WHERE i <= 100000",
+        i64::from(j) * super::ACCOUNTS,
+        rnd(rows),
+        groups(10),
+        groups(5)
+    )
+}
+
 pub fn create_schema(c: &mut MssqlConn, w: Workload) -> Result<()> {
-    let stmts: &[&str] = if w.is_loop() {
+    let stmts: &[&str] = if w == Workload::ReadWrite {
+        &RW_SCHEMA
+    } else if w.is_loop() {
         &["CREATE TABLE plumb_inserts (id int IDENTITY, col1 varchar(2000) DEFAULT REPLICATE('T', 2000))"]
     } else if w == Workload::OrderEntry {
         &SCHEMA
@@ -332,8 +358,9 @@ pub fn create_schema(c: &mut MssqlConn, w: Workload) -> Result<()> {
     Ok(())
 }
 
-pub fn load_job(c: &mut MssqlConn, w: Workload, j: u32) -> Result<()> {
+pub fn load_job(c: &mut MssqlConn, w: Workload, j: u32, scale: u32) -> Result<()> {
     let stmts = match w {
+        Workload::ReadWrite => vec![rw_rows_sql(j, scale)],
         Workload::OrderEntry if j == 0 => vec![items_sql()],
         Workload::OrderEntry => warehouse_sql(j),
         _ => branch_sql(j + 1),
@@ -395,6 +422,30 @@ INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES ({tid}, {bid}, 
 COMMIT TRANSACTION;"
         ),
         Tx::PointSelect { aid } => format!("SELECT abalance FROM pgbench_accounts WHERE aid = {aid}"),
+        // c and pad are digits and dashes.
+        Tx::ReadWrite { points, ranges, k_id, c_id, del_id, k, c, pad } => {
+            let mut b = String::from("SET XACT_ABORT ON; BEGIN TRANSACTION; ");
+            for p in points {
+                b += &format!("SELECT c FROM plumb_rw WHERE id = {p}; ");
+            }
+            let r = |f: &i32| format!("id BETWEEN {f} AND {}", f + super::RW_RANGE - 1);
+            b += &format!(
+                "SELECT c FROM plumb_rw WHERE {}; \
+SELECT SUM(k) FROM plumb_rw WHERE {}; \
+SELECT c FROM plumb_rw WHERE {} ORDER BY c; \
+SELECT DISTINCT c FROM plumb_rw WHERE {} ORDER BY c; \
+UPDATE plumb_rw SET k = k + 1 WHERE id = {k_id}; \
+UPDATE plumb_rw SET c = '{c}' WHERE id = {c_id}; \
+DELETE FROM plumb_rw WHERE id = {del_id}; \
+INSERT INTO plumb_rw (id, k, c, pad) VALUES ({del_id}, {k}, '{c}', '{pad}'); \
+COMMIT TRANSACTION;",
+                r(&ranges[0]),
+                r(&ranges[1]),
+                r(&ranges[2]),
+                r(&ranges[3])
+            );
+            b
+        }
         Tx::Truncate => "TRUNCATE TABLE plumb_inserts".into(),
         // The script the loops reproduce: a WHILE loop of single inserts, each its own
         // transaction, or all inside one.
@@ -522,6 +573,45 @@ mod tests {
                 && b.ends_with("COMMIT TRANSACTION;")
         );
         assert_eq!(b.matches("; ").count(), 7, "{b}");
+        // sysbench's oltp_read_write in one transaction: 18 statements, ranges of 100 keys,
+        // the inserted row under the deleted key.
+        let mut draw = 0;
+        let mut u = |lo: i64, _hi: i64| {
+            draw += 1;
+            lo + draw
+        };
+        let rw = crate::oltp::generate_for(Workload::ReadWrite, 0, 1, 1, &mut u);
+        let b = batch(&rw);
+        assert!(
+            b.starts_with("SET XACT_ABORT ON; BEGIN TRANSACTION;")
+                && b.ends_with("COMMIT TRANSACTION;")
+        );
+        assert_eq!(
+            b.matches("SELECT c FROM plumb_rw WHERE id = ").count(),
+            10,
+            "{b}"
+        );
+        assert!(b.contains("id BETWEEN 12 AND 111"), "{b}");
+        assert!(
+            b.contains("DELETE FROM plumb_rw WHERE id = 18;") && b.contains("VALUES (18, 19, '"),
+            "{b}"
+        );
+        assert_eq!(b.matches("; ").count(), 20, "{b}");
+        let Tx::ReadWrite { c, pad, .. } = rw else {
+            unreachable!()
+        };
+        assert_eq!((c.len(), pad.len()), (119, 59));
+        assert!(c.chars().all(|ch| ch.is_ascii_digit() || ch == '-'));
+    }
+
+    #[test]
+    fn the_read_write_loader_draws_per_row() {
+        let sql = rw_rows_sql(2, 3);
+        assert!(
+            sql.contains("SELECT 200000 + i, 1 + (ABS(CHECKSUM(NEWID())) % 300000)"),
+            "{sql}"
+        );
+        assert_eq!(sql.matches("NEWID()").count(), 16, "{sql}");
     }
 
     #[test]

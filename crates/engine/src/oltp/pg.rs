@@ -130,6 +130,38 @@ const PGBENCH_KEYS: [&str; 3] = [
     "ALTER TABLE pgbench_accounts ADD PRIMARY KEY (aid)",
 ];
 
+/// sysbench's table for oltp_read_write (its keys after the rows, as pgbench's).
+const RW_SCHEMA: &str = "CREATE TABLE plumb_rw (id int NOT NULL, k int NOT NULL DEFAULT 0,
+  c char(120) NOT NULL DEFAULT '', pad char(60) NOT NULL DEFAULT '')";
+
+/// One unit (`$J`, 0-based) of the read-write table's rows: keys in order, `k` uniform over
+/// the table, `c` and `pad` groups of 11 random digits, as sysbench fills them.
+fn rw_rows_sql(j: u32, scale: u32) -> String {
+    let g = "lpad(floor(random() * 1e11)::bigint::text, 11, '0')";
+    let groups = |n: usize| vec![g; n].join(" || '-' || ");
+    let rows = super::ACCOUNTS * i64::from(scale);
+    let first = i64::from(j) * super::ACCOUNTS + 1;
+    format!(
+        "INSERT INTO plumb_rw SELECT i, 1 + floor(random() * {rows})::int, {}, {} FROM generate_series({first}, {}) i",
+        groups(10),
+        groups(5),
+        first + super::ACCOUNTS - 1
+    )
+}
+
+/// sysbench's oltp_read_write statements, in `Tx::ReadWrite`'s order.
+const RW: [&str; 9] = [
+    "SELECT c FROM plumb_rw WHERE id = $1",
+    "SELECT c FROM plumb_rw WHERE id BETWEEN $1 AND $2",
+    "SELECT sum(k) FROM plumb_rw WHERE id BETWEEN $1 AND $2",
+    "SELECT c FROM plumb_rw WHERE id BETWEEN $1 AND $2 ORDER BY c",
+    "SELECT DISTINCT c FROM plumb_rw WHERE id BETWEEN $1 AND $2 ORDER BY c",
+    "UPDATE plumb_rw SET k = k + 1 WHERE id = $1",
+    "UPDATE plumb_rw SET c = $1 WHERE id = $2",
+    "DELETE FROM plumb_rw WHERE id = $1",
+    "INSERT INTO plumb_rw (id, k, c, pad) VALUES ($1, $2, $3, $4)",
+];
+
 /// pgbench's TPC-B-like transaction, statement by statement (between BEGIN and COMMIT).
 const TPCB: [&str; 5] = [
     "UPDATE pgbench_accounts SET abalance = abalance + $1 WHERE aid = $2",
@@ -345,6 +377,9 @@ pub fn create_schema(c: &mut Client, w: Workload) -> Result<()> {
             .batch_execute(INSERTS_SCHEMA)
             .map_err(q("creating the insert loops' table"));
     }
+    if w == Workload::ReadWrite {
+        return c.batch_execute(RW_SCHEMA).map_err(q("creating the schema"));
+    }
     if w != Workload::OrderEntry {
         return c
             .batch_execute(PGBENCH_SCHEMA)
@@ -356,11 +391,16 @@ pub fn create_schema(c: &mut Client, w: Workload) -> Result<()> {
     c.batch_execute(&sql).map_err(q("creating the schema"))
 }
 
-/// Load job `j` of `w`'s (0-based, [`Workload::jobs`] of them).
-pub fn load_job(c: &mut Client, w: Workload, j: u32) -> Result<()> {
+/// Load job `j` of `w`'s (0-based, [`Workload::jobs`] of them) at `scale`.
+pub fn load_job(c: &mut Client, w: Workload, j: u32, scale: u32) -> Result<()> {
     match w {
         Workload::OrderEntry if j == 0 => load_items(c),
         Workload::OrderEntry => load_warehouse(c, j),
+        Workload::ReadWrite => c.batch_execute(&rw_rows_sql(j, scale)).map_err(q(&format!(
+            "loading rows {} to {}",
+            u64::from(j) * 100_000 + 1,
+            u64::from(j + 1) * 100_000
+        ))),
         _ => c
             .batch_execute(&BRANCH_SQL.replace("$B", &(j + 1).to_string()))
             .map_err(q(&format!("loading branch {}", j + 1))),
@@ -391,6 +431,18 @@ pub fn finish_pgbench(c: &mut Client) -> Result<()> {
         "VACUUM ANALYZE pgbench_branches, pgbench_tellers, pgbench_accounts, pgbench_history",
     )
     .map_err(q("vacuuming the tables"))
+}
+
+/// The read-write table's key and index, and fresh statistics, after the rows are in.
+pub fn finish_rw(c: &mut Client) -> Result<()> {
+    c.batch_execute(
+        "SET maintenance_work_mem = '256MB';
+         ALTER TABLE plumb_rw ADD PRIMARY KEY (id);
+         CREATE INDEX plumb_rw_k ON plumb_rw (k)",
+    )
+    .map_err(q("building the keys"))?;
+    c.batch_execute("VACUUM ANALYZE plumb_rw")
+        .map_err(q("vacuuming the tables"))
 }
 
 /// Keys, indexes, the procedures and fresh statistics, after the rows are in.
@@ -463,6 +515,7 @@ impl PgOltp {
             Workload::OrderEntry => &CALLS,
             Workload::TpcB => &TPCB,
             Workload::PointSelect => &TPCB[1..2],
+            Workload::ReadWrite => &RW,
             Workload::InsertSingle | Workload::InsertBulk => {
                 &["TRUNCATE plumb_inserts", "CHECKPOINT"]
             }
@@ -477,7 +530,7 @@ impl PgOltp {
             })?;
             names.push(name);
         }
-        if w == Workload::TpcB {
+        if matches!(w, Workload::TpcB | Workload::ReadWrite) {
             for (name, sql) in [("begin", "BEGIN"), ("commit", "COMMIT")] {
                 wire.prepare(name, sql).map_err(|e| Error::Query {
                     what: "preparing the transactions".into(),
@@ -546,6 +599,7 @@ impl PgOltp {
                 bid,
                 delta,
             } => tpcb(c, n, *aid, *tid, *bid, *delta),
+            Tx::ReadWrite { .. } => read_write(c, n, tx),
             Tx::PointSelect { aid } => match c.run(&n[0], &[i(aid)]) {
                 Ok(1) => Ok(1),
                 Ok(rows) => {
@@ -569,6 +623,46 @@ impl PgOltp {
             Err(e) => Err(classify(&e, c.is_dead())),
         }
     }
+}
+
+/// sysbench's oltp_read_write: BEGIN, the eighteen statements, COMMIT (twenty round trips,
+/// as sysbench sends them); after a failure, ROLLBACK.
+fn read_write(c: &mut Wire, n: &[String], tx: &Tx) -> std::result::Result<u64, WireError> {
+    use Param::{Int, Text};
+    let Tx::ReadWrite {
+        points,
+        ranges,
+        k_id,
+        c_id,
+        del_id,
+        k,
+        c: cv,
+        pad,
+    } = tx
+    else {
+        return Ok(0);
+    };
+    let i = |v: &i32| Int(i64::from(*v));
+    c.run("begin", &[])?;
+    let mut body = || {
+        for p in points {
+            c.run(&n[0], &[i(p)])?;
+        }
+        for (q, first) in ranges.iter().enumerate() {
+            let last = first + super::RW_RANGE - 1;
+            c.run(&n[1 + q], &[i(first), i(&last)])?;
+        }
+        c.run(&n[5], &[i(k_id)])?;
+        c.run(&n[6], &[Text(cv), i(c_id)])?;
+        c.run(&n[7], &[i(del_id)])?;
+        c.run(&n[8], &[i(del_id), i(k), Text(cv), Text(pad)])?;
+        c.run("commit", &[])
+    };
+    let body = body();
+    if body.is_err() && !c.is_dead() {
+        let _ = c.simple("ROLLBACK");
+    }
+    body
 }
 
 /// pgbench's transaction: BEGIN, the five statements, COMMIT (seven round trips, as pgbench

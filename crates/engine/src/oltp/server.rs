@@ -143,11 +143,11 @@ impl DbConn {
         }
     }
 
-    pub fn load_job(&mut self, w: Workload, j: u32) -> Result<()> {
+    pub fn load_job(&mut self, w: Workload, j: u32, scale: u32) -> Result<()> {
         match self {
-            DbConn::Pg(c) => pg::load_job(c, w, j),
-            DbConn::Maria(c) => maria::load_job(c, w, j),
-            DbConn::Mssql(c) => mssql::load_job(c, w, j),
+            DbConn::Pg(c) => pg::load_job(c, w, j, scale),
+            DbConn::Maria(c) => maria::load_job(c, w, j, scale),
+            DbConn::Mssql(c) => mssql::load_job(c, w, j, scale),
         }
     }
 
@@ -156,6 +156,7 @@ impl DbConn {
         match (self, w) {
             (DbConn::Pg(_), w) if w.is_loop() => Ok(()),
             (DbConn::Pg(c), Workload::OrderEntry) => pg::finish(c),
+            (DbConn::Pg(c), Workload::ReadWrite) => pg::finish_rw(c),
             (DbConn::Pg(c), _) => pg::finish_pgbench(c),
             (DbConn::Maria(c), w) => maria::finish(c, w),
             (DbConn::Mssql(c), w) => mssql::finish(c, w),

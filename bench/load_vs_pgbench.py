@@ -2,7 +2,7 @@
 """plumb load against pgbench, in one go, on the same private PostgreSQL and the same tables.
 
     python3 bench/load_vs_pgbench.py [--scale N] [--clients N] [--seconds S] [--reps N]
-                                     [--rate N] [--out FILE.md]
+                                     [--pgbench-threads N] [--rate N] [--out FILE.md]
 
 1. Starts plumb's private PostgreSQL in a scratch directory; `plumb load --workload tpcb
    --scale N --keep` creates pgbench's four tables there (database plumb_load).
@@ -10,7 +10,10 @@
    `pgbench -M prepared -n` (the same transaction: BEGIN, the five statements, END; -n so it
    neither vacuums nor truncates pgbench_history, which plumb's balance check reads) with the
    same clients and seconds; then the same pair for the point select (`--workload
-   point-select` against `pgbench -S`).
+   point-select` against `pgbench -S`). pgbench runs `-j min(clients, CPUs)` threads (its
+   usual advice: several connections a thread, each thread waiting on all of its sockets at
+   once) unless --pgbench-threads says otherwise; `--pgbench-threads CLIENTS` gives it plumb's
+   shape, a thread a connection.
 3. Per tool: tps (plumb: the transactions of the timed window over it; pgbench: its "tps"
    line) and the client's CPU per transaction (user + system of the tool's process over every
    transaction it ran, from the kernel's rusage of the child), medians over the reps; the
@@ -69,11 +72,11 @@ def plumb_load(d, workload, scale, clients, seconds, log, extra=()):
     return {"tps": window / j["window_s"], "cpu_us": cpu / max(ran, 1) * 1e6, "json": j}
 
 
-def pgbench(status, select_only, clients, seconds, log):
+def pgbench(status, select_only, clients, seconds, log, threads):
     host = re.search(r"host=([^&]+)", status["url"]).group(1)
     port = re.search(r"port=(\d+)", status["url"]).group(1)
     cmd = [PGBENCH, "-h", host, "-p", port, "-U", "plumb", "-M", "prepared", "-n",
-           "-c", str(clients), "-j", str(min(clients, os.cpu_count() or 2)), "-T", str(seconds)]
+           "-c", str(clients), "-j", str(threads), "-T", str(seconds)]
     if select_only:
         cmd.append("-S")
     cmd.append("plumb_load")
@@ -113,8 +116,11 @@ def main():
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=int, default=0, help="also the open-loop checks at N/s")
+    ap.add_argument("--pgbench-threads", type=int, default=0,
+                    help="pgbench's -j (default: min(clients, CPUs))")
     ap.add_argument("--out")
     a = ap.parse_args()
+    threads = a.pgbench_threads or min(a.clients, os.cpu_count() or 2)
     log = []
     tmp = tempfile.mkdtemp(prefix="plumb-load-bench", dir="/tmp")
     os.chmod(tmp, 0o755)
@@ -129,7 +135,7 @@ def main():
             for i in range(a.reps):
                 pair = [
                     lambda: p.append(plumb_load(d, workload, a.scale, a.clients, a.seconds, log)),
-                    lambda: g.append(pgbench(status, select_only, a.clients, a.seconds, log)),
+                    lambda: g.append(pgbench(status, select_only, a.clients, a.seconds, log, threads)),
                 ]
                 for f in pair if i % 2 == 0 else reversed(pair):
                     f()
@@ -157,7 +163,9 @@ def main():
         "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.release()}; "
         f"PostgreSQL 15 (Debian's), plumb's private instance.",
-        f"Scale {a.scale}, {a.clients} clients, {a.seconds} s a run, {a.reps} runs a tool, alternating; medians.",
+        f"Scale {a.scale}, {a.clients} clients (pgbench -j {threads}: "
+        f"{a.clients / threads:g} connection(s) a thread; plumb: one a thread), {a.seconds} s a run, "
+        f"{a.reps} runs a tool, alternating; medians.",
         "",
         "| workload | plumb tps | pgbench tps | ratio | plumb CPU µs/tx | pgbench CPU µs/tx | ratio | runs (plumb; pgbench) |",
         "|---|---:|---:|---:|---:|---:|---:|---|",

@@ -1604,3 +1604,168 @@ fn a_build_others_can_change_is_refused_program_by_program() {
     let o = run(&["engine", "stop", "--remove", "--dir", dir_s]);
     assert_eq!(o.status.code(), Some(0), "{}", err(&o));
 }
+
+/// The private MariaDB (`plumb engine start --kind mariadb`) admits nobody but its caller: no
+/// TCP, a socket in a directory only the server's user enters, one account (the caller's, by
+/// unix_socket alone) beside the locked mariadb.sys; the server's own OS user is refused, and
+/// nobody else reads its files. A killed server is started again on the next start; removal
+/// leaves nothing; a directory holding a PostgreSQL is refused.
+#[test]
+fn the_private_mariadb_admits_nobody_but_its_caller() {
+    if !std::path::Path::new("/usr/sbin/mariadbd").exists() {
+        skip("skipped: no MariaDB server (apt-get install mariadb-server)");
+        return;
+    }
+    if !need_root("the private MariaDB runs as the mysql user") {
+        return;
+    }
+    let tmp = server_tempdir("plumb-safety-maria");
+    let d = tmp.path().join("m");
+    let dir = d.to_str().unwrap();
+    // A failed assertion still stops the server.
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = run(&["engine", "stop", "--remove", "--dir", &self.0]);
+        }
+    }
+    let _stop = Stop(dir.to_string());
+    let o = run(&["engine", "start", "--kind", "mariadb", "--dir", dir]);
+    assert!(o.status.success(), "{}", err(&o));
+    let st: serde_json::Value =
+        serde_json::from_slice(&run(&["--json", "engine", "status", "--dir", dir]).stdout).unwrap();
+    assert_eq!(st["engine"], "mariadb", "{st}");
+    let sock = st["instance"]["socket"].as_str().unwrap().to_string();
+    let client = |os_user: Option<&str>, args: &[&str]| -> Output {
+        let mut c = match os_user {
+            Some(u) => {
+                let mut c = std::process::Command::new("setpriv");
+                c.args(["--reuid", u, "--regid", u, "--clear-groups", "mariadb"]);
+                c
+            }
+            None => std::process::Command::new("mariadb"),
+        };
+        c.arg("--no-defaults")
+            .arg(format!("--socket={sock}"))
+            .args(["-N", "-B"])
+            .args(args)
+            .output()
+            .expect("mariadb client")
+    };
+    let sql = |q: &str| -> String {
+        let o = client(None, &["-uroot", "-e", q]);
+        assert!(o.status.success(), "{q}: {}", err(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    // The caller gets in; no TCP; only the caller's account and the locked mariadb.sys.
+    assert_eq!(sql("SELECT current_user()"), "root@localhost");
+    assert_eq!(sql("SELECT @@skip_networking"), "1");
+    assert_eq!(
+        sql("SELECT group_concat(concat(User, '@', Host, ':', JSON_VALUE(Priv, '$.plugin')) ORDER BY User) FROM mysql.global_priv"),
+        "mariadb.sys@localhost:mysql_native_password,root@localhost:unix_socket"
+    );
+    assert_eq!(sql("SELECT JSON_VALUE(Priv, '$.account_locked') FROM mysql.global_priv WHERE User = 'mariadb.sys'"), "1");
+    assert_eq!(sql("SHOW DATABASES LIKE 'test'"), "", "a test database");
+    let m = std::fs::metadata(d.join("sock")).unwrap();
+    assert_eq!(m.mode() & 0o077, 0, "socket directory mode {:o}", m.mode());
+    // Nobody reaches the socket; the server's own OS user reaches it and is refused, as
+    // root and as itself, with a password or without.
+    let o = client(Some("65534"), &["-uroot", "-e", "SELECT 1"]);
+    assert!(!o.status.success(), "nobody got in");
+    for args in [
+        &["-uroot", "-e", "SELECT 1"][..],
+        &["-umysql", "-e", "SELECT 1"],
+        &["-uroot", "-pinvalid", "-e", "SELECT 1"],
+        &["-umariadb.sys", "-e", "SELECT 1"],
+    ] {
+        let o = client(Some("mysql"), args);
+        assert!(
+            !o.status.success(),
+            "the mysql OS user got in with {args:?}"
+        );
+        assert!(err(&o).contains("Access denied"), "{args:?}: {}", err(&o));
+    }
+    // Its files: no one but the server's user (and root).
+    let o = std::process::Command::new("setpriv")
+        .args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "ls",
+        ])
+        .arg(d.join("data"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "nobody listed the data directory");
+    // A killed server: the next start starts it again (no second bootstrap: the data stays).
+    sql("CREATE DATABASE kept");
+    let pid = st["instance"]["pid"].as_u64().unwrap() as i32;
+    // SAFETY: the server this test started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    let o = run(&["engine", "status", "--dir", dir]);
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let o = run(&["engine", "start", "--kind", "mariadb", "--dir", dir]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(sql("SHOW DATABASES LIKE 'kept'"), "kept");
+    // What opens the server is plumb's to set; a PostgreSQL's directory is refused.
+    let o = run(&[
+        "engine",
+        "start",
+        "--kind",
+        "mariadb",
+        "--dir",
+        dir,
+        "--set",
+        "skip-grant-tables=1",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("plumb sets it itself"), "{}", err(&o));
+    let other = tmp.path().join("other");
+    let o = run(&[
+        "engine",
+        "start",
+        "--kind",
+        "mariadb",
+        "--dir",
+        other.to_str().unwrap(),
+        "--set",
+        "bind_address=0.0.0.0",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(err(&o).contains("plumb sets it itself"), "{}", err(&o));
+    assert!(!other.exists(), "a refused start made its directory");
+    let o = run(&["engine", "stop", "--remove", "--dir", dir]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(!d.exists(), "the directory plumb made is gone");
+    // A directory that holds plumb's private PostgreSQL is not taken for a MariaDB.
+    if no_postgres().is_none() {
+        let pg = tmp.path().join("pg");
+        let pgs = pg.to_str().unwrap();
+        let _stop_pg = Stop(pgs.to_string());
+        assert!(
+            run(&["engine", "start", "--dir", pgs, "--shared-buffers", "16MB"])
+                .status
+                .success()
+        );
+        let o = run(&["engine", "start", "--kind", "mariadb", "--dir", pgs]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(
+            err(&o).contains("holds plumb's private PostgreSQL"),
+            "{}",
+            err(&o)
+        );
+        let o = run(&["engine", "status", "--dir", pgs]);
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("PostgreSQL"),
+            "{}",
+            err(&o)
+        );
+    }
+}

@@ -1,4 +1,5 @@
-//! `plumb engine start|stop|status|psql|url`: plumb's private PostgreSQL instance.
+//! `plumb engine start|stop|status|psql|url`: plumb's private PostgreSQL instance, or with
+//! `--kind mariadb` its private MariaDB (`cmd_engine_maria`).
 
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
@@ -26,6 +27,25 @@ impl DirArg {
     pub fn dir(&self) -> PathBuf {
         self.dir.clone().unwrap_or_else(private::default_dir)
     }
+
+    /// The directory given, else the default one of `kind`'s.
+    pub fn dir_for(&self, kind: &str) -> PathBuf {
+        match (&self.dir, kind) {
+            (Some(d), _) => d.clone(),
+            (None, "mariadb") => plumb_engine::private_maria::default_dir(),
+            (None, _) => private::default_dir(),
+        }
+    }
+}
+
+/// Which engine: chooses the server `start` makes and the default directory (an existing
+/// instance directory's own manifest says what it holds).
+#[derive(Debug, Args, Clone)]
+pub struct KindArg {
+    /// postgres (default) or mariadb (Debian's mariadbd; default directory
+    /// /var/tmp/plumb-mariadb-USER).
+    #[arg(long, value_name = "ENGINE", default_value = "postgres", value_parser = ["postgres", "mariadb"])]
+    pub kind: String,
 }
 
 /// Which PostgreSQL server build runs the private instance.
@@ -62,10 +82,13 @@ impl BuildArg {
 
 #[derive(Debug, Subcommand)]
 pub enum EngineCmd {
-    /// Start the private PostgreSQL (initdb on first use). A running one is reported as it is.
+    /// Start the private PostgreSQL (initdb on first use), or with --kind mariadb a private
+    /// MariaDB (mariadb-install-db on first use). A running one is reported as it is.
     Start {
         #[command(flatten)]
         dir: DirArg,
+        #[command(flatten)]
+        kind: KindArg,
         /// shared_buffers for the instance, e.g. 128MB.
         #[arg(long, value_name = "SIZE", default_value = "128MB")]
         shared_buffers: String,
@@ -89,6 +112,8 @@ pub enum EngineCmd {
     Stop {
         #[command(flatten)]
         dir: DirArg,
+        #[command(flatten)]
+        kind: KindArg,
         /// Delete the instance too: only what plumb's manifest in the directory says it created.
         #[arg(long)]
         remove: bool,
@@ -98,6 +123,8 @@ pub enum EngineCmd {
     Status {
         #[command(flatten)]
         dir: DirArg,
+        #[command(flatten)]
+        kind: KindArg,
     },
     /// Open psql on it; arguments after -- go to psql (e.g. -- -c 'select 1').
     Psql {
@@ -119,12 +146,22 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
     match &a.cmd {
         EngineCmd::Start {
             dir,
+            kind,
             shared_buffers,
             set,
             standby_of,
             sync,
             build,
         } => {
+            if kind.kind == "mariadb" {
+                if standby_of.is_some() || build.bin_dir.is_some() || build.pg_version.is_some() {
+                    bail!("--standby-of, --bin-dir and --pg-version are PostgreSQL's; the private MariaDB runs Debian's mariadbd");
+                }
+                if shared_buffers != "128MB" {
+                    bail!("--shared-buffers is PostgreSQL's; for MariaDB give --set innodb_buffer_pool_size=SIZE");
+                }
+                return crate::cmd_engine_maria::start(g, dir.dir_for("mariadb"), set);
+            }
             let opts = StartOptions {
                 settings: private::settings(shared_buffers, set)?,
                 port: None,
@@ -135,8 +172,20 @@ pub fn run(g: &GlobalArgs, a: &EngineArgs) -> Result<i32> {
             let given = !set.is_empty() || shared_buffers != "128MB";
             start(g, dir.dir(), &opts, given)
         }
-        EngineCmd::Stop { dir, remove } => stop(g, dir.dir(), *remove),
-        EngineCmd::Status { dir } => status(g, dir.dir()),
+        EngineCmd::Stop { dir, kind, remove } => {
+            let d = dir.dir_for(&kind.kind);
+            if crate::cmd_engine_maria::holds_mariadb(&d, &kind.kind)? {
+                return crate::cmd_engine_maria::stop(g, d, *remove);
+            }
+            stop(g, d, *remove)
+        }
+        EngineCmd::Status { dir, kind } => {
+            let d = dir.dir_for(&kind.kind);
+            if crate::cmd_engine_maria::holds_mariadb(&d, &kind.kind)? {
+                return crate::cmd_engine_maria::status(g, d);
+            }
+            status(g, d)
+        }
         EngineCmd::Psql { dir, args } => psql(&dir.dir(), args),
     }
 }

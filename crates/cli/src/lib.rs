@@ -8,6 +8,7 @@ use std::io::{self, Write};
 mod args;
 mod cmd_delta;
 mod cmd_engine;
+mod cmd_engine_maria;
 mod cmd_fs;
 mod cmd_io;
 mod cmd_io_args;

@@ -36,6 +36,42 @@ pub enum Replication {
     },
 }
 
+/// What `plumb engine start|stop|status` says about a private MariaDB.
+#[derive(Debug, Serialize)]
+pub struct MariaState {
+    pub state: &'static str,
+    pub dir: PathBuf,
+    /// "mariadb" (PostgreSQL's state has no such field).
+    pub engine: &'static str,
+    pub instance: Option<crate::private_maria::MariaRunning>,
+    pub url: Option<String>,
+    pub log: PathBuf,
+}
+
+impl MariaState {
+    pub fn new(
+        state: &'static str,
+        dir: PathBuf,
+        r: Option<crate::private_maria::MariaRunning>,
+    ) -> MariaState {
+        MariaState {
+            state,
+            log: dir.join("mariadb.log"),
+            url: r.as_ref().map(|r| r.url()),
+            engine: "mariadb",
+            instance: r,
+            dir,
+        }
+    }
+
+    pub fn is_live(&self) -> bool {
+        !(self.state.starts_with("stopped")
+            || self.state.contains("removed")
+            || self.state == "not running"
+            || self.state == "nothing to remove")
+    }
+}
+
 impl InstanceState {
     /// `state` ("started", "running:", "stopped"...) of the instance in `dir`.
     pub fn new(state: &'static str, dir: PathBuf, r: Option<Running>) -> InstanceState {

@@ -20,6 +20,7 @@ pub mod mssql_xe;
 pub mod oltp;
 pub mod pg;
 pub mod private;
+pub mod private_maria;
 pub mod repl;
 pub mod secret;
 pub mod views;

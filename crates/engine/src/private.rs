@@ -32,7 +32,7 @@ pub const SUPERUSER: &str = "plumb";
 /// The manifest's name inside the instance directory.
 const MANIFEST: &str = "plumb-instance.json";
 /// The entries plumb may create inside the instance directory; removal touches no other name.
-const ENTRIES: [&str; 3] = ["data", "sock", "postgresql.log"];
+const ENTRIES: [&str; 5] = ["data", "sock", "postgresql.log", "mariadb.log", "tmp"];
 /// Manifest format: a manifest of another format is not trusted for removal.
 const FORMAT: u32 = 2;
 
@@ -150,12 +150,15 @@ use crate::pg::major as major_of;
 /// What plumb wrote about an instance directory it made: what it created, and the last start.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Manifest {
+pub(crate) struct Manifest {
     format: u32,
     /// plumb created the directory itself (so removal may delete it).
     created_dir: bool,
     /// Entries of [`ENTRIES`] plumb created in it.
-    created: Vec<String>,
+    pub(crate) created: Vec<String>,
+    /// A private MariaDB's state (`private_maria`); none for PostgreSQL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mariadb: Option<MariaDbState>,
     /// The last start: port, version, user, settings.
     last: Option<Running>,
     /// This instance is a standby plumb made of another one.
@@ -165,6 +168,47 @@ struct Manifest {
     /// server's OS user may open replication connections (see [`write_access_files`]).
     #[serde(default)]
     standbys: Vec<PathBuf>,
+}
+
+// The private MariaDB's part of a manifest (its code: `private_maria`).
+
+/// What the manifest keeps about a private MariaDB.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MariaDbState {
+    /// The data directory is made and locked down (only the caller's account is left).
+    pub ready: bool,
+    /// The last start.
+    pub last: Option<MariaRunning>,
+}
+
+/// A running private MariaDB.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MariaRunning {
+    pub pid: u32,
+    pub version: String,
+    /// The socket (in `DIR/sock`).
+    pub socket: PathBuf,
+    /// The account the caller logs in as (by unix_socket).
+    pub login: String,
+    /// The OS user the server runs as.
+    pub user: String,
+    pub data: PathBuf,
+    pub log: PathBuf,
+    /// Server options plumb passed (NAME=VALUE), the buffer pool first.
+    pub settings: Vec<(String, String)>,
+}
+
+impl MariaRunning {
+    /// The URL `--engine` takes for it (no password: the socket says who you are).
+    pub fn url(&self) -> String {
+        format!(
+            "mysql://{}@localhost/mysql?socket={}",
+            self.login,
+            self.socket.display()
+        )
+    }
 }
 
 /// Where `scripts/setup --test` installs PostgreSQL server builds (`N/bin`), unless
@@ -489,7 +533,7 @@ pub fn build(bin: &Path) -> Result<Build> {
 use plumb_sys::os::{euid, user_by_name, user_by_uid, User};
 
 /// The OS user that calls plumb (the only one the server admits).
-fn caller() -> Result<User> {
+pub(crate) fn caller() -> Result<User> {
     let uid = euid();
     user_by_uid(uid).ok_or_else(|| {
         Error::Setup(format!(
@@ -548,17 +592,17 @@ fn free_port() -> Result<u16> {
         .port())
 }
 
-fn setup_err(p: &Path, e: impl std::fmt::Display) -> Error {
+pub(crate) fn setup_err(p: &Path, e: impl std::fmt::Display) -> Error {
     Error::Setup(format!("{}: {e}", p.display()))
 }
 
 /// An instance directory, open and locked: nothing else in plumb touches it meanwhile (a second
 /// `plumb engine start` on it waits, then finds the first one's server).
-struct InstanceDir {
-    dir: PathBuf,
+pub(crate) struct InstanceDir {
+    pub(crate) dir: PathBuf,
     /// Held open for the lock (flock on the directory itself).
     _lock: File,
-    manifest: Manifest,
+    pub(crate) manifest: Manifest,
 }
 
 /// What a path is, without following a link.
@@ -644,7 +688,7 @@ fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
     Ok(Some(man))
 }
 
-fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
+pub(crate) fn write_manifest(dir: &Path, m: &Manifest) -> Result<()> {
     let tmp = dir.join(format!("{MANIFEST}.tmp"));
     let _ = std::fs::remove_file(&tmp);
     let mut f = OpenOptions::new()
@@ -726,6 +770,7 @@ fn publish_new_dir(dir: &Path, parent: &Path, server: &User) -> Result<bool> {
                 created_dir: true,
                 created: Vec::new(),
                 last: None,
+                mariadb: None,
                 standby_of: None,
                 standbys: Vec::new(),
             },
@@ -767,7 +812,7 @@ fn publish_new_dir(dir: &Path, parent: &Path, server: &User) -> Result<bool> {
 
 /// `dir` as an absolute path (a socket path must be one), its parent's links resolved and the
 /// last component kept as it is (a link there is refused, not followed).
-fn absolute(dir: &Path) -> Result<PathBuf> {
+pub(crate) fn absolute(dir: &Path) -> Result<PathBuf> {
     let name = dir
         .file_name()
         .filter(|n| *n != "." && *n != "..")
@@ -790,7 +835,21 @@ fn absolute(dir: &Path) -> Result<PathBuf> {
 /// Open the instance directory `dir`. `create`: make it when missing, or take an empty one
 /// the caller owns. Else `Ok(None)` when there is no instance directory there.
 fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
-    let server = server_user()?;
+    let d = open_as(dir, create, &server_user()?)?;
+    if let Some(d) = &d {
+        if d.manifest.mariadb.is_some() {
+            return Err(Error::Setup(format!(
+                "{}: holds plumb's private MariaDB, not a PostgreSQL instance (plumb engine status --dir {0} says how it runs)",
+                d.dir.display()
+            )));
+        }
+    }
+    Ok(d)
+}
+
+/// The instance directory `dir`, opened and locked for a server that runs as `server`
+/// (created when `create` and it is missing or empty).
+pub(crate) fn open_as(dir: &Path, create: bool, server: &User) -> Result<Option<InstanceDir>> {
     let dir = &absolute(dir)?;
     match look(dir)? {
         Found::Link => return Err(refuse_link(dir)),
@@ -809,7 +868,7 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
                     parent.display()
                 )));
             }
-            if let Err(at) = reachable_by(parent, &server) {
+            if let Err(at) = reachable_by(parent, server) {
                 return Err(Error::Setup(format!(
                     "{}: the server runs as {} and cannot enter {}; choose a directory it can reach (under /var/tmp, say)",
                     dir.display(),
@@ -820,7 +879,7 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
             // Built under a name of its own (mode, owner and manifest set), then published
             // with a rename that never replaces: another plumb sees no directory, or a finished
             // instance directory, never one half made.
-            if publish_new_dir(dir, parent, &server)? {
+            if publish_new_dir(dir, parent, server)? {
                 let lock = lock_dir(dir)?;
                 let manifest = read_manifest(dir)?
                     .ok_or_else(|| setup_err(dir, "its manifest went missing"))?;
@@ -882,7 +941,7 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
             meta.mode() & 0o7777
         )));
     }
-    if let Err(at) = reachable_by(dir, &server) {
+    if let Err(at) = reachable_by(dir, server) {
         return Err(Error::Setup(format!(
             "{}: the server runs as {} and cannot enter {}; plumb does not change the mode of a directory it did not create: give a new directory (plumb makes it) or chmod o+x {}",
             dir.display(),
@@ -896,6 +955,7 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
         created_dir: false,
         created: Vec::new(),
         last: None,
+        mariadb: None,
         standby_of: None,
         standbys: Vec::new(),
     };
@@ -920,7 +980,7 @@ impl InstanceDir {
         self.dir.join("sock")
     }
 
-    fn note_created(&mut self, name: &str) -> Result<()> {
+    pub(crate) fn note_created(&mut self, name: &str) -> Result<()> {
         if !self.manifest.created.iter().any(|c| c == name) {
             self.manifest.created.push(name.to_string());
             write_manifest(&self.dir, &self.manifest)?;
@@ -929,7 +989,7 @@ impl InstanceDir {
     }
 
     /// Make `name` as a directory the server user owns (mode 0700), unless plumb made it before.
-    fn server_dir(&mut self, name: &str, server: &User) -> Result<()> {
+    pub(crate) fn server_dir(&mut self, name: &str, server: &User) -> Result<()> {
         let p = self.dir.join(name);
         match look(&p)? {
             Found::Dir(m)
@@ -955,7 +1015,13 @@ impl InstanceDir {
 
     /// The log file, made by plumb (never through a link) and handed to the server's user.
     fn server_log(&mut self, server: &User) -> Result<()> {
-        let p = self.log();
+        self.server_file("postgresql.log", server)
+    }
+
+    /// A file `name` of [`ENTRIES`], made by plumb (never through a link) and handed to the
+    /// server's user.
+    pub(crate) fn server_file(&mut self, name: &str, server: &User) -> Result<()> {
+        let p = self.dir.join(name);
         match look(&p)? {
             Found::Missing => {
                 let f = OpenOptions::new()
@@ -965,14 +1031,14 @@ impl InstanceDir {
                     .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                     .open(&p)
                     .map_err(|e| setup_err(&p, e))?;
-                self.note_created("postgresql.log")?;
+                self.note_created(name)?;
                 // SAFETY: fchown on a file we just created.
                 if unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0 {
                     return Err(setup_err(&p, std::io::Error::last_os_error()));
                 }
                 Ok(())
             }
-            Found::NotDir if self.manifest.created.iter().any(|c| c == "postgresql.log") => Ok(()),
+            Found::NotDir if self.manifest.created.iter().any(|c| c == name) => Ok(()),
             _ => Err(Error::Setup(format!(
                 "{}: not the log file plumb made there; the instance directory is left alone",
                 p.display()
@@ -982,7 +1048,7 @@ impl InstanceDir {
 
     /// Remove what plumb created here (never anything else), and the directory if plumb made
     /// it and nothing else is left in it.
-    fn remove_created(&mut self) -> Result<()> {
+    pub(crate) fn remove_created(&mut self) -> Result<()> {
         for name in ENTRIES {
             if !self.manifest.created.iter().any(|c| c == name) {
                 continue;
@@ -1473,6 +1539,24 @@ pub fn default_dir() -> PathBuf {
             .unwrap_or_else(|| uid.to_string())
     };
     PathBuf::from(format!("/var/tmp/plumb-pg-{user}"))
+}
+
+/// Which engine plumb's instance in `dir` runs, from its manifest; None when `dir` holds no
+/// plumb instance (missing, empty, or a manifest of no start yet).
+pub fn kind_of(dir: &Path) -> Result<Option<crate::Kind>> {
+    let dir = absolute(dir)?;
+    if !matches!(look(&dir)?, Found::Dir(_)) {
+        return Ok(None);
+    }
+    Ok(read_manifest(&dir)?.and_then(|m| {
+        if m.mariadb.is_some() {
+            Some(crate::Kind::Mariadb)
+        } else if m.created.is_empty() {
+            None
+        } else {
+            Some(crate::Kind::Postgres)
+        }
+    }))
 }
 
 /// What [`remove`] found.

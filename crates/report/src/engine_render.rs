@@ -1,7 +1,7 @@
 //! `plumb engine start|stop|status`: a private instance's state, in words.
 
 use crate::Render;
-use plumb_engine::instance::{InstanceState, Replication};
+use plumb_engine::instance::{InstanceState, MariaState, Replication};
 use std::io::{self, Write};
 
 fn secs(s: Option<f64>) -> String {
@@ -135,6 +135,52 @@ impl Render for InstanceState {
             None => writeln!(
                 out,
                 "{}: no instance running in {}",
+                self.state,
+                self.dir.display()
+            ),
+        }
+    }
+}
+
+impl Render for MariaState {
+    const KIND: &'static str = "engine_instance";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        match &self.instance {
+            Some(r) => {
+                writeln!(
+                    out,
+                    "{} MariaDB {} in {} (PID {}, socket only, running as {})",
+                    self.state,
+                    r.version,
+                    self.dir.display(),
+                    r.pid,
+                    r.user
+                )?;
+                if !r.settings.is_empty() {
+                    let s: Vec<String> =
+                        r.settings.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                    writeln!(out, "settings    {}", s.join(" "))?;
+                }
+                if self.is_live() {
+                    if let Some(u) = &self.url {
+                        writeln!(out, "url         {u}")?;
+                    }
+                    writeln!(
+                        out,
+                        "client      mariadb --socket={} -u{}",
+                        r.socket.display(),
+                        r.login
+                    )?;
+                }
+                if !self.state.contains("removed") {
+                    writeln!(out, "log         {}", self.log.display())?;
+                }
+                Ok(())
+            }
+            None => writeln!(
+                out,
+                "{} (no private MariaDB running in {})",
                 self.state,
                 self.dir.display()
             ),

@@ -42,9 +42,9 @@ impl DirArg {
 /// instance directory's own manifest says what it holds).
 #[derive(Debug, Args, Clone)]
 pub struct KindArg {
-    /// postgres (default) or mariadb (Debian's mariadbd; default directory
+    /// The kind of engine: postgres (default) or mariadb (Debian's mariadbd; default directory
     /// /var/tmp/plumb-mariadb-USER).
-    #[arg(long, value_name = "ENGINE", default_value = "postgres", value_parser = ["postgres", "mariadb"])]
+    #[arg(long, value_name = "KIND", default_value = "postgres", value_parser = ["postgres", "mariadb"])]
     pub kind: String,
 }
 

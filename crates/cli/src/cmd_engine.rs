@@ -18,7 +18,7 @@ pub struct EngineArgs {
 pub struct DirArg {
     /// The instance's work directory (data, socket, log): a new one (plumb makes it; its parent must
     /// exist) or an empty one you own; never a symbolic link. Default: $PLUMB_PG_DIR, else
-    /// /var/tmp/plumb-pg-USER.
+    /// /var/tmp/plumb-pg-USER (`plumb engine --kind mariadb`: /var/tmp/plumb-mariadb-USER).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }

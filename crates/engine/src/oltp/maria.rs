@@ -669,16 +669,20 @@ impl MariaOltp {
 fn tpcb(c: &mut MyWire, s: &mut [Stmt], aid: i32, tid: i32, bid: i32, delta: i32) -> WRes<()> {
     use Param::Int;
     let (aid, tid, bid, delta) = (aid as i64, tid as i64, bid as i64, delta as i64);
-    c.query("START TRANSACTION")?;
-    let mut r = || -> WRes<()> {
+    in_transaction(c, |c| {
         c.execute(&mut s[0], &[Int(delta), Int(aid)])?;
         c.execute(&mut s[1], &[Int(aid)])?;
         c.execute(&mut s[2], &[Int(delta), Int(tid)])?;
         c.execute(&mut s[3], &[Int(delta), Int(bid)])?;
         c.execute(&mut s[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
         Ok(())
-    };
-    match r() {
+    })
+}
+
+/// START TRANSACTION, `body`, COMMIT; after a failure, ROLLBACK (on a live connection).
+fn in_transaction(c: &mut MyWire, body: impl FnOnce(&mut MyWire) -> WRes<()>) -> WRes<()> {
+    c.query("START TRANSACTION")?;
+    match body(c) {
         Ok(()) => c.query("COMMIT").map(|_| ()),
         Err(e) => {
             if !c.is_dead() {
@@ -707,8 +711,7 @@ fn read_write(c: &mut MyWire, s: &mut [Stmt], tx: &Tx) -> WRes<()> {
         return Ok(());
     };
     let i = |v: &i32| Int(i64::from(*v));
-    c.query("START TRANSACTION")?;
-    let mut r = || -> WRes<()> {
+    in_transaction(c, |c| {
         for p in points {
             c.execute(&mut s[0], &[i(p)])?;
         }
@@ -721,16 +724,7 @@ fn read_write(c: &mut MyWire, s: &mut [Stmt], tx: &Tx) -> WRes<()> {
         c.execute(&mut s[7], &[i(del_id)])?;
         c.execute(&mut s[8], &[i(del_id), i(k), Text(cv), Text(pad)])?;
         Ok(())
-    };
-    match r() {
-        Ok(()) => c.query("COMMIT").map(|_| ()),
-        Err(e) => {
-            if !c.is_dead() {
-                let _ = c.query("ROLLBACK");
-            }
-            Err(e)
-        }
-    }
+    })
 }
 
 /// A MariaDB error as the driver counts it: 1213 deadlock, 1205 lock wait timeout, a broken

@@ -53,8 +53,14 @@ fn assert_nothing_left(d: &Path, keep: &[&str]) {
 
 /// Start a lab and wait until its progress names `step`; the child and its stderr so far.
 fn start_until(dir: &Path, out: &Path, step: &str) -> (Child, String) {
+    start_until_with(&[], dir, out, step)
+}
+
+fn start_until_with(extra: &[&str], dir: &Path, out: &Path, step: &str) -> (Child, String) {
     let mut c = plumb()
-        .args(["lab", "--quick", "--dir"])
+        .args(["lab", "--quick"])
+        .args(extra)
+        .arg("--dir")
         .arg(dir)
         .arg("--out")
         .arg(out)
@@ -968,4 +974,125 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
     assert!(!asynchronous["findings"]
         .to_string()
         .contains("synchronous-standby-disk"));
+}
+
+/// Why the MariaDB lab cannot run here, or None.
+fn no_mariadb() -> Option<&'static str> {
+    if !Path::new("/usr/sbin/mariadbd").exists() {
+        Some("no MariaDB server (apt-get install mariadb-server)")
+    } else if !is_root() {
+        Some("the private MariaDB runs as the mysql user: root only")
+    } else {
+        None
+    }
+}
+
+#[test]
+fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
+    if let Some(why) = no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    let o = plumb()
+        .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}{}", stderr(&o));
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert!(
+        r["target"].as_str().unwrap().contains("private MariaDB"),
+        "{}",
+        r["target"]
+    );
+    // pgbench is PostgreSQL's: plumb's driver ran the workload and both loops on MariaDB.
+    assert!(r["pgbench"].is_null(), "{}", r["pgbench"]);
+    let w = r["workloads"].as_array().unwrap();
+    let names: Vec<&str> = w.iter().map(|x| x["workload"].as_str().unwrap()).collect();
+    assert_eq!(names, ["tpcb", "insert-single", "insert-bulk"]);
+    for x in w {
+        assert_eq!(x["engine"], "MariaDB", "{x}");
+    }
+    let committed = |x: &Value, t: &str| {
+        x["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|y| y["name"] == t)
+            .map(|y| y["committed"].as_u64().unwrap())
+            .unwrap_or(0)
+    };
+    assert!(committed(&w[0], "tpcb") > 100, "{}", w[0]);
+    assert!(w[0]["tpm"].as_f64().unwrap() > 0.0, "{}", w[0]);
+    // pgbench's balances agree after the run.
+    let checks = w[0]["checks"].as_array().unwrap();
+    assert!(!checks.is_empty());
+    assert!(checks.iter().all(|c| c["violations"] == 0), "{}", w[0]);
+    assert!(committed(&w[1], "single-commits") > 0, "{}", w[1]);
+    assert!(committed(&w[2], "bulk-insert") > 0, "{}", w[2]);
+    // Each run is a phase with its window, and the storage probes ran as on PostgreSQL.
+    let phases: Vec<&str> = r["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["phase"].as_str().unwrap())
+        .collect();
+    for p in ["tpcb load", "tpcb", "insert-single", "insert-bulk"] {
+        assert!(phases.contains(&p), "{phases:?}");
+    }
+    assert!(!r["durability"].is_null() && !r["sweep"].is_null());
+    assert!(text.contains("Workload (plumb's driver): tpcb"), "{text}");
+    if let Some(v) = validate(&out.join("report.json")) {
+        assert!(!v.starts_with("INVALID"), "{v}");
+    }
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("insert-bulk"),
+        "the HTML report lacks the loops"
+    );
+    assert_nothing_left(d.path(), &["report"]);
+}
+
+#[test]
+fn ctrl_c_mid_mariadb_lab_leaves_nothing() {
+    if let Some(why) = no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    let (mut c, _) = start_until_with(&["--kind", "mariadb"], d.path(), &out, "clients for");
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
+    assert_eq!(wait(&mut c, Duration::from_secs(60)), 130);
+    assert_nothing_left(d.path(), &[]);
+}
+
+#[test]
+fn mariadb_lab_refuses_what_it_cannot_do_yet() {
+    let d = tempfile::tempdir().unwrap();
+    for (extra, says) in [
+        (&["--engine", "mysql://u@h/db"][..], "cannot be used with"),
+        (&["--replica", "sync"][..], "--replica"),
+        (&["--pressure", "64M"][..], "--pressure"),
+    ] {
+        let o = plumb()
+            .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
+            .arg(d.path())
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{extra:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }

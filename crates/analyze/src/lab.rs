@@ -453,6 +453,9 @@ pub struct LabReport {
     pub sweep: Option<SweepReport>,
     pub seq_read: Option<SeqRead>,
     pub pgbench: Option<Pgbench>,
+    /// Runs of plumb's own driver (`plumb load`'s result each): the workload and the insert
+    /// loops of a lab whose engine pgbench does not speak (MariaDB).
+    pub workloads: Vec<crate::load::LoadReport>,
     pub loops: Vec<LoopResult>,
     pub experiments: Vec<Experiment>,
     pub windows: Vec<Window>,

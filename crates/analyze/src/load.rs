@@ -51,7 +51,7 @@ impl Percentiles {
 }
 
 /// One transaction type over the timed window.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TxFigures {
     pub name: String,
     pub committed: u64,
@@ -93,14 +93,14 @@ impl TxFigures {
 }
 
 /// One consistency condition and how many rows broke it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Check {
     pub condition: String,
     pub violations: i64,
 }
 
 /// One second of the run: transactions ended and failed (all types), the second's p95.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SecondRow {
     pub t_s: u32,
     pub done: u64,
@@ -109,7 +109,7 @@ pub struct SecondRow {
 }
 
 /// What `plumb load` did and measured.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LoadReport {
     /// `order-entry` (TPC-C-like), `tpcb` (pgbench's TPC-B-like transaction), `point-select`.
     pub workload: String,

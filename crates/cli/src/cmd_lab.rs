@@ -59,6 +59,11 @@ pub struct LabArgs {
     /// (as `plumb trace` does) and reports each commit's syscalls and block requests.
     #[arg(long)]
     pub no_trace: bool,
+    /// The private instance's engine: postgres (default; pgbench and the insert/CHECKPOINT
+    /// loops) or mariadb (Debian's mariadbd; plumb's own driver runs pgbench's transaction and
+    /// the insert/commit loops). Not with --engine: its URL says the engine.
+    #[arg(long, value_name = "KIND", default_value = "postgres", value_parser = ["postgres", "mariadb"], conflicts_with = "engine")]
+    pub kind: String,
     /// The private instance's PostgreSQL build (pgbench and psql come from beside it, else
     /// from Debian's packages).
     #[command(flatten)]
@@ -120,6 +125,11 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
         command_line: crate::cmd_io::command_line(),
         trace: !a.no_trace,
         bin_dir: a.build.build()?.map(|b| b.bin),
+        kind: if a.kind == "mariadb" {
+            plumb_engine::Kind::Mariadb
+        } else {
+            plumb_engine::Kind::Postgres
+        },
     };
     Ok((config, out))
 }
@@ -128,6 +138,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     plumb_load::signal::install();
     let (config, out) = config(g, a)?;
     let lab = Lab::new(config).map_err(refusal)?;
+    let engine = lab.engine_name();
     plumb_report::out::check_out_dir("--out", &out)?;
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes
     // what it wrote there (and the directory, if it made it).
@@ -146,13 +157,11 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             planned,
             total,
         } => meter.step(&format!("[{n}/{of}] {what}"), done, planned, total),
-        Event::Live { tps, latency_ms } => meter.live(format!(
-            "pgbench {} tps{}",
-            plumb_report::fmt::count(tps.round()),
-            latency_ms
-                .map(|l| format!(", {}", plumb_report::fmt::ms(l / 1000.0)))
-                .unwrap_or_default()
-        )),
+        Event::Live {
+            what,
+            tps,
+            latency_ms,
+        } => meter.live(live_line(what, tps, latency_ms)),
         Event::Finished { .. } => finished = true,
     };
     let report = lab.run(&mut events, &plumb_load::signal::stop_requested);
@@ -166,9 +175,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         Err(e) => {
             out_dir.remove(&LAB_FILES);
             if e.is_interrupted() {
-                eprintln!(
-                    "plumb: interrupted; the lab's PostgreSQL was stopped and its files removed"
-                );
+                eprintln!("plumb: interrupted; {}", removed_words(a, engine));
                 return Ok(interrupted_code());
             }
             return Err(e.into());
@@ -181,6 +188,26 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;
     eprintln!("plumb: report in {}", out.join("index.html").display());
     Ok(0)
+}
+
+/// The running workload's figure for the progress line.
+fn live_line(what: &str, tps: f64, latency_ms: Option<f64>) -> String {
+    format!(
+        "{what} {} tps{}",
+        plumb_report::fmt::count(tps.round()),
+        latency_ms
+            .map(|l| format!(", {}", plumb_report::fmt::ms(l / 1000.0)))
+            .unwrap_or_default()
+    )
+}
+
+/// What an interrupted lab took down.
+fn removed_words(a: &LabArgs, engine: &str) -> String {
+    if a.engine.is_none() {
+        format!("the lab's {engine} was stopped and its files removed")
+    } else {
+        "what the lab created was removed".into()
+    }
 }
 
 /// report.json, summary.txt and index.html beside the recording.

@@ -459,6 +459,23 @@ pub fn stop(dir: &Path) -> Result<bool> {
     }
 }
 
+/// Stop and remove plumb's instance in `dir`, whichever engine it runs (its manifest says):
+/// what the lab's guard and the reclaiming of a killed plumb's leftovers call.
+pub fn remove_any(dir: &Path) -> Result<Removed> {
+    match crate::private::kind_of(dir)? {
+        Some(crate::Kind::Mariadb) => remove(dir),
+        _ => crate::private::remove(dir),
+    }
+}
+
+/// Whether plumb's instance in `dir` (either engine) has a server running.
+pub fn running_any(dir: &Path) -> Result<bool> {
+    match crate::private::kind_of(dir)? {
+        Some(crate::Kind::Mariadb) => status(dir).map(|r| r.is_some()),
+        _ => crate::private::status(dir).map(|r| r.is_some()),
+    }
+}
+
 /// Stop it and delete what plumb created in `dir` (and `dir` when plumb made it).
 pub fn remove(dir: &Path) -> Result<Removed> {
     let Some(mut d) = open_as(dir, false, &server_user()?)? else {

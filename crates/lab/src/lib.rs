@@ -69,6 +69,8 @@ pub struct Config {
     /// The PostgreSQL server build for the private instance (the directory of its programs);
     /// None: the default ([`private::default_build`]).
     pub bin_dir: Option<PathBuf>,
+    /// The private instance's engine (without --engine): PostgreSQL, or Debian's MariaDB.
+    pub kind: plumb_engine::Kind,
 }
 
 impl Config {
@@ -146,8 +148,12 @@ pub enum Event<'a> {
         total: Duration,
     },
     /// The running step's live figure: the workload's transactions per second and mean
-    /// latency (pgbench's, each second).
-    Live { tps: f64, latency_ms: Option<f64> },
+    /// latency (pgbench's, each second; plumb's driver gives no mean), and which workload.
+    Live {
+        what: &'a str,
+        tps: f64,
+        latency_ms: Option<f64>,
+    },
     /// Every step is done.
     Finished { of: u32 },
 }
@@ -195,9 +201,18 @@ impl<'e> Progress<'e> {
         });
     }
 
-    /// The running step's live figure.
+    /// The running step's live figure (pgbench's).
     pub fn live(&mut self, tps: f64, latency_ms: Option<f64>) {
-        self.events.event(Event::Live { tps, latency_ms });
+        self.live_as("pgbench", tps, latency_ms);
+    }
+
+    /// The running step's live figure, of the workload `what`.
+    pub fn live_as(&mut self, what: &str, tps: f64, latency_ms: Option<f64>) {
+        self.events.event(Event::Live {
+            what,
+            tps,
+            latency_ms,
+        });
     }
 
     /// Steps that will not run (a skipped experiment's): out of the plan.
@@ -213,7 +228,8 @@ impl<'e> Progress<'e> {
 pub struct Lab {
     config: Config,
     plan: Plan,
-    pgbench_bin: PathBuf,
+    /// PostgreSQL's lab runs pgbench; MariaDB's runs plumb's own driver.
+    pgbench_bin: Option<PathBuf>,
 }
 
 impl Lab {
@@ -262,6 +278,14 @@ impl Lab {
             free,
             need,
         })?;
+        if config.kind == plumb_engine::Kind::Mariadb {
+            return Lab::new_mariadb(config, plan);
+        }
+        if config.kind != plumb_engine::Kind::Postgres {
+            crate::refuse!(
+                "--kind sqlserver: plumb's private instance runs PostgreSQL or MariaDB; for SQL Server use --engine mssql://…"
+            );
+        }
         if config.bin_dir.is_some() && config.target.is_some() {
             crate::refuse!(
                 "--bin-dir chooses the build of plumb's private instance; leave out --engine"
@@ -293,7 +317,32 @@ impl Lab {
         Ok(Lab {
             config,
             plan,
-            pgbench_bin,
+            pgbench_bin: Some(pgbench_bin),
+        })
+    }
+
+    /// The lab on a private MariaDB: what it cannot do yet is refused before anything is made.
+    fn new_mariadb(config: Config, plan: Plan) -> Result<Lab> {
+        if config.target.is_some() {
+            crate::refuse!("--kind mariadb starts plumb's private MariaDB; with --engine the URL says which engine it is (mysql://…), leave out --kind");
+        }
+        if config.bin_dir.is_some() {
+            crate::refuse!(
+                "--bin-dir chooses a PostgreSQL build; the private MariaDB runs Debian's mariadbd"
+            );
+        }
+        if config.replica.is_some() {
+            crate::refuse!(
+                "--replica makes a PostgreSQL standby; it does not run with --kind mariadb"
+            );
+        }
+        if config.pressure.is_some() || config.throttle_writes.is_some() {
+            crate::refuse!("--pressure and --throttle-writes run on the private PostgreSQL only, so far; leave out --kind mariadb for them");
+        }
+        Ok(Lab {
+            config,
+            plan,
+            pgbench_bin: None,
         })
     }
 
@@ -301,16 +350,29 @@ impl Lab {
         &self.plan
     }
 
+    /// The engine the lab runs on: "PostgreSQL" or "MariaDB" (a server of the user's: as its
+    /// URL says).
+    pub fn engine_name(&self) -> &'static str {
+        match self.config.target.as_ref().and_then(|t| t.kind().ok()) {
+            Some(k) => k.name(),
+            None => self.config.kind.name(),
+        }
+    }
+
     /// Run the lab. Everything it created is removed before this returns, whatever the
     /// outcome; the report directory keeps the recording.
-    pub fn run(self, events: &mut dyn Events, cancel: &dyn Fn() -> bool) -> Result<LabReport> {
+    pub fn run(
+        self,
+        events: &mut dyn Events,
+        cancel: &(dyn Fn() -> bool + Sync),
+    ) -> Result<LabReport> {
         let mut res = Resources::default();
         let r = self.run_with(&mut res, events, cancel);
         if let (Err(e), Some(i)) = (&r, &res.instance) {
             // A server that died explains the error better than the error does.
             if !e.is_interrupted() && i.died() {
                 return Err(Error::quoting(
-                    "the lab's PostgreSQL stopped unexpectedly (killed, or out of memory or disk); the lab cannot go on, and what it created was removed",
+                    format!("the lab's {} stopped unexpectedly (killed, or out of memory or disk); the lab cannot go on, and what it created was removed", self.engine_name()),
                     Error::Refused(e.chain_text()),
                 ));
             }
@@ -324,7 +386,7 @@ impl Lab {
         &self,
         res: &mut Resources,
         events: &mut dyn Events,
-        cancel: &dyn Fn() -> bool,
+        cancel: &(dyn Fn() -> bool + Sync),
     ) -> Result<LabReport> {
         let (config, plan) = (&self.config, &self.plan);
         let started = Instant::now();
@@ -354,6 +416,20 @@ impl Lab {
             res.cgroup = Some(cg);
         }
         let server = match &config.target {
+            None if config.kind == plumb_engine::Kind::Mariadb => {
+                progress.step("starting a private MariaDB");
+                let dir = work.join("mariadb");
+                res.instance = Some(Instance::new(dir.clone()));
+                let (running, _) = plumb_engine::private_maria::start_or_find(
+                    &dir,
+                    &plumb_engine::private_maria::MariaOptions {
+                        buffer_pool: Some(server::mariadb_buffer_pool(plan.shared_buffers)),
+                        settings: Vec::new(),
+                    },
+                )
+                .with_context(|| format!("starting the lab's MariaDB in {}", dir.display()))?;
+                Server::private_maria(running)?
+            }
             None => {
                 progress.step("starting a private PostgreSQL");
                 let pg_dir = work.join("pg");
@@ -452,6 +528,7 @@ impl Lab {
             sweep: results.sweep,
             seq_read: results.seq_read,
             pgbench: results.pgbench,
+            workloads: results.workloads,
             loops: results.loops,
             experiments: lab_experiments,
             windows,
@@ -483,6 +560,7 @@ mod tests {
             command_line: "plumb lab".into(),
             trace: true,
             bin_dir: None,
+            kind: plumb_engine::Kind::Postgres,
         }
     }
 

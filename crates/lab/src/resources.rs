@@ -4,7 +4,6 @@
 //! scratch database, the server, the work directory, and last the cgroup (plumb moves out).
 
 use crate::error::{Context as _, Result};
-use plumb_engine::private;
 use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
@@ -101,7 +100,7 @@ impl Drop for ScratchDb {
     }
 }
 
-/// plumb's private PostgreSQL: stopped and its files removed when this goes.
+/// plumb's private server (PostgreSQL or MariaDB): stopped and its files removed when this goes.
 pub struct Instance {
     pub dir: PathBuf,
     ledger: plumb_sys::ledger::Entry,
@@ -116,7 +115,11 @@ impl Instance {
 
     /// Whether the server died under the lab (its data is there, its postmaster is not).
     pub fn died(&self) -> bool {
-        self.dir.join("data").exists() && matches!(private::status(&self.dir), Ok(None))
+        self.dir.join("data").exists()
+            && matches!(
+                plumb_engine::private_maria::running_any(&self.dir),
+                Ok(false)
+            )
     }
 }
 
@@ -126,10 +129,10 @@ impl Drop for Instance {
             self.ledger.done();
             return;
         }
-        match private::remove(&self.dir) {
+        match plumb_engine::private_maria::remove_any(&self.dir) {
             Ok(_) => self.ledger.done(),
             Err(e) => {
-                eprintln!("plumb: warning: stopping and removing the lab's PostgreSQL: {e}")
+                eprintln!("plumb: warning: stopping and removing the lab's database server: {e}")
             }
         }
     }
@@ -241,14 +244,19 @@ pub fn remove_dead_labs(parent: &Path) {
             continue;
         }
         eprintln!(
-            "plumb: {} was left by a lab that was killed (PID {pid}); stopping its PostgreSQL and removing it",
+            "plumb: {} was left by a lab that was killed (PID {pid}); stopping its database server and removing it",
             dir.display()
         );
-        let pg = dir.join("pg");
         // Once more after a pause: the dead lab's server may have been starting or stopping.
-        let removed = private::remove(&pg).or_else(|_| {
+        let remove = || -> Result<()> {
+            for server in ["pg", "mariadb"] {
+                plumb_engine::private_maria::remove_any(&dir.join(server))?;
+            }
+            Ok(())
+        };
+        let removed = remove().or_else(|_| {
             std::thread::sleep(Duration::from_secs(1));
-            private::remove(&pg)
+            remove()
         });
         if let Err(err) = removed {
             eprintln!("plumb: warning: {err}; {} left alone", dir.display());
@@ -303,7 +311,7 @@ mod tests {
 /// uprobes. Every command runs this first; each item says what it was and how it went.
 pub fn reclaim_killed() -> Vec<plumb_sys::ledger::Reclaimed> {
     let engine = |dir: &std::path::Path| -> Result<(), String> {
-        plumb_engine::private::remove(dir)
+        plumb_engine::private_maria::remove_any(dir)
             .map(|_| ())
             .map_err(|e| e.to_string())
     };

@@ -14,6 +14,8 @@ pub struct Server {
     pub local_pid: Option<u32>,
     pub data_dir: Option<PathBuf>,
     pub private: Option<private::Running>,
+    /// plumb's private MariaDB (`plumb lab --kind mariadb`).
+    pub private_maria: Option<private::MariaRunning>,
     pub settings: BTreeMap<String, String>,
     pub version: Option<String>,
 }
@@ -40,6 +42,12 @@ pub fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// The private MariaDB's buffer pool for the lab: the size PostgreSQL's lab gives
+/// shared_buffers ("128MB" → "128M", MariaDB's spelling).
+pub fn mariadb_buffer_pool(shared_buffers: &str) -> String {
+    shared_buffers.trim_end_matches('B').to_string()
+}
+
 impl Server {
     pub fn private(r: private::Running) -> Result<Server> {
         let target = r.target();
@@ -55,6 +63,26 @@ impl Server {
             settings: info.settings,
             version: Some(version),
             private: Some(r),
+            private_maria: None,
+        })
+    }
+
+    /// plumb's private MariaDB, logged in as the caller over its socket.
+    pub fn private_maria(r: private::MariaRunning) -> Result<Server> {
+        let target = plumb_engine::Target::new(&r.url());
+        let mut obs = plumb_engine::observer(&target)?;
+        let info = obs.info()?;
+        let version = short_version(&info.version);
+        Ok(Server {
+            shown: format!("plumb's private MariaDB {version} (removed after the lab)"),
+            target,
+            kind: plumb_engine::Kind::Mariadb,
+            local_pid: Some(r.pid),
+            data_dir: Some(r.data.clone()),
+            settings: info.settings,
+            version: Some(version),
+            private: None,
+            private_maria: Some(r),
         })
     }
 
@@ -79,12 +107,13 @@ impl Server {
             version: Some(short_version(&info.version)),
             settings: info.settings,
             private: None,
+            private_maria: None,
             target,
         })
     }
 
     pub fn is_private(&self) -> bool {
-        self.private.is_some()
+        self.private.is_some() || self.private_maria.is_some()
     }
 
     /// The server's wal_sync_method (PostgreSQL's default when it does not say).

@@ -296,6 +296,9 @@ fn tables(r: &LabReport) -> Vec<Table> {
             )],
         });
     }
+    for w in &r.workloads {
+        out.push(workload_table(w));
+    }
     if let Some(t) = r
         .pgbench
         .as_ref()
@@ -602,6 +605,40 @@ fn tables(r: &LabReport) -> Vec<Table> {
         });
     }
     out
+}
+
+/// A run of plumb's own driver (a MariaDB lab's workload or insert loop): `plumb load`'s
+/// table of transaction types, its figures and header under it.
+fn workload_table(w: &plumb_analyze::load::LoadReport) -> Table {
+    use crate::load_render as l;
+    let id = match w.workload.as_str() {
+        "tpcb" => "workload-tpcb",
+        "insert-single" => "workload-insert-single",
+        "insert-bulk" => "workload-insert-bulk",
+        _ => "workload",
+    };
+    let mut notes: Vec<String> = l::header_lines(w).into_iter().skip(1).collect();
+    notes.extend(
+        l::headline_rows(w)
+            .into_iter()
+            .map(|(label, value, meaning)| format!("{label} {}: {meaning}", value.trim())),
+    );
+    notes.push(l::latency_note(w));
+    notes.extend(l::failure_lines(w));
+    if !w.checks.is_empty() {
+        let held = w.checks.iter().filter(|c| c.violations == 0).count();
+        notes.push(format!(
+            "consistency after the run: {held} of {} conditions hold",
+            w.checks.len()
+        ));
+    }
+    Table {
+        id,
+        title: l::header_lines(w)[0].replacen("plumb load: ", "Workload (plumb's driver): ", 1),
+        headers: l::TYPE_COLUMNS.to_vec(),
+        rows: l::type_rows(w),
+        notes,
+    }
 }
 
 fn sev(s: Severity) -> &'static str {

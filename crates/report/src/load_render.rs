@@ -38,7 +38,7 @@ fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// What ran, where, and how: the first line names the workload and the server.
-fn header_lines(r: &LoadReport) -> Vec<String> {
+pub(crate) fn header_lines(r: &LoadReport) -> Vec<String> {
     let what = match r.workload.as_str() {
         "order-entry" => "order-entry (TPC-C-like, not a TPC result)",
         "tpcb" => "tpcb (pgbench's TPC-B-like transaction)",
@@ -113,7 +113,7 @@ fn headline(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The run's figures: (label, value, what it is).
-fn headline_rows(r: &LoadReport) -> Vec<(&'static str, String, String)> {
+pub(crate) fn headline_rows(r: &LoadReport) -> Vec<(&'static str, String, String)> {
     let or_missing = |v: Option<f64>| v.map(|v| count(v.round())).unwrap_or(MISSING.into());
     let mut rows = Vec::new();
     if let Some(n) = r.new_orders {
@@ -156,7 +156,7 @@ fn cell(v: Option<f64>) -> String {
     v.map(ms).unwrap_or_else(|| MISSING.into())
 }
 
-const TYPE_COLUMNS: [&str; 11] = [
+pub(crate) const TYPE_COLUMNS: [&str; 11] = [
     "transaction",
     "committed",
     "rolled bk",
@@ -171,7 +171,7 @@ const TYPE_COLUMNS: [&str; 11] = [
 ];
 
 /// One row per transaction type (and its service time, open loop), cells as `TYPE_COLUMNS`.
-fn type_rows(r: &LoadReport) -> Vec<Vec<String>> {
+pub(crate) fn type_rows(r: &LoadReport) -> Vec<Vec<String>> {
     let pct = |p: &Percentiles| {
         [p.min_s, p.p50_s, p.p95_s, p.p99_s, p.p99_9_s, p.max_s]
             .into_iter()
@@ -199,7 +199,7 @@ fn type_rows(r: &LoadReport) -> Vec<Vec<String>> {
     rows
 }
 
-fn latency_note(r: &LoadReport) -> String {
+pub(crate) fn latency_note(r: &LoadReport) -> String {
     format!(
         "Latency from {}; a percentile shows only where the count supports it (p95 20, p99 100, p99.9 1,000).",
         if r.rate_per_s.is_some() {
@@ -235,21 +235,29 @@ fn types(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 fn failures(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
+    for line in failure_lines(r) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
+/// Each type's failures by class and code, and each client that lost its connection.
+pub(crate) fn failure_lines(r: &LoadReport) -> Vec<String> {
+    let mut v = Vec::new();
     for t in r.types.iter().filter(|t| t.failures() > 0) {
         let classes: Vec<String> = t.failed.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let codes: Vec<String> = t.codes.iter().map(|(k, v)| format!("{k} ×{v}")).collect();
-        writeln!(
-            out,
+        v.push(format!(
             "failed {}: {} (codes: {})",
             t.name,
             classes.join(", "),
             codes.join(", ")
-        )?;
+        ));
     }
     for l in &r.lost_clients {
-        writeln!(out, "a client lost its connection: {l}")?;
+        v.push(format!("a client lost its connection: {l}"));
     }
-    Ok(())
+    v
 }
 
 fn checks(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {

@@ -264,6 +264,7 @@ fn lab_report_html() {
                 }),
             }),
         }),
+        workloads: Vec::new(),
         loops: vec![single("fdatasync", 1500), single("open_datasync", 2500)],
         experiments: vec![],
         windows,

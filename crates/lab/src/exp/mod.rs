@@ -3,6 +3,7 @@
 //! and owns the finding rules about what it measured. A new experiment is a file here and one
 //! line in [`registered`].
 
+mod driven;
 mod durability;
 mod loops;
 mod pgbench;
@@ -60,9 +61,14 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
     let mut v: Vec<Box<dyn Experiment>> = vec![
         Box::new(durability::Durability::default()),
         Box::new(storage::Storage),
-        Box::new(pgbench::Pgbench),
-        Box::new(loops::Loops),
     ];
+    if config.target.is_none() && config.kind == plumb_engine::Kind::Mariadb {
+        // pgbench is PostgreSQL's: plumb's own driver runs the workload and the loops.
+        v.push(Box::new(driven::Driven));
+    } else {
+        v.push(Box::new(pgbench::Pgbench));
+        v.push(Box::new(loops::Loops));
+    }
     if let Some(size) = config.pressure {
         v.push(Box::new(pressure::Pressure { size }));
     }
@@ -86,6 +92,8 @@ pub enum Section {
         seq_read: SeqRead,
     },
     Pgbench(Pgbench),
+    /// Runs of plumb's own driver (the workload and the insert loops where pgbench cannot run).
+    Workloads(Vec<plumb_analyze::load::LoadReport>),
     Loops(Vec<LoopResult>),
     /// Runs of the workload under a changed condition (pressure, throttle).
     Experiments(Vec<plumb_analyze::lab::Experiment>),
@@ -103,6 +111,7 @@ pub struct Results {
     pub sweep: Option<SweepReport>,
     pub seq_read: Option<SeqRead>,
     pub pgbench: Option<Pgbench>,
+    pub workloads: Vec<plumb_analyze::load::LoadReport>,
     pub loops: Vec<LoopResult>,
     pub experiments: Vec<plumb_analyze::lab::Experiment>,
 }
@@ -116,6 +125,7 @@ impl Results {
                 self.seq_read = Some(seq_read);
             }
             Section::Pgbench(p) => self.pgbench = Some(p),
+            Section::Workloads(w) => self.workloads.extend(w),
             Section::Loops(l) => self.loops.extend(l),
             Section::Experiments(e) => self.experiments.extend(e),
         }
@@ -149,9 +159,9 @@ pub struct Context<'a> {
     pub results: Results,
     /// Steps not run, and why.
     pub skipped: Vec<String>,
-    pub cancel: &'a dyn Fn() -> bool,
+    pub cancel: &'a (dyn Fn() -> bool + Sync),
     pub progress: Progress<'a>,
-    pgbench_bin: PathBuf,
+    pgbench_bin: Option<PathBuf>,
     lab_db: Option<LabDatabase>,
 }
 
@@ -160,8 +170,8 @@ pub(crate) struct Setup<'a> {
     pub plan: Plan,
     pub server: Server,
     pub work: PathBuf,
-    pub pgbench_bin: PathBuf,
-    pub cancel: &'a dyn Fn() -> bool,
+    pub pgbench_bin: Option<PathBuf>,
+    pub cancel: &'a (dyn Fn() -> bool + Sync),
     pub progress: Progress<'a>,
     pub resources: &'a mut Resources,
 }
@@ -185,7 +195,7 @@ impl<'a> Context<'a> {
         } = read_host(&root, s.server.mem_kind(), s.server.local_pid, &data_dir)?;
         let disk = storage.as_ref().and_then(|st| st.disks.first().cloned());
         let mut skipped = Vec::new();
-        if s.server.private.is_none() {
+        if !s.server.is_private() {
             let (probe_storage, _) = plumb_analyze::os::storage_under(&root, &s.work);
             let here = probe_storage.as_ref().map(|st| st.disks.clone());
             let there = storage.as_ref().map(|st| st.disks.clone());
@@ -303,6 +313,9 @@ impl<'a> Context<'a> {
     /// from then on.
     pub fn lab_database(&mut self) -> Result<&LabDatabase> {
         if self.lab_db.is_none() {
+            let Some(bin) = self.pgbench_bin.clone() else {
+                crate::refuse!("the lab's database for pgbench is PostgreSQL's");
+            };
             let private = self.server.is_private();
             let name = if private {
                 "plumb_lab".to_string()
@@ -330,7 +343,7 @@ impl<'a> Context<'a> {
             self.recorder.set_engine(self.observer(&target));
             let cpus = self.host.cpu.online_cpus.unwrap_or(1).max(1);
             let pgbench = PgbenchRun {
-                bin: self.pgbench_bin.clone(),
+                bin,
                 env: password.map(|p| ("PGPASSWORD", p)).into_iter().collect(),
                 conn,
                 work: self.work.clone(),

@@ -38,6 +38,7 @@ fn report() -> LabReport {
         sweep: None,
         seq_read: None,
         pgbench: None,
+        workloads: Vec::new(),
         loops: vec![],
         experiments: vec![],
         windows: vec![],

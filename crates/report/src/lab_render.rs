@@ -634,7 +634,7 @@ fn workload_table(w: &plumb_analyze::load::LoadReport) -> Table {
     }
     Table {
         id,
-        title: l::header_lines(w)[0].replacen("plumb load: ", "Workload (plumb's driver): ", 1),
+        title: format!("Workload (plumb's driver): {}", l::what(w)),
         headers: l::TYPE_COLUMNS.to_vec(),
         rows: l::type_rows(w),
         notes,

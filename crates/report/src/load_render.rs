@@ -38,8 +38,9 @@ fn header(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// What ran, where, and how: the first line names the workload and the server.
-pub(crate) fn header_lines(r: &LoadReport) -> Vec<String> {
-    let what = match r.workload.as_str() {
+/// The workload in words: "tpcb (pgbench's TPC-B-like transaction)".
+pub(crate) fn what(r: &LoadReport) -> &str {
+    match r.workload.as_str() {
         "order-entry" => "order-entry (TPC-C-like, not a TPC result)",
         "tpcb" => "tpcb (pgbench's TPC-B-like transaction)",
         "point-select" => "point-select (pgbench -S's select)",
@@ -50,7 +51,11 @@ pub(crate) fn header_lines(r: &LoadReport) -> Vec<String> {
             "insert-bulk (the insert/CHECKPOINT loops: 10,000 inserts in one transaction, then a checkpoint)"
         }
         w => w,
-    };
+    }
+}
+
+pub(crate) fn header_lines(r: &LoadReport) -> Vec<String> {
+    let what = what(r);
     let loaded = match (r.loaded, r.load_s) {
         (true, Some(s)) => format!("loaded in {}", duration(s)),
         _ => "a kept schema, reused".into(),

@@ -6,6 +6,7 @@
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::Mutex;
@@ -1049,6 +1050,66 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
     }
     assert!(!r["durability"].is_null() && !r["sweep"].is_null());
     assert!(text.contains("Workload (plumb's driver): tpcb"), "{text}");
+    // MariaDB's durability settings: each set, read back and measured from the block layer.
+    let md = &r["mariadb_durability"];
+    let cfg = |name: &str| -> &Value {
+        md["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {md}"))
+    };
+    for c in md["configs"].as_array().unwrap() {
+        assert_eq!(c["ignored"], serde_json::json!([]), "{c}");
+        for (k, v) in c["asked"].as_object().unwrap() {
+            let want = if k == "log_bin" {
+                "ON"
+            } else {
+                v.as_str().unwrap()
+            };
+            assert!(
+                c["read_back"][k]
+                    .as_str()
+                    .unwrap()
+                    .eq_ignore_ascii_case(want),
+                "{k}: {c}"
+            );
+        }
+        assert!(c["single"]["count"].as_u64().unwrap() >= 100, "{c}");
+    }
+    assert_eq!(
+        cfg("trx_commit=2")["read_back"]["innodb_flush_log_at_trx_commit"],
+        "2"
+    );
+    assert_eq!(md["traced"], true, "{md}");
+    let flushes = |c: &Value| c["server_bios_per_commit"]["flushes"].as_f64().unwrap();
+    let write_back = md["device_write_back"] == true;
+    if write_back {
+        // Each durable commit asked for its own cache FLUSH (or a FUA write); with the log
+        // flushed once a second, far fewer.
+        let fsync = cfg("trx_commit=1 fsync");
+        let fua = fsync["server_bios_per_commit"]["fua_writes"]
+            .as_f64()
+            .unwrap();
+        assert!(flushes(fsync) + fua >= 1.0, "{fsync}");
+        assert!(
+            flushes(cfg("trx_commit=2")) < 0.5 * flushes(fsync),
+            "{}",
+            cfg("trx_commit=2")
+        );
+    }
+    assert!(
+        cfg("binlog sync_binlog=1")["group_commit_ratio"]
+            .as_f64()
+            .unwrap()
+            >= 1.0,
+        "{md}"
+    );
+    assert!(
+        text.contains("MariaDB's durability settings on this device"),
+        "{text}"
+    );
     if let Some(v) = validate(&out.join("report.json")) {
         assert!(!v.starts_with("INVALID"), "{v}");
     }
@@ -1095,4 +1156,65 @@ fn mariadb_lab_refuses_what_it_cannot_do_yet() {
         assert!(stderr(&o).contains(says), "{extra:?}: {}", stderr(&o));
     }
     assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn mariadbs_flushes_per_commit_are_its_own_beside_a_neighbour_that_flushes() {
+    if let Some(why) = no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let out = d.path().join("report");
+    // A neighbour on the same filesystem: 8 KiB O_DSYNC writes, each one a cache FLUSH (or a
+    // FUA write) of its own.
+    let file = d.path().join("neighbour");
+    let mut n = Command::new("sh")
+        .process_group(0)
+        .arg("-c")
+        .arg(format!(
+            "while :; do dd if=/dev/zero of={} bs=8k count=256 oflag=dsync conv=notrunc status=none; done",
+            file.display()
+        ))
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            // SAFETY: the neighbour's shell and its dd are this test's own.
+            unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _n = Kill(&mut n);
+    let o = plumb()
+        .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let dur = &r["mariadb_durability"];
+    assert_eq!(dur["traced"], true, "{dur}");
+    if dur["device_write_back"] != true {
+        skip("skipped the FLUSH comparison: the data device has no volatile write cache");
+        return;
+    }
+    for c in dur["configs"].as_array().unwrap() {
+        let server = c["server_bios_per_commit"]["flushes"].as_f64().unwrap();
+        let device = c["device_flushes_per_commit"].as_f64().unwrap();
+        // The device counted the neighbour's FLUSHes; the server's own count did not grow with
+        // them (a durable commit here costs one or two of its own).
+        assert!(
+            device > server + 0.5,
+            "{}: device {device}, server {server}",
+            c["name"]
+        );
+        assert!(server < 3.0, "{}: server {server}", c["name"]);
+    }
 }

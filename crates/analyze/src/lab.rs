@@ -351,6 +351,92 @@ impl LoopResult {
     }
 }
 
+/// MariaDB's durability paths on plumb's private MariaDB (`plumb lab --kind mariadb`): each
+/// configuration set at the server's start, read back, and measured with single-row commits
+/// and 10,000-row transactions; FLUSH and FUA requests charged to the server from plumb's own
+/// block trace where it could trace (root), else the whole device's from /proc/diskstats.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MariaDurability {
+    pub configs: Vec<MariaConfig>,
+    /// The FLUSH and FUA counts per commit are the server's own (plumb's block trace); false:
+    /// the whole device's, neighbours included.
+    pub traced: bool,
+    /// Why the server was not traced, when it was not.
+    pub untraced_because: Option<String>,
+    /// The data device's FUA support and write cache (None: unknown).
+    pub device_fua: Option<bool>,
+    pub device_write_back: Option<bool>,
+    /// The durable configuration with the fastest single-row commits (median), and how it
+    /// compares with each other durable one: beyond chance and a 10% floor (rank-sum test over
+    /// the commits), or not distinguishable.
+    pub fastest_durable: Option<String>,
+    pub faster_than: Vec<String>,
+    pub not_distinguishable_from: Vec<String>,
+}
+
+/// One configuration of MariaDB's durability settings, measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MariaConfig {
+    /// Short name: `trx_commit=1 fsync`, `binlog sync_binlog=1`…
+    pub name: String,
+    /// The server options plumb started it with.
+    pub asked: BTreeMap<String, String>,
+    /// The same settings as the server reported them after its start.
+    pub read_back: BTreeMap<String, String>,
+    /// Settings whose value read back otherwise (MariaDB may ignore or map one).
+    pub ignored: Vec<String>,
+    /// Durable by its settings: every commit waits for the redo log's flush (and the binary
+    /// log's, when there is one).
+    pub durable_by_settings: bool,
+    /// Single-row commits (autocommit INSERTs), each timed.
+    pub single: Option<Latency>,
+    /// The COMMIT of each 10,000-row transaction, and the whole transaction.
+    pub bulk_commit: Option<Latency>,
+    pub bulk_transaction: Option<Latency>,
+    /// The server's syscalls per single-row commit (all its threads), the most frequent first.
+    pub syscalls_per_commit: Vec<PerCommit>,
+    pub sync_calls_per_commit: Option<f64>,
+    pub write_calls_per_commit: Option<f64>,
+    /// Block requests per single-row commit charged to the server (its threads, and the
+    /// journal commits its syncs waited for).
+    pub server_bios_per_commit: Option<BiosPerCommit>,
+    /// Cache FLUSHes per single-row commit the device completed from everybody
+    /// (/proc/diskstats).
+    pub device_flushes_per_commit: Option<f64>,
+    /// Cache FLUSHes per 10,000-row transaction, the whole device's.
+    pub device_flushes_per_bulk: Option<f64>,
+    /// Binary log on: change in Binlog_commits over change in Binlog_group_commits over the
+    /// single-row commits (1.0: every commit its own group).
+    pub group_commit_ratio: Option<f64>,
+    /// The trace lost events: its counts are lower bounds.
+    pub trace_lost: bool,
+}
+
+impl MariaConfig {
+    /// FLUSH + FUA requests per single-row commit: the server's own where traced, else the
+    /// device's FLUSHes.
+    pub fn durable_requests_per_commit(&self) -> Option<f64> {
+        self.server_bios_per_commit
+            .as_ref()
+            .map(|b| b.flushes + b.fua_writes)
+            .or(self.device_flushes_per_commit)
+    }
+}
+
+/// Durable on this device: its settings make every commit wait for the log's flush, and the
+/// commits did ask the device for a FLUSH or FUA write each (where the device's cache is
+/// volatile; with a write-through cache a completed write is durable without one).
+pub fn maria_durable(c: &MariaConfig, write_back: Option<bool>) -> bool {
+    if !c.durable_by_settings {
+        return false;
+    }
+    match (write_back, c.durable_requests_per_commit()) {
+        (Some(false), _) => true,
+        (_, Some(r)) => r >= 0.9,
+        (_, None) => true,
+    }
+}
+
 /// Sequential read throughput where the data lives.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SeqRead {
@@ -456,6 +542,8 @@ pub struct LabReport {
     /// Runs of plumb's own driver (`plumb load`'s result each): the workload and the insert
     /// loops of a lab whose engine pgbench does not speak (MariaDB).
     pub workloads: Vec<crate::load::LoadReport>,
+    /// MariaDB's durability settings compared (a MariaDB lab).
+    pub mariadb_durability: Option<MariaDurability>,
     pub loops: Vec<LoopResult>,
     pub experiments: Vec<Experiment>,
     pub windows: Vec<Window>,

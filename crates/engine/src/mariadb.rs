@@ -413,6 +413,44 @@ impl MariaSession {
     }
 }
 
+impl MariaSession {
+    /// The server's global variables of these names (lower case; those it lacks left out).
+    pub fn variables(&mut self, names: &[&str]) -> Result<BTreeMap<String, String>> {
+        let list: Vec<String> = names
+            .iter()
+            .filter(|n| n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            .map(|n| format!("'{}'", n.to_ascii_uppercase()))
+            .collect();
+        let rows: Vec<(String, String)> = self
+            .conn
+            .query(format!(
+                "SELECT VARIABLE_NAME, VARIABLE_VALUE FROM information_schema.GLOBAL_VARIABLES WHERE VARIABLE_NAME IN ({})",
+                list.join(",")
+            ))
+            .map_err(|e| merr("server variables", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect())
+    }
+
+    /// The server's global status counters of these names (lower case; those it lacks left
+    /// out).
+    pub fn status(&mut self, names: &[&str]) -> Result<BTreeMap<String, f64>> {
+        let rows: Vec<mysql::Row> = self
+            .conn
+            .query("SHOW GLOBAL STATUS")
+            .map_err(|e| merr("SHOW GLOBAL STATUS", e))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| r.unwrap())
+            .filter(|r| r.len() >= 2)
+            .map(|r| (text(&r[0]).to_ascii_lowercase(), num(&r[1])))
+            .filter(|(k, _)| names.iter().any(|n| n.eq_ignore_ascii_case(k)))
+            .collect())
+    }
+}
+
 impl crate::Session for MariaSession {
     fn execute(&mut self, sql: &str) -> Result<u64> {
         let mut n = 0u64;

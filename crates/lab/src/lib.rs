@@ -529,6 +529,7 @@ impl Lab {
             seq_read: results.seq_read,
             pgbench: results.pgbench,
             workloads: results.workloads,
+            mariadb_durability: results.mariadb_durability,
             loops: results.loops,
             experiments: lab_experiments,
             windows,

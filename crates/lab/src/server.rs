@@ -74,7 +74,11 @@ impl Server {
         let info = obs.info()?;
         let version = short_version(&info.version);
         Ok(Server {
-            shown: format!("plumb's private MariaDB {version} (removed after the lab)"),
+            shown: if version.starts_with("MariaDB") {
+                format!("plumb's private {version} (removed after the lab)")
+            } else {
+                format!("plumb's private MariaDB {version} (removed after the lab)")
+            },
             target,
             kind: plumb_engine::Kind::Mariadb,
             local_pid: Some(r.pid),

@@ -299,6 +299,9 @@ fn tables(r: &LabReport) -> Vec<Table> {
     for w in &r.workloads {
         out.push(workload_table(w));
     }
+    if let Some(d) = &r.mariadb_durability {
+        out.push(maria_durability_table(d));
+    }
     if let Some(t) = r
         .pgbench
         .as_ref()
@@ -605,6 +608,108 @@ fn tables(r: &LabReport) -> Vec<Table> {
         });
     }
     out
+}
+
+/// MariaDB's durability configurations side by side: commit latency, what each commit asked
+/// of the kernel and the device, and the verdicts under the table.
+fn maria_durability_table(d: &plumb_analyze::lab::MariaDurability) -> Table {
+    let per = |v: Option<f64>| {
+        v.map(|x| format!("{x:.2}"))
+            .unwrap_or_else(|| MISSING.into())
+    };
+    let lat = |l: &Option<Latency>, p99: bool| {
+        l.as_ref()
+            .and_then(|l| if p99 { l.p99_ms } else { Some(l.p50_ms) })
+            .map(latency_ms)
+            .unwrap_or_else(|| MISSING.into())
+    };
+    let rows = d
+        .configs
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                if plumb_analyze::lab::maria_durable(c, d.device_write_back) {
+                    "yes"
+                } else {
+                    "no"
+                }
+                .into(),
+                c.single
+                    .as_ref()
+                    .map(|l| crate::fmt::count(l.count as f64))
+                    .unwrap_or_else(|| MISSING.into()),
+                lat(&c.single, false),
+                lat(&c.single, true),
+                lat(&c.bulk_commit, false),
+                per(c.server_bios_per_commit.as_ref().map(|b| b.flushes)),
+                per(c.server_bios_per_commit.as_ref().map(|b| b.fua_writes)),
+                per(c.sync_calls_per_commit),
+                per(c.write_calls_per_commit),
+                per(c.device_flushes_per_commit),
+                c.group_commit_ratio
+                    .map(|g| format!("{g:.2}"))
+                    .unwrap_or_else(|| MISSING.into()),
+            ]
+        })
+        .collect();
+    let mut notes = vec![if d.traced {
+        "FLUSH and FUA per commit are the server's own, from plumb's block trace over the single-row commits (its threads, and the journal commits its syncs waited for); syncs and writes are its fsync/fdatasync and write calls per commit; the device column counts everybody's FLUSHes (/proc/diskstats)".to_string()
+    } else {
+        format!(
+            "not traced ({}): the FLUSH figures are the whole device's, a neighbour's included",
+            d.untraced_because.as_deref().unwrap_or("unknown")
+        )
+    }];
+    notes.push("durable: the settings make each commit wait for the redo log's flush (and the binary log's, when it is on) and each commit asked the device for at least 0.9 FLUSH or FUA writes where its cache is volatile; group commit: Binlog_commits over Binlog_group_commits".into());
+    for c in d.configs.iter().filter(|c| !c.ignored.is_empty()) {
+        notes.push(format!(
+            "{}: the server did not take {}",
+            c.name,
+            c.ignored.join(", ")
+        ));
+    }
+    if let Some(best) = &d.fastest_durable {
+        let mut s = format!("fastest durable: {best}");
+        if !d.faster_than.is_empty() {
+            s.push_str(&format!(
+                "; faster beyond chance and by 10% or more than {}",
+                d.faster_than.join(", ")
+            ));
+        }
+        if !d.not_distinguishable_from.is_empty() {
+            s.push_str(&format!(
+                "; not distinguishable on this host from {}",
+                d.not_distinguishable_from.join(", ")
+            ));
+        }
+        notes.push(s);
+    }
+    notes.push(match d.device_fua {
+        Some(false) => "this device has no FUA: an O_DSYNC or O_DIRECT log write still ends in a cache FLUSH (the kernel adds one), so no innodb_flush_method can make a durable commit cheaper here".into(),
+        Some(true) => "this device accepts FUA writes: where the FUA column is above 0, the log's writes were made durable without a separate FLUSH".into(),
+        None => "the device's FUA support is unknown".into(),
+    });
+    Table {
+        id: "mariadb-durability",
+        title: "MariaDB's durability paths (single-row commits and 10,000-row transactions)".into(),
+        headers: vec![
+            "configuration",
+            "durable",
+            "commits",
+            "p50",
+            "p99",
+            "10k-row COMMIT p50",
+            "FLUSH/commit",
+            "FUA/commit",
+            "syncs/commit",
+            "writes/commit",
+            "device FLUSH/commit",
+            "group commit",
+        ],
+        rows,
+        notes,
+    }
 }
 
 /// A run of plumb's own driver (a MariaDB lab's workload or insert loop): `plumb load`'s

@@ -265,6 +265,7 @@ fn lab_report_html() {
             }),
         }),
         workloads: Vec::new(),
+        mariadb_durability: None,
         loops: vec![single("fdatasync", 1500), single("open_datasync", 2500)],
         experiments: vec![],
         windows,

@@ -289,7 +289,7 @@ fn set_wal_sync_method(
 }
 
 /// Writes and FLUSHes completed on these disks so far.
-fn disk_counts(disks: &[String]) -> (Option<u64>, Option<u64>) {
+pub(super) fn disk_counts(disks: &[String]) -> (Option<u64>, Option<u64>) {
     let Ok(all) = plumb_sys::block::read_diskstats(&plumb_sys::Root::host()) else {
         return (None, None);
     };

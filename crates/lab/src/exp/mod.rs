@@ -6,6 +6,7 @@
 mod driven;
 mod durability;
 mod loops;
+mod maria_durability;
 mod pgbench;
 mod pressure;
 pub mod replica;
@@ -65,6 +66,8 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
     if config.target.is_none() && config.kind == plumb_engine::Kind::Mariadb {
         // pgbench is PostgreSQL's: plumb's own driver runs the workload and the loops.
         v.push(Box::new(driven::Driven));
+        // Last: it restarts the server with each configuration in turn.
+        v.push(Box::new(maria_durability::MariaDurabilityExp));
     } else {
         v.push(Box::new(pgbench::Pgbench));
         v.push(Box::new(loops::Loops));
@@ -94,6 +97,7 @@ pub enum Section {
     Pgbench(Pgbench),
     /// Runs of plumb's own driver (the workload and the insert loops where pgbench cannot run).
     Workloads(Vec<plumb_analyze::load::LoadReport>),
+    MariaDurability(plumb_analyze::lab::MariaDurability),
     Loops(Vec<LoopResult>),
     /// Runs of the workload under a changed condition (pressure, throttle).
     Experiments(Vec<plumb_analyze::lab::Experiment>),
@@ -112,6 +116,7 @@ pub struct Results {
     pub seq_read: Option<SeqRead>,
     pub pgbench: Option<Pgbench>,
     pub workloads: Vec<plumb_analyze::load::LoadReport>,
+    pub mariadb_durability: Option<plumb_analyze::lab::MariaDurability>,
     pub loops: Vec<LoopResult>,
     pub experiments: Vec<plumb_analyze::lab::Experiment>,
 }
@@ -126,6 +131,7 @@ impl Results {
             }
             Section::Pgbench(p) => self.pgbench = Some(p),
             Section::Workloads(w) => self.workloads.extend(w),
+            Section::MariaDurability(d) => self.mariadb_durability = Some(d),
             Section::Loops(l) => self.loops.extend(l),
             Section::Experiments(e) => self.experiments.extend(e),
         }

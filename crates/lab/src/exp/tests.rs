@@ -39,6 +39,7 @@ fn report() -> LabReport {
         seq_read: None,
         pgbench: None,
         workloads: Vec::new(),
+        mariadb_durability: None,
         loops: vec![],
         experiments: vec![],
         windows: vec![],

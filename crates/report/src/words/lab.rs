@@ -72,6 +72,52 @@ pub(super) fn finding(rule: &str, f: &Facts) -> Option<String> {
                 super::num((f.num("threshold_s") * 1e6).round() / 1e3)
             )
         }
+        "mariadb-durability" => {
+            let list = |k: &str| {
+                if f.text(k).is_empty() {
+                    "none".to_string()
+                } else {
+                    f.text(k).to_string()
+                }
+            };
+            let mut s = format!(
+                "MariaDB's durability settings on this device: durable with {}; not durable: {}",
+                list("durable"),
+                if f.notes("not_durable").is_empty() {
+                    "none".to_string()
+                } else {
+                    joined_notes(f.notes("not_durable"), ", ")
+                }
+            );
+            if f.has("fastest") {
+                s.push_str(&format!(
+                    "; the fastest durable one is {} (single-row commits p50 {})",
+                    f.text("fastest"),
+                    ms2(f.num("fastest_p50_s"))
+                ));
+                if !f.text("faster_than").is_empty() {
+                    s.push_str(&format!(
+                        ", faster beyond chance and by 10% or more than {}",
+                        f.text("faster_than")
+                    ));
+                }
+                if !f.text("not_distinguishable").is_empty() {
+                    s.push_str(&format!(
+                        ", not distinguishable on this host from {}",
+                        f.text("not_distinguishable")
+                    ));
+                }
+            }
+            s.push_str(match f.text("fua") {
+                "no" => ". The device has no FUA: O_DSYNC or O_DIRECT log writes still end in a cache FLUSH, so FUA cannot help here",
+                "yes" => ". The device accepts FUA: a log opened O_DSYNC can make a commit durable with one FUA write instead of a write and a FLUSH",
+                _ => ". Whether the device accepts FUA is unknown",
+            });
+            if f.text("whose") == "device" {
+                s.push_str(" (the FLUSH counts are the whole device's: the server was not traced)");
+            }
+            s
+        }
         "wal-sync-method" => format!(
             "wal_sync_method compared on this device: {}",
             joined_notes(f.notes("compared"), "; ")
@@ -146,6 +192,26 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
             "wal_sync_method={}, set by plumb on its private instance for the insert/CHECKPOINT loops",
             f.text("configuration")
         ),
+        "mariadb-durability-settings" => "each configuration set by plumb at a restart of its private MariaDB, and read back".into(),
+        "maria-config-figures" => {
+            let mut s = format!("{}: single-row commits p50 {}", f.text("configuration"), if f.has("p50_s") { ms2(f.num("p50_s")) } else { "-".into() });
+            if f.has("flushes_per_commit") {
+                s.push_str(&format!(
+                    ", {:.2} FLUSH and {:.2} FUA a commit (the server's own)",
+                    f.num("flushes_per_commit"),
+                    f.num("fua_per_commit")
+                ));
+            } else if f.has("device_flushes_per_commit") {
+                s.push_str(&format!(
+                    ", {:.2} FLUSH a commit (the whole device's)",
+                    f.num("device_flushes_per_commit")
+                ));
+            }
+            if f.has("syncs_per_commit") {
+                s.push_str(&format!(", {:.2} fsync/fdatasync calls a commit", f.num("syncs_per_commit")));
+            }
+            s
+        }
         "loops-settings" => "each wal_sync_method set by plumb on its private instance for the insert/CHECKPOINT loops".into(),
         "experiment-standby" => format!(
             "{} {} streaming standby of the instance, on the same disk ({}); pgbench and single-row commits without it, then beside it",
@@ -242,6 +308,22 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
             b(f.num("smaps_swap_bytes")),
             b(f.num("vm_swap_bytes"))
         ),
+        "maria-not-durable" => {
+            let why = match f.text("why") {
+                "redo-not-flushed" => "the redo log is written at commit and flushed about once a second",
+                "binlog-not-flushed" => "the binary log is not flushed at commit: a crash can lose what replicas and point-in-time recovery need",
+                _ => "its commits did not each ask for a FLUSH or FUA write",
+            };
+            if f.has("requests_per_commit") {
+                format!(
+                    "{} ({why}; {:.2} FLUSH or FUA a commit)",
+                    f.text("configuration"),
+                    f.num("requests_per_commit")
+                )
+            } else {
+                format!("{} ({why})", f.text("configuration"))
+            }
+        }
         "loops-faster" => format!(
             "{}: {:.2}x faster with {} ({} per iteration against {} with {}, every iteration faster)",
             f.text("what"),

@@ -1,0 +1,513 @@
+//! MariaDB's durability paths on plumb's private MariaDB: each configuration of
+//! `innodb_flush_log_at_trx_commit`, `innodb_flush_method` and the binary log set at a start of
+//! the server and read back, then single-row commits (each timed) and 10,000-row transactions;
+//! as root the server is traced over the single-row commits, so its syscalls and the FLUSH and
+//! FUA requests per commit are its own, not the device's (which counts every neighbour).
+//! MariaDB stopped counting its log fsyncs in 10.8: these counts are the evidence.
+
+use super::{Context, Experiment, Outcome, Section};
+use crate::error::Context as _;
+use crate::{Plan, Result};
+use plumb_analyze::lab::{BiosPerCommit, Latency, MariaConfig, MariaDurability, PerCommit};
+use plumb_engine::mariadb::MariaSession;
+use plumb_engine::private_maria::{self, MariaOptions};
+use plumb_engine::Session as _;
+use plumb_record::PhaseKind;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+pub struct MariaDurabilityExp;
+
+/// The configurations, in the order they run: (name, server options).
+pub const CONFIGS: [(&str, &[(&str, &str)]); 6] = [
+    (
+        "trx_commit=1 fsync",
+        &[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("innodb_flush_method", "fsync"),
+        ],
+    ),
+    (
+        "trx_commit=1 O_DSYNC",
+        &[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("innodb_flush_method", "O_DSYNC"),
+        ],
+    ),
+    (
+        "trx_commit=1 O_DIRECT",
+        &[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("innodb_flush_method", "O_DIRECT"),
+        ],
+    ),
+    (
+        "trx_commit=2",
+        &[
+            ("innodb_flush_log_at_trx_commit", "2"),
+            ("innodb_flush_method", "O_DIRECT"),
+        ],
+    ),
+    (
+        "binlog sync_binlog=0",
+        &[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("innodb_flush_method", "O_DIRECT"),
+            ("log_bin", "plumb-bin"),
+            ("sync_binlog", "0"),
+        ],
+    ),
+    (
+        "binlog sync_binlog=1",
+        &[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("innodb_flush_method", "O_DIRECT"),
+            ("log_bin", "plumb-bin"),
+            ("sync_binlog", "1"),
+        ],
+    ),
+];
+
+/// The variables read back after each start.
+const READ_BACK: [&str; 5] = [
+    "innodb_flush_log_at_trx_commit",
+    "innodb_flush_method",
+    "log_bin",
+    "sync_binlog",
+    "innodb_doublewrite",
+];
+
+/// Single-row commits per configuration: ten for each of the plan's single-row iterations.
+fn single_commits(plan: &Plan) -> u32 {
+    plan.single_iterations * 10
+}
+
+impl Experiment for MariaDurabilityExp {
+    fn name(&self) -> &'static str {
+        "MariaDB's durability paths"
+    }
+
+    fn precondition(&self, cx: &Context) -> Option<String> {
+        cx.server.private_maria.is_none().then(|| {
+            "MariaDB's durability paths: they restart the server with other settings, so only on plumb's private MariaDB".to_string()
+        })
+    }
+
+    fn budget(&self, plan: &Plan) -> Duration {
+        // A commit of up to 5 ms on a slow disk, a bulk transaction of up to 2 s, and the
+        // restarts and traces around them.
+        (Duration::from_millis(5) * single_commits(plan)
+            + Duration::from_secs(2) * plan.bulk_iterations
+            + Duration::from_secs(4))
+            * CONFIGS.len() as u32
+    }
+
+    fn expected(&self, plan: &Plan) -> Vec<Duration> {
+        // Per configuration on this VM: about 0.5 s to restart, 1 s around the trace, 0.5 ms a
+        // commit, 0.3 s a bulk transaction.
+        vec![
+            (Duration::from_millis(1500)
+                + Duration::from_micros(500) * single_commits(plan)
+                + Duration::from_millis(300) * plan.bulk_iterations)
+                * CONFIGS.len() as u32,
+        ]
+    }
+
+    fn findings(&self, r: &plumb_analyze::lab::LabReport) -> Vec<plumb_analyze::lab::Finding> {
+        finding(r).into_iter().collect()
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
+        cx.progress.step(&format!(
+            "MariaDB's durability paths: {} configurations",
+            CONFIGS.len()
+        ));
+        let Some(first) = cx.server.private_maria.clone() else {
+            crate::refuse!("MariaDB's durability paths need plumb's private MariaDB");
+        };
+        let dir = first
+            .data
+            .parent()
+            .map(std::path::Path::to_path_buf)
+            .unwrap_or_default();
+        let buffer_pool = first.settings.first().map(|(_, v)| v.clone());
+        let disks: Vec<String> = cx
+            .storage
+            .as_ref()
+            .map(|s| s.disks.clone())
+            .unwrap_or_default();
+        let (device_fua, device_write_back) = device_cache(cx);
+        let untraced_because = if !cx.config.trace {
+            Some("--no-trace".to_string())
+        } else if !plumb_sys::os::is_root() {
+            Some("tracing needs root".to_string())
+        } else {
+            None
+        };
+        let mut configs = Vec::new();
+        let mut samples: Vec<Vec<f64>> = Vec::new();
+        let mut phases = Vec::new();
+        let mut trace_error = None;
+        for (name, settings) in CONFIGS {
+            cx.stopped()?;
+            let asked: Vec<(String, String)> = settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            private_maria::stop(&dir)?;
+            let (r, _) = private_maria::start_or_find(
+                &dir,
+                &MariaOptions {
+                    buffer_pool: buffer_pool.clone(),
+                    settings: asked.clone(),
+                },
+            )
+            .with_context(|| format!("starting the lab's MariaDB with {name}"))?;
+            // The new server's I/O is the lab's own, and later steps find it.
+            cx.recorder.also_own(r.pid);
+            cx.server.local_pid = Some(r.pid);
+            cx.server.private_maria = Some(r.clone());
+            let open = cx
+                .recorder
+                .begin(&format!("durability {name}"), PhaseKind::Workload, None);
+            let m = measure(cx, &r, name, &asked, &disks, untraced_because.is_none())?;
+            phases.push(cx.recorder.end(open));
+            if let Some(e) = m.trace_error {
+                trace_error.get_or_insert(e);
+            }
+            samples.push(m.single_us);
+            configs.push(m.config);
+        }
+        let traced = untraced_because.is_none() && trace_error.is_none();
+        let mut d = MariaDurability {
+            configs,
+            traced,
+            untraced_because: untraced_because.or(trace_error),
+            device_fua,
+            device_write_back,
+            fastest_durable: None,
+            faster_than: Vec::new(),
+            not_distinguishable_from: Vec::new(),
+        };
+        rank(&mut d, &samples);
+        Ok(Outcome {
+            section: Section::MariaDurability(d),
+            phases,
+        })
+    }
+}
+
+/// The data device's FUA support and whether its cache is volatile (`write back`).
+fn device_cache(cx: &Context) -> (Option<bool>, Option<bool>) {
+    let Some(s) = cx.storage.as_ref() else {
+        return (None, None);
+    };
+    let q = s
+        .disks
+        .iter()
+        .filter_map(|d| s.layers.iter().find(|l| &l.device.name == d))
+        .find_map(|l| l.device.queue.as_ref());
+    match q {
+        Some(q) => (q.fua, q.write_cache.as_deref().map(|c| c.contains("back"))),
+        None => (None, None),
+    }
+}
+
+struct Measured {
+    config: MariaConfig,
+    single_us: Vec<f64>,
+    trace_error: Option<String>,
+}
+
+/// One configuration on the running server `r`.
+fn measure(
+    cx: &mut Context,
+    r: &plumb_engine::private::MariaRunning,
+    name: &str,
+    asked: &[(String, String)],
+    disks: &[String],
+    trace: bool,
+) -> Result<Measured> {
+    let target = plumb_engine::Target::new(&r.url());
+    let ctx = || format!("MariaDB's durability paths, {name}");
+    let mut s = MariaSession::connect(&target).with_context(ctx)?;
+    for sql in [
+        "CREATE DATABASE IF NOT EXISTS plumb_durability",
+        "CREATE TABLE IF NOT EXISTS plumb_durability.t (id bigint AUTO_INCREMENT PRIMARY KEY, col1 varchar(2000) NOT NULL DEFAULT REPEAT('T', 2000)) ENGINE=InnoDB",
+        "TRUNCATE plumb_durability.t",
+    ] {
+        s.execute(sql).with_context(ctx)?;
+    }
+    let read_back = s.variables(&READ_BACK).with_context(ctx)?;
+    let ignored = ignored(asked, &read_back);
+    let setting = |k: &str| read_back.get(k).map(String::as_str).unwrap_or("");
+    let binlog = setting("log_bin").eq_ignore_ascii_case("ON");
+    let durable_by_settings = setting("innodb_flush_log_at_trx_commit") == "1"
+        && (!binlog || setting("sync_binlog") == "1");
+    // A few commits first: the first ones open files and extend the table.
+    for _ in 0..10 {
+        s.execute("INSERT INTO plumb_durability.t () VALUES ()")
+            .with_context(ctx)?;
+    }
+    let counters = ["binlog_commits", "binlog_group_commits"];
+    let st0 = s.status(&counters).with_context(ctx)?;
+    let mut trace_error = None;
+    let tracing = if trace {
+        match plumb_record::trace::Session::pids(
+            &plumb_sys::Root::host(),
+            &[r.pid],
+            "the server",
+            false,
+            true,
+        ) {
+            Ok((t, _)) => Some(plumb_record::trace::Polled::start(t)),
+            Err(e) => {
+                trace_error = Some(format!("{e:#}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let n = single_commits(&cx.plan);
+    let (_, f0) = super::loops::disk_counts(disks);
+    let mut single = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        cx.stopped()?;
+        let t = Instant::now();
+        s.execute("INSERT INTO plumb_durability.t () VALUES ()")
+            .with_context(ctx)?;
+        single.push(t.elapsed().as_micros() as u64);
+    }
+    let (_, f1) = super::loops::disk_counts(disks);
+    let traced = match tracing.map(|t| t.finish("commits ended")) {
+        Some(Ok(t)) => Some(t),
+        Some(Err(e)) => {
+            trace_error = Some(format!("{e:#}"));
+            None
+        }
+        None => None,
+    };
+    let st1 = s.status(&counters).with_context(ctx)?;
+    let d = |k: &str| Some(st1.get(k)? - st0.get(k)?);
+    let group_commit_ratio = if binlog {
+        d("binlog_commits")
+            .zip(d("binlog_group_commits"))
+            .filter(|(_, g)| *g > 0.0)
+            .map(|(c, g)| c / g)
+    } else {
+        None
+    };
+    // The 10,000-row transactions, each COMMIT timed apart.
+    let (mut commit, mut whole) = (Vec::new(), Vec::new());
+    let (_, b0) = super::loops::disk_counts(disks);
+    for _ in 0..cx.plan.bulk_iterations {
+        cx.stopped()?;
+        let t = Instant::now();
+        s.execute("START TRANSACTION").with_context(ctx)?;
+        s.execute(
+            "INSERT INTO plumb_durability.t (col1) SELECT REPEAT('T', 2000) FROM seq_1_to_10000",
+        )
+        .with_context(ctx)?;
+        let c = Instant::now();
+        s.execute("COMMIT").with_context(ctx)?;
+        commit.push(c.elapsed().as_micros() as u64);
+        whole.push(t.elapsed().as_micros() as u64);
+    }
+    let (_, b1) = super::loops::disk_counts(disks);
+    s.execute("DROP DATABASE plumb_durability")
+        .with_context(ctx)?;
+    let per = |a: Option<u64>, b: Option<u64>, k: u32| {
+        a.zip(b)
+            .map(|(a, b)| b.saturating_sub(a) as f64 / k.max(1) as f64)
+    };
+    let k = n.max(1) as f64;
+    let mut config = MariaConfig {
+        name: name.to_string(),
+        asked: asked.iter().cloned().collect(),
+        read_back,
+        ignored,
+        durable_by_settings,
+        single: Latency::from_us(&single),
+        bulk_commit: Latency::from_us(&commit),
+        bulk_transaction: Latency::from_us(&whole),
+        syscalls_per_commit: Vec::new(),
+        sync_calls_per_commit: None,
+        write_calls_per_commit: None,
+        server_bios_per_commit: None,
+        device_flushes_per_commit: per(f0, f1, n),
+        device_flushes_per_bulk: per(b0, b1, cx.plan.bulk_iterations),
+        group_commit_ratio,
+        trace_lost: false,
+    };
+    if let Some(t) = &traced {
+        let mut rows: Vec<&plumb_analyze::trace::SyscallRow> = t.syscalls.iter().collect();
+        rows.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.name.cmp(&y.name)));
+        config.syscalls_per_commit = rows
+            .iter()
+            .take(8)
+            .map(|r| PerCommit {
+                name: r.name.clone(),
+                per_commit: r.calls as f64 / k,
+            })
+            .collect();
+        config.sync_calls_per_commit =
+            Some(plumb_analyze::trace::sync_calls(&t.syscalls) as f64 / k);
+        config.write_calls_per_commit =
+            Some(plumb_analyze::trace::write_calls(&t.syscalls) as f64 / k);
+        let mut bios = BiosPerCommit::default();
+        for p in t.processes.iter().filter_map(|p| p.block.as_ref()) {
+            bios.writes += p.bios.writes as f64 / k;
+            bios.flushes += p.bios.flushes as f64 / k;
+            bios.fua_writes += p.bios.fua_writes as f64 / k;
+        }
+        config.server_bios_per_commit = Some(bios);
+        let l = &t.lost;
+        config.trace_lost = l.syscall_updates + l.sched_updates + l.processes + l.block_events > 0;
+    }
+    Ok(Measured {
+        config,
+        single_us: single.iter().map(|v| *v as f64).collect(),
+        trace_error,
+    })
+}
+
+/// The settings that read back with another value than asked (case and MariaDB's spellings
+/// of on/off aside; `log_bin` asks for a file name and reads back ON).
+fn ignored(asked: &[(String, String)], read: &BTreeMap<String, String>) -> Vec<String> {
+    asked
+        .iter()
+        .filter(|(k, v)| {
+            let got = read.get(k.as_str()).map(String::as_str).unwrap_or("");
+            let want = if k == "log_bin" { "ON" } else { v.as_str() };
+            !got.eq_ignore_ascii_case(want)
+        })
+        .map(|(k, v)| {
+            format!(
+                "{k}={v} (read back {})",
+                read.get(k.as_str())
+                    .map(String::as_str)
+                    .unwrap_or("nothing")
+            )
+        })
+        .collect()
+}
+
+/// The fastest durable configuration by its single-row commits' median, and whether it is
+/// faster than each other durable one beyond chance and a 10% floor.
+fn rank(d: &mut MariaDurability, samples: &[Vec<f64>]) {
+    let durable: Vec<usize> = (0..d.configs.len())
+        .filter(|&i| plumb_analyze::lab::maria_durable(&d.configs[i], d.device_write_back))
+        .collect();
+    let median = |i: usize| plumb_analyze::stats::median(&samples[i]).unwrap_or(f64::MAX);
+    let Some(&best) = durable
+        .iter()
+        .min_by(|a, b| median(**a).total_cmp(&median(**b)))
+    else {
+        return;
+    };
+    d.fastest_durable = Some(d.configs[best].name.clone());
+    for &i in durable.iter().filter(|&&i| i != best) {
+        let name = d.configs[i].name.clone();
+        match plumb_analyze::stats::larger_beyond_noise(&samples[best], &samples[i], 0.10) {
+            Some(true) => d.faster_than.push(name),
+            _ => d.not_distinguishable_from.push(name),
+        }
+    }
+}
+
+/// Which configuration is durable on this device, which is fastest beyond the spread, and
+/// whether the device's FUA could help.
+pub fn finding(r: &plumb_analyze::lab::LabReport) -> Option<plumb_analyze::lab::Finding> {
+    use plumb_analyze::lab::{Evidence, Finding, Severity};
+    use plumb_analyze::said::Said;
+    use plumb_analyze::{Level, Note, WithFacts};
+    let d = r.mariadb_durability.as_ref()?;
+    let wb = d.device_write_back;
+    let durable: Vec<&str> = d
+        .configs
+        .iter()
+        .filter(|c| plumb_analyze::lab::maria_durable(c, wb))
+        .map(|c| c.name.as_str())
+        .collect();
+    let not_durable: Vec<Note> = d
+        .configs
+        .iter()
+        .filter(|c| !plumb_analyze::lab::maria_durable(c, wb))
+        .map(|c| {
+            let mut n = Note::new(Level::Info, "maria-not-durable")
+                .text("configuration", c.name.clone())
+                .text("why", why_not_durable(c));
+            if let Some(x) = c.durable_requests_per_commit() {
+                n = n.ratio("requests_per_commit", x);
+            }
+            n
+        })
+        .collect();
+    let mut f = Finding::new(Severity::Info, "mariadb-durability")
+        .text("durable", durable.join(", "))
+        .notes("not_durable", not_durable)
+        .text("faster_than", d.faster_than.join(", "))
+        .text("not_distinguishable", d.not_distinguishable_from.join(", "))
+        .text(
+            "fua",
+            match d.device_fua {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "unknown",
+            },
+        )
+        .text("whose", if d.traced { "server" } else { "device" })
+        .experiment(Said::new("mariadb-durability-settings"));
+    if let Some(best) = d
+        .configs
+        .iter()
+        .find(|c| Some(&c.name) == d.fastest_durable.as_ref())
+    {
+        f = f.text("fastest", best.name.clone());
+        if let Some(l) = &best.single {
+            f = f.secs("fastest_p50_s", l.p50_ms / 1000.0);
+        }
+    }
+    let evidence = d
+        .configs
+        .iter()
+        .map(|c| {
+            let mut s = Said::new("maria-config-figures").text("configuration", c.name.clone());
+            if let Some(l) = &c.single {
+                s = s.secs("p50_s", l.p50_ms / 1000.0);
+            }
+            if let Some(b) = &c.server_bios_per_commit {
+                s = s
+                    .ratio("flushes_per_commit", b.flushes)
+                    .ratio("fua_per_commit", b.fua_writes);
+            } else if let Some(x) = c.device_flushes_per_commit {
+                s = s.ratio("device_flushes_per_commit", x);
+            }
+            if let Some(x) = c.sync_calls_per_commit {
+                s = s.ratio("syncs_per_commit", x);
+            }
+            Evidence::Said(s)
+        })
+        .collect();
+    let phases = d
+        .configs
+        .iter()
+        .map(|c| format!("durability {}", c.name))
+        .collect();
+    Some(f.evidence(evidence).phases(phases))
+}
+
+/// Why a configuration is not durable, as a code: the redo log is not flushed at commit
+/// (`innodb_flush_log_at_trx_commit` not 1), the binary log is not (`sync_binlog` not 1), or the
+/// commits did not ask the device for a FLUSH or FUA write each.
+fn why_not_durable(c: &MariaConfig) -> &'static str {
+    let v = |k: &str| c.read_back.get(k).map(String::as_str).unwrap_or("");
+    if v("innodb_flush_log_at_trx_commit") != "1" {
+        "redo-not-flushed"
+    } else if v("log_bin").eq_ignore_ascii_case("ON") && v("sync_binlog") != "1" {
+        "binlog-not-flushed"
+    } else {
+        "no-request"
+    }
+}

@@ -342,6 +342,16 @@ fn quick_lab_end_to_end() {
         w["numbers"]["single.fdatasync.p50_s"].as_f64().unwrap() > 0.0,
         "{w}"
     );
+    // Traced as root: the FLUSHes compared are the committing backend's own, not the device's.
+    let whose = if is_root() {
+        "the committing backend's own"
+    } else {
+        "the whole device's"
+    };
+    assert!(
+        w["statement"].as_str().unwrap().contains(whose),
+        "{whose}: {w}"
+    );
     assert!(
         find("data-and-wal-on-one-device")["numbers"]["disks"]
             .as_f64()

@@ -443,6 +443,16 @@ fn run_loop(
     )))
 }
 
+/// Cache FLUSHes per commit and whose they are: the committing backend's own from plumb's block
+/// trace when the loop was traced, else the whole device's from /proc/diskstats (a neighbour's
+/// included).
+fn commit_flushes(l: &LoopResult) -> Option<(f64, &'static str)> {
+    match &l.trace {
+        Some(t) => Some((t.backend_bios.flushes, "backend")),
+        None => l.flushes_per_commit.map(|f| (f, "device")),
+    }
+}
+
 /// Commit latency and its cause.
 fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
     let c = l.commit.as_ref()?;
@@ -463,11 +473,12 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
         .iter()
         .find_map(|w| w.disk.clone())
         .unwrap_or_default();
-    let cause = match l.flushes_per_commit {
-        Some(f) if f >= 0.8 => {
+    let cause = match commit_flushes(l) {
+        Some((f, whose)) if f >= 0.8 => {
             ev.push(Evidence::Said(
                 Said::new("flushes-per-commit")
                     .ratio("flushes_per_commit", f)
+                    .text("whose", whose)
                     .text("disk", disk),
             ));
             "flush"
@@ -497,7 +508,7 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
         l.wal_sync_method
     )])
     .experiment(Said::new("loops-setting").text("configuration", l.configuration()));
-    if let Some(fl) = l.flushes_per_commit {
+    if let Some((fl, _)) = commit_flushes(l) {
         f = f.ratio("flushes_per_commit", fl);
     }
     Some(f)
@@ -506,11 +517,25 @@ fn commit_latency(r: &LabReport, l: &LoopResult) -> Option<Finding> {
 /// What a single-row commit cost in FLUSHes under each configuration, and why they agree or
 /// not: without FUA, an O_DIRECT|O_DSYNC WAL write is followed by a FLUSH just as fdatasync is.
 fn flush_per_commit(r: &LabReport) -> Option<Note> {
-    let v: Vec<(f64, String)> = r
+    let single: Vec<&LoopResult> = r
         .loops
         .iter()
         .filter(|l| l.scenario == Scenario::Single.name())
-        .filter_map(|l| l.flushes_per_commit.map(|f| (f, l.configuration())))
+        .collect();
+    // The backend's own counts where every loop was traced (a neighbour's FLUSHes are not
+    // in them); else the device's for all, so that they compare.
+    let traced = single.iter().all(|l| l.trace.is_some());
+    let whose = if traced { "backend" } else { "device" };
+    let v: Vec<(f64, String)> = single
+        .iter()
+        .filter_map(|l| {
+            let f = if traced {
+                l.trace.as_ref().map(|t| t.backend_bios.flushes)
+            } else {
+                l.flushes_per_commit
+            };
+            f.map(|f| (f, l.configuration()))
+        })
         .collect();
     if v.len() < 2 {
         return None;
@@ -546,8 +571,11 @@ fn flush_per_commit(r: &LabReport) -> Option<Note> {
         Note::new(Level::Info, "flushes-same")
             .notes("each", each)
             .text("why", why)
+            .text("whose", whose)
     } else {
-        Note::new(Level::Info, "flushes-differ").notes("each", each)
+        Note::new(Level::Info, "flushes-differ")
+            .notes("each", each)
+            .text("whose", whose)
     })
 }
 
@@ -610,8 +638,8 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
                     if let Some(x) = &l.insert_ms {
                         s = s.secs("insert_p50_s", x.p50_ms / 1000.0);
                     }
-                    if let Some(fl) = l.flushes_per_commit {
-                        s = s.ratio("flushes_per_commit", fl);
+                    if let Some((fl, whose)) = commit_flushes(l) {
+                        s = s.ratio("flushes_per_commit", fl).text("whose", whose);
                     }
                     Evidence::Said(s)
                 })

@@ -390,3 +390,43 @@ fn a_standby_wait_is_said_beyond_chance_and_the_floor() {
     let throttled: Vec<u64> = before.iter().map(|u| u * 280).collect();
     assert_eq!(slower(&before, &throttled, FOLLOW_FLOOR), Some(true));
 }
+
+/// The busy-host case: the device counted 1.14, 2.86 and 1.55 FLUSHes per commit for the three
+/// configurations (a neighbour's among them) while the traced backend sent 1.00 each. Where the
+/// loops were traced, the comparison uses the backend's own and says so; untraced, the device's,
+/// and it says that too.
+#[test]
+fn wal_sync_flushes_are_the_backends_own_where_traced() {
+    let traced = |method: &str, device: f64| {
+        let mut l = single(method, vec![400; 100], Some(device));
+        l.trace = Some(LoopTrace {
+            backend_bios: BiosPerCommit {
+                writes: 1.0,
+                flushes: 1.0,
+                fua_writes: 0.0,
+            },
+            ..LoopTrace::default()
+        });
+        l
+    };
+    let mut r = report();
+    r.loops = vec![
+        traced("fdatasync", 1.14),
+        traced("open_datasync", 2.86),
+        traced("open_datasync+O_DIRECT", 1.55),
+    ];
+    let f = findings(&r);
+    let s = plumb_report::words::statement(rule(&f, "wal-sync-method").unwrap());
+    assert!(s.contains("cost the same cache FLUSHes per commit"), "{s}");
+    assert!(s.contains("fdatasync 1.00"), "{s}");
+    assert!(s.contains("the committing backend's own"), "{s}");
+    // Untraced: the device's counts differ, and the statement says whose they are.
+    for l in &mut r.loops {
+        l.trace = None;
+    }
+    let f = findings(&r);
+    let s = plumb_report::words::statement(rule(&f, "wal-sync-method").unwrap());
+    assert!(s.contains("differ by configuration"), "{s}");
+    assert!(s.contains("open_datasync 2.86"), "{s}");
+    assert!(s.contains("the whole device's"), "{s}");
+}

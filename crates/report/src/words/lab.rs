@@ -173,12 +173,13 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
             ms2(f.num("max_s"))
         ),
         "flushes-per-commit" => format!(
-            "{:.2} cache FLUSH requests per commit on {}",
+            "{:.2} cache FLUSH requests per commit on {}{}",
             f.num("flushes_per_commit"),
-            f.text("disk")
+            f.text("disk"),
+            whose_flushes(f)
         ),
         "loop-figures" => format!(
-            "{} {}: inserts median {}, {} FLUSH per commit",
+            "{} {}: inserts median {}, {} FLUSH per commit{}",
             f.text("scenario"),
             f.text("configuration"),
             if f.has("insert_p50_s") { ms2(f.num("insert_p50_s")) } else { "-".into() },
@@ -186,7 +187,8 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
                 format!("{:.2}", f.num("flushes_per_commit"))
             } else {
                 "-".into()
-            }
+            },
+            whose_flushes(f)
         ),
         "loops-setting" => format!(
             "wal_sync_method={}, set by plumb on its private instance for the insert/CHECKPOINT loops",
@@ -354,16 +356,28 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
                 _ => "",
             };
             format!(
-                "single-row commits cost the same cache FLUSHes per commit under every configuration ({}){why}",
-                joined_notes(f.notes("each"), ", ")
+                "single-row commits cost the same cache FLUSHes per commit under every configuration ({}{}){why}",
+                joined_notes(f.notes("each"), ", "),
+                whose_flushes(f)
             )
         }
         "flushes-differ" => format!(
-            "cache FLUSHes per single-row commit differ by configuration ({}): the fewer, the closer that configuration comes to the FUA path",
-            joined_notes(f.notes("each"), ", ")
+            "cache FLUSHes per single-row commit differ by configuration ({}{}): the fewer, the closer that configuration comes to the FUA path",
+            joined_notes(f.notes("each"), ", "),
+            whose_flushes(f)
         ),
         _ => return None,
     })
+}
+
+/// Whose FLUSHes a count is: the committing backend's own (plumb's block trace), or the whole
+/// device's (/proc/diskstats); nothing when the facts do not say.
+fn whose_flushes(f: &Facts) -> &'static str {
+    match f.text("whose") {
+        "backend" => "; the committing backend's own, from plumb's block trace",
+        "device" => "; the whole device's, from /proc/diskstats: a neighbour's FLUSHes count too (as root the lab traces the backend's own)",
+        _ => "",
+    }
 }
 
 /// The lab's disk by name, or "the lab's disk" when it was not found.

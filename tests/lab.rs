@@ -1199,8 +1199,25 @@ fn mariadbs_flushes_per_commit_are_its_own_beside_a_neighbour_that_flushes() {
         }
     }
     let _n = Kill(&mut n);
+    // The workload this time is a file of the user's SQL, on pgbench's tables.
+    let script = d.path().join("w.sql");
+    std::fs::write(
+        &script,
+        "-- move a unit between two accounts\nSET @aid = 1 + FLOOR(RAND() * 100000 * :scale);\nUPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid = @aid;\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1;\n",
+    )
+    .unwrap();
     let o = plumb()
-        .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
+        .args([
+            "lab",
+            "--quick",
+            "--kind",
+            "mariadb",
+            "--clients",
+            "2",
+            "--workload",
+        ])
+        .arg(&script)
+        .arg("--dir")
         .arg(d.path())
         .arg("--out")
         .arg(&out)
@@ -1209,6 +1226,15 @@ fn mariadbs_flushes_per_commit_are_its_own_beside_a_neighbour_that_flushes() {
     assert!(o.status.success(), "{}", stderr(&o));
     let r: Value =
         serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    let w = &r["workloads"][0];
+    assert!(
+        w["workload"].as_str().unwrap().starts_with("script "),
+        "{w}"
+    );
+    assert_eq!(w["clients"], 2);
+    assert_eq!(w["types"][0]["name"], "script");
+    assert!(w["types"][0]["committed"].as_u64().unwrap() > 10, "{w}");
+    assert_eq!(w["types"][0]["failed"], serde_json::json!({}), "{w}");
     let dur = &r["mariadb_durability"];
     assert_eq!(dur["traced"], true, "{dur}");
     if dur["device_write_back"] != true {
@@ -1227,4 +1253,70 @@ fn mariadbs_flushes_per_commit_are_its_own_beside_a_neighbour_that_flushes() {
         );
         assert!(server < 3.0, "{}: server {server}", c["name"]);
     }
+}
+
+#[test]
+fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let lab = |out: &Path, extra: &[&std::ffi::OsStr]| -> Value {
+        let o = plumb()
+            .args(["lab", "--quick", "--dir"])
+            .arg(d.path())
+            .arg("--out")
+            .arg(out)
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap()
+    };
+    let os = |s: &'static str| std::ffi::OsStr::new(s);
+    // A named workload in pgbench's place, open loop at a rate; the loops stay PostgreSQL's.
+    let r = lab(
+        &d.path().join("named"),
+        &[
+            os("--workload"),
+            os("point-select"),
+            os("--clients"),
+            os("2"),
+            os("--rate"),
+            os("300/s"),
+        ],
+    );
+    assert!(r["pgbench"].is_null(), "{}", r["pgbench"]);
+    let w = &r["workloads"][0];
+    assert_eq!(w["workload"], "point-select", "{w}");
+    assert_eq!(w["engine"], "PostgreSQL", "{w}");
+    assert_eq!(w["clients"], 2);
+    assert_eq!(w["rate_per_s"], 300.0);
+    let tps = w["types"][0]["committed"].as_f64().unwrap() / w["window_s"].as_f64().unwrap();
+    assert!((tps - 300.0).abs() < 30.0, "{tps} tps at --rate 300: {w}");
+    assert!(!r["loops"].as_array().unwrap().is_empty());
+    // A pgbench script of the user's: pgbench runs it on its tables.
+    let script = d.path().join("select.pgb");
+    std::fs::write(
+        &script,
+        "\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
+    )
+    .unwrap();
+    let r = lab(
+        &d.path().join("script"),
+        &[
+            os("--workload"),
+            script.as_os_str(),
+            os("--clients"),
+            os("3"),
+        ],
+    );
+    let p = &r["pgbench"];
+    assert_eq!(p["script"], script.to_str().unwrap(), "{p}");
+    assert_eq!(p["clients"], 3);
+    assert!(p["transactions"].as_u64().unwrap() > 100, "{p}");
+    assert_eq!(p["failed"], 0, "{p}");
+    assert_nothing_left(d.path(), &["named", "script", "select.pgb"]);
 }

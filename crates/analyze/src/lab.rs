@@ -61,6 +61,10 @@ impl Latency {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Pgbench {
+    /// `--workload FILE`: the user's pgbench script that ran instead of the TPC-B-like
+    /// transaction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
     pub scale: u32,
     pub clients: u32,
     pub threads: u32,

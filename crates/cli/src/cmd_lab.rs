@@ -64,6 +64,19 @@ pub struct LabArgs {
     /// the insert/commit loops). Not with --engine: its URL says the engine.
     #[arg(long, value_name = "KIND", default_value = "postgres", value_parser = ["postgres", "mariadb"], conflicts_with = "engine")]
     pub kind: String,
+    /// The workload: order-entry (TPC-C-like), tpcb (pgbench's transaction), point-select or
+    /// read-write on plumb's own driver, or FILE: a pgbench script on PostgreSQL, a file of SQL
+    /// statements (one transaction) on MariaDB. Default: pgbench on PostgreSQL, tpcb on
+    /// MariaDB.
+    #[arg(long, value_name = "WORKLOAD|FILE")]
+    pub workload: Option<String>,
+    /// The workload's clients (default two a CPU, at most 32).
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
+    /// Run the workload as an open loop at this many transactions a second in all (Poisson
+    /// arrivals; latency from the intended start): `500` or `500/s`. Needs plumb's driver.
+    #[arg(long, value_name = "N/s")]
+    pub rate: Option<String>,
     /// The private instance's PostgreSQL build (pgbench and psql come from beside it, else
     /// from Debian's packages).
     #[command(flatten)]
@@ -125,6 +138,13 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
         command_line: crate::cmd_io::command_line(),
         trace: !a.no_trace,
         bin_dir: a.build.build()?.map(|b| b.bin),
+        workload: a
+            .workload
+            .as_deref()
+            .map(plumb_lab::LabWorkload::parse)
+            .transpose()?,
+        clients: a.clients,
+        rate: a.rate.as_deref().map(crate::cmd_load::rate).transpose()?,
         kind: if a.kind == "mariadb" {
             plumb_engine::Kind::Mariadb
         } else {

@@ -96,7 +96,7 @@ pub struct LoadArgs {
 const LOAD_FILES: [&str; 4] = ["index.html", "load.json", "summary.txt", "recording.plumb"];
 
 /// `--rate`: `500`, `500/s`.
-fn rate(s: &str) -> Result<f64> {
+pub(crate) fn rate(s: &str) -> Result<f64> {
     let n = s.trim().trim_end_matches("/s");
     match n.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),

@@ -156,6 +156,62 @@ pub fn run(
     Ok(r)
 }
 
+/// A database a load made on a server of the caller's (`c.target`), loaded and checked, for
+/// another driver to run against; dropped when this goes.
+pub struct Loaded {
+    db: Database,
+    /// The server's version, as `plumb load` reports it.
+    pub version: String,
+    pub engine: &'static str,
+    /// How long the load took.
+    pub load_s: f64,
+}
+
+impl Loaded {
+    pub fn target(&self) -> &Target {
+        &self.db.target
+    }
+
+    pub fn name(&self) -> &str {
+        &self.db.name
+    }
+}
+
+/// Create and load `c.workload`'s database on `c.target` (a new one: a kept one is refused),
+/// as `run` does before it drives.
+pub fn load_only(
+    c: &LoadConfig,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<Loaded> {
+    check(c)?;
+    let Some(target) = c.target.clone() else {
+        crate::refuse!("loading without driving needs a server's URL");
+    };
+    let mut admin = Admin::connect(&target)?;
+    let version = admin.version()?;
+    let mut db = Database {
+        target,
+        name: c.database.clone(),
+        drop: false,
+    };
+    if !matches!(admin.find(&c.database)?, Found::Nothing) {
+        crate::refuse!(
+            "--database {}: exists already; plumb loads a new one",
+            c.database
+        );
+    }
+    let t0 = Instant::now();
+    prepare(c, &mut admin, &mut db, events, cancel)?;
+    db.drop = true;
+    Ok(Loaded {
+        db,
+        version,
+        engine: admin.kind().name(),
+        load_s: t0.elapsed().as_secs_f64(),
+    })
+}
+
 /// The load's database: dropped when this goes, when it is this run's to drop.
 struct Database {
     target: Target,

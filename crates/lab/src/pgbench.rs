@@ -18,6 +18,9 @@ pub struct PgbenchRun {
     pub work: PathBuf,
     pub clients: u32,
     pub threads: u32,
+    /// `--workload FILE`: pgbench runs this script of the user's instead of its TPC-B-like
+    /// transaction.
+    pub script: Option<PathBuf>,
 }
 
 /// A child's output, or None when the lab was stopped while it ran.
@@ -140,6 +143,11 @@ impl PgbenchRun {
                     "--log-prefix",
                 ])
                 .arg(&prefix)
+                .args(
+                    self.script
+                        .iter()
+                        .flat_map(|p| [std::ffi::OsStr::new("-f"), p.as_os_str()]),
+                )
                 .arg(&self.conn)
                 .envs(self.env.iter().cloned())
                 .current_dir(work),
@@ -238,6 +246,7 @@ pub fn tps_spread(per_second: &std::collections::BTreeMap<u64, u64>) -> (Option<
 /// A pgbench that ran nothing (the baseline when the workload did not run).
 pub fn empty(scale: u32) -> Pgbench {
     Pgbench {
+        script: None,
         scale,
         clients: 0,
         threads: 0,

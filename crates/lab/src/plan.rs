@@ -40,6 +40,48 @@ impl PressureSize {
     }
 }
 
+/// The workload a lab runs (`--workload`): one of plumb load's, or a file of the user's (a
+/// pgbench script on PostgreSQL, a file of SQL statements on MariaDB).
+#[derive(Debug, Clone, PartialEq)]
+pub enum LabWorkload {
+    Named(plumb_engine::oltp::Workload),
+    File(std::path::PathBuf),
+}
+
+impl LabWorkload {
+    /// `order-entry`, `tpcb`, `point-select`, `read-write`, or the path of a readable file.
+    pub fn parse(s: &str) -> Result<LabWorkload> {
+        use plumb_engine::oltp::Workload;
+        if let Some(w) = Workload::parse(s).filter(|w| !w.is_loop()) {
+            return Ok(LabWorkload::Named(w));
+        }
+        let p = std::path::Path::new(s);
+        match std::fs::metadata(p) {
+            Ok(m) if m.is_file() => {
+                if let Err(e) = std::fs::File::open(p) {
+                    crate::refuse!("--workload {s}: {e}");
+                }
+                Ok(LabWorkload::File(p.to_path_buf()))
+            }
+            Ok(_) => crate::refuse!("--workload {s}: not a file"),
+            Err(e) => crate::refuse!(
+                "--workload {s}: not order-entry, tpcb, point-select or read-write, nor a file ({e})"
+            ),
+        }
+    }
+
+    /// The scale the lab loads this workload at, from the plan's pgbench scale: order-entry a
+    /// warehouse per ten units (about 100 MB each), read-write 100,000 rows per five.
+    pub fn scale(w: plumb_engine::oltp::Workload, plan_scale: u32) -> u32 {
+        use plumb_engine::oltp::Workload;
+        match w {
+            Workload::OrderEntry => (plan_scale / 10).max(1),
+            Workload::ReadWrite => (plan_scale / 5).max(1),
+            _ => plan_scale,
+        }
+    }
+}
+
 /// A write-throttle rate: as typed (for the report) and in bytes per second.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rate {

@@ -42,6 +42,17 @@ pub fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
     .collect()
 }
 
+/// `p` from the caller's directory (pgbench runs in the lab's work directory).
+pub fn absolute(p: &std::path::Path) -> PathBuf {
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(p))
+            .unwrap_or_else(|_| p.to_path_buf())
+    }
+}
+
 /// The private MariaDB's buffer pool for the lab: the size PostgreSQL's lab gives
 /// shared_buffers ("128MB" → "128M", MariaDB's spelling).
 pub fn mariadb_buffer_pool(shared_buffers: &str) -> String {

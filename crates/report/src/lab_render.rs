@@ -271,7 +271,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
         let l = lat_cols(&p.latency);
         out.push(Table {
             id: "pgbench",
-            title: "pgbench (TPC-B-like)".into(),
+            title: match &p.script {
+                Some(f) => format!("pgbench (your script {f})"),
+                None => "pgbench (TPC-B-like)".into(),
+            },
             headers: vec![
                 "scale", "size", "clients", "time", "transactions", "failed", "tps", "p50", "p95",
                 "p99", "max",

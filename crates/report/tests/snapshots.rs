@@ -209,6 +209,7 @@ fn lab_report_html() {
         sweep: Some(sweep()),
         seq_read: None,
         pgbench: Some(Pgbench {
+            script: None,
             scale: 5,
             clients: 4,
             threads: 2,

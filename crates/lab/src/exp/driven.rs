@@ -12,7 +12,28 @@ use plumb_engine::oltp::Workload;
 use plumb_record::{OpenPhase, Phase, PhaseKind};
 use std::time::Duration;
 
-pub struct Driven;
+/// The workload (for a script: pgbench's tables it runs on), the user's script if any, and
+/// whether the insert loops follow (MariaDB's lab; PostgreSQL's has its own loops).
+pub struct Driven {
+    pub workload: Workload,
+    pub script: Option<std::path::PathBuf>,
+    pub loops: bool,
+}
+
+impl Driven {
+    /// What runs, for the progress line and the phases.
+    fn label(&self) -> &'static str {
+        if self.script.is_some() {
+            "script"
+        } else {
+            self.workload.name()
+        }
+    }
+
+    fn scale(&self, plan: &Plan) -> u32 {
+        crate::LabWorkload::scale(self.workload, plan.scale)
+    }
+}
 
 /// How long each insert loop runs: a third of the workload's time, at least 3 s.
 fn loop_time(plan: &Plan) -> Duration {
@@ -25,7 +46,11 @@ impl Experiment for Driven {
     }
 
     fn steps(&self) -> u32 {
-        3
+        if self.loops {
+            3
+        } else {
+            2
+        }
     }
 
     fn precondition(&self, cx: &Context) -> Option<String> {
@@ -33,23 +58,30 @@ impl Experiment for Driven {
     }
 
     fn budget(&self, plan: &Plan) -> Duration {
-        plan.pgbench + Duration::from_secs(plan.scale as u64) + loop_time(plan) * 2 * 2
+        self.expected(plan).iter().sum::<Duration>() * 2
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
-        // Loading about 0.3 s a scale unit on MariaDB (a quiet host, scale 5: 1.5 s); each
-        // loop its time and a second around it (creating and dropping its database).
-        vec![
-            Duration::from_millis(1000 + 300 * plan.scale as u64),
-            plan.pgbench + Duration::from_millis(500),
-            (loop_time(plan) + Duration::from_secs(1)) * 2,
-        ]
+        // Loading about 0.3 s a scale unit of pgbench's tables on MariaDB (a quiet host,
+        // scale 5: 1.5 s), about 5 s a warehouse; each loop its time and a second around it
+        // (creating and dropping its database).
+        let scale = self.scale(plan) as u64;
+        let load = match self.workload {
+            Workload::OrderEntry => Duration::from_secs(2 + 5 * scale),
+            _ => Duration::from_millis(1000 + 300 * scale),
+        };
+        let mut v = vec![load, plan.pgbench + Duration::from_millis(500)];
+        if self.loops {
+            v.push((loop_time(plan) + Duration::from_secs(1)) * 2);
+        }
+        v
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
         let cpus = cx.host.cpu.online_cpus.unwrap_or(1).max(1);
-        let scale = cx.plan.scale;
-        let clients = (cpus * 2).min(32);
+        let scale = self.scale(&cx.plan);
+        let clients = cx.config.clients.unwrap_or((cpus * 2).min(32));
+        let label = self.label();
         let base = LoadConfig {
             target: Some(cx.server.target.clone()),
             allow_writes: true,
@@ -61,12 +93,12 @@ impl Experiment for Driven {
             } else {
                 format!("plumb_lab_{}", std::process::id())
             },
-            workload: Workload::TpcB,
+            workload: self.workload,
             scale,
             clients,
             rampup: Duration::ZERO,
             duration: cx.plan.pgbench,
-            rate: None,
+            rate: cx.config.rate,
             max_tries: 1,
             keep: false,
             check: true,
@@ -75,35 +107,101 @@ impl Experiment for Driven {
             command_line: cx.config.command_line.clone(),
         };
         cx.progress
-            .step(&format!("tpcb (plumb's driver): loading scale {scale}"));
+            .step(&format!("{label} (plumb's driver): loading scale {scale}"));
         let mut phases = Vec::new();
-        let tpcb = drive(
-            cx,
-            &base,
-            "tpcb load",
-            "tpcb",
-            &format!("{clients} clients for {}", fmt(cx.plan.pgbench)),
-            &mut phases,
-        )?;
-        let mut reports = vec![tpcb];
-        cx.progress.step("insert/commit loops (plumb's driver)");
-        for w in [Workload::InsertSingle, Workload::InsertBulk] {
-            cx.stopped()?;
-            let c = LoadConfig {
-                workload: w,
-                scale: 1,
-                clients: 1,
-                duration: loop_time(&cx.plan),
-                check: false,
-                ..base.clone()
-            };
-            reports.push(drive(cx, &c, "", w.name(), "", &mut phases)?);
+        let run_step = format!("{clients} clients for {}", fmt(cx.plan.pgbench));
+        let first = match &self.script {
+            None => drive(
+                cx,
+                &base,
+                &format!("{label} load"),
+                label,
+                &run_step,
+                &mut phases,
+            )?,
+            Some(path) => run_script(cx, &base, path, &run_step, &mut phases)?,
+        };
+        let mut reports = vec![first];
+        if self.loops {
+            cx.progress.step("insert/commit loops (plumb's driver)");
+            for w in [Workload::InsertSingle, Workload::InsertBulk] {
+                cx.stopped()?;
+                let c = LoadConfig {
+                    workload: w,
+                    scale: 1,
+                    clients: 1,
+                    rate: None,
+                    duration: loop_time(&cx.plan),
+                    check: false,
+                    ..base.clone()
+                };
+                reports.push(drive(cx, &c, "", w.name(), "", &mut phases)?);
+            }
         }
         Ok(Outcome {
             section: Section::Workloads(reports),
             phases,
         })
     }
+}
+
+/// The user's file of statements on pgbench's tables, loaded at the lab's scale first.
+fn run_script(
+    cx: &mut Context,
+    base: &LoadConfig,
+    path: &std::path::Path,
+    run_step: &str,
+    phases: &mut Vec<Phase>,
+) -> Result<LoadReport> {
+    let statements = crate::script::read(path, base.scale)?;
+    let loading = cx.recorder.begin(
+        "script load",
+        PhaseKind::Workload,
+        Some(format!("pgbench's tables, scale {}", base.scale)),
+    );
+    let loaded = crate::load::load_only(base, &mut |_| {}, cx.cancel)?;
+    phases.push(cx.recorder.end(loading));
+    cx.progress
+        .step(&format!("script (plumb's driver): {run_step}"));
+    let (no_password, password) = plumb_engine::secret::split_password(&loaded.target().url);
+    let mut target =
+        plumb_engine::Target::new(&crate::server::with_database(&no_password, loaded.name()));
+    target.password = loaded.target().password.clone().or(password);
+    let window = cx.recorder.begin(
+        "script",
+        PhaseKind::Workload,
+        Some(format!("{} client(s), plumb's driver", base.clients)),
+    );
+    // The engine's own count of transactions over the run, as plumb load reads it.
+    let mut admin = plumb_engine::oltp::server::Admin::connect(loaded.target())?;
+    let x0 = admin.transactions(loaded.name())?;
+    let progress = &mut cx.progress;
+    let mut r = crate::script::run(
+        crate::script::ScriptRun {
+            target: &target,
+            statements,
+            clients: base.clients,
+            duration: base.duration,
+            rate: base.rate,
+        },
+        &mut |s| {
+            let done: u64 = s.done.iter().sum();
+            progress.live_as("script", done as f64, None);
+        },
+        cx.cancel,
+    )?;
+    phases.push(cx.recorder.end(window));
+    let x1 = admin.transactions(loaded.name())?;
+    r.tpm = plumb_analyze::load::per_minute(x1 - x0, r.window_s);
+    r.tpm_source = admin.tpm_source().into();
+    r.engine = loaded.engine.into();
+    r.version = loaded.version.clone();
+    r.target = cx.server.target.shown();
+    r.database = loaded.name().to_string();
+    r.scale = base.scale;
+    r.load_s = Some(loaded.load_s);
+    r.workload = format!("script {}", path.display());
+    Ok(r)
 }
 
 fn fmt(d: Duration) -> String {

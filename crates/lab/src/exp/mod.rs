@@ -63,11 +63,31 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
         Box::new(durability::Durability::default()),
         Box::new(storage::Storage),
     ];
+    let named = match &config.workload {
+        Some(crate::LabWorkload::Named(w)) => Some(*w),
+        _ => None,
+    };
+    let file = match &config.workload {
+        Some(crate::LabWorkload::File(p)) => Some(p.clone()),
+        _ => None,
+    };
     if config.target.is_none() && config.kind == plumb_engine::Kind::Mariadb {
         // pgbench is PostgreSQL's: plumb's own driver runs the workload and the loops.
-        v.push(Box::new(driven::Driven));
+        v.push(Box::new(driven::Driven {
+            workload: named.unwrap_or(plumb_engine::oltp::Workload::TpcB),
+            script: file,
+            loops: true,
+        }));
         // Last: it restarts the server with each configuration in turn.
         v.push(Box::new(maria_durability::MariaDurabilityExp));
+    } else if let Some(w) = named {
+        // The workload asked for, on plumb's driver, in pgbench's place.
+        v.push(Box::new(driven::Driven {
+            workload: w,
+            script: None,
+            loops: false,
+        }));
+        v.push(Box::new(loops::Loops));
     } else {
         v.push(Box::new(pgbench::Pgbench));
         v.push(Box::new(loops::Loops));
@@ -353,8 +373,12 @@ impl<'a> Context<'a> {
                 env: password.map(|p| ("PGPASSWORD", p)).into_iter().collect(),
                 conn,
                 work: self.work.clone(),
-                clients: (cpus * 2).min(32),
+                clients: self.config.clients.unwrap_or((cpus * 2).min(32)),
                 threads: cpus,
+                script: match &self.config.workload {
+                    Some(crate::LabWorkload::File(p)) => Some(crate::server::absolute(p)),
+                    _ => None,
+                },
             };
             self.lab_db = Some(LabDatabase { target, pgbench });
         }

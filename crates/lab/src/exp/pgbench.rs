@@ -83,6 +83,7 @@ impl Experiment for Pgbench {
         }
         p.scale = scale;
         p.init_s = init_s;
+        p.script = run.script.as_ref().map(|s| s.display().to_string());
         p.wal_sync_method = cx.server.wal_sync_method();
         p.database_bytes = cx
             .server

@@ -1320,3 +1320,62 @@ fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
     assert_eq!(p["failed"], 0, "{p}");
     assert_nothing_left(d.path(), &["named", "script", "select.pgb"]);
 }
+
+#[test]
+fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_database() {
+    let m = match common::maria::Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let url = m.url("mysql");
+    let databases = || m.sql("SHOW DATABASES").unwrap();
+    let before = databases();
+    let lab = |extra: &[&str], out: &str| -> Value {
+        let o = plumb()
+            .args(["lab", "--quick", "--engine", &url, "--dir"])
+            .arg(d.path())
+            .arg("--out")
+            .arg(d.path().join(out))
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        serde_json::from_slice(&std::fs::read(d.path().join(out).join("report.json")).unwrap())
+            .unwrap()
+    };
+    let r = lab(&[], "read-only");
+    assert_eq!(r["workloads"], serde_json::json!([]), "{}", r["workloads"]);
+    assert!(
+        r["skipped"].to_string().contains("--allow-writes"),
+        "{}",
+        r["skipped"]
+    );
+    assert_eq!(databases(), before, "a read-only lab created something");
+    let r = lab(&["--allow-writes", "--workload", "point-select"], "writes");
+    let names: Vec<&str> = r["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["workload"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["point-select", "insert-single", "insert-bulk"]);
+    assert!(
+        r["workloads"][0]["types"][0]["committed"].as_u64().unwrap() > 100,
+        "{}",
+        r["workloads"][0]
+    );
+    // MariaDB's durability settings are changed only on plumb's own server.
+    assert!(r["mariadb_durability"].is_null());
+    assert!(
+        r["skipped"].to_string().contains("durability paths"),
+        "{}",
+        r["skipped"]
+    );
+    assert_eq!(databases(), before, "the scratch database was not dropped");
+    assert_nothing_left(d.path(), &["read-only", "writes"]);
+}

@@ -21,8 +21,9 @@ pub struct LabArgs {
     /// Read the server's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
-    /// With --engine (PostgreSQL): run pgbench and the loops in a scratch database plumb creates
-    /// and drops. The loops run CHECKPOINT (superuser or pg_checkpoint).
+    /// With --engine: run the workload and the insert loops in a scratch database plumb
+    /// creates and drops (pgbench on PostgreSQL, plumb's driver on MariaDB and SQL Server).
+    /// The loops run CHECKPOINT (PostgreSQL: superuser or pg_checkpoint).
     #[arg(long, requires = "engine")]
     pub allow_writes: bool,
     /// The work directory, on the filesystem to assess: plumb works in a new directory under DIR (the private

@@ -71,15 +71,21 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
         Some(crate::LabWorkload::File(p)) => Some(p.clone()),
         _ => None,
     };
-    if config.target.is_none() && config.kind == plumb_engine::Kind::Mariadb {
+    let kind = match &config.target {
+        Some(t) => t.kind().unwrap_or(plumb_engine::Kind::Postgres),
+        None => config.kind,
+    };
+    if kind != plumb_engine::Kind::Postgres {
         // pgbench is PostgreSQL's: plumb's own driver runs the workload and the loops.
         v.push(Box::new(driven::Driven {
             workload: named.unwrap_or(plumb_engine::oltp::Workload::TpcB),
             script: file,
             loops: true,
         }));
-        // Last: it restarts the server with each configuration in turn.
-        v.push(Box::new(maria_durability::MariaDurabilityExp));
+        if kind == plumb_engine::Kind::Mariadb {
+            // Last: it restarts the server with each configuration in turn (plumb's own only).
+            v.push(Box::new(maria_durability::MariaDurabilityExp));
+        }
     } else if let Some(w) = named {
         // The workload asked for, on plumb's driver, in pgbench's place.
         v.push(Box::new(driven::Driven {
@@ -318,19 +324,15 @@ impl<'a> Context<'a> {
     }
 
     /// Why the database workloads cannot run here, or None: they run on the private instance,
-    /// and on a PostgreSQL target only with --allow-writes.
+    /// and on a server of the user's only with --allow-writes (in a scratch database).
     pub fn workload_precondition(&self) -> Option<String> {
-        if self.server.is_private() {
+        if self.server.is_private() || self.config.allow_writes {
             None
-        } else if self.server.kind != plumb_engine::Kind::Postgres {
+        } else {
             Some(format!(
-                "workloads: pgbench and the insert/CHECKPOINT loops are PostgreSQL's; {} was only read",
+                "workloads: the workload and the insert loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops); {} was only read",
                 self.server.kind.name()
             ))
-        } else if !self.config.allow_writes {
-            Some("workloads: pgbench and the insert/CHECKPOINT loops create tables; against an existing server they run only with --allow-writes (in a scratch database plumb creates and drops)".into())
-        } else {
-            None
         }
     }
 

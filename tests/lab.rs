@@ -1154,7 +1154,10 @@ fn mariadb_lab_refuses_what_it_cannot_do_yet() {
     for (extra, says) in [
         (&["--engine", "mysql://u@h/db"][..], "cannot be used with"),
         (&["--replica", "sync"][..], "--replica"),
-        (&["--pressure", "64M"][..], "--pressure"),
+        (
+            &["--pressure", "64M", "--workload", "Cargo.toml"][..],
+            "with a file of SQL",
+        ),
     ] {
         let o = plumb()
             .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
@@ -1378,4 +1381,81 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
     );
     assert_eq!(databases(), before, "the scratch database was not dropped");
     assert_nothing_left(d.path(), &["read-only", "writes"]);
+}
+
+#[test]
+fn mariadb_lab_runs_the_pressure_and_throttle_experiments_on_its_workload() {
+    if let Some(why) = no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let swaps_before = swaps();
+    let d = scratch();
+    let out = d.path().join("report");
+    let o = plumb()
+        .args([
+            "lab",
+            "--quick",
+            "--kind",
+            "mariadb",
+            "--pressure",
+            "70%",
+            "--throttle-writes",
+            "1MB/s",
+            "--dir",
+        ])
+        .arg(d.path())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    if err.contains("zram") && !o.status.success() {
+        skip(format!("skipped: no zram here: {err}"));
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_nothing_left(d.path(), &["report"]);
+    assert!(
+        lab_cgroups().is_empty(),
+        "cgroups left: {:?}",
+        lab_cgroups()
+    );
+    assert_eq!(swaps(), swaps_before, "a swap device was left on");
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    if let Some(v) = validate(&out.join("report.json")) {
+        assert!(!v.starts_with("INVALID"), "{v}");
+    }
+    let ex = r["experiments"].as_array().unwrap();
+    let get = |name: &str| {
+        ex.iter()
+            .find(|e| e["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {ex:?}"))
+    };
+    // Both ran plumb's driver's workload again, against the lab's own run as the baseline.
+    let p = get("memory pressure");
+    assert_eq!(p["phase"], "tpcb under memory pressure", "{p}");
+    assert!(p["changed"]["tps"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["notes"].to_string().contains("VmSwap"), "{p}");
+    let t = get("write throttle");
+    let (base, with) = (
+        t["baseline"]["tps"].as_f64().unwrap(),
+        t["changed"]["tps"].as_f64().unwrap(),
+    );
+    assert_eq!(
+        base,
+        r["workloads"][0]["types"][0]["committed"].as_f64().unwrap()
+            / r["workloads"][0]["window_s"].as_f64().unwrap()
+    );
+    assert!(
+        with < base * 0.8,
+        "tps {base} → {with} under a 1 MB/s write throttle"
+    );
+    assert_eq!(
+        t["notes"][0]["code"], "pgbench-compared",
+        "{:#}",
+        t["notes"]
+    );
 }

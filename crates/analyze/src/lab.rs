@@ -86,6 +86,50 @@ pub struct Pgbench {
     pub server_io: Option<ServerIo>,
 }
 
+impl Pgbench {
+    /// A run of plumb's driver in pgbench's shape, for the experiments' comparisons: its
+    /// transactions and tps, the first type's latency, and the spread of its seconds.
+    pub fn from_load(r: &crate::load::LoadReport, wal_sync_method: String) -> Pgbench {
+        let done: u64 = r.types.iter().map(|t| t.committed + t.rolled_back).sum();
+        let failed: u64 = r.types.iter().map(|t| t.failures()).sum();
+        let latency = r.types.first().and_then(|t| {
+            let p = &t.latency;
+            Some(Latency {
+                count: p.count,
+                mean_ms: p.mean_s? * 1000.0,
+                p50_ms: p.p50_s? * 1000.0,
+                p95_ms: p.p95_s.map(|v| v * 1000.0),
+                p99_ms: p.p99_s.map(|v| v * 1000.0),
+                max_ms: p.max_s? * 1000.0,
+                min_ms: p.min_s.map(|v| v * 1000.0),
+            })
+        });
+        // The whole seconds inside the window.
+        let mut per_s: Vec<f64> = r.seconds.iter().map(|s| s.done as f64).collect();
+        per_s.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            (!per_s.is_empty()).then(|| per_s[((per_s.len() - 1) as f64 * p).round() as usize])
+        };
+        Pgbench {
+            script: None,
+            scale: r.scale,
+            clients: r.clients,
+            threads: r.clients,
+            duration_s: r.window_s,
+            init_s: r.load_s.unwrap_or(0.0),
+            database_bytes: None,
+            transactions: done,
+            failed,
+            tps: r.tps().unwrap_or(0.0),
+            tps_p10: q(0.1),
+            tps_p90: q(0.9),
+            latency,
+            wal_sync_method,
+            server_io: None,
+        }
+    }
+}
+
 /// What PostgreSQL counted of its own I/O over a workload: pg_stat_io (16+) by backend type,
 /// object and context, and the checkpoints (pg_stat_checkpointer from 17, pg_stat_bgwriter
 /// before).

@@ -154,9 +154,8 @@ fn check_workload(c: &Config) -> Result<()> {
     if c.rate.is_some() && !driver {
         crate::refuse!("--rate: pgbench runs here closed-loop; name the workload (--workload tpcb) to run it on plumb's driver at a rate");
     }
-    let experiments = c.pressure.is_some() || c.throttle_writes.is_some() || c.replica.is_some();
-    if postgres && experiments && matches!(c.workload, Some(LabWorkload::Named(_))) {
-        crate::refuse!("--pressure, --throttle-writes and --replica repeat pgbench; with a named --workload they are not built yet: leave one out, or give a pgbench script (--workload FILE)");
+    if c.replica.is_some() && matches!(c.workload, Some(LabWorkload::Named(_))) {
+        crate::refuse!("--replica repeats pgbench; with a named --workload it is not built yet: leave one out, or give a pgbench script (--workload FILE)");
     }
     Ok(())
 }
@@ -372,8 +371,9 @@ impl Lab {
                 "--replica makes a PostgreSQL standby; it does not run with --kind mariadb"
             );
         }
-        if config.pressure.is_some() || config.throttle_writes.is_some() {
-            crate::refuse!("--pressure and --throttle-writes run on the private PostgreSQL only, so far; leave out --kind mariadb for them");
+        let experiments = config.pressure.is_some() || config.throttle_writes.is_some();
+        if experiments && matches!(config.workload, Some(LabWorkload::File(_))) {
+            crate::refuse!("--pressure and --throttle-writes run the workload again; with a file of SQL they are not built yet: name a workload (--workload tpcb) or leave the experiment out");
         }
         Ok(Lab {
             config,

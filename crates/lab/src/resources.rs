@@ -15,6 +15,8 @@ pub const LAB_MARKER: &str = "plumb-lab.pid";
 #[derive(Default)]
 pub struct Resources {
     pub pressure: Option<PressureChild>,
+    /// The workload's database on plumb's driver, kept for the experiments to run again.
+    pub driver_db: Option<ScratchDb>,
     pub scratch_db: Option<ScratchDb>,
     /// A second private instance an experiment needs for a while (the O_DIRECT WAL loops).
     pub second_instance: Option<Instance>,

@@ -88,10 +88,11 @@ impl Experiment for Driven {
             dir: cx.work.clone(),
             set: Vec::new(),
             build: None,
+            // Not the name pgbench's database takes (PostgreSQL's loops use that one).
             database: if cx.server.is_private() {
-                "plumb_lab".into()
+                "plumb_lab_load".into()
             } else {
-                format!("plumb_lab_{}", std::process::id())
+                format!("plumb_lab_load_{}", std::process::id())
             },
             workload: self.workload,
             scale,
@@ -110,7 +111,28 @@ impl Experiment for Driven {
             .step(&format!("{label} (plumb's driver): loading scale {scale}"));
         let mut phases = Vec::new();
         let run_step = format!("{clients} clients for {}", fmt(cx.plan.pgbench));
+        // The experiments (pressure, throttle) run the workload again: its database is kept
+        // until the lab ends.
+        let again = self.script.is_none()
+            && (cx.config.pressure.is_some() || cx.config.throttle_writes.is_some());
         let first = match &self.script {
+            None if again => {
+                cx.resources.driver_db = Some(crate::resources::ScratchDb {
+                    target: cx.server.target.clone(),
+                    name: base.database.clone(),
+                });
+                let keep = LoadConfig {
+                    keep: true,
+                    ..base.clone()
+                };
+                let load = format!("{label} load");
+                let r = drive(cx, &keep, &load, label, &run_step, &mut phases)?;
+                cx.driver_rerun = Some(LoadConfig {
+                    check: false,
+                    ..keep
+                });
+                r
+            }
             None => drive(
                 cx,
                 &base,
@@ -128,6 +150,8 @@ impl Experiment for Driven {
                 cx.stopped()?;
                 let c = LoadConfig {
                     workload: w,
+                    // Not the workload's, which the experiments may keep.
+                    database: format!("{}_loops", base.database),
                     scale: 1,
                     clients: 1,
                     rate: None,

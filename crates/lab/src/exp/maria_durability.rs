@@ -178,6 +178,20 @@ impl Experiment for MariaDurabilityExp {
             samples.push(m.single_us);
             configs.push(m.config);
         }
+        // The server as the lab started it again, for what runs after (the experiments).
+        cx.stopped()?;
+        private_maria::stop(&dir)?;
+        let (r, _) = private_maria::start_or_find(
+            &dir,
+            &MariaOptions {
+                buffer_pool,
+                settings: Vec::new(),
+            },
+        )
+        .context("starting the lab's MariaDB again with its own settings")?;
+        cx.recorder.also_own(r.pid);
+        cx.server.local_pid = Some(r.pid);
+        cx.server.private_maria = Some(r);
         let traced = untraced_because.is_none() && trace_error.is_none();
         let mut d = MariaDurability {
             configs,

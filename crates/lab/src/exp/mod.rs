@@ -195,6 +195,8 @@ pub struct Context<'a> {
     pub progress: Progress<'a>,
     pgbench_bin: Option<PathBuf>,
     lab_db: Option<LabDatabase>,
+    /// The workload on plumb's driver, kept loaded for the experiments to run again.
+    pub(crate) driver_rerun: Option<crate::load::LoadConfig>,
 }
 
 pub(crate) struct Setup<'a> {
@@ -300,7 +302,45 @@ impl<'a> Context<'a> {
             progress: s.progress,
             pgbench_bin: s.pgbench_bin,
             lab_db: None,
+            driver_rerun: None,
         })
+    }
+
+    /// What the lab's workload is called in its phases: pgbench, or the driver's workload.
+    pub fn workload_name(&self) -> &'static str {
+        match &self.driver_rerun {
+            Some(c) => c.workload.name(),
+            None => "pgbench",
+        }
+    }
+
+    /// The lab's workload once more for `d` (an experiment's run): pgbench, or the workload on
+    /// plumb's driver where that is what the lab ran; its figures in pgbench's shape. None:
+    /// stopped.
+    pub fn rerun(&mut self, d: std::time::Duration) -> Result<Option<Pgbench>> {
+        if let Some(c) = self.driver_rerun.clone() {
+            let c = crate::load::LoadConfig { duration: d, ..c };
+            let progress = &mut self.progress;
+            let name = c.workload.name();
+            let r = crate::load::run(
+                &c,
+                &mut |e| {
+                    if let crate::load::LoadEvent::Second(s) = e {
+                        let done: u64 = s.done.iter().sum();
+                        progress.live_as(name, done as f64, None);
+                    }
+                },
+                self.cancel,
+            );
+            return match r {
+                Ok(r) => Ok(Some(Pgbench::from_load(&r, self.server.wal_sync_method()))),
+                Err(e) if e.is_interrupted() => Ok(None),
+                Err(e) => Err(e),
+            };
+        }
+        let run = self.lab_database()?.pgbench.clone();
+        let progress = &mut self.progress;
+        run.run(d, self.cancel, &mut |t, l| progress.live(t, l))
     }
 
     /// An observer for the recording's engine counters (None, with a warning, if it fails).
@@ -459,10 +499,19 @@ pub fn compare_runs(base: &Pgbench, with: &Pgbench) -> plumb_analyze::Note {
 
 /// The baseline the experiments compare with: the lab's pgbench run.
 pub fn baseline(cx: &Context) -> Pgbench {
-    cx.results.pgbench.clone().unwrap_or_else(|| Pgbench {
-        scale: cx.plan.scale,
-        ..crate::pgbench::empty(cx.plan.scale)
-    })
+    cx.results
+        .pgbench
+        .clone()
+        .or_else(|| {
+            cx.results
+                .workloads
+                .first()
+                .map(|w| Pgbench::from_load(w, cx.server.wal_sync_method()))
+        })
+        .unwrap_or_else(|| Pgbench {
+            scale: cx.plan.scale,
+            ..crate::pgbench::empty(cx.plan.scale)
+        })
 }
 
 /// The largest value and where it was, over some windows.

@@ -13,8 +13,6 @@ use std::io::BufRead;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-const PHASE: &str = "pgbench under memory pressure";
-
 /// The server's memory limit under pressure: shared_buffers and 256 MiB.
 fn limit(plan: &Plan) -> u64 {
     plan.shared_buffers_bytes() + (256 << 20)
@@ -44,9 +42,8 @@ impl Experiment for Pressure {
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
-        cx.progress
-            .step("experiment: pgbench under memory pressure");
-        let run = cx.lab_database()?.pgbench.clone();
+        let phase_name = format!("{} under memory pressure", cx.workload_name());
+        cx.progress.step(&format!("experiment: {phase_name}"));
         let shared_buffers = cx.plan.shared_buffers_bytes();
         let limit = limit(&cx.plan);
         let hold = self.size.bytes(limit);
@@ -161,11 +158,8 @@ impl Experiment for Pressure {
                     hold >> 20
                 )),
             )
-            .renamed(PHASE.into());
-        let progress = &mut cx.progress;
-        let r = run.run(cx.plan.experiment, cx.cancel, &mut |t, l| {
-            progress.live(t, l)
-        });
+            .renamed(phase_name.clone());
+        let r = cx.rerun(cx.plan.experiment);
         // What the kernel says about the server's memory now, before the pressure goes.
         let ps = cx
             .server
@@ -189,9 +183,14 @@ impl Experiment for Pressure {
             .and_then(|s| s.status.as_ref())
             .and_then(|s| s.vm_swap_bytes);
         let base = super::baseline(cx);
-        let mut swap =
+        // PostgreSQL's shared_buffers is shared memory, which VmSwap never counts; MariaDB's
+        // buffer pool is the server's private memory, which it does.
+        let mut swap = if cx.server.kind == plumb_engine::Kind::Postgres {
             plumb_analyze::Note::new(plumb_analyze::Level::Warn, "swap-hides-shared-memory")
-                .bytes("shared_buffers_bytes", shared_buffers as f64);
+                .bytes("shared_buffers_bytes", shared_buffers as f64)
+        } else {
+            plumb_analyze::Note::new(plumb_analyze::Level::Info, "server-swap")
+        };
         if let Some(b) = smaps_swap {
             swap = swap.bytes("smaps_swap_bytes", b as f64);
         }
@@ -202,7 +201,7 @@ impl Experiment for Pressure {
         Ok(Outcome {
             section: Section::Experiments(vec![plumb_analyze::lab::Experiment {
                 name: "memory pressure".into(),
-                phase: PHASE.into(),
+                phase: phase_name,
                 setting: Said::new("experiment-pressure")
                     .bytes("limit_bytes", limit as f64)
                     .bytes("held_bytes", hold as f64)

@@ -24,9 +24,11 @@ impl Experiment for Throttle {
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
-        cx.progress
-            .step("experiment: pgbench with the server's writes throttled");
-        let run = cx.lab_database()?.pgbench.clone();
+        let step = format!(
+            "experiment: {} with the server's writes throttled",
+            cx.workload_name()
+        );
+        cx.progress.step(&step);
         let dev = cx.trace_devs.first().copied().ok_or_else(|| {
             crate::Error::Refused(format!(
                 "--throttle-writes: no disk found under {}",
@@ -39,18 +41,21 @@ impl Experiment for Throttle {
         for Rate { label, bytes_per_s } in &self.rates {
             // Start clean: no dirty data left from the loops for the throttled writeback to
             // drag behind the WAL (ext4's ordered mode makes a commit wait for it).
+            let checkpoint = match cx.server.kind {
+                plumb_engine::Kind::Mariadb => plumb_engine::oltp::maria::CHECKPOINT,
+                _ => "CHECKPOINT",
+            };
             plumb_engine::session(&cx.server.target)
-                .and_then(|mut s| s.execute("CHECKPOINT"))
-                .context("CHECKPOINT before the write throttle")?;
+                .and_then(|mut s| s.execute(checkpoint))
+                .context("a checkpoint before the write throttle")?;
             plumb_sys::os::sync_all();
-            let cg = cx
-                .resources
+            cx.resources
                 .cgroup
                 .as_ref()
-                .ok_or_else(|| crate::Error::Refused(format!("no cgroup for the throttle")))?;
-            cg.set_write_bps(dev, Some(*bytes_per_s as u64))
+                .ok_or_else(|| crate::Error::Refused(format!("no cgroup for the throttle")))?
+                .set_write_bps(dev, Some(*bytes_per_s as u64))
                 .with_context(|| format!("--throttle-writes {label}"))?;
-            let name = format!("pgbench, writes throttled to {label}");
+            let name = format!("{}, writes throttled to {label}", cx.workload_name());
             let open = cx
                 .recorder
                 .begin(
@@ -59,13 +64,12 @@ impl Experiment for Throttle {
                     Some(format!("{label} on {dev}")),
                 )
                 .renamed(name.clone());
-            let progress = &mut cx.progress;
-            let r = run.run(cx.plan.experiment, cx.cancel, &mut |t, l| {
-                progress.live(t, l)
-            });
+            let r = cx.rerun(cx.plan.experiment);
             let end = cx.recorder.mark("write throttle lifted", None);
-            cg.set_write_bps(dev, None)
-                .context("lifting the write throttle")?;
+            if let Some(cg) = cx.resources.cgroup.as_ref() {
+                cg.set_write_bps(dev, None)
+                    .context("lifting the write throttle")?;
+            }
             let mut p = r?.ok_or(Interrupted)?;
             p.scale = cx.plan.scale;
             phases.push(cx.recorder.end_at(open, end));

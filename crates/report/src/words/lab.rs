@@ -310,6 +310,11 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
             b(f.num("smaps_swap_bytes")),
             b(f.num("vm_swap_bytes"))
         ),
+        "server-swap" => format!(
+            "the server had {} in swap by smaps_rollup and {} by VmSwap (its buffer pool is private memory, which both count)",
+            if f.has("smaps_swap_bytes") { b(f.num("smaps_swap_bytes")) } else { "-".into() },
+            if f.has("vm_swap_bytes") { b(f.num("vm_swap_bytes")) } else { "-".into() }
+        ),
         "maria-not-durable" => {
             let why = match f.text("why") {
                 "redo-not-flushed" => "the redo log is written at commit and flushed about once a second",

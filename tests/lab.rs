@@ -1007,6 +1007,28 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let d = scratch();
     let out = d.path().join("report");
+    // A neighbour on the same filesystem all along: 8 KiB O_DSYNC writes, each one a cache
+    // FLUSH (or a FUA write) of its own, which the device counts and the server's trace must not.
+    let file = d.path().join("neighbour");
+    let mut n = Command::new("sh")
+        .process_group(0)
+        .arg("-c")
+        .arg(format!(
+            "while :; do dd if=/dev/zero of={} bs=8k count=256 oflag=dsync conv=notrunc status=none; done",
+            file.display()
+        ))
+        .spawn()
+        .unwrap();
+    struct Kill<'a>(&'a mut Child);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            // SAFETY: the neighbour's shell and its dd are this test's own.
+            unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let neighbour = Kill(&mut n);
     let o = plumb()
         .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
         .arg(d.path())
@@ -1014,6 +1036,8 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
         .arg(&out)
         .output()
         .unwrap();
+    drop(neighbour);
+    let _ = std::fs::remove_file(&file);
     let text = String::from_utf8_lossy(&o.stdout).into_owned();
     assert!(o.status.success(), "{text}{}", stderr(&o));
     let r: Value =
@@ -1108,6 +1132,18 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
             "{}",
             cfg("trx_commit=2")
         );
+        // The device counted the neighbour's FLUSHes too; the server's own count did not grow
+        // with them (a durable commit here costs one or two of its own).
+        for c in md["configs"].as_array().unwrap() {
+            let server = flushes(c);
+            let device = c["device_flushes_per_commit"].as_f64().unwrap();
+            assert!(
+                device > server + 0.5,
+                "{}: device {device}, server {server}",
+                c["name"]
+            );
+            assert!(server < 3.0, "{}: server {server}", c["name"]);
+        }
     }
     assert!(
         cfg("binlog sync_binlog=1")["group_commit_ratio"]
@@ -1172,93 +1208,6 @@ fn mariadb_lab_refuses_what_it_cannot_do_yet() {
 }
 
 #[test]
-fn mariadbs_flushes_per_commit_are_its_own_beside_a_neighbour_that_flushes() {
-    if let Some(why) = no_mariadb() {
-        skip(format!("skipped: {why}"));
-        return;
-    }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let d = scratch();
-    let out = d.path().join("report");
-    // A neighbour on the same filesystem: 8 KiB O_DSYNC writes, each one a cache FLUSH (or a
-    // FUA write) of its own.
-    let file = d.path().join("neighbour");
-    let mut n = Command::new("sh")
-        .process_group(0)
-        .arg("-c")
-        .arg(format!(
-            "while :; do dd if=/dev/zero of={} bs=8k count=256 oflag=dsync conv=notrunc status=none; done",
-            file.display()
-        ))
-        .spawn()
-        .unwrap();
-    struct Kill<'a>(&'a mut Child);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            // SAFETY: the neighbour's shell and its dd are this test's own.
-            unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _n = Kill(&mut n);
-    // The workload this time is a file of the user's SQL, on pgbench's tables.
-    let script = d.path().join("w.sql");
-    std::fs::write(
-        &script,
-        "-- move a unit between two accounts\nSET @aid = 1 + FLOOR(RAND() * 100000 * :scale);\nUPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid = @aid;\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1;\n",
-    )
-    .unwrap();
-    let o = plumb()
-        .args([
-            "lab",
-            "--quick",
-            "--kind",
-            "mariadb",
-            "--clients",
-            "2",
-            "--workload",
-        ])
-        .arg(&script)
-        .arg("--dir")
-        .arg(d.path())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", stderr(&o));
-    let r: Value =
-        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
-    let w = &r["workloads"][0];
-    assert!(
-        w["workload"].as_str().unwrap().starts_with("script "),
-        "{w}"
-    );
-    assert_eq!(w["clients"], 2);
-    assert_eq!(w["types"][0]["name"], "script");
-    assert!(w["types"][0]["committed"].as_u64().unwrap() > 10, "{w}");
-    assert_eq!(w["types"][0]["failed"], serde_json::json!({}), "{w}");
-    let dur = &r["mariadb_durability"];
-    assert_eq!(dur["traced"], true, "{dur}");
-    if dur["device_write_back"] != true {
-        skip("skipped the FLUSH comparison: the data device has no volatile write cache");
-        return;
-    }
-    for c in dur["configs"].as_array().unwrap() {
-        let server = c["server_bios_per_commit"]["flushes"].as_f64().unwrap();
-        let device = c["device_flushes_per_commit"].as_f64().unwrap();
-        // The device counted the neighbour's FLUSHes; the server's own count did not grow with
-        // them (a durable commit here costs one or two of its own).
-        assert!(
-            device > server + 0.5,
-            "{}: device {device}, server {server}",
-            c["name"]
-        );
-        assert!(server < 3.0, "{}: server {server}", c["name"]);
-    }
-}
-
-#[test]
 fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
@@ -1289,6 +1238,8 @@ fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
             os("2"),
             os("--rate"),
             os("300/s"),
+            os("--duration"),
+            os("4s"),
         ],
     );
     assert!(r["pgbench"].is_null(), "{}", r["pgbench"]);
@@ -1314,6 +1265,8 @@ fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
             script.as_os_str(),
             os("--clients"),
             os("3"),
+            os("--duration"),
+            os("3s"),
         ],
     );
     let p = &r["pgbench"];
@@ -1359,19 +1312,44 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
         r["skipped"]
     );
     assert_eq!(databases(), before, "a read-only lab created something");
-    let r = lab(&["--allow-writes", "--workload", "point-select"], "writes");
+    // The workload this time is a file of the user's SQL, on pgbench's tables.
+    let script = d.path().join("w.sql");
+    std::fs::write(
+        &script,
+        "-- move a unit between two accounts\nSET @aid = 1 + FLOOR(RAND() * 100000 * :scale);\nUPDATE pgbench_accounts SET abalance = abalance - 1 WHERE aid = @aid;\nUPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = 1;\n",
+    )
+    .unwrap();
+    let r = lab(
+        &[
+            "--allow-writes",
+            "--workload",
+            script.to_str().unwrap(),
+            "--clients",
+            "2",
+            "--duration",
+            "3s",
+        ],
+        "writes",
+    );
     let names: Vec<&str> = r["workloads"]
         .as_array()
         .unwrap()
         .iter()
         .map(|w| w["workload"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["point-select", "insert-single", "insert-bulk"]);
-    assert!(
-        r["workloads"][0]["types"][0]["committed"].as_u64().unwrap() > 100,
-        "{}",
-        r["workloads"][0]
+    assert_eq!(
+        names,
+        [
+            format!("script {}", script.display()).as_str(),
+            "insert-single",
+            "insert-bulk"
+        ]
     );
+    let w = &r["workloads"][0];
+    assert_eq!(w["clients"], 2);
+    assert_eq!(w["types"][0]["name"], "script");
+    assert!(w["types"][0]["committed"].as_u64().unwrap() > 10, "{w}");
+    assert_eq!(w["types"][0]["failed"], serde_json::json!({}), "{w}");
     // MariaDB's durability settings are changed only on plumb's own server.
     assert!(r["mariadb_durability"].is_null());
     assert!(
@@ -1380,7 +1358,7 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
         r["skipped"]
     );
     assert_eq!(databases(), before, "the scratch database was not dropped");
-    assert_nothing_left(d.path(), &["read-only", "writes"]);
+    assert_nothing_left(d.path(), &["read-only", "writes", "w.sql"]);
 }
 
 #[test]

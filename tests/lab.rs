@@ -633,17 +633,10 @@ fn swaps() -> String {
     std::fs::read_to_string("/proc/swaps").unwrap_or_default()
 }
 
-#[test]
-fn pressure_and_write_throttle_change_the_results() {
-    if let Some(why) = no_postgres() {
-        skip(format!("skipped: {why}"));
-        return;
-    }
-    if !is_root() {
-        skip("skipped: the experiments need root (a cgroup and a zram swap device)");
-        return;
-    }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+/// A quick lab (with `extra`) under `--pressure 70% --throttle-writes 1MB/s`, checked to leave
+/// no directory, cgroup or swap device behind; its report.json (schema-valid), or None when
+/// this host has no zram (skipped, said).
+fn experiments_lab(extra: &[&str]) -> Option<Value> {
     let swaps_before = swaps();
     let d = scratch();
     let out = d.path().join("report");
@@ -655,8 +648,9 @@ fn pressure_and_write_throttle_change_the_results() {
             "70%",
             "--throttle-writes",
             "1MB/s",
-            "--dir",
         ])
+        .args(extra)
+        .arg("--dir")
         .arg(d.path())
         .arg("--out")
         .arg(&out)
@@ -665,7 +659,7 @@ fn pressure_and_write_throttle_change_the_results() {
     let err = String::from_utf8_lossy(&o.stderr).into_owned();
     if err.contains("zram") && !o.status.success() {
         skip(format!("skipped: no zram here: {err}"));
-        return;
+        return None;
     }
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert_nothing_left(d.path(), &["report"]);
@@ -675,11 +669,30 @@ fn pressure_and_write_throttle_change_the_results() {
         lab_cgroups()
     );
     assert_eq!(swaps(), swaps_before, "a swap device was left on");
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
     if let Some(v) = validate(&out.join("report.json")) {
         assert!(!v.starts_with("INVALID"), "{v}");
     }
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("Experiment: memory pressure") && html.contains("Experiment: write throttle")
+    );
+    Some(serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap())
+}
+
+#[test]
+fn pressure_and_write_throttle_change_the_results() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !is_root() {
+        skip("skipped: the experiments need root (a cgroup and a zram swap device)");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(r) = experiments_lab(&[]) else {
+        return;
+    };
     let ex = r["experiments"].as_array().unwrap();
     let get = |name: &str| {
         ex.iter()
@@ -709,11 +722,6 @@ fn pressure_and_write_throttle_change_the_results() {
         t["notes"][0]["code"], "pgbench-compared",
         "{:#}",
         t["notes"]
-    );
-    // The page shows both experiments.
-    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
-    assert!(
-        html.contains("Experiment: memory pressure") && html.contains("Experiment: write throttle")
     );
 }
 
@@ -1368,44 +1376,9 @@ fn mariadb_lab_runs_the_pressure_and_throttle_experiments_on_its_workload() {
         return;
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
-    let swaps_before = swaps();
-    let d = scratch();
-    let out = d.path().join("report");
-    let o = plumb()
-        .args([
-            "lab",
-            "--quick",
-            "--kind",
-            "mariadb",
-            "--pressure",
-            "70%",
-            "--throttle-writes",
-            "1MB/s",
-            "--dir",
-        ])
-        .arg(d.path())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    if err.contains("zram") && !o.status.success() {
-        skip(format!("skipped: no zram here: {err}"));
+    let Some(r) = experiments_lab(&["--kind", "mariadb"]) else {
         return;
-    }
-    assert_eq!(o.status.code(), Some(0), "{err}");
-    assert_nothing_left(d.path(), &["report"]);
-    assert!(
-        lab_cgroups().is_empty(),
-        "cgroups left: {:?}",
-        lab_cgroups()
-    );
-    assert_eq!(swaps(), swaps_before, "a swap device was left on");
-    let r: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
-    if let Some(v) = validate(&out.join("report.json")) {
-        assert!(!v.starts_with("INVALID"), "{v}");
-    }
+    };
     let ex = r["experiments"].as_array().unwrap();
     let get = |name: &str| {
         ex.iter()

@@ -984,7 +984,9 @@ mod tests {
             let Some(r) = try_real(&job) else { return };
             let writes: u64 = r.workers.iter().map(|w| w.write.ios).sum();
             let syncs: u64 = r.workers.iter().map(|w| w.syncs).sum();
-            assert!(writes > 10, "{engine:?}: {writes} writes");
+            // How many fit in the window depends on the device (CI's disk managed two
+            // fdatasyncs in half a second once); that each write had its sync does not.
+            assert!(writes > 0, "{engine:?}: no write completed");
             assert_eq!(
                 writes, syncs,
                 "{engine:?}: every write was followed by its fdatasync"

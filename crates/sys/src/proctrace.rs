@@ -168,6 +168,14 @@ struct Maps {
     /// The same set as keys, for reading back.
     pids: Map,
     tasks: Map,
+    /// Each thread's open call, in an array indexed by TID (masked): a slot is a thread's
+    /// own once it holds the thread's TID (at byte 12; the call's start at 0, its number at
+    /// 8), 64 bytes apart so that threads on different CPUs do not share a cache line. A
+    /// thread whose slot another TID holds (pid_max beyond the slots) keeps its open call in
+    /// `start` instead: an array lookup costs the programs almost nothing, a hash lookup is
+    /// the dearest step of a syscall's trace.
+    slots: Map,
+    slot_mask: i32,
     start: Map,
     calls: Map,
     hist: Map,
@@ -178,15 +186,27 @@ struct Maps {
 }
 
 impl Maps {
-    fn create() -> Result<Maps, crate::KernelError> {
+    fn pid_max() -> u32 {
+        std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(4_194_304)
+    }
+
+    /// One slot per possible TID up to 65,536 (4 MiB); beyond, TIDs share slots.
+    fn default_slots() -> u32 {
+        Self::pid_max().next_power_of_two().clamp(64, 65536)
+    }
+
+    /// `slots`: a power of two.
+    fn create(slots: u32) -> Result<Maps, crate::KernelError> {
         // Per-CPU maps are allocated whole on every possible CPU: fewer entries on big hosts.
         let cpus = crate::bpf::possible_cpus() as u32;
         let scale = |n: u32| (n / cpus.div_ceil(4)).max(4096);
-        let pid_max: u32 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(4_194_304);
+        let pid_max = Self::pid_max();
         Ok(Maps {
+            slots: Map::create(MapType::Array, "plumb_slots", 4, 64, slots)?,
+            slot_mask: slots as i32 - 1,
             bits: Map::create(MapType::Array, "plumb_bits", 4, 8, pid_max.div_ceil(64))?,
             pids: Map::create(MapType::Hash, "plumb_pids", 4, 4, 65536)?,
             tasks: Map::create(MapType::Hash, "plumb_tasks", 4, 4, 131072)?,
@@ -359,7 +379,7 @@ impl<'a> Emit<'a> {
                     .load(Size::W, R1, R6, off)
                     .store(Size::W, FP, slot, R1);
             }
-            SchedArgs::Raw { pid } => {
+            SchedArgs::Raw { pid, .. } => {
                 self.a
                     .store_k(Size::W, FP, slot, 0)
                     .load(Size::DW, R3, R6, (arg * 8) as i16)
@@ -396,6 +416,66 @@ impl<'a> Emit<'a> {
             .jump_k(Cond::Eq, R2, 0, not);
         self
     }
+    /// `r0 = &slots[tid & mask]` for the TID at fp+tid (index written at fp+idx; goes to
+    /// `fail` if the lookup fails, which it cannot for a masked index), then `r1` = the TID
+    /// the slot holds (0: free) and `r2` = this one, for the caller to compare.
+    fn slot(&mut self, tid: i16, idx: i16, fail: &str) -> &mut Self {
+        let m = self.m;
+        self.a
+            .load(Size::W, R1, FP, tid)
+            .alu_k(Alu::And, R1, m.slot_mask)
+            .store(Size::W, FP, idx, R1)
+            .map(R1, &m.slots)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, idx as i32)
+            .call(Helper::MapLookup)
+            .jump_k(Cond::Eq, R0, 0, fail)
+            .load(Size::W, R1, R0, 12)
+            .load(Size::W, R2, FP, tid);
+        self
+    }
+    /// Go to `not` unless the task a raw scheduler tracepoint hands over as argument `arg`
+    /// belongs to a followed process: its thread-group id read at this kernel's offset, then
+    /// the followed bits (an array lookup), so that other tasks cost no hash lookup. Keeps
+    /// that id in r7 (scratch: 4 bytes at fp + slot). The ordinary tracepoints' records have
+    /// no thread-group id: there the caller's hash lookup decides.
+    fn followed_task_or(
+        &mut self,
+        from: &SchedArgs,
+        arg: usize,
+        slot: i16,
+        not: &str,
+    ) -> &mut Self {
+        let SchedArgs::Raw { tgid, .. } = from else {
+            return self;
+        };
+        let m = self.m;
+        self.a
+            .store_k(Size::W, FP, slot, 0)
+            .load(Size::DW, R3, R6, (arg * 8) as i16)
+            .alu_k(Alu::Add, R3, *tgid as i32)
+            .mov(R1, FP)
+            .alu_k(Alu::Add, R1, slot as i32)
+            .mov_k(R2, 4)
+            .call(Helper::ProbeReadKernel)
+            .load(Size::W, R7, FP, slot)
+            .mov(R1, R7)
+            .alu_k(Alu::Rsh, R1, 6)
+            .store(Size::W, FP, slot, R1)
+            .map(R1, &m.bits)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, slot as i32)
+            .call(Helper::MapLookup)
+            .jump_k(Cond::Eq, R0, 0, not)
+            .load(Size::DW, R2, R0, 0)
+            .mov(R3, R7)
+            .alu_k(Alu::And, R3, 63)
+            .mov_k(R4, 1)
+            .alu_x(Alu::Lsh, R4, R3)
+            .alu_x(Alu::And, R2, R4)
+            .jump_k(Cond::Eq, R2, 0, not);
+        self
+    }
     fn out(&mut self) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
         self.a.label("out").mov_k(R0, 0).exit();
         std::mem::take(&mut self.a).finish()
@@ -414,6 +494,7 @@ enum SchedArgs {
     },
     Raw {
         pid: u32,
+        tgid: u32,
     },
 }
 
@@ -444,22 +525,35 @@ fn sys_enter(
     for &nr in noreturn {
         e.a.jump_k(Cond::Eq, R1, nr as i32, "noreturn");
     }
-    // The thread's open call, written in place: an entry per thread stays for the session
+    // The thread's open call, written in place: its slot (or entry) stays for the session
     // (cheaper than an insert and a delete per call).
     e.a.mov(R8, R1) // nr
         .store(Size::W, FP, -8, R7) // tid
         .call(Helper::KtimeNs)
-        .mov(R9, R0) // ts
+        .mov(R9, R0); // ts
+    e.slot(-8, -32, "out");
+    e.a.jump_x(Cond::Eq, R1, R2, "mine")
+        .jump_k(Cond::Ne, R1, 0, "hashed")
+        // A free slot: the thread's first call claims it.
+        .store(Size::W, R0, 12, R2)
+        .store(Size::DW, R0, 0, R9)
+        .store(Size::W, R0, 8, R8)
+        .goto("first")
+        .label("mine")
+        .store(Size::DW, R0, 0, R9)
+        .store(Size::W, R0, 8, R8)
+        .goto("out")
+        // Another thread holds the slot: this one's open call lives in the hash.
+        .label("hashed")
         .map(R1, &m.start)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -8)
         .call(Helper::MapLookup)
-        .jump_k(Cond::Eq, R0, 0, "first")
+        .jump_k(Cond::Eq, R0, 0, "first_hashed")
         .store(Size::DW, R0, 0, R9)
         .store(Size::DW, R0, 8, R8)
         .goto("out")
-        // The thread's first call: its entry, its process, its name.
-        .label("first")
+        .label("first_hashed")
         .store(Size::DW, FP, -24, R9)
         .store(Size::DW, FP, -16, R8)
         .map(R1, &m.start)
@@ -470,6 +564,8 @@ fn sys_enter(
         .mov_k(R4, 0)
         .call(Helper::MapUpdate)
         .jump_k(Cond::Ne, R0, 0, "lost_start")
+        // The thread's first call: its process, its name.
+        .label("first")
         .mov(R1, R7)
         .alu_k(Alu::Rsh, R1, 32)
         .store(Size::W, FP, -28, R1)
@@ -488,7 +584,11 @@ fn sys_enter(
         .store(Size::W, FP, -12, R1);
     e.lookup_or_init(&m.calls, -16, -56, CALL_VALUE, "lost_calls");
     e.incr(0);
-    e.a.goto("out");
+    // The thread is gone: its slot is free for the next thread with its TID.
+    e.slot(-16, -64, "out");
+    e.a.jump_x(Cond::Ne, R1, R2, "out")
+        .store_k(Size::W, R0, 12, 0)
+        .goto("out");
     e.lost("lost_calls", LOST_CALLS, "out");
     e.lost("lost_start", LOST_CALLS, "out");
     e.out()
@@ -503,16 +603,25 @@ fn sys_exit(
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
     e.followed_or("out");
-    e.a.store(Size::W, FP, -4, R7)
+    e.a.store(Size::W, FP, -4, R7);
+    e.slot(-4, -8, "out");
+    e.a.jump_x(Cond::Ne, R1, R2, "hashed")
+        .load(Size::DW, R8, R0, 0) // ts; 0: no call open
+        .jump_k(Cond::Eq, R8, 0, "out")
+        .load(Size::W, R9, R0, 8) // nr
+        .store_k(Size::DW, R0, 0, 0)
+        .goto("open")
+        .label("hashed")
         .map(R1, &m.start)
         .mov(R2, FP)
         .alu_k(Alu::Add, R2, -4)
         .call(Helper::MapLookup)
         .jump_k(Cond::Eq, R0, 0, "out")
-        .load(Size::DW, R8, R0, 0) // ts; 0: no call open
+        .load(Size::DW, R8, R0, 0)
         .jump_k(Cond::Eq, R8, 0, "out")
-        .load(Size::DW, R9, R0, 8) // nr
+        .load(Size::DW, R9, R0, 8)
         .store_k(Size::DW, R0, 0, 0)
+        .label("open")
         .call(Helper::KtimeNs)
         .mov(R1, R0)
         .alu_x(Alu::Sub, R1, R8)
@@ -623,6 +732,7 @@ fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, cra
     e.a.goto("next").label("vol");
     e.incr(0);
     e.a.label("next");
+    e.followed_task_or(from, SchedArgs::SWITCH_NEXT, -64, "out");
     e.task_pid(from, SchedArgs::SWITCH_NEXT, -4);
     e.a.map(R1, &m.wake)
         .mov(R2, FP)
@@ -647,12 +757,15 @@ fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, cra
 fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
+    e.followed_task_or(from, SchedArgs::WAKEUP_TASK, -24, "out");
     e.task_pid(from, SchedArgs::WAKEUP_TASK, -4);
-    e.a.map(R1, &m.tasks)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -4)
-        .call(Helper::MapLookup)
-        .jump_k(Cond::Eq, R0, 0, "out");
+    if let SchedArgs::Record { .. } = from {
+        e.a.map(R1, &m.tasks)
+            .mov(R2, FP)
+            .alu_k(Alu::Add, R2, -4)
+            .call(Helper::MapLookup)
+            .jump_k(Cond::Eq, R0, 0, "out");
+    }
     e.waiting_since_now(-4, -16);
     e.out()
 }
@@ -722,6 +835,12 @@ impl ProcTracer {
     /// on. Processes they started before now are not followed unless listed (see
     /// [`crate::process::descendants`]). Needs root.
     pub fn start(pids: &[u32]) -> Result<ProcTracer, crate::KernelError> {
+        Self::start_with(pids, Maps::default_slots())
+    }
+
+    /// `slots`: how many threads keep their open call in the array (a power of two); the
+    /// others in the hash. Tests use few, so that both ways are taken.
+    fn start_with(pids: &[u32], slots: u32) -> Result<ProcTracer, crate::KernelError> {
         // SAFETY: geteuid cannot fail.
         if unsafe { libc::geteuid() } != 0 {
             return Err(
@@ -736,7 +855,7 @@ impl ProcTracer {
             ("sched", "sched_wakeup"),
             ("sched", "sched_process_fork"),
         ])?;
-        let maps = Maps::create()?;
+        let maps = Maps::create(slots)?;
         let t = ProcTracer {
             maps,
             raw: false,
@@ -757,10 +876,12 @@ impl ProcTracer {
         };
         // The raw arguments need the PID's place in struct task_struct, and sched_switch's
         // fourth argument (prev_state, since Linux 5.18): its record says prev_state is there.
-        let raw = crate::btf::Btf::kernel()
-            .ok()
-            .and_then(|b| b.offset_of("task_struct", &["pid"]))
-            .map(|pid| SchedArgs::Raw { pid });
+        let raw = crate::btf::Btf::kernel().ok().and_then(|b| {
+            Some(SchedArgs::Raw {
+                pid: b.offset_of("task_struct", &["pid"])?,
+                tgid: b.offset_of("task_struct", &["tgid"])?,
+            })
+        });
         let child = offset(&tps[4].1, "child_pid", "sched_process_fork")?;
         // This system's numbers for the calls that never return.
         let table = crate::syscalls::table(&crate::Root::host()).unwrap_or_default();
@@ -1110,6 +1231,18 @@ mod tests {
 
     #[test]
     fn a_programs_syscalls_faults_and_switches_are_counted_in_the_kernel() {
+        counted_with(Maps::default_slots());
+    }
+
+    /// One slot: the first thread to call holds it, every other thread (the grandchild, and
+    /// the child itself if a thread of this test got there first) keeps its calls in the
+    /// hash, and the counts are the same.
+    #[test]
+    fn threads_without_a_slot_of_their_own_are_counted_the_same() {
+        counted_with(1);
+    }
+
+    fn counted_with(slots: u32) {
         if unsafe { libc::geteuid() } != 0 {
             skip("tracing processes needs root");
             return;
@@ -1128,7 +1261,7 @@ mod tests {
             }
         };
         let pid = child.id();
-        let t = ProcTracer::start(&[pid]).unwrap();
+        let t = ProcTracer::start_with(&[pid], slots).unwrap();
         // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
         assert_eq!(t.syscalls_via(), "raw tracepoints");
         // It has BTF too: the scheduler programs read the raw arguments.
@@ -1179,6 +1312,10 @@ mod tests {
         let voluntary: u64 = sched.iter().map(|x| x.voluntary).sum();
         assert!(minor > 4000, "{sched:?}");
         assert!(voluntary >= 20, "{sched:?}");
+        // Each sleep ends in a wake-up and a switch back in: the wait for a CPU between the
+        // two is timed (the scheduler programs found the thread's process followed).
+        let delays: u64 = sched.iter().map(|x| x.delays).sum();
+        assert!(delays >= 20, "{sched:?}");
         assert!(!s.lost.any(), "{:?}", s.lost);
         // Other processes are not counted: this test's own thread made syscalls meanwhile.
         assert!(s.calls.iter().all(|c| c.tgid != std::process::id()));

@@ -368,7 +368,7 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
             .collect()
     });
     let lost = Losses {
-        syscall_updates: snap.lost.calls + snap.lost.hist,
+        syscall_updates: snap.lost.calls,
         sched_updates: snap.lost.sched,
         processes: snap.lost.processes,
         block_events: cx.block_lost,

@@ -359,8 +359,7 @@ impl Session {
         let mut snap = self.tracer.counts();
         self.comms = std::mem::take(&mut snap.comms);
         let l = &snap.lost;
-        let lost =
-            l.calls + l.hist + l.sched + l.processes + self.block.as_ref().map_or(0, |b| b.lost());
+        let lost = l.calls + l.sched + l.processes + self.block.as_ref().map_or(0, |b| b.lost());
         let c = plumb_analyze::trace::counters(
             &snap,
             self.block.is_some().then_some(&self.agg),

@@ -219,6 +219,7 @@ const MAP_LOOKUP_ELEM: i32 = 1;
 const MAP_UPDATE_ELEM: i32 = 2;
 const MAP_DELETE_ELEM: i32 = 3;
 const MAP_GET_NEXT_KEY: i32 = 4;
+const MAP_LOOKUP_BATCH: i32 = 24;
 const PROG_LOAD: i32 = 5;
 const RAW_TRACEPOINT_OPEN: i32 = 17;
 
@@ -403,24 +404,80 @@ impl Map {
     }
 
     /// Every entry, each value as 64-bit words (a shorter value zero-padded), one value per
-    /// CPU for per-CPU maps.
+    /// CPU for per-CPU maps. Read in batches of entries per system call where the kernel
+    /// can (Linux 5.6), else a key and a lookup at a time.
     pub fn entries_per_cpu(&self) -> Vec<(Vec<u8>, Vec<Vec<u64>>)> {
+        // One CPU's value as words.
+        let words = |v: &[u8]| -> Vec<u64> {
+            let mut v = v[..self.value_size.min(v.len())].to_vec();
+            v.resize(v.len().div_ceil(8) * 8, 0);
+            v.chunks_exact(8)
+                .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
+                .collect()
+        };
+        if let Some(all) = self.batched() {
+            return all
+                .into_iter()
+                .map(|(k, v)| (k, v.chunks(self.slot()).map(words).collect()))
+                .collect();
+        }
         self.keys()
             .into_iter()
             .filter_map(|k| {
-                let vals = self.lookup(&k)?;
-                let words = vals
-                    .into_iter()
-                    .map(|mut v| {
-                        v.resize(v.len().div_ceil(8) * 8, 0);
-                        v.chunks_exact(8)
-                            .map(|w| u64::from_ne_bytes(w.try_into().expect("8 bytes")))
-                            .collect()
-                    })
-                    .collect();
-                Some((k, words))
+                let per_cpu = self.lookup(&k)?;
+                Some((k, per_cpu.iter().map(|v| words(v)).collect()))
             })
             .collect()
+    }
+
+    /// Every entry with its whole value (every CPU's slot), by BPF_MAP_LOOKUP_BATCH; None
+    /// when this kernel or map type has no batches.
+    fn batched(&self) -> Option<Vec<(Vec<u8>, Vec<u8>)>> {
+        const CHUNK: usize = 512;
+        let value = self.slot() * self.cpus;
+        let mut out = Vec::new();
+        // The position between calls: a bucket number for hash maps, a key for arrays.
+        let token_len = self.key_size.max(8);
+        let (mut in_tok, mut out_tok) = (vec![0u8; token_len], vec![0u8; token_len]);
+        let mut first = true;
+        let mut chunk = CHUNK;
+        loop {
+            let mut keys = vec![0u8; chunk * self.key_size];
+            let mut vals = vec![0u8; chunk * value];
+            let mut a = Attr::new();
+            a.u64(0, if first { 0 } else { in_tok.as_ptr() as u64 })
+                .u64(8, out_tok.as_mut_ptr() as u64)
+                .u64(16, keys.as_mut_ptr() as u64)
+                .u64(24, vals.as_mut_ptr() as u64)
+                .u32(32, chunk as u32)
+                .u32(36, self.fd.as_raw_fd() as u32);
+            let r = bpf(MAP_LOOKUP_BATCH, &mut a);
+            let n =
+                (u32::from_ne_bytes(a.0[32..36].try_into().expect("4 bytes")) as usize).min(chunk);
+            let done = match r {
+                Ok(_) => false,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => true,
+                // One bucket holds more entries than asked for: ask for more.
+                Err(e) if e.raw_os_error() == Some(libc::ENOSPC) && chunk < 1 << 20 => {
+                    chunk *= 4;
+                    continue;
+                }
+                Err(_) if first => return None,
+                // The map changed shape under the walk: what was read so far stands.
+                Err(_) => true,
+            };
+            for i in 0..n {
+                out.push((
+                    keys[i * self.key_size..(i + 1) * self.key_size].to_vec(),
+                    vals[i * value..(i + 1) * value].to_vec(),
+                ));
+            }
+            if done || out.len() > 10_000_000 {
+                return Some(out);
+            }
+            in_tok.copy_from_slice(&out_tok);
+            first = false;
+        }
     }
 
     pub fn fd(&self) -> RawFd {
@@ -641,6 +698,57 @@ mod tests {
         assert_eq!(field_offset(f, "ret"), Some(16));
         assert_eq!(field_offset(f, "prev_comm"), Some(24));
         assert_eq!(field_offset(f, "nope"), None);
+    }
+
+    /// Maps of thousands of entries (several batches) with values that are not whole words:
+    /// the batched read gives every entry, each CPU's value in its place, as the key-by-key
+    /// read does.
+    #[test]
+    fn batched_reads_match_key_by_key_reads() {
+        if unsafe { libc::geteuid() } != 0 {
+            crate::test_skip("BPF maps need root");
+            return;
+        }
+        for kind in [MapType::Hash, MapType::PercpuHash] {
+            let m = Map::create(kind, "plumb_test", 8, 12, 4096).unwrap();
+            for i in 0..3000u64 {
+                let mut v = [0u8; 12];
+                v[..8].copy_from_slice(&(i * 7).to_ne_bytes());
+                v[8..].copy_from_slice(&(i as u32 ^ 0xabcd).to_ne_bytes());
+                m.update(&(i << 20).to_ne_bytes(), &v).unwrap();
+            }
+            let mut batched = m.batched().expect("this kernel reads maps in batches");
+            assert_eq!(batched.len(), 3000, "{kind:?}");
+            batched.sort();
+            let mut by_key: Vec<(Vec<u8>, Vec<Vec<u64>>)> = m
+                .keys()
+                .into_iter()
+                .map(|k| {
+                    let v = m.lookup(&k).unwrap();
+                    let w = v
+                        .iter()
+                        .map(|c| {
+                            let mut c = c.clone();
+                            c.resize(16, 0);
+                            vec![
+                                u64::from_ne_bytes(c[..8].try_into().unwrap()),
+                                u64::from_ne_bytes(c[8..].try_into().unwrap()),
+                            ]
+                        })
+                        .collect();
+                    (k, w)
+                })
+                .collect();
+            by_key.sort();
+            let mut all = m.entries_per_cpu();
+            all.sort();
+            assert_eq!(all, by_key, "{kind:?}");
+            let (k, v) = &all[1234];
+            let i = u64::from_ne_bytes(k[..].try_into().unwrap()) >> 20;
+            assert!(v
+                .iter()
+                .all(|c| c == &vec![i * 7, (i as u32 ^ 0xabcd) as u64]));
+        }
     }
 
     #[test]

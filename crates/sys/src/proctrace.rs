@@ -124,14 +124,13 @@ pub struct SchedStat {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Lost {
     pub calls: u64,
-    pub hist: u64,
     pub sched: u64,
     pub processes: u64,
 }
 
 impl Lost {
     pub fn any(&self) -> bool {
-        self.calls + self.hist + self.sched + self.processes > 0
+        self.calls + self.sched + self.processes > 0
     }
 }
 
@@ -153,10 +152,13 @@ pub struct Snapshot {
 }
 
 // Layouts shared by the programs and the reader.
-const CALL_VALUE: usize = 32; // count, errors, total_ns, max_ns
+// Per thread, syscall and latency bucket: count, errors, total_ns, max_ns. One map, so that a
+// call's exit costs one hash lookup for its counts and its histogram together.
+const CALL_VALUE: usize = 32;
+/// The bucket of the calls that never return (counted, not timed: in no histogram).
+const NORETURN: i32 = -1;
 const SCHED_VALUE: usize = 48; // voluntary, involuntary, run_delay_ns, delays, minflt, majflt
 const LOST_CALLS: i32 = 0;
-const LOST_HIST: i32 = 1;
 const LOST_SCHED: i32 = 2;
 const LOST_PIDS: i32 = 3;
 const NOEXIST: i32 = 1;
@@ -178,7 +180,6 @@ struct Maps {
     slot_mask: i32,
     start: Map,
     calls: Map,
-    hist: Map,
     sched: Map,
     wake: Map,
     comms: Map,
@@ -214,11 +215,10 @@ impl Maps {
             calls: Map::create(
                 MapType::PercpuHash,
                 "plumb_calls",
-                8,
+                16,
                 CALL_VALUE,
-                scale(65536),
+                scale(262144),
             )?,
-            hist: Map::create(MapType::PercpuHash, "plumb_hist", 16, 8, scale(262144))?,
             sched: Map::create(
                 MapType::PercpuHash,
                 "plumb_sched",
@@ -580,12 +580,14 @@ fn sys_enter(
     e.save_comm(-8, -48);
     e.a.goto("out")
         .label("noreturn")
-        .store(Size::W, FP, -16, R7)
-        .store(Size::W, FP, -12, R1);
-    e.lookup_or_init(&m.calls, -16, -56, CALL_VALUE, "lost_calls");
+        .store(Size::W, FP, -72, R7)
+        .store(Size::W, FP, -68, R1)
+        .store_k(Size::W, FP, -64, NORETURN)
+        .store_k(Size::W, FP, -60, 0);
+    e.lookup_or_init(&m.calls, -72, -56, CALL_VALUE, "lost_calls");
     e.incr(0);
     // The thread is gone: its slot is free for the next thread with its TID.
-    e.slot(-16, -64, "out");
+    e.slot(-72, -76, "out");
     e.a.jump_x(Cond::Ne, R1, R2, "out")
         .store_k(Size::W, R0, 12, 0)
         .goto("out");
@@ -633,22 +635,12 @@ fn sys_exit(
     e.a.goto("counted").label("exec");
     e.save_comm(-4, -96);
     e.a.label("counted")
-        .store(Size::W, FP, -16, R7)
-        .store(Size::W, FP, -12, R9)
         .load(Size::DW, R1, R6, ret_off)
         .store_k(Size::DW, FP, -24, 0)
         .jump_k(Cond::SGe, R1, 0, "noerr")
         .jump_k(Cond::SLt, R1, -4095, "noerr")
         .store_k(Size::DW, FP, -24, 1)
-        .label("noerr");
-    e.lookup_or_init(&m.calls, -16, -56, CALL_VALUE, "lost_calls");
-    e.incr(0);
-    e.a.load(Size::DW, R2, FP, -24);
-    e.add(8, R2).add(16, R8);
-    e.a.load(Size::DW, R1, R0, 24)
-        .jump_x(Cond::Ge, R1, R8, "hist")
-        .store(Size::DW, R0, 24, R8)
-        .label("hist")
+        .label("noerr")
         // The bucket: k = index of the highest bit set, by halving.
         .mov(R1, R8)
         .mov_k(R2, 0);
@@ -673,32 +665,19 @@ fn sys_exit(
         .alu_k(Alu::Lsh, R2, 2)
         .alu_x(Alu::Add, R2, R1)
         .label("key")
-        .mov(R1, R7)
-        .alu_k(Alu::Rsh, R1, 32)
-        .store(Size::W, FP, -72, R1)
+        .store(Size::W, FP, -72, R7)
         .store(Size::W, FP, -68, R9)
         .store(Size::W, FP, -64, R2)
-        .store_k(Size::W, FP, -60, 0)
-        .map(R1, &m.hist)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -72)
-        .call(Helper::MapLookup)
-        .jump_k(Cond::Eq, R0, 0, "newh");
+        .store_k(Size::W, FP, -60, 0);
+    e.lookup_or_init(&m.calls, -72, -56, CALL_VALUE, "lost_calls");
     e.incr(0);
-    e.a.goto("out")
-        .label("newh")
-        .store_k(Size::DW, FP, -80, 1)
-        .map(R1, &m.hist)
-        .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -72)
-        .mov(R3, FP)
-        .alu_k(Alu::Add, R3, -80)
-        .mov_k(R4, 0)
-        .call(Helper::MapUpdate)
-        .jump_k(Cond::Eq, R0, 0, "out")
-        .goto("lost_hist");
+    e.a.load(Size::DW, R2, FP, -24);
+    e.add(8, R2).add(16, R8);
+    e.a.load(Size::DW, R1, R0, 24)
+        .jump_x(Cond::Ge, R1, R8, "out")
+        .store(Size::DW, R0, 24, R8)
+        .goto("out");
     e.lost("lost_calls", LOST_CALLS, "out");
-    e.lost("lost_hist", LOST_HIST, "out");
     e.out()
 }
 
@@ -1084,40 +1063,31 @@ impl ProcTracer {
         let m = &self.maps;
         let tasks = self.tasks();
         let tgid = |tid: u32| tasks.get(&tid).copied().unwrap_or(0);
-        let calls = m
-            .calls
-            .entries_per_cpu()
-            .into_iter()
-            .map(|(k, per_cpu)| {
-                let tid = ne_u32(&k, 0);
-                let mut c = CallStat {
-                    tid,
-                    tgid: tgid(tid),
-                    nr: ne_u32(&k, 4),
-                    ..Default::default()
-                };
-                for v in per_cpu {
-                    c.calls += v[0];
-                    c.errors += v[1];
-                    c.total_ns += v[2];
-                    c.max_ns = c.max_ns.max(v[3]);
-                }
-                c
-            })
-            .filter(|c| c.calls > 0)
-            .collect();
+        // Per thread and syscall: the sum over its buckets; per process and syscall: the
+        // histogram of all its threads.
+        let mut calls: BTreeMap<(u32, u32), CallStat> = BTreeMap::new();
         let mut hist: BTreeMap<(u32, u32), LogHist> = BTreeMap::new();
-        let hist_entries = if histograms {
-            m.hist.entries_per_cpu()
-        } else {
-            Vec::new()
-        };
-        for (k, per_cpu) in hist_entries {
-            let n: u64 = per_cpu.iter().map(|v| v[0]).sum();
-            hist.entry((ne_u32(&k, 0), ne_u32(&k, 4)))
-                .or_default()
-                .add_bucket(ne_u32(&k, 8), n);
+        for (k, per_cpu) in m.calls.entries_per_cpu() {
+            let (tid, nr, b) = (ne_u32(&k, 0), ne_u32(&k, 4), ne_u32(&k, 8));
+            let c = calls.entry((tid, nr)).or_insert_with(|| CallStat {
+                tid,
+                tgid: tgid(tid),
+                nr,
+                ..Default::default()
+            });
+            let mut n = 0;
+            for v in per_cpu {
+                n += v[0];
+                c.errors += v[1];
+                c.total_ns += v[2];
+                c.max_ns = c.max_ns.max(v[3]);
+            }
+            c.calls += n;
+            if histograms && b != NORETURN as u32 && n > 0 {
+                hist.entry((c.tgid, nr)).or_default().add_bucket(b, n);
+            }
         }
+        let calls = calls.into_values().filter(|c| c.calls > 0).collect();
         let sched = m
             .sched
             .entries_per_cpu()
@@ -1167,7 +1137,6 @@ impl ProcTracer {
             tasks,
             lost: Lost {
                 calls: lost_at(LOST_CALLS as u32),
-                hist: lost_at(LOST_HIST as u32),
                 sched: lost_at(LOST_SCHED as u32),
                 processes: lost_at(LOST_PIDS as u32),
             },

@@ -440,7 +440,7 @@ impl Session {
         drop(self.tracer);
         let mut block = self.block.take();
         if let Some(b) = block.as_mut() {
-            b.drain(&mut self.agg)?;
+            b.drain_all(&mut self.agg)?;
             cx.block_lost = b.lost();
         }
         cx.alive = snap

@@ -98,6 +98,50 @@ fn fields(body: &str) -> Option<(String, &str, u64, u64)> {
     Some((dev, rwbs, sector, n))
 }
 
+/// `map[key] += 1`, allocating the key only the first time.
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    match map.get_mut(key) {
+        Some(n) => *n += 1,
+        None => {
+            map.insert(key.to_string(), 1);
+        }
+    }
+}
+
+/// The three events read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    BioQueue,
+    RqIssue,
+    RqComplete,
+}
+
+impl Kind {
+    const ALL: [(Kind, &'static str); 3] = [
+        (Kind::BioQueue, "block_bio_queue"),
+        (Kind::RqIssue, "block_rq_issue"),
+        (Kind::RqComplete, "block_rq_complete"),
+    ];
+    fn of(event: &str) -> Option<Kind> {
+        Kind::ALL.iter().find(|(_, n)| *n == event).map(|(k, _)| *k)
+    }
+}
+
+/// One block event, from a line of text or a binary record.
+pub(crate) struct Event<'a> {
+    pub kind: Kind,
+    /// Seconds, on the trace clock.
+    pub ts: f64,
+    /// The submitter's process (bios only).
+    pub tgid: Option<u32>,
+    /// `MAJ:MIN`.
+    pub dev: String,
+    pub rwbs: &'a str,
+    pub sector: u64,
+    /// Sectors.
+    pub n: u64,
+}
+
 impl BlockAgg {
     /// Read trace lines (whole lines only).
     pub fn feed(&mut self, text: &str) {
@@ -109,95 +153,116 @@ impl BlockAgg {
                 self.unreadable += 1;
                 continue;
             };
-            if !l.event.starts_with("block_") {
+            let Some(kind) = Kind::of(l.event) else {
                 continue;
-            }
+            };
             let Some((dev, rwbs, sector, n)) = fields(l.body) else {
                 self.unreadable += 1;
                 continue;
             };
-            let op = op_of(rwbs);
-            match l.event {
-                "block_bio_queue" => {
-                    let Some(tgid) = l.tgid else { continue };
-                    let p = self.procs.entry(tgid).or_default();
-                    *p.patterns.entry(rwbs.to_string()).or_default() += 1;
-                    let b = rwbs.as_bytes();
-                    let preflush = b.len() > 1 && b[0] == b'F' && b"WRDFN".contains(&b[1]);
-                    let rest = &rwbs[if preflush { 2 } else { 1.min(b.len()) }..];
-                    if preflush || op == "flush" {
-                        p.flushes += 1;
-                    }
-                    match op {
-                        "write" if n > 0 => {
-                            p.writes += 1;
-                            p.write_bytes += n * 512;
-                            if rest.starts_with('F') {
-                                p.fua_writes += 1;
-                            }
-                        }
-                        "read" => {
-                            p.reads += 1;
-                            p.read_bytes += n * 512;
-                        }
-                        "discard" => {
-                            p.discards += 1;
-                            p.discard_bytes += n * 512;
-                        }
-                        _ => {}
-                    }
-                    if n > 0 {
-                        if self.owner.len() > 200_000 {
-                            self.owner.clear();
-                        }
-                        self.owner.insert((dev, sector), tgid);
-                    }
+            self.add(Event {
+                kind,
+                ts: l.ts,
+                tgid: l.tgid,
+                dev,
+                rwbs,
+                sector,
+                n,
+            });
+        }
+    }
+
+    /// Count one event.
+    pub(crate) fn add(&mut self, e: Event) {
+        let Event {
+            kind,
+            ts,
+            tgid,
+            dev,
+            rwbs,
+            sector,
+            n,
+        } = e;
+        let op = op_of(rwbs);
+        match kind {
+            Kind::BioQueue => {
+                let Some(tgid) = tgid else { return };
+                let p = self.procs.entry(tgid).or_default();
+                bump(&mut p.patterns, rwbs);
+                let b = rwbs.as_bytes();
+                let preflush = b.len() > 1 && b[0] == b'F' && b"WRDFN".contains(&b[1]);
+                let rest = &rwbs[if preflush { 2 } else { 1.min(b.len()) }..];
+                if preflush || op == "flush" {
+                    p.flushes += 1;
                 }
-                "block_rq_issue" => {
-                    let d = self.devices.entry(dev.clone()).or_default();
-                    tracefs::classify(rwbs, &mut d.counts);
-                    *d.patterns.entry(rwbs.to_string()).or_default() += 1;
-                    match op {
-                        "read" => d.read_bytes += n * 512,
-                        "write" => d.write_bytes += n * 512,
-                        "discard" => d.discards += 1,
-                        _ => {}
-                    }
-                    if op == "flush" {
-                        self.flushes.entry(dev).or_default().push_back(l.ts);
-                    } else {
-                        let owner = self.owner.remove(&(dev.clone(), sector));
-                        if self.inflight.len() > 200_000 {
-                            self.inflight.clear();
+                match op {
+                    "write" if n > 0 => {
+                        p.writes += 1;
+                        p.write_bytes += n * 512;
+                        if rest.starts_with('F') {
+                            p.fua_writes += 1;
                         }
-                        self.inflight.insert((dev, sector), (l.ts, op, owner));
                     }
+                    "read" => {
+                        p.reads += 1;
+                        p.read_bytes += n * 512;
+                    }
+                    "discard" => {
+                        p.discards += 1;
+                        p.discard_bytes += n * 512;
+                    }
+                    _ => {}
                 }
-                "block_rq_complete" => {
-                    let (started, kind, owner) = if op == "flush" {
-                        match self.flushes.get_mut(&dev).and_then(|q| q.pop_front()) {
-                            Some(t) => (t, "flush", None),
-                            None => continue,
-                        }
-                    } else {
-                        match self.inflight.remove(&(dev.clone(), sector)) {
-                            Some(x) => x,
-                            None => continue,
-                        }
-                    };
-                    let ns = ((l.ts - started).max(0.0) * 1e9) as u64;
-                    self.devices
-                        .entry(dev)
-                        .or_default()
-                        .latency
-                        .entry(kind)
-                        .or_default()
-                        .add(ns);
-                    if let Some(t) = owner {
-                        self.proc_latency.entry((t, kind)).or_default().add(ns);
+                if n > 0 {
+                    if self.owner.len() > 200_000 {
+                        self.owner.clear();
                     }
+                    self.owner.insert((dev, sector), tgid);
                 }
-                _ => {}
+            }
+            Kind::RqIssue => {
+                let d = self.devices.entry(dev.clone()).or_default();
+                tracefs::classify(rwbs, &mut d.counts);
+                bump(&mut d.patterns, rwbs);
+                match op {
+                    "read" => d.read_bytes += n * 512,
+                    "write" => d.write_bytes += n * 512,
+                    "discard" => d.discards += 1,
+                    _ => {}
+                }
+                if op == "flush" {
+                    self.flushes.entry(dev).or_default().push_back(ts);
+                } else {
+                    let owner = self.owner.remove(&(dev.clone(), sector));
+                    if self.inflight.len() > 200_000 {
+                        self.inflight.clear();
+                    }
+                    self.inflight.insert((dev, sector), (ts, op, owner));
+                }
+            }
+            Kind::RqComplete => {
+                let (started, kind, owner) = if op == "flush" {
+                    match self.flushes.get_mut(&dev).and_then(|q| q.pop_front()) {
+                        Some(t) => (t, "flush", None),
+                        None => return,
+                    }
+                } else {
+                    match self.inflight.remove(&(dev.clone(), sector)) {
+                        Some(x) => x,
+                        None => return,
+                    }
+                };
+                let ns = ((ts - started).max(0.0) * 1e9) as u64;
+                self.devices
+                    .entry(dev)
+                    .or_default()
+                    .latency
+                    .entry(kind)
+                    .or_default()
+                    .add(ns);
+                if let Some(t) = owner {
+                    self.proc_latency.entry((t, kind)).or_default().add(ns);
+                }
             }
         }
     }
@@ -210,8 +275,7 @@ pub struct BlockProcTrace {
     tracefs: PathBuf,
     /// Open while tracing; closed first when done (an instance with an open pipe cannot be
     /// removed).
-    pipe: Option<fs::File>,
-    partial: Vec<u8>,
+    pipes: Option<RawPipes>,
     /// Instances of plumb runs that died without cleaning up, removed when this one started.
     pub removed: Vec<PathBuf>,
 }
@@ -235,7 +299,7 @@ impl BlockProcTrace {
         fs::create_dir(&instance).map_err(|e| {
             crate::KernelError::io(format!("cannot create {}", instance.display()), e)
         })?;
-        let setup = || -> Result<fs::File, crate::KernelError> {
+        let setup = || -> Result<RawPipes, crate::KernelError> {
             let block = instance.join("events/block");
             for ev in ["block_bio_queue", "block_rq_issue", "block_rq_complete"] {
                 if !block.join(ev).is_dir() {
@@ -246,6 +310,9 @@ impl BlockProcTrace {
                 return Err("this kernel's tracefs cannot record who submitted a bio (no options/record-tgid)".into());
             }
             write(&instance.join("options/record-tgid"), "1")?;
+            // CLOCK_MONOTONIC: the same on every CPU, and readable here to know which
+            // events every CPU has surely written by now.
+            write(&instance.join("trace_clock"), "mono")?;
             let _ = write(
                 &instance.join("buffer_size_kb"),
                 &tracefs::buffer_kb().to_string(),
@@ -253,20 +320,13 @@ impl BlockProcTrace {
             for ev in ["block_bio_queue", "block_rq_issue", "block_rq_complete"] {
                 write(&block.join(ev).join("enable"), "1")?;
             }
-            use std::os::unix::fs::OpenOptionsExt;
-            let p = instance.join("trace_pipe");
-            fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-                .open(&p)
-                .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))
+            RawPipes::open(&instance)
         };
         match setup() {
-            Ok(pipe) => Ok(BlockProcTrace {
+            Ok(pipes) => Ok(BlockProcTrace {
                 instance,
                 tracefs: dir,
-                pipe: Some(pipe),
-                partial: Vec::new(),
+                pipes: Some(pipes),
                 removed,
             }),
             Err(e) => {
@@ -282,34 +342,22 @@ impl BlockProcTrace {
         &self.instance
     }
 
-    /// Read what the trace holds now into `agg`, without waiting.
+    /// Read what the trace holds now into `agg`, without waiting. The last few milliseconds
+    /// wait for the next call, so that a request's completion recorded on one CPU is never
+    /// read before its issue recorded on another.
     pub fn drain(&mut self, agg: &mut BlockAgg) -> Result<(), crate::KernelError> {
-        let mut buf = vec![0u8; 1 << 16];
-        let Some(pipe) = self.pipe.as_mut() else {
-            return Ok(());
-        };
-        loop {
-            match pipe.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    self.partial.extend_from_slice(&buf[..n]);
-                    if let Some(end) = self.partial.iter().rposition(|b| *b == b'\n') {
-                        let text = String::from_utf8_lossy(&self.partial[..=end]).into_owned();
-                        agg.feed(&text);
-                        self.partial.drain(..=end);
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    return Err(crate::KernelError::io(
-                        format!("cannot read {}", self.instance.join("trace_pipe").display()),
-                        e,
-                    ))
-                }
-            }
+        match self.pipes.as_mut() {
+            Some(p) => p.drain(agg, false),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// Read everything the trace holds now (at the end of a window).
+    pub fn drain_all(&mut self, agg: &mut BlockAgg) -> Result<(), crate::KernelError> {
+        match self.pipes.as_mut() {
+            Some(p) => p.drain(agg, true),
+            None => Ok(()),
+        }
     }
 
     /// Events the kernel dropped because the buffer was full before plumb read it.
@@ -320,13 +368,229 @@ impl BlockProcTrace {
 
 impl Drop for BlockProcTrace {
     fn drop(&mut self) {
-        self.pipe = None;
+        self.pipes = None;
         let lock = TraceLock::take();
         tracefs::remove_instance(&self.instance);
         if lock.is_ok() {
             tracefs::remove_dead_instances(&self.tracefs);
             tracefs::unmount_if_last(&self.tracefs);
         }
+    }
+}
+
+/// Where an event's fields are in its record (from its format file).
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    id: u16,
+    kind: Kind,
+    dev: usize,
+    sector: usize,
+    nr_sector: usize,
+    rwbs: (usize, usize),
+}
+
+impl Layout {
+    fn read(instance: &Path, kind: Kind, name: &str) -> Result<Layout, crate::KernelError> {
+        let p = instance.join("events/block").join(name).join("format");
+        let f = fs::read_to_string(&p)
+            .map_err(|e| crate::KernelError::io(format!("cannot read {}", p.display()), e))?;
+        let bad =
+            || crate::KernelError::from(format!("{}: a format plumb cannot read", p.display()));
+        let at = |field: &str, size: usize| {
+            crate::tracepage::field(&f, field)
+                .filter(|(_, s)| *s == size)
+                .map(|(o, _)| o)
+                .ok_or_else(bad)
+        };
+        Ok(Layout {
+            id: crate::tracepage::format_id(&f).ok_or_else(bad)?,
+            kind,
+            dev: at("dev", 4)?,
+            sector: at("sector", 8)?,
+            nr_sector: at("nr_sector", 4)?,
+            rwbs: crate::tracepage::field(&f, "rwbs").ok_or_else(bad)?,
+        })
+    }
+}
+
+/// An event read from a page, kept until every CPU has surely written what came before it.
+struct Pending {
+    ts: u64,
+    kind: Kind,
+    tid: u32,
+    dev: u32,
+    sector: u64,
+    n: u64,
+    rwbs: String,
+}
+
+/// Events younger than this are left for the next read.
+const HOLD_NS: u64 = 20_000_000;
+
+/// Every CPU's buffer of the instance, read as binary pages.
+struct RawPipes {
+    cpus: Vec<fs::File>,
+    page: usize,
+    layouts: Vec<Layout>,
+    pending: Vec<Pending>,
+    /// Thread to process, for the bios' submitters; forgotten every second (TIDs are reused).
+    tgids: HashMap<u32, Option<u32>>,
+    tgids_since: std::time::Instant,
+    saved_tgids: PathBuf,
+}
+
+fn monotonic_ns() -> u64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
+}
+
+impl RawPipes {
+    fn open(instance: &Path) -> Result<RawPipes, crate::KernelError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let layouts = Kind::ALL
+            .iter()
+            .map(|(k, n)| Layout::read(instance, *k, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = instance.join("per_cpu");
+        let rd = fs::read_dir(&dir)
+            .map_err(|e| crate::KernelError::io(format!("cannot read {}", dir.display()), e))?;
+        let mut cpus = Vec::new();
+        for e in rd.flatten() {
+            let p = e.path().join("trace_pipe_raw");
+            let f = fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+                .open(&p)
+                .map_err(|e| crate::KernelError::io(format!("cannot open {}", p.display()), e))?;
+            cpus.push(f);
+        }
+        // A page of the ring buffer: the system's page, or the sub-buffer size where the
+        // kernel lets it be set (6.8).
+        // SAFETY: sysconf has no preconditions.
+        let sys_page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as usize;
+        let page = fs::read_to_string(instance.join("buffer_subbuf_size_kb"))
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .map_or(sys_page, |kb| (kb * 1024).max(sys_page));
+        let tracefs = instance
+            .parent()
+            .and_then(Path::parent)
+            .unwrap_or(instance)
+            .to_path_buf();
+        Ok(RawPipes {
+            cpus,
+            page,
+            layouts,
+            pending: Vec::new(),
+            tgids: HashMap::new(),
+            tgids_since: std::time::Instant::now(),
+            saved_tgids: tracefs.join("saved_tgids"),
+        })
+    }
+
+    fn drain(&mut self, agg: &mut BlockAgg, all: bool) -> Result<(), crate::KernelError> {
+        let now = monotonic_ns();
+        let mut buf = vec![0u8; self.page];
+        for f in &mut self.cpus {
+            loop {
+                match f.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => {
+                        for r in crate::tracepage::records(&buf[..n]) {
+                            let Some(l) = r
+                                .id()
+                                .and_then(|id| self.layouts.iter().find(|l| l.id == id))
+                            else {
+                                continue;
+                            };
+                            let (Some(tid), Some(dev), Some(sector), Some(n), Some(rwbs)) = (
+                                r.pid(),
+                                r.u32_at(l.dev),
+                                r.u64_at(l.sector),
+                                r.u32_at(l.nr_sector),
+                                r.str_at(l.rwbs.0, l.rwbs.1),
+                            ) else {
+                                agg.unreadable += 1;
+                                continue;
+                            };
+                            self.pending.push(Pending {
+                                ts: r.ts,
+                                kind: l.kind,
+                                tid,
+                                dev,
+                                sector,
+                                n: n as u64,
+                                rwbs: rwbs.to_string(),
+                            });
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(crate::KernelError::io("cannot read the block trace", e)),
+                }
+            }
+        }
+        self.pending.sort_by_key(|p| p.ts);
+        let cut = if all {
+            u64::MAX
+        } else {
+            now.saturating_sub(HOLD_NS)
+        };
+        let ready = self.pending.partition_point(|p| p.ts < cut);
+        if self.tgids_since.elapsed() >= std::time::Duration::from_secs(1) {
+            self.tgids.clear();
+            self.tgids_since = std::time::Instant::now();
+        }
+        let events: Vec<Pending> = self.pending.drain(..ready).collect();
+        for p in &events {
+            let tgid = match p.kind {
+                Kind::BioQueue => self.tgid_of(p.tid),
+                _ => None,
+            };
+            agg.add(Event {
+                kind: p.kind,
+                ts: p.ts as f64 / 1e9,
+                tgid,
+                dev: format!("{}:{}", p.dev >> 20, p.dev & 0xf_ffff),
+                rwbs: &p.rwbs,
+                sector: p.sector,
+                n: p.n,
+            });
+        }
+        Ok(())
+    }
+
+    /// A thread's process: from /proc while it lives, else from what the kernel saved when
+    /// it recorded the event (record-tgid).
+    fn tgid_of(&mut self, tid: u32) -> Option<u32> {
+        if tid == 0 {
+            return None;
+        }
+        if let Some(t) = self.tgids.get(&tid) {
+            return *t;
+        }
+        let live = fs::read_to_string(format!("/proc/{tid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("Tgid:"))
+                    .and_then(|v| v.trim().parse().ok())
+            });
+        let t = live.or_else(|| {
+            fs::read_to_string(&self.saved_tgids).ok().and_then(|s| {
+                s.lines().find_map(|l| {
+                    let (p, g) = l.split_once(' ')?;
+                    (p.trim().parse::<u32>().ok()? == tid).then(|| g.trim().parse().ok())?
+                })
+            })
+        });
+        self.tgids.insert(tid, t);
+        t
     }
 }
 

@@ -39,6 +39,7 @@ pub mod smaps;
 pub mod snapshot;
 pub mod syscalls;
 pub mod tracefs;
+pub mod tracepage;
 pub mod zram;
 
 /// Errors from the readers. Every variant names the file it concerns.

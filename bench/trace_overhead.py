@@ -199,6 +199,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=14)
     ap.add_argument("--out")
+    ap.add_argument("--tracers", default=",".join(KINDS),
+                    help="which of them, comma-separated (untraced is always run); default: all")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (eBPF, perf, strace -p and the private PostgreSQL)")
@@ -224,7 +226,11 @@ def main():
     cmds = {}
     try:
         subprocess.run([pgbench, "-i", "-q", "-s", "10"] + conn, check=True, capture_output=True)
-        kinds = KINDS
+        chosen = [k.strip() for k in a.tracers.split(",")]
+        unknown = [k for k in chosen if k not in KINDS]
+        if unknown:
+            sys.exit(f"--tracers: unknown {unknown}; choose from {KINDS}")
+        kinds = [k for k in KINDS if k == "untraced" or k in chosen]
         workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
         for r in range(a.rounds):
             for wname, w in workloads.items():
@@ -258,7 +264,7 @@ def main():
     lines.append("|---|---|---:|---|---:|---|")
     for wname in ["select-only (-S)", "TPC-B-like"]:
         base = statistics.median(results[(wname, "untraced")])
-        for k in KINDS:
+        for k in kinds:
             v = results[(wname, k)]
             med = statistics.median(v)
             per = [x / u for x, u in zip(v, results[(wname, "untraced")])]
@@ -266,6 +272,17 @@ def main():
                 f"| {wname} | {k} | {med:.0f} | {', '.join(f'{x:.0f}' for x in v)} | {med / base:.3f} "
                 f"| {min(per):.3f}..{max(per):.3f} |"
             )
+    if FLOOR in kinds and "plumb trace" in kinds:
+        lines.append("")
+        lines.append("plumb trace against the floor, paired within each round (the target: "
+                     "no more than 3% below it):")
+        lines.append("")
+        lines.append("| workload | plumb trace / empty programs (median) | per round |")
+        lines.append("|---|---:|---|")
+        for wname in ["select-only (-S)", "TPC-B-like"]:
+            per = [p / f for p, f in zip(results[(wname, "plumb trace")], results[(wname, FLOOR)])]
+            lines.append(f"| {wname} | {statistics.median(per):.3f} "
+                         f"| {', '.join(f'{x:.3f}' for x in per)} |")
     cpus = os.cpu_count()
     lines.append("")
     lines.append("Where plumb's cost goes (one run per workload with kernel.bpf_stats_enabled=1, "

@@ -170,12 +170,12 @@ struct Maps {
     /// The same set as keys, for reading back.
     pids: Map,
     tasks: Map,
-    /// Each thread's open call, in an array indexed by TID (masked): a slot is a thread's
-    /// own once it holds the thread's TID (at byte 12; the call's start at 0, its number at
-    /// 8), 64 bytes apart so that threads on different CPUs do not share a cache line. A
-    /// thread whose slot another TID holds (pid_max beyond the slots) keeps its open call in
-    /// `start` instead: an array lookup costs the programs almost nothing, a hash lookup is
-    /// the dearest step of a syscall's trace.
+    /// Each thread's open call and wake-up, in an array indexed by TID (masked): a slot is a
+    /// thread's own once it holds the thread's TID (at byte 12; the call's start at 0, its
+    /// number at 8, since when it waits for a CPU at 16), 64 bytes apart so that threads on
+    /// different CPUs do not share a cache line. A thread whose slot another TID holds
+    /// (pid_max beyond the slots) keeps these in `start` and `wake` instead: an array lookup
+    /// costs the programs almost nothing, a hash lookup is the dearest step of a trace.
     slots: Map,
     slot_mask: i32,
     start: Map,
@@ -305,14 +305,21 @@ impl<'a> Emit<'a> {
             .call(Helper::MapUpdate);
         self
     }
-    /// `wake[*(u32 *)(fp + key)] = now`, in place when the thread has an entry (scratch: 8
-    /// bytes at fp + buf). A zero there means "not waiting".
+    /// The thread at fp + key waits for a CPU from now: in its slot (at byte 16) when it
+    /// holds one, else `wake[tid]`, in place when the thread has an entry (scratch: 8 bytes at
+    /// fp + buf, 4 at fp + buf - 8). A zero there means "not waiting".
     fn waiting_since_now(&mut self, key: i16, buf: i16) -> &mut Self {
         let m = self.m;
         let (have, done) = (self.fresh("wake_have"), self.fresh("wake_done"));
+        let hashed = self.fresh("wake_hashed");
+        self.a.call(Helper::KtimeNs).store(Size::DW, FP, buf, R0);
+        self.slot(key, buf - 8, &hashed);
         self.a
-            .call(Helper::KtimeNs)
-            .store(Size::DW, FP, buf, R0)
+            .jump_x(Cond::Ne, R1, R2, &hashed)
+            .load(Size::DW, R1, FP, buf)
+            .store(Size::DW, R0, 16, R1)
+            .goto(&done)
+            .label(&hashed)
             .map(R1, &m.wake)
             .mov(R2, FP)
             .alu_k(Alu::Add, R2, key as i32)
@@ -363,9 +370,11 @@ impl<'a> Emit<'a> {
         self.a.goto(then);
         self
     }
-    /// `*(u32 *)(fp + slot)` = a task's PID: from the trace record's field, or read from the
-    /// `struct task_struct *` a raw tracepoint hands over as argument `arg` (ctx in r6).
-    fn task_pid(&mut self, from: &SchedArgs, arg: usize, slot: i16) -> &mut Self {
+    /// `*(u32 *)(fp + at)` = a task's TID: from the trace record's field, or read from the
+    /// `struct task_struct *` a raw tracepoint hands over as argument `arg` (ctx in r6), with
+    /// its thread-group id beside it at fp + at + 4 (one read where the kernel keeps the two
+    /// side by side, as it does).
+    fn task_ids(&mut self, from: &SchedArgs, arg: usize, at: i16) -> &mut Self {
         match from {
             SchedArgs::Record {
                 next_pid, wake_pid, ..
@@ -375,19 +384,24 @@ impl<'a> Emit<'a> {
                 } else {
                     *wake_pid
                 };
-                self.a
-                    .load(Size::W, R1, R6, off)
-                    .store(Size::W, FP, slot, R1);
+                self.a.load(Size::W, R1, R6, off).store(Size::W, FP, at, R1);
             }
-            SchedArgs::Raw { pid, .. } => {
-                self.a
-                    .store_k(Size::W, FP, slot, 0)
-                    .load(Size::DW, R3, R6, (arg * 8) as i16)
-                    .alu_k(Alu::Add, R3, *pid as i32)
-                    .mov(R1, FP)
-                    .alu_k(Alu::Add, R1, slot as i32)
-                    .mov_k(R2, 4)
-                    .call(Helper::ProbeReadKernel);
+            SchedArgs::Raw { pid, tgid } => {
+                let read = |a: &mut Asm, field: u32, to: i16, len: i32| {
+                    a.load(Size::DW, R3, R6, (arg * 8) as i16)
+                        .alu_k(Alu::Add, R3, field as i32)
+                        .mov(R1, FP)
+                        .alu_k(Alu::Add, R1, to as i32)
+                        .mov_k(R2, len)
+                        .call(Helper::ProbeReadKernel);
+                };
+                self.a.store_k(Size::DW, FP, at, 0);
+                if *tgid == pid + 4 {
+                    read(&mut self.a, *pid, at, 8);
+                } else {
+                    read(&mut self.a, *pid, at, 4);
+                    read(&mut self.a, *tgid, at + 4, 4);
+                }
             }
         }
         self
@@ -434,37 +448,23 @@ impl<'a> Emit<'a> {
             .load(Size::W, R2, FP, tid);
         self
     }
-    /// Go to `not` unless the task a raw scheduler tracepoint hands over as argument `arg`
-    /// belongs to a followed process: its thread-group id read at this kernel's offset, then
-    /// the followed bits (an array lookup), so that other tasks cost no hash lookup. Keeps
-    /// that id in r7 (scratch: 4 bytes at fp + slot). The ordinary tracepoints' records have
-    /// no thread-group id: there the caller's hash lookup decides.
-    fn followed_task_or(
-        &mut self,
-        from: &SchedArgs,
-        arg: usize,
-        slot: i16,
-        not: &str,
-    ) -> &mut Self {
-        let SchedArgs::Raw { tgid, .. } = from else {
+    /// Go to `not` unless the task whose IDs [`Emit::task_ids`] put at fp + at belongs to a
+    /// followed process: its thread-group id against the followed bits (an array lookup), so
+    /// that other tasks cost no hash lookup (scratch: 4 bytes at fp + idx). The ordinary
+    /// tracepoints' records have no thread-group id: there the caller's hash lookup decides.
+    fn followed_task_or(&mut self, from: &SchedArgs, at: i16, idx: i16, not: &str) -> &mut Self {
+        if let SchedArgs::Record { .. } = from {
             return self;
-        };
+        }
         let m = self.m;
         self.a
-            .store_k(Size::W, FP, slot, 0)
-            .load(Size::DW, R3, R6, (arg * 8) as i16)
-            .alu_k(Alu::Add, R3, *tgid as i32)
-            .mov(R1, FP)
-            .alu_k(Alu::Add, R1, slot as i32)
-            .mov_k(R2, 4)
-            .call(Helper::ProbeReadKernel)
-            .load(Size::W, R7, FP, slot)
+            .load(Size::W, R7, FP, at + 4)
             .mov(R1, R7)
             .alu_k(Alu::Rsh, R1, 6)
-            .store(Size::W, FP, slot, R1)
+            .store(Size::W, FP, idx, R1)
             .map(R1, &m.bits)
             .mov(R2, FP)
-            .alu_k(Alu::Add, R2, slot as i32)
+            .alu_k(Alu::Add, R2, idx as i32)
             .call(Helper::MapLookup)
             .jump_k(Cond::Eq, R0, 0, not)
             .load(Size::DW, R2, R0, 0)
@@ -534,8 +534,9 @@ fn sys_enter(
     e.slot(-8, -32, "out");
     e.a.jump_x(Cond::Eq, R1, R2, "mine")
         .jump_k(Cond::Ne, R1, 0, "hashed")
-        // A free slot: the thread's first call claims it.
+        // A free slot: the thread's first call claims it (no wait of a thread before it).
         .store(Size::W, R0, 12, R2)
+        .store_k(Size::DW, R0, 16, 0)
         .store(Size::DW, R0, 0, R9)
         .store(Size::W, R0, 8, R8)
         .goto("first")
@@ -711,20 +712,29 @@ fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, cra
     e.a.goto("next").label("vol");
     e.incr(0);
     e.a.label("next");
-    e.followed_task_or(from, SchedArgs::SWITCH_NEXT, -64, "out");
-    e.task_pid(from, SchedArgs::SWITCH_NEXT, -4);
-    e.a.map(R1, &m.wake)
+    // The incoming task: its IDs at fp-72 and fp-68; its wait in its slot, else the hash.
+    e.task_ids(from, SchedArgs::SWITCH_NEXT, -72);
+    e.followed_task_or(from, -72, -76, "out");
+    e.slot(-72, -76, "out");
+    e.a.jump_x(Cond::Ne, R1, R2, "next_hashed")
+        .load(Size::DW, R8, R0, 16)
+        .jump_k(Cond::Eq, R8, 0, "out")
+        .store_k(Size::DW, R0, 16, 0)
+        .goto("waited")
+        .label("next_hashed")
+        .map(R1, &m.wake)
         .mov(R2, FP)
-        .alu_k(Alu::Add, R2, -4)
+        .alu_k(Alu::Add, R2, -72)
         .call(Helper::MapLookup)
         .jump_k(Cond::Eq, R0, 0, "out")
         .load(Size::DW, R8, R0, 0)
         .jump_k(Cond::Eq, R8, 0, "out")
         .store_k(Size::DW, R0, 0, 0)
+        .label("waited")
         .call(Helper::KtimeNs)
         .mov(R9, R0)
         .alu_x(Alu::Sub, R9, R8);
-    e.lookup_or_init(&m.sched, -4, -56, SCHED_VALUE, "lost_next");
+    e.lookup_or_init(&m.sched, -72, -56, SCHED_VALUE, "lost_next");
     e.add(16, R9).incr(24);
     e.a.goto("out");
     e.lost("lost_prev", LOST_SCHED, "next");
@@ -736,16 +746,16 @@ fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, cra
 fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
-    e.followed_task_or(from, SchedArgs::WAKEUP_TASK, -24, "out");
-    e.task_pid(from, SchedArgs::WAKEUP_TASK, -4);
+    e.task_ids(from, SchedArgs::WAKEUP_TASK, -8);
+    e.followed_task_or(from, -8, -12, "out");
     if let SchedArgs::Record { .. } = from {
         e.a.map(R1, &m.tasks)
             .mov(R2, FP)
-            .alu_k(Alu::Add, R2, -4)
+            .alu_k(Alu::Add, R2, -8)
             .call(Helper::MapLookup)
             .jump_k(Cond::Eq, R0, 0, "out");
     }
-    e.waiting_since_now(-4, -16);
+    e.waiting_since_now(-8, -24);
     e.out()
 }
 

@@ -71,12 +71,16 @@ def descendants(pid):
 FLOOR = "empty programs"
 FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "tracepoint_floor")
 KINDS = ["untraced", FLOOR, "plumb trace", "perf trace -s", "strace -c -f"]
+# Another build of plumb in the same rounds (--compare-build): what a change to plumb trace did.
+OTHER = "plumb trace ("
 
 
 def tracer_cmd(kind, postmaster):
     pids = [postmaster] + descendants(postmaster)
     if kind == "plumb trace":
         return [PLUMB, "trace", "--pid", str(postmaster)]
+    if kind.startswith(OTHER):
+        return [kind[len(OTHER):].rstrip(")"), "trace", "--pid", str(postmaster)]
     if kind == FLOOR:
         return [FLOOR_BIN]
     if kind == "perf trace -s":
@@ -201,6 +205,9 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--tracers", default=",".join(KINDS),
                     help="which of them, comma-separated (untraced is always run); default: all")
+    ap.add_argument("--compare-build", metavar="PLUMB",
+                    help="another plumb binary traced in the same rounds (an earlier build, to "
+                         "see what a change did)")
     a = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("needs root (eBPF, perf, strace -p and the private PostgreSQL)")
@@ -231,6 +238,10 @@ def main():
         if unknown:
             sys.exit(f"--tracers: unknown {unknown}; choose from {KINDS}")
         kinds = [k for k in KINDS if k == "untraced" or k in chosen]
+        if a.compare_build:
+            if not os.access(a.compare_build, os.X_OK):
+                sys.exit(f"--compare-build: {a.compare_build} is not an executable file")
+            kinds.append(f"{OTHER}{a.compare_build})")
         workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
         for r in range(a.rounds):
             for wname, w in workloads.items():
@@ -277,12 +288,13 @@ def main():
         lines.append("plumb trace against the floor, paired within each round (the target: "
                      "no more than 3% below it):")
         lines.append("")
-        lines.append("| workload | plumb trace / empty programs (median) | per round |")
-        lines.append("|---|---:|---|")
+        lines.append("| workload | tracer | tracer / empty programs (median) | per round |")
+        lines.append("|---|---|---:|---|")
         for wname in ["select-only (-S)", "TPC-B-like"]:
-            per = [p / f for p, f in zip(results[(wname, "plumb trace")], results[(wname, FLOOR)])]
-            lines.append(f"| {wname} | {statistics.median(per):.3f} "
-                         f"| {', '.join(f'{x:.3f}' for x in per)} |")
+            for k in [k for k in kinds if k == "plumb trace" or k.startswith(OTHER)]:
+                per = [p / f for p, f in zip(results[(wname, k)], results[(wname, FLOOR)])]
+                lines.append(f"| {wname} | {k} | {statistics.median(per):.3f} "
+                             f"| {', '.join(f'{x:.3f}' for x in per)} |")
     cpus = os.cpu_count()
     lines.append("")
     lines.append("Where plumb's cost goes (one run per workload with kernel.bpf_stats_enabled=1, "

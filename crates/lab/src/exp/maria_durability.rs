@@ -18,57 +18,89 @@ use std::time::{Duration, Instant};
 
 pub struct MariaDurabilityExp;
 
-/// The configurations, in the order they run: (name, server options).
-pub const CONFIGS: [(&str, &[(&str, &str)]); 6] = [
-    (
-        "trx_commit=1 fsync",
-        &[
-            ("innodb_flush_log_at_trx_commit", "1"),
-            ("innodb_flush_method", "fsync"),
-        ],
-    ),
-    (
-        "trx_commit=1 O_DSYNC",
-        &[
-            ("innodb_flush_log_at_trx_commit", "1"),
-            ("innodb_flush_method", "O_DSYNC"),
-        ],
-    ),
-    (
-        "trx_commit=1 O_DIRECT",
-        &[
-            ("innodb_flush_log_at_trx_commit", "1"),
-            ("innodb_flush_method", "O_DIRECT"),
-        ],
-    ),
-    (
-        "trx_commit=2",
-        &[
-            ("innodb_flush_log_at_trx_commit", "2"),
-            ("innodb_flush_method", "O_DIRECT"),
-        ],
-    ),
-    (
-        "binlog sync_binlog=0",
-        &[
-            ("innodb_flush_log_at_trx_commit", "1"),
-            ("innodb_flush_method", "O_DIRECT"),
-            ("log_bin", "plumb-bin"),
-            ("sync_binlog", "0"),
-        ],
-    ),
-    (
-        "binlog sync_binlog=1",
-        &[
-            ("innodb_flush_log_at_trx_commit", "1"),
-            ("innodb_flush_method", "O_DIRECT"),
-            ("log_bin", "plumb-bin"),
-            ("sync_binlog", "1"),
-        ],
-    ),
-];
+/// A configuration: its short name and the server options it starts with.
+pub type Config = (&'static str, Vec<(&'static str, &'static str)>);
 
-/// The variables read back after each start.
+/// How InnoDB writes its files, as 10.11 and earlier say it: one `innodb_flush_method`.
+fn flush_method(m: &'static str) -> Vec<(&'static str, &'static str)> {
+    vec![("innodb_flush_method", m)]
+}
+
+/// The same on 11.0 and later, which deprecate `innodb_flush_method` for four switches
+/// (MariaDB's own mapping: fsync is buffered data and log; O_DSYNC is write-through data and
+/// log, unbuffered; O_DIRECT, the default, is all four off).
+fn file_switches(
+    buffering: &'static str,
+    write_through: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("innodb_log_file_buffering", buffering),
+        ("innodb_data_file_buffering", buffering),
+        ("innodb_log_file_write_through", write_through),
+        ("innodb_data_file_write_through", write_through),
+    ]
+}
+
+/// The server's version as numbers, from what it reports (`10.11.19-MariaDB-0+deb12u1`).
+pub fn version_of(v: &str) -> Option<(u32, u32, u32)> {
+    let mut n = v
+        .split(|c: char| !c.is_ascii_digit())
+        .take(3)
+        .map(|x| x.parse::<u32>().ok());
+    Some((n.next()??, n.next()??, n.next().flatten().unwrap_or(0)))
+}
+
+/// The configurations for a server of this version, in the order they run. 11.0 and later
+/// (not tested against a live server here: Debian 12 ships 10.11) get the four switches that
+/// replace `innodb_flush_method`, and from 11.0.6 `innodb_doublewrite=fast` too.
+pub fn configs(version: &str) -> Vec<Config> {
+    let v = version_of(version).unwrap_or((10, 11, 0));
+    let eleven = v >= (11, 0, 0);
+    let (buffered, through, direct) = if eleven {
+        (
+            ("trx_commit=1 buffered", file_switches("ON", "OFF")),
+            ("trx_commit=1 write-through", file_switches("OFF", "ON")),
+            ("trx_commit=1 direct", file_switches("OFF", "OFF")),
+        )
+    } else {
+        (
+            ("trx_commit=1 fsync", flush_method("fsync")),
+            ("trx_commit=1 O_DSYNC", flush_method("O_DSYNC")),
+            ("trx_commit=1 O_DIRECT", flush_method("O_DIRECT")),
+        )
+    };
+    let opts = |trx: &'static str,
+                base: &[(&'static str, &'static str)],
+                extra: &[(&'static str, &'static str)]| {
+        let mut o = vec![("innodb_flush_log_at_trx_commit", trx)];
+        o.extend_from_slice(base);
+        o.extend_from_slice(extra);
+        o
+    };
+    let binlog = |sync: &'static str| [("log_bin", "plumb-bin"), ("sync_binlog", sync)];
+    let d = &direct.1;
+    let mut out: Vec<Config> = vec![
+        (buffered.0, opts("1", &buffered.1, &[])),
+        (through.0, opts("1", &through.1, &[])),
+        (direct.0, opts("1", d, &[])),
+    ];
+    if v >= (11, 0, 6) {
+        out.push((
+            "trx_commit=1 doublewrite=fast",
+            opts("1", d, &[("innodb_doublewrite", "fast")]),
+        ));
+    }
+    out.push(("trx_commit=2", opts("2", d, &[])));
+    out.push(("binlog sync_binlog=0", opts("1", d, &binlog("0"))));
+    out.push(("binlog sync_binlog=1", opts("1", d, &binlog("1"))));
+    out
+}
+
+/// The most configurations any version runs (for the time budget, before the version is
+/// known).
+const MAX_CONFIGS: u32 = 7;
+
+/// The variables read back after each start, beside the ones asked for.
 const READ_BACK: [&str; 5] = [
     "innodb_flush_log_at_trx_commit",
     "innodb_flush_method",
@@ -99,17 +131,17 @@ impl Experiment for MariaDurabilityExp {
         (Duration::from_millis(5) * single_commits(plan)
             + Duration::from_secs(2) * plan.bulk_iterations
             + Duration::from_secs(4))
-            * CONFIGS.len() as u32
+            * MAX_CONFIGS
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
         // Per configuration on this VM: about 0.5 s to restart, 1 s around the trace, 0.5 ms a
-        // commit, 0.3 s a bulk transaction.
+        // commit, 0.3 s a bulk transaction; 10.11's six configurations.
         vec![
             (Duration::from_millis(1500)
                 + Duration::from_micros(500) * single_commits(plan)
                 + Duration::from_millis(300) * plan.bulk_iterations)
-                * CONFIGS.len() as u32,
+                * configs("10.11").len() as u32,
         ]
     }
 
@@ -118,13 +150,14 @@ impl Experiment for MariaDurabilityExp {
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Outcome> {
-        cx.progress.step(&format!(
-            "MariaDB's durability paths: {} configurations",
-            CONFIGS.len()
-        ));
         let Some(first) = cx.server.private_maria.clone() else {
             crate::refuse!("MariaDB's durability paths need plumb's private MariaDB");
         };
+        let to_run = configs(&first.version);
+        cx.progress.step(&format!(
+            "MariaDB's durability paths: {} configurations",
+            to_run.len()
+        ));
         let dir = first
             .data
             .parent()
@@ -148,7 +181,7 @@ impl Experiment for MariaDurabilityExp {
         let mut samples: Vec<Vec<f64>> = Vec::new();
         let mut phases = Vec::new();
         let mut trace_error = None;
-        for (name, settings) in CONFIGS {
+        for (name, settings) in &to_run {
             cx.stopped()?;
             let asked: Vec<(String, String)> = settings
                 .iter()
@@ -252,7 +285,11 @@ fn measure(
     ] {
         s.execute(sql).with_context(ctx)?;
     }
-    let read_back = s.variables(&READ_BACK).with_context(ctx)?;
+    let mut names: Vec<&str> = READ_BACK.to_vec();
+    names.extend(asked.iter().map(|(k, _)| k.as_str()));
+    names.sort_unstable();
+    names.dedup();
+    let read_back = s.variables(&names).with_context(ctx)?;
     let ignored = ignored(asked, &read_back);
     let setting = |k: &str| read_back.get(k).map(String::as_str).unwrap_or("");
     let binlog = setting("log_bin").eq_ignore_ascii_case("ON");
@@ -523,5 +560,98 @@ fn why_not_durable(c: &MariaConfig) -> &'static str {
         "binlog-not-flushed"
     } else {
         "no-request"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(c: &[Config]) -> Vec<&str> {
+        c.iter().map(|(n, _)| *n).collect()
+    }
+
+    #[test]
+    fn versions_are_read_from_what_the_server_reports() {
+        assert_eq!(version_of("10.11.19-MariaDB-0+deb12u1"), Some((10, 11, 19)));
+        assert_eq!(version_of("11.4.2-MariaDB-ubu2404-log"), Some((11, 4, 2)));
+        assert_eq!(version_of("11.0"), Some((11, 0, 0)));
+        assert_eq!(version_of(""), None);
+        assert_eq!(version_of("MariaDB"), None);
+    }
+
+    #[test]
+    fn ten_eleven_sets_the_flush_method_and_eleven_its_four_switches() {
+        let old = configs("10.11.19-MariaDB-0+deb12u1");
+        assert_eq!(
+            names(&old),
+            [
+                "trx_commit=1 fsync",
+                "trx_commit=1 O_DSYNC",
+                "trx_commit=1 O_DIRECT",
+                "trx_commit=2",
+                "binlog sync_binlog=0",
+                "binlog sync_binlog=1"
+            ]
+        );
+        assert!(old[1].1.contains(&("innodb_flush_method", "O_DSYNC")));
+        assert!(old
+            .iter()
+            .all(|(_, o)| !o.iter().any(|(k, _)| k.contains("write_through"))));
+        // An unknown version is taken for the one tested here.
+        assert_eq!(names(&configs("?")), names(&old));
+
+        let new = configs("11.4.2-MariaDB");
+        assert_eq!(new.len() as u32, MAX_CONFIGS);
+        assert!(new
+            .iter()
+            .all(|(_, o)| !o.iter().any(|(k, _)| *k == "innodb_flush_method")));
+        let through = &new[1].1;
+        assert!(through.contains(&("innodb_log_file_write_through", "ON")));
+        assert!(through.contains(&("innodb_data_file_write_through", "ON")));
+        assert!(through.contains(&("innodb_log_file_buffering", "OFF")));
+        assert!(new[0].1.contains(&("innodb_data_file_buffering", "ON")));
+        assert!(names(&new).contains(&"trx_commit=1 doublewrite=fast"));
+        let last = &new.last().unwrap().1;
+        assert!(last.contains(&("sync_binlog", "1")) && last.contains(&("log_bin", "plumb-bin")));
+        // doublewrite=fast came in 11.0.6.
+        assert!(!names(&configs("11.0.5-MariaDB")).contains(&"trx_commit=1 doublewrite=fast"));
+        // Every configuration asks for trx_commit first, and each name once.
+        for c in [&old, &new] {
+            assert!(c
+                .iter()
+                .all(|(_, o)| o[0].0 == "innodb_flush_log_at_trx_commit"));
+            let mut n = names(c);
+            n.sort_unstable();
+            n.dedup();
+            assert_eq!(n.len(), c.len());
+        }
+    }
+
+    #[test]
+    fn a_setting_the_server_did_not_take_is_named() {
+        let asked = vec![
+            (
+                "innodb_log_file_write_through".to_string(),
+                "ON".to_string(),
+            ),
+            (
+                "innodb_flush_log_at_trx_commit".to_string(),
+                "1".to_string(),
+            ),
+            ("log_bin".to_string(), "plumb-bin".to_string()),
+        ];
+        let read: BTreeMap<String, String> = [
+            ("innodb_log_file_write_through", "OFF"),
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("log_bin", "ON"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        assert_eq!(
+            ignored(&asked, &read),
+            ["innodb_log_file_write_through=ON (read back OFF)"]
+        );
     }
 }

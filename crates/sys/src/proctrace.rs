@@ -406,23 +406,32 @@ impl<'a> Emit<'a> {
         }
         self
     }
-    /// Go to `not` unless the current task's process is followed; keeps pid_tgid in r7.
+    /// Go to `not` unless the current task's process is followed; keeps pid_tgid in r7
+    /// (scratch: fp-8..fp-1).
     fn followed_or(&mut self, not: &str) -> &mut Self {
-        let m = self.m;
         self.a
             .call(Helper::PidTgid)
             .mov(R7, R0)
             .mov(R1, R7)
-            .alu_k(Alu::Rsh, R1, 32 + 6)
-            .store(Size::W, FP, -4, R1)
+            .alu_k(Alu::Rsh, R1, 32)
+            .store(Size::W, FP, -4, R1);
+        self.process_followed_or(-4, -8, not)
+    }
+    /// Go to `not` unless the process whose id is at fp + at (32 bits) is followed: its bit
+    /// in the followed bits, an array lookup the kernel inlines (scratch: 4 bytes at fp + idx).
+    fn process_followed_or(&mut self, at: i16, idx: i16, not: &str) -> &mut Self {
+        let m = self.m;
+        self.a
+            .load(Size::W, R1, FP, at)
+            .alu_k(Alu::Rsh, R1, 6)
+            .store(Size::W, FP, idx, R1)
             .map(R1, &m.bits)
             .mov(R2, FP)
-            .alu_k(Alu::Add, R2, -4)
+            .alu_k(Alu::Add, R2, idx as i32)
             .call(Helper::MapLookup)
             .jump_k(Cond::Eq, R0, 0, not)
             .load(Size::DW, R2, R0, 0)
-            .mov(R3, R7)
-            .alu_k(Alu::Rsh, R3, 32)
+            .load(Size::W, R3, FP, at)
             .alu_k(Alu::And, R3, 63)
             .mov_k(R4, 1)
             .alu_x(Alu::Lsh, R4, R3)
@@ -456,25 +465,7 @@ impl<'a> Emit<'a> {
         if let SchedArgs::Record { .. } = from {
             return self;
         }
-        let m = self.m;
-        self.a
-            .load(Size::W, R7, FP, at + 4)
-            .mov(R1, R7)
-            .alu_k(Alu::Rsh, R1, 6)
-            .store(Size::W, FP, idx, R1)
-            .map(R1, &m.bits)
-            .mov(R2, FP)
-            .alu_k(Alu::Add, R2, idx as i32)
-            .call(Helper::MapLookup)
-            .jump_k(Cond::Eq, R0, 0, not)
-            .load(Size::DW, R2, R0, 0)
-            .mov(R3, R7)
-            .alu_k(Alu::And, R3, 63)
-            .mov_k(R4, 1)
-            .alu_x(Alu::Lsh, R4, R3)
-            .alu_x(Alu::And, R2, R4)
-            .jump_k(Cond::Eq, R2, 0, not);
-        self
+        self.process_followed_or(at + 4, idx, not)
     }
     fn out(&mut self) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
         self.a.label("out").mov_k(R0, 0).exit();

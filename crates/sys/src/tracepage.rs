@@ -135,7 +135,7 @@ pub fn records(page: &[u8]) -> Vec<Record<'_>> {
 }
 
 /// A field's offset and size from an event's format file
-/// (`field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;`).
+/// (`field:unsigned int nr_sector; offset:24; size:4; signed:0;`).
 pub fn field(format: &str, name: &str) -> Option<(usize, usize)> {
     format.lines().find_map(|l| {
         let decl = l.trim().strip_prefix("field:")?.split(';').next()?;

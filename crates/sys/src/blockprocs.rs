@@ -439,16 +439,6 @@ struct RawPipes {
     saved_tgids: PathBuf,
 }
 
-fn monotonic_ns() -> u64 {
-    let mut t = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
-    t.tv_sec as u64 * 1_000_000_000 + t.tv_nsec as u64
-}
-
 impl RawPipes {
     fn open(instance: &Path) -> Result<RawPipes, crate::KernelError> {
         use std::os::unix::fs::OpenOptionsExt;
@@ -494,7 +484,7 @@ impl RawPipes {
     }
 
     fn drain(&mut self, agg: &mut BlockAgg, all: bool) -> Result<(), crate::KernelError> {
-        let now = monotonic_ns();
+        let now = crate::eventtrace::mono_ns();
         let mut buf = vec![0u8; self.page];
         for f in &mut self.cpus {
             loop {

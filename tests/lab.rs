@@ -1141,12 +1141,16 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
             cfg("trx_commit=2")
         );
         // The device counted the neighbour's FLUSHes too; the server's own count did not grow
-        // with them (a durable commit here costs one or two of its own).
+        // with them (a durable commit here costs one or two of its own). Only a durable commit
+        // lasts long enough for the neighbour's flushes to add half a flush to each: commits
+        // that wait for no flush take microseconds, so there the device only has to have seen
+        // at least the server's own.
         for c in md["configs"].as_array().unwrap() {
             let server = flushes(c);
             let device = c["device_flushes_per_commit"].as_f64().unwrap();
+            let gap = if c["durable_by_settings"] == true { 0.5 } else { -0.05 };
             assert!(
-                device > server + 0.5,
+                device > server + gap,
                 "{}: device {device}, server {server}",
                 c["name"]
             );

@@ -2,7 +2,7 @@
 """plumb load against pgbench, in one go, on the same private PostgreSQL and the same tables.
 
     python3 bench/load_vs_pgbench.py [--scale N] [--clients N] [--seconds S] [--reps N]
-                                     [--pgbench-threads N] [--rate N] [--out FILE.md]
+                                     [--threads N] [--rate N] [--out FILE.md]
 
 1. Starts plumb's private PostgreSQL in a scratch directory; `plumb load --workload tpcb
    --scale N --keep` creates pgbench's four tables there (database plumb_load).
@@ -10,10 +10,10 @@
    `pgbench -M prepared -n` (the same transaction: BEGIN, the five statements, END; -n so it
    neither vacuums nor truncates pgbench_history, which plumb's balance check reads) with the
    same clients and seconds; then the same pair for the point select (`--workload
-   point-select` against `pgbench -S`). pgbench runs `-j min(clients, CPUs)` threads (its
-   usual advice: several connections a thread, each thread waiting on all of its sockets at
-   once) unless --pgbench-threads says otherwise; `--pgbench-threads CLIENTS` gives it plumb's
-   shape, a thread a connection.
+   point-select` against `pgbench -S`). Both run the clients on `min(clients, CPUs)` threads
+   (pgbench's -j, plumb's --threads: several connections a thread, each thread waiting on all
+   of its sockets at once) unless --threads says otherwise; `--threads CLIENTS` gives each
+   a thread a connection.
 3. Per tool: tps (plumb: the transactions of the timed window over it; pgbench: its "tps"
    line) and the client's CPU per transaction (user + system of the tool's process over every
    transaction it ran, from the kernel's rusage of the child), medians over the reps; the
@@ -116,11 +116,11 @@ def main():
     ap.add_argument("--seconds", type=int, default=20)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--rate", type=int, default=0, help="also the open-loop checks at N/s")
-    ap.add_argument("--pgbench-threads", type=int, default=0,
-                    help="pgbench's -j (default: min(clients, CPUs))")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="pgbench's -j and plumb's --threads (default: min(clients, CPUs))")
     ap.add_argument("--out")
     a = ap.parse_args()
-    threads = a.pgbench_threads or min(a.clients, os.cpu_count() or 2)
+    threads = a.threads or min(a.clients, os.cpu_count() or 2)
     log = []
     tmp = tempfile.mkdtemp(prefix="plumb-load-bench", dir="/tmp")
     os.chmod(tmp, 0o755)
@@ -134,7 +134,8 @@ def main():
             p, g = [], []
             for i in range(a.reps):
                 pair = [
-                    lambda: p.append(plumb_load(d, workload, a.scale, a.clients, a.seconds, log)),
+                    lambda: p.append(plumb_load(d, workload, a.scale, a.clients, a.seconds, log,
+                                               ["--threads", str(threads)])),
                     lambda: g.append(pgbench(status, select_only, a.clients, a.seconds, log, threads)),
                 ]
                 for f in pair if i % 2 == 0 else reversed(pair):
@@ -163,8 +164,8 @@ def main():
         "",
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, {platform.release()}; "
         f"PostgreSQL 15 (Debian's), plumb's private instance.",
-        f"Scale {a.scale}, {a.clients} clients (pgbench -j {threads}: "
-        f"{a.clients / threads:g} connection(s) a thread; plumb: one a thread), {a.seconds} s a run, "
+        f"Scale {a.scale}, {a.clients} clients on {threads} threads each (pgbench -j, plumb "
+        f"--threads: {a.clients / threads:g} connection(s) a thread), {a.seconds} s a run, "
         f"{a.reps} runs a tool, alternating; medians.",
         "",
         "| workload | plumb tps | pgbench tps | ratio | plumb CPU µs/tx | pgbench CPU µs/tx | ratio | runs (plumb; pgbench) |",

@@ -1148,7 +1148,11 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
         for c in md["configs"].as_array().unwrap() {
             let server = flushes(c);
             let device = c["device_flushes_per_commit"].as_f64().unwrap();
-            let gap = if c["durable_by_settings"] == true { 0.5 } else { -0.05 };
+            let gap = if c["durable_by_settings"] == true {
+                0.5
+            } else {
+                -0.05
+            };
             assert!(
                 device > server + gap,
                 "{}: device {device}, server {server}",

@@ -183,6 +183,9 @@ fn open_loop_times_from_the_schedule() {
         &[
             "--clients",
             "2",
+            // Both on one thread: each sleeps to its schedule beside the other's waits.
+            "--threads",
+            "1",
             "--rampup",
             "1s",
             "--duration",
@@ -221,6 +224,10 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
             "2",
             "--clients",
             "2",
+            // Both clients on one thread, each transaction's seven round trips interleaved
+            // with the other's: every committed one is still one history row.
+            "--threads",
+            "1",
             "--rampup",
             "0s",
             "--duration",
@@ -502,6 +509,7 @@ fn bad_input_is_named_and_exits_2() {
             "--warehouses 0",
         ),
         (vec!["load", "--dir", d, "--clients", "0"], "--clients 0"),
+        (vec!["load", "--dir", d, "--threads", "0"], "--threads 0"),
         (vec!["load", "--dir", d, "--rate", "fast"], "--rate fast"),
         (
             vec!["load", "--dir", d, "--duration", "soon"],

@@ -67,6 +67,11 @@ pub struct LoadArgs {
     /// to N times in all (1: no retry). Every failure and retry is counted.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub max_tries: u32,
+    /// Threads for the clients, as pgbench's -j: on PostgreSQL a thread serves several
+    /// clients, waiting on all their sockets at once; MariaDB's and SQL Server's clients keep
+    /// a thread each. Default: one a CPU plumb may use.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<u32>,
     /// The database plumb creates (and drops at the end unless --keep).
     #[arg(long, value_name = "NAME", default_value = "plumb_load")]
     pub database: String,
@@ -138,6 +143,10 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         duration: time("--duration", &a.duration)?,
         rate: a.rate.as_deref().map(rate).transpose()?,
         max_tries: a.max_tries,
+        threads: match a.threads {
+            Some(0) => anyhow::bail!("--threads 0: at least one thread"),
+            t => t.map(|t| t as usize),
+        },
         keep: a.keep,
         check: a.check,
         seed: a.seed,

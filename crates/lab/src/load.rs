@@ -399,29 +399,49 @@ struct LoadClient {
     home: i32,
 }
 
+impl LoadClient {
+    fn next_tx(&self, kind: usize, rng: &mut Rng) -> oltp::Tx {
+        let mut u = |lo: i64, hi: i64| lo + rng.below((hi - lo + 1).max(1) as u64) as i64;
+        oltp::generate_for(self.workload, kind, self.scale, self.home, &mut u)
+    }
+}
+
 impl driver::Client for LoadClient {
     fn run(&mut self, kind: usize, rng: &mut Rng) -> std::result::Result<Outcome, Failure> {
-        let mut u = |lo: i64, hi: i64| lo + rng.below((hi - lo + 1).max(1) as u64) as i64;
-        let tx = oltp::generate_for(self.workload, kind, self.scale, self.home, &mut u);
-        match self.conn.exec(&tx) {
-            Ok(true) => Ok(Outcome::Committed),
-            Ok(false) => Ok(Outcome::RolledBack),
-            Err(e) => Err(Failure {
-                class: match e.failed {
-                    Failed::Deadlock => ErrorClass::Deadlock,
-                    Failed::Serialization => ErrorClass::Serialization,
-                    Failed::LockTimeout => ErrorClass::LockTimeout,
-                    Failed::Lost => ErrorClass::LostConnection,
-                    Failed::Other => ErrorClass::Other,
-                },
-                code: e.code,
-                message: e.message,
-            }),
-        }
+        let tx = self.next_tx(kind, rng);
+        counted(self.conn.exec(&tx))
+    }
+
+    fn share(&mut self) -> bool {
+        self.conn.share()
+    }
+
+    fn run_async<'a>(&'a mut self, kind: usize, rng: &'a mut Rng) -> driver::TxFuture<'a> {
+        let tx = self.next_tx(kind, rng);
+        Box::pin(async move { counted(self.conn.exec_async(&tx).await) })
     }
 
     fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         Some(self.conn.canceller())
+    }
+}
+
+/// A transaction's end as the driver counts it.
+fn counted(r: std::result::Result<bool, oltp::TxError>) -> std::result::Result<Outcome, Failure> {
+    match r {
+        Ok(true) => Ok(Outcome::Committed),
+        Ok(false) => Ok(Outcome::RolledBack),
+        Err(e) => Err(Failure {
+            class: match e.failed {
+                Failed::Deadlock => ErrorClass::Deadlock,
+                Failed::Serialization => ErrorClass::Serialization,
+                Failed::LockTimeout => ErrorClass::LockTimeout,
+                Failed::Lost => ErrorClass::LostConnection,
+                Failed::Other => ErrorClass::Other,
+            },
+            code: e.code,
+            message: e.message,
+        }),
     }
 }
 
@@ -456,6 +476,7 @@ fn drive(
         max_tries: c.max_tries,
         seed: c.seed,
         in_order: c.workload.in_order(),
+        threads: c.threads,
     };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();

@@ -25,6 +25,8 @@ pub struct LoadConfig {
     pub duration: Duration,
     pub rate: Option<f64>,
     pub max_tries: u32,
+    /// Threads for the clients that can share one (PostgreSQL's); None: one a CPU.
+    pub threads: Option<usize>,
     pub keep: bool,
     pub check: bool,
     pub seed: u64,

@@ -143,6 +143,7 @@ pub fn run(
         max_tries: 1,
         seed: 1,
         in_order: false,
+        threads: None,
     };
     let m = driver::run(
         &plan,

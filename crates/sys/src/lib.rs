@@ -27,6 +27,7 @@ pub mod ledger;
 pub mod mem;
 pub mod memsnap;
 pub mod mount;
+pub mod mux;
 pub mod os;
 pub mod perf;
 pub mod pressure;

@@ -493,7 +493,8 @@ const CALLS: [&str; 5] = [
 ];
 
 /// One client's connection with its workload's statements prepared, on plumb's lean wire
-/// client (`wire`): one write and blocking reads a statement, as pgbench's libpq.
+/// client (`wire`): one write and the reads of its reply a statement, as pgbench's libpq;
+/// after `share`, on a thread it shares with other clients.
 pub struct PgOltp {
     wire: Wire,
     /// Statement names in `Tx`'s order ("s0", "s1", …).
@@ -547,8 +548,19 @@ impl PgOltp {
         self.wire.canceller()
     }
 
+    /// Let this session share a thread with others: its `exec_async` then waits in
+    /// `plumb_sys::mux` instead of blocking.
+    pub fn share(&mut self) -> bool {
+        self.wire.set_nonblocking().is_ok()
+    }
+
     /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.
     pub fn exec(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
+        plumb_sys::mux::block_on(self.exec_async(tx))
+    }
+
+    /// `exec`, waiting in `plumb_sys::mux` once the session shares a thread.
+    pub async fn exec_async(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
         use Param::{Int, Ints, Text};
         let n = &self.names;
         let c = &mut self.wire;
@@ -561,10 +573,13 @@ impl PgOltp {
                 items,
                 supply,
                 qty,
-            } => c.run(
-                &n[0],
-                &[i(w), i(d), i(cust), Ints(items), Ints(supply), Ints(qty)],
-            ),
+            } => {
+                c.run_async(
+                    &n[0],
+                    &[i(w), i(d), i(cust), Ints(items), Ints(supply), Ints(qty)],
+                )
+                .await
+            }
             Tx::Payment {
                 w,
                 d,
@@ -574,7 +589,7 @@ impl PgOltp {
                 amount_cents,
             } => {
                 let (id, last) = cust.arg();
-                c.run(
+                c.run_async(
                     &n[1],
                     &[
                         i(w),
@@ -586,21 +601,24 @@ impl PgOltp {
                         Int(*amount_cents),
                     ],
                 )
+                .await
             }
             Tx::OrderStatus { w, d, c: cust } => {
                 let (id, last) = cust.arg();
-                c.run(&n[2], &[i(w), i(d), i(&id), Text(last)])
+                c.run_async(&n[2], &[i(w), i(d), i(&id), Text(last)]).await
             }
-            Tx::Delivery { w, carrier } => c.run(&n[3], &[i(w), i(carrier)]),
-            Tx::StockLevel { w, d, threshold } => c.run(&n[4], &[i(w), i(d), i(threshold)]),
+            Tx::Delivery { w, carrier } => c.run_async(&n[3], &[i(w), i(carrier)]).await,
+            Tx::StockLevel { w, d, threshold } => {
+                c.run_async(&n[4], &[i(w), i(d), i(threshold)]).await
+            }
             Tx::TpcB {
                 aid,
                 tid,
                 bid,
                 delta,
-            } => tpcb(c, n, *aid, *tid, *bid, *delta),
-            Tx::ReadWrite { .. } => read_write(c, n, tx),
-            Tx::PointSelect { aid } => match c.run(&n[0], &[i(aid)]) {
+            } => tpcb(c, n, *aid, *tid, *bid, *delta).await,
+            Tx::ReadWrite { .. } => read_write(c, n, tx).await,
+            Tx::PointSelect { aid } => match c.run_async(&n[0], &[i(aid)]).await {
                 Ok(1) => Ok(1),
                 Ok(rows) => {
                     return Err(TxError {
@@ -611,11 +629,12 @@ impl PgOltp {
                 }
                 Err(e) => Err(e),
             },
-            Tx::Truncate => c.run(&n[0], &[]),
-            Tx::Checkpoint => c.run(&n[1], &[]),
-            Tx::Inserts { rows, each_commits } => {
-                c.simple(&inserts_sql(*rows, *each_commits)).map(|_| 1)
-            }
+            Tx::Truncate => c.run_async(&n[0], &[]).await,
+            Tx::Checkpoint => c.run_async(&n[1], &[]).await,
+            Tx::Inserts { rows, each_commits } => c
+                .simple_async(&inserts_sql(*rows, *each_commits))
+                .await
+                .map(|_| 1),
         };
         match r {
             Ok(_) => Ok(true),
@@ -627,7 +646,7 @@ impl PgOltp {
 
 /// sysbench's oltp_read_write: BEGIN, the eighteen statements, COMMIT (twenty round trips,
 /// as sysbench sends them); after a failure, ROLLBACK.
-fn read_write(c: &mut Wire, n: &[String], tx: &Tx) -> std::result::Result<u64, WireError> {
+async fn read_write(c: &mut Wire, n: &[String], tx: &Tx) -> std::result::Result<u64, WireError> {
     use Param::{Int, Text};
     let Tx::ReadWrite {
         points,
@@ -643,31 +662,32 @@ fn read_write(c: &mut Wire, n: &[String], tx: &Tx) -> std::result::Result<u64, W
         return Ok(0);
     };
     let i = |v: &i32| Int(i64::from(*v));
-    c.run("begin", &[])?;
-    let mut body = || {
+    c.run_async("begin", &[]).await?;
+    let body = async {
         for p in points {
-            c.run(&n[0], &[i(p)])?;
+            c.run_async(&n[0], &[i(p)]).await?;
         }
         for (q, first) in ranges.iter().enumerate() {
             let last = first + super::RW_RANGE - 1;
-            c.run(&n[1 + q], &[i(first), i(&last)])?;
+            c.run_async(&n[1 + q], &[i(first), i(&last)]).await?;
         }
-        c.run(&n[5], &[i(k_id)])?;
-        c.run(&n[6], &[Text(cv), i(c_id)])?;
-        c.run(&n[7], &[i(del_id)])?;
-        c.run(&n[8], &[i(del_id), i(k), Text(cv), Text(pad)])?;
-        c.run("commit", &[])
+        c.run_async(&n[5], &[i(k_id)]).await?;
+        c.run_async(&n[6], &[Text(cv), i(c_id)]).await?;
+        c.run_async(&n[7], &[i(del_id)]).await?;
+        c.run_async(&n[8], &[i(del_id), i(k), Text(cv), Text(pad)])
+            .await?;
+        c.run_async("commit", &[]).await
     };
-    let body = body();
+    let body = body.await;
     if body.is_err() && !c.is_dead() {
-        let _ = c.simple("ROLLBACK");
+        let _ = c.simple_async("ROLLBACK").await;
     }
     body
 }
 
 /// pgbench's transaction: BEGIN, the five statements, COMMIT (seven round trips, as pgbench
 /// -M prepared sends them); after a failure, ROLLBACK.
-fn tpcb(
+async fn tpcb(
     c: &mut Wire,
     n: &[String],
     aid: i32,
@@ -682,18 +702,19 @@ fn tpcb(
         i64::from(bid),
         i64::from(delta),
     );
-    c.run("begin", &[])?;
-    let mut body = || {
-        c.run(&n[0], &[Int(delta), Int(aid)])?;
-        c.run(&n[1], &[Int(aid)])?;
-        c.run(&n[2], &[Int(delta), Int(tid)])?;
-        c.run(&n[3], &[Int(delta), Int(bid)])?;
-        c.run(&n[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
-        c.run("commit", &[])
+    c.run_async("begin", &[]).await?;
+    let body = async {
+        c.run_async(&n[0], &[Int(delta), Int(aid)]).await?;
+        c.run_async(&n[1], &[Int(aid)]).await?;
+        c.run_async(&n[2], &[Int(delta), Int(tid)]).await?;
+        c.run_async(&n[3], &[Int(delta), Int(bid)]).await?;
+        c.run_async(&n[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])
+            .await?;
+        c.run_async("commit", &[]).await
     };
-    let body = body();
+    let body = body.await;
     if body.is_err() && !c.is_dead() {
-        let _ = c.simple("ROLLBACK");
+        let _ = c.simple_async("ROLLBACK").await;
     }
     body
 }

@@ -202,6 +202,25 @@ impl OltpClient {
         }
     }
 
+    /// Let the session share a thread with others (`exec_async` then waits in
+    /// `plumb_sys::mux`): true on PostgreSQL's wire client; the other engines' clients block,
+    /// so each keeps a thread of its own.
+    pub fn share(&mut self) -> bool {
+        match self {
+            OltpClient::Pg(c) => c.share(),
+            OltpClient::Maria(_) | OltpClient::Mssql(_) => false,
+        }
+    }
+
+    /// `exec`, on a thread shared with other sessions once `share` said yes.
+    pub async fn exec_async(&mut self, tx: &Tx) -> std::result::Result<bool, TxError> {
+        match self {
+            OltpClient::Pg(c) => c.exec_async(tx).await,
+            OltpClient::Maria(c) => c.exec(tx),
+            OltpClient::Mssql(c) => c.exec(tx),
+        }
+    }
+
     pub fn canceller(&self) -> Canceller {
         match self {
             OltpClient::Pg(c) => c.canceller(),

@@ -1,11 +1,12 @@
 //! The load's PostgreSQL connection: the wire protocol (postgres-protocol's messages) over a
-//! blocking socket, for the driver's hot path only.
+//! socket of its own, for the driver's hot path only. It blocks until `set_nonblocking`; then
+//! its `_async` calls wait in `plumb_sys::mux`, so one thread serves several sessions.
 //!
 //! Why not the `postgres` crate here: it runs every connection on a tokio runtime, so each
 //! statement costs a send, an epoll wait and reads until EAGAIN; measured against pgbench on the
 //! TPC-B-like transaction that was 1.65 times pgbench's client CPU per transaction, and on a
 //! two-CPU host the client's CPU is the server's. Here a statement is one write (Bind, Execute,
-//! Sync) and blocking reads until ReadyForQuery, as libpq does it. Everything else plumb says to
+//! Sync) and reads until ReadyForQuery, as libpq does it. Everything else plumb says to
 //! PostgreSQL (creating, loading, checking, counting) still goes through the `postgres` crate.
 //!
 //! A hostile or broken server gets an error, never a panic or unbounded memory: a message over
@@ -14,6 +15,7 @@
 
 use bytes::BytesMut;
 use fallible_iterator::FallibleIterator;
+use plumb_sys::mux::{self, block_on};
 use postgres::config::{Config, Host};
 use postgres_protocol::authentication::{md5_hash, sasl};
 use postgres_protocol::message::backend::Message;
@@ -22,6 +24,7 @@ use postgres_protocol::IsNull;
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,6 +108,20 @@ impl Sock {
         }
     }
 
+    pub(super) fn fd(&self) -> RawFd {
+        match self {
+            Sock::Unix(s) => s.as_raw_fd(),
+            Sock::Tcp(s) => s.as_raw_fd(),
+        }
+    }
+
+    pub(super) fn set_nonblocking(&self) -> io::Result<()> {
+        match self {
+            Sock::Unix(s) => s.set_nonblocking(true),
+            Sock::Tcp(s) => s.set_nonblocking(true),
+        }
+    }
+
     pub(super) fn set_timeout(&self, t: Option<Duration>) -> io::Result<()> {
         match self {
             Sock::Unix(s) => {
@@ -149,6 +166,13 @@ pub struct Wire {
     key: Option<(i32, i32)>,
     timeout: Duration,
     dead: bool,
+    /// The socket does not block: a read or write that would waits in `plumb_sys::mux`, so
+    /// several sessions can share a thread.
+    nonblocking: bool,
+    /// A request went out and nothing has been read since: on a non-blocking session the
+    /// reply cannot be there yet, so the first read waits for the socket instead of trying
+    /// (one system call a round trip fewer, as pgbench's threads wait before they read).
+    sent: bool,
 }
 
 /// The server's address, the login and the database from a parsed URL (the first host).
@@ -209,13 +233,24 @@ impl Wire {
             key: None,
             timeout: l.timeout,
             dead: false,
+            nonblocking: false,
+            sent: false,
         };
-        w.login(l)?;
+        block_on(w.login(l))?;
         w.sock.set_timeout(None)?;
         Ok(w)
     }
 
-    fn login(&mut self, l: &Login) -> Res<()> {
+    /// From now on a read or write that would block waits in `plumb_sys::mux` instead: the
+    /// session's `_async` calls can share a thread with other sessions' (the blocking ones
+    /// still block).
+    pub fn set_nonblocking(&mut self) -> Res<()> {
+        self.sock.set_nonblocking()?;
+        self.nonblocking = true;
+        Ok(())
+    }
+
+    async fn login(&mut self, l: &Login) -> Res<()> {
         let mut params = vec![
             ("user", l.user.as_str()),
             ("database", l.dbname.as_str()),
@@ -226,7 +261,7 @@ impl Wire {
             params.push(("options", o.as_str()));
         }
         frontend::startup_message(params, &mut self.wbuf)?;
-        self.send()?;
+        self.send().await?;
         let mut scram: Option<sasl::ScramSha256> = None;
         let password = || {
             l.password.as_deref().ok_or_else(|| {
@@ -234,16 +269,16 @@ impl Wire {
             })
         };
         loop {
-            match self.next()? {
+            match self.next().await? {
                 Message::AuthenticationOk => {}
                 Message::AuthenticationCleartextPassword => {
                     frontend::password_message(password()?, &mut self.wbuf)?;
-                    self.send()?;
+                    self.send().await?;
                 }
                 Message::AuthenticationMd5Password(b) => {
                     let h = md5_hash(l.user.as_bytes(), password()?, b.salt());
                     frontend::password_message(h.as_bytes(), &mut self.wbuf)?;
-                    self.send()?;
+                    self.send().await?;
                 }
                 Message::AuthenticationSasl(b) => {
                     let mut offered = false;
@@ -259,14 +294,14 @@ impl Wire {
                     }
                     let s = sasl::ScramSha256::new(password()?, sasl::ChannelBinding::unsupported());
                     frontend::sasl_initial_response(sasl::SCRAM_SHA_256, s.message(), &mut self.wbuf)?;
-                    self.send()?;
+                    self.send().await?;
                     scram = Some(s);
                 }
                 Message::AuthenticationSaslContinue(b) => {
                     let s = scram.as_mut().ok_or_else(|| unexpected("SASL continue"))?;
                     s.update(b.data())?;
                     frontend::sasl_response(s.message(), &mut self.wbuf)?;
-                    self.send()?;
+                    self.send().await?;
                 }
                 Message::AuthenticationSaslFinal(b) => {
                     scram
@@ -291,12 +326,19 @@ impl Wire {
     pub fn prepare(&mut self, name: &str, sql: &str) -> Res<()> {
         frontend::parse(name, sql, std::iter::empty(), &mut self.wbuf)?;
         frontend::sync(&mut self.wbuf);
-        self.send()?;
-        self.finish().map(|_| ())
+        block_on(async {
+            self.send().await?;
+            self.finish().await.map(|_| ())
+        })
     }
 
     /// Run a prepared statement with `params` (one round trip): the rows it returned.
     pub fn run(&mut self, name: &str, params: &[Param<'_>]) -> Res<u64> {
+        block_on(self.run_async(name, params))
+    }
+
+    /// `run`, waiting in `plumb_sys::mux` on a non-blocking session.
+    pub async fn run_async(&mut self, name: &str, params: &[Param<'_>]) -> Res<u64> {
         frontend::bind(
             "",
             name,
@@ -330,15 +372,20 @@ impl Wire {
         })?;
         frontend::execute("", 0, &mut self.wbuf)?;
         frontend::sync(&mut self.wbuf);
-        self.send()?;
-        self.finish()
+        self.send().await?;
+        self.finish().await
     }
 
     /// Run `sql` as a simple query (ROLLBACK after a failed transaction).
     pub fn simple(&mut self, sql: &str) -> Res<()> {
+        block_on(self.simple_async(sql))
+    }
+
+    /// `simple`, waiting in `plumb_sys::mux` on a non-blocking session.
+    pub async fn simple_async(&mut self, sql: &str) -> Res<()> {
         frontend::query(sql, &mut self.wbuf)?;
-        self.send()?;
-        self.finish().map(|_| ())
+        self.send().await?;
+        self.finish().await.map(|_| ())
     }
 
     /// Something another thread can call to cancel this session's running statement (a
@@ -366,15 +413,30 @@ impl Wire {
         self.dead
     }
 
-    fn send(&mut self) -> Res<()> {
+    async fn send(&mut self) -> Res<()> {
         if self.dead {
             return Err(WireError::Io(io::Error::new(
                 io::ErrorKind::NotConnected,
                 "the connection is closed",
             )));
         }
-        let r = self.sock.write_all(&self.wbuf);
+        let mut off = 0;
+        let r = loop {
+            if off == self.wbuf.len() {
+                break Ok(());
+            }
+            match self.sock.write(&self.wbuf[off..]) {
+                Ok(0) => break Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => off += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.nonblocking => {
+                    mux::writable(self.sock.fd()).await
+                }
+                Err(e) => break Err(e),
+            }
+        };
         self.wbuf.clear();
+        self.sent = true;
         r.map_err(|e| self.died(e))
     }
 
@@ -384,11 +446,11 @@ impl Wire {
     }
 
     /// Read to ReadyForQuery: the rows, or the first error the server sent.
-    fn finish(&mut self) -> Res<u64> {
+    async fn finish(&mut self) -> Res<u64> {
         let mut rows = 0;
         let mut err = None;
         loop {
-            match self.next()? {
+            match self.next().await? {
                 Message::DataRow(_) => rows += 1,
                 Message::ReadyForQuery(_) => {
                     return match err {
@@ -423,7 +485,7 @@ impl Wire {
     }
 
     /// The next message, read whole; one longer than `MAX_MESSAGE` is refused unread.
-    fn next(&mut self) -> Res<Message> {
+    async fn next(&mut self) -> Res<Message> {
         loop {
             if self.rbuf.len() >= 5 {
                 let len =
@@ -446,19 +508,32 @@ impl Wire {
                     }
                 }
             }
-            let mut chunk = [0u8; 8192];
-            let n = match self.sock.read(&mut chunk) {
+            if std::mem::take(&mut self.sent) && self.nonblocking {
+                mux::readable(self.sock.fd()).await;
+            }
+            // The chunk is not kept across a wait: the future stays small.
+            let read = {
+                let mut chunk = [0u8; 8192];
+                let r = self.sock.read(&mut chunk);
+                if let Ok(n) = r {
+                    self.rbuf.extend_from_slice(&chunk[..n]);
+                }
+                r
+            };
+            match read {
                 Ok(0) => {
                     return Err(self.died(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
                         "the server closed the connection",
                     )))
                 }
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && self.nonblocking => {
+                    mux::readable(self.sock.fd()).await
+                }
                 Err(e) => return Err(self.died(e)),
-            };
-            self.rbuf.extend_from_slice(&chunk[..n]);
+            }
         }
     }
 }

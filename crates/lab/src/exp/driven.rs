@@ -101,6 +101,7 @@ impl Experiment for Driven {
             duration: cx.plan.pgbench,
             rate: cx.config.rate,
             max_tries: 1,
+            threads: None,
             keep: false,
             check: true,
             seed: 1,

@@ -559,3 +559,151 @@ fn no_client_holds_the_endpoint_or_the_shutdown() {
     drop((greedy, silent));
     assert!(ended, "SIGTERM did not end plumb record --serve within 5 s");
 }
+
+/// The value of `name`'s one series on plumb's /metrics now, if it is there.
+fn metric_now(port: u16, name: &str) -> Option<f64> {
+    let (_, body) = get(port, "/metrics")?;
+    body.lines()
+        .find(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// Poll /metrics until `name` is `want` (within `within`); how long it took.
+fn until(port: u16, name: &str, want: f64, within: Duration) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        if metric_now(port, name) == Some(want) {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < within,
+            "{name} was not {want} within {within:?}: {:?}",
+            get(port, "/metrics").map(|r| r.1)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn the_engine_goes_and_comes_back_through_a_restart() {
+    if prometheus_missing() {
+        return;
+    }
+    if let Some(why) = common::no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let tmp = common::server_tempdir("plumb-prom-pg");
+    let pg = common::Private::start(&tmp.path().join("pg"), &[]);
+    let rec_path = d.path().join("restart.plumb");
+    let plumb_port = free_port();
+    let rec = plumb()
+        .args(["record", "--serve"])
+        .arg(format!("127.0.0.1:{plumb_port}"))
+        .arg("--out")
+        .arg(&rec_path)
+        .args(["--interval", "1s", "--duration", "40s", "--engine"])
+        .arg(pg.url())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let prom = Prometheus::start(
+        d.path(),
+        &d.path().join("data"),
+        &format!(
+            "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: plumb\n    static_configs:\n      - targets: ['127.0.0.1:{plumb_port}']\n"
+        ),
+    );
+    until(plumb_port, "plumb_engine_up", 1.0, Duration::from_secs(15));
+    assert!(metric_now(plumb_port, "plumb_build_info") == Some(1.0));
+    // Prometheus has scraped the engine up before it stops.
+    let t0 = Instant::now();
+    while prom
+        .query("plumb_engine_up", None)
+        .first()
+        .map(|v| num(&v["value"][1]))
+        != Some(1.0)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "Prometheus never scraped plumb_engine_up"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // The server stops: the endpoint says so within seconds, and the host goes on.
+    let stop = plumb()
+        .args(["engine", "stop", "--dir", pg.dir_str()])
+        .output()
+        .unwrap();
+    assert!(
+        stop.status.success(),
+        "{}",
+        String::from_utf8_lossy(&stop.stderr)
+    );
+    until(plumb_port, "plumb_engine_up", 0.0, Duration::from_secs(10));
+    assert!(metric_now(plumb_port, "plumb_mem_total_bytes").is_some());
+    let t0 = Instant::now();
+    while prom
+        .query("plumb_engine_up", None)
+        .first()
+        .map(|v| num(&v["value"][1]))
+        != Some(0.0)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "Prometheus never scraped the 0"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // Started again (same directory, same port): read again within 10 s, its series back.
+    let start = plumb()
+        .args(["engine", "start", "--dir", pg.dir_str()])
+        .output()
+        .unwrap();
+    assert!(
+        start.status.success(),
+        "{}",
+        String::from_utf8_lossy(&start.stderr)
+    );
+    let back = until(plumb_port, "plumb_engine_up", 1.0, Duration::from_secs(10));
+    eprintln!("read again {back:?} after the server started");
+    let t0 = Instant::now();
+    while metric_now(plumb_port, "plumb_engine_db_commits_total").is_none() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "no engine series after the restart"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Prometheus saw 1, then 0, then 1.
+    std::thread::sleep(Duration::from_secs(3));
+    let up = prom.query("plumb_engine_up[2m]", None);
+    assert_eq!(up.len(), 1, "{up:?}");
+    let mut seen: Vec<f64> = up[0]["values"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| num(&p[1]))
+        .collect();
+    seen.dedup();
+    assert_eq!(seen, vec![1.0, 0.0, 1.0], "plumb_engine_up as scraped");
+    let out = rec.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The recording went on through the gap, marked, with no sample lost either side.
+    let r = plumb_store::read(&rec_path).unwrap();
+    let names: Vec<&str> = r.marks.iter().map(|m| m.name.as_str()).collect();
+    let gone = names.iter().position(|n| *n == "engine unreachable");
+    let back = names.iter().position(|n| *n == "engine back");
+    assert!(gone.is_some() && back > gone, "{names:?}");
+    let gaps = r.times_ms.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(gaps < 1600, "a sample went missing: {gaps} ms between two");
+    let mut ups = raw_values(&r, "engine.up");
+    ups.dedup();
+    assert_eq!(ups, vec![1, 0, 1]);
+}

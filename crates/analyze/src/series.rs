@@ -488,6 +488,15 @@ pub const RULES: &[Rule] = &[
     ),
     r!(
         "engine",
+        false,
+        "up",
+        "up_count",
+        How::Gauge(1.0),
+        "",
+        "1 while plumb's session to the engine answers, 0 while it does not (plumb reconnects)"
+    ),
+    r!(
+        "engine",
         true,
         "xact_commit",
         "commits_per_s",
@@ -1493,7 +1502,7 @@ pub const RULES: &[Rule] = &[
 pub fn engine_fields() -> Vec<&'static str> {
     RULES
         .iter()
-        .filter(|r| r.family == "engine")
+        .filter(|r| r.family == "engine" && r.per_object)
         .map(|r| r.raw)
         .collect()
 }

@@ -1,11 +1,30 @@
 //! Engine counters and gauges for recordings: an observer's snapshot, kept to the fields the
 //! recording's `engine` rules know (commits, block reads, WAL bytes…; sessions by state and wait,
 //! cache memory, replication lag…), named `engine.SET.FIELD`.
+//!
+//! A session that fails is dropped and, when the sampler knows the server's address, opened
+//! again on a thread of its own (a server that does not answer must not hold up the host's
+//! samples), 1 s after the failure and then with a doubling wait of at most 5 s, so a
+//! restarted server is read again within seconds of answering.
 
-use plumb_engine::Observer;
+use plumb_engine::{Observer, Target};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// The first wait before reconnecting, and the longest.
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const LAST_RETRY: Duration = Duration::from_secs(5);
+
+type Connecting = Receiver<plumb_engine::Result<Box<dyn Observer>>>;
 
 pub struct EngineSampler {
     obs: Option<Box<dyn Observer>>,
+    /// Where to connect again after a failure (None: the sampler was given a session only).
+    target: Option<Target>,
+    /// A connection being opened, and when to try the next one.
+    connecting: Option<Connecting>,
+    retry_at: Option<Instant>,
+    backoff: Duration,
     fields: Vec<&'static str>,
     /// Leave one sample out after the observer changed: its counters may be another
     /// database's, and a rate across the switch would be a spike that never happened.
@@ -18,9 +37,63 @@ impl EngineSampler {
     pub fn new(obs: Option<Box<dyn Observer>>) -> EngineSampler {
         EngineSampler {
             obs,
+            target: None,
+            connecting: None,
+            retry_at: None,
+            backoff: FIRST_RETRY,
             fields: plumb_analyze::series::engine_fields(),
             skip: false,
             failed: None,
+        }
+    }
+
+    /// Reconnect to `t` when the session fails (a restart, a failover).
+    pub fn reconnecting(mut self, t: Target) -> EngineSampler {
+        self.target = Some(t);
+        self
+    }
+
+    /// Whether the engine answers: None when there is no engine to read.
+    pub fn up(&self) -> Option<bool> {
+        (self.obs.is_some() || self.target.is_some())
+            .then(|| self.obs.is_some() && self.failed.is_none())
+    }
+
+    /// The session again, if a reconnection finished; starts one when it is time.
+    fn reconnect(&mut self) {
+        let Some(t) = &self.target else { return };
+        if let Some(rx) = &self.connecting {
+            match rx.try_recv() {
+                Ok(Ok(obs)) => {
+                    self.connecting = None;
+                    self.obs = Some(obs);
+                    self.backoff = FIRST_RETRY;
+                    self.retry_at = None;
+                }
+                Ok(Err(e)) => {
+                    self.connecting = None;
+                    self.failed = Some(e.to_string());
+                    self.retry_at = Some(Instant::now() + self.backoff);
+                    self.backoff = (self.backoff * 2).min(LAST_RETRY);
+                }
+                Err(TryRecvError::Empty) => {}
+                Err(TryRecvError::Disconnected) => self.connecting = None,
+            }
+            return;
+        }
+        if self.retry_at.is_some_and(|at| Instant::now() < at) {
+            return;
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = t.clone();
+        let spawned = std::thread::Builder::new()
+            .name("plumb-engine-connect".into())
+            .spawn(move || {
+                let _ = tx.send(plumb_engine::observer(&t));
+            });
+        match spawned {
+            Ok(_) => self.connecting = Some(rx),
+            Err(_) => self.retry_at = Some(Instant::now() + self.backoff),
         }
     }
 
@@ -38,6 +111,9 @@ impl EngineSampler {
     /// The counters and gauges now (`true` for a gauge); nothing when there is no engine, it
     /// failed, or right after a switch.
     pub fn take(&mut self) -> Vec<(String, bool, u64)> {
+        if self.obs.is_none() {
+            self.reconnect();
+        }
         let Some(obs) = self.obs.as_mut() else {
             return Vec::new();
         };
@@ -68,6 +144,12 @@ impl EngineSampler {
             }
             Err(e) => {
                 self.failed = Some(e.to_string());
+                if self.target.is_some() {
+                    // A new session from the next try on: this one may be dead for good.
+                    self.obs = None;
+                    self.retry_at = Some(Instant::now() + FIRST_RETRY);
+                    self.backoff = FIRST_RETRY * 2;
+                }
                 Vec::new()
             }
         }

@@ -312,6 +312,9 @@ impl Collector {
         }
         let gone = taken.gone;
         let mut engine_vals = if slow { self.engine.take() } else { Vec::new() };
+        if let Some(up) = self.engine.up().filter(|_| slow) {
+            engine_vals.push(("engine.up".to_string(), true, up as u64));
+        }
         if let Some(r) = self.repl.as_mut() {
             engine_vals.extend(r.take());
         }

@@ -156,10 +156,14 @@ impl Recorder {
             }
         }
         // The engine first: a wrong URL must not leave an empty recording behind.
-        let engine = EngineSampler::new(match &config.engine {
-            None => None,
-            Some(t) => Some(plumb_engine::observer(t).map_err(|source| Error::Engine { source })?),
-        });
+        // A session that fails later (a restart, a failover) is opened again.
+        let engine = match &config.engine {
+            None => EngineSampler::new(None),
+            Some(t) => EngineSampler::new(Some(
+                plumb_engine::observer(t).map_err(|source| Error::Engine { source })?,
+            ))
+            .reconnecting(t.clone()),
+        };
         let serve = config
             .serve
             .as_deref()

@@ -146,6 +146,22 @@ pub fn write_live<W: Write>(
             }
         }
     }
+    // Which plumb answers, as node_exporter's node_exporter_build_info: always 1.
+    writeln!(
+        out,
+        "# HELP plumb_build_info the plumb that serves these metrics: its version"
+    )?;
+    writeln!(out, "# TYPE plumb_build_info gauge")?;
+    let host = cx
+        .host
+        .as_ref()
+        .map(|h| format!("host=\"{}\",", escape_label(h)))
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "plumb_build_info{{{host}version=\"{}\"}} 1",
+        env!("CARGO_PKG_VERSION")
+    )?;
     if openmetrics {
         writeln!(out, "# EOF")?;
     }

@@ -606,6 +606,9 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         .arg(&rec_path)
         .args(["--interval", "1s", "--duration", "40s", "--engine"])
         .arg(pg.url())
+        // The server's tree too: after the restart, the new server's.
+        .arg("--pid")
+        .arg(pg.pid().to_string())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -706,4 +709,17 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
     let mut ups = raw_values(&r, "engine.up");
     ups.dedup();
     assert_eq!(ups, vec![1, 0, 1]);
+    // The new server's processes are followed from its return on.
+    let new = pg.status()["instance"]["pid"].as_u64().unwrap() as u32;
+    assert_ne!(new, pg.pid());
+    assert!(
+        names.contains(&format!("engine server now PID {new}").as_str()),
+        "{names:?}"
+    );
+    assert!(
+        r.metrics
+            .iter()
+            .any(|m| m.name.starts_with(&format!("tree.{new}."))),
+        "no series of the new server's tree"
+    );
 }

@@ -102,6 +102,11 @@ impl EngineSampler {
         self.obs.as_ref().and_then(|o| o.own_pid())
     }
 
+    /// The engine's main process when it runs on this host (a new one after a restart).
+    pub fn local_server_pid(&self) -> Option<u32> {
+        self.obs.as_ref().and_then(|o| o.local_server_pid())
+    }
+
     /// Read from another session (another database) from the next sample on.
     pub fn replace(&mut self, obs: Box<dyn Observer>) {
         self.obs = Some(obs);

@@ -136,6 +136,9 @@ pub struct Collector {
     sampler: Sampler,
     pub engine: EngineSampler,
     engine_gone: bool,
+    /// The engine's main process when the recording follows its tree: after a restart the
+    /// new server's tree is followed too.
+    engine_server: Option<u32>,
     /// The recorded processes' syscalls, faults and block requests, counted in the kernel
     /// (`plumb record --trace`).
     pub trace: Option<trace::TraceSampler>,
@@ -209,6 +212,7 @@ impl Collector {
             sampler: Sampler::new(root, scope),
             engine,
             engine_gone: false,
+            engine_server: None,
             trace: None,
             repl: None,
             repl_gone: false,
@@ -386,6 +390,15 @@ impl Collector {
                 "engine back"
             };
             self.mark_at(t_ms, name, self.engine.failed.clone())?;
+            if !self.engine_gone {
+                self.follow_restarted_server(t_ms)?;
+            }
+        }
+        if self.engine_server.is_none() && !self.engine_gone {
+            self.engine_server = self
+                .engine
+                .local_server_pid()
+                .filter(|p| self.sampler.follows(*p));
         }
         let repl_failed = self.repl.as_ref().and_then(|r| r.failed.clone());
         if repl_failed.is_some() != self.repl_gone {
@@ -415,6 +428,30 @@ impl Collector {
         let t_ms = self.now_ms();
         self.mark_at(t_ms, name, detail)?;
         Ok(t_ms)
+    }
+
+    /// The engine is back: if the recording followed its server's processes and the server
+    /// is a new process (a restart), follow the new one's tree too (and trace it), marked.
+    fn follow_restarted_server(&mut self, t_ms: u64) -> Result<()> {
+        let (Some(old), Some(new)) = (self.engine_server, self.engine.local_server_pid()) else {
+            return Ok(());
+        };
+        if new == old {
+            return Ok(());
+        }
+        self.sampler.add_pid(new);
+        self.engine_server = Some(new);
+        let traced = match self.trace.as_mut().map(|t| t.follow(new)) {
+            Some(Err(e)) => format!("; not traced: {e:#}"),
+            _ => String::new(),
+        };
+        self.mark_at(
+            t_ms,
+            &format!("engine server now PID {new}"),
+            Some(format!(
+                "was PID {old}: its processes are followed from now on{traced}"
+            )),
+        )
     }
 
     pub fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {

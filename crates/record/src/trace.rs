@@ -619,6 +619,11 @@ impl TraceSampler {
         }
     }
 
+    /// Follow one more running process and its children (a restarted engine's server).
+    pub fn follow(&mut self, pid: u32) -> Result<()> {
+        self.polled.with(|s| s.follow(pid))
+    }
+
     /// Leave one process out from now on (plumb's own connection to the engine).
     pub fn unfollow(&mut self, pid: u32) {
         self.polled.with(|s| s.unfollow(pid));

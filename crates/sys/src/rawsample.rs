@@ -339,6 +339,11 @@ impl Sampler {
         self.left_out = pids;
     }
 
+    /// Whether `pid` is one of the processes (or trees) this sampler was asked to follow.
+    pub fn follows(&self, pid: u32) -> bool {
+        self.scope.pids.contains(&pid)
+    }
+
     pub fn add_pid(&mut self, pid: u32) {
         if !self.scope.pids.contains(&pid) {
             self.scope.pids.push(pid);

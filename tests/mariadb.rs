@@ -361,3 +361,61 @@ fn semisync_replication_watched_live() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("rpl_semi_sync_master_enabled = OFF"), "{err}");
 }
+
+/// A recording through a MariaDB restart: the session is opened again, the gap marked, the new
+/// server's processes followed, and no sample lost.
+#[test]
+fn record_follows_mariadb_through_a_restart() {
+    let mut m = match Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("restart.plumb");
+    let old = m.pid().unwrap();
+    let rec = plumb()
+        .args(["record", "--duration", "24s", "--interval", "1s", "--pid"])
+        .arg(old.to_string())
+        .args(["--engine", &m.url("mysql"), "--out", f.to_str().unwrap()])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(4));
+    m.stop();
+    std::thread::sleep(Duration::from_secs(4));
+    m.launch().unwrap();
+    let new = m.pid().unwrap();
+    let out = rec.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = plumb_store::read(&f).unwrap();
+    let names: Vec<&str> = r.marks.iter().map(|m| m.name.as_str()).collect();
+    let at = |n: &str| names.iter().position(|x| *x == n);
+    assert!(at("engine unreachable") < at("engine back"), "{names:?}");
+    assert!(at("engine unreachable").is_some(), "{names:?}");
+    assert!(
+        at(&format!("engine server now PID {new}")).is_some(),
+        "{names:?}"
+    );
+    let mut up: Vec<u64> = r
+        .column("engine.up")
+        .unwrap()
+        .iter()
+        .copied()
+        .filter(|v| *v != plumb_store::MISSING)
+        .collect();
+    up.dedup();
+    assert_eq!(up, vec![1, 0, 1]);
+    assert!(r
+        .metrics
+        .iter()
+        .any(|x| x.name.starts_with(&format!("tree.{new}."))));
+    let gap = r.times_ms.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(gap < 1600, "a sample went missing: {gap} ms between two");
+}

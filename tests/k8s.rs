@@ -500,7 +500,7 @@ fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
             String::from_utf8_lossy(&out.stderr)
         );
         let b = body.expect("no /metrics with the tree");
-        assert!(b.contains("plumb_cpu_user_seconds_total{host="), "{b}");
+        assert!(b.contains("plumb_cpu_seconds_total{host="), "{b}");
         b.lines()
             .find(|l| l.starts_with("plumb_tree_pss_bytes{"))
             .map(str::to_string)

@@ -156,7 +156,11 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
         assert!(t0.elapsed() < Duration::from_secs(10), "no /metrics");
         std::thread::sleep(Duration::from_millis(100));
     };
-    assert!(body.contains("# TYPE plumb_cpu_user_seconds_total counter"));
+    assert!(body.contains("# TYPE plumb_cpu_seconds_total counter"));
+    assert!(
+        !body.contains("cpu=\"all\""),
+        "no aggregate beside the CPUs"
+    );
     assert_eq!(get(plumb_port, "/nothing-here").map(|r| r.0), Some(404));
     let prom = Prometheus::start(
         d.path(),
@@ -180,7 +184,7 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
 
     // Every value Prometheus scraped is one plumb recorded (in seconds: ticks / USER_HZ).
     let scraped = prom.query(
-        &format!("plumb_cpu_user_seconds_total{{cpu=\"all\",host=\"{host}\"}}[2m]"),
+        &format!("plumb_cpu_seconds_total{{cpu=\"cpu0\",mode=\"user\",host=\"{host}\"}}[2m]"),
         None,
     );
     assert_eq!(scraped.len(), 1, "{scraped:?}");
@@ -190,7 +194,7 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
         .iter()
         .map(|p| num(&p[1]))
         .collect();
-    let recorded: Vec<f64> = raw_values(&r, "cpu.all.user_ticks")
+    let recorded: Vec<f64> = raw_values(&r, "cpu.cpu0.user_ticks")
         .iter()
         .map(|t| *t as f64 / hz)
         .collect();
@@ -234,8 +238,24 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
         raw_values(&r, &format!("disk.{dev}.reads")).contains(&(num(&reads[0]["value"][1]) as u64))
     );
     // Scraped as OpenMetrics, with the unit metadata.
-    let (_, meta) = get(prom.port, "/api/v1/metadata?metric=plumb_cpu_user_seconds").unwrap();
+    let (_, meta) = get(prom.port, "/api/v1/metadata?metric=plumb_cpu_seconds").unwrap();
     assert!(meta.contains("\"unit\":\"seconds\""), "{meta}");
+    // Summed over the CPUs, each mode is the host's (/proc/stat's first line) within 2%.
+    let by_mode = prom.query(
+        &format!("sum by (mode) (last_over_time(plumb_cpu_seconds_total{{host=\"{host}\"}}[2m]))"),
+        None,
+    );
+    let last = |raw: &str| *raw_values(&r, raw).last().unwrap() as f64 / hz;
+    for m in &by_mode {
+        let mode = m["metric"]["mode"].as_str().unwrap();
+        let got = num(&m["value"][1]);
+        let want = last(&format!("cpu.all.{mode}_ticks"));
+        assert!(
+            (got - want).abs() <= 0.02 * want.max(1.0),
+            "{mode}: Prometheus's sum over the CPUs {got} s, /proc/stat's all-CPUs {want} s"
+        );
+    }
+    assert_eq!(by_mode.len(), 6, "{by_mode:?}");
 }
 
 #[test]
@@ -308,18 +328,18 @@ fn an_exported_recording_is_backfilled_by_promtool_and_queried() {
     // Every sample is there: 2 s at 200 ms.
     let n = prom.query(
         &format!(
-            "count_over_time(plumb_cpu_idle_seconds_total{{cpu=\"all\",host=\"{host}\"}}[1h])"
+            "count_over_time(plumb_cpu_seconds_total{{cpu=\"cpu0\",mode=\"idle\",host=\"{host}\"}}[1h])"
         ),
         Some(at),
     );
     assert_eq!(num(&n[0]["value"][1]) as usize, r.times_ms.len());
     // A rate Prometheus computes from the export is the one plumb computes.
-    let idle = r.column("cpu.all.idle_ticks").unwrap();
+    let idle = r.column("cpu.cpu0.idle_ticks").unwrap();
     let hz = r.header.clock_ticks_per_s.unwrap() as f64;
     let first_t = (r.header.started_unix_ms + r.times_ms[0]) as f64 / 1000.0;
     let span = at - first_t;
     let q = format!(
-        "increase(plumb_cpu_idle_seconds_total{{cpu=\"all\",host=\"{host}\"}}[{}ms])",
+        "increase(plumb_cpu_seconds_total{{cpu=\"cpu0\",mode=\"idle\",host=\"{host}\"}}[{}ms])",
         (span * 1000.0).round() as u64 + 1
     );
     let inc = prom.query(&q, Some(at));

@@ -4,7 +4,8 @@
 //!
 //! Prometheus computes rates itself, so counters are exposed as counters, in base units:
 //! `disk.vda.reads` (the raw count behind `disk.vda.read_iops`) is `plumb_disk_reads_total
-//! {device="vda"}`; CPU ticks are seconds (`plumb_cpu_user_seconds_total`), pages are bytes,
+//! {device="vda"}`; CPU ticks are seconds (`plumb_cpu_seconds_total{cpu="cpu0",mode="user"}`, as
+//! node_exporter's, with no `cpu="all"` series beside the CPUs), pages are bytes,
 //! milliseconds and nanoseconds are seconds. Gauges keep the derived name with the unit as a
 //! base-unit suffix (`plumb_mem_free_bytes`, `plumb_engine_replication_replay_lag_seconds`;
 //! percentages become ratios, a `_count` suffix is dropped because OpenMetrics reserves it).
@@ -92,6 +93,9 @@ impl Default for Scale {
         }
     }
 }
+
+/// The help of `plumb_cpu_seconds`, whose members are several rules.
+const CPU_HELP: &str = "time the CPU spent in each mode, from /proc/stat (user includes nice, irq includes softirq; guest time is in user)";
 
 /// Prefix of every family plumb exposes.
 pub const PREFIX: &str = "plumb_";
@@ -209,7 +213,21 @@ pub fn series_of(raw: &str, scale: &Scale) -> Option<Series> {
         How::Gauge(_) => PromType::Gauge,
         _ => PromType::Counter,
     };
+    let mut help = rule.help;
     let (name, labels) = match (fam, obj) {
+        // No aggregate beside its parts: Prometheus sums the CPUs itself.
+        ("cpu", Some("all")) => return None,
+        // node_exporter's shape: one family, the mode a label.
+        ("cpu", Some(o)) if field.ends_with("_ticks") => {
+            help = CPU_HELP;
+            (
+                format!("{PREFIX}cpu_seconds"),
+                vec![
+                    ("cpu", o.to_string()),
+                    ("mode", field.trim_end_matches("_ticks").to_string()),
+                ],
+            )
+        }
         ("engine", Some(set)) => (format!("{PREFIX}engine_{}_{b}", sanitize(set)), vec![]),
         (_, Some(o)) => (format!("{PREFIX}{fam}_{b}"), object_labels(fam, o)),
         (_, None) => (format!("{PREFIX}{fam}_{b}"), vec![]),
@@ -224,7 +242,7 @@ pub fn series_of(raw: &str, scale: &Scale) -> Option<Series> {
             name: sanitize(&name),
             kind,
             unit,
-            help: rule.help,
+            help,
         },
         labels,
         factor,
@@ -313,8 +331,14 @@ mod tests {
         let m = series_of("disk.vda.read_time_ms", &s).unwrap();
         assert_eq!(m.family.name, "plumb_disk_read_time_seconds");
         assert_eq!((m.family.unit, m.factor), ("seconds", 1e-3));
-        let m = series_of("cpu.all.user_ticks", &s).unwrap();
-        assert_eq!(m.family.sample_name(), "plumb_cpu_user_seconds_total");
+        // One family, the mode a label; no all-CPUs series beside the CPUs.
+        assert!(series_of("cpu.all.user_ticks", &s).is_none());
+        let m = series_of("cpu.cpu1.user_ticks", &s).unwrap();
+        assert_eq!(m.family.sample_name(), "plumb_cpu_seconds_total");
+        assert_eq!(
+            m.labels,
+            vec![("cpu", "cpu1".to_string()), ("mode", "user".to_string())]
+        );
         assert_eq!(m.factor, 0.01);
         assert_eq!(format!("{}", m.apply(870488)), "8704.88");
         let m = series_of("mem.swap_in_pages", &s).unwrap();

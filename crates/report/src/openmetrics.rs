@@ -281,6 +281,8 @@ mod tests {
             ("disk.vda.reads".to_string(), 300),
             ("disk.sda.reads".to_string(), 7),
             ("cpu.all.user_ticks".to_string(), 250),
+            ("cpu.cpu0.user_ticks".to_string(), 150),
+            ("cpu.cpu0.idle_ticks".to_string(), 900),
             ("mem.free_bytes".to_string(), 1 << 30),
             ("engine.db.xact_commit".to_string(), 42),
             ("slow.samples".to_string(), 3),
@@ -294,8 +296,17 @@ mod tests {
         );
         assert!(om.contains("plumb_disk_reads_total{host=\"db\\\"1\",device=\"sda\"} 7\n"));
         assert!(om.contains("plumb_disk_reads_total{host=\"db\\\"1\",device=\"vda\"} 300\n"));
-        assert!(om.contains("# UNIT plumb_cpu_user_seconds seconds\n"));
-        assert!(om.contains("plumb_cpu_user_seconds_total{host=\"db\\\"1\",cpu=\"all\"} 2.5\n"));
+        // node_exporter's shape: one family, mode a label, no all-CPUs series.
+        assert!(om.contains("# UNIT plumb_cpu_seconds seconds\n"));
+        assert!(om.contains(
+            "plumb_cpu_seconds_total{host=\"db\\\"1\",cpu=\"cpu0\",mode=\"user\"} 1.5\n"
+        ));
+        assert!(
+            om.contains("plumb_cpu_seconds_total{host=\"db\\\"1\",cpu=\"cpu0\",mode=\"idle\"} 9\n")
+        );
+        assert!(!om.contains("cpu=\"all\""), "{om}");
+        assert_eq!(om.matches("# TYPE plumb_cpu_seconds ").count(), 1);
+        assert!(om.contains("plumb_build_info{host=\"db\\\"1\",version=\""));
         assert!(om.contains("plumb_mem_free_bytes{host=\"db\\\"1\"} 1073741824\n"));
         assert!(om.contains(
             "plumb_engine_db_commits_total{host=\"db\\\"1\",engine=\"postgresql\"} 42\n"
@@ -326,6 +337,7 @@ mod tests {
                     ("disk.vda.reads", Kind::Counter, 100 + t * 10),
                     ("mem.free_bytes", Kind::Gauge, 5000),
                     ("cpu.all.user_ticks", Kind::Counter, t * 50),
+                    ("cpu.cpu0.user_ticks", Kind::Counter, t * 50),
                 ],
             )
             .unwrap();
@@ -355,8 +367,9 @@ mod tests {
             ]
         );
         assert!(s.contains(
-            "plumb_cpu_user_seconds_total{host=\"db1\",cpu=\"all\",run=\"lab\"} 0.5 1700000001.000"
+            "plumb_cpu_seconds_total{host=\"db1\",cpu=\"cpu0\",mode=\"user\",run=\"lab\"} 0.5 1700000001.000"
         ));
+        assert!(!s.contains("cpu=\"all\""));
         assert!(s.ends_with("# EOF\n"));
         // Filtered by plumb name.
         let mut out = Vec::new();

@@ -641,6 +641,10 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
     );
     until(plumb_port, "plumb_engine_up", 1.0, Duration::from_secs(15));
     assert!(metric_now(plumb_port, "plumb_build_info") == Some(1.0));
+    // The server's tree is there, its processes' PIDs are not (no --serve-pids).
+    let body = get(plumb_port, "/metrics").unwrap().1;
+    assert!(body.contains("plumb_tree_pss_bytes{"), "{body}");
+    assert!(!body.contains("pid=\""), "{body}");
     // Prometheus has scraped the engine up before it stops.
     let t0 = Instant::now();
     while prom

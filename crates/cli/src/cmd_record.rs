@@ -38,6 +38,10 @@ pub struct RecordArgs {
     /// :PORT on every interface, or HOST:PORT. No file is kept unless --out is given.
     #[arg(long, value_name = "ADDR")]
     pub serve: Option<String>,
+    /// With --serve, also a series for each recorded process, labelled with its PID. Off by
+    /// default: a server's backends come and go, and each would be new series for good.
+    #[arg(long, requires = "serve")]
+    pub serve_pids: bool,
     /// A name for this run, shown when several recordings are overlaid.
     #[arg(long, value_name = "NAME")]
     pub name: Option<String>,
@@ -89,7 +93,11 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         engine,
         out: a.out.clone(),
         serve: a.serve.clone(),
-        serve_render: plumb_report::openmetrics::live_render,
+        serve_render: if a.serve_pids {
+            plumb_report::openmetrics::live_render_per_pid
+        } else {
+            plumb_report::openmetrics::live_render
+        },
         name: a.name.clone(),
         trace: a.trace,
         command: a.cmd.clone(),

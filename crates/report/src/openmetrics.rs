@@ -22,6 +22,9 @@ pub struct Context {
     /// The recording's run name (exports only: tells a lab run from the live series).
     pub run: Option<String>,
     pub scale: Scale,
+    /// Leave out the series labelled with a PID (`plumb_proc_…{pid=…}`): a server's backends
+    /// come and go, and each would be a new series for good. `/metrics` does unless asked.
+    pub drop_pids: bool,
 }
 
 fn labels(s: &Series, cx: &Context) -> String {
@@ -101,10 +104,28 @@ fn value(v: f64) -> String {
 pub fn live_render(
     h: &plumb_store::Header,
 ) -> Box<dyn Fn(&[(String, u64)], u64, bool) -> (Vec<u8>, &'static str) + Send + Sync> {
+    render_live(h, true)
+}
+
+/// `live_render` with a series for each recorded process, labelled with its PID
+/// (`plumb record --serve-pids`).
+#[allow(clippy::type_complexity)]
+pub fn live_render_per_pid(
+    h: &plumb_store::Header,
+) -> Box<dyn Fn(&[(String, u64)], u64, bool) -> (Vec<u8>, &'static str) + Send + Sync> {
+    render_live(h, false)
+}
+
+#[allow(clippy::type_complexity)]
+fn render_live(
+    h: &plumb_store::Header,
+    drop_pids: bool,
+) -> Box<dyn Fn(&[(String, u64)], u64, bool) -> (Vec<u8>, &'static str) + Send + Sync> {
     let cx = Context {
         host: h.hostname.clone(),
         engine: h.labels.get("engine").cloned(),
         run: None,
+        drop_pids,
         scale: plumb_analyze::openmetrics::Scale {
             clock_ticks_per_s: h.clock_ticks_per_s.unwrap_or(100) as f64,
             page_size_bytes: h.page_size_bytes.unwrap_or(4096) as f64,
@@ -134,6 +155,7 @@ pub fn write_live<W: Write>(
     let series: Vec<(Series, u64)> = values
         .iter()
         .filter_map(|(name, v)| series_of(name, &cx.scale).map(|s| (s, *v)))
+        .filter(|(s, _)| !(cx.drop_pids && s.labels.iter().any(|(k, _)| *k == "pid")))
         .collect();
     for (_, (fam, members)) in group(series) {
         write_family_header(out, &fam, openmetrics)?;
@@ -245,6 +267,7 @@ pub fn context_of(rec: &Recording) -> Context {
             clock_ticks_per_s: rec.header.clock_ticks_per_s.unwrap_or(100) as f64,
             page_size_bytes: rec.header.page_size_bytes.unwrap_or(4096) as f64,
         },
+        drop_pids: false,
     }
 }
 
@@ -283,6 +306,7 @@ mod tests {
             ("cpu.all.user_ticks".to_string(), 250),
             ("cpu.cpu0.user_ticks".to_string(), 150),
             ("cpu.cpu0.idle_ticks".to_string(), 900),
+            ("proc.4242.rss_bytes".to_string(), 1 << 20),
             ("mem.free_bytes".to_string(), 1 << 30),
             ("engine.db.xact_commit".to_string(), 42),
             ("slow.samples".to_string(), 3),
@@ -323,6 +347,17 @@ mod tests {
         let text = String::from_utf8(text).unwrap();
         assert!(text.contains("# TYPE plumb_disk_reads_total counter\n"));
         assert!(!text.contains("# EOF") && !text.contains("# UNIT"));
+        assert!(om.contains("pid=\"4242\""), "asked for: every process");
+        // /metrics by default: no series labelled with a PID.
+        let mut lean = Vec::new();
+        let cx = Context {
+            drop_pids: true,
+            ..cx
+        };
+        write_live(&mut lean, &v, &cx, true).unwrap();
+        let lean = String::from_utf8(lean).unwrap();
+        assert!(!lean.contains("pid="), "{lean}");
+        assert!(lean.contains("plumb_disk_reads_total"));
     }
 
     #[test]

@@ -97,6 +97,24 @@ impl Default for Scale {
 /// The help of `plumb_cpu_seconds`, whose members are several rules.
 const CPU_HELP: &str = "time the CPU spent in each mode, from /proc/stat (user includes nice, irq includes softirq; guest time is in user)";
 
+/// A rule's help as its Prometheus family's: a percentage plumb derives is a counter of
+/// seconds here, so what the help says of percent is said of the counter instead.
+fn prom_help(rule: &crate::series::Rule) -> &'static str {
+    match (rule.family, rule.raw) {
+        ("proc", "cpu_ticks") => "CPU time of the process (user and system)",
+        ("tree", "cpu_ticks") => {
+            "CPU time of the tree, exited members and reaped children included"
+        }
+        ("role", "cpu_ticks") => "CPU time of this role's processes",
+        ("sched", "run_delay_ns") => "task time spent waiting for this CPU, summed over the tasks",
+        ("tree", "run_delay_ns") => "time the tree's threads waited for a CPU, summed over them",
+        ("trace", "syscall_ns") => {
+            "time inside syscalls, blocking included, summed over the threads (--trace)"
+        }
+        _ => rule.help,
+    }
+}
+
 /// Prefix of every family plumb exposes.
 pub const PREFIX: &str = "plumb_";
 
@@ -213,7 +231,7 @@ pub fn series_of(raw: &str, scale: &Scale) -> Option<Series> {
         How::Gauge(_) => PromType::Gauge,
         _ => PromType::Counter,
     };
-    let mut help = rule.help;
+    let mut help = prom_help(rule);
     let (name, labels) = match (fam, obj) {
         // No aggregate beside its parts: Prometheus sums the CPUs itself.
         ("cpu", Some("all")) => return None,
@@ -315,6 +333,22 @@ mod tests {
             // Two rules of one family (same object) never share a name.
             let key = (n.clone(), m.labels.clone());
             assert!(seen.insert(key), "{n} twice ({raw})");
+        }
+    }
+
+    #[test]
+    fn a_counters_help_says_nothing_of_percent() {
+        let s = Scale::default();
+        for r in RULES {
+            let m = series_of(&raw_of(r), &s).unwrap();
+            if m.family.kind == PromType::Counter {
+                let h = m.family.help;
+                assert!(
+                    !h.contains('%') && !h.contains("percent"),
+                    "{}: {h}",
+                    m.family.name
+                );
+            }
         }
     }
 

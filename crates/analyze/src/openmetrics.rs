@@ -246,6 +246,25 @@ pub fn series_of(raw: &str, scale: &Scale) -> Option<Series> {
                 ],
             )
         }
+        // A backend type, a session state, a wait class: labels, as postgres_exporter's.
+        ("engine", Some(set)) if set.starts_with("io_") => (
+            format!("{PREFIX}engine_io_{b}"),
+            vec![("backend_type", set["io_".len()..].to_string())],
+        ),
+        ("engine", Some("activity")) if field.starts_with("waiting_") => {
+            help = "active sessions waiting, by wait event type (PostgreSQL's pg_stat_activity)";
+            (
+                format!("{PREFIX}engine_activity_waiting"),
+                vec![("wait_class", field["waiting_".len()..].to_string())],
+            )
+        }
+        ("engine", Some("activity")) if field.starts_with("sessions_") => {
+            help = "client sessions by state (PostgreSQL's pg_stat_activity; plumb's own left out)";
+            (
+                format!("{PREFIX}engine_activity_sessions"),
+                vec![("state", field["sessions_".len()..].to_string())],
+            )
+        }
         ("engine", Some(set)) => (format!("{PREFIX}engine_{}_{b}", sanitize(set)), vec![]),
         (_, Some(o)) => (format!("{PREFIX}{fam}_{b}"), object_labels(fam, o)),
         (_, None) => (format!("{PREFIX}{fam}_{b}"), vec![]),
@@ -392,7 +411,14 @@ mod tests {
         let m = series_of("engine.replication.replay_lag_ms", &s).unwrap();
         assert_eq!(m.family.name, "plumb_engine_replication_replay_lag_seconds");
         let m = series_of("engine.activity.sessions_active", &s).unwrap();
-        assert_eq!(m.family.name, "plumb_engine_activity_sessions_active");
+        assert_eq!(m.family.name, "plumb_engine_activity_sessions");
+        assert_eq!(m.labels, vec![("state", "active".to_string())]);
+        let m = series_of("engine.activity.waiting_lwlock", &s).unwrap();
+        assert_eq!(m.family.name, "plumb_engine_activity_waiting");
+        assert_eq!(m.labels, vec![("wait_class", "lwlock".to_string())]);
+        let m = series_of("engine.io_client.write_bytes", &s).unwrap();
+        assert_eq!(m.family.sample_name(), "plumb_engine_io_write_bytes_total");
+        assert_eq!(m.labels, vec![("backend_type", "client".to_string())]);
         let m = series_of("role.77-checkpointer.cpu_ticks", &s).unwrap();
         assert_eq!(m.family.name, "plumb_role_cpu_seconds");
         assert_eq!(

@@ -606,6 +606,24 @@ fn until(port: u16, name: &str, want: f64, within: Duration) -> Duration {
 }
 
 #[test]
+fn the_shipped_dashboard_is_what_its_generator_writes() {
+    let o = Command::new("python3")
+        .arg("examples/grafana/make_dashboard.py")
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let made: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let shipped: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("examples/grafana/plumb-dashboard.json").unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        made, shipped,
+        "run examples/grafana/make_dashboard.py > examples/grafana/plumb-dashboard.json"
+    );
+}
+
+#[test]
 fn the_engine_goes_and_comes_back_through_a_restart() {
     if prometheus_missing() {
         return;
@@ -716,6 +734,23 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         .collect();
     seen.dedup();
     assert_eq!(seen, vec![1.0, 0.0, 1.0], "plumb_engine_up as scraped");
+    // Every panel of the shipped dashboard has data in this Prometheus.
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("examples/grafana/plumb-dashboard.json").unwrap(),
+    )
+    .unwrap();
+    let panels = dash["panels"].as_array().unwrap();
+    assert!(panels.len() >= 10);
+    for p in panels {
+        for t in p["targets"].as_array().unwrap() {
+            let q = t["expr"].as_str().unwrap().replace("$host", ".*");
+            assert!(
+                !prom.query(&q, None).is_empty(),
+                "the panel {} has no data: {q}",
+                p["title"]
+            );
+        }
+    }
     let out = rec.wait_with_output().unwrap();
     assert!(
         out.status.success(),

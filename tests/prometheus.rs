@@ -605,6 +605,23 @@ fn until(port: u16, name: &str, want: f64, within: Duration) -> Duration {
     }
 }
 
+/// Wait (at most 20 s) until Prometheus's latest plumb_engine_up is `want`.
+fn prom_until(prom: &Prometheus, want: f64) {
+    let t0 = Instant::now();
+    while prom
+        .query("plumb_engine_up", None)
+        .first()
+        .map(|v| num(&v["value"][1]))
+        != Some(want)
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "Prometheus never scraped plumb_engine_up {want}"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
 #[test]
 fn the_shipped_dashboard_is_what_its_generator_writes() {
     let o = Command::new("python3")
@@ -664,19 +681,7 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
     assert!(body.contains("plumb_tree_pss_bytes{"), "{body}");
     assert!(!body.contains("pid=\""), "{body}");
     // Prometheus has scraped the engine up before it stops.
-    let t0 = Instant::now();
-    while prom
-        .query("plumb_engine_up", None)
-        .first()
-        .map(|v| num(&v["value"][1]))
-        != Some(1.0)
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "Prometheus never scraped plumb_engine_up"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    prom_until(&prom, 1.0);
     // The server stops: the endpoint says so within seconds, and the host goes on.
     let stop = plumb()
         .args(["engine", "stop", "--dir", pg.dir_str()])
@@ -689,19 +694,7 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
     );
     until(plumb_port, "plumb_engine_up", 0.0, Duration::from_secs(10));
     assert!(metric_now(plumb_port, "plumb_mem_total_bytes").is_some());
-    let t0 = Instant::now();
-    while prom
-        .query("plumb_engine_up", None)
-        .first()
-        .map(|v| num(&v["value"][1]))
-        != Some(0.0)
-    {
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "Prometheus never scraped the 0"
-        );
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    prom_until(&prom, 0.0);
     // Started again (same directory, same port): read again within 10 s, its series back.
     let start = plumb()
         .args(["engine", "start", "--dir", pg.dir_str()])

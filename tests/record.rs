@@ -847,3 +847,128 @@ print(len(melted.dropna()), len(values))
         counts[0], counts[1]
     );
 }
+
+/// A recorder left running (`--out-dir`): a new file every --rotate, each a recording of its
+/// own, the samples going on from one file into the next; the oldest of plumb's files removed
+/// past --keep-for and --keep-size (marked), and nothing else in the directory touched.
+#[test]
+fn out_dir_rotates_and_removes_only_plumbs_oldest_files() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    let now = std::time::SystemTime::now();
+    let put = |name: &str, bytes: usize, age_s: u64| {
+        let p = dir.join(name);
+        std::fs::write(&p, vec![b'x'; bytes]).unwrap();
+        let t = now - Duration::from_secs(age_s);
+        std::fs::File::options()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_times(std::fs::FileTimes::new().set_modified(t))
+            .unwrap();
+    };
+    put("plumb-20200101-000000.plumb", 10, 3 * 3600); // past --keep-for 1h
+    put("plumb-20261120-000000.plumb", 2 << 20, 60); // past --keep-size 1M
+    put("notes.txt", 3 << 20, 5 * 3600); // not plumb's: never touched
+    put("plumb-mine.plumb", 3 << 20, 5 * 3600); // not a name plumb gives
+    let o = run(&[
+        "record",
+        "--interval",
+        "250ms",
+        "--out-dir",
+        s(dir),
+        "--rotate",
+        "10s",
+        "--keep-size",
+        "1M",
+        "--keep-for",
+        "1h",
+        "--duration",
+        "13s",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(names[0], "notes.txt");
+    assert_eq!(names[3], "plumb-mine.plumb");
+    let (a, b) = (dir.join(&names[1]), dir.join(&names[2]));
+    assert!(
+        names[1].starts_with("plumb-20") && names[1] < names[2],
+        "{names:?}"
+    );
+    assert!(
+        stderr(&o).contains(&format!("in 2 files, the last {}", b.display()))
+            && stderr(&o).contains("then a new file every 10s"),
+        "{}",
+        stderr(&o)
+    );
+    // Each file is a recording; the samples go on from the first into the second.
+    let unix_ms = |f: &Path| -> Vec<u64> {
+        let o = run(&["export", s(f)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let csv = String::from_utf8(o.stdout).unwrap();
+        let mut lines = csv.lines();
+        let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let col = head.iter().position(|h| *h == "unix_ms").unwrap();
+        lines
+            .map(|l| l.split(',').nth(col).unwrap().parse().unwrap())
+            .collect()
+    };
+    let (ta, tb) = (unix_ms(&a), unix_ms(&b));
+    assert!(
+        ta.len() >= 36 && tb.len() >= 8,
+        "{} and {} samples",
+        ta.len(),
+        tb.len()
+    );
+    let gap = tb[0] - ta[ta.len() - 1];
+    assert!((150..=600).contains(&gap), "{gap} ms between the files");
+    // The two removals are marked, with the cap that removed each.
+    let o = run(&["export", s(&a), "--json", "--metric", "mem."]);
+    let marks: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|j| j["kind"] == "mark" && j["name"] == "old recording removed")
+        .collect();
+    assert_eq!(marks.len(), 2, "{marks:?}");
+    let details: Vec<&str> = marks
+        .iter()
+        .map(|m| m["detail"].as_str().unwrap())
+        .collect();
+    assert!(
+        details
+            .iter()
+            .any(|d| d.contains("plumb-20200101-000000.plumb") && d.contains("--keep-for"))
+            && details
+                .iter()
+                .any(|d| d.contains("plumb-20261120-000000.plumb") && d.contains("--keep-size")),
+        "{details:?}"
+    );
+    // Wrong input: exit 2 naming the flag, nothing left behind.
+    let none = dir.join("no-such-dir");
+    for (args, needle) in [
+        (vec!["--out-dir", s(&none)], "--out-dir"),
+        (vec!["--out-dir", s(dir), "--rotate", "1s"], "--rotate"),
+        (
+            vec!["--out-dir", s(dir), "--keep-size", "10"],
+            "--keep-size",
+        ),
+        (
+            vec!["--out-dir", s(dir), "--rotate", "2h", "--keep-for", "1h"],
+            "--keep-for",
+        ),
+        (vec!["--out-dir", s(dir), "--out", s(&a)], "--out"),
+        (vec!["--keep-size", "1G"], "--out-dir"),
+    ] {
+        let o = run(&[&["record", "--duration", "1s"][..], &args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read_dir(dir).unwrap().count(), 4);
+    assert!(!none.exists());
+}

@@ -10,7 +10,10 @@ pub struct RecordSummary {
     pub file: Option<PathBuf>,
     pub samples: u64,
     pub interval_ms: u64,
-    /// The file's size.
+    /// How many files the recording went into (`plumb record --out-dir`: a new one every so
+    /// often); `file` is the last.
+    pub files: u64,
+    /// The files' size.
     pub bytes_written: u64,
     /// Bytes of samples alone, without the header and the metrics' definitions (written once):
     /// what a longer recording grows by.

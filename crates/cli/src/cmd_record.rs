@@ -33,6 +33,22 @@ pub struct RecordArgs {
     /// given). Never overwritten.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Record into this directory for as long as plumb runs (a recorder left running as a
+    /// service): a new file (plumb-DATE-TIME.plumb) every --rotate, and the oldest of
+    /// plumb's files there removed past --keep-size or --keep-for. Nothing else in it is
+    /// touched.
+    #[arg(long, value_name = "DIR", conflicts_with = "out")]
+    pub out_dir: Option<PathBuf>,
+    /// With --out-dir, start a new file this often.
+    #[arg(long, value_name = "TIME", default_value = "1h", requires = "out_dir")]
+    pub rotate: String,
+    /// With --out-dir, remove the oldest recordings while those there take more than this
+    /// (the one being written is kept).
+    #[arg(long, value_name = "SIZE", default_value = "1G", requires = "out_dir")]
+    pub keep_size: String,
+    /// With --out-dir, remove recordings last written longer ago than this.
+    #[arg(long, value_name = "TIME", default_value = "7d", requires = "out_dir")]
+    pub keep_for: String,
     /// Expose the live figures on http://ADDR/metrics for Prometheus (OpenMetrics, names from
     /// `plumb export FILE --list --format openmetrics`): PORT listens on 127.0.0.1 only,
     /// :PORT on every interface, or HOST:PORT. No file is kept unless --out is given.
@@ -92,6 +108,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         engine_servers: a.engine_server,
         engine,
         out: a.out.clone(),
+        keep: keep(a)?,
         serve: a.serve.clone(),
         serve_render: if a.serve_pids {
             plumb_report::openmetrics::live_render_per_pid
@@ -112,12 +129,13 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         Event::Serving { addr } => eprintln!("plumb: {}", record_text::serving(addr)),
         Event::Recording {
             file,
+            every,
             interval,
             slow,
             duration,
         } => eprintln!(
             "plumb: {}",
-            record_text::recording(file, interval, slow, duration)
+            record_text::recording(file, every, interval, slow, duration)
         ),
     };
     let summary = recorder.run_with(
@@ -129,6 +147,39 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         eprintln!("plumb: {line}");
     }
     Ok(summary.exit_code.unwrap_or(0))
+}
+
+/// `--out-dir` with its rotation and caps, checked.
+fn keep(a: &RecordArgs) -> Result<Option<plumb_record::keep::Keep>> {
+    let Some(dir) = &a.out_dir else {
+        return Ok(None);
+    };
+    let time = |flag: &str, v: &str| -> Result<Duration> {
+        parse_duration(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"))
+    };
+    let every = time("--rotate", &a.rotate)?;
+    let max_age = time("--keep-for", &a.keep_for)?;
+    let max_bytes = plumb_load::units::parse_size(&a.keep_size)
+        .map_err(|e| anyhow::anyhow!("--keep-size {}: {e}", a.keep_size))?;
+    if every < Duration::from_secs(10) {
+        bail!("--rotate {}: at least 10s", a.rotate);
+    }
+    if max_age < every {
+        bail!(
+            "--keep-for {}: shorter than --rotate {}",
+            a.keep_for,
+            a.rotate
+        );
+    }
+    if max_bytes < 1 << 20 {
+        bail!("--keep-size {}: at least 1M", a.keep_size);
+    }
+    Ok(Some(plumb_record::keep::Keep {
+        dir: dir.clone(),
+        every,
+        max_bytes,
+        max_age,
+    }))
 }
 
 #[derive(Debug, Args)]

@@ -47,7 +47,7 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
     }
 }
 
-/// `15`, `15s`, `500ms`, `2m`, `1h`, `250us`. A bare number is seconds.
+/// `15`, `15s`, `500ms`, `2m`, `1h`, `7d`, `250us`. A bare number is seconds.
 /// The longest duration any flag takes: a year (anything longer is a typo, and the run clock
 /// counts nanoseconds in 64 bits).
 pub const MAX_DURATION_S: f64 = 365.0 * 86400.0;
@@ -56,7 +56,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
     let t = s.trim().to_ascii_lowercase();
     let bad = || {
         UnitError(format!(
-            "{s:?} is not a duration (e.g. 15s, 500ms, 2m, 1m30s, 1h)"
+            "{s:?} is not a duration (e.g. 15s, 500ms, 2m, 1m30s, 1h, 7d)"
         ))
     };
     if t.is_empty() {
@@ -84,6 +84,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, UnitError> {
             "us" | "µs" => 1e-6,
             "m" | "min" => 60.0,
             "h" => 3600.0,
+            "d" => 86400.0,
             _ => return Err(bad()),
         };
         // 1m30s, not 30s1m or 1m1m.
@@ -206,6 +207,8 @@ mod tests {
         assert_eq!(parse_duration("15"), Ok(Duration::from_secs(15)));
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("7d"), Ok(Duration::from_secs(7 * 86400)));
+        assert_eq!(parse_duration("1d12h"), Ok(Duration::from_secs(36 * 3600)));
         assert!(parse_duration("soon").is_err());
         // Compound, largest unit first.
         assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));

@@ -10,6 +10,7 @@ mod background;
 mod engine;
 mod error;
 pub mod foreground;
+pub mod keep;
 pub mod live;
 pub mod mem_watch;
 pub mod recorder;
@@ -154,6 +155,12 @@ pub struct Collector {
     /// When the slow metrics were last read, and how many times.
     last_slow_ms: Option<u64>,
     slow_samples: u64,
+    /// A new file every so often, the oldest removed (`plumb record --out-dir`).
+    keep: Option<keep::Keep>,
+    /// Bytes written to the files before this one (all, and of samples alone).
+    earlier_bytes: (u64, u64),
+    /// Files written before this one.
+    pub earlier_files: u64,
 }
 
 impl Collector {
@@ -221,6 +228,9 @@ impl Collector {
             slow: header.slow_interval_ms.map(|s| (s, header.interval_ms)),
             last_slow_ms: None,
             slow_samples: 0,
+            keep: None,
+            earlier_bytes: (0, 0),
+            earlier_files: 0,
             header,
         }
     }
@@ -258,16 +268,89 @@ impl Collector {
         now_unix_ms().saturating_sub(self.header.started_unix_ms)
     }
 
+    /// Bytes written, to every file of the recording.
     pub fn bytes_written(&self) -> u64 {
-        self.writer.as_ref().map_or(0, |w| w.bytes_written)
+        self.earlier_bytes.0 + self.writer.as_ref().map_or(0, |w| w.bytes_written)
     }
 
     /// Bytes of samples alone (without the header and the metrics' definitions, which are
     /// written once): what a longer recording grows by.
     pub fn sample_bytes(&self) -> u64 {
-        self.writer
-            .as_ref()
-            .map_or(0, |w| w.bytes_written - w.definition_bytes)
+        self.earlier_bytes.1
+            + self
+                .writer
+                .as_ref()
+                .map_or(0, |w| w.bytes_written - w.definition_bytes)
+    }
+
+    /// Go on into a new file in `keep.dir` every `keep.every`, removing the oldest there past
+    /// the caps (now, and with every new file).
+    pub fn keep_in(&mut self, keep: keep::Keep) -> Result<()> {
+        self.keep = Some(keep);
+        self.prune(0)
+    }
+
+    /// Remove what is past the caps, each removal marked in the file being written.
+    fn prune(&self, t_ms: u64) -> Result<()> {
+        let Some(k) = &self.keep else { return Ok(()) };
+        let removed =
+            keep::prune(k, &self.path, std::time::SystemTime::now()).map_err(|source| {
+                Error::File {
+                    doing: "removing old recordings from",
+                    path: k.dir.clone(),
+                    source: plumb_store::Error::Io {
+                        path: k.dir.clone(),
+                        source,
+                    },
+                }
+            })?;
+        for r in removed {
+            let why = match r.cap {
+                keep::Cap::Size => format!(
+                    "the recordings here passed --keep-size ({} bytes)",
+                    k.max_bytes
+                ),
+                keep::Cap::Age => format!(
+                    "last written longer ago than --keep-for ({} s)",
+                    k.max_age.as_secs()
+                ),
+            };
+            self.mark_at(
+                t_ms,
+                "old recording removed",
+                Some(format!("{} ({} bytes): {why}", r.path.display(), r.bytes)),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Start the next file when this one is `keep.every` old.
+    fn roll_if_due(&mut self) -> Result<()> {
+        let (Some(k), Some(w)) = (&self.keep, &self.writer) else {
+            return Ok(());
+        };
+        let now = now_unix_ms();
+        if now < self.header.started_unix_ms + k.every.as_millis() as u64 {
+            return Ok(());
+        }
+        let path = keep::next_path(&k.dir);
+        let mut header = self.header.clone();
+        header.started_unix_ms = now;
+        let next = w.successor(&path, &header).map_err(|source| Error::File {
+            doing: "creating the next file of the recording",
+            path: path.clone(),
+            source,
+        })?;
+        if let Some(old) = self.writer.replace(next) {
+            self.earlier_bytes.0 += old.bytes_written;
+            self.earlier_bytes.1 += old.bytes_written - old.definition_bytes;
+            self.earlier_files += 1;
+        }
+        self.path = path;
+        self.header = header;
+        // The new file's first sample reads everything.
+        self.last_slow_ms = None;
+        self.prune(0)
     }
 
     /// Record one more process from the next sample on.
@@ -290,6 +373,7 @@ impl Collector {
     /// Take and write one sample; what changed since the last one (a PID gone, the engine
     /// unreachable or back) is marked at the sample's time. Returns the sample's time.
     pub fn tick(&mut self) -> Result<u64> {
+        self.roll_if_due()?;
         let t_ms = self.now_ms();
         // The slow metrics: every sample, or about once a slow interval (the first sample
         // always; a tick is close enough within half a sample interval).

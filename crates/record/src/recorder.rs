@@ -33,6 +33,9 @@ pub struct RecordConfig {
     /// The file to record into (None: a new `plumb-DATE-TIME.plumb` here, or no file with
     /// `serve`).
     pub out: Option<PathBuf>,
+    /// Record into a directory instead, a new file every so often, the oldest removed past
+    /// the caps (a recorder left running).
+    pub keep: Option<crate::keep::Keep>,
     /// Serve the live figures on this address (`PORT`, `:PORT`, `HOST:PORT`).
     pub serve: Option<String>,
     /// How the served figures are written (OpenMetrics, by `plumb_report`), from the header.
@@ -55,6 +58,8 @@ pub enum Event<'a> {
     /// Sampling started.
     Recording {
         file: Option<&'a Path>,
+        /// A new file this often (`--out-dir`).
+        every: Option<Duration>,
         interval: Duration,
         /// The slow metrics' interval, when longer than `interval`.
         slow: Option<Duration>,
@@ -172,10 +177,19 @@ impl Recorder {
             .map_err(|source| Error::ServeAddr { source })?;
         // --serve alone keeps no file (a recorder on every node for months must not fill a
         // disk).
-        let file = match (&config.out, serve) {
-            (Some(f), _) => Some(f.clone()),
-            (None, None) => Some(PathBuf::from(format!("plumb-{}.plumb", crate::stamp()))),
-            (None, Some(_)) => None,
+        if let Some(k) = &config.keep {
+            if !k.dir.is_dir() {
+                return Err(Error::refused(
+                    format!("--out-dir {}", k.dir.display()),
+                    "no such directory",
+                ));
+            }
+        }
+        let file = match (&config.out, &config.keep, serve) {
+            (Some(f), _, _) => Some(f.clone()),
+            (None, Some(k), _) => Some(crate::keep::next_path(&k.dir)),
+            (None, None, None) => Some(PathBuf::from(format!("plumb-{}.plumb", crate::stamp()))),
+            (None, None, Some(_)) => None,
         };
         if let Some(f) = file.as_ref().filter(|f| f.exists()) {
             return Err(Error::refused(
@@ -237,7 +251,12 @@ impl Recorder {
             Some(f) => Collector::create(f, root, scope, engine, &setup)?,
             None => Collector::unwritten(root, scope, engine, &setup),
         };
-        let started = serve_on(&mut rec, serve, config.serve_render)
+        let kept = match config.keep.clone() {
+            Some(k) => rec.keep_in(k),
+            None => Ok(()),
+        };
+        let started = kept
+            .and_then(|()| serve_on(&mut rec, serve, config.serve_render))
             .and_then(|s| Ok((s, start(&mut rec, &config, &pids)?)));
         let (serving, child) = match started {
             Ok(c) => c,
@@ -255,6 +274,7 @@ impl Recorder {
         }
         events.event(Event::Recording {
             file: file.as_deref(),
+            every: config.keep.as_ref().map(|k| k.every),
             interval: config.interval,
             slow: crate::slow_interval(config.interval),
             duration: config.duration,
@@ -278,9 +298,13 @@ impl Recorder {
         };
         drop(serving);
         Ok(RecordSummary {
-            file: file.filter(|_| rec.writes_file()),
+            // The last file when the recording went on into new ones.
+            file: file
+                .filter(|_| rec.writes_file())
+                .map(|_| rec.path().to_path_buf()),
             samples: rec.samples,
             interval_ms: config.interval.as_millis() as u64,
+            files: rec.earlier_files + u64::from(rec.writes_file()),
             bytes_written: rec.bytes_written(),
             sample_bytes: rec.sample_bytes(),
             late_ticks: done.late,

@@ -22,16 +22,20 @@ pub fn serving(addr: SocketAddr) -> String {
 /// "recording to FILE every 1s (…); Ctrl-C to stop".
 pub fn recording(
     file: Option<&Path>,
+    every: Option<Duration>,
     interval: Duration,
     slow: Option<Duration>,
     duration: Option<Duration>,
 ) -> String {
     format!(
-        "recording {} every {}{}{}; Ctrl-C to stop",
+        "recording {}{} every {}{}{}; Ctrl-C to stop",
         match file {
             Some(f) => format!("to {}", f.display()),
             None => "(no file: --out FILE keeps one)".to_string(),
         },
+        every
+            .map(|e| format!(" (then a new file every {})", format_duration(e)))
+            .unwrap_or_default(),
         format_duration(interval),
         slow.map(|s| format!(
             " (engine, process trees, smaps and cgroups every {})",
@@ -77,7 +81,11 @@ pub fn summary(s: &RecordSummary) -> Vec<String> {
         Some(f) => lines.push(format!(
             "{} samples in {} ({} bytes; samples about {} bytes each: {:.1} MB per day at this interval){}",
             s.samples,
-            f.display(),
+            if s.files > 1 {
+                format!("{} files, the last {}", s.files, f.display())
+            } else {
+                f.display().to_string()
+            },
             s.bytes_written,
             s.bytes_per_sample(),
             s.bytes_per_day() / 1e6,
@@ -105,6 +113,7 @@ mod tests {
             file: Some("r.plumb".into()),
             samples: 10,
             interval_ms: 1000,
+            files: 1,
             bytes_written: 50_000,
             sample_bytes: 4_000,
             late_ticks: 2,

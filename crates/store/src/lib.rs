@@ -216,6 +216,16 @@ impl Writer {
         Ok(w)
     }
 
+    /// A new recording that carries on from this one (`plumb record --out-dir` starting its
+    /// next file): the objects' labels and the slow metrics stay; the metrics are defined
+    /// again in the new file as they appear.
+    pub fn successor(&self, path: &Path, header: &Header) -> Result<Writer> {
+        let mut w = Writer::create(path, header)?;
+        w.labels = self.labels.clone();
+        w.slow = self.slow;
+        Ok(w)
+    }
+
     fn write(&mut self, b: &[u8]) -> Result<()> {
         // One write per record: a crash cuts at most this record short.
         self.file.write_all(b).map_err(|e| Error::Io {

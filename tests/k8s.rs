@@ -404,7 +404,7 @@ fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
         "readOnlyRootFilesystem: true",
         "allowPrivilegeEscalation: false",
         "image: registry.example/plumb:1",
-        "prometheus.io/port: \"9187\"",
+        "prometheus.io/port: \"9494\"",
     ] {
         assert!(y.contains(want), "{want} missing:\n{y}");
     }
@@ -469,7 +469,7 @@ fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
         for a in &args {
             let a = a
                 .replace("/host", &host.display().to_string())
-                .replace("$(HOST_IP):9187", &format!("127.0.0.1:{port}"));
+                .replace("$(HOST_IP):9494", &format!("127.0.0.1:{port}"));
             cmd.push_str(&format!(" '{a}'"));
         }
         cmd.push_str(&format!(" --pid {} --duration 4s", other.id()));

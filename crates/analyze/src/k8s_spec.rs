@@ -264,9 +264,9 @@ pub fn plumb_plan(a: &ManifestSpec, version: &str) -> Result<PlumbPlan> {
             a.memory.unwrap_or_default()
         );
     }
-    let port = a.port.unwrap_or(9187);
+    let port = a.port.unwrap_or(9494);
     if port == 0 {
-        refuse!("--port 0: give the port Prometheus scrapes, e.g. 9187");
+        refuse!("--port 0: give the port Prometheus scrapes, e.g. 9494");
     }
     let interval = a.interval.unwrap_or("5s").to_string();
     let d = plumb_load::units::parse_duration(&interval)

@@ -96,7 +96,7 @@ pub struct ManifestArgs {
     /// Prometheus) with only the privileges it needs, instead of a database.
     #[arg(long, conflicts_with_all = ["kind", "workload", "cpu", "storage_class", "secret", "max_connections"])]
     pub plumb: bool,
-    /// With --plumb: the port /metrics is served on [default: 9187].
+    /// With --plumb: the port /metrics is served on [default: 9494].
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
     /// With --plumb: how often plumb samples the node [default: 5s].

@@ -35,7 +35,7 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
     (&["record"], &[
         ("Record while a command runs", "plumb record --out run.plumb -- pgbench -c 8 -T 60 shop"),
         ("A server's process tree and its engine, every 100 ms", "sudo plumb record --interval 100ms --engine-server --engine postgres:///postgres --out db.plumb"),
-        ("Serve the live figures to Prometheus", "plumb record --serve :9187"),
+        ("Serve the live figures to Prometheus", "plumb record --serve :9494"),
     ]),
     (&["mark"], &[("Mark a phase in a recording (also while it records)", "plumb mark run.plumb \"checkpoint start\"")]),
     (&["report"], &[("An HTML report of two recordings, overlaid", "plumb report before.plumb after.plumb --out report")]),

@@ -43,7 +43,7 @@ pub enum AddrError {
 }
 
 /// Where to listen: `PORT` is 127.0.0.1:PORT (this host only), `:PORT` every interface,
-/// otherwise `HOST:PORT` (`0.0.0.0:9187`, `[::1]:9187`, `localhost:9187`).
+/// otherwise `HOST:PORT` (`0.0.0.0:9494`, `[::1]:9494`, `localhost:9494`).
 pub fn parse_addr(s: &str) -> Result<SocketAddr, AddrError> {
     let bad = || AddrError::Form(s.to_string());
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) {
@@ -366,8 +366,8 @@ mod tests {
 
     #[test]
     fn addresses() {
-        assert_eq!(parse_addr("9187").unwrap().to_string(), "127.0.0.1:9187");
-        assert_eq!(parse_addr(":9187").unwrap().to_string(), "0.0.0.0:9187");
+        assert_eq!(parse_addr("9494").unwrap().to_string(), "127.0.0.1:9494");
+        assert_eq!(parse_addr(":9494").unwrap().to_string(), "0.0.0.0:9494");
         assert_eq!(parse_addr("[::1]:80").unwrap().to_string(), "[::1]:80");
         assert!(parse_addr("99999").is_err());
         assert!(parse_addr("").is_err());

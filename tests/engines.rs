@@ -553,3 +553,79 @@ fn sql_server_memory_gauges_are_recordable() {
         assert!(fields.contains(&key.split_once('.').unwrap().1), "{key}");
     }
 }
+
+/// SQL Server's per-statement figures as sys.dm_exec_query_stats returns them (documented
+/// columns; not run against a live server): a row per query_hash, the text as cached with its
+/// literals, which never reach plumb's statement; hits are logical reads less physical ones.
+#[test]
+fn sql_server_query_stats_become_statements_without_literals() {
+    use mssql::Cell;
+    assert!(
+        mssql::queries::QUERY_STATS.contains("sys.dm_exec_query_stats")
+            && mssql::queries::QUERY_STATS.contains("GROUP BY qs.query_hash")
+    );
+    let rs = ResultSet {
+        columns: [
+            "query_hash",
+            "calls",
+            "time_us",
+            "rows_total",
+            "physical_reads",
+            "logical_reads",
+            "statement_text",
+        ]
+        .map(String::from)
+        .to_vec(),
+        rows: vec![
+            vec![
+                Cell::Text("0x1A2B3C4D5E6F7081".into()),
+                Cell::Int(120),
+                Cell::Int(4_500_000),
+                Cell::Int(120),
+                Cell::Int(30),
+                Cell::Int(1_000),
+                Cell::Text(
+                    "SELECT name FROM dbo.customers WHERE ssn = '078-05-1120' AND id = 42".into(),
+                ),
+            ],
+            vec![
+                Cell::Text("0x00000000000000FF".into()),
+                Cell::Int(3),
+                Cell::Float(10.5),
+                Cell::Null,
+                Cell::Null,
+                Cell::Null,
+                Cell::Text("EXEC dbo.report @from = N'2026-01-01'".into()),
+            ],
+            // A row without a hash (a statement the server did not hash) is left out.
+            vec![
+                Cell::Null,
+                Cell::Int(1),
+                Cell::Int(1),
+                Cell::Int(1),
+                Cell::Int(1),
+                Cell::Int(1),
+                Cell::Text("x".into()),
+            ],
+        ],
+    };
+    let s = mssql::parse_query_stats(&rs).unwrap();
+    assert_eq!(s.len(), 2, "{s:?}");
+    let a = s.iter().find(|x| x.id == "0x1A2B3C4D5E6F7081").unwrap();
+    assert_eq!((a.calls, a.time_us, a.rows), (120.0, 4_500_000.0, 120.0));
+    assert_eq!((a.blks_read, a.blks_hit), (Some(30.0), Some(970.0)));
+    assert_eq!(
+        a.text,
+        "SELECT name FROM dbo.customers WHERE ssn = ? AND id = ?"
+    );
+    let b = s.iter().find(|x| x.id == "0x00000000000000FF").unwrap();
+    assert_eq!((b.blks_read, b.blks_hit), (None, None));
+    assert_eq!(b.text, "EXEC dbo.report @from = ?");
+    // A result without the columns is an error naming the one missing.
+    let bad = ResultSet {
+        columns: vec!["query_hash".into()],
+        rows: vec![],
+    };
+    let e = mssql::parse_query_stats(&bad).unwrap_err().to_string();
+    assert!(e.contains("calls"), "{e}");
+}

@@ -419,3 +419,56 @@ fn record_follows_mariadb_through_a_restart() {
     let gap = r.times_ms.windows(2).map(|w| w[1] - w[0]).max().unwrap();
     assert!(gap < 1600, "a sample went missing: {gap} ms between two");
 }
+
+/// MariaDB's statement digests (performance_schema) in a recording: the server's normalized
+/// texts, calls and time, tabled between two points; plumb's own queries left out.
+#[test]
+fn record_follows_mariadbs_statement_digests() {
+    let m = match Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("digests.plumb");
+    let rec = plumb()
+        .args(["record", "--duration", "6s", "--interval", "500ms"])
+        .args(["--engine", &m.url("mysql"), "--out", f.to_str().unwrap()])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(4) {
+        m.sql("SELECT SLEEP(0.05), 'hunter2-in-a-select'; SELECT COUNT(*) FROM mysql.user WHERE user = 'hunter2-user'")
+            .unwrap();
+    }
+    assert!(rec.wait_with_output().unwrap().status.success());
+    let bytes = std::fs::read(&f).unwrap();
+    assert!(!String::from_utf8_lossy(&bytes).contains("hunter2"));
+    let o = plumb()
+        .args(["--json", "report", f.to_str().unwrap(), "--statements"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let t: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = t["rows"].as_array().unwrap();
+    let sleep = rows
+        .iter()
+        .find(|r| r["text"].as_str().unwrap().contains("SLEEP"))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(sleep["text"].as_str().unwrap().contains('?'), "{sleep}");
+    assert!(sleep["calls"].as_f64().unwrap() >= 5.0, "{sleep}");
+    let mean = sleep["mean_ms"].as_f64().unwrap();
+    assert!((45.0..250.0).contains(&mean), "{sleep}");
+    // No blocks per statement in MariaDB's digests: said as absent, not as zero.
+    assert!(sleep["blocks_read"].is_null(), "{sleep}");
+    assert!(
+        !rows.iter().any(|r| r["text"]
+            .as_str()
+            .unwrap()
+            .contains("events_statements_summary_by_digest")),
+        "{t}"
+    );
+}

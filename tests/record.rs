@@ -972,3 +972,128 @@ fn out_dir_rotates_and_removes_only_plumbs_oldest_files() {
     assert_eq!(std::fs::read_dir(dir).unwrap().count(), 4);
     assert!(!none.exists());
 }
+
+/// A recording follows the heaviest statements from pg_stat_statements: their figures at every
+/// second, their texts with every literal left out (a password in an ALTER ROLE, which
+/// pg_stat_statements keeps as typed, never reaches the file), and `plumb report --statements`
+/// gives what each did between any two points.
+#[test]
+fn statements_are_recorded_without_literals_and_tabled_between_two_points() {
+    if let Some(why) = no_postgres() {
+        skip(why);
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("s.plumb");
+    let pg = tempfile::Builder::new()
+        .prefix("plumb-stmt-pg")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    std::fs::set_permissions(
+        pg.path(),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let server = common::Private::start(
+        &pg.path().join("pg"),
+        &["--set", "shared_preload_libraries=pg_stat_statements"],
+    );
+    let (dir, url) = (server.dir.clone(), server.url());
+    let psql = |sql: &str| {
+        let o = plumb()
+            .args(["engine", "psql", "--dir", s(&dir), "--", "-qAtc", sql])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{sql}: {}", stderr(&o));
+    };
+    psql("CREATE EXTENSION pg_stat_statements");
+    psql("CREATE ROLE stmt_test_role");
+    let rec = plumb()
+        .args([
+            "record",
+            "--interval",
+            "500ms",
+            "--duration",
+            "7s",
+            "--engine",
+            &url,
+            "--out",
+            s(&f),
+        ])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_secs(5) {
+        psql("SELECT pg_sleep(0.05) WHERE 'hunter2-in-a-select' <> ''; ALTER ROLE stmt_test_role PASSWORD 'hunter2-secret'; SELECT count(*) FROM generate_series(1, 20000)");
+    }
+    let o = rec.wait_with_output().unwrap();
+    assert!(o.status.success());
+    let bytes = std::fs::read(&f).unwrap();
+    assert!(
+        !String::from_utf8_lossy(&bytes).contains("hunter2"),
+        "a literal reached the recording"
+    );
+    let table = |args: &[&str]| -> serde_json::Value {
+        let o = run(&[&["--json", "report", s(&f), "--statements"][..], args].concat());
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let all = table(&[]);
+    let rows = all["rows"].as_array().unwrap();
+    let find = |rows: &[serde_json::Value], needle: &str| -> Option<serde_json::Value> {
+        rows.iter()
+            .find(|r| r["text"].as_str().unwrap().contains(needle))
+            .cloned()
+    };
+    let sleep = find(rows, "pg_sleep").unwrap_or_else(|| panic!("{all}"));
+    assert!(
+        sleep["text"].as_str().unwrap().contains("pg_sleep($1)"),
+        "{sleep}"
+    );
+    let calls = sleep["calls"].as_f64().unwrap();
+    let mean = sleep["mean_ms"].as_f64().unwrap();
+    assert!(calls >= 5.0, "{sleep}");
+    assert!((45.0..250.0).contains(&mean), "{sleep}");
+    // plumb's own queries are not the workload.
+    assert!(
+        !rows
+            .iter()
+            .any(|r| r["text"].as_str().unwrap().contains("pg_stat_activity")),
+        "{all}"
+    );
+    // The heaviest first.
+    let times: Vec<f64> = rows
+        .iter()
+        .map(|r| r["time_ms"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] >= w[1]), "{times:?}");
+    // A stretch of it holds fewer calls than the whole.
+    let part = table(&["--from", "1s", "--to", "4s"]);
+    let p = find(part["rows"].as_array().unwrap(), "pg_sleep").unwrap_or_else(|| panic!("{part}"));
+    let pc = p["calls"].as_f64().unwrap();
+    assert!(pc >= 1.0 && pc < calls, "{p} against {sleep}");
+    // Text and the page.
+    let o = run(&["report", s(&f), "--statements", "--top", "3"]);
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        text.contains("heaviest by execution time") && text.contains("pg_sleep"),
+        "{text}"
+    );
+    let out = d.path().join("page");
+    let o = run(&["report", s(&f), "--out", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains("Statements:") && page.contains("pg_sleep"));
+    // Wrong input: exit 2, the flag named.
+    for (args, needle) in [
+        (vec!["--from", "99h"], "--from"),
+        (vec!["--from", "3s", "--to", "2s"], "--from"),
+        (vec!["--to", "soon"], "--to"),
+    ] {
+        let o = run(&[&["report", s(&f), "--statements"][..], &args].concat());
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+    drop(server);
+}

@@ -21,6 +21,7 @@ pub mod repl;
 pub mod said;
 pub mod sched;
 pub mod series;
+pub mod statements;
 pub mod stats;
 pub mod sweep;
 pub mod trace;

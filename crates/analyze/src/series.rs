@@ -1495,6 +1495,60 @@ pub const RULES: &[Rule] = &[
         "ms",
         "the 95th percentile of this type's latencies in the second (plumb load)"
     ),
+    r!(
+        "stmt",
+        true,
+        "calls",
+        "calls_per_s",
+        How::Rate(1.0),
+        "/s",
+        "executions of this statement that ended (pg_stat_statements, performance_schema digests, query stats)"
+    ),
+    r!(
+        "stmt",
+        true,
+        "time_us",
+        "busy_pct",
+        How::PctOfTime(1e6),
+        "%",
+        "time spent executing this statement, per wall time (over 100 when several sessions run it)"
+    ),
+    r!(
+        "stmt",
+        true,
+        "time_us",
+        "mean_ms",
+        How::PerOpScaled("calls", 0.001),
+        "ms",
+        "mean execution time of this statement's calls in the interval"
+    ),
+    r!(
+        "stmt",
+        true,
+        "rows",
+        "rows_per_s",
+        How::Rate(1.0),
+        "/s",
+        "rows this statement returned or changed"
+    ),
+    r!(
+        "stmt",
+        true,
+        "blks_read",
+        "blocks_read_per_s",
+        How::Rate(1.0),
+        "/s",
+        "blocks (pages) this statement read from outside the engine's cache"
+    ),
+    r!(
+        "stmt",
+        true,
+        "blks_hit",
+        "blocks_hit_per_s",
+        How::Rate(1.0),
+        "/s",
+        "blocks (pages) this statement found in the engine's cache"
+    ),
 ];
 
 /// The engine counters a recording keeps (`engine.SET.FIELD`, from an engine snapshot's

@@ -68,6 +68,12 @@ pub struct RecordArgs {
     /// here, add --engine-server (or its PID with --pid) for its processes.
     #[arg(long, value_name = "URL")]
     pub engine: Option<String>,
+    /// With --engine, the statements to follow: the N heaviest by time since the last reading
+    /// join those recorded, 5 × N at most, each with its calls, time, rows and blocks read and
+    /// hit, and its text with every literal value left out (pg_stat_statements where installed,
+    /// MariaDB's performance_schema digests where it is on, SQL Server's query stats). 0: none.
+    #[arg(long, value_name = "N", default_value_t = 10, value_parser = clap::value_parser!(u16).range(0..=200))]
+    pub statements: u16,
     /// Read the engine's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
@@ -107,6 +113,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         children: !a.no_children,
         engine_servers: a.engine_server,
         engine,
+        statements: a.statements as usize,
         out: a.out.clone(),
         keep: keep(a)?,
         serve: a.serve.clone(),

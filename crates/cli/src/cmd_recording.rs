@@ -27,6 +27,19 @@ pub struct ReportArgs {
     /// overwritten).
     #[arg(long, value_name = "DIR", default_value = "plumb-report")]
     pub out: PathBuf,
+    /// Print the statements the recording followed (`plumb record --engine`), heaviest by
+    /// execution time, with what each did between --from and --to, instead of writing the page.
+    #[arg(long)]
+    pub statements: bool,
+    /// With --statements: from this far into the recording (default: its start).
+    #[arg(long, value_name = "TIME", requires = "statements")]
+    pub from: Option<String>,
+    /// With --statements: up to this far into the recording (default: its end).
+    #[arg(long, value_name = "TIME", requires = "statements")]
+    pub to: Option<String>,
+    /// With --statements: how many to show.
+    #[arg(long, value_name = "N", default_value_t = 20, requires = "statements")]
+    pub top: usize,
 }
 
 #[derive(Debug, Args)]
@@ -95,8 +108,11 @@ fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
     Ok(v)
 }
 
-pub fn report(a: &ReportArgs) -> Result<i32> {
+pub fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     let recs = load(&a.files)?;
+    if a.statements {
+        return crate::cmd_statements::statements(g, &a.from, &a.to, a.top, &recs);
+    }
     let runs = record_render::runs_of(&recs, &a.files);
     let dir = plumb_report::out::out_dir("--out", &a.out)?;
     let index = a.out.join("index.html");

@@ -20,6 +20,7 @@ mod cmd_os;
 mod cmd_record;
 mod cmd_recording;
 mod cmd_repl;
+mod cmd_statements;
 mod cmd_trace;
 mod docs;
 mod docs_examples;
@@ -175,7 +176,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::K8s(a) => cmd_k8s::run(&cli.global, a),
         Command::Record(a) => cmd_record::record(&cli.global, a),
         Command::Mark(a) => cmd_recording::mark(a),
-        Command::Report(a) => cmd_recording::report(a),
+        Command::Report(a) => cmd_recording::report(&cli.global, a),
         Command::Plot(a) => cmd_recording::plot(a),
         Command::Export(a) => cmd_recording::export(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),

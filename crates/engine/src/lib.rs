@@ -23,6 +23,7 @@ pub mod private;
 pub mod private_maria;
 pub mod repl;
 pub mod secret;
+pub mod statements;
 pub mod views;
 
 pub use secret::{read_password_file, redact};
@@ -229,6 +230,20 @@ pub trait Observer: Send {
     fn own_pid(&self) -> Option<u32> {
         None
     }
+    /// Per-statement cumulative figures (pg_stat_statements, performance_schema's statement
+    /// digests, SQL Server's query stats), texts normalized. `Ok(None)`: the server keeps none
+    /// here (the extension is not installed, performance_schema is off), with why.
+    fn statements(&mut self) -> Result<Statements> {
+        Ok(Statements::Unavailable("not read from this engine".into()))
+    }
+}
+
+/// What [`Observer::statements`] found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Statements {
+    Read(Vec<statements::Statement>),
+    /// Why there are none (said once in the recording).
+    Unavailable(String),
 }
 
 /// A session that runs the workload.

@@ -189,6 +189,11 @@ pub struct MariaObserver {
 impl MariaObserver {
     pub fn connect(t: &Target) -> Result<MariaObserver> {
         let (mut conn, opts) = connect(t)?;
+        // plumb's own queries are not the server's workload: performance_schema stops
+        // instrumenting this session where the login may say so.
+        let _ = conn.query_drop(
+            "UPDATE performance_schema.threads SET INSTRUMENTED = 'NO' WHERE PROCESSLIST_ID = CONNECTION_ID()",
+        );
         // Read-only, and a statement limit (MariaDB's max_statement_time; MySQL has another).
         conn.query_drop("SET SESSION TRANSACTION READ ONLY")
             .map_err(|e| merr("session setup", e))?;
@@ -380,6 +385,47 @@ impl crate::Observer for MariaObserver {
     fn local_server_pid(&self) -> Option<u32> {
         self.server_pid
     }
+
+    fn statements(&mut self) -> Result<crate::Statements> {
+        let on = self
+            .conn
+            .query_first::<i64, _>("SELECT @@performance_schema")
+            .map_err(|e| merr("@@performance_schema", e))?;
+        if on != Some(1) {
+            return Ok(crate::Statements::Unavailable(
+                "performance_schema is off (performance_schema=ON in the server's configuration, then a restart)".into(),
+            ));
+        }
+        match self.rows("statement digests", STATEMENT_DIGESTS) {
+            Ok(rows) => Ok(crate::Statements::Read(statements_from(&rows))),
+            Err(e @ Error::Gone(_)) => Err(e),
+            Err(e) => Ok(crate::Statements::Unavailable(e.to_string())),
+        }
+    }
+}
+
+/// performance_schema's statement digests (already normalized by the server: `?` for values),
+/// one row per digest and schema.
+pub const STATEMENT_DIGESTS: &str = "SELECT DIGEST, COUNT_STAR, SUM_TIMER_WAIT, SUM_ROWS_SENT + SUM_ROWS_AFFECTED, DIGEST_TEXT FROM performance_schema.events_statements_summary_by_digest WHERE DIGEST IS NOT NULL";
+
+/// Statement digest rows as statements (timer picoseconds to microseconds), one per digest.
+pub fn statements_from(rows: &[Vec<Value>]) -> Vec<crate::statements::Statement> {
+    use crate::statements::{merge, normalize, Statement};
+    let out = rows
+        .iter()
+        .filter(|r| r.len() >= 5)
+        .map(|r| Statement {
+            id: text(&r[0]),
+            calls: num(&r[1]),
+            time_us: num(&r[2]) / 1e6,
+            rows: num(&r[3]),
+            blks_read: None,
+            blks_hit: None,
+            text: normalize(&text(&r[4])),
+        })
+        .filter(|s| !s.id.is_empty())
+        .collect();
+    merge(out)
 }
 
 impl MariaObserver {

@@ -110,6 +110,57 @@ writes, logical_reads, row_count FROM sys.dm_exec_sessions WHERE session_id = {i
 (SELECT COUNT(*) FROM sys.dm_exec_query_memory_grants WHERE grant_time IS NULL) AS grants_waiting, \
 (SELECT COALESCE(SUM(granted_memory_kb), 0) FROM sys.dm_exec_query_memory_grants) AS granted_kb, \
 (SELECT COALESCE(SUM(used_memory_kb), 0) FROM sys.dm_exec_query_memory_grants) AS grant_used_kb";
+
+    /// Per-statement figures from the plan cache (sys.dm_exec_query_stats, which needs VIEW
+    /// SERVER STATE), summed per query_hash (the statement with its literals left out): the
+    /// 500 with the most elapsed time (microseconds), the statement's text as cached (with its
+    /// literals: plumb normalizes it before keeping it).
+    pub const QUERY_STATS: &str = "SELECT TOP (500) CONVERT(varchar(18), qs.query_hash, 1) AS query_hash, \
+SUM(qs.execution_count) AS calls, SUM(qs.total_elapsed_time) AS time_us, SUM(qs.total_rows) AS rows_total, \
+SUM(qs.total_physical_reads) AS physical_reads, SUM(qs.total_logical_reads) AS logical_reads, \
+MIN(LEFT(SUBSTRING(st.text, qs.statement_start_offset / 2 + 1, \
+(CASE qs.statement_end_offset WHEN -1 THEN DATALENGTH(st.text) ELSE qs.statement_end_offset END - qs.statement_start_offset) / 2 + 1), 2000)) AS statement_text \
+FROM sys.dm_exec_query_stats AS qs CROSS APPLY sys.dm_exec_sql_text(qs.sql_handle) AS st \
+GROUP BY qs.query_hash ORDER BY SUM(qs.total_elapsed_time) DESC";
+}
+
+/// [`queries::QUERY_STATS`]'s rows as statements: pages read from disk and found in the buffer
+/// pool (logical reads less physical), the text normalized.
+pub fn parse_query_stats(rs: &ResultSet) -> Result<Vec<crate::statements::Statement>> {
+    use crate::statements::{merge, normalize, Statement};
+    let c = |n: &str| rs.col(n);
+    let (id, calls, time, rows, phys, logical, text) = (
+        c("query_hash")?,
+        c("calls")?,
+        c("time_us")?,
+        c("rows_total")?,
+        c("physical_reads")?,
+        c("logical_reads")?,
+        c("statement_text")?,
+    );
+    let f = |r: &[Cell], i: usize| {
+        r.get(i)
+            .and_then(Cell::f64)
+            .filter(|v| v.is_finite() && *v >= 0.0)
+    };
+    let out = rs
+        .rows
+        .iter()
+        .filter_map(|r| {
+            let id = r.get(id).map(Cell::text).filter(|t| !t.is_empty())?;
+            let read = f(r, phys);
+            Some(Statement {
+                id,
+                calls: f(r, calls).unwrap_or(0.0),
+                time_us: f(r, time).unwrap_or(0.0),
+                rows: f(r, rows).unwrap_or(0.0),
+                blks_read: read,
+                blks_hit: f(r, logical).map(|l| (l - read.unwrap_or(0.0)).max(0.0)),
+                text: normalize(&r.get(text).map(Cell::text).unwrap_or_default()),
+            })
+        })
+        .collect();
+    Ok(merge(out))
 }
 
 /// Where each set comes from, for messages.
@@ -1031,6 +1082,14 @@ impl crate::Observer for MssqlObserver {
 
     fn own_pid(&self) -> Option<u32> {
         None
+    }
+
+    fn statements(&mut self) -> Result<crate::Statements> {
+        match self.conn.query("query stats", queries::QUERY_STATS) {
+            Ok(rs) => Ok(crate::Statements::Read(parse_query_stats(&rs)?)),
+            Err(e @ (Error::Gone(_) | Error::Refused(_))) => Err(e),
+            Err(e) => Ok(crate::Statements::Unavailable(message_of(&e))),
+        }
     }
 }
 

@@ -585,14 +585,29 @@ pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
 pub struct PgObserver {
     conn: Conn,
     local: bool,
+    /// Normalized statement texts by queryid, read once each.
+    texts: std::collections::HashMap<String, String>,
+    /// pg_stat_statements does not track this session (else its role's statements are left
+    /// out).
+    own_untracked: bool,
 }
 
 impl PgObserver {
     pub fn connect(t: &Target) -> Result<PgObserver> {
         let cfg = parse_url(t)?;
+        let mut conn = Conn::connect(&cfg, &t.shown(), true)?;
+        // plumb's own queries are not the server's workload: pg_stat_statements leaves this
+        // session out where the role may say so (a superuser's); otherwise its statements
+        // are left out by role ([`statements`]).
+        let own_untracked = conn
+            .client
+            .batch_execute("SET pg_stat_statements.track = 'none'")
+            .is_ok();
         Ok(PgObserver {
-            conn: Conn::connect(&cfg, &t.shown(), true)?,
+            conn,
             local: is_local(&cfg),
+            texts: Default::default(),
+            own_untracked,
         })
     }
 }
@@ -626,6 +641,84 @@ impl crate::Observer for PgObserver {
     fn own_pid(&self) -> Option<u32> {
         local_postgres(self.local, self.conn.backend_pid)
     }
+    fn statements(&mut self) -> Result<crate::Statements> {
+        statements(&mut self.conn, &mut self.texts, !self.own_untracked)
+    }
+}
+
+/// pg_stat_statements, where the extension is installed in the database plumb is connected
+/// to (and loaded): each queryid's calls, execution time, rows and shared blocks read and hit,
+/// summed over users and databases. Texts are read only for queryids not seen before.
+pub fn statements(
+    c: &mut Conn,
+    texts: &mut std::collections::HashMap<String, String>,
+    leave_out_own_role: bool,
+) -> Result<crate::Statements> {
+    if texts.len() > 20_000 {
+        texts.clear();
+    }
+    use crate::statements::{merge, normalize, Statement};
+    let schema = c
+        .client
+        .query_opt(
+            "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'",
+            &[],
+        )
+        .map_err(|e| qerr("pg_extension", e))?;
+    let Some(schema) = schema.map(|r| r.get::<_, String>(0)) else {
+        return Ok(crate::Statements::Unavailable(
+            "pg_stat_statements is not installed in this database (CREATE EXTENSION pg_stat_statements, with it in shared_preload_libraries)".into(),
+        ));
+    };
+    let view = format!("\"{}\".pg_stat_statements", schema.replace('"', "\"\""));
+    let numbers = c.rows(
+        "pg_stat_statements",
+        &format!(
+            "SELECT queryid::text, calls::float8, total_exec_time::float8 * 1000, rows::float8, shared_blks_read::float8, shared_blks_hit::float8 FROM {view}(false) WHERE queryid IS NOT NULL{}",
+            if leave_out_own_role { " AND userid <> (SELECT oid FROM pg_roles WHERE rolname = current_user)" } else { "" }
+        ),
+        1,
+    );
+    let numbers = match numbers {
+        Ok(n) => n,
+        Err(e @ Error::Gone(_)) => return Err(e),
+        // Installed but not loaded, or not readable by this login.
+        Err(e) => return Ok(crate::Statements::Unavailable(e.to_string())),
+    };
+    let missing: Vec<String> = numbers
+        .iter()
+        .map(|(k, _)| k[0].clone())
+        .filter(|id| !texts.contains_key(id))
+        .collect();
+    if !missing.is_empty() {
+        let rows = c
+            .client
+            .query(
+                &format!(
+                    "SELECT queryid::text, query FROM {view}(true) WHERE queryid::text = ANY($1)"
+                ),
+                &[&missing],
+            )
+            .map_err(|e| qerr("pg_stat_statements texts", e))?;
+        for r in rows {
+            let id: String = r.get(0);
+            let q: Option<String> = r.get(1);
+            texts.insert(id, normalize(q.as_deref().unwrap_or("")));
+        }
+    }
+    let rows = numbers
+        .into_iter()
+        .map(|(k, v)| Statement {
+            text: texts.get(&k[0]).cloned().unwrap_or_default(),
+            id: k[0].clone(),
+            calls: v[0],
+            time_us: v[1],
+            rows: v[2],
+            blks_read: Some(v[3]),
+            blks_hit: Some(v[4]),
+        })
+        .collect();
+    Ok(crate::Statements::Read(merge(rows)))
 }
 
 /// A workload session for PostgreSQL.

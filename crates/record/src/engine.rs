@@ -31,7 +31,18 @@ pub struct EngineSampler {
     skip: bool,
     /// Why the last snapshot failed (the engine went away), once.
     pub failed: Option<String>,
+    /// The statements followed (None: statements are not read).
+    statements: Option<plumb_engine::statements::Tracker>,
+    /// Labels for statements followed from this sample on: (`stmt.ID`, normalized text).
+    new_labels: Vec<(String, String)>,
+    /// Why the server gives no statements, until the caller takes it (to mark it once).
+    pub statements_unavailable: Option<String>,
+    statements_said: bool,
 }
+
+/// At most this many statements followed for every one asked to join at a reading
+/// (`plumb record --statements 10` follows up to 50).
+pub const STATEMENTS_CAP_FACTOR: usize = 5;
 
 impl EngineSampler {
     pub fn new(obs: Option<Box<dyn Observer>>) -> EngineSampler {
@@ -44,7 +55,24 @@ impl EngineSampler {
             fields: plumb_analyze::series::engine_fields(),
             skip: false,
             failed: None,
+            statements: None,
+            new_labels: Vec::new(),
+            statements_unavailable: None,
+            statements_said: false,
         }
+    }
+
+    /// Also read per-statement figures: the `top` heaviest since the last reading join those
+    /// followed, up to `cap` (0: none).
+    pub fn with_statements(mut self, top: usize, cap: usize) -> EngineSampler {
+        self.statements =
+            (top > 0 && cap > 0).then(|| plumb_engine::statements::Tracker::new(top, cap));
+        self
+    }
+
+    /// Labels for the statements followed from this sample on (`stmt.ID` → normalized text).
+    pub fn take_labels(&mut self) -> Vec<(String, String)> {
+        std::mem::take(&mut self.new_labels)
     }
 
     /// Reconnect to `t` when the session fails (a restart, a failover).
@@ -145,18 +173,62 @@ impl EngineSampler {
                     .iter()
                     .filter(|(k, v)| keep(k, v))
                     .map(|(k, v)| (format!("engine.{k}"), true, v.round() as u64));
-                counters.chain(gauges).collect()
-            }
-            Err(e) => {
-                self.failed = Some(e.to_string());
-                if self.target.is_some() {
-                    // A new session from the next try on: this one may be dead for good.
-                    self.obs = None;
-                    self.retry_at = Some(Instant::now() + FIRST_RETRY);
-                    self.backoff = FIRST_RETRY * 2;
+                let mut out: Vec<(String, bool, u64)> = counters.chain(gauges).collect();
+                match self.read_statements() {
+                    Ok(s) => out.extend(s),
+                    Err(e) => return self.fail(e),
                 }
-                Vec::new()
+                out
             }
+            Err(e) => self.fail(e),
         }
+    }
+
+    fn fail(&mut self, e: plumb_engine::Error) -> Vec<(String, bool, u64)> {
+        self.failed = Some(e.to_string());
+        if self.target.is_some() {
+            // A new session from the next try on: this one may be dead for good.
+            self.obs = None;
+            self.retry_at = Some(Instant::now() + FIRST_RETRY);
+            self.backoff = FIRST_RETRY * 2;
+        }
+        Vec::new()
+    }
+
+    /// The followed statements' counters (`stmt.ID.calls`, `.time_us`, `.rows`, `.blks_read`,
+    /// `.blks_hit`), where the server keeps them.
+    fn read_statements(&mut self) -> plumb_engine::Result<Vec<(String, bool, u64)>> {
+        let (Some(tracker), Some(obs)) = (self.statements.as_mut(), self.obs.as_mut()) else {
+            return Ok(Vec::new());
+        };
+        let all = match obs.statements()? {
+            plumb_engine::Statements::Read(all) => all,
+            plumb_engine::Statements::Unavailable(why) => {
+                if !self.statements_said {
+                    self.statements_said = true;
+                    self.statements_unavailable = Some(why);
+                }
+                return Ok(Vec::new());
+            }
+        };
+        let (kept, new) = tracker.update(&all);
+        let object = |id: &str| format!("stmt.{}", id.replace('.', "_"));
+        self.new_labels
+            .extend(new.into_iter().map(|(id, text)| (object(&id), text)));
+        let mut out = Vec::new();
+        for s in kept {
+            let o = object(&s.id);
+            let mut put = |field: &str, v: Option<f64>| {
+                if let Some(v) = v.filter(|v| v.is_finite() && *v >= 0.0) {
+                    out.push((format!("{o}.{field}"), false, v.round() as u64));
+                }
+            };
+            put("calls", Some(s.calls));
+            put("time_us", Some(s.time_us));
+            put("rows", Some(s.rows));
+            put("blks_read", s.blks_read);
+            put("blks_hit", s.blks_hit);
+        }
+        Ok(out)
     }
 }

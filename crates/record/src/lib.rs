@@ -7,7 +7,7 @@
 //! mark their phases on it ([`Background::begin`] → [`Phase`]).
 
 mod background;
-mod engine;
+pub mod engine;
 mod error;
 pub mod foreground;
 pub mod keep;
@@ -400,6 +400,11 @@ impl Collector {
         }
         let gone = taken.gone;
         let mut engine_vals = if slow { self.engine.take() } else { Vec::new() };
+        if let Some(w) = self.writer.as_mut() {
+            for (object, label) in self.engine.take_labels() {
+                w.label_object(&object, &label);
+            }
+        }
         if let Some(up) = self.engine.up().filter(|_| slow) {
             engine_vals.push(("engine.up".to_string(), true, up as u64));
         }
@@ -477,6 +482,9 @@ impl Collector {
             if !self.engine_gone {
                 self.follow_restarted_server(t_ms)?;
             }
+        }
+        if let Some(why) = self.engine.statements_unavailable.take() {
+            self.mark_at(t_ms, "statements not recorded", Some(why))?;
         }
         if self.engine_server.is_none() && !self.engine_gone {
             self.engine_server = self

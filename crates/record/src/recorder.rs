@@ -30,6 +30,9 @@ pub struct RecordConfig {
     pub engine_servers: bool,
     /// The database whose counters to record.
     pub engine: Option<plumb_engine::Target>,
+    /// Follow the engine's heaviest statements: this many join at each reading, five times as
+    /// many at most (0: none).
+    pub statements: usize,
     /// The file to record into (None: a new `plumb-DATE-TIME.plumb` here, or no file with
     /// `serve`).
     pub out: Option<PathBuf>,
@@ -167,7 +170,11 @@ impl Recorder {
             Some(t) => EngineSampler::new(Some(
                 plumb_engine::observer(t).map_err(|source| Error::Engine { source })?,
             ))
-            .reconnecting(t.clone()),
+            .reconnecting(t.clone())
+            .with_statements(
+                config.statements,
+                config.statements * crate::engine::STATEMENTS_CAP_FACTOR,
+            ),
         };
         let serve = config
             .serve

@@ -24,6 +24,7 @@ pub mod record_render;
 mod record_run;
 pub mod record_text;
 pub mod repl_render;
+pub mod statements_render;
 pub mod svg;
 pub mod table;
 pub mod trace_render;

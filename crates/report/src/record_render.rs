@@ -265,6 +265,10 @@ pub fn html(runs: &[Run]) -> String {
             summary(h, r);
         }
     });
+    for r in runs {
+        let t = plumb_analyze::statements::table(r.rec, None, None, 10);
+        h.raw(&crate::statements_render::html(&r.label, &t));
+    }
     h.raw(&charts_html(runs));
     page("plumb report", &h.finish())
 }
@@ -381,7 +385,7 @@ pub fn charts_html(runs: &[Run]) -> String {
 /// A self-contained page around a body.
 pub fn page(title: &str, body: &str) -> String {
     const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;max-width:880px}h1{margin:0}.sub{color:#555}\
-table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}\
+table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}td.stmt{font-family:monospace;font-size:12px;max-width:60em;word-break:break-word}\
 .warn{background:#fff3cd}.crit{background:#f8d7da}.chart{margin:18px 0}td.n{text-align:right}";
     let charts = body.contains(&format!("id=\"{}\"", explore::DATA_ID));
     let mut h = Html::new();

@@ -20,6 +20,7 @@ pub fn is_slow(name: &str) -> bool {
     name.starts_with("tree.")
         || name.starts_with("role.")
         || name.starts_with("engine.")
+        || name.starts_with("stmt.")
         || (name.starts_with("proc.")
             && (name.ends_with(".swap_bytes") || name.contains(".cgroup_")))
 }

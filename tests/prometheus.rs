@@ -715,6 +715,28 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    // The engine's series say which server and database they come from, never the login.
+    let (_, body) = get(plumb_port, "/metrics").unwrap();
+    let commits = body
+        .lines()
+        .find(|l| l.starts_with("plumb_engine_db_commits_total{"))
+        .unwrap();
+    assert!(
+        commits.contains("server=\"") && commits.contains("database=\"postgres\""),
+        "{commits}"
+    );
+    let wal = body
+        .lines()
+        .find(|l| l.starts_with("plumb_engine_wal_"))
+        .unwrap();
+    assert!(
+        wal.contains("server=\"") && !wal.contains("database="),
+        "{wal}"
+    );
+    assert!(
+        !body.contains("user=") && !body.contains('@'),
+        "a login in a label"
+    );
     // Prometheus saw 1, then 0, then 1.
     std::thread::sleep(Duration::from_secs(3));
     let up = prom.query("plumb_engine_up[2m]", None);

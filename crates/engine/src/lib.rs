@@ -308,6 +308,53 @@ impl Target {
     }
 }
 
+/// Which server and database a URL names, for labels (`server="db1:5432"`,
+/// `database="app"`): the host (or the socket's directory or path) and port, never the user or
+/// the password. The port is the engine's default when the URL gives none.
+pub fn server_and_database(url: &str) -> Option<(String, Option<String>)> {
+    let kind = Kind::from_url(url).ok()?;
+    let rest = url.split_once("://")?.1;
+    let (main, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = main.split_once('/').unwrap_or((main, ""));
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let param = |k: &str| {
+        query
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(key, _)| key.eq_ignore_ascii_case(k))
+            .map(|(_, v)| v.to_string())
+    };
+    let default_port = match kind {
+        Kind::Postgres => "5432",
+        Kind::Mariadb => "3306",
+        Kind::Sqlserver => "1433",
+    };
+    // [v6]:port, host:port, host.
+    let (mut host, mut port) = match hostport.find(']') {
+        Some(end) if hostport.starts_with('[') => (
+            hostport[..=end].to_string(),
+            hostport[end + 1..].strip_prefix(':').map(String::from),
+        ),
+        _ => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h.to_string(), Some(p.to_string())),
+            None => (hostport.to_string(), None),
+        },
+    };
+    if host.is_empty() {
+        host = param("host")
+            .or_else(|| param("socket"))
+            .unwrap_or_else(|| "localhost".into());
+    }
+    if port.is_none() {
+        port = param("port");
+    }
+    let port = port.unwrap_or_else(|| default_port.to_string());
+    let db = Some(path.to_string())
+        .filter(|p| !p.is_empty())
+        .or_else(|| param("database").or_else(|| param("dbname")));
+    Some((format!("{host}:{port}"), db))
+}
+
 /// Open an observer session.
 pub fn observer(t: &Target) -> Result<Box<dyn Observer>> {
     let url = &t.url;
@@ -337,6 +384,45 @@ pub fn is_local_host(host: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn server_and_database_labels_leave_the_login_out() {
+        use super::server_and_database as sd;
+        let s = |u: &str| sd(u).map(|(a, b)| (a, b.unwrap_or_default()));
+        assert_eq!(
+            s("postgres://app:s3cret@db1.example:6432/sales"),
+            Some(("db1.example:6432".into(), "sales".into()))
+        );
+        assert_eq!(
+            s("postgresql:///postgres?host=/var/run/postgresql"),
+            Some(("/var/run/postgresql:5432".into(), "postgres".into()))
+        );
+        assert_eq!(
+            s("postgresql:///postgres?host=/tmp/x/sock&port=39807&user=plumb"),
+            Some(("/tmp/x/sock:39807".into(), "postgres".into()))
+        );
+        assert_eq!(
+            s("mysql://root@localhost/app?socket=/run/mysqld/mysqld.sock"),
+            Some(("localhost:3306".into(), "app".into()))
+        );
+        assert_eq!(
+            s("mssql://sa:pw@[::1]:1533/master"),
+            Some(("[::1]:1533".into(), "master".into()))
+        );
+        assert_eq!(
+            s("mssql://sa@sql1"),
+            Some(("sql1:1433".into(), String::new()))
+        );
+        assert_eq!(s("http://x"), None);
+        for u in ["postgres://app:s3cret@db1/sales", "mysql://u:hunter2@h/d"] {
+            let (a, b) = sd(u).unwrap();
+            assert!(
+                !a.contains("s3cret") && !a.contains("hunter2") && !a.contains('@'),
+                "{a}"
+            );
+            assert!(!b.unwrap_or_default().contains('@'));
+        }
+    }
+
     use super::*;
 
     #[test]

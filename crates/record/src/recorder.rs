@@ -339,6 +339,14 @@ fn labels(config: &RecordConfig, file: Option<&Path>) -> HashMap<String, String>
         if let Ok(k) = plumb_engine::Kind::from_url(&t.url) {
             labels.insert("engine".to_string(), engine_label(k).to_string());
         }
+        // Where the engine's figures come from: host and port, and the database (never the
+        // login).
+        if let Some((server, db)) = plumb_engine::server_and_database(&t.url) {
+            labels.insert("server".to_string(), server);
+            if let Some(db) = db {
+                labels.insert("database".to_string(), db);
+            }
+        }
     }
     if !config.command.is_empty() {
         labels.insert(

@@ -21,6 +21,10 @@ pub struct Context {
     pub engine: Option<String>,
     /// The recording's run name (exports only: tells a lab run from the live series).
     pub run: Option<String>,
+    /// The engine's server (`HOST:PORT`) on the engine's and the statements' families, and
+    /// its database on the per-database ones (`plumb_engine_db_…`).
+    pub server: Option<String>,
+    pub database: Option<String>,
     pub scale: Scale,
     /// Leave out the series labelled with a PID (`plumb_proc_…{pid=…}`): a server's backends
     /// come and go, and each would be a new series for good. `/metrics` does unless asked.
@@ -35,13 +39,21 @@ fn labels(s: &Series, cx: &Context) -> String {
     for (k, v) in &s.labels {
         parts.push(format!("{k}=\"{}\"", escape_label(v)));
     }
-    if let (Some(e), true) = (
-        &cx.engine,
-        s.family
-            .name
-            .starts_with(&format!("{}engine_", plumb_analyze::openmetrics::PREFIX)),
-    ) {
+    let prefix = plumb_analyze::openmetrics::PREFIX;
+    let engine_family = s.family.name.starts_with(&format!("{prefix}engine_"))
+        || s.family.name.starts_with(&format!("{prefix}stmt_"));
+    if let (Some(e), true) = (&cx.engine, engine_family) {
         parts.push(format!("engine=\"{}\"", escape_label(e)));
+    }
+    // The server and database plumb reads.
+    if let (Some(v), true) = (&cx.server, engine_family) {
+        parts.push(format!("server=\"{}\"", escape_label(v)));
+    }
+    if let (Some(d), true) = (
+        &cx.database,
+        s.family.name.starts_with(&format!("{prefix}engine_db_")),
+    ) {
+        parts.push(format!("database=\"{}\"", escape_label(d)));
     }
     if let Some(r) = &cx.run {
         parts.push(format!("run=\"{}\"", escape_label(r)));
@@ -125,6 +137,8 @@ fn render_live(
         host: h.hostname.clone(),
         engine: h.labels.get("engine").cloned(),
         run: None,
+        server: h.labels.get("server").cloned(),
+        database: h.labels.get("database").cloned(),
         drop_pids,
         scale: plumb_analyze::openmetrics::Scale {
             clock_ticks_per_s: h.clock_ticks_per_s.unwrap_or(100) as f64,
@@ -263,6 +277,8 @@ pub fn context_of(rec: &Recording) -> Context {
         host: rec.header.hostname.clone(),
         engine: rec.header.labels.get("engine").cloned(),
         run: rec.header.labels.get("run").cloned(),
+        server: rec.header.labels.get("server").cloned(),
+        database: rec.header.labels.get("database").cloned(),
         scale: Scale {
             clock_ticks_per_s: rec.header.clock_ticks_per_s.unwrap_or(100) as f64,
             page_size_bytes: rec.header.page_size_bytes.unwrap_or(4096) as f64,

@@ -638,6 +638,43 @@ fn the_shipped_dashboard_is_what_its_generator_writes() {
         made, shipped,
         "run examples/grafana/make_dashboard.py > examples/grafana/plumb-dashboard.json"
     );
+    // Every field is in Grafana's dashboard schema (grafana-foundation-sdk's model of it), and
+    // the check would see one that is not.
+    let py = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv-test/bin/python");
+    let has_sdk = Command::new(&py)
+        .args(["-c", "import grafana_foundation_sdk"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_sdk {
+        skip("skipped the schema check: no .venv-test with grafana-foundation-sdk (scripts/setup --test makes it)");
+        return;
+    }
+    let check = |file: &Path| {
+        Command::new(&py)
+            .arg("examples/grafana/check_schema.py")
+            .arg(file)
+            .output()
+            .unwrap()
+    };
+    let o = check(Path::new("examples/grafana/plumb-dashboard.json"));
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let mut bad = shipped.clone();
+    bad["panels"][0]["gridPosition"] = serde_json::json!({"x": 0});
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("bad.json");
+    std::fs::write(&f, serde_json::to_vec(&bad).unwrap()).unwrap();
+    let o = check(&f);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("$.panels[0].gridPosition: not in the schema"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }
 
 #[test]

@@ -66,7 +66,6 @@ def dashboard():
              "current": {}, "hide": 0, "refresh": 1, "options": []},
             {"type": "query", "name": "host", "label": "host", "datasource": DS,
              "query": {"query": "label_values(plumb_build_info, host)", "refId": "host"},
-             "definition": "label_values(plumb_build_info, host)",
              "includeAll": True, "multi": True, "allValue": ".*", "current": {}, "hide": 0,
              "refresh": 2, "options": [], "sort": 1},
         ]},
@@ -76,8 +75,7 @@ def dashboard():
              "type": "dashboard"},
             # The engine going away, from plumb_engine_up (plumb's own marks are in its recordings).
             {"name": "engine unreachable", "enable": True, "iconColor": "red", "datasource": DS,
-             "expr": f"changes(plumb_engine_up{{{H}}}[1m]) > 0 and plumb_engine_up{{{H}}} == 0",
-             "step": "15s", "titleFormat": "engine unreachable", "textFormat": "{{host}} {{engine}}"},
+             "expr": f"changes(plumb_engine_up{{{H}}}[1m]) > 0 and plumb_engine_up{{{H}}} == 0"},
         ]},
         "panels": [panel(i, *p) for i, p in enumerate(PANELS)],
     }

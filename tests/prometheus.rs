@@ -774,6 +774,28 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         !body.contains("user=") && !body.contains('@'),
         "a login in a label"
     );
+    // The recorder's marks are counted by kind: the engine went away and came back.
+    let engine_marks = || -> f64 {
+        get(plumb_port, "/metrics")
+            .and_then(|(_, b)| {
+                b.lines()
+                    .find(|l| {
+                        l.starts_with("plumb_recorder_marks_total{")
+                            && l.contains("kind=\"engine\"")
+                    })
+                    .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            })
+            .unwrap_or(0.0)
+    };
+    let t0 = Instant::now();
+    while engine_marks() < 2.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "engine marks: {}",
+            engine_marks()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // Prometheus saw 1, then 0, then 1.
     std::thread::sleep(Duration::from_secs(3));
     let up = prom.query("plumb_engine_up[2m]", None);
@@ -786,6 +808,22 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         .collect();
     seen.dedup();
     assert_eq!(seen, vec![1.0, 0.0, 1.0], "plumb_engine_up as scraped");
+    // The dashboard's annotations find the restart.
+    let dash: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string("examples/grafana/plumb-dashboard.json").unwrap(),
+    )
+    .unwrap();
+    for a in dash["annotations"]["list"].as_array().unwrap() {
+        if let Some(q) = a["expr"].as_str() {
+            let q = q.replace("$host", ".*").replace("[1m]", "[2m]");
+            assert!(
+                !prom
+                    .query(&format!("max_over_time(({q})[2m:1s])"), None)
+                    .is_empty(),
+                "{q}"
+            );
+        }
+    }
     // Every panel of the shipped dashboard has data in this Prometheus.
     let dash: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string("examples/grafana/plumb-dashboard.json").unwrap(),

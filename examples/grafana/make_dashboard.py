@@ -76,6 +76,9 @@ def dashboard():
             # The engine going away, from plumb_engine_up (plumb's own marks are in its recordings).
             {"name": "engine unreachable", "enable": True, "iconColor": "red", "datasource": DS,
              "expr": f"changes(plumb_engine_up{{{H}}}[1m]) > 0 and plumb_engine_up{{{H}}} == 0"},
+            # The recorder's marks, by kind (their text is in the recording).
+            {"name": "plumb marks", "enable": True, "iconColor": "orange", "datasource": DS,
+             "expr": f"increase(plumb_recorder_marks_total{{{H}}}[1m]) > 0"},
         ]},
         "panels": [panel(i, *p) for i, p in enumerate(PANELS)],
     }

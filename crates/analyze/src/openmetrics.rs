@@ -206,6 +206,7 @@ fn object_labels(family: &str, object: &str) -> Vec<(&'static str, String)> {
         "tree" => one("tree"),
         "trace" => one("process"),
         "stmt" => one("statement"),
+        "recorder" => one("kind"),
         "role" => match object.split_once('-') {
             Some((tree, role)) => vec![("tree", tree.to_string()), ("role", role.to_string())],
             None => one("role"),

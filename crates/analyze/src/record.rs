@@ -78,3 +78,25 @@ impl TraceTotals {
         }
     }
 }
+
+/// The kind of a recorder's mark, for counting them where the text cannot go (a Prometheus
+/// series a kind: `plumb_recorder_marks_total{kind=…}`): `engine` (unreachable, back, a new
+/// server, statements), `replication`, `process` (a PID exited), `command`, `trace`,
+/// `recording` (an old file removed), else `phase` (a job's own marks: lab phases).
+pub fn mark_kind(name: &str) -> &'static str {
+    if name.starts_with("engine ") || name.starts_with("statements ") {
+        "engine"
+    } else if name.starts_with("primary ") {
+        "replication"
+    } else if name.starts_with("PID ") {
+        "process"
+    } else if name.starts_with("command ") {
+        "command"
+    } else if name.starts_with("trace ") {
+        "trace"
+    } else if name == "old recording removed" {
+        "recording"
+    } else {
+        "phase"
+    }
+}

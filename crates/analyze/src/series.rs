@@ -1496,6 +1496,15 @@ pub const RULES: &[Rule] = &[
         "the 95th percentile of this type's latencies in the second (plumb load)"
     ),
     r!(
+        "recorder",
+        true,
+        "marks",
+        "marks_per_s",
+        How::Rate(1.0),
+        "/s",
+        "the recorder's marks of this kind (engine, process, command, trace, recording, phase)"
+    ),
+    r!(
         "stmt",
         true,
         "calls",

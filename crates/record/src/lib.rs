@@ -161,6 +161,9 @@ pub struct Collector {
     earlier_bytes: (u64, u64),
     /// Files written before this one.
     pub earlier_files: u64,
+    /// Marks so far by kind (`recorder.KIND.marks`): the marks' text stays in the file, their
+    /// counts go out with the samples (a Grafana annotation from `/metrics`).
+    marks: std::cell::RefCell<std::collections::BTreeMap<&'static str, u64>>,
 }
 
 impl Collector {
@@ -231,6 +234,7 @@ impl Collector {
             keep: None,
             earlier_bytes: (0, 0),
             earlier_files: 0,
+            marks: Default::default(),
             header,
         }
     }
@@ -449,6 +453,13 @@ impl Collector {
         );
         let fed = self.feed.values();
         rows.extend(fed.iter().map(|(n, k, v)| (n.as_str(), *k, *v)));
+        let marks: Vec<(String, u64)> = self
+            .marks
+            .borrow()
+            .iter()
+            .map(|(k, n)| (format!("recorder.{k}.marks"), *n))
+            .collect();
+        rows.extend(marks.iter().map(|(n, v)| (n.as_str(), Kind::Counter, *v)));
         if self.slow.is_some() && slow {
             self.slow_samples += 1;
             rows.push((plumb_store::SLOW_SAMPLES, Kind::Counter, self.slow_samples));
@@ -547,6 +558,11 @@ impl Collector {
     }
 
     pub fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
+        *self
+            .marks
+            .borrow_mut()
+            .entry(plumb_analyze::record::mark_kind(name))
+            .or_default() += 1;
         if self.writer.is_none() {
             eprintln!(
                 "plumb: {name}{}",

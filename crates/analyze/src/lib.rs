@@ -4,6 +4,7 @@
 use serde::Serialize;
 
 pub mod ag;
+pub mod compare;
 pub mod delta;
 pub mod durability;
 pub mod interference;

@@ -925,3 +925,82 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
     assert_eq!(std::fs::read_dir(&out).unwrap().count(), 4);
     assert_eq!(leftovers(&p).trim(), "");
 }
+
+/// `plumb compare` on real results: half the rate is worse by the rule (over the seconds
+/// inside one run a side), `--fail-on worse` exits 1 for it and 0 the other way round, and
+/// results it cannot compare exit 2.
+#[test]
+fn compare_finds_half_the_rate_worse_and_fails_the_pipeline() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-compare");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let d = tempfile::tempdir().unwrap();
+    let save = |name: &str, rate: &str, workload: &str| {
+        let r = load_json(
+            p.dir_str(),
+            &[
+                "--workload",
+                workload,
+                "--scale",
+                "1",
+                "--clients",
+                "2",
+                "--rampup",
+                "1s",
+                "--duration",
+                "8s",
+                "--rate",
+                rate,
+            ],
+        );
+        let f = d.path().join(name);
+        std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
+        f.to_str().unwrap().to_string()
+    };
+    let fast = save("fast.json", "200/s", "point-select");
+    let slow = save("slow.json", "100/s", "point-select");
+    let cmp = |args: &[&str]| run(&[&["compare"][..], args].concat());
+    let o = cmp(&["--json", &fast, "--", &slow]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tps = r["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "tps")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(tps["verdict"], "worse", "{tps}");
+    assert!(
+        (-60.0..-40.0).contains(&tps["change_pct"].as_f64().unwrap()),
+        "{tps}"
+    );
+    assert_eq!(r["per_second"], true);
+    // The pipeline: worse fails, better passes; the rule is printed with the table.
+    let o = cmp(&["--fail-on", "worse", &fast, "--", &slow]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let t = String::from_utf8_lossy(&o.stdout);
+    assert!(t.contains("Mann-Whitney") && t.contains("worse"), "{t}");
+    let o = cmp(&["--fail-on", "worse", &slow, "--", &fast]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("better"));
+    // Bad input: exit 2, the file named.
+    let other = save("other.json", "100/s", "tpcb");
+    let notjson = d.path().join("x.json");
+    std::fs::write(&notjson, "{ nope").unwrap();
+    let nj = notjson.to_str().unwrap();
+    for (args, needle) in [
+        (vec![fast.as_str(), "--", other.as_str()], "workload"),
+        (vec![fast.as_str(), "--", nj], "x.json"),
+        (vec![fast.as_str(), "--", "/no/such.json"], "/no/such.json"),
+        (
+            vec!["--min-change", "200", fast.as_str(), "--", slow.as_str()],
+            "--min-change",
+        ),
+    ] {
+        let o = cmp(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
+        assert!(text(&o).contains(needle), "{args:?}: {}", text(&o));
+    }
+}

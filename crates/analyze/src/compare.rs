@@ -307,6 +307,227 @@ pub fn compare(
     }
 }
 
+/// One figure of a run: its name, which way is better, and its samples (one value, or a
+/// value a second where the run has a series).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub name: String,
+    pub higher_is_better: bool,
+    pub value: f64,
+    /// The figure second by second inside the run (tps), for one run a side.
+    pub per_second: Vec<f64>,
+}
+
+/// Why a set of results cannot be compared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InputError {
+    #[error("{file}: not a plumb result ({why})")]
+    NotAResult { file: String, why: String },
+    #[error("{file}: a {kind} result; plumb compare reads plumb load results (--json)")]
+    Kind { file: String, kind: String },
+    #[error("{file}: workload {got}, where {first} has {want}: compare runs of one workload")]
+    Workload {
+        file: String,
+        got: String,
+        first: String,
+        want: String,
+    },
+}
+
+/// A `plumb load --json` result's figures: transactions a second (all types; a value a
+/// second from its series), and each type's latency percentiles (p50, p99, p99.9, lower is
+/// better).
+pub fn load_figures(
+    file: &str,
+    v: &serde_json::Value,
+) -> Result<(String, Vec<Figure>), InputError> {
+    let not = |why: &str| InputError::NotAResult {
+        file: file.to_string(),
+        why: why.to_string(),
+    };
+    let kind = v["kind"].as_str().ok_or_else(|| not("no kind"))?;
+    if kind != "load" {
+        return Err(InputError::Kind {
+            file: file.to_string(),
+            kind: kind.to_string(),
+        });
+    }
+    let workload = v["workload"]
+        .as_str()
+        .ok_or_else(|| not("no workload"))?
+        .to_string();
+    let window = v["window_s"]
+        .as_f64()
+        .filter(|w| *w > 0.0)
+        .ok_or_else(|| not("no timed window"))?;
+    let types = v["types"]
+        .as_array()
+        .ok_or_else(|| not("no transaction types"))?;
+    let done: f64 = types
+        .iter()
+        .map(|t| t["committed"].as_f64().unwrap_or(0.0) + t["rolled_back"].as_f64().unwrap_or(0.0))
+        .sum();
+    // Whole seconds only: the window's first and last may be cut.
+    let secs: Vec<f64> = v["seconds"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|r| r["done"].as_f64()).collect())
+        .unwrap_or_default();
+    let per_second = if secs.len() > 2 {
+        secs[1..secs.len() - 1].to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut out = vec![Figure {
+        name: "tps".into(),
+        higher_is_better: true,
+        value: done / window,
+        per_second,
+    }];
+    for t in types {
+        let name = t["name"].as_str().unwrap_or("?");
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99"), ("p99_9_s", "p99.9")] {
+            if let Some(x) = t["latency"][key].as_f64() {
+                out.push(Figure {
+                    name: format!("{name} latency {label} (ms)"),
+                    higher_is_better: false,
+                    value: x * 1000.0,
+                    per_second: Vec::new(),
+                });
+            }
+        }
+    }
+    Ok((workload, out))
+}
+
+/// Each figure both sides have, compared: over the runs where a side has several; over the
+/// seconds inside the runs where each side has one and the figure has a series.
+pub fn compare_runs(
+    baseline: &[Vec<Figure>],
+    candidate: &[Vec<Figure>],
+    min_change_pct: f64,
+) -> Vec<(String, Comparison)> {
+    let names: Vec<(String, bool)> = baseline
+        .first()
+        .map(|f| {
+            f.iter()
+                .map(|x| (x.name.clone(), x.higher_is_better))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, higher) in names {
+        fn pick<'a>(runs: &'a [Vec<Figure>], name: &str) -> Vec<&'a Figure> {
+            runs.iter()
+                .filter_map(|r| r.iter().find(|f| f.name == name))
+                .collect()
+        }
+        let (a, b) = (pick(baseline, &name), pick(candidate, &name));
+        if a.len() != baseline.len() || b.len() != candidate.len() || b.is_empty() {
+            continue;
+        }
+        let one_each = a.len() == 1 && b.len() == 1;
+        let samples = |side: &[&Figure]| -> Vec<f64> {
+            if one_each && !side[0].per_second.is_empty() {
+                side[0].per_second.clone()
+            } else {
+                side.iter().map(|f| f.value).collect()
+            }
+        };
+        out.push((
+            name,
+            compare(&samples(&a), &samples(&b), higher, min_change_pct),
+        ));
+    }
+    out
+}
+
+/// `plumb compare`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// What was compared (`plumb load tpcb`).
+    pub what: String,
+    pub baseline: Vec<String>,
+    pub candidate: Vec<String>,
+    pub min_change_pct: f64,
+    pub alpha: f64,
+    /// Whether the figures were compared over the seconds inside one run a side.
+    pub per_second: bool,
+    pub figures: Vec<FigureComparison>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureComparison {
+    pub name: String,
+    pub higher_is_better: bool,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+impl CompareReport {
+    pub fn worse(&self) -> usize {
+        self.figures
+            .iter()
+            .filter(|f| f.comparison.verdict == Verdict::Worse)
+            .count()
+    }
+}
+
+/// Compare two sets of `plumb load --json` results (file name, parsed JSON).
+pub fn compare_load(
+    baseline: &[(String, serde_json::Value)],
+    candidate: &[(String, serde_json::Value)],
+    min_change_pct: f64,
+) -> Result<CompareReport, InputError> {
+    let mut first: Option<(String, String)> = None;
+    let mut side = |runs: &[(String, serde_json::Value)]| -> Result<Vec<Vec<Figure>>, InputError> {
+        let mut out = Vec::new();
+        for (file, v) in runs {
+            let (w, figs) = load_figures(file, v)?;
+            match &first {
+                None => first = Some((file.clone(), w)),
+                Some((f0, w0)) if *w0 != w => {
+                    return Err(InputError::Workload {
+                        file: file.clone(),
+                        got: w,
+                        first: f0.clone(),
+                        want: w0.clone(),
+                    })
+                }
+                Some(_) => {}
+            }
+            out.push(figs);
+        }
+        Ok(out)
+    };
+    let (a, b) = (side(baseline)?, side(candidate)?);
+    let per_second = a.len() == 1 && b.len() == 1;
+    let higher: std::collections::HashMap<String, bool> = a
+        .first()
+        .map(|r| {
+            r.iter()
+                .map(|f| (f.name.clone(), f.higher_is_better))
+                .collect()
+        })
+        .unwrap_or_default();
+    let figures = compare_runs(&a, &b, min_change_pct)
+        .into_iter()
+        .map(|(name, comparison)| FigureComparison {
+            higher_is_better: higher.get(&name).copied().unwrap_or(true),
+            name,
+            comparison,
+        })
+        .collect();
+    Ok(CompareReport {
+        what: format!("plumb load {}", first.map(|f| f.1).unwrap_or_default()),
+        baseline: baseline.iter().map(|r| r.0.clone()).collect(),
+        candidate: candidate.iter().map(|r| r.0.clone()).collect(),
+        min_change_pct,
+        alpha: ALPHA,
+        per_second,
+        figures,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,7 +1,9 @@
 //! plumb's flags: the global options, the subcommands, and which global options each
 //! subcommand hides.
 
-use crate::{cmd_delta, cmd_engine, cmd_fs, cmd_io, cmd_k8s, cmd_lab, cmd_load, cmd_mem, cmd_os};
+use crate::{
+    cmd_compare, cmd_delta, cmd_engine, cmd_fs, cmd_io, cmd_k8s, cmd_lab, cmd_load, cmd_mem, cmd_os,
+};
 use crate::{cmd_record, cmd_recording, cmd_repl, cmd_trace};
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
@@ -111,6 +113,10 @@ pub enum Command {
     Report(cmd_recording::ReportArgs),
     /// Draw chosen metrics of recordings into one SVG chart.
     Plot(cmd_recording::PlotArgs),
+    /// Did it get better? Compare two sets of `plumb load` results (A1 A2 … -- B1 B2 …):
+    /// each figure's median with its interval, the change, and better, worse or ~ by a stated
+    /// rule (Mann-Whitney U and a practical floor).
+    Compare(cmd_compare::CompareArgs),
     /// Write a recording's derived metrics as CSV (or JSON Lines with --json), or its raw
     /// counters and gauges as OpenMetrics for Prometheus (--format openmetrics).
     Export(cmd_recording::ExportArgs),

@@ -36,9 +36,17 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
         ("Record while a command runs", "plumb record --out run.plumb -- pgbench -c 8 -T 60 shop"),
         ("A server's process tree and its engine, every 100 ms", "sudo plumb record --interval 100ms --engine-server --engine postgres:///postgres --out db.plumb"),
         ("Serve the live figures to Prometheus", "plumb record --serve :9494"),
+        ("Left running: a file an hour, a week kept", "plumb record --out-dir /var/lib/plumb --keep-for 7d --keep-size 1G"),
     ]),
     (&["mark"], &[("Mark a phase in a recording (also while it records)", "plumb mark run.plumb \"checkpoint start\"")]),
-    (&["report"], &[("An HTML report of two recordings, overlaid", "plumb report before.plumb after.plumb --out report")]),
+    (&["report"], &[
+        ("An HTML report of two recordings, overlaid", "plumb report before.plumb after.plumb --out report"),
+        ("The heaviest statements between two points", "plumb report db.plumb --statements --from 10m --to 25m"),
+    ]),
+    (&["compare"], &[
+        ("Three runs before a change against three after", "plumb compare before1.json before2.json before3.json -- after1.json after2.json after3.json"),
+        ("In a pipeline: fail when anything got worse", "plumb compare --fail-on worse base.json -- cand.json"),
+    ]),
     (&["plot"], &[("One metric as an SVG picture", "plumb plot run.plumb --metric disk.vda.write_bytes_per_s --out writes.svg")]),
     (&["export"], &[
         ("Every metric, one row per sample", "plumb export run.plumb > run.csv"),

@@ -6,6 +6,7 @@ use anyhow::Result;
 use std::io::{self, Write};
 
 mod args;
+mod cmd_compare;
 mod cmd_delta;
 mod cmd_engine;
 mod cmd_engine_maria;
@@ -179,6 +180,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Report(a) => cmd_recording::report(&cli.global, a),
         Command::Plot(a) => cmd_recording::plot(a),
         Command::Export(a) => cmd_recording::export(&cli.global, a),
+        Command::Compare(a) => cmd_compare::compare(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Engine(a) => cmd_engine::run(&cli.global, a),
         Command::Trace(a) => cmd_trace::run(&cli.global, a),

@@ -5,6 +5,7 @@
 use serde::Serialize;
 use std::io::{self, Write};
 
+pub mod compare_render;
 pub mod delta_render;
 pub mod engine_render;
 pub mod explore;

@@ -1,0 +1,147 @@
+//! `plumb compare`: each figure's centres, the change and the verdict, with the rule that gave it.
+
+use crate::{Render, Table};
+use plumb_analyze::compare::{CompareReport, Verdict};
+use std::io::{self, Write};
+
+fn num(v: f64) -> String {
+    if !v.is_finite() {
+        "-".into()
+    } else if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Better => "better",
+        Verdict::Worse => "worse",
+        Verdict::Same => "~",
+        Verdict::TooFew => "too few",
+    }
+}
+
+/// The rule, said with every table.
+pub fn rule(r: &CompareReport) -> String {
+    format!(
+        "a figure changed when the Mann-Whitney U test gives p < {} {} and the change's 95% interval lies wholly beyond ±{}% (--min-change); ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least)",
+        r.alpha,
+        if r.per_second {
+            "over the seconds inside the one run a side"
+        } else {
+            "over the runs"
+        },
+        r.min_change_pct,
+        r.alpha
+    )
+}
+
+impl Render for CompareReport {
+    const KIND: &'static str = "compare";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{}: {} baseline run(s) against {} candidate run(s)",
+            self.what,
+            self.baseline.len(),
+            self.candidate.len()
+        )?;
+        writeln!(out, "rule: {}", rule(self))?;
+        let rows: Vec<Vec<String>> = self
+            .figures
+            .iter()
+            .map(|f| {
+                let c = &f.comparison;
+                vec![
+                    f.name.clone(),
+                    format!(
+                        "{} ({}–{})",
+                        num(c.baseline.median),
+                        num(c.baseline.low),
+                        num(c.baseline.high)
+                    ),
+                    format!(
+                        "{} ({}–{})",
+                        num(c.candidate.median),
+                        num(c.candidate.low),
+                        num(c.candidate.high)
+                    ),
+                    format!(
+                        "{:+.1}% ({:+.1}% to {:+.1}%)",
+                        c.change_pct, c.change_low_pct, c.change_high_pct
+                    ),
+                    if c.p < 0.001 {
+                        "<0.001".into()
+                    } else {
+                        format!("{:.3}", c.p)
+                    },
+                    verdict(c.verdict).to_string(),
+                ]
+            })
+            .collect();
+        crate::table::write_aligned(
+            out,
+            &[
+                "figure",
+                "baseline (95% CI)",
+                "candidate (95% CI)",
+                "change (95% CI)",
+                "p",
+                "verdict",
+            ],
+            &rows,
+        )
+    }
+
+    fn table(&self) -> Option<Table> {
+        let headers = [
+            "figure",
+            "higher_is_better",
+            "baseline_median",
+            "baseline_low",
+            "baseline_high",
+            "baseline_n",
+            "candidate_median",
+            "candidate_low",
+            "candidate_high",
+            "candidate_n",
+            "change_pct",
+            "change_low_pct",
+            "change_high_pct",
+            "p",
+            "verdict",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows = self
+            .figures
+            .iter()
+            .map(|f| {
+                let c = &f.comparison;
+                vec![
+                    f.name.clone(),
+                    f.higher_is_better.to_string(),
+                    c.baseline.median.to_string(),
+                    c.baseline.low.to_string(),
+                    c.baseline.high.to_string(),
+                    c.baseline.n.to_string(),
+                    c.candidate.median.to_string(),
+                    c.candidate.low.to_string(),
+                    c.candidate.high.to_string(),
+                    c.candidate.n.to_string(),
+                    c.change_pct.to_string(),
+                    c.change_low_pct.to_string(),
+                    c.change_high_pct.to_string(),
+                    c.p.to_string(),
+                    verdict(c.verdict).into(),
+                ]
+            })
+            .collect();
+        Some(Table { headers, rows })
+    }
+}

@@ -774,6 +774,27 @@ fn the_engine_goes_and_comes_back_through_a_restart() {
         !body.contains("user=") && !body.contains('@'),
         "a login in a label"
     );
+    // promtool's linter passes the page with the engine's families in it (Prometheus's text
+    // format, as a scrape without an Accept header gets it).
+    let mut lint = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    lint.stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let o = lint.wait_with_output().unwrap();
+    assert!(
+        o.status.success() && o.stdout.is_empty() && o.stderr.is_empty(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     // The recorder's marks are counted by kind: the engine went away and came back.
     let engine_marks = || -> f64 {
         get(plumb_port, "/metrics")

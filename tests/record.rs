@@ -400,6 +400,11 @@ struct PrivatePg {
 
 impl PrivatePg {
     fn start(prefix: &str) -> PrivatePg {
+        PrivatePg::start_with(prefix, &[])
+    }
+
+    /// With `plumb engine start` flags (`--set NAME=VALUE`).
+    fn start_with(prefix: &str, extra: &[&str]) -> PrivatePg {
         let tmp = tempfile::Builder::new()
             .prefix(prefix)
             .tempdir_in("/var/tmp")
@@ -409,7 +414,7 @@ impl PrivatePg {
             std::os::unix::fs::PermissionsExt::from_mode(0o755),
         )
         .unwrap();
-        let pg = common::Private::start(&tmp.path().join("pg"), &[]);
+        let pg = common::Private::start(&tmp.path().join("pg"), extra);
         PrivatePg { pg, _tmp: tmp }
     }
 }
@@ -985,20 +990,11 @@ fn statements_are_recorded_without_literals_and_tabled_between_two_points() {
     }
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("s.plumb");
-    let pg = tempfile::Builder::new()
-        .prefix("plumb-stmt-pg")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    std::fs::set_permissions(
-        pg.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let server = common::Private::start(
-        &pg.path().join("pg"),
+    let server = PrivatePg::start_with(
+        "plumb-stmt-pg",
         &["--set", "shared_preload_libraries=pg_stat_statements"],
     );
-    let (dir, url) = (server.dir.clone(), server.url());
+    let (dir, url) = (server.pg.dir.clone(), server.pg.url());
     let psql = |sql: &str| {
         let o = plumb()
             .args(["engine", "psql", "--dir", s(&dir), "--", "-qAtc", sql])

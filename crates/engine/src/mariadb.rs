@@ -184,6 +184,9 @@ fn connect(t: &Target) -> Result<(Conn, Opts)> {
 pub struct MariaObserver {
     conn: Conn,
     server_pid: Option<u32>,
+    /// `@@performance_schema`, read once (it changes only with a restart, after which the
+    /// sampler opens a new session).
+    performance_schema: Option<bool>,
 }
 
 impl MariaObserver {
@@ -212,7 +215,11 @@ impl MariaObserver {
         } else {
             None
         };
-        Ok(MariaObserver { conn, server_pid })
+        Ok(MariaObserver {
+            conn,
+            server_pid,
+            performance_schema: None,
+        })
     }
 
     fn rows(&mut self, what: &str, sql: &str) -> Result<Vec<Vec<Value>>> {
@@ -387,11 +394,19 @@ impl crate::Observer for MariaObserver {
     }
 
     fn statements(&mut self) -> Result<crate::Statements> {
-        let on = self
-            .conn
-            .query_first::<i64, _>("SELECT @@performance_schema")
-            .map_err(|e| merr("@@performance_schema", e))?;
-        if on != Some(1) {
+        let on = match self.performance_schema {
+            Some(on) => on,
+            None => {
+                let on = self
+                    .conn
+                    .query_first::<i64, _>("SELECT @@performance_schema")
+                    .map_err(|e| merr("@@performance_schema", e))?
+                    == Some(1);
+                self.performance_schema = Some(on);
+                on
+            }
+        };
+        if !on {
             return Ok(crate::Statements::Unavailable(
                 "performance_schema is off (performance_schema=ON in the server's configuration, then a restart)".into(),
             ));

@@ -590,6 +590,8 @@ pub struct PgObserver {
     /// pg_stat_statements does not track this session (else its role's statements are left
     /// out).
     own_untracked: bool,
+    /// pg_stat_statements' view, qualified by its schema, once found.
+    statements_view: Option<String>,
 }
 
 impl PgObserver {
@@ -607,6 +609,7 @@ impl PgObserver {
             conn,
             local: is_local(&cfg),
             texts: Default::default(),
+            statements_view: None,
             own_untracked,
         })
     }
@@ -642,7 +645,12 @@ impl crate::Observer for PgObserver {
         local_postgres(self.local, self.conn.backend_pid)
     }
     fn statements(&mut self) -> Result<crate::Statements> {
-        statements(&mut self.conn, &mut self.texts, !self.own_untracked)
+        statements(
+            &mut self.conn,
+            &mut self.texts,
+            &mut self.statements_view,
+            !self.own_untracked,
+        )
     }
 }
 
@@ -652,25 +660,33 @@ impl crate::Observer for PgObserver {
 pub fn statements(
     c: &mut Conn,
     texts: &mut std::collections::HashMap<String, String>,
+    view_cache: &mut Option<String>,
     leave_out_own_role: bool,
 ) -> Result<crate::Statements> {
     if texts.len() > 20_000 {
         texts.clear();
     }
     use crate::statements::{merge, normalize, Statement};
-    let schema = c
-        .client
-        .query_opt(
-            "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'",
-            &[],
-        )
-        .map_err(|e| qerr("pg_extension", e))?;
-    let Some(schema) = schema.map(|r| r.get::<_, String>(0)) else {
-        return Ok(crate::Statements::Unavailable(
-            "pg_stat_statements is not installed in this database (CREATE EXTENSION pg_stat_statements, with it in shared_preload_libraries)".into(),
+    // Where the extension is: looked up until found, not at every reading.
+    if view_cache.is_none() {
+        let schema = c
+            .client
+            .query_opt(
+                "SELECT n.nspname::text FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pg_stat_statements'",
+                &[],
+            )
+            .map_err(|e| qerr("pg_extension", e))?;
+        let Some(schema) = schema.map(|r| r.get::<_, String>(0)) else {
+            return Ok(crate::Statements::Unavailable(
+                "pg_stat_statements is not installed in this database (CREATE EXTENSION pg_stat_statements, with it in shared_preload_libraries)".into(),
+            ));
+        };
+        *view_cache = Some(format!(
+            "\"{}\".pg_stat_statements",
+            schema.replace('"', "\"\"")
         ));
-    };
-    let view = format!("\"{}\".pg_stat_statements", schema.replace('"', "\"\""));
+    }
+    let view = view_cache.clone().unwrap_or_default();
     let numbers = c.rows(
         "pg_stat_statements",
         &format!(
@@ -682,8 +698,12 @@ pub fn statements(
     let numbers = match numbers {
         Ok(n) => n,
         Err(e @ Error::Gone(_)) => return Err(e),
-        // Installed but not loaded, or not readable by this login.
-        Err(e) => return Ok(crate::Statements::Unavailable(e.to_string())),
+        // Installed but not loaded, not readable by this login, or dropped since: looked up
+        // again next time.
+        Err(e) => {
+            *view_cache = None;
+            return Ok(crate::Statements::Unavailable(e.to_string()));
+        }
     };
     let missing: Vec<String> = numbers
         .iter()

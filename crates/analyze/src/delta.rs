@@ -916,7 +916,11 @@ mod tests {
             neighbours: vec![],
             steal_pct: None,
             idle_pct: None,
+            io_share: None,
+            cpu_share: None,
             notes: vec![Note::new(Level::Warn, "neighbour-io")
+                .pct("share_pct", 76.0)
+                .pct("disturbing_share_pct", 10.0)
                 .list("devices", vec!["vda".into()])
                 .bytes("device_read_bytes", 400.0 * 1048576.0)
                 .bytes("own_read_bytes", 96.0 * 1048576.0)

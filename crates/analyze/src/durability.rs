@@ -775,6 +775,8 @@ mod tests {
                 neighbours: vec![],
                 steal_pct: None,
                 idle_pct: None,
+                io_share: None,
+                cpu_share: None,
                 notes: vec![],
             }),
         }

@@ -15,6 +15,10 @@ pub const IO_FLOOR_BYTES: u64 = 1 << 20;
 pub const READ_TOLERANCE: f64 = 0.10;
 /// Writes beyond plumb's: larger, because the file system adds its journal and metadata.
 pub const WRITE_TOLERANCE: f64 = 0.25;
+/// Neighbours' bytes on the device at or above this share of the device's bytes in the window
+/// disturb it; below, they are noted beside the figure (a neighbour's 33 MiB read beside
+/// plumb's 8 GiB written changes nothing plumb measured).
+pub const DISTURBED_SHARE: f64 = 0.10;
 /// Other processes using this many CPUs on a host with less than IDLE_BELOW_PCT idle.
 pub const CPU_NEIGHBOUR_CPUS: f64 = 0.5;
 pub const IDLE_BELOW_PCT: f64 = 25.0;
@@ -68,6 +72,11 @@ pub struct Interference {
     pub neighbours: Vec<Neighbour>,
     pub steal_pct: Option<f64>,
     pub idle_pct: Option<f64>,
+    /// The neighbours' bytes on the device as a share of the device's bytes (0 to 1; None when
+    /// the device moved nothing): the graded measure of an I/O neighbour.
+    pub io_share: Option<f64>,
+    /// Other processes' CPU time as a share of all the CPU time in the window (0 to 1).
+    pub cpu_share: Option<f64>,
     /// Why the window is disturbed (warn), and what could not be seen (info).
     pub notes: Vec<Note>,
 }
@@ -201,6 +210,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
     let others_r: u64 = neighbours.iter().map(|n| n.read_bytes).sum();
     let others_w: u64 = neighbours.iter().map(|n| n.write_bytes).sum();
     // Host CPU.
+    let mut all_ticks = None;
     let (steal_pct, idle_pct) = match (&before.cpu, &after.cpu) {
         (Some(a), Some(b)) => {
             let total = b.total_ticks().saturating_sub(a.total_ticks()) as f64;
@@ -208,6 +218,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
                 f(b).unwrap_or(0).saturating_sub(f(a).unwrap_or(0)) as f64
             };
             if total > 0.0 {
+                all_ticks = Some(total);
                 (
                     Some(part(|c| c.steal_ticks) / total * 100.0),
                     Some((part(|c| c.idle_ticks) + part(|c| c.iowait_ticks)) / total * 100.0),
@@ -228,7 +239,11 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
     let (ex_r, ex_w) = (dr.saturating_sub(own_r), dw.saturating_sub(own_w));
     let foreign_reads = ex_r > tol_r && others_r > tol_r;
     let foreign_writes = ex_w > tol_w && others_w > tol_w;
+    // The device's bytes beyond plumb's that visible neighbours account for.
+    let foreign = ex_r.min(others_r) + ex_w.min(others_w);
+    let io_share = (dr + dw > 0).then(|| (foreign as f64 / (dr + dw) as f64).min(1.0));
     if foreign_reads || foreign_writes {
+        let share = io_share.unwrap_or(0.0);
         let who: Vec<Note> = neighbours
             .iter()
             .filter(|n| n.read_bytes + n.write_bytes >= IO_FLOOR_BYTES)
@@ -241,7 +256,14 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
                     .bytes("write_bytes", n.write_bytes as f64)
             })
             .collect();
-        let mut n = Note::new(Level::Warn, "neighbour-io")
+        let level = if share >= DISTURBED_SHARE {
+            Level::Warn
+        } else {
+            Level::Info
+        };
+        let mut n = Note::new(level, "neighbour-io")
+            .pct("share_pct", share * 100.0)
+            .pct("disturbing_share_pct", DISTURBED_SHARE * 100.0)
             .list("devices", devices.to_vec())
             .bytes("device_read_bytes", dr as f64)
             .bytes("device_write_bytes", dw as f64)
@@ -314,6 +336,8 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         neighbours,
         steal_pct,
         idle_pct,
+        io_share,
+        cpu_share: all_ticks.map(|t| (others_cpu as f64 / t).min(1.0)),
         notes,
     }
 }
@@ -424,6 +448,43 @@ mod tests {
         let dd = &n.facts.notes("neighbours")[0].facts;
         assert_eq!((dd.num("pid"), dd.text("comm")), (1234.0, "dd"));
         assert_eq!(dd.num("write_bytes"), (300 * MIB) as f64);
+    }
+
+    #[test]
+    fn a_small_neighbour_beside_a_large_test_is_noted_not_a_verdict() {
+        // plumb wrote 8 GiB; a neighbour read 33 MiB: 0.4% of the device's bytes.
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(55, 1, "backup", 0, 0, 0),
+            ],
+            vec![
+                proc(100, 1, "plumb", 0, 8192 * MIB, 20),
+                proc(55, 1, "backup", 33 * MIB, 0, 1),
+            ],
+            (33 * MIB, 8192 * MIB),
+            (50, 150, 0),
+        );
+        assert!(w.is_clean(), "{:?}", w.notes);
+        let n = w.notes.iter().find(|n| n.code == "neighbour-io").unwrap();
+        assert_eq!(n.level, Level::Info);
+        assert!((n.facts.num("share_pct") - 33.0 / 8225.0 * 100.0).abs() < 1e-6);
+        assert!((w.io_share.unwrap() - 33.0 / 8225.0).abs() < 1e-9);
+        // The same neighbour beside a test of 100 MiB is a quarter of the device's bytes.
+        let w = window(
+            vec![
+                proc(100, 1, "plumb", 0, 0, 0),
+                proc(55, 1, "backup", 0, 0, 0),
+            ],
+            vec![
+                proc(100, 1, "plumb", 0, 100 * MIB, 20),
+                proc(55, 1, "backup", 33 * MIB, 0, 1),
+            ],
+            (33 * MIB, 100 * MIB),
+            (50, 150, 0),
+        );
+        assert!(!w.is_clean());
+        assert!((w.io_share.unwrap() - 33.0 / 133.0).abs() < 1e-9);
     }
 
     #[test]

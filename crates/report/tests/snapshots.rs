@@ -334,9 +334,13 @@ fn watched(neighbour: bool) -> plumb_analyze::interference::Interference {
         },
         steal_pct: Some(0.0),
         idle_pct: Some(60.0),
+        io_share: None,
+        cpu_share: None,
         notes: if neighbour {
             vec![
                 plumb_analyze::Note::new(plumb_analyze::Level::Warn, "neighbour-io")
+                    .pct("share_pct", 300.0 / 700.0 * 100.0)
+                    .pct("disturbing_share_pct", 10.0)
                     .list("devices", vec!["vda".into()])
                     .bytes("device_read_bytes", (400u64 << 20) as f64)
                     .bytes("device_write_bytes", (300u64 << 20) as f64)

@@ -113,8 +113,12 @@ fn disturbed() -> plumb_analyze::interference::Interference {
         }],
         steal_pct: Some(0.0),
         idle_pct: Some(10.0),
+        io_share: Some(500.0 / 600.0),
+        cpu_share: None,
         notes: vec![
             plumb_analyze::Note::new(plumb_analyze::Level::Warn, "neighbour-io")
+                .pct("share_pct", 500.0 / 600.0 * 100.0)
+                .pct("disturbing_share_pct", 10.0)
                 .list("devices", vec!["vda".into()])
                 .bytes("device_write_bytes", (600u64 << 20) as f64)
                 .bytes("own_write_bytes", (100u64 << 20) as f64),

@@ -88,13 +88,20 @@ fn delta(code: &str, f: &Facts) -> Option<String> {
 fn window(code: &str, f: &Facts) -> Option<String> {
     Some(match code {
         "neighbour-io" => format!(
-            "{} read {} and wrote {} in the window; plumb read {} and wrote {}; {}",
+            "{} read {} and wrote {} in the window; plumb read {} and wrote {}; {}: {} of the device's bytes ({} from {:.0}%)",
             f.list("devices").join(", "),
             b(f.num("device_read_bytes")),
             b(f.num("device_write_bytes")),
             b(f.num("own_read_bytes")),
             b(f.num("own_write_bytes")),
-            joined_notes(f.notes("neighbours"), ", ")
+            joined_notes(f.notes("neighbours"), ", "),
+            share(f.num("share_pct")),
+            if f.num("share_pct") >= f.num("disturbing_share_pct") {
+                "disturbing"
+            } else {
+                "noted, disturbing"
+            },
+            f.num("disturbing_share_pct")
         ),
         "neighbour" => format!(
             "{} ({}) read {} and wrote {}",
@@ -437,5 +444,14 @@ fn then(f: &Facts) -> String {
         String::new()
     } else {
         format!("; then {}", joined_notes(v, ", "))
+    }
+}
+
+/// A share in percent: one decimal below 10%, whole above.
+fn share(pct: f64) -> String {
+    if pct < 10.0 {
+        format!("{pct:.1}%")
+    } else {
+        format!("{pct:.0}%")
     }
 }

@@ -83,8 +83,18 @@ pub fn evidence(x: &Finding) -> Vec<String> {
 }
 
 /// What disturbed a measured window, in one line ("clean" when nothing did).
+/// A neighbour below the disturbing share is noted after "clean".
 pub fn interference(i: &plumb_analyze::interference::Interference) -> String {
-    measure::disturbance(&i.warnings())
+    let line = measure::disturbance(&i.warnings());
+    let noted: Vec<&Note> = i
+        .notes
+        .iter()
+        .filter(|n| n.level == plumb_analyze::Level::Info && n.code == "neighbour-io")
+        .collect();
+    match noted.first() {
+        Some(n) if i.warnings().is_empty() => format!("{line}; noted: {}", note(n)),
+        _ => line,
+    }
 }
 
 /// A directory with less room than a run needs.

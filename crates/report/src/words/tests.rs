@@ -126,6 +126,8 @@ fn a_disturbed_run_names_its_neighbour() {
         .bytes("read_bytes", 304.0 * 1048576.0)
         .bytes("write_bytes", 0.0);
     let io = Note::new(Level::Warn, "neighbour-io")
+        .pct("share_pct", 76.0)
+        .pct("disturbing_share_pct", 10.0)
         .list("devices", vec!["vda".into()])
         .bytes("device_read_bytes", 400.0 * 1048576.0)
         .bytes("device_write_bytes", 0.0)
@@ -138,7 +140,7 @@ fn a_disturbed_run_names_its_neighbour() {
         .notes("evidence", vec![io]);
     assert_eq!(
         note(&run),
-        "warm run 1: measured while other work used the host — vda read 400 MiB and wrote 0 B in the window; plumb read 96.0 MiB and wrote 0 B; PID 77 (fio) read 304 MiB and wrote 0 B"
+        "warm run 1: measured while other work used the host — vda read 400 MiB and wrote 0 B in the window; plumb read 96.0 MiB and wrote 0 B; PID 77 (fio) read 304 MiB and wrote 0 B: 76% of the device's bytes (disturbing from 10%)"
     );
 }
 
@@ -221,4 +223,51 @@ fn how_a_durable_write_reaches_the_device_in_one_line() {
         "{dax}"
     );
     assert!(said(&Said::new("durable-pmem")).contains("no DAX"));
+}
+
+#[test]
+fn a_small_neighbour_is_noted_after_clean() {
+    let io = Note::new(Level::Info, "neighbour-io")
+        .pct("share_pct", 0.4)
+        .pct("disturbing_share_pct", 10.0)
+        .list("devices", vec!["vda".into()])
+        .bytes("device_read_bytes", 33.0 * 1048576.0)
+        .bytes("device_write_bytes", 8192.0 * 1048576.0)
+        .bytes("own_read_bytes", 0.0)
+        .bytes("own_write_bytes", 8192.0 * 1048576.0)
+        .notes(
+            "neighbours",
+            vec![Note::new(Level::Info, "neighbour")
+                .count("pid", 55.0)
+                .text("comm", "backup")
+                .bytes("read_bytes", 33.0 * 1048576.0)
+                .bytes("write_bytes", 0.0)],
+        );
+    let i = plumb_analyze::interference::Interference {
+        verdict: plumb_analyze::interference::Verdict::Clean,
+        window_s: 10.0,
+        devices: vec!["vda".into()],
+        device_read_bytes: 33 << 20,
+        device_write_bytes: 8 << 30,
+        device_flushes: 0,
+        own_read_bytes: 0,
+        own_write_bytes: 8 << 30,
+        own_cpu_s: 1.0,
+        others_cpu_s: 0.0,
+        neighbours: vec![],
+        steal_pct: None,
+        idle_pct: None,
+        io_share: Some(0.004),
+        cpu_share: None,
+        notes: vec![io],
+    };
+    let line = super::interference(&i);
+    assert!(
+        line.starts_with("clean; noted: vda read 33.0 MiB"),
+        "{line}"
+    );
+    assert!(
+        line.ends_with("0.4% of the device's bytes (noted, disturbing from 10%)"),
+        "{line}"
+    );
 }

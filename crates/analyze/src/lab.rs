@@ -78,6 +78,10 @@ pub struct Pgbench {
     /// the transaction log): the run's own spread, against which a change is judged.
     pub tps_p10: Option<f64>,
     pub tps_p90: Option<f64>,
+    /// Transactions in each whole second of the run, in order (the first and last seconds,
+    /// which the run may cut, left out): `plumb compare`'s samples for one run a side.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tps_seconds: Vec<f64>,
     /// Per transaction, from pgbench's transaction log.
     pub latency: Option<Latency>,
     pub wal_sync_method: String,
@@ -105,7 +109,8 @@ impl Pgbench {
             })
         });
         // The whole seconds inside the window.
-        let mut per_s: Vec<f64> = r.seconds.iter().map(|s| s.done as f64).collect();
+        let in_order: Vec<f64> = r.seconds.iter().map(|s| s.done as f64).collect();
+        let mut per_s = in_order.clone();
         per_s.sort_by(f64::total_cmp);
         let q = |p: f64| {
             (!per_s.is_empty()).then(|| per_s[((per_s.len() - 1) as f64 * p).round() as usize])
@@ -123,6 +128,11 @@ impl Pgbench {
             tps: r.tps().unwrap_or(0.0),
             tps_p10: q(0.1),
             tps_p90: q(0.9),
+            tps_seconds: if in_order.len() > 2 {
+                in_order[1..in_order.len() - 1].to_vec()
+            } else {
+                Vec::new()
+            },
             latency,
             wal_sync_method,
             server_io: None,

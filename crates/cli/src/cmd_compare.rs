@@ -7,7 +7,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline's results (`plumb load --json` output files), one or more runs.
+    /// The baseline's results, one or more runs: `plumb lab` report directories (or their
+    /// report.json), `plumb io --json` or `plumb load --json` output files.
     #[arg(required = true, value_name = "BASELINE")]
     pub baseline: Vec<PathBuf>,
     /// After `--`: the candidate's results, one or more runs.
@@ -22,13 +23,28 @@ pub struct CompareArgs {
     pub fail_on: Option<String>,
 }
 
+/// A lab's report directory reads as its report.json.
 fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
     files
         .iter()
         .map(|f| {
-            let text = std::fs::read_to_string(f).with_context(|| f.display().to_string())?;
+            let path = if f.is_dir() {
+                f.join("report.json")
+            } else {
+                f.clone()
+            };
+            let text = std::fs::read_to_string(&path).with_context(|| {
+                if f.is_dir() {
+                    format!("{}: not a plumb lab report directory", f.display())
+                } else {
+                    f.display().to_string()
+                }
+            })?;
             let v = serde_json::from_str(&text).with_context(|| {
-                format!("{}: not JSON (plumb load --json writes it)", f.display())
+                format!(
+                    "{}: not JSON (plumb io, plumb load --json write it)",
+                    path.display()
+                )
             })?;
             Ok((f.display().to_string(), v))
         })
@@ -43,7 +59,7 @@ pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
         );
     }
     let (base, cand) = (read(&a.baseline)?, read(&a.candidate)?);
-    let r = plumb_analyze::compare::compare_load(&base, &cand, a.min_change)?;
+    let r = plumb_analyze::compare::compare_files(&base, &cand, a.min_change)?;
     if r.figures.is_empty() {
         bail!("the two sides have no figure in common");
     }

@@ -183,6 +183,7 @@ impl PgbenchRun {
         let (lat, per_second) = take_log(work)?;
         p.latency = Latency::from_us(&lat);
         (p.tps_p10, p.tps_p90) = tps_spread(&per_second);
+        p.tps_seconds = whole_seconds(&per_second);
         Ok(Some(p))
     }
 }
@@ -243,6 +244,19 @@ pub fn tps_spread(per_second: &std::collections::BTreeMap<u64, u64>) -> (Option<
     (Some(q(0.10)), Some(q(0.90)))
 }
 
+/// The transactions of each whole second in order, without the first and last (which the run
+/// may cut); a second with none counts as 0.
+pub fn whole_seconds(per_second: &std::collections::BTreeMap<u64, u64>) -> Vec<f64> {
+    let (Some((&first, _)), Some((&last, _))) =
+        (per_second.first_key_value(), per_second.last_key_value())
+    else {
+        return Vec::new();
+    };
+    (first + 1..last)
+        .map(|s| per_second.get(&s).copied().unwrap_or(0) as f64)
+        .collect()
+}
+
 /// A pgbench that ran nothing (the baseline when the workload did not run).
 pub fn empty(scale: u32) -> Pgbench {
     Pgbench {
@@ -258,6 +272,7 @@ pub fn empty(scale: u32) -> Pgbench {
         tps: 0.0,
         tps_p10: None,
         tps_p90: None,
+        tps_seconds: Vec::new(),
         latency: None,
         wal_sync_method: "fdatasync".into(),
         server_io: None,

@@ -22,22 +22,35 @@ fn verdict(v: Verdict) -> &'static str {
         Verdict::Worse => "worse",
         Verdict::Same => "~",
         Verdict::TooFew => "too few",
+        Verdict::Withheld => "withheld",
     }
 }
 
 /// The rule, said with every table.
 pub fn rule(r: &CompareReport) -> String {
     format!(
-        "a figure changed when the Mann-Whitney U test gives p < {} {} and the change's 95% interval lies wholly beyond ±{}% (--min-change); ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least)",
+        "a figure changed when the Mann-Whitney U test gives p < {} {} and the change's 95% interval lies wholly beyond ±{}% (--min-change); ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least); withheld: a run's window for the figure was disturbed (neighbours' bytes at 10% of the device's or more, CPU taken by others on a busy host, or steal)",
         r.alpha,
         if r.per_second {
-            "over the seconds inside the one run a side"
+            "over the samples inside the one run a side (its seconds, or its repetitions)"
         } else {
             "over the runs"
         },
         r.min_change_pct,
         r.alpha
     )
+}
+
+/// A disturbed window in words: the run, the window, the neighbour and its share.
+fn disturbed(d: &plumb_analyze::compare::Disturbed) -> String {
+    let mut s = format!("{}, {}", d.file, d.window.phase);
+    if let Some(n) = &d.window.neighbour {
+        s += &format!(": {n}");
+    }
+    if let Some(x) = d.window.io_share {
+        s += &format!(" ({:.0}% of the device's bytes were others')", x * 100.0);
+    }
+    s
 }
 
 impl Render for CompareReport {
@@ -51,6 +64,18 @@ impl Render for CompareReport {
             self.baseline.len(),
             self.candidate.len()
         )?;
+        if !self.differed.is_empty() {
+            writeln!(out, "what differed:")?;
+            for d in &self.differed {
+                writeln!(
+                    out,
+                    "  {}: {} → {}",
+                    d.what,
+                    d.baseline.join(" | "),
+                    d.candidate.join(" | ")
+                )?;
+            }
+        }
         writeln!(out, "rule: {}", rule(self))?;
         let rows: Vec<Vec<String>> = self
             .figures
@@ -95,7 +120,12 @@ impl Render for CompareReport {
                 "verdict",
             ],
             &rows,
-        )
+        )?;
+        for f in self.figures.iter().filter(|f| !f.disturbed.is_empty()) {
+            let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
+            writeln!(out, "withheld {}: {}", f.name, why.join("; "))?;
+        }
+        Ok(())
     }
 
     fn table(&self) -> Option<Table> {

@@ -221,6 +221,7 @@ fn lab_report_html() {
             tps: 1200.0,
             tps_p10: Some(1100.0),
             tps_p90: Some(1290.0),
+            tps_seconds: Vec::new(),
             latency: Latency::from_us(&(1..=500).map(|i| i * 10).collect::<Vec<_>>()),
             wal_sync_method: "fdatasync".into(),
             // As PostgreSQL 17 counts them over a 10 s pgbench: the client backends' writes

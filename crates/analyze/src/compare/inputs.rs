@@ -1,0 +1,890 @@
+//! What `plumb compare` reads: plumb's results (`plumb lab` report directories, `plumb io` and
+//! `plumb load` JSON), each turned into a run: its figures (with the samples inside it where
+//! it has them), the context it ran in (versions, kernel, device), and how disturbed each of
+//! its measured windows was.
+
+use super::{compare, Comparison, Verdict, ALPHA};
+use serde::Serialize;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// One figure of a run: its name, which way is better, its value, and the samples inside the
+/// run (a value a second, or a value a repetition) for one run a side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub name: String,
+    pub higher_is_better: bool,
+    pub value: f64,
+    /// The figure inside the run (second by second, or repetition by repetition).
+    pub per_second: Vec<f64>,
+    /// The phase of the run it was measured in (a lab window), whose disturbance it carries.
+    pub phase: Option<String>,
+}
+
+impl Figure {
+    fn new(name: impl Into<String>, higher_is_better: bool, value: f64) -> Figure {
+        Figure {
+            name: name.into(),
+            higher_is_better,
+            value,
+            per_second: Vec::new(),
+            phase: None,
+        }
+    }
+    fn inside(mut self, v: Vec<f64>) -> Figure {
+        self.per_second = v;
+        self
+    }
+    fn in_phase(mut self, p: &str) -> Figure {
+        self.phase = Some(p.to_string());
+        self
+    }
+}
+
+/// A measured window of a run and how much others disturbed it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunWindow {
+    pub phase: String,
+    /// Disturbed by the rule the lab's phases are judged by (neighbours' bytes at 10% of the
+    /// device's or more, CPU taken by others on a busy host, steal).
+    pub disturbed: bool,
+    /// Neighbours' bytes as a share of the device's (0 to 1).
+    pub io_share: Option<f64>,
+    /// The busiest neighbour: `comm (PID n)`.
+    pub neighbour: Option<String>,
+}
+
+/// One result read for comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    pub file: String,
+    /// What it is (`plumb load tpcb`, `plumb lab`, `plumb io oltp-mix`): only runs of one
+    /// kind are compared.
+    pub what: String,
+    pub figures: Vec<Figure>,
+    /// Where it ran: versions, kernel, CPUs, memory, the device and its mount.
+    pub context: BTreeMap<String, String>,
+    pub windows: Vec<RunWindow>,
+}
+
+/// Why a set of results cannot be compared.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum InputError {
+    #[error("{file}: not a plumb result ({why})")]
+    NotAResult { file: String, why: String },
+    #[error("{file}: a {kind} result; plumb compare reads plumb lab report directories and plumb io and plumb load results (--json)")]
+    Kind { file: String, kind: String },
+    #[error("{file}: {got}, where {first} is {want}: compare runs of one kind")]
+    Workload {
+        file: String,
+        got: String,
+        first: String,
+        want: String,
+    },
+}
+
+fn not(file: &str, why: &str) -> InputError {
+    InputError::NotAResult {
+        file: file.to_string(),
+        why: why.to_string(),
+    }
+}
+
+/// Read one result, by its `kind`.
+pub fn read_run(file: &str, v: &Value) -> Result<Run, InputError> {
+    let kind = v["kind"].as_str().ok_or_else(|| not(file, "no kind"))?;
+    let mut run = match kind {
+        "load" => load_run(file, v)?,
+        "lab" => lab_run(file, v)?,
+        "io" => io_run(file, v)?,
+        _ => {
+            return Err(InputError::Kind {
+                file: file.to_string(),
+                kind: kind.to_string(),
+            })
+        }
+    };
+    if let Some(p) = v["plumb_version"].as_str() {
+        run.context.insert("plumb".into(), p.to_string());
+    }
+    Ok(run)
+}
+
+fn ms(v: &Value) -> Option<f64> {
+    v.as_f64().map(|s| s * 1000.0)
+}
+
+/// A `plumb load --json` result's figures: transactions a second (a value a second from its
+/// series), and each type's latency percentiles (p50, p99, p99.9; lower is better).
+pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), InputError> {
+    let workload = v["workload"]
+        .as_str()
+        .ok_or_else(|| not(file, "no workload"))?
+        .to_string();
+    let window = v["window_s"]
+        .as_f64()
+        .filter(|w| *w > 0.0)
+        .ok_or_else(|| not(file, "no timed window"))?;
+    let types = v["types"]
+        .as_array()
+        .ok_or_else(|| not(file, "no transaction types"))?;
+    let done: f64 = types
+        .iter()
+        .map(|t| t["committed"].as_f64().unwrap_or(0.0) + t["rolled_back"].as_f64().unwrap_or(0.0))
+        .sum();
+    // Whole seconds only: the window's first and last may be cut.
+    let secs: Vec<f64> = v["seconds"]
+        .as_array()
+        .map(|s| s.iter().filter_map(|r| r["done"].as_f64()).collect())
+        .unwrap_or_default();
+    let per_second = if secs.len() > 2 {
+        secs[1..secs.len() - 1].to_vec()
+    } else {
+        Vec::new()
+    };
+    let mut out = vec![Figure::new("tps", true, done / window).inside(per_second)];
+    for t in types {
+        let name = t["name"].as_str().unwrap_or("?");
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99"), ("p99_9_s", "p99.9")] {
+            if let Some(x) = ms(&t["latency"][key]) {
+                out.push(Figure::new(
+                    format!("{name} latency {label} (ms)"),
+                    false,
+                    x,
+                ));
+            }
+        }
+    }
+    Ok((workload, out))
+}
+
+fn load_run(file: &str, v: &Value) -> Result<Run, InputError> {
+    let (workload, figures) = load_figures(file, v)?;
+    let mut context = BTreeMap::new();
+    for key in [
+        "engine",
+        "version",
+        "target",
+        "scale",
+        "clients",
+        "rate_per_s",
+    ] {
+        if let Some(x) = text(&v[key]) {
+            context.insert(key.to_string(), x);
+        }
+    }
+    Ok(Run {
+        file: file.to_string(),
+        what: format!("plumb load {workload}"),
+        figures,
+        context,
+        windows: Vec::new(),
+    })
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// How disturbed a window was, from its interference record.
+fn run_window(phase: &str, i: &Value) -> Option<RunWindow> {
+    if !i.is_object() {
+        return None;
+    }
+    let io_share = i["io_share"].as_f64().or_else(|| {
+        // Reports from before the share was recorded: the device's bytes beyond plumb's.
+        let dev = i["device_read_bytes"].as_f64()? + i["device_write_bytes"].as_f64()?;
+        let own = i["own_read_bytes"].as_f64()? + i["own_write_bytes"].as_f64()?;
+        (dev > 0.0).then(|| ((dev - own) / dev).clamp(0.0, 1.0))
+    });
+    let neighbour = i["neighbours"].get(0).map(|n| {
+        format!(
+            "{} (PID {})",
+            n["comm"].as_str().unwrap_or("?"),
+            n["pid"].as_u64().unwrap_or(0)
+        )
+    });
+    Some(RunWindow {
+        phase: phase.to_string(),
+        disturbed: i["verdict"].as_str() == Some("disturbed"),
+        io_share,
+        neighbour,
+    })
+}
+
+/// Where a lab or storage test ran: the host's and the device's facts that can explain a
+/// change.
+fn storage_context(out: &mut BTreeMap<String, String>, s: &Value) {
+    for (key, field) in [("file system", "fs_type"), ("device", "device")] {
+        if let Some(x) = text(&s[field]) {
+            out.insert(key.into(), x);
+        }
+    }
+    if let Some(o) = s["options"].as_array() {
+        let o: Vec<&str> = o.iter().filter_map(Value::as_str).collect();
+        out.insert("mount options".into(), o.join(","));
+    }
+    if let Some(q) = s["layers"].get(0).map(|l| &l["queue"]) {
+        for (key, field) in [
+            ("write cache", "write_cache"),
+            ("FUA", "fua"),
+            ("scheduler", "scheduler"),
+        ] {
+            if let Some(x) = text(&q[field]) {
+                out.insert(key.into(), x);
+            }
+        }
+    }
+}
+
+/// The lab's command line without where it wrote: two runs differ by their flags, not by
+/// their output directories.
+fn flags(cmd: &str) -> String {
+    let mut out = Vec::new();
+    let mut words = cmd.split_whitespace().skip(1);
+    while let Some(w) = words.next() {
+        if w == "--out" {
+            words.next();
+        } else if !w.starts_with("--out=") {
+            out.push(w);
+        }
+    }
+    out.join(" ")
+}
+
+/// A `plumb lab` report's figures: pgbench's tps (its seconds inside one run) and latency,
+/// the durable write's latency per mode, each queue depth's IOPS, sequential reads, the insert
+/// loops' commit latency per configuration, MariaDB's configurations and workloads, and each
+/// experiment's tps.
+fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
+    if !v["windows"].is_array() {
+        return Err(not(file, "a lab report without windows"));
+    }
+    let mut figs = Vec::new();
+    let pg = &v["pgbench"];
+    if let Some(tps) = pg["tps"].as_f64() {
+        let secs: Vec<f64> = pg["tps_seconds"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        figs.push(
+            Figure::new("pgbench tps", true, tps)
+                .inside(secs)
+                .in_phase("pgbench"),
+        );
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
+            if let Some(x) = ms(&pg["latency"][key]) {
+                figs.push(
+                    Figure::new(format!("pgbench latency {label} (ms)"), false, x)
+                        .in_phase("pgbench"),
+                );
+            }
+        }
+    }
+    for row in v["durability"]["rows"].as_array().into_iter().flatten() {
+        let mode = format!(
+            "{} {}K",
+            row["mode"].as_str().unwrap_or("?"),
+            row["block_size"].as_u64().unwrap_or(0) / 1024
+        );
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
+            if let Some(x) = ms(&row[key]) {
+                let reps: Vec<f64> = row["reps"]
+                    .as_array()
+                    .map(|a| a.iter().filter_map(|r| ms(&r[key])).collect())
+                    .unwrap_or_default();
+                figs.push(
+                    Figure::new(format!("durable write {mode} {label} (ms)"), false, x)
+                        .inside(reps)
+                        .in_phase("durability probe"),
+                );
+            }
+        }
+    }
+    for level in v["sweep"]["levels"].as_array().into_iter().flatten() {
+        let reps: Vec<f64> = level["reps"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|r| r["iops"].as_f64()).collect())
+            .unwrap_or_default();
+        if !reps.is_empty() {
+            figs.push(
+                Figure::new(
+                    format!(
+                        "sweep {} {} IOPS",
+                        v["sweep"]["sweep_over"].as_str().unwrap_or("level"),
+                        level["label"].as_str().unwrap_or("?")
+                    ),
+                    true,
+                    super::median(&reps),
+                )
+                .inside(reps)
+                .in_phase("storage sweep"),
+            );
+        }
+    }
+    if let Some(b) = v["seq_read"]["bytes_per_s"].as_f64() {
+        figs.push(Figure::new("sequential read (MB/s)", true, b / 1e6));
+    }
+    for l in v["loops"].as_array().into_iter().flatten() {
+        let config = format!(
+            "{}{}",
+            l["wal_sync_method"].as_str().unwrap_or("?"),
+            if l["wal_direct"].as_bool() == Some(true) {
+                "+O_DIRECT"
+            } else {
+                ""
+            }
+        );
+        let (phase, lat) = if l["scenario"] == "single" {
+            (format!("single-row commits, {config}"), &l["commit"])
+        } else {
+            (format!("10,000-row transactions, {config}"), &l["insert"])
+        };
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
+            if let Some(x) = ms(&lat[key]) {
+                figs.push(Figure::new(format!("{phase}: {label} (ms)"), false, x).in_phase(&phase));
+            }
+        }
+    }
+    for c in v["mariadb_durability"]["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let name = c["name"].as_str().unwrap_or("?");
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
+            if let Some(x) = ms(&c["single"][key]) {
+                figs.push(Figure::new(
+                    format!("{name}: single-row commit {label} (ms)"),
+                    false,
+                    x,
+                ));
+            }
+        }
+    }
+    for w in v["workloads"].as_array().into_iter().flatten() {
+        if let Ok((name, f)) = load_figures(file, w) {
+            figs.extend(f.into_iter().map(|mut f| {
+                f.name = format!("{name} {}", f.name);
+                f
+            }));
+        }
+    }
+    // Each experiment's workload under its condition: `pgbench tps [write throttle]`.
+    let mut experiments = Vec::new();
+    for e in v["experiments"].as_array().into_iter().flatten() {
+        let name = e["name"].as_str().unwrap_or("experiment");
+        let ch = &e["changed"];
+        let Some(tps) = ch["tps"].as_f64() else {
+            continue;
+        };
+        experiments.push(name.to_string());
+        let secs: Vec<f64> = ch["tps_seconds"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        let phase = e["phase"].as_str().unwrap_or(name);
+        figs.push(
+            Figure::new(format!("pgbench tps [{name}]"), true, tps)
+                .inside(secs)
+                .in_phase(phase),
+        );
+        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
+            if let Some(x) = ms(&ch["latency"][key]) {
+                figs.push(
+                    Figure::new(format!("pgbench latency {label} (ms) [{name}]"), false, x)
+                        .in_phase(phase),
+                );
+            }
+        }
+    }
+    let windows = v["windows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| run_window(w["phase"].as_str()?, &w["interference"]))
+        .collect();
+    let mut context = BTreeMap::new();
+    if let Some(c) = v["command_line"].as_str() {
+        context.insert("command line".into(), flags(c));
+    }
+    if let Some(e) = text(&v["engine_version"]) {
+        context.insert("engine".into(), e);
+    }
+    context.insert("experiments".into(), experiments.join(", "));
+    let host = &v["host"];
+    for (key, x) in [
+        ("kernel", &host["host"]["kernel_release"]),
+        ("OS", &host["host"]["os"]),
+        ("CPU", &host["cpu"]["model"]),
+        ("CPUs online", &host["cpu"]["online_cpus"]),
+        ("memory bytes", &host["memory"]["total_bytes"]),
+    ] {
+        if let Some(x) = text(x) {
+            context.insert(key.into(), x);
+        }
+    }
+    let storage = if v["durability"]["storage"].is_object() {
+        &v["durability"]["storage"]
+    } else {
+        &host["storage"]
+    };
+    storage_context(&mut context, storage);
+    Ok(Run {
+        file: file.to_string(),
+        what: "plumb lab".into(),
+        figures: figs,
+        context,
+        windows,
+    })
+}
+
+/// A `plumb io --json` result's figures: total, read and write I/O a second (a value a
+/// second from its series), MB/s, and the latency percentiles (p50, p99, p99.9).
+fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
+    let job = v["job"]["name"]
+        .as_str()
+        .ok_or_else(|| not(file, "no job"))?;
+    let total = &v["tables"]["total"];
+    // The table's all-threads row (no thread), else its rows summed.
+    let sum = |t: &Value, f: &str| -> Option<f64> {
+        let a = t.as_array()?;
+        if let Some(all) = a.iter().find(|r| r["thread"].is_null()) {
+            return all[f].as_f64();
+        }
+        (!a.is_empty()).then(|| a.iter().filter_map(|r| r[f].as_f64()).sum())
+    };
+    let measured = v["measured_s"].as_f64().unwrap_or(0.0);
+    let iops = sum(total, "iops").ok_or_else(|| not(file, "no totals"))?;
+    let secs: Vec<f64> = v["series"]
+        .as_array()
+        .map(|a| {
+            // Whole seconds of the measured window only.
+            a.iter()
+                .filter(|s| {
+                    s["second"]
+                        .as_f64()
+                        .is_some_and(|x| x + 1.0 <= measured + 1e-3)
+                })
+                .map(|s| {
+                    s["read_ios"].as_f64().unwrap_or(0.0) + s["write_ios"].as_f64().unwrap_or(0.0)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut figs = vec![Figure::new("IOPS", true, iops).inside(secs)];
+    for (t, label) in [("read", "read IOPS"), ("write", "write IOPS")] {
+        if let Some(x) = sum(&v["tables"][t], "iops").filter(|x| *x > 0.0) {
+            figs.push(Figure::new(label, true, x));
+        }
+    }
+    if let Some(b) = sum(total, "bytes_per_s") {
+        figs.push(Figure::new("MB/s", true, b / 1e6));
+    }
+    for p in v["percentiles"].as_array().into_iter().flatten() {
+        let label = match p["label"].as_str() {
+            Some("50th") => "p50",
+            Some("99th") => "p99",
+            Some("3-nines") => "p99.9",
+            _ => continue,
+        };
+        for side in ["read", "write"] {
+            if let Some(x) = ms(&p[format!("{side}_s")]) {
+                figs.push(Figure::new(
+                    format!("{side} latency {label} (ms)"),
+                    false,
+                    x,
+                ));
+            }
+        }
+    }
+    let mut context = BTreeMap::new();
+    if let Some(c) = v["command_line"].as_str() {
+        context.insert("command line".into(), flags(c));
+    }
+    if let Some(e) = v["engine"].as_str() {
+        context.insert("I/O engine".into(), e.to_string());
+    }
+    let windows = run_window("the test", &v["interference"])
+        .into_iter()
+        .collect();
+    Ok(Run {
+        file: file.to_string(),
+        what: format!("plumb io {job}"),
+        figures: figs.into_iter().map(|f| f.in_phase("the test")).collect(),
+        context,
+        windows,
+    })
+}
+
+/// A fact of the context whose values differ between the sides.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Differed {
+    pub what: String,
+    pub baseline: Vec<String>,
+    pub candidate: Vec<String>,
+}
+
+/// A window of a run that disturbed a figure's comparison.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Disturbed {
+    pub file: String,
+    #[serde(flatten)]
+    pub window: RunWindow,
+}
+
+/// `plumb compare`'s result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareReport {
+    /// What was compared (`plumb load tpcb`).
+    pub what: String,
+    pub baseline: Vec<String>,
+    pub candidate: Vec<String>,
+    pub min_change_pct: f64,
+    pub alpha: f64,
+    /// Whether the figures were compared over the samples inside one run a side.
+    pub per_second: bool,
+    /// What differed between the sides' runs: versions, kernel, device, flags.
+    pub differed: Vec<Differed>,
+    pub figures: Vec<FigureComparison>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FigureComparison {
+    pub name: String,
+    pub higher_is_better: bool,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+    /// The disturbed windows that withheld the verdict.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disturbed: Vec<Disturbed>,
+}
+
+impl CompareReport {
+    pub fn worse(&self) -> usize {
+        self.figures
+            .iter()
+            .filter(|f| f.comparison.verdict == Verdict::Worse)
+            .count()
+    }
+}
+
+/// Each figure both sides have, compared: over the runs where a side has several; over the
+/// samples inside the runs where each side has one and the figure has them.
+pub fn compare_runs(
+    baseline: &[Vec<Figure>],
+    candidate: &[Vec<Figure>],
+    min_change_pct: f64,
+) -> Vec<(String, Comparison)> {
+    let names: Vec<(String, bool)> = baseline
+        .first()
+        .map(|f| {
+            f.iter()
+                .map(|x| (x.name.clone(), x.higher_is_better))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = Vec::new();
+    for (name, higher) in names {
+        fn pick<'a>(runs: &'a [Vec<Figure>], name: &str) -> Vec<&'a Figure> {
+            runs.iter()
+                .filter_map(|r| r.iter().find(|f| f.name == name))
+                .collect()
+        }
+        let (a, b) = (pick(baseline, &name), pick(candidate, &name));
+        if a.len() != baseline.len() || b.len() != candidate.len() || b.is_empty() {
+            continue;
+        }
+        let one_each = a.len() == 1 && b.len() == 1;
+        let samples = |side: &[&Figure]| -> Vec<f64> {
+            if one_each && !side[0].per_second.is_empty() {
+                side[0].per_second.clone()
+            } else {
+                side.iter().map(|f| f.value).collect()
+            }
+        };
+        out.push((
+            name,
+            compare(&samples(&a), &samples(&b), higher, min_change_pct),
+        ));
+    }
+    out
+}
+
+/// The context facts whose values differ between the sides.
+fn differed(a: &[Run], b: &[Run]) -> Vec<Differed> {
+    let keys: BTreeSet<&String> = a.iter().chain(b).flat_map(|r| r.context.keys()).collect();
+    let values = |runs: &[Run], k: &String| -> Vec<String> {
+        let set: BTreeSet<String> = runs
+            .iter()
+            .map(|r| match r.context.get(k) {
+                Some(v) if !v.is_empty() => v.clone(),
+                _ => "none".into(),
+            })
+            .collect();
+        set.into_iter().collect()
+    };
+    keys.into_iter()
+        .filter_map(|k| {
+            let (x, y) = (values(a, k), values(b, k));
+            (x != y).then(|| Differed {
+                what: k.clone(),
+                baseline: x,
+                candidate: y,
+            })
+        })
+        .collect()
+}
+
+/// The condition of a figure measured under an experiment: `write throttle` of
+/// `pgbench tps [write throttle]`.
+fn condition(name: &str) -> Option<(&str, &str)> {
+    let (base, rest) = name.rsplit_once(" [")?;
+    Some((base, rest.strip_suffix(']')?))
+}
+
+/// Where only the other side ran an experiment, this side's plain workload is what it is
+/// compared against: a lab with `--throttle-writes` against one without compares the
+/// throttled workload with the unthrottled one (and says the experiments differed).
+fn stand_in(side: &mut [Run], other: &[Run]) {
+    let wanted: BTreeSet<(String, String)> = other
+        .iter()
+        .flat_map(|r| &r.figures)
+        .filter_map(|f| condition(&f.name).map(|(b, c)| (b.to_string(), c.to_string())))
+        .collect();
+    for run in side.iter_mut() {
+        let mut extra = Vec::new();
+        for (base, cond) in &wanted {
+            let full = format!("{base} [{cond}]");
+            if run.figures.iter().any(|f| f.name == full) {
+                continue;
+            }
+            if let Some(f) = run.figures.iter().find(|f| f.name == *base) {
+                let mut f = f.clone();
+                f.name = full;
+                extra.push(f);
+            }
+        }
+        run.figures.extend(extra);
+    }
+}
+
+/// Compare two sets of results (file name, parsed JSON): all of one kind, with figures in
+/// common.
+pub fn compare_files(
+    baseline: &[(String, Value)],
+    candidate: &[(String, Value)],
+    min_change_pct: f64,
+) -> Result<CompareReport, InputError> {
+    let mut first: Option<(String, String)> = None;
+    let mut side = |runs: &[(String, Value)]| -> Result<Vec<Run>, InputError> {
+        let mut out = Vec::new();
+        for (file, v) in runs {
+            let run = read_run(file, v)?;
+            match &first {
+                None => first = Some((file.clone(), run.what.clone())),
+                Some((f0, w0)) if *w0 != run.what => {
+                    return Err(InputError::Workload {
+                        file: file.clone(),
+                        got: run.what,
+                        first: f0.clone(),
+                        want: w0.clone(),
+                    })
+                }
+                Some(_) => {}
+            }
+            out.push(run);
+        }
+        Ok(out)
+    };
+    let (mut a, mut b) = (side(baseline)?, side(candidate)?);
+    stand_in(&mut a, &b);
+    stand_in(&mut b, &a);
+    let figs =
+        |runs: &[Run]| -> Vec<Vec<Figure>> { runs.iter().map(|r| r.figures.clone()).collect() };
+    let per_second = a.len() == 1 && b.len() == 1;
+    let by_name: BTreeMap<String, &Figure> = a
+        .first()
+        .map(|r| r.figures.iter().map(|f| (f.name.clone(), f)).collect())
+        .unwrap_or_default();
+    let figures = compare_runs(&figs(&a), &figs(&b), min_change_pct)
+        .into_iter()
+        .map(|(name, mut comparison)| {
+            let f = by_name.get(&name);
+            // Each run's own window for the figure (an experiment's phase on one side, the
+            // plain workload's on the other).
+            let disturbed: Vec<Disturbed> = a
+                .iter()
+                .chain(&b)
+                .flat_map(|r| {
+                    let phase = r
+                        .figures
+                        .iter()
+                        .find(|f| f.name == name)
+                        .and_then(|f| f.phase.clone());
+                    r.windows
+                        .iter()
+                        .filter(move |w| phase.as_deref() == Some(w.phase.as_str()) && w.disturbed)
+                        .map(|w| Disturbed {
+                            file: r.file.clone(),
+                            window: w.clone(),
+                        })
+                })
+                .collect();
+            if !disturbed.is_empty() {
+                comparison.verdict = Verdict::Withheld;
+            }
+            FigureComparison {
+                higher_is_better: f.map(|f| f.higher_is_better).unwrap_or(true),
+                name,
+                comparison,
+                disturbed,
+            }
+        })
+        .collect();
+    Ok(CompareReport {
+        what: first.map(|f| f.1).unwrap_or_default(),
+        baseline: baseline.iter().map(|r| r.0.clone()).collect(),
+        candidate: candidate.iter().map(|r| r.0.clone()).collect(),
+        min_change_pct,
+        alpha: ALPHA,
+        per_second,
+        differed: differed(&a, &b),
+        figures,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// A lab report with pgbench's seconds, a kernel, and its pgbench window's neighbour.
+    fn lab(
+        kernel: &str,
+        tps: &[f64],
+        neighbour_share: Option<f64>,
+        throttled: Option<&[f64]>,
+    ) -> Value {
+        let mean = tps.iter().sum::<f64>() / tps.len() as f64;
+        let interference = match neighbour_share {
+            Some(s) => json!({"verdict": if s >= 0.10 {"disturbed"} else {"clean"}, "io_share": s,
+                "neighbours": [{"pid": 4242, "comm": "fio"}]}),
+            None => json!({"verdict": "clean", "io_share": 0.0, "neighbours": []}),
+        };
+        let mut experiments = vec![];
+        if let Some(t) = throttled {
+            experiments.push(json!({"name": "write throttle", "phase": "write throttle",
+                "changed": {"tps": t.iter().sum::<f64>() / t.len() as f64, "tps_seconds": t,
+                            "latency": {"p50_s": 0.002, "p99_s": 0.1}}}));
+        }
+        json!({
+            "kind": "lab", "plumb_version": "0.1.0", "command_line": "plumb lab --quick --out x",
+            "engine_version": "PostgreSQL 15.18",
+            "host": {"host": {"kernel_release": kernel}, "cpu": {"online_cpus": 2}},
+            "pgbench": {"tps": mean, "tps_seconds": tps, "latency": {"p50_s": 0.0013, "p99_s": 0.0035}},
+            "windows": [{"phase": "pgbench", "interference": interference},
+                        {"phase": "write throttle", "interference": {"verdict": "clean"}}],
+            "experiments": experiments,
+        })
+    }
+
+    fn steady(level: f64) -> Vec<f64> {
+        (0..8).map(|i| level + (i % 3) as f64).collect()
+    }
+
+    #[test]
+    fn two_labs_compare_pgbench_seconds_and_say_what_differed() {
+        let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
+        let b = vec![("b".to_string(), lab("6.18", &steady(2400.0), None, None))];
+        let r = compare_files(&a, &b, 5.0).unwrap();
+        assert_eq!(r.what, "plumb lab");
+        assert!(r.per_second);
+        let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Worse);
+        assert_eq!(tps.comparison.baseline.n, 8);
+        let k = r.differed.iter().find(|d| d.what == "kernel").unwrap();
+        assert_eq!(
+            (k.baseline.clone(), k.candidate.clone()),
+            (vec!["6.1".to_string()], vec!["6.18".to_string()])
+        );
+        assert!(
+            r.differed.iter().all(|d| d.what != "command line"),
+            "the output directory is not a difference"
+        );
+    }
+
+    #[test]
+    fn a_disturbed_window_withholds_its_figures_and_names_the_neighbour() {
+        let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
+        let b = vec![(
+            "b".to_string(),
+            lab("6.1", &steady(2400.0), Some(0.4), None),
+        )];
+        let r = compare_files(&a, &b, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Withheld);
+        assert_eq!(r.worse(), 0);
+        let d = &tps.disturbed[0];
+        assert_eq!((d.file.as_str(), d.window.phase.as_str()), ("b", "pgbench"));
+        assert_eq!(d.window.neighbour.as_deref(), Some("fio (PID 4242)"));
+        // A neighbour below the share is noted in its window, not a reason to withhold.
+        let c = vec![(
+            "c".to_string(),
+            lab("6.1", &steady(2400.0), Some(0.004), None),
+        )];
+        let r = compare_files(&a, &c, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Worse);
+    }
+
+    #[test]
+    fn an_experiment_on_one_side_is_compared_with_the_other_sides_plain_workload() {
+        let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
+        let b = vec![(
+            "b".to_string(),
+            lab("6.1", &steady(2800.0), None, Some(&steady(120.0))),
+        )];
+        let r = compare_files(&a, &b, 5.0).unwrap();
+        let plain = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(plain.comparison.verdict, Verdict::Same);
+        let t = r
+            .figures
+            .iter()
+            .find(|f| f.name == "pgbench tps [write throttle]")
+            .unwrap();
+        assert_eq!(t.comparison.verdict, Verdict::Worse);
+        let e = r.differed.iter().find(|d| d.what == "experiments").unwrap();
+        assert_eq!(
+            (e.baseline[0].as_str(), e.candidate[0].as_str()),
+            ("none", "write throttle")
+        );
+    }
+
+    #[test]
+    fn results_of_different_kinds_are_refused() {
+        let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
+        let io = vec![(
+            "io.json".to_string(),
+            json!({"kind": "io", "job": {"name": "log-write"},
+            "tables": {"total": [{"thread": null, "iops": 100.0, "bytes_per_s": 1e6}]}}),
+        )];
+        let e = compare_files(&a, &io, 5.0).unwrap_err();
+        assert!(matches!(e, InputError::Workload { .. }), "{e}");
+        assert!(
+            e.to_string()
+                .contains("io.json: plumb io log-write, where a is plumb lab"),
+            "{e}"
+        );
+        let odd = vec![("d.json".to_string(), json!({"kind": "delta"}))];
+        let e = compare_files(&a, &odd, 5.0).unwrap_err();
+        assert!(e.to_string().starts_with("d.json: a delta result"), "{e}");
+        let none = vec![("n.json".to_string(), json!({"x": 1}))];
+        assert!(compare_files(&none, &a, 5.0).is_err());
+    }
+}

@@ -891,7 +891,157 @@ fn a_neighbour_started_halfway_marks_the_phases_it_touched() {
         summary.contains("DISTURBED") && summary.contains("pgbench was disturbed"),
         "{summary}"
     );
+    // plumb compare judges nothing the neighbour touched: pgbench's figures are withheld,
+    // the neighbour named.
+    let o = plumb()
+        .args(["compare", "--json"])
+        .arg(&out)
+        .arg("--")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let c: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let tps = c["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "pgbench tps")
+        .unwrap_or_else(|| panic!("{c:#}"));
+    assert_eq!(tps["verdict"], "withheld", "{tps:#}");
+    assert!(
+        tps["disturbed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["phase"] == "pgbench"
+                && d["neighbour"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(&format!("PID {pid}"))),
+        "{tps:#}"
+    );
     assert_nothing_left(d.path(), &["report"]);
+}
+
+/// `plumb compare` on real labs: two quiet `--quick` labs show no figure worse by the rule; a
+/// lab with `--throttle-writes 2MB/s` against a quiet one shows the throttled workload's tps and
+/// p99 worse, and `--fail-on worse` exits 1.
+#[test]
+fn compare_finds_nothing_between_two_quiet_labs_and_the_write_throttle_worse() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    if !is_root() {
+        skip("skipped: the write throttle needs root (a cgroup)");
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let lab = |name: &str, extra: &[&str]| -> PathBuf {
+        let out = d.path().join(name);
+        let o = plumb()
+            .args(["lab", "--quick"])
+            .args(extra)
+            .arg("--dir")
+            .arg(d.path())
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    let (a, b) = (lab("a", &[]), lab("b", &[]));
+    let c = lab("c", &["--throttle-writes", "2MB/s"]);
+    let compare = |x: &Path, y: &Path| -> (i32, Value) {
+        let o = plumb()
+            .args(["compare", "--fail-on", "worse", "--json"])
+            .arg(x)
+            .arg("--")
+            .arg(y)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+        (o.status.code().unwrap(), v)
+    };
+    let verdict = |v: &Value, name: &str| -> String {
+        v["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no {name}: {v:#}"))["verdict"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let worse_of = |v: &Value| -> Vec<String> {
+        v["figures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["verdict"] == "worse")
+            .map(|f| {
+                format!(
+                    "{} {:+.1}% ({:+.1}% to {:+.1}%) p={}",
+                    f["name"],
+                    f["change_pct"].as_f64().unwrap_or(f64::NAN),
+                    f["change_low_pct"].as_f64().unwrap_or(f64::NAN),
+                    f["change_high_pct"].as_f64().unwrap_or(f64::NAN),
+                    f["p"]
+                )
+            })
+            .collect()
+    };
+    let (code, quiet) = compare(&a, &b);
+    let said = worse_of(&quiet);
+    let worse = &said;
+    assert!(worse.is_empty(), "two quiet labs: {said:#?}");
+    assert_eq!(code, 0);
+    assert!(
+        quiet["figures"].as_array().unwrap().len() >= 20,
+        "{quiet:#}"
+    );
+    // One run a side: pgbench's seconds are the samples.
+    assert!(quiet["per_second"].as_bool().unwrap());
+    assert!(
+        quiet["figures"][0]["baseline"]["n"].as_u64().unwrap() >= 5,
+        "{:#}",
+        quiet["figures"][0]
+    );
+
+    let (code, throttled) = compare(&a, &c);
+    assert_eq!(
+        verdict(&throttled, "pgbench tps [write throttle]"),
+        "worse",
+        "{throttled:#}"
+    );
+    assert_eq!(
+        verdict(&throttled, "pgbench latency p99 (ms) [write throttle]"),
+        "worse",
+        "{throttled:#}"
+    );
+    assert_eq!(code, 1, "--fail-on worse");
+    let differed = throttled["differed"].to_string();
+    assert!(differed.contains("write throttle"), "{differed}");
+    // The other way round the throttled run is the baseline: better, exit 0.
+    let (code, back) = compare(&c, &a);
+    assert_eq!(verdict(&back, "pgbench tps [write throttle]"), "better");
+    assert_eq!(code, 0, "{:#?}", worse_of(&back));
+    assert_nothing_left(d.path(), &["a", "b", "c"]);
 }
 
 /// `--replica sync` and then `async`: beside a synchronous standby a commit waits for the

@@ -34,10 +34,34 @@ pub struct Latency {
     /// The smallest value (None in reports written before it was kept).
     #[serde(rename = "min_s", serialize_with = "plumb_sys::json::opt_ms_as_s")]
     pub min_ms: Option<f64>,
+    /// Every value, in 2%-wide buckets (`[µs, count]`), for `plumb compare`'s bootstrap.
+    #[serde(skip_serializing_if = "crate::histogram::LatencyHistogram::is_empty")]
+    pub histogram_us: crate::histogram::LatencyHistogram,
+    /// The values in the order measured, cut in ten: each tenth's p50 and p99 (µs; p99 where
+    /// the tenth has 100 values): `plumb compare`'s samples inside one run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenths_us: Vec<(u64, Option<u64>)>,
+}
+
+/// Ten consecutive parts of `v` (in its order): each part's p50 and p99 (nearest rank; p99
+/// only with 100 values in the part). Empty under 20 values.
+fn tenths(v: &[u64]) -> Vec<(u64, Option<u64>)> {
+    if v.len() < 20 {
+        return Vec::new();
+    }
+    (0..10)
+        .map(|k| {
+            let mut part = v[k * v.len() / 10..(k + 1) * v.len() / 10].to_vec();
+            part.sort_unstable();
+            let n = part.len();
+            let q = |p: f64| part[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
+            (q(0.5), (n >= 100).then(|| q(0.99)))
+        })
+        .collect()
 }
 
 impl Latency {
-    /// From durations in microseconds; `None` when there are none.
+    /// From durations in microseconds, in the order measured; `None` when there are none.
     pub fn from_us(v: &[u64]) -> Option<Latency> {
         if v.is_empty() {
             return None;
@@ -55,6 +79,8 @@ impl Latency {
             p99_ms: (n >= 100).then(|| q(0.99)),
             max_ms: s[n - 1] as f64 / 1000.0,
             min_ms: Some(s[0] as f64 / 1000.0),
+            histogram_us: crate::histogram::LatencyHistogram::from_us(&s),
+            tenths_us: tenths(v),
         })
     }
 }
@@ -106,6 +132,8 @@ impl Pgbench {
                 p99_ms: p.p99_s.map(|v| v * 1000.0),
                 max_ms: p.max_s? * 1000.0,
                 min_ms: p.min_s.map(|v| v * 1000.0),
+                histogram_us: p.histogram_us.clone(),
+                tenths_us: Vec::new(),
             })
         });
         // The whole seconds inside the window.

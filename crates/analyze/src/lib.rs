@@ -7,6 +7,7 @@ pub mod ag;
 pub mod compare;
 pub mod delta;
 pub mod durability;
+pub mod histogram;
 pub mod interference;
 pub mod io;
 pub mod k8s;

@@ -19,6 +19,12 @@ pub struct Percentiles {
     pub p99_s: Option<f64>,
     pub p99_9_s: Option<f64>,
     pub max_s: Option<f64>,
+    /// Every latency, in 2%-wide buckets (`[µs, count]`), for `plumb compare`'s bootstrap.
+    #[serde(
+        default,
+        skip_serializing_if = "crate::histogram::LatencyHistogram::is_empty"
+    )]
+    pub histogram_us: crate::histogram::LatencyHistogram,
 }
 
 impl Percentiles {
@@ -46,6 +52,7 @@ impl Percentiles {
             p99_s: at(0.99),
             p99_9_s: at(0.999),
             max_s: at(1.0),
+            histogram_us: crate::histogram::LatencyHistogram::from_hdr_us(h),
         }
     }
 }

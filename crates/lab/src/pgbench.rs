@@ -209,7 +209,9 @@ pub fn progress_figures(line: &str) -> Option<(f64, Option<f64>)> {
 /// Per-transaction latencies from pgbench's transaction logs (the third field, µs) and the
 /// transactions finished in each second (the fifth field, epoch seconds); the logs are removed.
 fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u64>)> {
-    let mut lat = Vec::new();
+    // (second, µs within it, latency): sorted, the latencies come in the order they ended
+    // across the threads' files.
+    let mut timed: Vec<(u64, u64, u64)> = Vec::new();
     let mut per_second = std::collections::BTreeMap::new();
     for e in std::fs::read_dir(work)?.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -217,8 +219,9 @@ fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u6
             let text = std::fs::read_to_string(e.path())?;
             for l in text.lines() {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                if let Some(us) = f.get(2).and_then(|x| x.parse::<u64>().ok()) {
-                    lat.push(us);
+                let num = |i: usize| f.get(i).and_then(|x| x.parse::<u64>().ok());
+                if let Some(us) = num(2) {
+                    timed.push((num(4).unwrap_or(0), num(5).unwrap_or(0), us));
                 }
                 if let Some(sec) = f.get(4).and_then(|x| x.parse::<u64>().ok()) {
                     *per_second.entry(sec).or_insert(0) += 1;
@@ -227,7 +230,8 @@ fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u6
             let _ = std::fs::remove_file(e.path());
         }
     }
-    Ok((lat, per_second))
+    timed.sort_unstable();
+    Ok((timed.into_iter().map(|t| t.2).collect(), per_second))
 }
 
 /// The 10th and 90th percentiles of the transactions per second over the run's whole seconds

@@ -28,15 +28,29 @@ fn verdict(v: Verdict) -> &'static str {
 
 /// The rule, said with every table.
 pub fn rule(r: &CompareReport) -> String {
+    let over = if r.per_second {
+        format!(
+            "over the samples inside the one run a side (its seconds, repetitions, or a latency percentile's tenths, with intervals bootstrapped from the run's histogram) and the change's 95% interval lies wholly beyond ±{:.0}% for rates, ±{:.0}% for latency p50 and ±{:.0}% for p99 and beyond (one run a side cannot show the run-to-run spread: identical quick labs back to back on one quiet host moved tps by 20% and a p99 up to 3.6 times; --min-change {} where larger)",
+            r.one_run_floor_pct, r.one_run_latency_floor_pct, r.one_run_tail_floor_pct, r.min_change_pct
+        )
+    } else {
+        format!(
+            "over the runs and the change's 95% interval lies wholly beyond ±{}% (--min-change)",
+            r.min_change_pct
+        )
+    };
+    let level = if r.tested_together > 1 {
+        format!(
+            "{} (Holm-corrected over the {} figures tested: the smallest p below {:.4})",
+            r.alpha,
+            r.tested_together,
+            r.alpha / r.tested_together as f64
+        )
+    } else {
+        r.alpha.to_string()
+    };
     format!(
-        "a figure changed when the Mann-Whitney U test gives p < {} {} and the change's 95% interval lies wholly beyond ±{}% (--min-change); ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least); withheld: a run's window for the figure was disturbed (neighbours' bytes at 10% of the device's or more, CPU taken by others on a busy host, or steal)",
-        r.alpha,
-        if r.per_second {
-            "over the samples inside the one run a side (its seconds, or its repetitions)"
-        } else {
-            "over the runs"
-        },
-        r.min_change_pct,
+        "a figure changed when the Mann-Whitney U test gives p < {level} {over}; ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least); withheld: a run's window for the figure was disturbed (neighbours' bytes at 10% of the device's or more, CPU taken by others on a busy host, or steal)",
         r.alpha
     )
 }

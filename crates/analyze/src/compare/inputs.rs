@@ -3,7 +3,8 @@
 //! it has them), the context it ran in (versions, kernel, device), and how disturbed each of
 //! its measured windows was.
 
-use super::{compare, Comparison, Verdict, ALPHA};
+use super::{compare, Centre, Comparison, Verdict, ALPHA};
+use crate::histogram::{bootstrap_percentile, LatencyHistogram};
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
@@ -19,6 +20,12 @@ pub struct Figure {
     pub per_second: Vec<f64>,
     /// The phase of the run it was measured in (a lab window), whose disturbance it carries.
     pub phase: Option<String>,
+    /// A latency percentile: the run's histogram and the quantile, bootstrapped for one run
+    /// a side.
+    pub histogram: Option<(LatencyHistogram, f64)>,
+    /// The percentile in each tenth of the run, in the order measured (µs): the samples the
+    /// significance test takes for one run a side.
+    pub tenths: Vec<f64>,
 }
 
 impl Figure {
@@ -29,6 +36,8 @@ impl Figure {
             value,
             per_second: Vec::new(),
             phase: None,
+            histogram: None,
+            tenths: Vec::new(),
         }
     }
     fn inside(mut self, v: Vec<f64>) -> Figure {
@@ -114,6 +123,44 @@ fn ms(v: &Value) -> Option<f64> {
     v.as_f64().map(|s| s * 1000.0)
 }
 
+/// p50, p99 (and p99.9 with `deep`) of one latency record, as figures named by `name(label)`,
+/// each with the record's histogram where it has one.
+fn latencies(lat: &Value, deep: bool, name: impl Fn(&str) -> String) -> Vec<Figure> {
+    let hist: Option<LatencyHistogram> = serde_json::from_value(lat["histogram_us"].clone())
+        .ok()
+        .filter(|h: &LatencyHistogram| !h.is_empty());
+    let mut levels = vec![("p50_s", "p50", 0.5), ("p99_s", "p99", 0.99)];
+    if deep {
+        levels.push(("p99_9_s", "p99.9", 0.999));
+    }
+    let tenths = |i: usize| -> Vec<f64> {
+        let t: Vec<Option<f64>> = lat["tenths_us"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|x| x[i].as_f64())
+            .collect();
+        // All ten or none.
+        t.iter()
+            .all(Option::is_some)
+            .then(|| t.into_iter().flatten().collect())
+            .unwrap_or_default()
+    };
+    levels
+        .into_iter()
+        .filter_map(|(key, label, q)| {
+            let mut f = Figure::new(name(label), false, ms(&lat[key])?);
+            f.histogram = hist.clone().map(|h| (h, q));
+            f.tenths = match label {
+                "p50" => tenths(0),
+                "p99" => tenths(1),
+                _ => Vec::new(),
+            };
+            Some(f)
+        })
+        .collect()
+}
+
 /// A `plumb load --json` result's figures: transactions a second (a value a second from its
 /// series), and each type's latency percentiles (p50, p99, p99.9; lower is better).
 pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), InputError> {
@@ -145,15 +192,9 @@ pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), Inpu
     let mut out = vec![Figure::new("tps", true, done / window).inside(per_second)];
     for t in types {
         let name = t["name"].as_str().unwrap_or("?");
-        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99"), ("p99_9_s", "p99.9")] {
-            if let Some(x) = ms(&t["latency"][key]) {
-                out.push(Figure::new(
-                    format!("{name} latency {label} (ms)"),
-                    false,
-                    x,
-                ));
-            }
-        }
+        out.extend(latencies(&t["latency"], true, |l| {
+            format!("{name} latency {l} (ms)")
+        }));
     }
     Ok((workload, out))
 }
@@ -277,14 +318,13 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
                 .inside(secs)
                 .in_phase("pgbench"),
         );
-        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
-            if let Some(x) = ms(&pg["latency"][key]) {
-                figs.push(
-                    Figure::new(format!("pgbench latency {label} (ms)"), false, x)
-                        .in_phase("pgbench"),
-                );
-            }
-        }
+        figs.extend(
+            latencies(&pg["latency"], false, |l| {
+                format!("pgbench latency {l} (ms)")
+            })
+            .into_iter()
+            .map(|f| f.in_phase("pgbench")),
+        );
     }
     for row in v["durability"]["rows"].as_array().into_iter().flatten() {
         let mode = format!(
@@ -345,11 +385,11 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
         } else {
             (format!("10,000-row transactions, {config}"), &l["insert"])
         };
-        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
-            if let Some(x) = ms(&lat[key]) {
-                figs.push(Figure::new(format!("{phase}: {label} (ms)"), false, x).in_phase(&phase));
-            }
-        }
+        figs.extend(
+            latencies(lat, false, |l| format!("{phase}: {l} (ms)"))
+                .into_iter()
+                .map(|f| f.in_phase(&phase)),
+        );
     }
     for c in v["mariadb_durability"]["configs"]
         .as_array()
@@ -357,15 +397,9 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
         .flatten()
     {
         let name = c["name"].as_str().unwrap_or("?");
-        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
-            if let Some(x) = ms(&c["single"][key]) {
-                figs.push(Figure::new(
-                    format!("{name}: single-row commit {label} (ms)"),
-                    false,
-                    x,
-                ));
-            }
-        }
+        figs.extend(latencies(&c["single"], false, |l| {
+            format!("{name}: single-row commit {l} (ms)")
+        }));
     }
     for w in v["workloads"].as_array().into_iter().flatten() {
         if let Ok((name, f)) = load_figures(file, w) {
@@ -394,14 +428,13 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
                 .inside(secs)
                 .in_phase(phase),
         );
-        for (key, label) in [("p50_s", "p50"), ("p99_s", "p99")] {
-            if let Some(x) = ms(&ch["latency"][key]) {
-                figs.push(
-                    Figure::new(format!("pgbench latency {label} (ms) [{name}]"), false, x)
-                        .in_phase(phase),
-                );
-            }
-        }
+        figs.extend(
+            latencies(&ch["latency"], false, |l| {
+                format!("pgbench latency {l} (ms) [{name}]")
+            })
+            .into_iter()
+            .map(|f| f.in_phase(phase)),
+        );
     }
     let windows = v["windows"]
         .as_array()
@@ -549,6 +582,13 @@ pub struct CompareReport {
     pub alpha: f64,
     /// Whether the figures were compared over the samples inside one run a side.
     pub per_second: bool,
+    /// One run a side: how many figures were tested together (Holm's correction: the smallest
+    /// p must be below 0.05/m, the next below 0.05/(m−1)…); 0 with several runs a side.
+    pub tested_together: usize,
+    /// The floors with one run a side (throughput, latency), in percent.
+    pub one_run_floor_pct: f64,
+    pub one_run_latency_floor_pct: f64,
+    pub one_run_tail_floor_pct: f64,
     /// What differed between the sides' runs: versions, kernel, device, flags.
     pub differed: Vec<Differed>,
     pub figures: Vec<FigureComparison>,
@@ -572,6 +612,50 @@ impl CompareReport {
             .filter(|f| f.comparison.verdict == Verdict::Worse)
             .count()
     }
+}
+
+/// A latency percentile of one run a side: the centres and the change's interval bootstrapped
+/// from the runs' histograms; the significance from the Mann-Whitney U test over the
+/// percentile in each tenth of either run (a tail that came from one burst is not the run's;
+/// transactions of one run are not independent of each other, tenths nearly are). Without
+/// tenths on both sides (p99.9, results of plumb load) there is no test: too few.
+fn percentile_comparison(
+    a: &LatencyHistogram,
+    b: &LatencyHistogram,
+    q: f64,
+    tenths: (&[f64], &[f64]),
+    min_change_pct: f64,
+) -> Option<Comparison> {
+    let boot = bootstrap_percentile(a, b, q, super::RESAMPLES)?;
+    let ms = |x: f64| x / 1000.0;
+    let centre = |v: (f64, f64, f64), n: u64| Centre {
+        median: ms(v.0),
+        low: ms(v.1),
+        high: ms(v.2),
+        n: n as usize,
+    };
+    let (lo, hi) = (boot.change_low_pct, boot.change_high_pct);
+    let p = super::mann_whitney(tenths.0, tenths.1).p;
+    let verdict = if crate::io::samples_needed(q) > a.count().min(b.count())
+        || super::smallest_p(tenths.0.len(), tenths.1.len()) >= ALPHA
+    {
+        Verdict::TooFew
+    } else if p < ALPHA && lo > min_change_pct {
+        Verdict::Worse
+    } else if p < ALPHA && hi < -min_change_pct {
+        Verdict::Better
+    } else {
+        Verdict::Same
+    };
+    Some(Comparison {
+        baseline: centre(boot.baseline, a.count()),
+        candidate: centre(boot.candidate, b.count()),
+        change_pct: boot.change_pct,
+        change_low_pct: lo,
+        change_high_pct: hi,
+        p,
+        verdict,
+    })
 }
 
 /// Each figure both sides have, compared: over the runs where a side has several; over the
@@ -601,6 +685,18 @@ pub fn compare_runs(
             continue;
         }
         let one_each = a.len() == 1 && b.len() == 1;
+        let floor = super::floor_pct(min_change_pct, one_each, higher);
+        if one_each {
+            if let (Some((ha, q)), Some((hb, _))) = (&a[0].histogram, &b[0].histogram) {
+                let floor = super::floor_for(min_change_pct, true, higher, *q >= 0.99);
+                if let Some(c) =
+                    percentile_comparison(ha, hb, *q, (&a[0].tenths, &b[0].tenths), floor)
+                {
+                    out.push((name, c));
+                    continue;
+                }
+            }
+        }
         let samples = |side: &[&Figure]| -> Vec<f64> {
             if one_each && !side[0].per_second.is_empty() {
                 side[0].per_second.clone()
@@ -608,10 +704,7 @@ pub fn compare_runs(
                 side.iter().map(|f| f.value).collect()
             }
         };
-        out.push((
-            name,
-            compare(&samples(&a), &samples(&b), higher, min_change_pct),
-        ));
+        out.push((name, compare(&samples(&a), &samples(&b), higher, floor)));
     }
     out
 }
@@ -674,6 +767,33 @@ fn stand_in(side: &mut [Run], other: &[Run]) {
     }
 }
 
+/// One run a side compares dozens of figures on samples inside the same two runs: at 0.05 each,
+/// one identical figure in twenty would be called changed. Holm's step-down correction keeps
+/// the chance of any false verdict at 0.05: the figures tested (not too few, not withheld) in
+/// order of p, the k-th smallest judged at 0.05/(m−k+1), and none after the first that fails.
+/// A verdict that does not survive becomes `~`. Returns m.
+fn holm(figures: &mut [FigureComparison]) -> usize {
+    let mut order: Vec<usize> = (0..figures.len())
+        .filter(|&i| {
+            matches!(
+                figures[i].comparison.verdict,
+                Verdict::Better | Verdict::Worse | Verdict::Same
+            )
+        })
+        .collect();
+    order.sort_by(|&x, &y| figures[x].comparison.p.total_cmp(&figures[y].comparison.p));
+    let m = order.len();
+    let mut passed = true;
+    for (k, &i) in order.iter().enumerate() {
+        passed = passed && figures[i].comparison.p < ALPHA / (m - k) as f64;
+        let c = &mut figures[i].comparison;
+        if !passed && matches!(c.verdict, Verdict::Better | Verdict::Worse) {
+            c.verdict = Verdict::Same;
+        }
+    }
+    m
+}
+
 /// Compare two sets of results (file name, parsed JSON): all of one kind, with figures in
 /// common.
 pub fn compare_files(
@@ -712,7 +832,7 @@ pub fn compare_files(
         .first()
         .map(|r| r.figures.iter().map(|f| (f.name.clone(), f)).collect())
         .unwrap_or_default();
-    let figures = compare_runs(&figs(&a), &figs(&b), min_change_pct)
+    let mut figures: Vec<FigureComparison> = compare_runs(&figs(&a), &figs(&b), min_change_pct)
         .into_iter()
         .map(|(name, mut comparison)| {
             let f = by_name.get(&name);
@@ -747,13 +867,18 @@ pub fn compare_files(
             }
         })
         .collect();
+    let tested = if per_second { holm(&mut figures) } else { 0 };
     Ok(CompareReport {
         what: first.map(|f| f.1).unwrap_or_default(),
+        tested_together: tested,
         baseline: baseline.iter().map(|r| r.0.clone()).collect(),
         candidate: candidate.iter().map(|r| r.0.clone()).collect(),
         min_change_pct,
         alpha: ALPHA,
         per_second,
+        one_run_floor_pct: super::floor_pct(min_change_pct, true, true),
+        one_run_latency_floor_pct: super::floor_pct(min_change_pct, true, false),
+        one_run_tail_floor_pct: super::floor_for(min_change_pct, true, false, true),
         differed: differed(&a, &b),
         figures,
     })
@@ -801,7 +926,7 @@ mod tests {
     #[test]
     fn two_labs_compare_pgbench_seconds_and_say_what_differed() {
         let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
-        let b = vec![("b".to_string(), lab("6.18", &steady(2400.0), None, None))];
+        let b = vec![("b".to_string(), lab("6.18", &steady(1800.0), None, None))];
         let r = compare_files(&a, &b, 5.0).unwrap();
         assert_eq!(r.what, "plumb lab");
         assert!(r.per_second);
@@ -824,7 +949,7 @@ mod tests {
         let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
         let b = vec![(
             "b".to_string(),
-            lab("6.1", &steady(2400.0), Some(0.4), None),
+            lab("6.1", &steady(1800.0), Some(0.4), None),
         )];
         let r = compare_files(&a, &b, 5.0).unwrap();
         let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
@@ -836,7 +961,7 @@ mod tests {
         // A neighbour below the share is noted in its window, not a reason to withhold.
         let c = vec![(
             "c".to_string(),
-            lab("6.1", &steady(2400.0), Some(0.004), None),
+            lab("6.1", &steady(1800.0), Some(0.004), None),
         )];
         let r = compare_files(&a, &c, 5.0).unwrap();
         let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
@@ -864,6 +989,55 @@ mod tests {
             (e.baseline[0].as_str(), e.candidate[0].as_str()),
             ("none", "write throttle")
         );
+    }
+
+    fn comparison(p: f64, verdict: Verdict) -> FigureComparison {
+        let mut c = compare(&[1.0; 5], &[1.0; 5], true, 5.0);
+        c.p = p;
+        c.verdict = verdict;
+        FigureComparison {
+            name: format!("p{p}"),
+            higher_is_better: true,
+            comparison: c,
+            disturbed: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn holm_keeps_a_clear_change_and_drops_one_that_many_tests_would_find_by_chance() {
+        let mut f = vec![
+            comparison(0.0001, Verdict::Worse),
+            comparison(0.04, Verdict::Worse),
+            comparison(0.5, Verdict::Same),
+            comparison(0.9, Verdict::Same),
+            comparison(0.01, Verdict::TooFew),
+        ];
+        assert_eq!(holm(&mut f), 4, "too few is not tested");
+        assert_eq!(f[0].comparison.verdict, Verdict::Worse, "0.0001 < 0.05/4");
+        assert_eq!(f[1].comparison.verdict, Verdict::Same, "0.04 ≥ 0.05/3");
+        assert_eq!(f[4].comparison.verdict, Verdict::TooFew);
+    }
+
+    #[test]
+    fn a_percentile_of_one_run_a_side_is_tested_over_its_tenths() {
+        // The same histogram, but the candidate's tenths all slower: the tail is the run's.
+        let h = LatencyHistogram::from_us(&(0..2000).map(|i| 1000 + i).collect::<Vec<_>>());
+        let slow = LatencyHistogram::from_us(&(0..2000).map(|i| 5000 + 4 * i).collect::<Vec<_>>());
+        let t_a: Vec<f64> = (0..10).map(|i| 1900.0 + i as f64).collect();
+        let t_b: Vec<f64> = (0..10).map(|i| 12000.0 + i as f64).collect();
+        let c = percentile_comparison(&h, &slow, 0.99, (&t_a, &t_b), 300.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
+        // The same change where one tenth carries the whole tail: not the run's.
+        let mut burst = t_a.clone();
+        burst[3] = 12000.0;
+        let c = percentile_comparison(&h, &slow, 0.99, (&t_a, &burst), 300.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Same, "{c:?}");
+        // No tenths: no test.
+        let c = percentile_comparison(&h, &slow, 0.99, (&[], &[]), 300.0).unwrap();
+        assert_eq!(c.verdict, Verdict::TooFew);
+        // Beyond the test but inside the floor: not a verdict.
+        let c = percentile_comparison(&h, &slow, 0.99, (&t_a, &t_b), 1000.0).unwrap();
+        assert_eq!(c.verdict, Verdict::Same);
     }
 
     #[test]

@@ -9,8 +9,36 @@ use serde::Serialize;
 
 /// The significance level.
 pub const ALPHA: f64 = 0.05;
+/// One run a side cannot show how far a figure moves from run to run: the samples inside a
+/// run (its seconds, its transactions) share the run's luck. Five identical `plumb lab --quick`
+/// runs on one quiet host moved tps by 20% and a durable write's p99 by up to 49% (max − min
+/// over the median; bench/results/lab-stability-2026-11-23.md). With one run a side the floor
+/// is raised to these (or `--min-change`, when larger): throughput and rates…
+pub const ONE_RUN_FLOOR_PCT: f64 = 25.0;
+/// …and latencies (lower is better)…
+pub const ONE_RUN_LATENCY_FLOOR_PCT: f64 = 50.0;
+/// …and tails (p99 and beyond): identical `plumb lab --quick` runs back to back on one quiet
+/// host differed in their p99s by up to 3.6 times (+255%: pgbench's, and every insert loop's
+/// commits, the whole run long), as the host's storage had its good and bad minutes. One run
+/// a side can only call a tail changed beyond that.
+pub const ONE_RUN_TAIL_FLOOR_PCT: f64 = 300.0;
+
+/// The floor a change must clear: `--min-change`, raised with one run a side.
+pub fn floor_pct(min_change_pct: f64, one_run_a_side: bool, higher_is_better: bool) -> f64 {
+    floor_for(min_change_pct, one_run_a_side, higher_is_better, false)
+}
+
+/// The floor, knowing whether the figure is a latency's tail (p99 or beyond).
+pub fn floor_for(min_change_pct: f64, one_run_a_side: bool, higher: bool, tail: bool) -> f64 {
+    match (one_run_a_side, higher, tail) {
+        (false, _, _) => min_change_pct,
+        (true, true, _) => min_change_pct.max(ONE_RUN_FLOOR_PCT),
+        (true, false, false) => min_change_pct.max(ONE_RUN_LATENCY_FLOOR_PCT),
+        (true, false, true) => min_change_pct.max(ONE_RUN_TAIL_FLOOR_PCT),
+    }
+}
 /// Bootstrap resamples for the intervals.
-const RESAMPLES: usize = 2000;
+pub(crate) const RESAMPLES: usize = 2000;
 
 /// A two-sided Mann-Whitney U test: U of the first sample and the p-value (exact without ties
 /// and up to 30 values a side, else the normal approximation with the tie and continuity

@@ -849,3 +849,74 @@ fn piped_progress_predicts_and_ends_at_100() {
         "{lines:?}"
     );
 }
+
+/// `plumb compare` on real storage tests: a run held to 2,000 I/O a second against one
+/// unlimited is worse by its seconds (and `--fail-on worse` exits 1); the unlimited run
+/// against itself shows nothing.
+#[test]
+fn compare_finds_a_rate_limited_run_worse() {
+    let _serial = real_io();
+    let d = scratch();
+    let f = d.path().join("c.dat");
+    let result = |extra: &[&str], name: &str| -> PathBuf {
+        let mut args = vec![
+            "io",
+            "run",
+            "--json",
+            "--duration",
+            "6s",
+            "--warmup",
+            "1s",
+            "--qd",
+            "4",
+            "--bs",
+            "8K",
+            "--size",
+            "64M",
+        ];
+        args.extend_from_slice(extra);
+        args.push(s(&f));
+        let o = run(&args);
+        if !o.status.success() && stderr(&o).contains("O_DIRECT") {
+            return PathBuf::new();
+        }
+        assert!(o.status.success(), "{}", stderr(&o));
+        let p = d.path().join(name);
+        std::fs::write(&p, &o.stdout).unwrap();
+        p
+    };
+    let free = result(&[], "free.json");
+    if free.as_os_str().is_empty() {
+        skip("skipped: no O_DIRECT here");
+        return;
+    }
+    let held = result(&["--rate", "2000iops"], "held.json");
+    let cmp = |a: &Path, b: &Path| {
+        let o = run(&["compare", "--fail-on", "worse", "--json", s(a), "--", s(b)]);
+        let v: Value =
+            serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+        (o.status.code(), v)
+    };
+    let (code, v) = cmp(&free, &held);
+    let iops = v["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "IOPS")
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .clone();
+    assert_eq!(iops["verdict"], "worse", "{iops:#}");
+    assert!(
+        iops["baseline"]["n"].as_u64().unwrap() >= 5,
+        "its seconds: {iops:#}"
+    );
+    assert_eq!(code, Some(1));
+    assert!(v["what"].as_str().unwrap().starts_with("plumb io"));
+    assert!(
+        v["differed"].to_string().contains("--rate 2000iops"),
+        "{v:#}"
+    );
+    let (code, same) = cmp(&free, &free);
+    assert_eq!(code, Some(0), "{same:#}");
+    assert!(!same.to_string().contains("\"worse\""), "{same:#}");
+}

@@ -991,7 +991,10 @@ fn compare_finds_half_the_rate_worse_and_fails_the_pipeline() {
     std::fs::write(&notjson, "{ nope").unwrap();
     let nj = notjson.to_str().unwrap();
     for (args, needle) in [
-        (vec![fast.as_str(), "--", other.as_str()], "compare runs of one kind"),
+        (
+            vec![fast.as_str(), "--", other.as_str()],
+            "compare runs of one kind",
+        ),
         (vec![fast.as_str(), "--", nj], "x.json"),
         (vec![fast.as_str(), "--", "/no/such.json"], "/no/such.json"),
         (

@@ -920,3 +920,82 @@ fn compare_finds_a_rate_limited_run_worse() {
     assert_eq!(code, Some(0), "{same:#}");
     assert!(!same.to_string().contains("\"worse\""), "{same:#}");
 }
+
+/// `plumb compare --history`: eight dated storage tests, the last four held to 5,000 I/O a
+/// second: one change point, at the fifth run, worse; `--fail-on worse` exits 1.
+#[test]
+fn history_names_the_run_where_iops_moved() {
+    let _serial = real_io();
+    let d = scratch();
+    let f = d.path().join("h.dat");
+    let dir = d.path().join("nightly");
+    std::fs::create_dir(&dir).unwrap();
+    for i in 1..=8 {
+        let mut args = vec![
+            "io",
+            "run",
+            "--json",
+            "--duration",
+            "2s",
+            "--warmup",
+            "500ms",
+            "--qd",
+            "4",
+            "--bs",
+            "8K",
+            "--size",
+            "64M",
+        ];
+        if i > 4 {
+            args.extend_from_slice(&["--rate", "5000iops"]);
+        }
+        args.push(s(&f));
+        let o = run(&args);
+        if !o.status.success() && stderr(&o).contains("O_DIRECT") {
+            skip(format!("skipped: {}", stderr(&o)));
+            return;
+        }
+        assert!(o.status.success(), "{}", stderr(&o));
+        std::fs::write(dir.join(format!("2026-11-0{i}.json")), &o.stdout).unwrap();
+    }
+    let o = run(&[
+        "compare",
+        "--history",
+        s(&dir),
+        "--fail-on",
+        "worse",
+        "--json",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let iops: Vec<&Value> = v["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["figure"] == "IOPS")
+        .collect();
+    assert_eq!(iops.len(), 1, "{v:#}");
+    assert!(
+        iops[0]["run"]
+            .as_str()
+            .unwrap()
+            .ends_with("2026-11-05.json"),
+        "{v:#}"
+    );
+    assert_eq!(iops[0]["better"], false);
+    assert!(
+        (iops[0]["after"].as_f64().unwrap() - 5000.0).abs() < 250.0,
+        "{v:#}"
+    );
+    // Too few results, and a directory that is not there: exit 2, named.
+    let two = d.path().join("two");
+    std::fs::create_dir(&two).unwrap();
+    for n in ["a", "b"] {
+        std::fs::copy(dir.join("2026-11-01.json"), two.join(format!("{n}.json"))).unwrap();
+    }
+    for bad in [two.clone(), d.path().join("none")] {
+        let o = run(&["compare", "--history", s(&bad)]);
+        assert_eq!(o.status.code(), Some(2));
+        assert!(stderr(&o).contains(s(&bad)), "{}", stderr(&o));
+    }
+}

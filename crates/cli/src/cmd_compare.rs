@@ -3,17 +3,25 @@
 use crate::GlobalArgs;
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline's results, one or more runs: `plumb lab` report directories (or their
     /// report.json), `plumb io --json` or `plumb load --json` output files.
-    #[arg(required = true, value_name = "BASELINE")]
+    #[arg(required_unless_present = "history", value_name = "BASELINE")]
     pub baseline: Vec<PathBuf>,
     /// After `--`: the candidate's results, one or more runs.
-    #[arg(last = true, required = true, value_name = "CANDIDATE")]
+    #[arg(
+        last = true,
+        required_unless_present = "history",
+        value_name = "CANDIDATE"
+    )]
     pub candidate: Vec<PathBuf>,
+    /// A directory of dated results of one kind: where did each figure move? Change points by
+    /// E-divisive means, runs in order of the lab's start time, else of their names.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["baseline", "candidate"])]
+    pub history: Option<PathBuf>,
     /// The practical floor: a change counts only when its 95% interval lies wholly beyond
     /// this many percent either way.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
@@ -51,12 +59,51 @@ fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
         .collect()
 }
 
+/// The results in a history directory (not hidden entries), ordered by the lab's start time
+/// where every one has it, else by name.
+fn read_history(dir: &Path) -> Result<Vec<(String, serde_json::Value)>> {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("--history {}", dir.display()))?
+        .flatten()
+        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    let mut runs = read(&entries)?;
+    if runs.iter().all(|r| r.1["started_unix_ms"].is_u64()) {
+        runs.sort_by_key(|r| r.1["started_unix_ms"].as_u64());
+    }
+    Ok(runs)
+}
+
+fn history(g: &GlobalArgs, a: &CompareArgs, dir: &Path) -> Result<i32> {
+    let runs = read_history(dir)?;
+    let read: Vec<plumb_analyze::compare::Run> = runs
+        .iter()
+        .map(|(f, v)| plumb_analyze::compare::read_run(f, v))
+        .collect::<Result<_, _>>()?;
+    if read.len() < 4 {
+        bail!(
+            "--history {}: {} result(s); a change point needs at least 2 runs either side",
+            dir.display(),
+            read.len()
+        );
+    }
+    let r = plumb_analyze::compare::history(&read, a.min_change)?;
+    plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
+    let worse = r.changes.iter().any(|c| !c.better);
+    Ok(if a.fail_on.is_some() && worse { 1 } else { 0 })
+}
+
 pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     if !(a.min_change.is_finite() && (0.0..100.0).contains(&a.min_change)) {
         bail!(
             "--min-change {}: a percentage from 0 to under 100",
             a.min_change
         );
+    }
+    if let Some(dir) = &a.history {
+        return history(g, a, dir);
     }
     let (base, cand) = (read(&a.baseline)?, read(&a.candidate)?);
     let r = plumb_analyze::compare::compare_files(&base, &cand, a.min_change)?;

@@ -46,6 +46,8 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
     (&["compare"], &[
         ("Three runs before a change against three after", "plumb compare before1.json before2.json before3.json -- after1.json after2.json after3.json"),
         ("In a pipeline: fail when anything got worse", "plumb compare --fail-on worse base.json -- cand.json"),
+        ("Two lab reports: the figures, and what differed between the runs", "plumb compare lab-before -- lab-after"),
+        ("Where did each figure move over a month of nightly results?", "plumb compare --history nightly/"),
     ]),
     (&["plot"], &[("One metric as an SVG picture", "plumb plot run.plumb --metric disk.vda.write_bytes_per_s --out writes.svg")]),
     (&["export"], &[

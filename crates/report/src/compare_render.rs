@@ -1,7 +1,7 @@
 //! `plumb compare`: each figure's centres, the change and the verdict, with the rule that gave it.
 
 use crate::{Render, Table};
-use plumb_analyze::compare::{CompareReport, Verdict};
+use plumb_analyze::compare::{CompareReport, HistoryReport, Verdict};
 use std::io::{self, Write};
 
 fn num(v: f64) -> String {
@@ -183,6 +183,80 @@ impl Render for CompareReport {
                     c.change_high_pct.to_string(),
                     c.p.to_string(),
                     verdict(c.verdict).into(),
+                ]
+            })
+            .collect();
+        Some(Table { headers, rows })
+    }
+}
+
+impl Render for HistoryReport {
+    const KIND: &'static str = "compare-history";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "{}: {} runs, {} figures with 4 runs or more",
+            self.what,
+            self.runs.len(),
+            self.figures_checked
+        )?;
+        writeln!(
+            out,
+            "rule: a change point splits a figure's runs where the energy distance between the two sides is largest (E-divisive means), kept when {} permutations of those runs give such a split by chance under {} of the time and the medians either side differ beyond ±{}% (--min-change); each side is then searched again",
+            self.permutations, self.alpha, self.min_change_pct
+        )?;
+        if self.changes.is_empty() {
+            return writeln!(out, "no figure moved");
+        }
+        let rows: Vec<Vec<String>> = self
+            .changes
+            .iter()
+            .map(|c| {
+                vec![
+                    c.figure.clone(),
+                    c.run.clone(),
+                    num(c.before),
+                    num(c.after),
+                    format!("{:+.1}%", c.change_pct),
+                    format!("{:.3}", c.p),
+                    if c.better { "better" } else { "worse" }.into(),
+                ]
+            })
+            .collect();
+        crate::table::write_aligned(
+            out,
+            &[
+                "figure", "from run", "before", "after", "change", "p", "verdict",
+            ],
+            &rows,
+        )
+    }
+
+    fn table(&self) -> Option<Table> {
+        let headers = [
+            "figure",
+            "run",
+            "before",
+            "after",
+            "change_pct",
+            "p",
+            "better",
+        ]
+        .map(String::from)
+        .to_vec();
+        let rows = self
+            .changes
+            .iter()
+            .map(|c| {
+                vec![
+                    c.figure.clone(),
+                    c.run.clone(),
+                    c.before.to_string(),
+                    c.after.to_string(),
+                    c.change_pct.to_string(),
+                    c.p.to_string(),
+                    c.better.to_string(),
                 ]
             })
             .collect();

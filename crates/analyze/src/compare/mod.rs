@@ -337,7 +337,9 @@ pub fn compare(
     }
 }
 
+mod history;
 mod inputs;
+pub use history::{history, ChangePoint, HistoryReport};
 pub use inputs::*;
 
 #[cfg(test)]

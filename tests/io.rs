@@ -919,6 +919,44 @@ fn compare_finds_a_rate_limited_run_worse() {
     let (code, same) = cmp(&free, &free);
     assert_eq!(code, Some(0), "{same:#}");
     assert!(!same.to_string().contains("\"worse\""), "{same:#}");
+
+    // The page: the table with the worse row marked, and both runs' seconds overlaid, as a
+    // browser shows it.
+    let page = d.path().join("compare.html");
+    let o = run(&["compare", "--html", s(&page), s(&free), "--", s(&held)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let Some(chrome) = common::chromium() else {
+        skip("skipped the browser check: no chromium (scripts/setup --test installs it)");
+        return;
+    };
+    let profile = tempfile::tempdir().unwrap();
+    let o = Command::new(chrome)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.path().display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        dom.contains("id=\"figures\"") && dom.contains("class=\"crit\""),
+        "{dom}"
+    );
+    assert!(dom.contains("<svg"), "no chart: {dom}");
+    for side in ["baseline: ", "candidate: "] {
+        assert!(
+            dom.contains(&format!(
+                "{side}{}",
+                s(if side.starts_with('b') { &free } else { &held })
+            )),
+            "{side}: {dom}"
+        );
+    }
 }
 
 /// `plumb compare --history`: eight dated storage tests, the last four held to 5,000 I/O a

@@ -26,6 +26,10 @@ pub struct CompareArgs {
     /// this many percent either way.
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub min_change: f64,
+    /// Also write the comparison as an HTML page: the table, what differed, and each timed
+    /// figure's runs overlaid second by second.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Exit 1 when a figure is worse by the rule (for pipelines); 0 otherwise, 2 on bad input.
     #[arg(long, value_name = "VERDICT", value_parser = ["worse"])]
     pub fail_on: Option<String>,
@@ -109,6 +113,10 @@ pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     let r = plumb_analyze::compare::compare_files(&base, &cand, a.min_change)?;
     if r.figures.is_empty() {
         bail!("the two sides have no figure in common");
+    }
+    if let Some(f) = &a.html {
+        std::fs::write(f, plumb_report::compare_render::page(&r))
+            .with_context(|| format!("--html {}", f.display()))?;
     }
     plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
     Ok(if a.fail_on.is_some() && r.worse() > 0 {

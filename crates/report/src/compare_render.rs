@@ -263,3 +263,165 @@ impl Render for HistoryReport {
         Some(Table { headers, rows })
     }
 }
+
+/// One figure's seconds, every run of both sides overlaid on time since the run's start:
+/// baseline runs solid blue, candidate runs dashed red.
+fn timeline_chart(t: &plumb_analyze::compare::Timeline) -> String {
+    use crate::svg::{Chart, Fmt, Point, Series, PALETTE};
+    let series = |runs: &[(String, Vec<f64>)], side: &str, color: &'static str, dashed| {
+        runs.iter()
+            .map(|(file, v)| Series {
+                name: format!("{side}: {file}"),
+                color,
+                dashed,
+                line: true,
+                points: v
+                    .iter()
+                    .enumerate()
+                    .map(|(i, y)| Point {
+                        // The first whole second of the run is second 1.
+                        x: (i + 1) as f64,
+                        y: *y,
+                        y_lo: None,
+                        y_hi: None,
+                        label: None,
+                    })
+                    .collect(),
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut all = series(&t.baseline, "baseline", PALETTE[0], false);
+    all.extend(series(&t.candidate, "candidate", PALETTE[1], true));
+    crate::svg::render(&Chart {
+        title: t.figure.clone(),
+        subtitle: "each run second by second, on time since its start".into(),
+        x_label: "second of the run".into(),
+        y_label: t.figure.clone(),
+        x_log: false,
+        y_log: false,
+        series: all,
+        marks: vec![],
+        x_fmt: |v| format!("{v:.0}"),
+        y_fmt: |v| Fmt::Count.apply(v),
+    })
+}
+
+/// The comparison as a page: what differed, the rule, the table (worse and better marked), the
+/// withheld figures with their neighbours, and each timed figure's runs overlaid.
+pub fn page(r: &CompareReport) -> String {
+    use crate::html::Html;
+    let mut h = Html::new();
+    h.el("h1", &[], &format!("plumb compare: {}", r.what));
+    h.el(
+        "p",
+        &[("class", "sub")],
+        &format!(
+            "baseline: {} — candidate: {}",
+            r.baseline.join(", "),
+            r.candidate.join(", ")
+        ),
+    );
+    if !r.differed.is_empty() {
+        h.el("h2", &[], "What differed");
+        let items: Vec<String> = r
+            .differed
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}: {} → {}",
+                    d.what,
+                    d.baseline.join(" | "),
+                    d.candidate.join(" | ")
+                )
+            })
+            .collect();
+        h.list(&items);
+    }
+    h.el("h2", &[], "Figures");
+    h.el("p", &[("class", "sub")], &format!("rule: {}", rule(r)));
+    h.with("table", &[("id", "figures")], |h| {
+        h.with("tr", &[], |h| {
+            for c in [
+                "figure",
+                "baseline (95% CI)",
+                "candidate (95% CI)",
+                "change (95% CI)",
+                "p",
+                "verdict",
+            ] {
+                h.el("th", &[], c);
+            }
+        });
+        for f in &r.figures {
+            let c = &f.comparison;
+            let class = match c.verdict {
+                Verdict::Worse => "crit",
+                Verdict::Withheld => "warn",
+                _ => "",
+            };
+            h.with("tr", &[("class", class)], |h| {
+                h.el("td", &[], &f.name)
+                    .el(
+                        "td",
+                        &[("class", "n")],
+                        &format!(
+                            "{} ({}–{})",
+                            num(c.baseline.median),
+                            num(c.baseline.low),
+                            num(c.baseline.high)
+                        ),
+                    )
+                    .el(
+                        "td",
+                        &[("class", "n")],
+                        &format!(
+                            "{} ({}–{})",
+                            num(c.candidate.median),
+                            num(c.candidate.low),
+                            num(c.candidate.high)
+                        ),
+                    )
+                    .el(
+                        "td",
+                        &[("class", "n")],
+                        &format!(
+                            "{:+.1}% ({:+.1}% to {:+.1}%)",
+                            c.change_pct, c.change_low_pct, c.change_high_pct
+                        ),
+                    )
+                    .el(
+                        "td",
+                        &[("class", "n")],
+                        &if c.p < 0.001 {
+                            "<0.001".to_string()
+                        } else {
+                            format!("{:.3}", c.p)
+                        },
+                    )
+                    .el("td", &[], verdict(c.verdict));
+            });
+        }
+    });
+    let withheld: Vec<String> = r
+        .figures
+        .iter()
+        .filter(|f| !f.disturbed.is_empty())
+        .map(|f| {
+            let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
+            format!("{}: {}", f.name, why.join("; "))
+        })
+        .collect();
+    if !withheld.is_empty() {
+        h.el("h2", &[], "Withheld: disturbed windows");
+        h.list(&withheld);
+    }
+    if !r.timelines.is_empty() {
+        h.el("h2", &[], "Second by second");
+        for t in &r.timelines {
+            h.with("div", &[("class", "chart")], |h| {
+                h.raw(&timeline_chart(t));
+            });
+        }
+    }
+    crate::record_render::page(&format!("plumb compare: {}", r.what), &h.finish())
+}

@@ -18,6 +18,8 @@ pub struct Figure {
     pub value: f64,
     /// The figure inside the run (second by second, or repetition by repetition).
     pub per_second: Vec<f64>,
+    /// `per_second` is a time series, a value a second (drawn on the comparison's page).
+    pub timed: bool,
     /// The phase of the run it was measured in (a lab window), whose disturbance it carries.
     pub phase: Option<String>,
     /// A latency percentile: the run's histogram and the quantile, bootstrapped for one run
@@ -35,6 +37,7 @@ impl Figure {
             higher_is_better,
             value,
             per_second: Vec::new(),
+            timed: false,
             phase: None,
             histogram: None,
             tenths: Vec::new(),
@@ -42,6 +45,12 @@ impl Figure {
     }
     fn inside(mut self, v: Vec<f64>) -> Figure {
         self.per_second = v;
+        self
+    }
+    /// Samples a second apart.
+    fn each_second(mut self, v: Vec<f64>) -> Figure {
+        self.per_second = v;
+        self.timed = true;
         self
     }
     fn in_phase(mut self, p: &str) -> Figure {
@@ -189,7 +198,7 @@ pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), Inpu
     } else {
         Vec::new()
     };
-    let mut out = vec![Figure::new("tps", true, done / window).inside(per_second)];
+    let mut out = vec![Figure::new("tps", true, done / window).each_second(per_second)];
     for t in types {
         let name = t["name"].as_str().unwrap_or("?");
         out.extend(latencies(&t["latency"], true, |l| {
@@ -315,7 +324,7 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
             .unwrap_or_default();
         figs.push(
             Figure::new("pgbench tps", true, tps)
-                .inside(secs)
+                .each_second(secs)
                 .in_phase("pgbench"),
         );
         figs.extend(
@@ -425,7 +434,7 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
         let phase = e["phase"].as_str().unwrap_or(name);
         figs.push(
             Figure::new(format!("pgbench tps [{name}]"), true, tps)
-                .inside(secs)
+                .each_second(secs)
                 .in_phase(phase),
         );
         figs.extend(
@@ -510,7 +519,7 @@ fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
                 .collect()
         })
         .unwrap_or_default();
-    let mut figs = vec![Figure::new("IOPS", true, iops).inside(secs)];
+    let mut figs = vec![Figure::new("IOPS", true, iops).each_second(secs)];
     for (t, label) in [("read", "read IOPS"), ("write", "write IOPS")] {
         if let Some(x) = sum(&v["tables"][t], "iops").filter(|x| *x > 0.0) {
             figs.push(Figure::new(label, true, x));
@@ -555,6 +564,34 @@ fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
     })
 }
 
+/// One figure second by second in every run of either side.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Timeline {
+    pub figure: String,
+    pub baseline: Vec<(String, Vec<f64>)>,
+    pub candidate: Vec<(String, Vec<f64>)>,
+}
+
+fn timelines(a: &[Run], b: &[Run], names: &[String]) -> Vec<Timeline> {
+    let side = |runs: &[Run], n: &str| -> Vec<(String, Vec<f64>)> {
+        runs.iter()
+            .filter_map(|r| {
+                let f = r.figures.iter().find(|f| f.name == n && f.timed)?;
+                Some((r.file.clone(), f.per_second.clone()))
+            })
+            .collect()
+    };
+    names
+        .iter()
+        .map(|n| Timeline {
+            figure: n.clone(),
+            baseline: side(a, n),
+            candidate: side(b, n),
+        })
+        .filter(|t| !t.baseline.is_empty() && !t.candidate.is_empty())
+        .collect()
+}
+
 /// A fact of the context whose values differ between the sides.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Differed {
@@ -591,6 +628,10 @@ pub struct CompareReport {
     pub one_run_tail_floor_pct: f64,
     /// What differed between the sides' runs: versions, kernel, device, flags.
     pub differed: Vec<Differed>,
+    /// Each figure's values second by second, run by run (baseline's, candidate's): the
+    /// page's charts on relative time.
+    #[serde(skip)]
+    pub timelines: Vec<Timeline>,
     pub figures: Vec<FigureComparison>,
 }
 
@@ -880,6 +921,11 @@ pub fn compare_files(
         one_run_latency_floor_pct: super::floor_pct(min_change_pct, true, false),
         one_run_tail_floor_pct: super::floor_for(min_change_pct, true, false, true),
         differed: differed(&a, &b),
+        timelines: timelines(
+            &a,
+            &b,
+            &figures.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
+        ),
         figures,
     })
 }

@@ -1041,6 +1041,46 @@ fn compare_finds_nothing_between_two_quiet_labs_and_the_write_throttle_worse() {
     let (code, back) = compare(&c, &a);
     assert_eq!(verdict(&back, "pgbench tps [write throttle]"), "better");
     assert_eq!(code, 0, "{:#?}", worse_of(&back));
+
+    // Windows of the recordings: pgbench in the quiet lab against pgbench under the throttle.
+    let span = |lab: &Path, phase: &str| -> PathBuf {
+        let r: Value =
+            serde_json::from_str(&std::fs::read_to_string(lab.join("report.json")).unwrap())
+                .unwrap();
+        let ws = r["windows"].as_array().unwrap();
+        let w = ws
+            .iter()
+            .find(|w| w["phase"] == phase)
+            .or_else(|| {
+                ws.iter()
+                    .find(|w| w["phase"].as_str().unwrap().starts_with(phase))
+            })
+            .unwrap_or_else(|| panic!("no {phase} window"))
+            .clone();
+        PathBuf::from(format!(
+            "{}@{:.0}s-{:.0}s",
+            lab.join("recording.plumb").display(),
+            w["start_s"].as_f64().unwrap().ceil(),
+            w["end_s"].as_f64().unwrap().floor()
+        ))
+    };
+    let (code, rec) = compare(&span(&a, "pgbench"), &span(&c, "pgbench, writes throttled"));
+    assert_eq!(rec["what"], "a recording's window", "{rec:#}");
+    assert_eq!(verdict(&rec, "commits a second"), "worse", "{rec:#}");
+    assert_eq!(code, 1);
+    for bad in ["@5m-1m", "@x-y", "@100h-101h", "@1:99-2:00"] {
+        let arg = format!("{}{bad}", a.join("recording.plumb").display());
+        let o = plumb()
+            .args(["compare", &arg, "--", &arg])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{bad}");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(bad),
+            "{bad}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     assert_nothing_left(d.path(), &["a", "b", "c"]);
 }
 

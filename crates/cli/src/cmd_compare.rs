@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline's results, one or more runs: `plumb lab` report directories (or their
-    /// report.json), `plumb io --json` or `plumb load --json` output files.
+    /// report.json), `plumb io --json` or `plumb load --json` output files, or windows of
+    /// recordings (`rec.plumb@10m-15m`, `rec.plumb@1:00:00-1:05:00`, from the start).
     #[arg(required_unless_present = "history", value_name = "BASELINE")]
     pub baseline: Vec<PathBuf>,
     /// After `--`: the candidate's results, one or more runs.
@@ -99,6 +100,58 @@ fn history(g: &GlobalArgs, a: &CompareArgs, dir: &Path) -> Result<i32> {
     Ok(if a.fail_on.is_some() && worse { 1 } else { 0 })
 }
 
+/// A point of a recording, from its start: a duration (`10m`, `90s`) or the clock the report's
+/// charts show (`M:SS`, `H:MM:SS`).
+fn offset(arg: &str, v: &str) -> Result<f64> {
+    if v.contains(':') {
+        let parts: Vec<&str> = v.split(':').collect();
+        let nums: Option<Vec<u64>> = parts.iter().map(|p| p.parse().ok()).collect();
+        return match nums.as_deref() {
+            Some([m, s]) if *s < 60 => Ok((m * 60 + s) as f64),
+            Some([h, m, s]) if *m < 60 && *s < 60 => Ok((h * 3600 + m * 60 + s) as f64),
+            _ => bail!("{arg}: {v} is not M:SS or H:MM:SS"),
+        };
+    }
+    plumb_load::units::parse_duration(v)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| anyhow::anyhow!("{arg}: {e}"))
+}
+
+/// `FILE@FROM-TO`: a window of a recording, as a run.
+fn window(arg: &str) -> Result<plumb_analyze::compare::Run> {
+    let (file, span) = arg.rsplit_once('@').unwrap_or((arg, ""));
+    let Some((from, to)) = span.split_once('-') else {
+        bail!("{arg}: a recording's window is FILE@FROM-TO (rec.plumb@10m-15m)");
+    };
+    let (from_s, to_s) = (offset(arg, from)?, offset(arg, to)?);
+    if from_s >= to_s {
+        bail!("{arg}: the window's start is not before its end");
+    }
+    let rec = plumb_store::read(Path::new(file)).with_context(|| arg.to_string())?;
+    let end_s = rec.times_ms.last().copied().unwrap_or(0) as f64 / 1000.0;
+    if from_s >= end_s {
+        bail!("{arg}: the recording ends at {end_s:.0} s");
+    }
+    Ok(plumb_analyze::compare::recording_run(
+        arg, &rec, from_s, to_s,
+    ))
+}
+
+/// The runs named: windows of recordings, or results.
+fn runs(files: &[PathBuf]) -> Result<Vec<plumb_analyze::compare::Run>> {
+    files
+        .iter()
+        .map(|f| {
+            let s = f.to_string_lossy();
+            if !f.exists() && s.contains('@') {
+                return window(&s);
+            }
+            let (name, v) = read(std::slice::from_ref(f))?.remove(0);
+            Ok(plumb_analyze::compare::read_run(&name, &v)?)
+        })
+        .collect()
+}
+
 pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     if !(a.min_change.is_finite() && (0.0..100.0).contains(&a.min_change)) {
         bail!(
@@ -109,8 +162,11 @@ pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     if let Some(dir) = &a.history {
         return history(g, a, dir);
     }
-    let (base, cand) = (read(&a.baseline)?, read(&a.candidate)?);
-    let r = plumb_analyze::compare::compare_files(&base, &cand, a.min_change)?;
+    let r = plumb_analyze::compare::compare_read(
+        runs(&a.baseline)?,
+        runs(&a.candidate)?,
+        a.min_change,
+    )?;
     if r.figures.is_empty() {
         bail!("the two sides have no figure in common");
     }

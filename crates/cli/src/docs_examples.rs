@@ -48,6 +48,7 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
         ("In a pipeline: fail when anything got worse", "plumb compare --fail-on worse base.json -- cand.json"),
         ("Two lab reports: the figures, and what differed between the runs", "plumb compare lab-before -- lab-after"),
         ("Where did each figure move over a month of nightly results?", "plumb compare --history nightly/"),
+        ("The hour before a change against the hour after, from one recording", "plumb compare db.plumb@0s-1h -- db.plumb@2h-3h"),
     ]),
     (&["plot"], &[("One metric as an SVG picture", "plumb plot run.plumb --metric disk.vda.write_bytes_per_s --out writes.svg")]),
     (&["export"], &[

@@ -16,6 +16,18 @@ fn num(v: f64) -> String {
     }
 }
 
+/// The change with its interval; "-" where there is none (a baseline of 0).
+fn change(c: &plumb_analyze::compare::Comparison) -> String {
+    if c.change_pct.is_finite() && c.change_low_pct.is_finite() && c.change_high_pct.is_finite() {
+        format!(
+            "{:+.1}% ({:+.1}% to {:+.1}%)",
+            c.change_pct, c.change_low_pct, c.change_high_pct
+        )
+    } else {
+        "-".into()
+    }
+}
+
 fn verdict(v: Verdict) -> &'static str {
     match v {
         Verdict::Better => "better",
@@ -110,10 +122,7 @@ impl Render for CompareReport {
                         num(c.candidate.low),
                         num(c.candidate.high)
                     ),
-                    format!(
-                        "{:+.1}% ({:+.1}% to {:+.1}%)",
-                        c.change_pct, c.change_low_pct, c.change_high_pct
-                    ),
+                    change(c),
                     if c.p < 0.001 {
                         "<0.001".into()
                     } else {
@@ -381,14 +390,7 @@ pub fn page(r: &CompareReport) -> String {
                             num(c.candidate.high)
                         ),
                     )
-                    .el(
-                        "td",
-                        &[("class", "n")],
-                        &format!(
-                            "{:+.1}% ({:+.1}% to {:+.1}%)",
-                            c.change_pct, c.change_low_pct, c.change_high_pct
-                        ),
-                    )
+                    .el("td", &[("class", "n")], &change(c))
                     .el(
                         "td",
                         &[("class", "n")],

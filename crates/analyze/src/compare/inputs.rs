@@ -31,7 +31,7 @@ pub struct Figure {
 }
 
 impl Figure {
-    fn new(name: impl Into<String>, higher_is_better: bool, value: f64) -> Figure {
+    pub(super) fn new(name: impl Into<String>, higher_is_better: bool, value: f64) -> Figure {
         Figure {
             name: name.into(),
             higher_is_better,
@@ -726,6 +726,14 @@ pub fn compare_runs(
             continue;
         }
         let one_each = a.len() == 1 && b.len() == 1;
+        // Nothing on either side (no swapping before or after): nothing to compare.
+        let zero = |side: &[&Figure]| {
+            side.iter()
+                .all(|f| f.value == 0.0 && f.per_second.iter().all(|x| *x == 0.0))
+        };
+        if zero(&a) && zero(&b) {
+            continue;
+        }
         let floor = super::floor_pct(min_change_pct, one_each, higher);
         if one_each {
             if let (Some((ha, q)), Some((hb, _))) = (&a[0].histogram, &b[0].histogram) {
@@ -842,28 +850,33 @@ pub fn compare_files(
     candidate: &[(String, Value)],
     min_change_pct: f64,
 ) -> Result<CompareReport, InputError> {
-    let mut first: Option<(String, String)> = None;
-    let mut side = |runs: &[(String, Value)]| -> Result<Vec<Run>, InputError> {
-        let mut out = Vec::new();
-        for (file, v) in runs {
-            let run = read_run(file, v)?;
-            match &first {
-                None => first = Some((file.clone(), run.what.clone())),
-                Some((f0, w0)) if *w0 != run.what => {
-                    return Err(InputError::Workload {
-                        file: file.clone(),
-                        got: run.what,
-                        first: f0.clone(),
-                        want: w0.clone(),
-                    })
-                }
-                Some(_) => {}
-            }
-            out.push(run);
-        }
-        Ok(out)
+    let read = |runs: &[(String, Value)]| -> Result<Vec<Run>, InputError> {
+        runs.iter().map(|(f, v)| read_run(f, v)).collect()
     };
-    let (mut a, mut b) = (side(baseline)?, side(candidate)?);
+    compare_read(read(baseline)?, read(candidate)?, min_change_pct)
+}
+
+/// Compare two sets of runs already read (results, recording windows): all of one kind.
+pub fn compare_read(
+    mut a: Vec<Run>,
+    mut b: Vec<Run>,
+    min_change_pct: f64,
+) -> Result<CompareReport, InputError> {
+    if let Some(first) = a.first().or(b.first()) {
+        if let Some(r) = a.iter().chain(&b).find(|r| r.what != first.what) {
+            return Err(InputError::Workload {
+                file: r.file.clone(),
+                got: r.what.clone(),
+                first: first.file.clone(),
+                want: first.what.clone(),
+            });
+        }
+    }
+    let what = a.first().map(|r| r.what.clone()).unwrap_or_default();
+    let (baseline, candidate): (Vec<String>, Vec<String>) = (
+        a.iter().map(|r| r.file.clone()).collect(),
+        b.iter().map(|r| r.file.clone()).collect(),
+    );
     stand_in(&mut a, &b);
     stand_in(&mut b, &a);
     let figs =
@@ -910,10 +923,10 @@ pub fn compare_files(
         .collect();
     let tested = if per_second { holm(&mut figures) } else { 0 };
     Ok(CompareReport {
-        what: first.map(|f| f.1).unwrap_or_default(),
+        what,
         tested_together: tested,
-        baseline: baseline.iter().map(|r| r.0.clone()).collect(),
-        candidate: candidate.iter().map(|r| r.0.clone()).collect(),
+        baseline,
+        candidate,
         min_change_pct,
         alpha: ALPHA,
         per_second,

@@ -339,8 +339,10 @@ pub fn compare(
 
 mod history;
 mod inputs;
+mod recording;
 pub use history::{history, ChangePoint, HistoryReport};
 pub use inputs::*;
+pub use recording::recording_run;
 
 #[cfg(test)]
 mod tests {

@@ -1144,9 +1144,11 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
     };
     let c = lab("first");
     let t0 = std::time::Instant::now();
+    // The server itself (`postgres -D DIR`), not initdb (`-U postgres`) or its bootstrap
+    // backend, which end on their own once the lab is gone.
     while processes_in(d.path())
         .iter()
-        .all(|p| !p.contains("postgres"))
+        .all(|p| !p.contains("postgres -D"))
         && t0.elapsed() < std::time::Duration::from_secs(60)
     {
         std::thread::sleep(std::time::Duration::from_millis(100));

@@ -67,6 +67,41 @@ pub fn rule(r: &CompareReport) -> String {
     )
 }
 
+/// One figure's cells: name, both centres with their intervals, the change, p, the verdict.
+fn cells(f: &plumb_analyze::compare::FigureComparison) -> Vec<String> {
+    let c = &f.comparison;
+    let centre = |x: &plumb_analyze::compare::Centre| {
+        format!("{} ({}–{})", num(x.median), num(x.low), num(x.high))
+    };
+    vec![
+        f.name.clone(),
+        centre(&c.baseline),
+        centre(&c.candidate),
+        change(c),
+        if c.p < 0.001 {
+            "<0.001".into()
+        } else {
+            format!("{:.3}", c.p)
+        },
+        verdict(c.verdict).to_string(),
+    ]
+}
+
+/// What differed, a line each: `kernel: 6.1 → 6.18`.
+fn differed_lines(r: &CompareReport) -> Vec<String> {
+    r.differed
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {} → {}",
+                d.what,
+                d.baseline.join(" | "),
+                d.candidate.join(" | ")
+            )
+        })
+        .collect()
+}
+
 /// A disturbed window in words: the run, the window, the neighbour and its share.
 fn disturbed(d: &plumb_analyze::compare::Disturbed) -> String {
     let mut s = format!("{}, {}", d.file, d.window.phase);
@@ -92,46 +127,12 @@ impl Render for CompareReport {
         )?;
         if !self.differed.is_empty() {
             writeln!(out, "what differed:")?;
-            for d in &self.differed {
-                writeln!(
-                    out,
-                    "  {}: {} → {}",
-                    d.what,
-                    d.baseline.join(" | "),
-                    d.candidate.join(" | ")
-                )?;
+            for line in differed_lines(self) {
+                writeln!(out, "  {line}")?;
             }
         }
         writeln!(out, "rule: {}", rule(self))?;
-        let rows: Vec<Vec<String>> = self
-            .figures
-            .iter()
-            .map(|f| {
-                let c = &f.comparison;
-                vec![
-                    f.name.clone(),
-                    format!(
-                        "{} ({}–{})",
-                        num(c.baseline.median),
-                        num(c.baseline.low),
-                        num(c.baseline.high)
-                    ),
-                    format!(
-                        "{} ({}–{})",
-                        num(c.candidate.median),
-                        num(c.candidate.low),
-                        num(c.candidate.high)
-                    ),
-                    change(c),
-                    if c.p < 0.001 {
-                        "<0.001".into()
-                    } else {
-                        format!("{:.3}", c.p)
-                    },
-                    verdict(c.verdict).to_string(),
-                ]
-            })
-            .collect();
+        let rows: Vec<Vec<String>> = self.figures.iter().map(cells).collect();
         crate::table::write_aligned(
             out,
             &[
@@ -332,18 +333,7 @@ pub fn page(r: &CompareReport) -> String {
     );
     if !r.differed.is_empty() {
         h.el("h2", &[], "What differed");
-        let items: Vec<String> = r
-            .differed
-            .iter()
-            .map(|d| {
-                format!(
-                    "{}: {} → {}",
-                    d.what,
-                    d.baseline.join(" | "),
-                    d.candidate.join(" | ")
-                )
-            })
-            .collect();
+        let items = differed_lines(r);
         h.list(&items);
     }
     h.el("h2", &[], "Figures");
@@ -369,38 +359,10 @@ pub fn page(r: &CompareReport) -> String {
                 _ => "",
             };
             h.with("tr", &[("class", class)], |h| {
-                h.el("td", &[], &f.name)
-                    .el(
-                        "td",
-                        &[("class", "n")],
-                        &format!(
-                            "{} ({}–{})",
-                            num(c.baseline.median),
-                            num(c.baseline.low),
-                            num(c.baseline.high)
-                        ),
-                    )
-                    .el(
-                        "td",
-                        &[("class", "n")],
-                        &format!(
-                            "{} ({}–{})",
-                            num(c.candidate.median),
-                            num(c.candidate.low),
-                            num(c.candidate.high)
-                        ),
-                    )
-                    .el("td", &[("class", "n")], &change(c))
-                    .el(
-                        "td",
-                        &[("class", "n")],
-                        &if c.p < 0.001 {
-                            "<0.001".to_string()
-                        } else {
-                            format!("{:.3}", c.p)
-                        },
-                    )
-                    .el("td", &[], verdict(c.verdict));
+                for (i, cell) in cells(f).iter().enumerate() {
+                    let numeric = (1..=4).contains(&i);
+                    h.el("td", if numeric { &[("class", "n")] } else { &[] }, cell);
+                }
             });
         }
     });

@@ -45,7 +45,7 @@ def figures(r):
         if lv.get("lat_mean_s"):
             out[f"sweep QD {lv['label']} mean ms"] = lv["lat_mean_s"]["median"] * 1e3
     knee = s.get("knee")
-    out["sweep knee QD"] = float(knee["level"]) if knee else float("nan")
+    out["sweep knee QD (medians)"] = float(knee["level"]) if knee else float("nan")
     sr = r.get("seq_read")
     if sr:
         out["sequential read MiB/s"] = sr["bytes_per_s"] / 2**20
@@ -53,7 +53,7 @@ def figures(r):
     if pg:
         out["pgbench tps"] = pg["tps"]
         lat = pg.get("latency") or {}
-        if lat.get("p99_ms") is not None:
+        if lat.get("p99_s") is not None:
             out["pgbench p99 ms"] = lat["p99_s"] * 1000
     for lp in r.get("loops", []):
         key = f"loops {lp['scenario']} {lp['wal_sync_method']}"
@@ -64,6 +64,36 @@ def figures(r):
         if lp.get("flushes_per_commit") is not None:
             out[f"{key} FLUSH per commit"] = lp["flushes_per_commit"]
     return out
+
+
+def loops_conclusions(r):
+    """What the wal_sync_method finding concluded per scenario: "faster with X", "not
+    distinguishable", "too few" (read from its statement)."""
+    out = []
+    for f in r["findings"]:
+        if f["rule"] != "wal-sync-method":
+            continue
+        for what in ("10,000-row transactions", "single-row commits"):
+            part = f["statement"].split(what + ": ", 1)
+            if len(part) < 2:
+                continue
+            said = part[1]
+            if said.startswith("not distinguishable"):
+                out.append(f"{what}: not distinguishable")
+            elif " iterations a side are too few" in said.split("(")[0]:
+                out.append(f"{what}: too few")
+            elif "faster with " in said.split("(")[0]:
+                out.append(f"{what}: faster with {said.split('faster with ', 1)[1].split(' (')[0]}")
+    return "; ".join(out) or "(none)"
+
+
+def knee_range(r):
+    """The knee as the lab states it: "QD 16", "QD 4 to 16", or "none"."""
+    k = (r.get("sweep") or {}).get("knee")
+    if not k:
+        return "none"
+    lo, hi = k.get("from", k["level"]), k.get("to", k["level"])
+    return f"QD {lo}" if lo == hi else f"QD {lo} to {hi}"
 
 
 def main():
@@ -112,6 +142,12 @@ def main():
         ", ".join(f"{w['phase']}={(w.get('interference') or {}).get('verdict', '-')}" for w in r["windows"])
         for r in reports
     ]
+    loops = [loops_conclusions(r) for r in reports]
+    same_loops = all(x == loops[0] for x in loops)
+    loops_lines = [f"- run {i + 1}: {x}" for i, x in enumerate(loops)]
+    knees = [knee_range(r) for r in reports]
+    same_knee = all(k == knees[0] for k in knees)
+    knee_lines = [f"- run {i + 1}: {k}" for i, k in enumerate(knees)]
     same = all(c == codes[0] for c in codes)
     same_sev = all(s == severities[0] for s in severities)
     code_lines = [f"- run {i + 1}: {', '.join(c) or '(none)'}" for i, c in enumerate(codes)]
@@ -122,6 +158,12 @@ def main():
     print("finding codes per run:")
     print("\n".join(code_lines))
     print(f"same codes in every run: {'yes' if same else 'NO'}; same severities: {'yes' if same_sev else 'NO'}")
+    print("stated knee per run:")
+    print("\n".join(knee_lines))
+    print(f"same stated knee in every run: {'yes' if same_knee else 'NO'}")
+    print("the loops' conclusions per run:")
+    print("\n".join(loops_lines))
+    print(f"same conclusions in every run: {'yes' if same_loops else 'NO'}")
 
     uname = platform.uname()
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
@@ -148,6 +190,20 @@ Same codes in every run: **{'yes' if same else 'no'}**; same severities: **{'yes
 With severities:
 
 {chr(10).join(sev_lines)}
+
+## The stated knee
+
+The knee as the lab states it (its range where the repetitions allow more than one reading).
+Same in every run: **{'yes' if same_knee else 'no'}**.
+
+{chr(10).join(knee_lines)}
+
+## The loops' conclusions
+
+Which wal_sync_method the insert/CHECKPOINT loops called faster (by `plumb compare`'s rule for one
+run a side). Same in every run: **{'yes' if same_loops else 'no'}**.
+
+{chr(10).join(loops_lines)}
 
 ## Phase verdicts
 

@@ -57,6 +57,14 @@ impl LatencyHistogram {
         }))
     }
 
+    /// Every value the histogram holds, as its bucket's middle (µs), ascending.
+    pub fn values(&self) -> Vec<f64> {
+        self.0
+            .iter()
+            .flat_map(|b| std::iter::repeat_n(b[0] as f64, b[1].min(1 << 20) as usize))
+            .collect()
+    }
+
     pub fn count(&self) -> u64 {
         self.0.iter().map(|b| b[1]).sum()
     }

@@ -165,11 +165,17 @@ pub fn set_elasticity(levels: &mut [Level]) {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Knee {
-    /// The last level before latency outgrows throughput.
+    /// The last level before latency outgrows throughput (read on the levels' medians).
     pub level: String,
     pub next: String,
     pub throughput_change_pct: f64,
     pub latency_change_pct: f64,
+    /// The range the repetitions allow: `from` is the first level where, within the levels'
+    /// spreads (at least ±[`KNEE_SPREAD_FLOOR`]), latency may outgrow throughput; `to` the level
+    /// where it does in every reading (or, where none is certain, the last where it may). Equal
+    /// to `level` when the repetitions agree.
+    pub from: String,
+    pub to: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -194,6 +200,13 @@ const KNEE_MIN_LATENCY_GROWTH: f64 = 0.05;
 /// throughput. At 1 latency merely keeps pace (a virtual disk can sit there over a wide range
 /// of queue depths); at 2 and beyond the device is queueing, not working faster.
 pub const KNEE_ELASTICITY: f64 = 2.0;
+
+/// The least spread a level's figures are read with when stating the knee's range: the
+/// tolerance the sweep settles on ([`STABLE_SPREAD`](../../plumb_lab/sweep/constant.STABLE_SPREAD.html)
+/// is 10%), and about the spread of one level's median between identical labs on a quiet host
+/// (bench/results/lab-stability-2026-11-23.md). Two or three repetitions inside one lab
+/// often agree more closely than labs do: without a floor the range would move from lab to lab.
+pub const KNEE_SPREAD_FLOOR: f64 = 0.10;
 
 /// Throughput falling by more than this from one level to the next (beyond the spread) is not
 /// a device at its limit: something else took the device.
@@ -257,7 +270,14 @@ pub fn read_levels(levels: &[Level]) -> Reading {
             next: b.label.clone(),
             throughput_change_pct: gt * 100.0,
             latency_change_pct: gl * 100.0,
+            from: a.label.clone(),
+            to: a.label.clone(),
         });
+    }
+    if let Some(k) = knee.as_mut() {
+        let (from, to) = knee_range(levels, &k.level);
+        k.from = from;
+        k.to = to;
     }
     if knee.is_none() {
         if let Some((a, b, noise)) = blurred {
@@ -270,6 +290,62 @@ pub fn read_levels(levels: &[Level]) -> Reading {
         }
     }
     Reading { knee, notes }
+}
+
+/// A level's figure widened to at least ±KNEE_SPREAD_FLOOR around its median.
+fn widened(s: Spread) -> (f64, f64) {
+    (
+        s.min.min(s.median * (1.0 - KNEE_SPREAD_FLOOR)),
+        s.max.max(s.median * (1.0 + KNEE_SPREAD_FLOOR)),
+    )
+}
+
+/// Whether the step queues with this throughput and latency growth (ratios, not percent).
+fn queues(throughput_ratio: f64, latency_ratio: f64) -> bool {
+    latency_ratio - 1.0 > KNEE_MIN_LATENCY_GROWTH
+        && (throughput_ratio <= 1.0 || latency_ratio.ln() > KNEE_ELASTICITY * throughput_ratio.ln())
+}
+
+/// The first level where a step may queue and the first where it must, within the levels'
+/// (widened) spreads, around the knee read on medians. A step whose throughput fell beyond its
+/// spread is skipped, as in `read_levels`.
+fn knee_range(levels: &[Level], knee: &str) -> (String, String) {
+    let mut from: Option<&str> = None;
+    let mut to: Option<&str> = None;
+    let mut last_possible: Option<&str> = None;
+    let mut past_knee = false;
+    for w in levels.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s)
+        else {
+            continue;
+        };
+        if ta.median <= 0.0 || la.median <= 0.0 || tb.median <= 0.0 {
+            continue;
+        }
+        if tb.median / ta.median - 1.0 < -FALL_PCT / 100.0 && tb.max < ta.min {
+            continue;
+        }
+        let ((ta_lo, ta_hi), (tb_lo, tb_hi)) = (widened(ta), widened(tb));
+        let ((la_lo, la_hi), (lb_lo, lb_hi)) = (widened(la), widened(lb));
+        let possible = queues(tb_lo / ta_hi, lb_hi / la_lo.max(1e-15));
+        let certain = queues(tb_hi / ta_lo.max(1e-15), lb_lo / la_hi);
+        past_knee |= a.label == knee;
+        if possible {
+            from.get_or_insert(&a.label);
+            last_possible = Some(&a.label);
+        }
+        if past_knee && (certain || !possible) {
+            // The first step that must queue ends the range; one that cannot, ends it before.
+            if certain {
+                to = Some(&a.label);
+            }
+            break;
+        }
+    }
+    let from = from.unwrap_or(knee).to_string();
+    let to = to.or(last_possible).unwrap_or(knee).to_string();
+    (from, to)
 }
 
 /// The sweep's verdict and notes: disturbed levels named, then what `read_levels` found.
@@ -358,6 +434,48 @@ mod tests {
         assert!(v[0].latency_elasticity.is_none());
         let e = v[2].latency_elasticity.unwrap();
         assert!((1.2..1.5).contains(&e), "{e}");
+    }
+
+    fn reps(label: &str, runs: &[(f64, f64)]) -> Level {
+        let r = runs.iter().map(|&(i, l)| rep(i, l, true)).collect();
+        Level::new(label.into(), None, r)
+    }
+
+    #[test]
+    fn the_knee_is_a_range_where_the_repetitions_allow_more_than_one_reading() {
+        // Two labs on one quiet host, two repetitions a level (their figures as measured): the
+        // step from QD 4 to 16 sits on the rule's edge, so one lab's medians put the knee at 4
+        // and the other's at 16. Both state the same range.
+        let a = vec![
+            reps("1", &[(14818.0, 0.068), (15100.0, 0.066)]),
+            reps("4", &[(33121.0, 0.121), (33500.0, 0.119)]),
+            reps("16", &[(52305.0, 0.306), (52000.0, 0.309)]),
+            reps("32", &[(60570.0, 0.530), (61000.0, 0.526)]),
+        ];
+        let b = vec![
+            reps("1", &[(13747.0, 0.073), (14100.0, 0.071)]),
+            reps("4", &[(30000.0, 0.133), (30500.0, 0.131)]),
+            reps("16", &[(52000.0, 0.308), (52400.0, 0.306)]),
+            reps("32", &[(57675.0, 0.555), (58200.0, 0.551)]),
+        ];
+        let (ka, kb) = (find_knee(&a).unwrap(), find_knee(&b).unwrap());
+        assert_eq!(ka.level, "4");
+        assert_eq!(kb.level, "16");
+        for k in [&ka, &kb] {
+            assert_eq!((k.from.as_str(), k.to.as_str()), ("4", "16"), "{k:?}");
+        }
+        // A clear knee (latency doubling for 4% more throughput) is one level.
+        let clear = vec![
+            reps("1", &[(5000.0, 0.2), (5050.0, 0.2)]),
+            reps("4", &[(19000.0, 0.21), (19100.0, 0.21)]),
+            reps("16", &[(48000.0, 0.33), (48200.0, 0.33)]),
+            reps("32", &[(50000.0, 0.64), (50100.0, 0.64)]),
+        ];
+        let k = find_knee(&clear).unwrap();
+        assert_eq!(
+            (k.level.as_str(), k.from.as_str(), k.to.as_str()),
+            ("16", "16", "16")
+        );
     }
 
     fn rep(iops: f64, lat_ms: f64, clean: bool) -> Rep {

@@ -160,7 +160,7 @@ impl Plan {
             seq_run: Duration::from_secs(1),
             scale: 5,
             pgbench: Duration::from_secs(10),
-            bulk_iterations: 3,
+            bulk_iterations: 5,
             single_iterations: 40,
             experiment: Duration::from_secs(10),
         }

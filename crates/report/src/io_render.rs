@@ -809,7 +809,20 @@ impl Render for plumb_analyze::sweep::SweepReport {
                 out,
                 "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency (more than twice as fast, relatively, and beyond the spread of the repetitions): past it the device queues instead of working faster.",
                 k.level, k.next, k.throughput_change_pct, k.latency_change_pct
-            )?,
+            )
+            .and_then(|_| {
+                if k.from == k.to {
+                    Ok(())
+                } else {
+                    writeln!(
+                        out,
+                        "Within the repetitions' spread (read as at least ±{:.0}%) the knee may be anywhere from {} to {}: state it as that range.",
+                        plumb_analyze::sweep::KNEE_SPREAD_FLOOR * 100.0,
+                        k.from,
+                        k.to
+                    )
+                }
+            })?,
             None if disturbed => writeln!(out, "No knee is stated: the sweep was disturbed (below).")?,
             None => writeln!(out, "No knee within these levels: latency never grew more than twice as fast as throughput beyond the spread of the repetitions.")?,
         }
@@ -919,9 +932,17 @@ pub fn sweep_chart(r: &plumb_analyze::sweep::SweepReport) -> String {
             Some(Mark {
                 x: l.iops?.median,
                 y: l.lat_mean_s?.median * 1e3,
-                label: match r.sweep_over {
-                    plumb_analyze::sweep::SweepKind::QueueDepth => format!("knee: QD {}", k.level),
-                    plumb_analyze::sweep::SweepKind::Rate => format!("knee: {}", k.level),
+                label: {
+                    // The range where the repetitions allow more than one reading.
+                    let at = if k.from == k.to {
+                        k.level.clone()
+                    } else {
+                        format!("{} to {}", k.from, k.to)
+                    };
+                    match r.sweep_over {
+                        plumb_analyze::sweep::SweepKind::QueueDepth => format!("knee: QD {at}"),
+                        plumb_analyze::sweep::SweepKind::Rate => format!("knee: {at}"),
+                    }
                 },
             })
         })

@@ -222,6 +222,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             })
             .collect();
         let mut notes = vec![match &s.knee {
+            Some(k) if k.from != k.to => format!(
+                "knee between queue depth {} and {}: the repetitions' spread allows both (on the medians, from {} to {} throughput {:+.0}%, latency {:+.0}%)",
+                k.from, k.to, k.level, k.next, k.throughput_change_pct, k.latency_change_pct
+            ),
             Some(k) => format!(
                 "knee at queue depth {}: from {} to {} throughput {:+.0}%, latency {:+.0}%",
                 k.level, k.level, k.next, k.throughput_change_pct, k.latency_change_pct

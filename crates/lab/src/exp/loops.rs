@@ -579,11 +579,30 @@ fn flush_per_commit(r: &LabReport) -> Option<Note> {
     })
 }
 
+/// The floor a loop's change must clear: `plumb compare`'s, for latencies with one run a side.
+const LOOPS_FLOOR_PCT: f64 = plumb_analyze::compare::ONE_RUN_LATENCY_FLOOR_PCT;
+
+/// `plumb compare`'s rule over two loops' iterations (baseline: the slower configuration, so
+/// "better" means the faster one is faster beyond the rule). None without the iterations.
+fn loops_rule(slower: &Latency, faster: &Latency) -> Option<plumb_analyze::compare::Comparison> {
+    if slower.histogram_us.is_empty() || faster.histogram_us.is_empty() {
+        return None;
+    }
+    Some(plumb_analyze::compare::compare(
+        &slower.histogram_us.values(),
+        &faster.histogram_us.values(),
+        false,
+        LOOPS_FLOOR_PCT,
+    ))
+}
+
 /// Which wal_sync_method did better, where more than one ran: small commits and bulk loads can
 /// disagree (O_DSYNC makes every WAL write synchronous, not only the commit's).
 fn wal_sync_method(r: &LabReport) -> Option<Finding> {
-    // By the iterations' INS (inserts and commits, per iteration): a configuration is faster
-    // only when its slowest iteration beat the other's fastest, and by 10% or more.
+    // By the iterations' INS (inserts and commits, per iteration), judged by `plumb compare`'s
+    // rule for one run a side: Mann-Whitney p < 0.05 over the iterations and the change's
+    // bootstrap interval wholly beyond the one-run floor for latencies (50%). Reports without
+    // the iterations' histogram fall back to "every iteration faster, by 10% or more".
     let compare = |scenario: Scenario| -> Option<Note> {
         let mut v: Vec<(&Latency, String)> = r
             .loops
@@ -596,23 +615,36 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
         }
         v.sort_by(|a, b| a.0.p50_ms.total_cmp(&b.0.p50_ms));
         let (best, worst) = (&v[0], &v[v.len() - 1]);
-        let apart = best.0.p50_ms > 0.0
-            && worst.0.p50_ms / best.0.p50_ms >= 1.10
-            && matches!(worst.0.min_ms, Some(m) if m > best.0.max_ms);
-        let n = Note::new(
-            Level::Info,
-            if apart {
-                "loops-faster"
-            } else {
-                "loops-not-distinguishable"
+        let judged = loops_rule(worst.0, best.0);
+        let code = match &judged {
+            Some(c) => match c.verdict {
+                plumb_analyze::compare::Verdict::Better => "loops-faster",
+                plumb_analyze::compare::Verdict::TooFew => "loops-too-few",
+                _ => "loops-not-distinguishable",
             },
-        )
-        .text("what", scenario.what())
-        .text("best", best.1.clone())
-        .secs("best_p50_s", best.0.p50_ms / 1000.0)
-        .text("worst", worst.1.clone())
-        .secs("worst_p50_s", worst.0.p50_ms / 1000.0);
-        Some(if apart {
+            None if best.0.p50_ms > 0.0
+                && worst.0.p50_ms / best.0.p50_ms >= 1.10
+                && matches!(worst.0.min_ms, Some(m) if m > best.0.max_ms) =>
+            {
+                "loops-faster"
+            }
+            None => "loops-not-distinguishable",
+        };
+        let mut n = Note::new(Level::Info, code)
+            .text("what", scenario.what())
+            .text("best", best.1.clone())
+            .secs("best_p50_s", best.0.p50_ms / 1000.0)
+            .text("worst", worst.1.clone())
+            .secs("worst_p50_s", worst.0.p50_ms / 1000.0)
+            .count("iterations", best.0.count.min(worst.0.count) as f64);
+        if let Some(c) = &judged {
+            n = n
+                .ratio("p", c.p)
+                .pct("change_low_pct", c.change_low_pct)
+                .pct("change_high_pct", c.change_high_pct)
+                .pct("floor_pct", LOOPS_FLOOR_PCT);
+        }
+        Some(if code == "loops-faster" {
             n.ratio("ratio", worst.0.p50_ms / best.0.p50_ms)
         } else {
             n

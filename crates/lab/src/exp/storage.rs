@@ -131,7 +131,8 @@ impl Experiment for Storage {
         let Some(k) = r.sweep.as_ref().and_then(|s| s.knee.as_ref()) else {
             return Vec::new();
         };
-        let knee_qd: f64 = k.level.parse().unwrap_or(f64::INFINITY);
+        // Past the knee means past every reading of it: beyond the range's upper end.
+        let knee_qd: f64 = k.to.parse().unwrap_or(f64::INFINITY);
         let busiest = super::largest(
             r.windows
                 .iter()
@@ -142,12 +143,16 @@ impl Experiment for Storage {
             Said::new("sweep-knee")
                 .text("level", k.level.clone())
                 .text("next", k.next.clone())
+                .text("from", k.from.clone())
+                .text("to", k.to.clone())
                 .pct("throughput_change_pct", k.throughput_change_pct)
                 .pct("latency_change_pct", k.latency_change_pct),
         )];
         let knee = |f: Finding| {
             f.count("knee_qd", knee_qd)
                 .text("level", k.level.clone())
+                .text("from", k.from.clone())
+                .text("to", k.to.clone())
                 .pct("throughput_change_pct", k.throughput_change_pct)
                 .pct("latency_change_pct", k.latency_change_pct)
                 .evidence(evidence.clone())

@@ -213,6 +213,8 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
             next: "16".into(),
             throughput_change_pct: 50.0,
             latency_change_pct: 170.0,
+            from: "4".into(),
+            to: "16".into(),
         }),
         verdict: plumb_analyze::interference::Verdict::Clean,
         notes: vec![],
@@ -225,14 +227,20 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
     r.windows = vec![probe, win("pgbench", true)];
     let f = findings(&r);
     assert!(rule(&f, "device-past-knee").is_none());
-    assert!(rule(&f, "device-knee").is_some());
+    let k = plumb_report::words::statement(rule(&f, "device-knee").unwrap());
+    assert!(k.contains("between queue depth 4 and 16"), "{k}");
     assert!(rule(&f, "run-queue-above-cpus").is_none());
     let mut busy = win("pgbench", true);
+    // Inside the knee's range (4 to 16) is not past it.
     busy.disk_queue_mean = Some(9.5);
+    r.windows.push(busy.clone());
+    assert!(rule(&findings(&r), "device-past-knee").is_none());
+    r.windows.pop();
+    busy.disk_queue_mean = Some(19.5);
     busy.runnable_mean = Some(64.0);
     r.windows.push(busy);
     let f = findings(&r);
-    assert!(plumb_report::words::statement(rule(&f, "device-past-knee").unwrap()).contains("9.5"));
+    assert!(plumb_report::words::statement(rule(&f, "device-past-knee").unwrap()).contains("19.5"));
     assert!(rule(&f, "run-queue-above-cpus").is_some());
 }
 
@@ -323,21 +331,21 @@ fn bulk(method: &str, ins_us: &[u64], flushes: f64) -> LoopResult {
 }
 
 #[test]
-fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
+fn wal_sync_methods_are_ranked_only_by_the_compare_rule() {
     let mut r = report();
     let mut s1 = single("fdatasync", vec![390; 100], Some(1.14));
     s1.insert_ms = Latency::from_us(&[36_000, 39_000, 41_000, 38_000]);
     let mut s2 = single("open_datasync+O_DIRECT", vec![350; 100], Some(1.14));
     s2.insert_ms = Latency::from_us(&[33_000, 37_000, 36_000, 40_000]);
     r.loops = vec![
-        bulk("fdatasync", &[75_000, 78_000, 80_000], 21.0),
+        bulk("fdatasync", &[75_000, 78_000, 80_000, 76_000, 79_000], 21.0),
         bulk(
             "open_datasync+O_DIRECT",
-            &[300_000, 320_000, 330_000],
+            &[300_000, 320_000, 330_000, 310_000, 325_000],
             1690.0,
         ),
-        s1,
-        s2,
+        s1.clone(),
+        s2.clone(),
     ];
     let f = findings(&r);
     let w = rule(&f, "wal-sync-method").unwrap();
@@ -362,6 +370,30 @@ fn wal_sync_methods_are_ranked_only_when_every_iteration_says_so() {
         "{}",
         plumb_report::words::statement(w)
     );
+    assert!(
+        plumb_report::words::statement(w).contains("Mann-Whitney p"),
+        "the rule's figures are said: {}",
+        plumb_report::words::statement(w)
+    );
+    // Three iterations a side can never reach p < 0.05, however far apart: too few, not faster.
+    let mut three = r.clone();
+    three.loops = vec![
+        bulk("fdatasync", &[75_000, 78_000, 80_000], 21.0),
+        bulk(
+            "open_datasync+O_DIRECT",
+            &[300_000, 320_000, 330_000],
+            1690.0,
+        ),
+        s1,
+        s2,
+    ];
+    let f3 = findings(&three);
+    let w3 = plumb_report::words::statement(rule(&f3, "wal-sync-method").unwrap());
+    assert!(
+        w3.contains("10,000-row transactions: 3 iterations a side are too few"),
+        "{w3}"
+    );
+    assert!(!w3.contains("faster with"), "{w3}");
     // Each configuration's evidence line names it, O_DIRECT included.
     assert!(
         plumb_report::words::evidence(w)

@@ -40,7 +40,7 @@ pub(super) fn finding(rule: &str, f: &Facts) -> Option<String> {
             "the data device ran past its knee during {}: {:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}{}",
             f.text("phase"),
             f.num("queue_mean"),
-            f.text("level"),
+            knee_range(f),
             if f.text("sweep") == "disturbed" {
                 " (downgraded: the sweep was disturbed by other work on the host, so the knee itself is uncertain)"
             } else {
@@ -48,8 +48,8 @@ pub(super) fn finding(rule: &str, f: &Facts) -> Option<String> {
             }
         ),
         "device-knee" => format!(
-            "the data device's knee is at queue depth {}: beyond it latency grows faster than throughput; the workloads stayed below it",
-            f.text("level")
+            "the data device's knee is {}: beyond it latency grows faster than throughput; the workloads stayed below it",
+            knee_at(f)
         ),
         "synchronous-standby-disk" => format!(
             "commits on the primary follow the synchronous standby's disk: {}; a synchronous standby needs storage as fast as the primary's (or sessions that may lose their last commits on a failover can use synchronous_commit = local)",
@@ -152,11 +152,20 @@ pub(super) fn said(code: &str, f: &Facts) -> Option<String> {
             f.num("threshold_pct")
         ),
         "sweep-knee" => format!(
-            "sweep: QD {} → {}: throughput {:+.0}%, latency {:+.0}%",
+            "sweep: QD {} → {}: throughput {:+.0}%, latency {:+.0}% (medians){}",
             f.text("level"),
             f.text("next"),
             f.num("throughput_change_pct"),
-            f.num("latency_change_pct")
+            f.num("latency_change_pct"),
+            if f.text("from").is_empty() || f.text("from") == knee_range(f) {
+                String::new()
+            } else {
+                format!(
+                    "; within the repetitions' spread the knee may be anywhere from QD {} to {}",
+                    f.text("from"),
+                    f.text("to")
+                )
+            }
         ),
         "data-dir-on" => format!(
             "{} is on {} ({})",
@@ -332,17 +341,28 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
             }
         }
         "loops-faster" => format!(
-            "{}: {:.2}x faster with {} ({} per iteration against {} with {}, every iteration faster)",
+            "{}: {:.2}x faster with {} ({} per iteration against {} with {}; {})",
             f.text("what"),
             f.num("ratio"),
             f.text("best"),
             ms2(f.num("best_p50_s")),
             ms2(f.num("worst_p50_s")),
-            f.text("worst")
+            f.text("worst"),
+            loops_rule(f)
         ),
         "loops-not-distinguishable" => format!(
-            "{}: not distinguishable on this host ({} {}, {} {} per iteration; their iterations' ranges overlap or differ by under 10%)",
+            "{}: not distinguishable on this host ({} {}, {} {} per iteration; {})",
             f.text("what"),
+            f.text("best"),
+            ms2(f.num("best_p50_s")),
+            f.text("worst"),
+            ms2(f.num("worst_p50_s")),
+            loops_rule(f)
+        ),
+        "loops-too-few" => format!(
+            "{}: {} iterations a side are too few for the test ever to reach p < 0.05 ({} {}, {} {} per iteration): run the full lab",
+            f.text("what"),
+            int(f.num("iterations")),
             f.text("best"),
             ms2(f.num("best_p50_s")),
             f.text("worst"),
@@ -391,5 +411,42 @@ fn or_lab_disk(d: &str) -> &str {
         "the lab's disk"
     } else {
         d
+    }
+}
+
+/// The knee's upper end: where latency outgrows throughput in every reading the repetitions
+/// allow (the knee itself in reports written before the range was kept).
+fn knee_range(f: &Facts) -> &str {
+    match f.text("to") {
+        "" => f.text("level"),
+        to => to,
+    }
+}
+
+/// "at queue depth 16", or "between queue depth 4 and 16" where the repetitions allow both.
+fn knee_at(f: &Facts) -> String {
+    match (f.text("from"), knee_range(f)) {
+        (from, to) if from.is_empty() || from == to => format!("at queue depth {to}"),
+        (from, to) => format!("between queue depth {from} and {to}"),
+    }
+}
+
+/// How a loops comparison was judged: `plumb compare`'s rule with its p and the change's
+/// interval, or (reports without the iterations) the ranges of the iterations.
+fn loops_rule(f: &Facts) -> String {
+    if f.has("p") {
+        format!(
+            "by plumb compare's rule: Mann-Whitney p {} over the iterations, the faster one's change {:+.0}% to {:+.0}% (95%), counted beyond {:.0}%, the floor for one run a side",
+            if f.num("p") < 0.001 {
+                "< 0.001".to_string()
+            } else {
+                format!("{:.3}", f.num("p"))
+            },
+            f.num("change_low_pct"),
+            f.num("change_high_pct"),
+            f.num("floor_pct")
+        )
+    } else {
+        "every iteration faster and by 10% or more".into()
     }
 }

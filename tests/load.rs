@@ -799,16 +799,18 @@ fn the_insert_checkpoint_loops_run_round_after_round() {
             "--rampup",
             "0s",
             "--duration",
-            "4s",
+            "6s",
         ],
     );
     assert_eq!(r["clients"], 1);
     let rounds = loop_rounds(&r, "single-commits");
-    // Each round's 100 rows committed one by one: the server counted them (backends report
-    // their counts about once a second, so the window's edges can miss a second's worth).
+    // Each round's 100 rows committed one by one: the server counted them. Backends report
+    // their counts about once a second, so each edge of the window can miss a second's worth
+    // (a 4 s window once counted 49.9%); over 6 s at least two thirds are counted, and a bulk
+    // round's single commit would be 1 in 100.
     let counted = r["tpm"].as_f64().unwrap() * r["window_s"].as_f64().unwrap() / 60.0;
     assert!(
-        counted >= 50.0 * rounds as f64,
+        counted >= 40.0 * rounds as f64,
         "{counted} commits counted for {rounds} rounds of 100"
     );
     let r = load_json(

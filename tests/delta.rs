@@ -261,6 +261,68 @@ fn delta_against_a_private_postgres() {
         "no spill row when nothing spilled"
     );
 
+    // plumb compare reads delta results: the sort in memory against the one that spills,
+    // eight repetitions a side (fewer cannot clear the test once every figure is tested
+    // together), every figure kept (--all: the temporary bytes are 0, not missing, in memory).
+    let sort = |mem: &str| {
+        let r = delta_json(
+            dir,
+            &[
+                "--sql",
+                &format!(
+                    "SET work_mem = '{mem}'; SELECT g FROM t ORDER BY md5(g::text) OFFSET 400000"
+                ),
+                "--warm",
+                "--repeat",
+                "8",
+                "--all",
+            ],
+        );
+        let f = tmp.path().join(format!("sort-{mem}.json"));
+        std::fs::write(&f, r.to_string()).unwrap();
+        f.to_str().unwrap().to_string()
+    };
+    let (in_memory, spill) = (sort("256MB"), sort("1MB"));
+    let o = run(&[
+        "compare",
+        "--json",
+        "--fail-on",
+        "worse",
+        &in_memory,
+        "--",
+        &spill,
+    ]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "the spill is worse: {out}\n{err}");
+    let c: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(c["what"], "plumb delta");
+    assert!(
+        c["differed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["what"] == "workload"),
+        "the two statements are named as what differed: {c}"
+    );
+    let temp = c["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "warm: db temp_bytes (bytes)")
+        .unwrap_or_else(|| panic!("the temporary bytes compared: {c}"));
+    assert_eq!(temp["verdict"], "worse", "{temp}");
+    // In words: from nothing to something.
+    let o = run(&["compare", &in_memory, "--", &spill]);
+    let (out, _) = text(&o);
+    let line = out
+        .lines()
+        .find(|l| l.contains("warm: db temp_bytes"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        line.contains("up from 0") && line.contains("worse"),
+        "{line}"
+    );
+
     // The text report: side by side, grouped, with the notes.
     let o = run(&[
         "delta",

@@ -979,6 +979,20 @@ fn compare_finds_half_the_rate_worse_and_fails_the_pipeline() {
         "{tps}"
     );
     assert_eq!(r["per_second"], true);
+    // Latency percentiles of one run a side are tested over each tenth of the window (the
+    // results keep them): a verdict, not "too few".
+    let p50 = r["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "point-select latency p50 (ms)")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_ne!(p50["verdict"], "too_few", "{p50}");
+    // The runs as options, for scripts: the same comparison.
+    let o = cmp(&["--json", "--baseline", &fast, "--candidate", &slow]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let again: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(again["figures"], r["figures"]);
     // The pipeline: worse fails, better passes; the rule is printed with the table.
     let o = cmp(&["--fail-on", "worse", &fast, "--", &slow]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

@@ -25,9 +25,29 @@ pub struct Percentiles {
         skip_serializing_if = "crate::histogram::LatencyHistogram::is_empty"
     )]
     pub histogram_us: crate::histogram::LatencyHistogram,
+    /// The p50 and p99 (µs; p99 where the tenth has 100 values) of each tenth of the timed
+    /// window, in order: `plumb compare`'s samples inside one run. Empty when a tenth had none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenths_us: Vec<(u64, Option<u64>)>,
 }
 
 impl Percentiles {
+    /// With the percentiles of each tenth of the window (all ten, or none).
+    pub fn with_tenths(mut self, tenths: &[Histogram<u64>]) -> Percentiles {
+        if tenths.len() == 10 && tenths.iter().all(|h| !h.is_empty()) {
+            self.tenths_us = tenths
+                .iter()
+                .map(|h| {
+                    (
+                        h.value_at_quantile(0.5),
+                        (h.len() >= 100).then(|| h.value_at_quantile(0.99)),
+                    )
+                })
+                .collect();
+        }
+        self
+    }
+
     /// From a histogram of microseconds.
     pub fn of_us(h: &Histogram<u64>) -> Percentiles {
         let n = h.len();
@@ -53,6 +73,7 @@ impl Percentiles {
             p99_9_s: at(0.999),
             max_s: at(1.0),
             histogram_us: crate::histogram::LatencyHistogram::from_hdr_us(h),
+            tenths_us: Vec::new(),
         }
     }
 }
@@ -89,7 +110,7 @@ impl TxFigures {
                 .collect(),
             codes: t.codes.clone(),
             retries: t.retries,
-            latency: Percentiles::of_us(&t.latency),
+            latency: Percentiles::of_us(&t.latency).with_tenths(&t.tenths),
             service: t.service.as_ref().map(Percentiles::of_us),
         }
     }
@@ -203,6 +224,40 @@ pub fn per_minute(change: i64, window_s: f64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_tenth_of_the_window_keeps_its_p50_and_its_p99_where_it_has_100_values() {
+        let tenth = |base: u64, n: u64| {
+            let mut h = Histogram::<u64>::new(3).unwrap();
+            for v in 0..n {
+                h.record(base + v).unwrap();
+            }
+            h
+        };
+        let all = tenth(1000, 2000);
+        let t: Vec<Histogram<u64>> = (0..10).map(|i| tenth(1000 * (i + 1), 200)).collect();
+        let p = Percentiles::of_us(&all).with_tenths(&t);
+        assert_eq!(p.tenths_us.len(), 10);
+        // In order: the fifth tenth's values are 5,000-5,199 µs.
+        let (p50, p99) = p.tenths_us[4];
+        assert!((5090..=5110).contains(&p50), "{p50}");
+        assert!(p99.is_some_and(|x| (5190..=5200).contains(&x)), "{p99:?}");
+        // Under 100 values a tenth has no p99; an empty tenth leaves none at all.
+        let few: Vec<Histogram<u64>> = (0..10).map(|i| tenth(1000 * (i + 1), 50)).collect();
+        assert!(Percentiles::of_us(&all).with_tenths(&few).tenths_us[0]
+            .1
+            .is_none());
+        let mut gap = t.clone();
+        gap[9] = Histogram::<u64>::new(3).unwrap();
+        assert!(Percentiles::of_us(&all)
+            .with_tenths(&gap)
+            .tenths_us
+            .is_empty());
+        assert!(Percentiles::of_us(&all)
+            .with_tenths(&[])
+            .tenths_us
+            .is_empty());
+    }
 
     #[test]
     fn percentiles_need_their_counts() {

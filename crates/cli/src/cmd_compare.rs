@@ -8,20 +8,26 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Args)]
 pub struct CompareArgs {
     /// The baseline's results, one or more runs: `plumb lab` report directories (or their
-    /// report.json), `plumb io --json` or `plumb load --json` output files, or windows of
+    /// report.json), `plumb io`, `plumb load` or `plumb delta` output files (--json), or windows of
     /// recordings (`rec.plumb@10m-15m`, `rec.plumb@1:00:00-1:05:00`, from the start).
-    #[arg(required_unless_present = "history", value_name = "BASELINE")]
+    #[arg(required_unless_present_any = ["history", "baseline_runs"], value_name = "BASELINE")]
     pub baseline: Vec<PathBuf>,
     /// After `--`: the candidate's results, one or more runs.
     #[arg(
         last = true,
-        required_unless_present = "history",
+        required_unless_present_any = ["history", "candidate_runs"],
         value_name = "CANDIDATE"
     )]
     pub candidate: Vec<PathBuf>,
+    /// The baseline's runs as an option, for scripts (instead of the first list).
+    #[arg(long = "baseline", value_name = "RUN", num_args = 1.., conflicts_with = "baseline", requires = "candidate_runs")]
+    pub baseline_runs: Vec<PathBuf>,
+    /// The candidate's runs as an option (instead of the list after `--`).
+    #[arg(long = "candidate", value_name = "RUN", num_args = 1.., conflicts_with = "candidate", requires = "baseline_runs")]
+    pub candidate_runs: Vec<PathBuf>,
     /// A directory of dated results of one kind: where did each figure move? Change points by
     /// E-divisive means, runs in order of the lab's start time, else of their names.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["baseline", "candidate"])]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["baseline", "candidate", "baseline_runs", "candidate_runs"])]
     pub history: Option<PathBuf>,
     /// The practical floor: a change counts only when its 95% interval lies wholly beyond
     /// this many percent either way.
@@ -55,7 +61,7 @@ fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
             })?;
             let v = serde_json::from_str(&text).with_context(|| {
                 format!(
-                    "{}: not JSON (plumb io, plumb load --json write it)",
+                    "{}: not JSON (plumb io, plumb load and plumb delta --json write it)",
                     path.display()
                 )
             })?;
@@ -162,9 +168,12 @@ pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     if let Some(dir) = &a.history {
         return history(g, a, dir);
     }
+    let either = |list: &[PathBuf], opt: &[PathBuf]| -> Vec<PathBuf> {
+        if opt.is_empty() { list } else { opt }.to_vec()
+    };
     let r = plumb_analyze::compare::compare_read(
-        runs(&a.baseline)?,
-        runs(&a.candidate)?,
+        runs(&either(&a.baseline, &a.baseline_runs))?,
+        runs(&either(&a.candidate, &a.candidate_runs))?,
         a.min_change,
     )?;
     if r.figures.is_empty() {

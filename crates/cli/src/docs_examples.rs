@@ -46,6 +46,7 @@ pub(crate) const EXAMPLES: &[(&[&str], &[(&str, &str)])] = &[
     (&["compare"], &[
         ("Three runs before a change against three after", "plumb compare before1.json before2.json before3.json -- after1.json after2.json after3.json"),
         ("In a pipeline: fail when anything got worse", "plumb compare --fail-on worse base.json -- cand.json"),
+        ("From a script, the runs as options", "plumb compare --baseline before/*.json --candidate after/*.json"),
         ("Two lab reports: the figures, and what differed between the runs", "plumb compare lab-before -- lab-after"),
         ("Where did each figure move over a month of nightly results?", "plumb compare --history nightly/"),
         ("The hour before a change against the hour after, from one recording", "plumb compare db.plumb@0s-1h -- db.plumb@2h-3h"),

@@ -123,6 +123,9 @@ pub struct TypeStats {
     pub latency: Histogram<u64>,
     /// From the actual start, µs (open loop only).
     pub service: Option<Histogram<u64>>,
+    /// `latency` in each tenth of the timed window, by when the transaction ended: ten
+    /// histograms (empty when the run was interrupted before the window ended).
+    pub tenths: Vec<Histogram<u64>>,
 }
 
 impl TypeStats {
@@ -136,6 +139,7 @@ impl TypeStats {
             retries: 0,
             latency: hist(),
             service: paced.then(hist),
+            tenths: Vec::new(),
         }
     }
 
@@ -198,6 +202,8 @@ struct Tally {
     failed: Vec<u64>,
     /// Per type: the second's latencies.
     lat: Vec<Histogram<u64>>,
+    /// Per type: the timed window's latencies in each of its tenths.
+    tenths: Vec<Vec<Histogram<u64>>>,
 }
 
 /// What a run reports as it goes.
@@ -226,6 +232,7 @@ pub fn run(
         done: vec![0; n],
         failed: vec![0; n],
         lat: (0..n).map(|_| hist()).collect(),
+        tenths: (0..n).map(|_| (0..10).map(|_| hist()).collect()).collect(),
     }));
     let start = Instant::now();
     let window_start = start + plan.rampup;
@@ -323,6 +330,14 @@ pub fn run(
             }
             late += r.late;
             lost.extend(r.lost);
+        }
+    }
+    // Each type's tenths, where the window ran to its end (an interrupted run's last tenths
+    // would be empty or short).
+    if !interrupted {
+        let mut g = tally.lock().unwrap_or_else(|e| e.into_inner());
+        for (t, tenths) in types.iter_mut().zip(std::mem::take(&mut g.tenths)) {
+            t.tenths = tenths;
         }
     }
     // The last second, however short: what ended after the last full one (the window's last
@@ -461,8 +476,9 @@ impl Worker {
             let (result, retries) = self.try_kind(client.as_mut(), kind).await;
             let ended = Instant::now();
             let lat = micros(ended.saturating_duration_since(intended));
-            self.count_second(kind, &result, lat);
-            if started >= self.window_start && ended <= self.end {
+            let timed = started >= self.window_start && ended <= self.end;
+            self.count_second(kind, &result, lat, timed.then(|| self.tenth(ended)));
+            if timed {
                 let s = &mut r.types[kind];
                 s.retries += retries;
                 let _ = s.latency.record(lat.max(1));
@@ -514,13 +530,33 @@ impl Worker {
         }
     }
 
-    fn count_second(&self, kind: usize, r: &Result<Outcome, Failure>, lat: u64) {
+    /// Which tenth of the timed window `t` falls in.
+    fn tenth(&self, t: Instant) -> usize {
+        let window = self.end.saturating_duration_since(self.window_start);
+        let into = t.saturating_duration_since(self.window_start);
+        if window.is_zero() {
+            return 0;
+        }
+        ((into.as_secs_f64() / window.as_secs_f64() * 10.0) as usize).min(9)
+    }
+
+    /// Count a transaction in the current second, and (timed, succeeded) in its tenth.
+    fn count_second(
+        &self,
+        kind: usize,
+        r: &Result<Outcome, Failure>,
+        lat: u64,
+        tenth: Option<usize>,
+    ) {
         let mut g = self.tally.lock().unwrap_or_else(|e| e.into_inner());
         match r {
             Ok(_) => g.done[kind] += 1,
             Err(_) => g.failed[kind] += 1,
         }
         let _ = g.lat[kind].record(lat.max(1));
+        if let Some(i) = tenth {
+            let _ = g.tenths[kind][i].record(lat.max(1));
+        }
     }
 
     /// Sleep until `t`, waking to look at `stop`; false when stopped.

@@ -18,6 +18,13 @@ fn num(v: f64) -> String {
 
 /// The change with its interval; "-" where there is none (a baseline of 0).
 fn change(c: &plumb_analyze::compare::Comparison) -> String {
+    if c.baseline.median == 0.0 && c.change_pct.is_infinite() {
+        return if c.change_pct > 0.0 {
+            "up from 0".into()
+        } else {
+            "down from 0".into()
+        };
+    }
     if c.change_pct.is_finite() && c.change_low_pct.is_finite() && c.change_high_pct.is_finite() {
         format!(
             "{:+.1}% ({:+.1}% to {:+.1}%)",

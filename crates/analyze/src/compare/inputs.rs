@@ -90,7 +90,7 @@ pub struct Run {
 pub enum InputError {
     #[error("{file}: not a plumb result ({why})")]
     NotAResult { file: String, why: String },
-    #[error("{file}: a {kind} result; plumb compare reads plumb lab report directories and plumb io and plumb load results (--json)")]
+    #[error("{file}: a {kind} result; plumb compare reads plumb lab report directories, plumb io, plumb load and plumb delta results (--json) and recording windows (FILE@FROM-TO)")]
     Kind { file: String, kind: String },
     #[error("{file}: {got}, where {first} is {want}: compare runs of one kind")]
     Workload {
@@ -115,6 +115,7 @@ pub fn read_run(file: &str, v: &Value) -> Result<Run, InputError> {
         "load" => load_run(file, v)?,
         "lab" => lab_run(file, v)?,
         "io" => io_run(file, v)?,
+        "delta" => delta_run(file, v)?,
         _ => {
             return Err(InputError::Kind {
                 file: file.to_string(),
@@ -561,6 +562,98 @@ fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
         figures: figs.into_iter().map(|f| f.in_phase("the test")).collect(),
         context,
         windows,
+    })
+}
+
+/// Which way a delta's figure is better: a cost (time, reads, bytes, waits, syscalls) is
+/// better lower, a cache's hit share higher; what is no cost of the workload (the host's idle
+/// time and steal, sessions by state, commits counted, a wait's share of the samples) has no
+/// direction and is left out.
+fn delta_direction(group: &str, metric: &str) -> Option<bool> {
+    match (group, metric) {
+        (_, "") | ("activity", _) => None,
+        (_, "idle_s" | "steal_s" | "share_pct" | "xact_commit" | "xact_rollback") => None,
+        (_, m) if m.ends_with("hit_pct") => Some(true),
+        _ => Some(false),
+    }
+}
+
+/// A `plumb delta` result: every figure it reported, per mode (`cold`, `warm`), the median of
+/// its repetitions, with the repetitions as the samples inside the run. A delta is what the
+/// workload cost (reads, time, waits, bytes, syscalls): lower is better. The workload and the
+/// engine's settings are context, so comparing a statement with its rewrite, or one setting
+/// with another, says what differed.
+fn delta_run(file: &str, v: &Value) -> Result<Run, InputError> {
+    let modes: Vec<String> = v["modes"]
+        .as_array()
+        .ok_or_else(|| not(file, "no modes"))?
+        .iter()
+        .map(|m| m["mode"].as_str().unwrap_or("run").to_string())
+        .collect();
+    let rows = v["rows"].as_array().ok_or_else(|| not(file, "no rows"))?;
+    let mut figures = Vec::new();
+    for row in rows {
+        let text = |k: &str| row[k].as_str().unwrap_or("").to_string();
+        let (group, object, metric, unit) =
+            (text("group"), text("object"), text("metric"), text("unit"));
+        let Some(higher_is_better) = delta_direction(&group, &metric) else {
+            continue;
+        };
+        let stats = row["stats"].as_array().into_iter().flatten();
+        for (mode, st) in modes.iter().zip(stats) {
+            let Some(median) = st["median"].as_f64().filter(|x| x.is_finite()) else {
+                continue;
+            };
+            let values: Vec<f64> = st["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_f64)
+                .filter(|x| x.is_finite())
+                .collect();
+            let mut name = format!("{mode}: {group}");
+            for part in [&object, &metric] {
+                if !part.is_empty() {
+                    name.push(' ');
+                    name.push_str(part);
+                }
+            }
+            if !unit.is_empty() {
+                name.push_str(&format!(" ({unit})"));
+            }
+            let f = Figure::new(name, higher_is_better, median).in_phase(mode);
+            figures.push(if values.len() > 1 {
+                f.inside(values)
+            } else {
+                f
+            });
+        }
+    }
+    if figures.is_empty() {
+        return Err(not(file, "no figures"));
+    }
+    let mut context = BTreeMap::new();
+    if let Some(w) = v["workload"].as_str() {
+        context.insert("workload".into(), w.to_string());
+    }
+    let e = &v["engine"];
+    if let (Some(name), Some(version)) = (e["engine"].as_str(), e["version"].as_str()) {
+        context.insert("engine".into(), format!("{name} {version}"));
+    }
+    for (k, val) in e["settings"].as_object().into_iter().flatten() {
+        if let Some(val) = val.as_str() {
+            context.insert(format!("setting {k}"), val.to_string());
+        }
+    }
+    if let Some(n) = v["repeat"].as_u64() {
+        context.insert("repetitions".into(), n.to_string());
+    }
+    Ok(Run {
+        file: file.to_string(),
+        what: "plumb delta".into(),
+        figures,
+        context,
+        windows: Vec::new(),
     })
 }
 
@@ -1114,10 +1207,80 @@ mod tests {
                 .contains("io.json: plumb io log-write, where a is plumb lab"),
             "{e}"
         );
-        let odd = vec![("d.json".to_string(), json!({"kind": "delta"}))];
+        let odd = vec![("m.json".to_string(), json!({"kind": "mem"}))];
         let e = compare_files(&a, &odd, 5.0).unwrap_err();
-        assert!(e.to_string().starts_with("d.json: a delta result"), "{e}");
+        assert!(e.to_string().starts_with("m.json: a mem result"), "{e}");
+        let empty = vec![("d.json".to_string(), json!({"kind": "delta"}))];
+        let e = compare_files(&a, &empty, 5.0).unwrap_err();
+        assert_eq!(e.to_string(), "d.json: not a plumb result (no modes)");
         let none = vec![("n.json".to_string(), json!({"x": 1}))];
         assert!(compare_files(&none, &a, 5.0).is_err());
+    }
+
+    /// A `plumb delta` result as it prints it (`--json`): modes, rows of stats per mode.
+    fn delta(work_mem: &str, reads: &[f64], time_ms: &[f64]) -> Value {
+        let stat = |v: &[f64]| {
+            let mut s = v.to_vec();
+            s.sort_by(f64::total_cmp);
+            json!({"median": s[s.len() / 2], "min": s[0], "max": s[s.len() - 1], "values": v})
+        };
+        json!({"kind": "delta", "schema_version": 1, "plumb_version": "0.1.0",
+        "target": "plumb's private PostgreSQL",
+        "engine": {"engine": "PostgreSQL", "version": "15.18",
+                   "settings": {"work_mem": work_mem, "shared_buffers": "128MB"}},
+        "workload": "SELECT id FROM orders ORDER BY note",
+        "repeat": reads.len(),
+        "modes": [{"mode": "warm", "preparation": [], "runs": []}],
+        "rows": [
+            {"group": "statement", "object": "", "metric": "time", "unit": "ms",
+             "stats": [stat(time_ms)]},
+            {"group": "io", "object": "orders", "metric": "heap_blks_read", "unit": "blocks",
+             "stats": [stat(reads)]},
+            {"group": "waits", "object": "IO:DataFileRead", "metric": "count", "unit": "",
+             "stats": [null]}
+        ]})
+    }
+
+    #[test]
+    fn delta_results_compare_figure_by_figure_and_say_which_setting_differed() {
+        let a = vec![(
+            "a.json".to_string(),
+            delta(
+                "4MB",
+                &[100.0, 101.0, 99.0, 100.0, 102.0],
+                &[40.0, 41.0, 39.0, 40.5, 40.2],
+            ),
+        )];
+        // A quarter of the memory: the sort spills, three times the time; reads the same.
+        let b = vec![(
+            "b.json".to_string(),
+            delta(
+                "1MB",
+                &[100.0, 99.0, 101.0, 100.0, 100.0],
+                &[120.0, 123.0, 119.0, 121.0, 125.0],
+            ),
+        )];
+        let r = compare_files(&a, &b, 5.0).unwrap();
+        assert_eq!(r.what, "plumb delta");
+        let fig = |n: &str| {
+            r.figures
+                .iter()
+                .find(|f| f.name == n)
+                .unwrap_or_else(|| panic!("{n} in {:?}", r.figures))
+        };
+        assert_eq!(
+            fig("warm: statement time (ms)").comparison.verdict,
+            Verdict::Worse
+        );
+        assert_eq!(
+            fig("warm: io orders heap_blks_read (blocks)")
+                .comparison
+                .verdict,
+            Verdict::Same
+        );
+        // A mode with no figure is not a figure.
+        assert!(!r.figures.iter().any(|f| f.name.contains("DataFileRead")));
+        let d: Vec<&str> = r.differed.iter().map(|d| d.what.as_str()).collect();
+        assert_eq!(d, ["setting work_mem"], "{:?}", r.differed);
     }
 }

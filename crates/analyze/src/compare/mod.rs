@@ -256,6 +256,20 @@ pub struct Comparison {
     pub verdict: Verdict,
 }
 
+/// The change from `a` to `b` in percent; from 0, infinite the way it went (a sort that
+/// spills where it did not, swapping where there was none: beyond any floor), 0 to 0 none.
+fn change_from(a: f64, b: f64) -> f64 {
+    if a != 0.0 {
+        100.0 * (b - a) / a.abs()
+    } else if b > 0.0 {
+        f64::INFINITY
+    } else if b < 0.0 {
+        f64::NEG_INFINITY
+    } else {
+        0.0
+    }
+}
+
 /// Compare one figure's samples. `higher_is_better`: throughput (true) or latency (false).
 /// `min_change_pct`: the practical floor the change's interval must clear.
 pub fn compare(
@@ -278,9 +292,7 @@ pub fn compare(
             let (a, b) = (median(&ra), median(&rb));
             meds_a.push(a);
             meds_b.push(b);
-            if a != 0.0 {
-                changes.push(100.0 * (b - a) / a.abs());
-            }
+            changes.push(change_from(a, b));
         }
     }
     for v in [&mut meds_a, &mut meds_b, &mut changes] {
@@ -300,11 +312,7 @@ pub fn compare(
         },
         n,
     };
-    let change_pct = if ma != 0.0 {
-        100.0 * (mb - ma) / ma.abs()
-    } else {
-        f64::NAN
-    };
+    let change_pct = change_from(ma, mb);
     let (lo, hi) = if changes.is_empty() {
         (f64::NAN, f64::NAN)
     } else {
@@ -453,5 +461,19 @@ mod tests {
         assert!(c.p < ALPHA);
         assert_eq!(c.verdict, Verdict::Same);
         assert_eq!(compare(&a, &b, true, 1.0).verdict, Verdict::Better);
+    }
+
+    #[test]
+    fn a_cost_that_appears_where_there_was_none_is_worse() {
+        // A sort that spills every time where it never did: from 0, beyond any floor.
+        let none = [0.0; 8];
+        let spills: Vec<f64> = (0..8).map(|i| 14.0e6 + i as f64 * 1e4).collect();
+        let c = compare(&none, &spills, false, 5.0);
+        assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
+        assert!(c.change_pct.is_infinite() && c.change_low_pct.is_infinite());
+        assert_eq!(compare(&spills, &none, false, 5.0).verdict, Verdict::Better);
+        // Nothing on both sides changes nothing.
+        let c = compare(&none, &none, false, 5.0);
+        assert_eq!((c.verdict, c.change_pct), (Verdict::Same, 0.0));
     }
 }

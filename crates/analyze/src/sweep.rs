@@ -228,19 +228,22 @@ pub fn find_knee(levels: &[Level]) -> Option<Knee> {
     read_levels(levels).knee
 }
 
+/// Each step from one level to the next that can be read: both levels' IOPS and mean latency
+/// known and above zero (the level before, the level after, and their spreads: IOPS before and
+/// after, latency before and after).
+fn steps(levels: &[Level]) -> impl Iterator<Item = (&Level, &Level, [Spread; 4])> {
+    levels.windows(2).filter_map(|w| {
+        let (a, b) = (&w[0], &w[1]);
+        let (ta, tb, la, lb) = (a.iops?, b.iops?, a.lat_mean_s?, b.lat_mean_s?);
+        (ta.median > 0.0 && la.median > 0.0 && tb.median > 0.0).then_some((a, b, [ta, tb, la, lb]))
+    })
+}
+
 pub fn read_levels(levels: &[Level]) -> Reading {
     let mut notes = Vec::new();
     let mut knee = None;
     let mut blurred: Option<(String, String, f64)> = None;
-    for w in levels.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s)
-        else {
-            continue;
-        };
-        if ta.median <= 0.0 || la.median <= 0.0 || tb.median <= 0.0 {
-            continue;
-        }
+    for (a, b, [ta, tb, la, lb]) in steps(levels) {
         let gt = tb.median / ta.median - 1.0;
         let gl = lb.median / la.median - 1.0;
         if gt * 100.0 < -FALL_PCT && tb.max < ta.min {
@@ -314,15 +317,7 @@ fn knee_range(levels: &[Level], knee: &str) -> (String, String) {
     let mut to: Option<&str> = None;
     let mut last_possible: Option<&str> = None;
     let mut past_knee = false;
-    for w in levels.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
-        let (Some(ta), Some(tb), Some(la), Some(lb)) = (a.iops, b.iops, a.lat_mean_s, b.lat_mean_s)
-        else {
-            continue;
-        };
-        if ta.median <= 0.0 || la.median <= 0.0 || tb.median <= 0.0 {
-            continue;
-        }
+    for (a, _, [ta, tb, la, lb]) in steps(levels) {
         if tb.median / ta.median - 1.0 < -FALL_PCT / 100.0 && tb.max < ta.min {
             continue;
         }

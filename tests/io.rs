@@ -572,7 +572,28 @@ fn durability_probe_reports_every_mode_and_cleans_up() {
             .any(|c| c["text"].as_str().unwrap().contains("wal_sync_method")),
         "{concl:?}"
     );
-    // Every mode ran at least twice (rounds), each run judged for interference.
+    // fdatasync against open_datasync is judged by plumb compare's rule, over the runs' tenths:
+    // its p, the change's interval and the floor are in the statement and its numbers.
+    let wal = concl
+        .iter()
+        .find(|c| c["code"].as_str().unwrap().starts_with("wal-sync-"))
+        .expect("a wal_sync_method statement");
+    let n = &wal["numbers"];
+    assert!((0.0..=1.0).contains(&n["p"].as_f64().unwrap()), "{wal:#}");
+    assert!(n["change_low_pct"].as_f64().unwrap() <= n["change_high_pct"].as_f64().unwrap());
+    assert!(
+        [5.0, 50.0].contains(&n["floor_pct"].as_f64().unwrap()),
+        "{wal:#}"
+    );
+    assert!(
+        wal["text"]
+            .as_str()
+            .unwrap()
+            .contains("plumb compare's rule"),
+        "{wal:#}"
+    );
+    // Every mode ran at least twice (rounds), each run judged for interference, each with its
+    // mean write latency per tenth of the measured window.
     for r in rows {
         let reps = r["reps"].as_array().unwrap();
         assert!((2..=4).contains(&reps.len()), "{r:#}");
@@ -580,6 +601,16 @@ fn durability_probe_reports_every_mode_and_cleans_up() {
             .iter()
             .all(|x| x["interference"]["verdict"].is_string()));
         assert_eq!(r["runs"], reps.len());
+        for x in reps {
+            let t = x["tenths_s"].as_array().expect("tenths");
+            assert!(t.len() >= 8 && t.len() <= 10, "{x:#}");
+            let mean = x["mean_s"].as_f64().unwrap();
+            let avg = t.iter().map(|v| v.as_f64().unwrap()).sum::<f64>() / t.len() as f64;
+            assert!(
+                avg > mean / 3.0 && avg < mean * 3.0,
+                "tenths {t:?} against mean {mean}"
+            );
+        }
     }
     // As root, the block layer shows what the probe asked of the device.
     if let Some(dev) = fd["device"].as_object() {

@@ -1,7 +1,8 @@
 //! `plumb io durability`: per mode, what one durable write costs and what it asked of the
 //! device, from repeated runs judged for interference, ending in statements for PostgreSQL and
-//! SQL Server that are made only when the difference is larger than the runs' spread.
+//! SQL Server that call one mode faster than another only by plumb compare's rule.
 
+use crate::compare::{Comparison as Judged, Samples, Verdict as CompareVerdict};
 use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
 use crate::os::StorageSection;
@@ -33,6 +34,10 @@ pub struct ModeRep {
     /// Whether the run's window was disturbed, with the evidence (None: not observed).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interference: Option<Interference>,
+    /// The mean write latency in each tenth of the measured window, in time order: the run's
+    /// samples for plumb compare's rule.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenths_s: Vec<f64>,
 }
 
 impl ModeRep {
@@ -53,6 +58,7 @@ impl ModeRep {
             device: m.trace.as_ref().map(|t| t.device.clone()),
             probe: m.trace.as_ref().and_then(|t| t.attributed.clone()),
             interference,
+            tenths_s: w.tenths_mean_s(),
         }
     }
 
@@ -231,6 +237,17 @@ impl ModeRow {
         }
     }
 
+    /// The tenths of the runs the row's figures are from (the clean ones; every run when none
+    /// was clean).
+    pub fn counted_tenths(&self) -> Vec<Vec<f64>> {
+        let clean = self.clean_runs > 0;
+        self.reps
+            .iter()
+            .filter(|r| !clean || r.is_clean())
+            .map(|r| r.tenths_s.clone())
+            .collect()
+    }
+
     /// The mean latency's spread as ± a share of the median (half the range), when two or
     /// more clean runs measured it.
     pub fn plus_minus(&self) -> Option<f64> {
@@ -268,32 +285,49 @@ pub struct Probed {
     pub journal_followed: bool,
 }
 
-/// Differences are called without a measured spread (one run each) only past this: repeated
-/// short probes on one machine differ by several percent.
-const NOISE: f64 = 0.10;
-
-/// Differences smaller than this are never called, however tight the runs: two runs that
-/// happen to agree say little about the next two, and a durable write 5% faster changes no
-/// setting.
+/// The floor a change between two modes must clear when each has two or more clean runs: a
+/// durable write 5% faster changes no setting (plumb compare's default `--min-change`).
 pub const MIN_DIFFERENCE: f64 = 0.05;
 
-/// Whether two modes' mean latencies differ beyond their runs' spread: with two or more clean
-/// runs each, their ranges do not overlap (and differ by MIN_DIFFERENCE at least); otherwise
-/// (spread unknown) by more than NOISE.
+/// The practical floor for two modes, in percent: plumb compare's default with two or more clean
+/// runs each (the interval then carries how far the runs differ); with one run on either side,
+/// its floor for latencies with one run a side (that run's luck cannot be seen).
+pub fn floor_pct(a: &ModeRow, b: &ModeRow) -> f64 {
+    crate::compare::floor_for(
+        MIN_DIFFERENCE * 100.0,
+        a.clean_runs < 2 || b.clean_runs < 2,
+        false,
+        false,
+    )
+}
+
+/// plumb compare's rule between two modes (baseline `a`, candidate `b`; lower is better): the
+/// Mann-Whitney U test over the mean write latency of each tenth of each counted run, p < 0.05,
+/// and the change's bootstrap interval (whole runs drawn, then their tenths) wholly beyond
+/// [`floor_pct`].
+pub fn judge(a: &ModeRow, b: &ModeRow) -> Judged {
+    crate::compare::compare_samples(
+        Samples::Runs(&a.counted_tenths()),
+        Samples::Runs(&b.counted_tenths()),
+        false,
+        floor_pct(a, b),
+    )
+}
+
+/// Whether two modes differ by plumb compare's rule ([`judge`]).
 pub fn distinguishable(a: &ModeRow, b: &ModeRow) -> bool {
-    let (Some(ma), Some(mb)) = (a.mean_s, b.mean_s) else {
-        return false;
-    };
-    let diff = (ma - mb).abs() / ma.min(mb).max(1e-12);
-    match (
-        a.clean_runs >= 2,
-        b.clean_runs >= 2,
-        a.mean_spread,
-        b.mean_spread,
-    ) {
-        (true, true, Some(x), Some(y)) => (x.max < y.min || y.max < x.min) && diff > MIN_DIFFERENCE,
-        _ => diff > NOISE,
-    }
+    matches!(
+        judge(a, b).verdict,
+        CompareVerdict::Better | CompareVerdict::Worse
+    )
+}
+
+/// A statement with the rule's figures: its p, the change's interval and the floor.
+fn with_rule(n: Note, c: &Judged, floor: f64) -> Note {
+    n.ratio("p", c.p)
+        .pct("change_low_pct", c.change_low_pct)
+        .pct("change_high_pct", c.change_high_pct)
+        .pct("floor_pct", floor)
 }
 
 fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
@@ -510,6 +544,14 @@ pub fn conclude(
             if let Some(p99) = best.p99_s {
                 n = n.secs("p99_s", p99);
             }
+            // How it stands to the runner-up, by the rule.
+            if let Some(next) = rest.first() {
+                n = with_rule(
+                    n.text("next_mode", next.mode.to_string()),
+                    &judge(best, next),
+                    floor_pct(best, next),
+                );
+            }
             c.push(n);
         } else {
             let pm = std::iter::once(*best)
@@ -520,10 +562,15 @@ pub fn conclude(
                 .chain(tied.iter().map(|r| **r))
                 .map(|r| figure(r, true))
                 .collect();
+            let floor = tied
+                .iter()
+                .map(|r| floor_pct(best, r))
+                .fold(0.0f64, f64::max);
             c.push(
                 Note::new(Level::Info, "fastest-not-distinguishable")
                     .bytes("block_size_bytes", bs as f64)
                     .pct("spread_pct", pm * 100.0)
+                    .pct("floor_pct", floor)
                     .count("modes", tied.len() as f64 + 1.0)
                     .notes("group", group)
                     .notes("then", then),
@@ -547,12 +594,12 @@ pub fn conclude(
     let odds = clean(row_of(rows, Durability::DirectDsync, bs)).and_then(|r| r.mean_s);
     if let (Some(a), Some(b)) = (fds, ods) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
-        let code = if !distinguishable(a, b) {
-            "wal-sync-not-distinguishable"
-        } else if mb < ma {
-            "wal-sync-open-datasync-faster"
-        } else {
-            "wal-sync-fdatasync-faster"
+        // fdatasync is the baseline (the default): "better" is open_datasync faster.
+        let judged = judge(a, b);
+        let code = match judged.verdict {
+            CompareVerdict::Better => "wal-sync-open-datasync-faster",
+            CompareVerdict::Worse => "wal-sync-fdatasync-faster",
+            _ => "wal-sync-not-distinguishable",
         };
         let mut n = Note::new(Level::Info, code)
             .bytes("block_size_bytes", bs as f64)
@@ -561,16 +608,7 @@ pub fn conclude(
         if let Some(d) = odds {
             n = n.secs("open_datasync_direct_mean_s", d);
         }
-        if code == "wal-sync-not-distinguishable" {
-            n = n.pct(
-                "spread_pct",
-                a.plus_minus()
-                    .unwrap_or(NOISE / 2.0)
-                    .max(b.plus_minus().unwrap_or(NOISE / 2.0))
-                    * 100.0,
-            );
-        }
-        c.push(n);
+        c.push(with_rule(n, &judged, floor_pct(a, b)));
     }
 
     // SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
@@ -590,19 +628,24 @@ pub fn conclude(
     let fu = clean(row_of(rows, Durability::DirectDsync, lbs));
     if let (Some(a), Some(b)) = (ff, fu) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
+        // The forced flush is the baseline (SQL Server's default): "better" is FUA faster.
+        let judged = judge(a, b);
         let fua_word = match fua {
             Some(false) => "none",
-            Some(true) if mb < ma && distinguishable(a, b) => "faster",
+            Some(true) if judged.verdict == CompareVerdict::Better => "faster",
             Some(true) => "not-faster",
             None => "unknown",
         };
-        c.push(
-            Note::new(Level::Info, "mssql-log-writes")
-                .bytes("block_size_bytes", lbs as f64)
-                .secs("forced_flush_mean_s", ma)
-                .secs("fua_mean_s", mb)
-                .text("fua", fua_word),
-        );
+        let n = Note::new(Level::Info, "mssql-log-writes")
+            .bytes("block_size_bytes", lbs as f64)
+            .secs("forced_flush_mean_s", ma)
+            .secs("fua_mean_s", mb)
+            .text("fua", fua_word);
+        c.push(if fua == Some(true) {
+            with_rule(n, &judged, floor_pct(a, b))
+        } else {
+            n
+        });
     }
 
     // What durability costs over a plain direct write.
@@ -611,14 +654,14 @@ pub fn conclude(
         durable_rows.first(),
     ) {
         let (md, mb) = (d.mean_s.unwrap_or(0.0), best.mean_s.unwrap_or(0.0));
-        if mb > md && distinguishable(d, best) {
-            c.push(
-                Note::new(Level::Info, "durability-cost")
-                    .ratio("ratio", mb / md)
-                    .bytes("block_size_bytes", bs as f64)
-                    .secs("direct_mean_s", md)
-                    .secs("durable_mean_s", mb),
-            );
+        let judged = judge(d, best);
+        if mb > md && judged.verdict == CompareVerdict::Worse {
+            let n = Note::new(Level::Info, "durability-cost")
+                .ratio("ratio", mb / md)
+                .bytes("block_size_bytes", bs as f64)
+                .secs("direct_mean_s", md)
+                .secs("durable_mean_s", mb);
+            c.push(with_rule(n, &judged, floor_pct(d, best)));
         }
     }
     c
@@ -646,8 +689,8 @@ fn path_of(r: &DurabilityReport) -> String {
     r.path.display().to_string()
 }
 
-/// Compare the candidates mode by mode: fastest first, each next one either distinguishably
-/// slower (beyond both runs' spreads) or not distinguishable from the one before it.
+/// Compare the candidates mode by mode: fastest first, each next one either slower by plumb
+/// compare's rule ([`judge`]) or not distinguishable from the one before it.
 pub fn compare(reports: &[DurabilityReport]) -> Vec<Note> {
     let mut out = Vec::new();
     let mut sizes: Vec<u32> = reports
@@ -779,7 +822,15 @@ mod tests {
                 cpu_share: None,
                 notes: vec![],
             }),
+            tenths_s: tenths(mean_us),
         }
+    }
+
+    /// Ten tenths around a mean, ±2% in a fixed order.
+    fn tenths(mean_us: f64) -> Vec<f64> {
+        (0..10)
+            .map(|i| mean_us / 1e6 * (1.0 + 0.02 * ((i * 7 % 10) as f64 - 4.5) / 4.5))
+            .collect()
     }
 
     fn row(mode: &str, bs: u32, means_us: &[f64], probe: Option<Attributed>) -> ModeRow {
@@ -835,7 +886,12 @@ mod tests {
         assert_eq!(fastest.num("spread_pct").round(), 1.0);
         assert_eq!(fastest.num("clean_runs"), 2.0);
         assert_eq!(fastest.num("block_size_bytes"), 8192.0);
-        assert!(codes(&c).contains(&"wal-sync-fdatasync-faster"));
+        // Ahead of the runner-up by the rule, with its figures.
+        assert_eq!(fastest.text("next_mode"), "direct-dsync");
+        assert!(fastest.num("p") < 0.05 && fastest.num("change_low_pct") > 5.0);
+        let wal = of("wal-sync-fdatasync-faster").expect("fdatasync faster by the rule");
+        assert_eq!(wal.num("floor_pct"), 5.0);
+        assert!(wal.num("change_low_pct") > 20.0, "{wal:?}");
         let path = c
             .iter()
             .find(|n| n.code == "cache-path" && n.facts.text("label") == "write + fdatasync()")
@@ -895,11 +951,24 @@ mod tests {
         assert!(!distinguishable(&a, &b));
         let b = row("dsync", 8192, &[130.0, 131.0], None);
         assert!(distinguishable(&a, &b));
-        // One run each: only a difference past 10% counts.
+        // One run each: only a difference past plumb compare's floor for one run a side (50%)
+        // counts, however clear the test.
         let (a, b) = (
             row("fsync", 8192, &[100.0], None),
-            row("dsync", 8192, &[108.0], None),
+            row("dsync", 8192, &[130.0], None),
         );
+        let j = judge(&a, &b);
+        assert!(j.p < 0.001, "{j:?}");
+        assert!(!distinguishable(&a, &b));
+        assert_eq!(floor_pct(&a, &b), 50.0);
+        let b = row("dsync", 8192, &[200.0], None);
+        assert!(distinguishable(&a, &b));
+        // Runs that disagree with each other: each run's tenths are tight and the test over
+        // all tenths is sure, but drawing whole runs shows the change may be small or none.
+        let a = row("fsync", 8192, &[100.0, 140.0], None);
+        let b = row("dsync", 8192, &[120.0, 125.0], None);
+        let j = judge(&a, &b);
+        assert!(j.change_low_pct < 5.0, "{j:?}");
         assert!(!distinguishable(&a, &b));
     }
 

@@ -35,6 +35,11 @@ pub struct DirStats {
     pub lat_sum_sq_ns: f64,
     /// From the actual submission; kept apart only when pacing can delay submissions.
     pub service: Option<Histogram<u64>>,
+    /// Latency summed and counted per tenth of the measured window, in time order: a run's
+    /// samples for a test of whether two runs differ (its I/Os share the run's luck; its
+    /// tenths nearly do not).
+    pub tenth_sum_ns: [f64; 10],
+    pub tenth_ios: [u64; 10],
 }
 
 impl DirStats {
@@ -46,11 +51,16 @@ impl DirStats {
             lat_sum_ns: 0.0,
             lat_sum_sq_ns: 0.0,
             service: paced.then(|| new_hist(3)),
+            tenth_sum_ns: [0.0; 10],
+            tenth_ios: [0; 10],
         }
     }
 
     #[inline]
-    fn record(&mut self, bytes: u64, lat_ns: u64, service_ns: u64) {
+    fn record(&mut self, bytes: u64, lat_ns: u64, service_ns: u64, tenth: usize) {
+        let tenth = tenth.min(9);
+        self.tenth_sum_ns[tenth] += lat_ns as f64;
+        self.tenth_ios[tenth] += 1;
         self.ios += 1;
         self.bytes += bytes;
         self.lat.saturating_record(lat_ns.max(1));
@@ -68,6 +78,10 @@ impl DirStats {
         let _ = self.lat.add(&o.lat);
         self.lat_sum_ns += o.lat_sum_ns;
         self.lat_sum_sq_ns += o.lat_sum_sq_ns;
+        for i in 0..10 {
+            self.tenth_sum_ns[i] += o.tenth_sum_ns[i];
+            self.tenth_ios[i] += o.tenth_ios[i];
+        }
         match (&mut self.service, &o.service) {
             (Some(a), Some(b)) => {
                 let _ = a.add(b);
@@ -79,6 +93,17 @@ impl DirStats {
 
     pub fn empty(paced: bool) -> DirStats {
         DirStats::new(paced)
+    }
+
+    /// The mean latency in each tenth of the measured window that had an I/O, in seconds,
+    /// in time order.
+    pub fn tenths_mean_s(&self) -> Vec<f64> {
+        self.tenth_sum_ns
+            .iter()
+            .zip(self.tenth_ios)
+            .filter(|(_, n)| *n > 0)
+            .map(|(s, n)| s / n as f64 / 1e9)
+            .collect()
     }
 }
 
@@ -589,13 +614,14 @@ fn worker(
         }
         let lat = t.saturating_sub(s.intended);
         let service = t.saturating_sub(s.issued);
+        let tenth = ((t - w.warm) as u128 * 10 / (w.end - w.warm).max(1) as u128) as usize;
         if s.op_write {
-            stats.write.record(block, lat, service);
+            stats.write.record(block, lat, service, tenth);
             if d.synced {
                 stats.syncs += 1;
             }
         } else {
-            stats.read.record(block, lat, service);
+            stats.read.record(block, lat, service, tenth);
         }
         let second = (t - w.warm) / 1_000_000_000;
         if second > *cur_sec {

@@ -270,6 +270,40 @@ fn change_from(a: f64, b: f64) -> f64 {
     }
 }
 
+/// One side's samples: plain values (runs, or the seconds of one run), or runs each with its
+/// samples inside (a probe's repetitions, each with its tenths).
+#[derive(Debug, Clone, Copy)]
+pub enum Samples<'a> {
+    Flat(&'a [f64]),
+    Runs(&'a [Vec<f64>]),
+}
+
+impl Samples<'_> {
+    fn pooled(&self) -> Vec<f64> {
+        match self {
+            Samples::Flat(v) => v.to_vec(),
+            Samples::Runs(r) => r.iter().flatten().copied().collect(),
+        }
+    }
+
+    /// A bootstrap draw. Runs are drawn as clusters: the runs with replacement, then each
+    /// drawn run's samples with replacement, so the interval carries how far runs differ from
+    /// each other, not only how far a run's samples do.
+    fn resample(&self, rng: &mut Rng, out: &mut Vec<f64>) {
+        match self {
+            Samples::Flat(v) => resample(v, rng, out),
+            Samples::Runs(r) => {
+                out.clear();
+                let runs: Vec<&Vec<f64>> = r.iter().filter(|x| !x.is_empty()).collect();
+                for _ in 0..runs.len() {
+                    let run = runs[rng.below(runs.len())];
+                    out.extend((0..run.len()).map(|_| run[rng.below(run.len())]));
+                }
+            }
+        }
+    }
+}
+
 /// Compare one figure's samples. `higher_is_better`: throughput (true) or latency (false).
 /// `min_change_pct`: the practical floor the change's interval must clear.
 pub fn compare(
@@ -278,17 +312,33 @@ pub fn compare(
     higher_is_better: bool,
     min_change_pct: f64,
 ) -> Comparison {
-    let mut rng =
-        Rng(0x9E37_79B9_7F4A_7C15 ^ (baseline.len() as u64) << 32 ^ candidate.len() as u64);
+    compare_samples(
+        Samples::Flat(baseline),
+        Samples::Flat(candidate),
+        higher_is_better,
+        min_change_pct,
+    )
+}
+
+/// Compare one figure's samples, plain or as runs with samples inside: the test over all the
+/// samples, the intervals from drawing whole runs (see [`Samples::resample`]).
+pub fn compare_samples(
+    baseline: Samples,
+    candidate: Samples,
+    higher_is_better: bool,
+    min_change_pct: f64,
+) -> Comparison {
+    let (pa, pb) = (baseline.pooled(), candidate.pooled());
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ (pa.len() as u64) << 32 ^ pb.len() as u64);
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
     let mut meds_a = Vec::with_capacity(RESAMPLES);
     let mut meds_b = Vec::with_capacity(RESAMPLES);
     let mut changes = Vec::with_capacity(RESAMPLES);
-    let (ma, mb) = (median(baseline), median(candidate));
-    if !baseline.is_empty() && !candidate.is_empty() {
+    let (ma, mb) = (median(&pa), median(&pb));
+    if !pa.is_empty() && !pb.is_empty() {
         for _ in 0..RESAMPLES {
-            resample(baseline, &mut rng, &mut ra);
-            resample(candidate, &mut rng, &mut rb);
+            baseline.resample(&mut rng, &mut ra);
+            candidate.resample(&mut rng, &mut rb);
             let (a, b) = (median(&ra), median(&rb));
             meds_a.push(a);
             meds_b.push(b);
@@ -321,8 +371,8 @@ pub fn compare(
             percentile_of_sorted(&changes, 0.975),
         )
     };
-    let mw = mann_whitney(baseline, candidate);
-    let verdict = if smallest_p(baseline.len(), candidate.len()) >= ALPHA {
+    let mw = mann_whitney(&pa, &pb);
+    let verdict = if smallest_p(pa.len(), pb.len()) >= ALPHA {
         Verdict::TooFew
     } else if mw.p < ALPHA && (lo > min_change_pct || hi < -min_change_pct) {
         let up = lo > 0.0;
@@ -335,8 +385,8 @@ pub fn compare(
         Verdict::Same
     };
     Comparison {
-        baseline: centre(ma, &meds_a, baseline.len()),
-        candidate: centre(mb, &meds_b, candidate.len()),
+        baseline: centre(ma, &meds_a, pa.len()),
+        candidate: centre(mb, &meds_b, pb.len()),
         change_pct,
         change_low_pct: lo,
         change_high_pct: hi,
@@ -377,6 +427,40 @@ mod tests {
         assert_eq!(mann_whitney(&[1.0; 4], &[1.0; 4]).p, 1.0);
         assert!((normal_cdf(1.959964) - 0.975).abs() < 1e-6);
         assert!((normal_cdf(-1.0) - 0.158655).abs() < 1e-6);
+    }
+
+    #[test]
+    fn runs_drawn_whole_carry_how_far_runs_differ() {
+        // Two runs a side, each run's ten samples tight (±1%), but the baseline's runs 100
+        // and 140 apart while the candidate's sit at 120: every sample pooled, the test is
+        // sure and a flat bootstrap puts the change in a narrow band; drawing whole runs
+        // shows it may be -14% or +20%.
+        let run = |m: f64| -> Vec<f64> {
+            (0..10)
+                .map(|i| m * (1.0 + 0.01 * (i as f64 - 4.5) / 4.5))
+                .collect()
+        };
+        let a = vec![run(100.0), run(140.0)];
+        let b = vec![run(119.0), run(121.0)];
+        let pooled = |v: &[Vec<f64>]| v.concat();
+        let flat = compare(&pooled(&a), &pooled(&b), false, 5.0);
+        let whole = compare_samples(Samples::Runs(&a), Samples::Runs(&b), false, 5.0);
+        assert_eq!(flat.p, whole.p);
+        assert!(
+            whole.change_high_pct - whole.change_low_pct
+                > flat.change_high_pct - flat.change_low_pct,
+            "{flat:?} {whole:?}"
+        );
+        assert!(
+            whole.change_low_pct < -10.0 && whole.change_high_pct > 15.0,
+            "{whole:?}"
+        );
+        assert_eq!(whole.verdict, Verdict::Same);
+        // Runs that agree, 30% apart: found.
+        let b = vec![run(160.0), run(165.0)];
+        let a = vec![run(120.0), run(124.0)];
+        let c = compare_samples(Samples::Runs(&a), Samples::Runs(&b), false, 5.0);
+        assert_eq!(c.verdict, Verdict::Worse, "{c:?}");
     }
 
     #[test]

@@ -347,8 +347,17 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             } else {
                 "no clean run".into()
             };
+            let ahead = if f.has("next_mode") {
+                format!(
+                    " ({} slower by plumb compare's rule: {})",
+                    f.text("next_mode"),
+                    rule(f, "")
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "Fastest durable {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}.",
+                "Fastest durable {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}{ahead}.",
                 kib(f, "block_size_bytes"),
                 f.text("mode"),
                 us(f.num("mean_s")),
@@ -358,19 +367,20 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             )
         }
         "fastest-not-distinguishable" => format!(
-            "Fastest durable {} KiB writes, not distinguishable on this host (their runs' ranges overlap): {}{}.",
+            "Fastest durable {} KiB writes, not distinguishable on this host by plumb compare's rule (none differs from the fastest beyond {:.0}% at p < 0.05 over the runs' tenths): {}{}.",
             kib(f, "block_size_bytes"),
+            f.num("floor_pct"),
             joined_notes(f.notes("group"), ", "),
             then(f)
         ),
         "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => {
+            let how = rule(f, "open_datasync");
             let advice = match code {
                 "wal-sync-not-distinguishable" => format!(
-                    "not distinguishable on this host (spread ±{:.0}%); keep the default fdatasync",
-                    f.num("spread_pct")
+                    "not distinguishable on this host by plumb compare's rule ({how}); keep the default fdatasync"
                 ),
-                "wal-sync-open-datasync-faster" => "open_datasync is faster here; confirm with a longer probe and your workload before switching".into(),
-                _ => "keep the default fdatasync".into(),
+                "wal-sync-open-datasync-faster" => format!("open_datasync is faster here by plumb compare's rule ({how}); confirm with a longer probe and your workload before switching"),
+                _ => format!("fdatasync is faster by plumb compare's rule ({how}); keep the default"),
             };
             let direct = if f.has("open_datasync_direct_mean_s") {
                 format!(
@@ -389,10 +399,10 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
         }
         "mssql-log-writes" => {
             let tail = match f.text("fua") {
-                "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.",
-                "faster" => " With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here.",
-                "not-faster" => " The FUA path is not distinguishably faster here.",
-                _ => "",
+                "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.".to_string(),
+                "faster" => format!(" With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here ({}).", rule(f, "the FUA path")),
+                "not-faster" => format!(" The FUA path is not faster here by plumb compare's rule ({}).", rule(f, "the FUA path")),
+                _ => String::new(),
             };
             format!(
                 "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
@@ -402,11 +412,16 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             )
         }
         "durability-cost" => format!(
-            "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}.",
+            "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}{}.",
             f.num("ratio"),
             kib(f, "block_size_bytes"),
             us(f.num("direct_mean_s")),
-            us(f.num("durable_mean_s"))
+            us(f.num("durable_mean_s")),
+            if f.has("p") {
+                format!(" ({})", rule(f, "the durable one"))
+            } else {
+                String::new()
+            }
         ),
         "candidate" => {
             let mut s = figure(f, "path");
@@ -435,6 +450,28 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// How plumb compare's rule judged two modes: "Mann-Whitney p < 0.001 over the runs' tenths,
+/// open_datasync +12% to +30% (95%), counted beyond 5%".
+fn rule(f: &Facts, candidate: &str) -> String {
+    let p = f.num("p");
+    let candidate = if candidate.is_empty() {
+        String::new()
+    } else {
+        format!("{candidate} ")
+    };
+    format!(
+        "Mann-Whitney p {} over the runs' tenths, {candidate}{:+.0}% to {:+.0}% (95%), counted beyond {:.0}%",
+        if p < 0.001 {
+            "< 0.001".to_string()
+        } else {
+            format!("{p:.3}")
+        },
+        f.num("change_low_pct"),
+        f.num("change_high_pct"),
+        f.num("floor_pct")
+    )
 }
 
 /// "; then fdatasync 812 µs, dsync 901 µs", or nothing.

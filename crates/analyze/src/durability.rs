@@ -301,33 +301,64 @@ pub fn floor_pct(a: &ModeRow, b: &ModeRow) -> f64 {
     )
 }
 
-/// plumb compare's rule between two modes (baseline `a`, candidate `b`; lower is better): the
-/// Mann-Whitney U test over the mean write latency of each tenth of each counted run, p < 0.05,
-/// and the change's bootstrap interval (whole runs drawn, then their tenths) wholly beyond
-/// [`floor_pct`].
-pub fn judge(a: &ModeRow, b: &ModeRow) -> Judged {
-    crate::compare::compare_samples(
-        Samples::Runs(&a.counted_tenths()),
-        Samples::Runs(&b.counted_tenths()),
-        false,
-        floor_pct(a, b),
-    )
+/// plumb compare's rule between two modes: the Mann-Whitney U test over the mean write latency
+/// of each tenth of each counted run, p < 0.05, and the change's bootstrap interval (whole runs
+/// drawn, then their tenths) wholly beyond [`floor_pct`]. The faster of the two by mean is the
+/// baseline, so the change reads as how much slower the other is and the floor means the same
+/// whichever mode is faster.
+pub struct Judgement<'r> {
+    pub faster: &'r ModeRow,
+    pub slower: &'r ModeRow,
+    pub judged: Judged,
+    pub floor_pct: f64,
+}
+
+impl Judgement<'_> {
+    /// The faster mode beats the slower one by the rule.
+    pub fn apart(&self) -> bool {
+        self.judged.verdict == CompareVerdict::Worse
+    }
+
+    /// Whether `row` is the faster one by the rule.
+    pub fn is_faster(&self, row: &ModeRow) -> bool {
+        self.apart() && std::ptr::eq(self.faster, row)
+    }
+
+    /// A statement with the rule's figures: the slower mode, the p, the change's interval and
+    /// the floor.
+    fn on(&self, n: Note) -> Note {
+        n.text("slower", self.slower.mode.to_string())
+            .ratio("p", self.judged.p)
+            .pct("change_low_pct", self.judged.change_low_pct)
+            .pct("change_high_pct", self.judged.change_high_pct)
+            .pct("floor_pct", self.floor_pct)
+    }
+}
+
+pub fn judge<'r>(a: &'r ModeRow, b: &'r ModeRow) -> Judgement<'r> {
+    let (faster, slower) = if b.mean_s.unwrap_or(f64::INFINITY) < a.mean_s.unwrap_or(f64::INFINITY)
+    {
+        (b, a)
+    } else {
+        (a, b)
+    };
+    let floor = floor_pct(a, b);
+    Judgement {
+        faster,
+        slower,
+        judged: crate::compare::compare_samples(
+            Samples::Runs(&faster.counted_tenths()),
+            Samples::Runs(&slower.counted_tenths()),
+            false,
+            floor,
+        ),
+        floor_pct: floor,
+    }
 }
 
 /// Whether two modes differ by plumb compare's rule ([`judge`]).
 pub fn distinguishable(a: &ModeRow, b: &ModeRow) -> bool {
-    matches!(
-        judge(a, b).verdict,
-        CompareVerdict::Better | CompareVerdict::Worse
-    )
-}
-
-/// A statement with the rule's figures: its p, the change's interval and the floor.
-fn with_rule(n: Note, c: &Judged, floor: f64) -> Note {
-    n.ratio("p", c.p)
-        .pct("change_low_pct", c.change_low_pct)
-        .pct("change_high_pct", c.change_high_pct)
-        .pct("floor_pct", floor)
+    judge(a, b).apart()
 }
 
 fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
@@ -546,11 +577,7 @@ pub fn conclude(
             }
             // How it stands to the runner-up, by the rule.
             if let Some(next) = rest.first() {
-                n = with_rule(
-                    n.text("next_mode", next.mode.to_string()),
-                    &judge(best, next),
-                    floor_pct(best, next),
-                );
+                n = judge(best, next).on(n);
             }
             c.push(n);
         } else {
@@ -594,12 +621,13 @@ pub fn conclude(
     let odds = clean(row_of(rows, Durability::DirectDsync, bs)).and_then(|r| r.mean_s);
     if let (Some(a), Some(b)) = (fds, ods) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
-        // fdatasync is the baseline (the default): "better" is open_datasync faster.
         let judged = judge(a, b);
-        let code = match judged.verdict {
-            CompareVerdict::Better => "wal-sync-open-datasync-faster",
-            CompareVerdict::Worse => "wal-sync-fdatasync-faster",
-            _ => "wal-sync-not-distinguishable",
+        let code = if judged.is_faster(b) {
+            "wal-sync-open-datasync-faster"
+        } else if judged.is_faster(a) {
+            "wal-sync-fdatasync-faster"
+        } else {
+            "wal-sync-not-distinguishable"
         };
         let mut n = Note::new(Level::Info, code)
             .bytes("block_size_bytes", bs as f64)
@@ -608,7 +636,7 @@ pub fn conclude(
         if let Some(d) = odds {
             n = n.secs("open_datasync_direct_mean_s", d);
         }
-        c.push(with_rule(n, &judged, floor_pct(a, b)));
+        c.push(judged.on(n));
     }
 
     // SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
@@ -628,11 +656,10 @@ pub fn conclude(
     let fu = clean(row_of(rows, Durability::DirectDsync, lbs));
     if let (Some(a), Some(b)) = (ff, fu) {
         let (ma, mb) = (a.mean_s.unwrap_or(0.0), b.mean_s.unwrap_or(0.0));
-        // The forced flush is the baseline (SQL Server's default): "better" is FUA faster.
         let judged = judge(a, b);
         let fua_word = match fua {
             Some(false) => "none",
-            Some(true) if judged.verdict == CompareVerdict::Better => "faster",
+            Some(true) if judged.is_faster(b) => "faster",
             Some(true) => "not-faster",
             None => "unknown",
         };
@@ -641,11 +668,7 @@ pub fn conclude(
             .secs("forced_flush_mean_s", ma)
             .secs("fua_mean_s", mb)
             .text("fua", fua_word);
-        c.push(if fua == Some(true) {
-            with_rule(n, &judged, floor_pct(a, b))
-        } else {
-            n
-        });
+        c.push(if fua == Some(true) { judged.on(n) } else { n });
     }
 
     // What durability costs over a plain direct write.
@@ -655,13 +678,13 @@ pub fn conclude(
     ) {
         let (md, mb) = (d.mean_s.unwrap_or(0.0), best.mean_s.unwrap_or(0.0));
         let judged = judge(d, best);
-        if mb > md && judged.verdict == CompareVerdict::Worse {
+        if judged.is_faster(d) {
             let n = Note::new(Level::Info, "durability-cost")
                 .ratio("ratio", mb / md)
                 .bytes("block_size_bytes", bs as f64)
                 .secs("direct_mean_s", md)
                 .secs("durable_mean_s", mb);
-            c.push(with_rule(n, &judged, floor_pct(d, best)));
+            c.push(judged.on(n));
         }
     }
     c
@@ -887,7 +910,7 @@ mod tests {
         assert_eq!(fastest.num("clean_runs"), 2.0);
         assert_eq!(fastest.num("block_size_bytes"), 8192.0);
         // Ahead of the runner-up by the rule, with its figures.
-        assert_eq!(fastest.text("next_mode"), "direct-dsync");
+        assert_eq!(fastest.text("slower"), "direct-dsync");
         assert!(fastest.num("p") < 0.05 && fastest.num("change_low_pct") > 5.0);
         let wal = of("wal-sync-fdatasync-faster").expect("fdatasync faster by the rule");
         assert_eq!(wal.num("floor_pct"), 5.0);
@@ -957,7 +980,7 @@ mod tests {
             row("fsync", 8192, &[100.0], None),
             row("dsync", 8192, &[130.0], None),
         );
-        let j = judge(&a, &b);
+        let j = judge(&a, &b).judged;
         assert!(j.p < 0.001, "{j:?}");
         assert!(!distinguishable(&a, &b));
         assert_eq!(floor_pct(&a, &b), 50.0);
@@ -967,7 +990,7 @@ mod tests {
         // all tenths is sure, but drawing whole runs shows the change may be small or none.
         let a = row("fsync", 8192, &[100.0, 140.0], None);
         let b = row("dsync", 8192, &[120.0, 125.0], None);
-        let j = judge(&a, &b);
+        let j = judge(&a, &b).judged;
         assert!(j.change_low_pct < 5.0, "{j:?}");
         assert!(!distinguishable(&a, &b));
     }

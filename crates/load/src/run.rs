@@ -614,7 +614,7 @@ fn worker(
         }
         let lat = t.saturating_sub(s.intended);
         let service = t.saturating_sub(s.issued);
-        let tenth = ((t - w.warm) as u128 * 10 / (w.end - w.warm).max(1) as u128) as usize;
+        let tenth = ((t - w.warm) * 10 / (w.end - w.warm).max(1)) as usize;
         if s.op_write {
             stats.write.record(block, lat, service, tenth);
             if d.synced {

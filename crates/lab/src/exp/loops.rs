@@ -582,15 +582,16 @@ fn flush_per_commit(r: &LabReport) -> Option<Note> {
 /// The floor a loop's change must clear: `plumb compare`'s, for latencies with one run a side.
 const LOOPS_FLOOR_PCT: f64 = plumb_analyze::compare::ONE_RUN_LATENCY_FLOOR_PCT;
 
-/// `plumb compare`'s rule over two loops' iterations (baseline: the slower configuration, so
-/// "better" means the faster one is faster beyond the rule). None without the iterations.
-fn loops_rule(slower: &Latency, faster: &Latency) -> Option<plumb_analyze::compare::Comparison> {
+/// `plumb compare`'s rule over two loops' iterations (baseline: the faster configuration, so
+/// the change reads as how much slower the other one is, and "worse" means the faster one is
+/// faster beyond the rule). None without the iterations.
+fn loops_rule(faster: &Latency, slower: &Latency) -> Option<plumb_analyze::compare::Comparison> {
     if slower.histogram_us.is_empty() || faster.histogram_us.is_empty() {
         return None;
     }
     Some(plumb_analyze::compare::compare(
-        &slower.histogram_us.values(),
         &faster.histogram_us.values(),
+        &slower.histogram_us.values(),
         false,
         LOOPS_FLOOR_PCT,
     ))
@@ -615,10 +616,10 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
         }
         v.sort_by(|a, b| a.0.p50_ms.total_cmp(&b.0.p50_ms));
         let (best, worst) = (&v[0], &v[v.len() - 1]);
-        let judged = loops_rule(worst.0, best.0);
+        let judged = loops_rule(best.0, worst.0);
         let code = match &judged {
             Some(c) => match c.verdict {
-                plumb_analyze::compare::Verdict::Better => "loops-faster",
+                plumb_analyze::compare::Verdict::Worse => "loops-faster",
                 plumb_analyze::compare::Verdict::TooFew => "loops-too-few",
                 _ => "loops-not-distinguishable",
             },

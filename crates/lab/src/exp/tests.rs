@@ -375,6 +375,25 @@ fn wal_sync_methods_are_ranked_only_by_the_compare_rule() {
         "the rule's figures are said: {}",
         plumb_report::words::statement(w)
     );
+    // The floor reads from the faster configuration: 2.5 times as long is +150%, beyond the
+    // 50% floor (read from the slower one it would be -60%, and a floor of -50% would ask for
+    // twice as fast, a stricter rule for one direction than the other).
+    let mut wide = r.clone();
+    wide.loops[0] = bulk(
+        "fdatasync",
+        &[100_000, 120_000, 150_000, 160_000, 170_000],
+        21.0,
+    );
+    wide.loops[1] = bulk(
+        "open_datasync+O_DIRECT",
+        &[260_000, 300_000, 310_000, 320_000, 330_000],
+        1690.0,
+    );
+    let ww = plumb_report::words::statement(rule(&findings(&wide), "wal-sync-method").unwrap());
+    assert!(
+        ww.contains("10,000-row transactions: 2.07x faster with fdatasync"),
+        "{ww}"
+    );
     // Three iterations a side can never reach p < 0.05, however far apart: too few, not faster.
     let mut three = r.clone();
     three.loops = vec![

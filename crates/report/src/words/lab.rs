@@ -436,7 +436,7 @@ fn knee_at(f: &Facts) -> String {
 fn loops_rule(f: &Facts) -> String {
     if f.has("p") {
         format!(
-            "by plumb compare's rule: Mann-Whitney p {} over the iterations, the faster one's change {:+.0}% to {:+.0}% (95%), counted beyond {:.0}%, the floor for one run a side",
+            "by plumb compare's rule: Mann-Whitney p {} over the iterations, the slower one {:+.0}% to {:+.0}% (95%), counted beyond {:.0}%, the floor for one run a side",
             if f.num("p") < 0.001 {
                 "< 0.001".to_string()
             } else {

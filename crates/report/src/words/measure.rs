@@ -347,10 +347,10 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             } else {
                 "no clean run".into()
             };
-            let ahead = if f.has("next_mode") {
+            let ahead = if f.has("slower") {
                 format!(
                     " ({} slower by plumb compare's rule: {})",
-                    f.text("next_mode"),
+                    f.text("slower"),
                     rule(f, "")
                 )
             } else {
@@ -374,7 +374,14 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             then(f)
         ),
         "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => {
-            let how = rule(f, "open_datasync");
+            let how = rule(
+                f,
+                if f.text("slower") == "dsync" {
+                    "open_datasync"
+                } else {
+                    "fdatasync"
+                },
+            );
             let advice = match code {
                 "wal-sync-not-distinguishable" => format!(
                     "not distinguishable on this host by plumb compare's rule ({how}); keep the default fdatasync"
@@ -398,10 +405,15 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             )
         }
         "mssql-log-writes" => {
-            let tail = match f.text("fua") {
+            let slower = if f.text("slower") == "direct-dsync" {
+            "the FUA path"
+        } else {
+            "the forced flush"
+        };
+        let tail = match f.text("fua") {
                 "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.".to_string(),
-                "faster" => format!(" With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here ({}).", rule(f, "the FUA path")),
-                "not-faster" => format!(" The FUA path is not faster here by plumb compare's rule ({}).", rule(f, "the FUA path")),
+                "faster" => format!(" With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here ({}).", rule(f, slower)),
+                "not-faster" => format!(" The FUA path is not faster here by plumb compare's rule ({}).", rule(f, slower)),
                 _ => String::new(),
             };
             format!(
@@ -452,8 +464,9 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
     })
 }
 
-/// How plumb compare's rule judged two modes: "Mann-Whitney p < 0.001 over the runs' tenths,
-/// open_datasync +12% to +30% (95%), counted beyond 5%".
+/// How plumb compare's rule judged two modes, the slower one's change from the faster:
+/// "Mann-Whitney p < 0.001 over the runs' tenths, open_datasync +12% to +30% (95%), counted
+/// beyond 5%".
 fn rule(f: &Facts, candidate: &str) -> String {
     let p = f.num("p");
     let candidate = if candidate.is_empty() {

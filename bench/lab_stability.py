@@ -87,6 +87,15 @@ def loops_conclusions(r):
     return "; ".join(out) or "(none)"
 
 
+def durability_conclusions(r):
+    """The durability probe's comparisons (by plumb compare's rule over the runs' tenths): the
+    codes of its fastest, wal_sync_method and durability-cost statements, in order."""
+    keep = ("fastest-", "wal-sync-", "durability-cost")
+    d = r.get("durability") or {}
+    return ", ".join(c["code"] for c in d.get("conclusions", [])
+                     if c["code"].startswith(keep)) or "(none)"
+
+
 def knee_range(r):
     """The knee as the lab states it: "QD 16", "QD 4 to 16", or "none"."""
     k = (r.get("sweep") or {}).get("knee")
@@ -145,6 +154,9 @@ def main():
     loops = [loops_conclusions(r) for r in reports]
     same_loops = all(x == loops[0] for x in loops)
     loops_lines = [f"- run {i + 1}: {x}" for i, x in enumerate(loops)]
+    durs = [durability_conclusions(r) for r in reports]
+    same_durs = all(x == durs[0] for x in durs)
+    dur_lines = [f"- run {i + 1}: {x}" for i, x in enumerate(durs)]
     knees = [knee_range(r) for r in reports]
     same_knee = all(k == knees[0] for k in knees)
     knee_lines = [f"- run {i + 1}: {k}" for i, k in enumerate(knees)]
@@ -164,6 +176,9 @@ def main():
     print("the loops' conclusions per run:")
     print("\n".join(loops_lines))
     print(f"same conclusions in every run: {'yes' if same_loops else 'NO'}")
+    print("the durability probe's conclusions per run:")
+    print("\n".join(dur_lines))
+    print(f"same in every run: {'yes' if same_durs else 'NO'}")
 
     uname = platform.uname()
     cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
@@ -204,6 +219,14 @@ Which wal_sync_method the insert/CHECKPOINT loops called faster (by `plumb compa
 run a side). Same in every run: **{'yes' if same_loops else 'no'}**.
 
 {chr(10).join(loops_lines)}
+
+## The durability probe's conclusions
+
+Which durable-write mode the probe called fastest, what it said of wal_sync_method, and whether
+durability's cost was beyond the rule (by `plumb compare`'s rule over the runs' tenths). Same in
+every run: **{'yes' if same_durs else 'no'}**.
+
+{chr(10).join(dur_lines)}
 
 ## Phase verdicts
 

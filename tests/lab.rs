@@ -182,9 +182,49 @@ fn quick_lab_end_to_end() {
         std::fs::read_to_string(out.join("summary.txt")).unwrap(),
         stdout
     );
+    // The summary opens on its verdict: trust, the headline figures, what needs action.
+    let head: String = stdout.lines().take(4).collect::<Vec<_>>().join("\n");
+    assert!(
+        head.contains("Verdict") && head.contains("trust"),
+        "the summary does not open on its verdict:\n{head}"
+    );
+    first_screen_holds_the_verdict(&out.join("index.html"), "lab-first-screen");
 
     let r: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    // The verdict in JSON: every watched phase graded, the headline figures with units.
+    let v = &r["verdict"];
+    assert!(
+        ["clean", "noted", "disturbed"].contains(&v["trust"].as_str().unwrap()),
+        "{v:#}"
+    );
+    assert_eq!(
+        v["windows"].as_array().unwrap().len(),
+        r["windows"].as_array().unwrap().len()
+    );
+    let codes: Vec<&str> = v["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["code"].as_str().unwrap())
+        .collect();
+    for c in ["tps", "latency_p99", "durable_write_mean", "knee"] {
+        assert!(
+            codes.contains(&c),
+            "no {c} in the verdict's headline: {codes:?}"
+        );
+    }
+    let tps = v["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["code"] == "tps")
+        .unwrap();
+    assert_eq!(
+        tps["value"], r["pgbench"]["tps"],
+        "the headline is the run's figure"
+    );
+    assert_eq!(tps["unit"], "per_s");
     if let Some(v) = validate(&out.join("report.json")) {
         assert!(
             !v.starts_with("INVALID"),
@@ -194,6 +234,11 @@ fn quick_lab_end_to_end() {
         let mut broken = r.clone();
         broken.as_object_mut().unwrap().remove("findings");
         let bad = d.path().join("broken.json");
+        std::fs::write(&bad, broken.to_string()).unwrap();
+        assert!(validate(&bad).unwrap().starts_with("INVALID"));
+        // Nor is a verdict with a trust grade the schema does not know.
+        let mut broken = r.clone();
+        broken["verdict"]["trust"] = "fine".into();
         std::fs::write(&bad, broken.to_string()).unwrap();
         assert!(validate(&bad).unwrap().starts_with("INVALID"));
         std::fs::remove_file(&bad).unwrap();
@@ -629,6 +674,27 @@ fn lab_cgroups() -> Vec<PathBuf> {
     out
 }
 
+/// The report's first screen at 1280x800 in Chromium holds the whole verdict block (trust,
+/// figures, what needs action) above the fold. The screen as first_screen.py saw it, or None
+/// when Selenium cannot run here (said).
+fn first_screen_holds_the_verdict(html: &Path, name: &str) -> Option<Value> {
+    let s = common::first_screen(html, name)?;
+    let (bottom, height) = (
+        s["verdict_bottom"].as_f64().expect("a verdict block"),
+        s["inner_height"].as_f64().unwrap(),
+    );
+    assert!(
+        bottom <= height,
+        "the verdict ends at {bottom} px, below the first screen ({height} px): {s:#}"
+    );
+    let text = s["verdict_text"].as_str().unwrap();
+    for label in ["trust", "figures", "needs action"] {
+        assert!(text.contains(label), "no {label} in the verdict: {text}");
+    }
+    assert!(text.contains("tps"), "no throughput in the verdict: {text}");
+    Some(s)
+}
+
 fn swaps() -> String {
     std::fs::read_to_string("/proc/swaps").unwrap_or_default()
 }
@@ -676,6 +742,17 @@ fn experiments_lab(extra: &[&str]) -> Option<Value> {
     assert!(
         html.contains("Experiment: memory pressure") && html.contains("Experiment: write throttle")
     );
+    // The first screen says what each experiment changed, as plumb's own doing.
+    if let Some(s) =
+        first_screen_holds_the_verdict(&out.join("index.html"), "lab-experiments-first-screen")
+    {
+        let exp = s["experiment_lines"].to_string();
+        assert!(
+            exp.contains("memory pressure (plumb's own experiment")
+                && exp.contains("write throttle (plumb's own experiment"),
+            "{s:#}"
+        );
+    }
     Some(serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap())
 }
 
@@ -704,8 +781,31 @@ fn pressure_and_write_throttle_change_the_results() {
     let swapped = p["window"]["engine_swap_bytes_max"].as_f64().unwrap();
     assert!(swapped > 10.0 * 1048576.0, "server swap {swapped}");
     assert!(p["notes"].to_string().contains("VmSwap"));
-    let rules = r["findings"].to_string();
-    assert!(rules.contains("engine-memory-in-swap"), "{rules}");
+    // The swap is plumb's doing: its finding is tagged as the experiment and is not a
+    // critical finding about the server, and the verdict says so.
+    let swap = r["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["rule"] == "engine-memory-in-swap")
+        .unwrap_or_else(|| panic!("no swap finding: {:#}", r["findings"]));
+    assert_eq!(swap["severity"], "info", "{swap:#}");
+    assert!(
+        swap["experiment"].as_str().is_some_and(|x| !x.is_empty()),
+        "the swap finding is not tagged as plumb's experiment: {swap:#}"
+    );
+    let pressure = r["verdict"]["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "memory pressure")
+        .unwrap();
+    assert!(pressure["server_swap_bytes"].as_f64().unwrap() > 10.0 * 1048576.0);
+    assert!(!r["verdict"]["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|a| a["rule"] == "engine-memory-in-swap" && a["experiment"] == false));
     // Write throttle at 1 MB/s: pgbench cannot keep its pace.
     let t = get("write throttle");
     let (base, with) = (

@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 mod common;
-use common::{chromium, plumb, skip};
+use common::{plumb, selenium_missing, skip};
 
 use plumb_analyze::series::{How, RULES};
 use plumb_store::{Header, Kind, Mark, Writer};
@@ -109,21 +109,6 @@ fn day_recording(path: &Path) {
         )
         .unwrap();
     }
-}
-
-fn selenium_missing() -> Option<String> {
-    if chromium().is_none() {
-        return Some("no chromium".into());
-    }
-    if !Path::new("/usr/bin/chromedriver").exists() {
-        return Some("no /usr/bin/chromedriver (Debian's chromium-driver)".into());
-    }
-    let ok = Command::new("/usr/bin/python3")
-        .args(["-c", "import selenium"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    (!ok).then(|| "no Selenium for /usr/bin/python3 (Debian's python3-selenium)".into())
 }
 
 #[test]

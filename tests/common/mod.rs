@@ -168,3 +168,59 @@ pub fn server_tempdir(prefix: &str) -> tempfile::TempDir {
     .unwrap();
     tmp
 }
+
+/// Why Selenium cannot drive Chromium here, or None when it can.
+#[allow(dead_code)]
+pub fn selenium_missing() -> Option<String> {
+    if chromium().is_none() {
+        return Some("no chromium".into());
+    }
+    if !Path::new("/usr/bin/chromedriver").exists() {
+        return Some("no /usr/bin/chromedriver (Debian's chromium-driver)".into());
+    }
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", "import selenium"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    (!ok).then(|| "no Selenium for /usr/bin/python3 (Debian's python3-selenium)".into())
+}
+
+/// What the first screen of an HTML report shows at 1280x800 in headless Chromium
+/// (tests/browser/first_screen.py): the verdict block's bounds and lines. None (said) when
+/// Selenium cannot run here. `PLUMB_SCREENSHOTS=DIR` keeps the screenshot as DIR/NAME.png.
+#[allow(dead_code)]
+pub fn first_screen(html: &Path, name: &str) -> Option<serde_json::Value> {
+    if let Some(why) = selenium_missing() {
+        skip(format!(
+            "skipped the first-screen check: {why}; scripts/setup --test installs chromium, chromium-driver and python3-selenium"
+        ));
+        return None;
+    }
+    let shots = std::env::var_os("PLUMB_SCREENSHOTS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::env::temp_dir());
+    let _ = std::fs::create_dir_all(&shots);
+    let shot = shots.join(format!("{name}.png"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/first_screen.py");
+    let o = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(html)
+        .arg(&shot)
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "first_screen.py failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON object");
+    assert!(
+        std::fs::metadata(&shot)
+            .map(|m| m.len() > 20_000)
+            .unwrap_or(false),
+        "blank first screen: {}",
+        shot.display()
+    );
+    Some(v)
+}

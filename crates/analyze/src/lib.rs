@@ -28,6 +28,7 @@ pub mod stats;
 pub mod sweep;
 pub mod trace;
 pub mod units;
+pub mod verdict;
 
 pub use said::WithFacts;
 

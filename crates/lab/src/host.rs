@@ -53,63 +53,90 @@ pub fn findings(r: &LabReport) -> Vec<Finding> {
             }
         }
     }
-    // Engine memory in swap.
+    // Engine memory in swap: the server's problem where plumb's experiments were not running;
+    // where one was (--pressure pushes the server into swap on purpose), plumb's own doing,
+    // tagged with the experiment and said as info.
+    let experiment_of = |phase: &str| r.experiments.iter().find(|e| e.phase == phase);
     let swapped = largest(
         r.windows
             .iter()
+            .filter(|w| experiment_of(&w.phase).is_none())
             .filter_map(|w| w.engine_swap_bytes_max.map(|s| (s, &w.phase))),
     );
-    if let Some((s, phase)) = swapped {
-        if s >= 1048576.0 {
-            // Swapped memory is a fact whoever pushed it out: not lowered when disturbed.
-            out.push(
-                Finding::new(Severity::Critical, "engine-memory-in-swap")
-                    .bytes("swap_bytes", s)
-                    .text("phase", phase.clone())
-                    .evidence(vec![Evidence::Said(
-                        Said::new("postmaster-smaps-swap").bytes("swap_bytes", s),
-                    )]),
-            );
-        }
+    // The first experiment whose window found the server in swap is the one that put it
+    // there (swap stays until the memory is touched again, into later experiments' windows).
+    let ours = r.windows.iter().find_map(|w| {
+        let e = experiment_of(&w.phase)?;
+        w.engine_swap_bytes_max
+            .filter(|s| *s >= 1048576.0)
+            .map(|s| (s, e))
+    });
+    let swap_finding = |severity: Severity, s: f64, phase: &str| {
+        Finding::new(severity, "engine-memory-in-swap")
+            .bytes("swap_bytes", s)
+            .text("phase", phase.to_string())
+            .evidence(vec![Evidence::Said(
+                Said::new("postmaster-smaps-swap").bytes("swap_bytes", s),
+            )])
+    };
+    if let Some((s, phase)) = swapped.filter(|(s, _)| *s >= 1048576.0) {
+        // Swapped memory is a fact whoever pushed it out: not lowered when disturbed.
+        out.push(swap_finding(Severity::Critical, s, phase));
+    } else if let Some((s, e)) = ours {
+        out.push(swap_finding(Severity::Info, s, &e.phase).experiment(e.setting.clone()));
     }
-    // CPU: run queue (the worst workload phase) and steal (any phase).
+    // CPU: run queue (the worst workload phase) and steal (any phase). A queue in plumb's own experiments' phases (--pressure keeps a program touching memory
+    // beside the server) is theirs: said as info and tagged, unless the server's own phases
+    // queued too.
     let cpus = r.host.cpu.online_cpus.unwrap_or(0) as f64;
-    let worst = largest(
-        r.windows
-            .iter()
-            .filter(|w| w.workload)
-            .filter_map(|w| w.runnable_mean.map(|m| (m, w))),
-    );
-    if let Some((m, w)) = worst {
-        if cpus > 0.0 && m > cpus {
-            let over: Vec<&Window> = r
-                .windows
+    let worst_of = |in_experiment: bool| {
+        largest(
+            r.windows
                 .iter()
-                .filter(|w| w.workload && w.runnable_mean.is_some_and(|m| m > cpus))
-                .collect();
-            out.push(
-                Finding::new(Severity::Warn, "run-queue-above-cpus")
-                    .text("phase", w.phase.clone())
-                    .count("runnable_mean", m)
-                    .count("cpus", cpus)
-                    .evidence(
-                        over.iter()
-                            .filter_map(|w| {
-                                Some(Evidence::Said(
-                                    Said::new("phase-run-queue")
-                                        .text("phase", w.phase.clone())
-                                        .count("runnable_mean", w.runnable_mean?)
-                                        .count("runnable_max", w.runnable_max?)
-                                        .pct("cpu_busy_pct", w.cpu_busy_pct?),
-                                ))
-                            })
-                            .collect(),
-                    )
-                    // Another process's runnable tasks count too: lowered when a phase was
-                    // disturbed.
-                    .phases(over.iter().map(|w| w.phase.clone()).collect()),
-            );
+                .filter(|w| w.workload && experiment_of(&w.phase).is_some() == in_experiment)
+                .filter_map(|w| w.runnable_mean.map(|m| (m, w))),
+        )
+        .filter(|(m, _)| cpus > 0.0 && *m > cpus)
+    };
+    let queued = match (worst_of(false), worst_of(true)) {
+        (Some((m, w)), _) => Some((m, w, Severity::Warn, None)),
+        (None, Some((m, w))) => {
+            let e = experiment_of(&w.phase).map(|e| e.setting.clone());
+            Some((m, w, Severity::Info, e))
         }
+        (None, None) => None,
+    };
+    if let Some((m, w, severity, experiment)) = queued {
+        let over: Vec<&Window> = r
+            .windows
+            .iter()
+            .filter(|w| w.workload && w.runnable_mean.is_some_and(|m| m > cpus))
+            .collect();
+        let mut f = Finding::new(severity, "run-queue-above-cpus");
+        if let Some(x) = experiment {
+            f = f.experiment(x);
+        }
+        out.push(
+            f.text("phase", w.phase.clone())
+                .count("runnable_mean", m)
+                .count("cpus", cpus)
+                .evidence(
+                    over.iter()
+                        .filter_map(|w| {
+                            Some(Evidence::Said(
+                                Said::new("phase-run-queue")
+                                    .text("phase", w.phase.clone())
+                                    .count("runnable_mean", w.runnable_mean?)
+                                    .count("runnable_max", w.runnable_max?)
+                                    .pct("cpu_busy_pct", w.cpu_busy_pct?),
+                            ))
+                        })
+                        .collect(),
+                )
+                // Another process's runnable tasks count too: lowered when a phase was
+                // disturbed.
+                .phases(over.iter().map(|w| w.phase.clone()).collect()),
+        );
     }
     let steal: Option<(f64, &Window)> =
         largest(r.windows.iter().filter_map(|w| w.steal_pct.map(|s| (s, w))));

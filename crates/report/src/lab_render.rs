@@ -10,10 +10,31 @@ use plumb_analyze::lab::{LabReport, Latency, Severity};
 use serde::Serialize;
 use std::io::{self, Write};
 
-/// The lab's report as output: text summary, or JSON with the envelope.
-#[derive(Serialize)]
-#[serde(transparent)]
+/// The lab's report as output: text summary, or JSON with the envelope (the report's fields
+/// and its top-level `verdict`).
 pub struct LabOutput<'a>(pub &'a LabReport);
+
+#[derive(Serialize)]
+struct WithVerdict<'a> {
+    #[serde(flatten)]
+    report: &'a LabReport,
+    verdict: plumb_analyze::verdict::RunVerdict,
+}
+
+impl Serialize for LabOutput<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithVerdict {
+            report: self.0,
+            verdict: plumb_analyze::verdict::lab(self.0),
+        }
+        .serialize(s)
+    }
+}
+
+/// The verdict block of a lab report.
+fn verdict_block(r: &LabReport) -> crate::verdict_render::Block {
+    crate::verdict_render::lab_block(&plumb_analyze::verdict::lab(r), &r.findings)
+}
 
 /// One table of the report.
 struct Table {
@@ -893,6 +914,8 @@ impl Render for LabOutput<'_> {
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
         let r = self.0;
         writeln!(out, "plumb lab")?;
+        writeln!(out)?;
+        crate::verdict_render::text(&verdict_block(r), out)?;
         for (k, v) in header_lines(r) {
             writeln!(out, "{k:<9} {v}")?;
         }
@@ -943,10 +966,11 @@ impl Render for LabOutput<'_> {
     }
 }
 
-/// index.html: findings first, then the storage, the workloads, the phases and the charts.
+/// index.html: the verdict first, then the run, the findings, the storage, the workloads, the phases and the charts.
 pub fn html(r: &LabReport, rec: &plumb_store::Recording) -> String {
     let mut h = Html::new();
     h.el("h1", &[], "plumb lab");
+    crate::verdict_render::html(&verdict_block(r), &mut h);
     h.with("table", &[], |h| {
         for (k, v) in header_lines(r) {
             h.with("tr", &[], |h| {

@@ -29,6 +29,7 @@ pub mod statements_render;
 pub mod svg;
 pub mod table;
 pub mod trace_render;
+pub mod verdict_render;
 pub mod view_render;
 pub mod words;
 

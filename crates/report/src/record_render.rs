@@ -396,6 +396,9 @@ table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px sol
                 .el("title", &[], title)
                 .with("style", &[], |h| {
                     h.raw(STYLE);
+                    if body.contains("class=\"verdict\"") {
+                        h.raw(crate::verdict_render::STYLE);
+                    }
                 });
             if charts {
                 h.raw(&explore::head_style());

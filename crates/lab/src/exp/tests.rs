@@ -316,6 +316,53 @@ fn findings_from_a_disturbed_phase_are_lowered_and_say_why() {
     );
 }
 
+/// Swap plumb's own --pressure caused is the experiment's, not the server's problem: tagged,
+/// info, and the verdict keeps it out of "needs action" and the server's swap figure.
+#[test]
+fn swap_in_plumbs_own_experiment_is_tagged_not_critical() {
+    let mut r = report();
+    let mut plain = win("pgbench", true);
+    plain.engine_swap_bytes_max = Some(0.0);
+    let mut squeezed = win("pgbench under memory pressure", true);
+    squeezed.engine_swap_bytes_max = Some(64.5 * 1048576.0);
+    // The program holding memory beside the server queues on the CPUs too.
+    squeezed.runnable_mean = Some(64.0);
+    r.windows = vec![plain, squeezed];
+    r.experiments = vec![plumb_analyze::lab::Experiment {
+        name: "memory pressure".into(),
+        setting: plumb_analyze::said::Said::new("experiment-pressure")
+            .bytes("limit_bytes", 512.0 * 1048576.0),
+        phase: "pgbench under memory pressure".into(),
+        baseline: None,
+        changed: None,
+        window: None,
+        notes: vec![],
+        commits: vec![],
+    }];
+    let f = findings(&r);
+    let s = rule(&f, "engine-memory-in-swap").expect("the swap is said");
+    assert_eq!(s.severity, Severity::Info);
+    assert_eq!(
+        s.experiment.as_ref().map(|x| x.code.as_ref()),
+        Some("experiment-pressure")
+    );
+    let q = rule(&f, "run-queue-above-cpus").expect("the queue is said");
+    assert_eq!(q.severity, Severity::Info);
+    assert!(q.experiment.is_some());
+    r.findings = f;
+    let v = plumb_analyze::verdict::lab(&r);
+    assert!(v.actions.iter().all(|a| a.rule != "engine-memory-in-swap"));
+    assert!(v.actions.iter().all(|a| a.rule != "run-queue-above-cpus"));
+    let swap = v.headline.iter().find(|h| h.code == "server_swap").unwrap();
+    assert_eq!(swap.value, 0.0, "the plain phases had none");
+    // The same swap in a phase of the server's own: critical, about the server.
+    r.windows[0].engine_swap_bytes_max = Some(2.0 * 1048576.0);
+    let f = findings(&r);
+    let s = rule(&f, "engine-memory-in-swap").unwrap();
+    assert_eq!(s.severity, Severity::Critical);
+    assert!(s.experiment.is_none());
+}
+
 fn bulk(method: &str, ins_us: &[u64], flushes: f64) -> LoopResult {
     LoopResult {
         scenario: "bulk".into(),

@@ -1,0 +1,434 @@
+//! The verdict block every report opens on: how far the run can be trusted, the figures a
+//! reader came for with their spread, what needs action, and what plumb's own experiments
+//! changed. One layout for the terminal, summary.txt and the HTML page's first screen.
+
+use crate::fmt::{bytes, count, ms, short_time};
+use crate::html::Html;
+use plumb_analyze::lab::{Finding, Severity};
+use plumb_analyze::verdict::{Headline, RunVerdict, Trust, Unit, WindowTrust};
+use std::io::{self, Write};
+
+/// How a line is marked: plain, a warning, critical, or plumb's own experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Plain,
+    Warn,
+    Crit,
+    Experiment,
+}
+
+/// One line of the block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Line {
+    pub text: String,
+    pub mark: Mark,
+}
+
+fn line(text: String, mark: Mark) -> Line {
+    Line { text, mark }
+}
+
+/// The block: labelled rows of lines.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    pub rows: Vec<(&'static str, Vec<Line>)>,
+}
+
+/// Lines longer than this are cut (with "…") in the block; the full statement is below it.
+const LINE_CHARS: usize = 150;
+
+fn cut(s: &str) -> String {
+    if s.chars().count() <= LINE_CHARS {
+        s.to_string()
+    } else {
+        let t: String = s.chars().take(LINE_CHARS - 1).collect();
+        format!("{}…", t.trim_end())
+    }
+}
+
+/// What another process did in a window, in a few words.
+fn window_detail(w: &WindowTrust) -> String {
+    let mut parts = Vec::new();
+    if let Some(s) = w.io_share.filter(|s| *s > 0.0) {
+        parts.push(format!("{} of the device's bytes", share(s)));
+    }
+    if let Some(s) = w
+        .cpu_share
+        .filter(|s| *s >= plumb_analyze::verdict::CPU_NOTE_SHARE)
+    {
+        parts.push(format!("{} of the CPU time", share(s)));
+    }
+    if let Some(s) = w
+        .steal_pct
+        .filter(|s| *s >= plumb_analyze::interference::STEAL_NOTE_PCT)
+    {
+        parts.push(format!("steal {s:.0}%"));
+    }
+    let who: Vec<String> = w
+        .neighbours
+        .iter()
+        .map(|n| format!("{} (PID {})", n.comm, n.pid))
+        .collect();
+    if !who.is_empty() {
+        parts.insert(0, who.join(", "));
+    }
+    if parts.is_empty() {
+        w.phase.clone()
+    } else {
+        format!("{}: {}", w.phase, parts.join(", "))
+    }
+}
+
+fn share(s: f64) -> String {
+    let p = s * 100.0;
+    if p < 10.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
+}
+
+/// The trust line(s).
+pub fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
+    let n = v.windows.len();
+    let of =
+        |t: Trust| -> Vec<&WindowTrust> { v.windows.iter().filter(|w| w.trust == t).collect() };
+    let listed = |ws: &[&WindowTrust]| -> String {
+        let mut s: Vec<String> = ws.iter().take(3).map(|w| window_detail(w)).collect();
+        if ws.len() > 3 {
+            s.push(format!("{} more", ws.len() - 3));
+        }
+        s.join("; ")
+    };
+    match v.trust {
+        Trust::Clean => vec![line(
+            format!(
+                "clean: none of the {n} {what} watched had other work that could move a figure"
+            ),
+            Mark::Plain,
+        )],
+        Trust::Noted => {
+            let noted = of(Trust::Noted);
+            vec![line(
+                format!(
+                    "clean: no {what} disturbed; {} of {n} had other work below the share that disturbs a figure: {}",
+                    noted.len(),
+                    listed(&noted)
+                ),
+                Mark::Plain,
+            )]
+        }
+        Trust::Disturbed => {
+            let d = of(Trust::Disturbed);
+            vec![line(
+                format!(
+                    "DISTURBED: {} of {n} {what}: {}; figures from them are not the server's alone, and findings drawn from them are lowered to info",
+                    d.len(),
+                    listed(&d)
+                ),
+                Mark::Warn,
+            )]
+        }
+        Trust::Unwatched => vec![line(
+            format!("not watched: no {what} had its neighbours measured"),
+            Mark::Plain,
+        )],
+    }
+}
+
+fn value(h: &Headline, x: f64) -> String {
+    match h.unit {
+        Unit::PerS => count(x.round()),
+        Unit::S => {
+            if x < 0.001 {
+                short_time(x)
+            } else {
+                ms(x)
+            }
+        }
+        Unit::Bytes => bytes(x.max(0.0) as u64),
+        Unit::BytesPerS => format!("{}/s", bytes(x.max(0.0) as u64)),
+        Unit::QueueDepth => format!("{x:.0}"),
+    }
+}
+
+/// A time below a second in whole microseconds with its range: `142 µs (124–164)`; longer
+/// ones as [`value`].
+fn micros(h: &Headline) -> String {
+    if h.value >= 0.001 {
+        return format!("{}{}", value(h, h.value), spread(h, ""));
+    }
+    let us = |x: f64| format!("{:.0}", x * 1e6);
+    match (h.low, h.high) {
+        (Some(l), Some(hi)) if hi > l => format!("{} µs ({}–{})", us(h.value), us(l), us(hi)),
+        _ => format!("{} µs", us(h.value)),
+    }
+}
+
+fn spread(h: &Headline, what: &str) -> String {
+    match (h.low, h.high) {
+        (Some(l), Some(hi)) if hi > l && what.is_empty() => {
+            format!(" ({}–{})", value(h, l), value(h, hi))
+        }
+        (Some(l), Some(hi)) if hi > l => format!(" ({}–{} {what})", value(h, l), value(h, hi)),
+        _ => String::new(),
+    }
+}
+
+/// The headline figures, grouped: each workload's throughput and p99 on one line, the durable
+/// writes on one, the knee and the sequential reads on one, the server's swap on its own.
+pub fn figure_lines(v: &RunVerdict) -> Vec<Line> {
+    let mut out = Vec::new();
+    let h = &v.headline;
+    let mut workloads: Vec<&str> = Vec::new();
+    for x in h
+        .iter()
+        .filter(|x| x.code == "tps" || x.code == "latency_p99")
+    {
+        if !workloads.contains(&x.of.as_str()) {
+            workloads.push(&x.of);
+        }
+    }
+    for w in workloads {
+        let mut parts = Vec::new();
+        if let Some(t) = h.iter().find(|x| x.code == "tps" && x.of == w) {
+            parts.push(format!(
+                "{} tps{}",
+                value(t, t.value),
+                spread(t, "p10–p90 of its seconds")
+            ));
+        }
+        if let Some(p) = h.iter().find(|x| x.code == "latency_p99" && x.of == w) {
+            parts.push(format!("p99 {}", value(p, p.value)));
+        }
+        out.push(line(format!("{w}: {}", parts.join(", ")), Mark::Plain));
+    }
+    let durable: Vec<&Headline> = h
+        .iter()
+        .filter(|x| x.code == "durable_write_mean")
+        .collect();
+    if !durable.is_empty() {
+        // "fdatasync 8K", … : the block size once, in the label, when they share it.
+        let size = durable[0].of.rsplit_once(' ').map(|(_, s)| s.to_string());
+        let shared = size
+            .as_ref()
+            .filter(|s| durable.iter().all(|x| x.of.ends_with(&format!(" {s}"))));
+        let each: Vec<String> = durable
+            .iter()
+            .map(|x| {
+                let of = match shared {
+                    Some(s) => x.of.trim_end_matches(&format!(" {s}")).to_string(),
+                    None => x.of.clone(),
+                };
+                format!("{of} {}", micros(x))
+            })
+            .collect();
+        out.push(line(
+            format!(
+                "one durable {}write, mean (lowest–highest run): {}",
+                shared.map(|s| format!("{s} ")).unwrap_or_default(),
+                each.join(", ")
+            ),
+            Mark::Plain,
+        ));
+    }
+    let mut storage = Vec::new();
+    if let Some(k) = h.iter().find(|x| x.code == "knee") {
+        let dev = if k.of.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}", k.of)
+        };
+        storage.push(match (k.low, k.high) {
+            (Some(l), Some(hi)) if hi > l => {
+                format!("the knee{dev} between queue depth {l:.0} and {hi:.0}")
+            }
+            _ => format!("the knee{dev} at queue depth {:.0}", k.value),
+        });
+    }
+    if let Some(k) = h.iter().find(|x| x.code == "no_knee") {
+        let dev = if k.of.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}", k.of)
+        };
+        storage.push(format!(
+            "no knee{dev} up to queue depth {:.0} (latency grew no faster than throughput)",
+            k.value
+        ));
+    }
+    if let Some(s) = h.iter().find(|x| x.code == "seq_read") {
+        storage.push(format!("sequential {} reads {}", s.of, value(s, s.value)));
+    }
+    if !storage.is_empty() {
+        out.push(line(storage.join(" · "), Mark::Plain));
+    }
+    if let Some(s) = h.iter().find(|x| x.code == "server_swap") {
+        out.push(line(
+            format!(
+                "the server's memory in swap (outside plumb's experiments): {}",
+                value(s, s.value)
+            ),
+            if s.value >= 1048576.0 {
+                Mark::Crit
+            } else {
+                Mark::Plain
+            },
+        ));
+    }
+    out
+}
+
+/// The findings that need action, one line each (the full statement is below the block).
+pub fn action_lines(v: &RunVerdict, findings: &[Finding]) -> Vec<Line> {
+    if v.actions.is_empty() {
+        return vec![line("none: no finding needs action".into(), Mark::Plain)];
+    }
+    v.actions
+        .iter()
+        .map(|a| {
+            let statement = findings
+                .iter()
+                .find(|f| f.rule == a.rule && f.severity == a.severity)
+                .map(crate::words::statement)
+                .unwrap_or_else(|| a.rule.clone());
+            let sev = match a.severity {
+                Severity::Critical => "critical",
+                Severity::Warn => "warn",
+                Severity::Info => "info",
+            };
+            let tag = if a.experiment {
+                "plumb's own experiment: "
+            } else {
+                ""
+            };
+            line(
+                cut(&format!("[{sev}] {tag}{statement}")),
+                match (a.experiment, a.severity) {
+                    (true, _) => Mark::Experiment,
+                    (_, Severity::Critical) => Mark::Crit,
+                    _ => Mark::Warn,
+                },
+            )
+        })
+        .collect()
+}
+
+/// What each of plumb's experiments changed, tagged as plumb's own doing.
+pub fn experiment_lines(v: &RunVerdict) -> Vec<Line> {
+    v.experiments
+        .iter()
+        .map(|e| {
+            let mut parts = Vec::new();
+            if let (Some(a), Some(b)) = (e.tps_before, e.tps_after) {
+                let change = if a > 0.0 {
+                    format!(" ({:+.0}%)", (b - a) / a * 100.0)
+                } else {
+                    String::new()
+                };
+                parts.push(format!(
+                    "tps {} → {}{change}",
+                    count(a.round()),
+                    count(b.round())
+                ));
+            }
+            if let (Some(a), Some(b)) = (e.p99_before_s, e.p99_after_s) {
+                parts.push(format!("p99 {} → {}", ms(a), ms(b)));
+            }
+            if let Some(s) = e.server_swap_bytes.filter(|s| *s >= 1048576.0) {
+                parts.push(format!("the server's memory in swap {}", bytes(s as u64)));
+            }
+            if e.outcome.as_deref() == Some("pgbench-not-distinguishable") {
+                parts.push("not distinguishable from the plain run".into());
+            }
+            line(
+                format!(
+                    "{} (plumb's own experiment, not your server's problem): {}",
+                    e.name,
+                    if parts.is_empty() {
+                        "no figures".to_string()
+                    } else {
+                        parts.join(", ")
+                    }
+                ),
+                Mark::Experiment,
+            )
+        })
+        .collect()
+}
+
+/// The lab's block.
+pub fn lab_block(v: &RunVerdict, findings: &[Finding]) -> Block {
+    let mut rows = vec![
+        ("trust", trust_lines(v, "phases")),
+        ("figures", figure_lines(v)),
+        ("needs action", action_lines(v, findings)),
+    ];
+    let e = experiment_lines(v);
+    if !e.is_empty() {
+        rows.push(("experiments", e));
+    }
+    Block { rows }
+}
+
+/// The block as text: `Verdict`, then each row's label beside its lines.
+pub fn text(b: &Block, out: &mut dyn Write) -> io::Result<()> {
+    writeln!(out, "Verdict")?;
+    for (label, lines) in &b.rows {
+        for (i, l) in lines.iter().enumerate() {
+            let mark = match l.mark {
+                Mark::Crit => "!! ",
+                Mark::Warn => "!  ",
+                Mark::Experiment => "*  ",
+                Mark::Plain => "   ",
+            };
+            let label = if i == 0 { *label } else { "" };
+            writeln!(out, "  {label:<13}{mark}{}", l.text)?;
+        }
+    }
+    if b.rows
+        .iter()
+        .any(|(_, l)| l.iter().any(|l| l.mark == Mark::Experiment))
+    {
+        writeln!(out, "  (* plumb's own experiment on its private instance)")?;
+    }
+    writeln!(out)
+}
+
+/// The block as the page's first screen.
+pub fn html(b: &Block, h: &mut Html) {
+    h.with("section", &[("id", "verdict"), ("class", "verdict")], |h| {
+        h.el("h2", &[], "Verdict");
+        h.with("table", &[], |h| {
+            for (label, lines) in &b.rows {
+                // The findings are cut to one line each (their statements are below); the
+                // figures wrap.
+                let cut = *label == "needs action";
+                h.with("tr", &[], |h| {
+                    h.el("th", &[], label);
+                    h.with("td", &[], |h| {
+                        for l in lines {
+                            let class = match (l.mark, cut) {
+                                (Mark::Crit, true) => "line cut crit",
+                                (Mark::Warn, true) => "line cut warn",
+                                (Mark::Experiment, true) => "line cut exp",
+                                (_, true) => "line cut",
+                                (Mark::Crit, false) => "line crit",
+                                (Mark::Warn, false) => "line warn",
+                                (Mark::Experiment, false) => "line exp",
+                                (Mark::Plain, false) => "line",
+                            };
+                            h.el("div", &[("class", class), ("title", &l.text)], &l.text);
+                        }
+                    });
+                });
+            }
+        });
+    });
+}
+
+/// The CSS the block needs on a page: each finding on one line, cut with "…" (the whole
+/// statement is in its title and in the findings below the block).
+pub const STYLE: &str = ".verdict table{width:100%;margin:8px 0 12px}.verdict th{width:7.5em;vertical-align:top}\
+.verdict .line{padding:1px 0}.verdict .cut{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:740px}\
+.verdict .exp{background:#e7effc}.verdict h2{margin:12px 0 0}";

@@ -316,7 +316,7 @@ fn delta_against_a_private_postgres() {
     let (out, _) = text(&o);
     let line = out
         .lines()
-        .find(|l| l.contains("warm: db temp_bytes"))
+        .find(|l| l.starts_with("  ") && l.contains("warm: db temp_bytes"))
         .unwrap_or_else(|| panic!("{out}"));
     assert!(
         line.contains("up from 0") && line.contains("worse"),

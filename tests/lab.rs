@@ -1112,6 +1112,11 @@ fn compare_finds_nothing_between_two_quiet_labs_and_the_write_throttle_worse() {
     assert!(worse.is_empty(), "two quiet labs: {said:#?}");
     assert_eq!(code, 0);
     assert!(
+        ["not_distinguishable", "better"].contains(&quiet["verdict"]["outcome"].as_str().unwrap()),
+        "{:#}",
+        quiet["verdict"]
+    );
+    assert!(
         quiet["figures"].as_array().unwrap().len() >= 20,
         "{quiet:#}"
     );
@@ -1135,6 +1140,15 @@ fn compare_finds_nothing_between_two_quiet_labs_and_the_write_throttle_worse() {
         "{throttled:#}"
     );
     assert_eq!(code, 1, "--fail-on worse");
+    // The verdict first, for a pipeline: the comparison in one word with the figures.
+    assert_eq!(
+        throttled["verdict"]["outcome"], "worse",
+        "{:#}",
+        throttled["verdict"]
+    );
+    assert!(throttled["verdict"]["worse"]
+        .to_string()
+        .contains("pgbench tps [write throttle]"));
     let differed = throttled["differed"].to_string();
     assert!(differed.contains("write throttle"), "{differed}");
     // The other way round the throttled run is the baseline: better, exit 0.

@@ -132,6 +132,7 @@ impl Render for CompareReport {
             self.baseline.len(),
             self.candidate.len()
         )?;
+        writeln!(out, "verdict: {}", verdict_line(&self.verdict))?;
         if !self.differed.is_empty() {
             writeln!(out, "what differed:")?;
             for line in differed_lines(self) {
@@ -325,10 +326,56 @@ fn timeline_chart(t: &plumb_analyze::compare::Timeline) -> String {
 
 /// The comparison as a page: what differed, the rule, the table (worse and better marked), the
 /// withheld figures with their neighbours, and each timed figure's runs overlaid.
+/// The comparison's verdict in one line: "WORSE: pgbench tps, pgbench p99 (2 figures); 18 not
+/// distinguishable, 3 too few to tell".
+pub fn verdict_line(v: &plumb_analyze::compare::CompareVerdict) -> String {
+    let named =
+        |word: &str, n: &[String]| format!("{word}: {} ({} figure(s))", n.join(", "), n.len());
+    let mut parts = Vec::new();
+    match v.outcome {
+        "worse" => parts.push(named("WORSE", &v.worse)),
+        "better" => parts.push(named("better", &v.better)),
+        "mixed" => {
+            parts.push(named("WORSE", &v.worse));
+            parts.push(named("better", &v.better));
+        }
+        "not_distinguishable" => parts.push("nothing moved beyond the rule".to_string()),
+        "withheld" => parts.push("withheld: every figure's windows were disturbed".to_string()),
+        _ => parts.push("too few samples to tell anything".to_string()),
+    }
+    if v.not_distinguishable > 0 && v.outcome != "not_distinguishable" {
+        parts.push(format!("{} not distinguishable", v.not_distinguishable));
+    } else if v.outcome == "not_distinguishable" {
+        parts.push(format!(
+            "{} figure(s) not distinguishable",
+            v.not_distinguishable
+        ));
+    }
+    if v.too_few > 0 {
+        parts.push(format!("{} too few to tell", v.too_few));
+    }
+    if !v.withheld.is_empty() && v.outcome != "withheld" {
+        parts.push(format!("{} withheld (disturbed)", v.withheld.len()));
+    }
+    parts.join("; ")
+}
+
 pub fn page(r: &CompareReport) -> String {
     use crate::html::Html;
     let mut h = Html::new();
     h.el("h1", &[], &format!("plumb compare: {}", r.what));
+    h.with("section", &[("id", "verdict"), ("class", "verdict")], |h| {
+        let class = match r.verdict.outcome {
+            "worse" | "mixed" => "line warn",
+            _ => "line",
+        };
+        h.with("table", &[], |h| {
+            h.with("tr", &[], |h| {
+                h.el("th", &[], "verdict")
+                    .el("td", &[("class", class)], &verdict_line(&r.verdict));
+            });
+        });
+    });
     h.el(
         "p",
         &[("class", "sub")],

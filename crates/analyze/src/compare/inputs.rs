@@ -726,6 +726,57 @@ pub struct CompareReport {
     #[serde(skip)]
     pub timelines: Vec<Timeline>,
     pub figures: Vec<FigureComparison>,
+    /// The comparison in one word, with the figures behind it.
+    pub verdict: CompareVerdict,
+}
+
+/// What a comparison says as a whole: `worse` when a figure is worse by the rule and none
+/// better, `better` the other way, `mixed` when both, `not_distinguishable` when figures were
+/// judged and none moved, `withheld` when every figure that could be judged was withheld, and
+/// `too_few` when none could be.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareVerdict {
+    pub outcome: &'static str,
+    pub worse: Vec<String>,
+    pub better: Vec<String>,
+    pub not_distinguishable: usize,
+    pub too_few: usize,
+    pub withheld: Vec<String>,
+}
+
+impl CompareVerdict {
+    pub fn of(figures: &[FigureComparison]) -> CompareVerdict {
+        let names = |v: Verdict| -> Vec<String> {
+            figures
+                .iter()
+                .filter(|f| f.comparison.verdict == v)
+                .map(|f| f.name.clone())
+                .collect()
+        };
+        let count = |v: Verdict| figures.iter().filter(|f| f.comparison.verdict == v).count();
+        let (worse, better, withheld) = (
+            names(Verdict::Worse),
+            names(Verdict::Better),
+            names(Verdict::Withheld),
+        );
+        let same = count(Verdict::Same);
+        let outcome = match (worse.is_empty(), better.is_empty()) {
+            (false, true) => "worse",
+            (true, false) => "better",
+            (false, false) => "mixed",
+            (true, true) if same > 0 => "not_distinguishable",
+            (true, true) if !withheld.is_empty() => "withheld",
+            (true, true) => "too_few",
+        };
+        CompareVerdict {
+            outcome,
+            worse,
+            better,
+            not_distinguishable: same,
+            too_few: count(Verdict::TooFew),
+            withheld,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -1032,6 +1083,7 @@ pub fn compare_read(
             &b,
             &figures.iter().map(|f| f.name.clone()).collect::<Vec<_>>(),
         ),
+        verdict: CompareVerdict::of(&figures),
         figures,
     })
 }
@@ -1040,6 +1092,40 @@ pub fn compare_read(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_verdict_is_one_word_with_the_figures_behind_it() {
+        let fig = |name: &str, v: Verdict| {
+            let mut comparison = crate::compare::compare(&[1.0; 5], &[1.0; 5], true, 5.0);
+            comparison.verdict = v;
+            FigureComparison {
+                name: name.into(),
+                higher_is_better: true,
+                comparison,
+                disturbed: vec![],
+            }
+        };
+        let v = CompareVerdict::of(&[
+            fig("tps", Verdict::Worse),
+            fig("p50", Verdict::Same),
+            fig("p99.9", Verdict::TooFew),
+        ]);
+        assert_eq!(v.outcome, "worse");
+        assert_eq!(v.worse, ["tps"]);
+        assert_eq!((v.not_distinguishable, v.too_few), (1, 1));
+        let v = CompareVerdict::of(&[fig("tps", Verdict::Worse), fig("p99", Verdict::Better)]);
+        assert_eq!(v.outcome, "mixed");
+        assert_eq!(
+            CompareVerdict::of(&[fig("tps", Verdict::Same)]).outcome,
+            "not_distinguishable"
+        );
+        let v = CompareVerdict::of(&[fig("tps", Verdict::Withheld), fig("p99", Verdict::TooFew)]);
+        assert_eq!((v.outcome, v.withheld.len()), ("withheld", 1));
+        assert_eq!(
+            CompareVerdict::of(&[fig("tps", Verdict::TooFew)]).outcome,
+            "too_few"
+        );
+    }
 
     /// A lab report with pgbench's seconds, a kernel, and its pgbench window's neighbour.
     fn lab(

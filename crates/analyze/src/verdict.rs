@@ -126,6 +126,9 @@ pub struct Action {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ExperimentChange {
     pub name: String,
+    /// The lab phase it ran in (it tells two runs of one experiment apart: the throttle at
+    /// 20MB/s and at 5MB/s).
+    pub phase: String,
     /// What plumb set up (the code of its statement: `experiment-pressure`, …).
     pub setting: String,
     /// The statement that compares it with the plain run (`pgbench-compared`,
@@ -340,6 +343,7 @@ pub fn lab(r: &LabReport) -> RunVerdict {
         .iter()
         .map(|e| ExperimentChange {
             name: e.name.clone(),
+            phase: e.phase.clone(),
             setting: e.setting.code.to_string(),
             outcome: e
                 .notes

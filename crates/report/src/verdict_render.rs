@@ -341,10 +341,16 @@ pub fn experiment_lines(v: &RunVerdict) -> Vec<Line> {
             if e.outcome.as_deref() == Some("pgbench-not-distinguishable") {
                 parts.push("not distinguishable from the plain run".into());
             }
+            // Two runs of one experiment (the throttle at two rates) are told apart by phase.
+            let twice = v.experiments.iter().filter(|x| x.name == e.name).count() > 1;
+            let name = if twice {
+                format!("{} ({})", e.name, e.phase)
+            } else {
+                e.name.clone()
+            };
             line(
                 format!(
-                    "{} (plumb's own experiment, not your server's problem): {}",
-                    e.name,
+                    "{name} (plumb's own experiment, not your server's problem): {}",
                     if parts.is_empty() {
                         "no figures".to_string()
                     } else {

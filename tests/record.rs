@@ -1093,3 +1093,231 @@ fn statements_are_recorded_without_literals_and_tabled_between_two_points() {
     }
     drop(server);
 }
+
+/// The wide CSV's columns by name, each as (unix_ms, value or NaN) per row.
+fn csv_columns(csv: &str) -> std::collections::HashMap<String, Vec<(u64, f64)>> {
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let ms = head.iter().position(|h| *h == "unix_ms").unwrap();
+    head.iter()
+        .enumerate()
+        .map(|(k, h)| {
+            let v = rows
+                .iter()
+                .map(|r| {
+                    (
+                        r[ms].parse().unwrap(),
+                        r.get(k).and_then(|x| x.parse().ok()).unwrap_or(f64::NAN),
+                    )
+                })
+                .collect();
+            (h.to_string(), v)
+        })
+        .collect()
+}
+
+#[test]
+fn derived_series_in_chromium_equal_the_arithmetic_on_the_exported_csv() {
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let used = "used_bytes = mem.total_bytes - mem.free_bytes - mem.cache_bytes";
+    let growth = "cache_growth = rate(mem.cache_bytes)";
+    // A later series may use an earlier one; a ratio named _pct is in percent.
+    let share = "used_pct = used_bytes / mem.total_bytes * 100";
+    let out = d.path().join("rep");
+    let o = run(&[
+        "report",
+        s(&f),
+        "--series",
+        used,
+        "--series",
+        growth,
+        "--series",
+        share,
+        "--out",
+        s(&out),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(
+        html.contains("Derived: used_bytes, cache_growth"),
+        "one chart for bytes and bytes/s"
+    );
+    assert!(
+        html.contains("Derived: used_pct"),
+        "percent on a chart of its own"
+    );
+    // Bad expressions: exit 2, the missing series named, no page left behind.
+    for (spec, says) in [
+        (
+            "x = mem.totl_bytes - mem.free_bytes",
+            "mem.totl_bytes: not in the recording",
+        ),
+        (
+            "x = mem.free_bytes + cpu.all.idle_pct",
+            "in different units",
+        ),
+        (
+            "x = mem.free_bytes -",
+            "ends where a name or a number belongs",
+        ),
+        ("mem.free_bytes = mem.total_bytes", "the name is taken"),
+    ] {
+        let bad = d.path().join("bad");
+        let o = run(&["report", s(&f), "--series", spec, "--out", s(&bad)]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        assert!(
+            stderr(&o).contains(says) && stderr(&o).contains(spec),
+            "{spec}: {}",
+            stderr(&o)
+        );
+        assert!(!bad.exists(), "{spec}: nothing written");
+        let svg = d.path().join("bad.svg");
+        let o = run(&["plot", s(&f), "--series", spec, "--out", s(&svg)]);
+        assert_eq!(o.status.code(), Some(2), "{spec}");
+        assert!(!svg.exists(), "{spec}: no plot");
+    }
+    // plot: the derived series stacked on recorded ones, bytes on one axis.
+    let svg = d.path().join("stack.svg");
+    let o = run(&[
+        "plot",
+        s(&f),
+        "--metric",
+        "mem.cache_bytes",
+        "--metric",
+        "mem.free_bytes",
+        "--series",
+        used,
+        "--stack",
+        "--out",
+        s(&svg),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("used_bytes") && !svg.contains("NaN"));
+    let o = run(&[
+        "plot",
+        s(&f),
+        "--metric",
+        "sched.runnable_count",
+        "--series",
+        used,
+        "--series",
+        share,
+        "--out",
+        s(&d.path().join("three.svg")),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("3 units"), "{}", stderr(&o));
+
+    let o = run(&["export", s(&f), "--metric", "mem."]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let cols = csv_columns(&String::from_utf8_lossy(&o.stdout));
+    let col = |n: &str| cols.get(n).unwrap_or_else(|| panic!("{n} in the CSV"));
+    let (total, free, cache) = (
+        col("mem.total_bytes"),
+        col("mem.free_bytes"),
+        col("mem.cache_bytes"),
+    );
+    let mut want_used = Vec::new();
+    let mut want_growth = Vec::new();
+    let mut want_pct = Vec::new();
+    for i in 0..total.len() {
+        let u = total[i].1 - free[i].1 - cache[i].1;
+        want_used.push(u);
+        want_pct.push(u / total[i].1 * 100.0);
+        want_growth.push(if i == 0 {
+            f64::NAN
+        } else {
+            (cache[i].1 - cache[i - 1].1) / ((cache[i].0 - cache[i - 1].0) as f64 / 1000.0)
+        });
+    }
+    assert!(want_used.iter().all(|u| *u > 0.0), "the host uses memory");
+    let Some(v) = browser_derived(&out.join("index.html")) else {
+        return;
+    };
+    let charts = v["derived"].as_array().unwrap();
+    assert_eq!(charts.len(), 2, "{v}");
+    let drawn = |label: &str| -> Vec<(f64, f64)> {
+        for c in charts {
+            let labels: Vec<&str> = c["labels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l.as_str().unwrap())
+                .collect();
+            if let Some(k) = labels
+                .iter()
+                .position(|l| l.trim_end_matches(" (right)") == label)
+            {
+                let x = c["x"].as_array().unwrap();
+                let y = c["values"][k].as_array().unwrap();
+                return x
+                    .iter()
+                    .zip(y)
+                    .map(|(x, y)| (x.as_f64().unwrap(), y.as_f64().unwrap_or(f64::NAN)))
+                    .collect();
+            }
+        }
+        panic!("{label} not drawn: {v}");
+    };
+    for (label, want) in [
+        ("used_bytes", &want_used),
+        ("cache_growth", &want_growth),
+        ("used_pct", &want_pct),
+    ] {
+        let got = drawn(label);
+        assert_eq!(got.len(), want.len(), "{label}: a point per sample");
+        let mut compared = 0;
+        for (i, ((x, y), w)) in got.iter().zip(want.iter()).enumerate() {
+            assert!(
+                (x * 1000.0 - total[i].0 as f64).abs() < 2.0,
+                "{label}: sample {i}'s time"
+            );
+            if w.is_nan() {
+                assert!(y.is_nan(), "{label}: sample {i} has no value, drew {y}");
+                continue;
+            }
+            // The page keeps five significant digits.
+            assert!(
+                (y - w).abs() <= w.abs() * 1e-4 + 1e-9,
+                "{label}: sample {i}: drew {y}, the CSV gives {w}"
+            );
+            compared += 1;
+        }
+        assert!(
+            compared + 1 >= want.len(),
+            "{label}: {compared} of {} compared",
+            want.len()
+        );
+    }
+}
+
+/// What headless Chromium drew for the page's derived series (tests/browser/derived.py); None
+/// (said) when Selenium cannot run here. `PLUMB_SCREENSHOTS=DIR` keeps a screenshot.
+fn browser_derived(html: &Path) -> Option<serde_json::Value> {
+    if let Some(why) = common::selenium_missing() {
+        skip(format!(
+            "skipped the derived series' browser check: {why}; scripts/setup --test installs it"
+        ));
+        return None;
+    }
+    let shots = std::env::var_os("PLUMB_SCREENSHOTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let _ = std::fs::create_dir_all(&shots);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser/derived.py");
+    let o = Command::new("/usr/bin/python3")
+        .arg(&script)
+        .arg(html)
+        .arg(shots.join("report-derived-series.png"))
+        .output()
+        .expect("python3 runs");
+    assert!(
+        o.status.success(),
+        "derived.py: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    Some(serde_json::from_slice(&o.stdout).expect("one JSON object"))
+}

@@ -4,7 +4,7 @@
 use crate::{
     cmd_compare, cmd_delta, cmd_engine, cmd_fs, cmd_io, cmd_k8s, cmd_lab, cmd_load, cmd_mem, cmd_os,
 };
-use crate::{cmd_record, cmd_recording, cmd_repl, cmd_trace};
+use crate::{cmd_export, cmd_record, cmd_recording, cmd_repl, cmd_trace};
 use anyhow::Result;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use plumb_report::Format;
@@ -119,7 +119,7 @@ pub enum Command {
     Compare(cmd_compare::CompareArgs),
     /// Write a recording's derived metrics as CSV (or JSON Lines with --json), or its raw
     /// counters and gauges as OpenMetrics for Prometheus (--format openmetrics).
-    Export(cmd_recording::ExportArgs),
+    Export(cmd_export::ExportArgs),
     /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
     /// steal, and the threads of a process that wait for a CPU.
     Cpu(cmd_record::CpuArgs),

@@ -1,9 +1,9 @@
 //! `plumb mark`, `report`, `plot`, `export`: what is done with a recording once made.
 
 use crate::GlobalArgs;
-use anyhow::{anyhow, bail, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use plumb_report::record_render::{self, Run};
+use plumb_report::record_render;
 use plumb_store::Mark;
 use std::path::PathBuf;
 
@@ -40,6 +40,23 @@ pub struct ReportArgs {
     /// With --statements: how many to show.
     #[arg(long, value_name = "N", default_value_t = 20, requires = "statements")]
     pub top: usize,
+    /// Series computed from recorded ones, charted first on the page.
+    #[command(flatten)]
+    pub derived: SeriesArgs,
+}
+
+/// Series computed from recorded ones, for `plumb plot` and `plumb report`.
+#[derive(Debug, Args)]
+pub struct SeriesArgs {
+    /// A series computed from recorded ones: 'NAME = EXPRESSION' with + - * /, parentheses,
+    /// numbers, recorded series' names (or earlier --series) and rate(…), the change per second;
+    /// e.g. 'used_bytes = mem.total_bytes - mem.free_bytes'. Repeat for several; quote a name
+    /// with '-' in it ("disk.dm-0.read_iops").
+    #[arg(long = "series", value_name = "'NAME = EXPR'")]
+    pub series: Vec<String>,
+    /// Stack the series on the left axis as areas (one recording's).
+    #[arg(long)]
+    pub stack: bool,
 }
 
 #[derive(Debug, Args)]
@@ -47,33 +64,19 @@ pub struct PlotArgs {
     /// Recordings; several are drawn as runs on the same axes.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
-    /// Metric names (see `plumb export FILE --list`); repeat for several.
-    #[arg(long = "metric", value_name = "NAME", required = true)]
+    /// Series to draw (see `plumb export FILE --list`, or a --series NAME); repeat for several.
+    /// A second unit goes on the right-hand axis.
+    #[arg(
+        long = "metric",
+        value_name = "NAME",
+        required_unless_present = "series"
+    )]
     pub metrics: Vec<String>,
+    #[command(flatten)]
+    pub derived: SeriesArgs,
     /// The SVG file to write.
     #[arg(long, value_name = "FILE.svg")]
     pub out: PathBuf,
-}
-
-#[derive(Debug, Args)]
-pub struct ExportArgs {
-    /// The recording.
-    pub file: PathBuf,
-    /// Only metrics whose name starts with one of these (e.g. disk.vda. or mem.).
-    #[arg(long = "metric", value_name = "PREFIX")]
-    pub metrics: Vec<String>,
-    /// List the metric names with units instead of exporting (with --format openmetrics:
-    /// the Prometheus names, types and units).
-    #[arg(long)]
-    pub list: bool,
-    /// CSV in long form: a row per value (unix_ms, time in ISO 8601 UTC, metric, unit, object,
-    /// value) and a row per mark, instead of a column per metric.
-    #[arg(long, conflicts_with = "list")]
-    pub long: bool,
-    /// Write to FILE instead of standard output (whole or not at all: a failed export leaves
-    /// no file, and an existing FILE is replaced only by a complete one).
-    #[arg(long, value_name = "FILE")]
-    pub out: Option<PathBuf>,
 }
 
 pub fn mark(a: &MarkArgs) -> Result<i32> {
@@ -90,7 +93,7 @@ pub fn mark(a: &MarkArgs) -> Result<i32> {
     Ok(0)
 }
 
-fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
+pub(crate) fn load(files: &[PathBuf]) -> Result<Vec<plumb_store::Recording>> {
     let mut v = Vec::new();
     for f in files {
         let r = plumb_store::read(f)?;
@@ -113,10 +116,11 @@ pub fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     if a.statements {
         return crate::cmd_statements::statements(g, &a.from, &a.to, a.top, &recs);
     }
-    let runs = record_render::runs_of(&recs, &a.files);
+    let mut runs = record_render::runs_of(&recs, &a.files);
+    record_render::derive_all(&mut runs, &a.derived.series)?;
     let dir = plumb_report::out::out_dir("--out", &a.out)?;
     let index = a.out.join("index.html");
-    let html = record_render::html(&runs);
+    let html = record_render::html_with(&runs, a.derived.stack);
     if let Err(e) = plumb_report::out::write_new("--out", &index, html.as_bytes()) {
         dir.remove(&["index.html"]);
         return Err(e.into());
@@ -127,157 +131,40 @@ pub fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
 
 pub fn plot(a: &PlotArgs) -> Result<i32> {
     let recs = load(&a.files)?;
-    let runs = record_render::runs_of(&recs, &a.files);
+    let mut runs = record_render::runs_of(&recs, &a.files);
+    record_render::derive_all(&mut runs, &a.derived.series)?;
+    let mut names = a.metrics.clone();
+    names.extend(a.derived.series.iter().filter_map(|s| {
+        Some(s.split_once('=')?.0.trim().to_string()).filter(|n| !names_has(&a.metrics, n))
+    }));
     for m in &a.metrics {
-        if !runs
-            .iter()
-            .any(|r| plumb_analyze::series::find(&r.catalog, m).is_some())
-        {
+        if !runs.iter().any(|r| r.has(m)) {
             bail!(
                 "--metric {m}: not in the recording (list them with: plumb export {} --list)",
                 a.files[0].display()
             );
         }
     }
+    let units = record_render::units_of(&runs, &names);
+    if units.len() > 2 {
+        bail!(
+            "the series are in {} units ({}): a chart has two axes; plot them in two charts",
+            units.len(),
+            units.join(", ")
+        );
+    }
+    if a.derived.stack && runs.len() > 1 {
+        bail!("--stack stacks one recording's series; plot the recordings one at a time");
+    }
     plumb_report::out::write_new(
         "--out",
         &a.out,
-        record_render::plot(&runs, &a.metrics).as_bytes(),
+        record_render::plot(&runs, &names, a.derived.stack).as_bytes(),
     )?;
     println!("{}", a.out.display());
     Ok(0)
 }
 
-pub fn export(g: &GlobalArgs, a: &ExportArgs) -> Result<i32> {
-    use std::io::Write;
-    let recs = load(std::slice::from_ref(&a.file))?;
-    let Some(path) = &a.out else {
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        let code = export_to(g, a, &recs[0], &mut out)?;
-        out.flush()?;
-        return Ok(code);
-    };
-    // Written beside FILE under a hidden name, then renamed over it when complete.
-    let name = path
-        .file_name()
-        .ok_or_else(|| anyhow!("--out {}: not a file name", path.display()))?;
-    let tmp = path.with_file_name(format!(
-        ".{}.plumb-{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let f = std::fs::File::create(&tmp)
-        .map_err(|e| crate::quoting(format!("--out {}: {e}", path.display()), e))?;
-    let mut out = std::io::BufWriter::new(f);
-    let done = export_to(g, a, &recs[0], &mut out).and_then(|code| {
-        out.flush()?;
-        out.get_ref().sync_all()?;
-        Ok(code)
-    });
-    let done = done.and_then(|code| {
-        std::fs::rename(&tmp, path)
-            .map_err(|e| crate::quoting(format!("--out {}: {e}", path.display()), e))?;
-        Ok(code)
-    });
-    if done.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    done
-}
-
-fn export_to(
-    g: &GlobalArgs,
-    a: &ExportArgs,
-    rec: &plumb_store::Recording,
-    out: &mut dyn std::io::Write,
-) -> Result<i32> {
-    let recs = std::slice::from_ref(rec);
-    if g.openmetrics() {
-        return export_openmetrics(&recs[0], a, out);
-    }
-    let run = Run::new(&recs[0], record_render::run_label(&recs[0], &a.file, 0, 1));
-    let metrics: Vec<_> = run
-        .catalog
-        .iter()
-        .filter(|m| {
-            a.metrics.is_empty() || a.metrics.iter().any(|p| m.name.starts_with(p.as_str()))
-        })
-        .cloned()
-        .collect();
-    if metrics.is_empty() && a.metrics.is_empty() {
-        bail!(
-            "{}: no metric plumb knows is in this recording: nothing to export",
-            a.file.display()
-        );
-    }
-    if metrics.is_empty() {
-        bail!(
-            "--metric {}: no metric in the recording starts with that",
-            a.metrics.join(", ")
-        );
-    }
-    if a.list {
-        for m in &metrics {
-            writeln!(out, "{:<40} {:<9} {}", m.name, m.unit, m.help)?;
-        }
-    } else if g.format() == plumb_report::Format::Json {
-        if a.long {
-            bail!("--long is a CSV form; JSON Lines already has a line per sample and per mark");
-        }
-        record_render::export_jsonl(&run, &metrics, out)?;
-    } else {
-        let (_, empty) = record_render::with_values(&run, &metrics);
-        if a.long {
-            record_render::export_long_csv(&run, &metrics, out)?;
-        } else {
-            record_render::export_csv(&run, &metrics, out)?;
-        }
-        if !empty.is_empty() {
-            eprintln!(
-                "plumb: {} metric(s) with no value in any sample left out: {}",
-                empty.len(),
-                empty.join(", ")
-            );
-        }
-    }
-    out.flush()?;
-    Ok(0)
-}
-
-/// `plumb export --format openmetrics`: the recording's raw counters and gauges, in base units
-/// with timestamps, for `promtool tsdb create-blocks-from openmetrics`.
-fn export_openmetrics(
-    rec: &plumb_store::Recording,
-    a: &ExportArgs,
-    out: &mut dyn std::io::Write,
-) -> Result<i32> {
-    use plumb_report::openmetrics as om;
-    let cx = om::context_of(rec);
-    let keep = om::starting_with(&a.metrics);
-    if a.list {
-        if om::write_list(out, rec, &cx, &keep)? == 0 {
-            bail!("{}: no metric to export", a.file.display());
-        }
-        out.flush()?;
-        return Ok(0);
-    }
-    let w = om::write_recording(&mut &mut *out, rec, &cx, &keep)?;
-    out.flush()?;
-    if w.series == 0 {
-        bail!(
-            "{}: no metric {}to export",
-            a.file.display(),
-            if a.metrics.is_empty() {
-                String::new()
-            } else {
-                format!("starting with {} ", a.metrics.join(", "))
-            }
-        );
-    }
-    eprintln!(
-        "plumb: {} series, {} samples as OpenMetrics (load them with: promtool tsdb create-blocks-from openmetrics FILE DIR)",
-        w.series, w.samples
-    );
-    Ok(0)
+fn names_has(v: &[String], n: &str) -> bool {
+    v.iter().any(|x| x == n)
 }

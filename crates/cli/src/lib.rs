@@ -10,6 +10,7 @@ mod cmd_compare;
 mod cmd_delta;
 mod cmd_engine;
 mod cmd_engine_maria;
+mod cmd_export;
 mod cmd_fs;
 mod cmd_io;
 mod cmd_io_args;
@@ -179,7 +180,7 @@ pub fn run(cli: Cli) -> Result<i32> {
         Command::Mark(a) => cmd_recording::mark(a),
         Command::Report(a) => cmd_recording::report(&cli.global, a),
         Command::Plot(a) => cmd_recording::plot(a),
-        Command::Export(a) => cmd_recording::export(&cli.global, a),
+        Command::Export(a) => cmd_export::export(&cli.global, a),
         Command::Compare(a) => cmd_compare::compare(&cli.global, a),
         Command::Cpu(a) => cmd_record::cpu(&cli.global, a),
         Command::Engine(a) => cmd_engine::run(&cli.global, a),

@@ -958,35 +958,91 @@ pub(crate) fn processes(runs: &[Run]) -> Option<TimeChart> {
     .chart(out, overlay_marks(runs))
 }
 
-/// Chosen metrics over time, runs overlaid (later runs dashed): `plumb plot`.
-pub(crate) fn plot(runs: &[Run], metrics: &[String]) -> TimeChart {
-    let mut out = Vec::new();
-    for (k, r) in runs.iter().enumerate() {
-        for (j, m) in metrics.iter().enumerate() {
-            if let Some(p) = r.points(m) {
-                let name = if runs.len() > 1 {
-                    format!("{m} {}", r.label)
-                } else {
-                    m.clone()
-                };
-                let style = if k % 2 == 1 { DASHED } else { LINE };
-                out.push(series(r, name, palette(j), style, p));
+/// How values of a unit are written on an axis (a unit that can go below zero, a rate of a
+/// gauge, as plain numbers).
+fn fmt_of(unit: &str, negative: bool) -> Fmt {
+    match unit {
+        "%" => Fmt::Pct,
+        "B" if !negative => Fmt::Bytes,
+        "B/s" if !negative => Fmt::ByteRate,
+        "/s" => Fmt::PerS,
+        "ms" => Fmt::Ms,
+        _ => Fmt::Count,
+    }
+}
+
+fn unit_label(unit: &str) -> String {
+    match unit {
+        "" => "ratio".into(),
+        "B" => "bytes".into(),
+        "B/s" => "bytes/s".into(),
+        "/s" => "per second".into(),
+        u => u.into(),
+    }
+}
+
+/// The units of chosen series in order of first use (a series no run has is left out).
+pub(crate) fn units_of(runs: &[Run], names: &[String]) -> Vec<String> {
+    let mut units: Vec<String> = Vec::new();
+    for n in names {
+        if let Some(u) = runs.iter().find_map(|r| r.unit(n)) {
+            if !units.contains(&u) {
+                units.push(u);
             }
         }
     }
+    units
+}
+
+/// Chosen series (recorded or derived) over time, runs overlaid (later runs dashed): `plumb
+/// plot`, and `plumb report`'s chart of derived series. The first unit is on the left axis, a
+/// second on the right (the caller keeps to two); `stack` draws the left axis's series as areas
+/// stacked on each other (one run's).
+pub(crate) fn plot(runs: &[Run], names: &[String], stack: bool) -> TimeChart {
+    let units = units_of(runs, names);
+    let left = units.first().cloned().unwrap_or_default();
+    let mut out = Vec::new();
+    let mut negative = [false, false];
+    for (k, r) in runs.iter().enumerate() {
+        for (j, m) in names.iter().enumerate() {
+            let Some(p) = r.points(m) else { continue };
+            let name = if runs.len() > 1 {
+                format!("{m} {}", r.label)
+            } else {
+                m.clone()
+            };
+            let right = r.unit(m).is_some_and(|u| u != left);
+            negative[right as usize] |= p.iter().any(|(_, v)| *v < 0.0);
+            let style = Style {
+                draw: if stack && !right {
+                    Draw::Area
+                } else {
+                    Draw::Line
+                },
+                dashed: k % 2 == 1,
+                right,
+            };
+            out.push(series(r, name, palette(j), style, p));
+        }
+    }
+    let y_log = !stack && !negative[0] && wants_log(&out);
     TimeChart {
-        title: metrics.join(", "),
+        title: names.join(", "),
         subtitle: runs
             .iter()
             .map(|r| r.label.clone())
             .collect::<Vec<_>>()
             .join(" vs "),
-        y_label: metrics.first().cloned().unwrap_or_default(),
-        y2_label: None,
-        y_log: wants_log(&out),
+        y_label: if units.len() > 1 || names.len() > 1 {
+            unit_label(&left)
+        } else {
+            names.first().cloned().unwrap_or_default()
+        },
+        y2_label: units.get(1).map(|u| unit_label(u)),
+        y_log,
         series: out,
         marks: overlay_marks(runs),
-        y_fmt: Fmt::Count,
-        y2_fmt: Fmt::Count,
+        y_fmt: fmt_of(&left, negative[0]),
+        y2_fmt: units.get(1).map_or(Fmt::Count, |u| fmt_of(u, negative[1])),
     }
 }

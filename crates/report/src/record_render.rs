@@ -4,7 +4,7 @@
 use crate::explore::{self, PageChart, RunTimes};
 use crate::fmt::{bytes, MISSING};
 use crate::record_charts as charts;
-pub use crate::record_run::{short_title, Run};
+pub use crate::record_run::{derive_all, short_title, Run};
 use crate::svg::{self, Fmt, PALETTE};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
@@ -231,6 +231,12 @@ pub fn span_utc(runs: &[Run]) -> String {
 
 /// The whole report: one self-contained page.
 pub fn html(runs: &[Run]) -> String {
+    html_with(runs, false)
+}
+
+/// The report with the runs' derived series first among the charts, their left axes stacked
+/// where `stack`.
+pub fn html_with(runs: &[Run], stack: bool) -> String {
     let mut h = Html::new();
     h.el("h1", &[], "plumb report").el(
         "p",
@@ -269,13 +275,62 @@ pub fn html(runs: &[Run]) -> String {
         let t = plumb_analyze::statements::table(r.rec, None, None, 10);
         h.raw(&crate::statements_render::html(&r.label, &t));
     }
-    h.raw(&charts_html(runs));
+    h.raw(&charts_with(runs, stack));
     page("plumb report", &h.finish())
 }
 
 /// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.
 pub fn charts_html(runs: &[Run]) -> String {
+    charts_with(runs, false)
+}
+
+/// The derived series' names in the order defined, in groups of at most two units (a chart's
+/// two axes).
+fn derived_groups(runs: &[Run]) -> Vec<Vec<String>> {
+    let mut names: Vec<String> = Vec::new();
+    for r in runs {
+        for d in &r.derived {
+            if !names.contains(&d.name) {
+                names.push(d.name.clone());
+            }
+        }
+    }
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for n in names {
+        let fits = groups.last().is_some_and(|g| {
+            let mut with = g.clone();
+            with.push(n.clone());
+            charts::units_of(runs, &with).len() <= 2
+        });
+        match groups.last_mut() {
+            Some(g) if fits => g.push(n),
+            _ => groups.push(vec![n]),
+        }
+    }
+    groups
+}
+
+fn charts_with(runs: &[Run], stack: bool) -> String {
     let mut charts: Vec<(String, PageChart)> = Vec::new();
+    // The series the reader defined come first: they are what the page was made for.
+    for g in derived_groups(runs) {
+        let mut c = charts::plot(runs, &g, stack);
+        let defs: Vec<String> = g
+            .iter()
+            .filter_map(|n| {
+                runs.iter()
+                    .find_map(|r| r.derived.iter().find(|d| &d.name == n))
+                    .map(|d| format!("{} = {}", d.name, d.text))
+            })
+            .collect();
+        c.title = format!("Derived: {}", g.join(", "));
+        c.subtitle = format!(
+            "{}{}",
+            defs.join("; "),
+            if stack { " (stacked)" } else { "" }
+        );
+        charts.push(("derived".into(), PageChart::Time(c)));
+    }
     for r in runs {
         if let Some(c) = charts::cpu(r) {
             charts.push(("cpu".into(), PageChart::Time(c)));
@@ -321,7 +376,7 @@ pub fn charts_html(runs: &[Run]) -> String {
     }
     // Next to the CPU chart: what the database did, what it asked of the kernel, then what
     // the host did for it.
-    let mut at = charts.len().min(1);
+    let mut at = charts.len().min(1 + derived_groups(runs).len());
     if let Some(c) = charts::workload(runs) {
         charts.insert(at, ("workload".into(), PageChart::Time(c)));
         at += 1;
@@ -416,9 +471,15 @@ table{border-collapse:collapse;margin:16px 0;font-size:13px}td,th{border:1px sol
     s
 }
 
-/// One chart of chosen metrics over time, runs overlaid.
-pub fn plot(runs: &[Run], metrics: &[String]) -> String {
-    svg::render_time(&charts::plot(runs, metrics))
+/// One chart of chosen series (recorded or derived) over time, runs overlaid; `stack` stacks
+/// the left axis's series.
+pub fn plot(runs: &[Run], names: &[String], stack: bool) -> String {
+    svg::render_time(&charts::plot(runs, names, stack))
+}
+
+/// The units of chosen series, in order of first use.
+pub fn units_of(runs: &[Run], names: &[String]) -> Vec<String> {
+    charts::units_of(runs, names)
 }
 
 /// Wide CSV: one row per sample, one column per derived metric (the metric list's names).

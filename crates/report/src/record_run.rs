@@ -3,6 +3,7 @@
 //! processes go by in a legend.
 
 use crate::svg::TimeMark;
+use plumb_analyze::derive::{Definition, DeriveError};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
 
@@ -14,6 +15,20 @@ pub struct Run<'a> {
     pub rec: &'a Recording,
     pub catalog: Vec<MetricInfo>,
     pub t: Vec<f64>,
+    /// Series computed from the recorded ones (`--series`), in the order defined.
+    pub derived: Vec<DerivedSeries>,
+}
+
+/// A series computed from the recording's (`plumb_analyze::derive`).
+pub struct DerivedSeries {
+    pub name: String,
+    /// Its expression as given.
+    pub text: String,
+    /// Its unit from its operands' (empty: a ratio or a plain number).
+    pub unit: String,
+    pub values: Vec<f64>,
+    /// Read from a slow series (drawn through the samples with a value, not broken between).
+    pub slow: bool,
 }
 
 impl<'a> Run<'a> {
@@ -24,7 +39,66 @@ impl<'a> Run<'a> {
             catalog: series::catalog(rec),
             t: series::times_s(rec),
             rec,
+            derived: Vec::new(),
         }
+    }
+
+    fn derived(&self, name: &str) -> Option<&DerivedSeries> {
+        self.derived.iter().find(|d| d.name == name)
+    }
+
+    /// Whether the run has the series, recorded or derived.
+    pub fn has(&self, name: &str) -> bool {
+        series::find(&self.catalog, name).is_some() || self.derived(name).is_some()
+    }
+
+    /// A series' unit (`B`, `%`, `/s`, …), recorded or derived.
+    pub fn unit(&self, name: &str) -> Option<String> {
+        match series::find(&self.catalog, name) {
+            Some(m) => Some(m.unit.to_string()),
+            None => self.derived(name).map(|d| d.unit.clone()),
+        }
+    }
+
+    fn slow(&self, name: &str) -> bool {
+        match series::find(&self.catalog, name) {
+            Some(m) => series::is_slow(self.rec, m),
+            None => self.derived(name).is_some_and(|d| d.slow),
+        }
+    }
+
+    /// Compute a definition over this run and keep it as a series. None: a series it reads is
+    /// not in this run (the caller says so when no run has it).
+    pub fn derive(&mut self, d: &Definition) -> Result<Option<()>, DeriveError> {
+        if self.has(&d.name) {
+            return Err(DeriveError(format!(
+                "{}: the name is taken by a series already there; give the new one another",
+                d.name
+            )));
+        }
+        let names = d.expr.names();
+        if names.iter().any(|n| !self.has(n)) {
+            return Ok(None);
+        }
+        let unit = d
+            .expr
+            .unit(&|n| self.unit(n).unwrap_or_default())?
+            .unwrap_or_default();
+        // A ratio named for its unit (`used_pct = used / total * 100`) is in that unit.
+        let unit = match unit.as_str() {
+            "" if d.name.ends_with("_pct") => "%".to_string(),
+            _ => unit,
+        };
+        let values = d.expr.eval(&|n| self.values(n), &self.t)?;
+        let slow = names.iter().any(|n| self.slow(n));
+        self.derived.push(DerivedSeries {
+            name: d.name.clone(),
+            text: d.text.clone(),
+            unit,
+            values,
+            slow,
+        });
+        Ok(Some(()))
     }
 
     /// When the last sample was taken (the start when there is none).
@@ -33,15 +107,17 @@ impl<'a> Run<'a> {
     }
 
     pub fn values(&self, name: &str) -> Option<Vec<f64>> {
-        series::find(&self.catalog, name).map(|m| series::compute(self.rec, m))
+        match series::find(&self.catalog, name) {
+            Some(m) => Some(series::compute(self.rec, m)),
+            None => self.derived(name).map(|d| d.values.clone()),
+        }
     }
 
     pub(crate) fn points(&self, name: &str) -> Option<Vec<(f64, f64)>> {
-        let m = series::find(&self.catalog, name)?;
-        let v = series::compute(self.rec, m);
+        let v = self.values(name)?;
         // A slow metric (read about once a second in a faster recording) is drawn through the
         // samples that read it, not broken between them.
-        let slow = series::is_slow(self.rec, m);
+        let slow = self.slow(name);
         let pts: Vec<(f64, f64)> = self
             .t
             .iter()
@@ -81,6 +157,43 @@ impl<'a> Run<'a> {
             })
             .collect()
     }
+}
+
+/// Define `NAME = EXPRESSION` series on every run, in order (a later one may use an earlier
+/// one). A definition is computed on each run that has what it reads; one that no run can
+/// compute is an error naming the series missing.
+pub fn derive_all(runs: &mut [Run], specs: &[String]) -> Result<(), DeriveError> {
+    for spec in specs {
+        let at = |e: DeriveError| DeriveError(format!("--series '{spec}': {e}"));
+        let d = plumb_analyze::derive::parse(spec).map_err(at)?;
+        let mut done = 0;
+        for r in runs.iter_mut() {
+            if r.derive(&d).map_err(at)?.is_some() {
+                done += 1;
+            }
+        }
+        if done == 0 {
+            let missing: Vec<&str> = d
+                .expr
+                .names()
+                .into_iter()
+                .filter(|n| !runs.iter().any(|r| r.has(n)))
+                .collect();
+            let what = if missing.is_empty() {
+                "the series it reads are not all in one recording".to_string()
+            } else {
+                format!(
+                    "{}: not in the recording{} (list its series with: plumb export {} --list)",
+                    missing.join(", "),
+                    if runs.len() > 1 { "s" } else { "" },
+                    runs.first()
+                        .map_or("FILE".into(), |r| r.rec.path.display().to_string())
+                )
+            };
+            return Err(at(DeriveError(what)));
+        }
+    }
+    Ok(())
 }
 
 /// PostgreSQL's auxiliary processes, as their titles begin (`postgres: walwriter`).

@@ -1321,3 +1321,83 @@ fn browser_derived(html: &Path) -> Option<serde_json::Value> {
     );
     Some(serde_json::from_slice(&o.stdout).expect("one JSON object"))
 }
+
+#[test]
+fn report_opens_on_what_happened_in_the_window() {
+    let d = tempfile::tempdir().unwrap();
+    let f = make_recording(d.path());
+    let out = d.path().join("rep");
+    let o = run(&["--json", "report", s(&f), "--out", s(&out)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let json = d.path().join("report.json");
+    std::fs::write(&json, &o.stdout).unwrap();
+    if let Some(v) = common::validate("report-verdict.schema.json", &json) {
+        assert_eq!(v, "", "the verdict against docs/report-verdict.schema.json");
+        // A verdict without its busiest resource's peak fails the schema.
+        let mut bad = j.clone();
+        bad["verdict"]["runs"][0]["busy"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("peak_pct");
+        let badf = d.path().join("bad.json");
+        std::fs::write(&badf, bad.to_string()).unwrap();
+        assert!(common::validate("report-verdict.schema.json", &badf)
+            .unwrap()
+            .starts_with("INVALID"));
+    }
+    let v = &j["verdict"]["runs"][0];
+    assert_eq!(v["run"], "test run");
+    assert_eq!(v["damaged"], false);
+    // The busiest resource first, with its mean no higher than its peak.
+    let busy = v["busy"].as_array().unwrap();
+    assert!(!busy.is_empty(), "{v}");
+    let mean = |b: &serde_json::Value| b["mean_pct"].as_f64().unwrap();
+    assert!(busy.windows(2).all(|w| mean(&w[0]) >= mean(&w[1])), "{v}");
+    assert!(busy
+        .iter()
+        .all(|b| mean(b) <= b["peak_pct"].as_f64().unwrap() + 1e-9));
+    // The command's end is a mark; it exited 0, so it is not a problem.
+    let marks = v["marks"].as_array().unwrap();
+    let exited = marks
+        .iter()
+        .find(|m| m["name"] == "command exited")
+        .expect("command exited");
+    assert_eq!(exited["problem"], false, "{exited}");
+    assert_eq!(exited["kind"], "command");
+    // A command that fails is a problem, first among the marks, and marked critical.
+    let bad = d.path().join("bad.plumb");
+    let o = run(&[
+        "record",
+        "--interval",
+        "250ms",
+        "--out",
+        s(&bad),
+        "--",
+        "sh",
+        "-c",
+        "sleep 1; exit 3",
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out2 = d.path().join("rep2");
+    let o = run(&["report", s(&bad), "--out", s(&out2)]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("Verdict\n"), "{text}");
+    assert!(
+        text.contains("!! 0:01 command exited: exit status: 3"),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("index.html"), "{text}");
+    // The whole verdict is on the first screen of the page.
+    let Some(fs) = common::first_screen(&out.join("index.html"), "report-first-screen") else {
+        return;
+    };
+    let bottom = fs["verdict_bottom"].as_f64().expect("a verdict block");
+    assert!(bottom <= fs["inner_height"].as_f64().unwrap(), "{fs}");
+    let t = fs["verdict_text"].as_str().unwrap();
+    assert!(
+        t.contains("busiest") && t.contains("busy on average"),
+        "{t}"
+    );
+}

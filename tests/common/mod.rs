@@ -224,3 +224,41 @@ pub fn first_screen(html: &Path, name: &str) -> Option<serde_json::Value> {
     );
     Some(v)
 }
+
+/// `file` checked against `docs/SCHEMA` with python3-jsonschema: "" or the errors after
+/// "INVALID: "; None (said) when jsonschema is not installed.
+#[allow(dead_code)]
+pub fn validate(schema: &str, report: &Path) -> Option<String> {
+    // Debian's Python, which python3-jsonschema is installed for (not whichever python3 is
+    // first on PATH).
+    let ok = Command::new("/usr/bin/python3")
+        .args(["-c", "import jsonschema"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        skip("skipped schema validation: no python3-jsonschema (scripts/setup --test installs it)");
+        return None;
+    }
+    let schema = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(schema);
+    let o = Command::new("/usr/bin/python3")
+        .args([
+            "-c",
+            "import json,sys,jsonschema\n\
+             s=json.load(open(sys.argv[1])); d=json.load(open(sys.argv[2]))\n\
+             jsonschema.Draft202012Validator.check_schema(s)\n\
+             errs=[e.message for e in jsonschema.Draft202012Validator(s).iter_errors(d)]\n\
+             print('\\n'.join(errs)); sys.exit(1 if errs else 0)",
+        ])
+        .arg(&schema)
+        .arg(report)
+        .output()
+        .unwrap();
+    Some(format!(
+        "{}{}",
+        if o.status.success() { "" } else { "INVALID: " },
+        String::from_utf8_lossy(&o.stdout).trim()
+    ))
+}

@@ -20,6 +20,7 @@ pub mod memfig;
 pub mod openmetrics;
 pub mod os;
 pub mod record;
+pub mod recording_verdict;
 pub mod repl;
 pub mod said;
 pub mod sched;

@@ -125,7 +125,13 @@ pub fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
         dir.remove(&["index.html"]);
         return Err(e.into());
     }
-    println!("{}", index.display());
+    let r = plumb_report::verdict_render::RecordReport {
+        index,
+        verdict: plumb_report::verdict_render::RecordVerdicts {
+            runs: record_render::verdicts(&runs),
+        },
+    };
+    plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
     Ok(0)
 }
 

@@ -248,6 +248,10 @@ pub fn html_with(runs: &[Run], stack: bool) -> String {
             span_utc(runs)
         ),
     );
+    crate::verdict_render::html(
+        &crate::verdict_render::recording_block(&verdicts(runs)),
+        &mut h,
+    );
     h.with("table", &[], |h| {
         h.with("tr", &[], |h| {
             for c in [
@@ -277,6 +281,13 @@ pub fn html_with(runs: &[Run], stack: bool) -> String {
     }
     h.raw(&charts_with(runs, stack));
     page("plumb report", &h.finish())
+}
+
+/// Each run's verdict: what happened in its window.
+pub fn verdicts(runs: &[Run]) -> Vec<plumb_analyze::recording_verdict::RecordingVerdict> {
+    runs.iter()
+        .map(|r| plumb_analyze::recording_verdict::recording(r.rec, &r.label))
+        .collect()
 }
 
 /// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.

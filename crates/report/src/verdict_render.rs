@@ -5,6 +5,7 @@
 use crate::fmt::{bytes, count, ms, short_time};
 use crate::html::Html;
 use plumb_analyze::lab::{Finding, Severity};
+use plumb_analyze::recording_verdict::RecordingVerdict;
 use plumb_analyze::verdict::{Headline, RunVerdict, Trust, Unit, WindowTrust};
 use std::io::{self, Write};
 
@@ -438,3 +439,161 @@ pub fn html(b: &Block, h: &mut Html) {
 pub const STYLE: &str = ".verdict table{width:100%;margin:8px 0 12px}.verdict th{width:7.5em;vertical-align:top}\
 .verdict .line{padding:1px 0}.verdict .cut{white-space:nowrap;overflow:hidden;text-overflow:ellipsis;max-width:740px}\
 .verdict .exp{background:#e7effc}.verdict h2{margin:12px 0 0}";
+
+fn clock(s: f64) -> String {
+    crate::svg::fmt_clock(s)
+}
+
+fn resource_name(r: &str) -> String {
+    match r.strip_prefix("disk:") {
+        Some(dev) => format!("disk {dev}"),
+        None if r == "cpu" => "the CPUs".into(),
+        None => r.into(),
+    }
+}
+
+/// A recording's block (`plumb report`): the window, the busiest resource, pressure stalls,
+/// swap and the marks that matter; each line names its run when there are several.
+pub fn recording_block(vs: &[RecordingVerdict]) -> Block {
+    let many = vs.len() > 1;
+    let who = |v: &RecordingVerdict| {
+        if many {
+            format!("{}: ", v.run)
+        } else {
+            String::new()
+        }
+    };
+    let (mut window, mut busiest, mut pressure, mut swap, mut marks) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    for v in vs {
+        let w = who(v);
+        window.push(line(
+            format!(
+                "{w}{} long, {} samples{}",
+                clock(v.duration_s),
+                count(v.samples as f64),
+                if v.damaged {
+                    " (the file was read up to a damaged part: what follows it is lost)"
+                } else {
+                    ""
+                }
+            ),
+            if v.damaged { Mark::Warn } else { Mark::Plain },
+        ));
+        let busy: Vec<String> = v
+            .busy
+            .iter()
+            .map(|b| {
+                format!(
+                    "{}: {:.0}% busy on average, {:.0}% at peak ({})",
+                    resource_name(&b.resource),
+                    b.mean_pct,
+                    b.peak_pct,
+                    clock(b.peak_at_s)
+                )
+            })
+            .collect();
+        busiest.push(line(
+            if busy.is_empty() {
+                format!("{w}no CPU or disk figures in the recording")
+            } else {
+                format!("{w}{}", busy.join(" · "))
+            },
+            Mark::Plain,
+        ));
+        if v.stalls.is_empty() {
+            pressure.push(line(
+                format!(
+                    "{w}no task stalled for the CPU, memory or I/O more than {:.0}% of any sample",
+                    plumb_analyze::recording_verdict::STALL_NOTE_PCT
+                ),
+                Mark::Plain,
+            ));
+        }
+        for s in &v.stalls {
+            let full = s
+                .full_peak_pct
+                .filter(|f| *f >= 1.0)
+                .map(|f| format!("; every task {f:.0}% at peak"))
+                .unwrap_or_default();
+            pressure.push(line(
+                format!(
+                    "{w}{}: some task stalled {:.0}% of the time on average, {:.0}% at peak ({}){full}",
+                    s.resource,
+                    s.some_mean_pct,
+                    s.some_peak_pct,
+                    clock(s.peak_at_s)
+                ),
+                if s.some_peak_pct >= 10.0 {
+                    Mark::Warn
+                } else {
+                    Mark::Plain
+                },
+            ));
+        }
+        if let Some(u) = v.swap_used_peak_bytes.filter(|u| *u >= 1048576.0) {
+            let swap_in = v
+                .swap_in_peak_bytes_per_s
+                .filter(|s| *s > 0.0)
+                .map(|s| format!(", read back at up to {}/s", bytes(s as u64)))
+                .unwrap_or_default();
+            swap.push(line(
+                format!("{w}{} of memory in swap at peak{swap_in}", bytes(u as u64)),
+                Mark::Warn,
+            ));
+        }
+        for m in &v.marks {
+            let detail = m
+                .detail
+                .as_ref()
+                .map(|d| format!(": {d}"))
+                .unwrap_or_default();
+            marks.push(line(
+                cut(&format!("{w}{} {}{detail}", clock(m.at_s), m.name)),
+                if m.problem { Mark::Crit } else { Mark::Plain },
+            ));
+        }
+        if v.marks_total > v.marks.len() {
+            marks.push(line(
+                format!(
+                    "{w}and {} more, listed under the charts",
+                    v.marks_total - v.marks.len()
+                ),
+                Mark::Plain,
+            ));
+        }
+    }
+    let mut rows = vec![
+        ("window", window),
+        ("busiest", busiest),
+        ("pressure", pressure),
+    ];
+    if !swap.is_empty() {
+        rows.push(("swap", swap));
+    }
+    if !marks.is_empty() {
+        rows.push(("marks", marks));
+    }
+    Block { rows }
+}
+
+/// `plumb report`'s result: where the page went, and each recording's verdict.
+#[derive(Debug, serde::Serialize)]
+pub struct RecordReport {
+    pub index: std::path::PathBuf,
+    pub verdict: RecordVerdicts,
+}
+
+/// The verdict of each recording the page shows, in order.
+#[derive(Debug, serde::Serialize)]
+pub struct RecordVerdicts {
+    pub runs: Vec<RecordingVerdict>,
+}
+
+impl crate::Render for RecordReport {
+    const KIND: &'static str = "report";
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        text(&recording_block(&self.verdict.runs), out)?;
+        writeln!(out, "{}", self.index.display())
+    }
+}

@@ -133,6 +133,27 @@ fn delta_against_a_private_postgres() {
                 assert!(run["interference"]["verdict"].is_string(), "{run:#}");
             }
         }
+        // The verdict first: the four runs graded, each mode's elapsed time with its range,
+        // and, two runs a side, too few for the rule to tell the modes apart (not "same").
+        let v = &r["verdict"];
+        assert!(
+            ["clean", "noted", "disturbed"].contains(&v["trust"].as_str().unwrap()),
+            "{v:#}"
+        );
+        assert_eq!(v["windows"].as_array().unwrap().len(), 4, "{v:#}");
+        assert_eq!(v["windows"][0]["phase"], "cold run 1");
+        for mode in ["cold", "warm"] {
+            let e = v["headline"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|h| h["code"] == "elapsed" && h["of"] == mode)
+                .unwrap_or_else(|| panic!("{mode}'s elapsed time: {v:#}"));
+            assert!(e["low"].as_f64().unwrap() <= e["value"].as_f64().unwrap());
+        }
+        assert!(v["compared"].as_u64().unwrap() > 0, "{v:#}");
+        assert_eq!(v["too_few"], v["compared"], "{v:#}");
+        assert_eq!(v["changes"].as_array().unwrap().len(), 0, "{v:#}");
         let table = 40.0 * 1048576.0;
         let cold_disk = median(&r, "disk", None, "read_bytes", 0).expect("cold disk reads");
         let warm_disk = median(&r, "disk", None, "read_bytes", 1).unwrap_or(0.0);
@@ -339,6 +360,16 @@ fn delta_against_a_private_postgres() {
             && out.contains("warm")
             && out.contains("tup_returned"),
         "{out}"
+    );
+    // It opens on its verdict: the run's trust, then what the workload cost.
+    assert!(out.starts_with("Verdict\n  trust"), "{out}");
+    let figures = out
+        .lines()
+        .find(|l| l.starts_with("  figures"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        figures.contains("warm: ") && figures.contains(" elapsed"),
+        "{figures}"
     );
 
     // CSV as documented: a row per figure and mode, the mode a value; DuckDB types it.

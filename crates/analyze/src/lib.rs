@@ -6,6 +6,7 @@ use serde::Serialize;
 pub mod ag;
 pub mod compare;
 pub mod delta;
+pub mod delta_verdict;
 pub mod derive;
 pub mod durability;
 pub mod histogram;

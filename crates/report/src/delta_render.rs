@@ -2,8 +2,11 @@
 //! per mode (cold, warm), the median with the range over repeated runs.
 
 use crate::fmt::{bytes, count, pct, MISSING};
+use crate::verdict_render::{trust_lines, Block, Line, Mark};
 use crate::{Render, Table};
 use plumb_analyze::delta::{DeltaReport, Row, Stat};
+use plumb_analyze::delta_verdict::DeltaVerdict;
+use plumb_analyze::verdict::Headline;
 use plumb_analyze::Level;
 use std::io::{self, Write};
 
@@ -179,6 +182,153 @@ fn cell(r: &Row, s: &Option<Stat>) -> String {
 
 const LABEL: usize = 34;
 
+/// The delta's verdict block: the runs' trust, what the workload cost per mode, what differs
+/// between the modes by `plumb compare`'s rule, and the notes that need action.
+pub fn block(v: &DeltaVerdict, r: &DeltaReport) -> Block {
+    let plain = |text: String| Line {
+        text,
+        mark: Mark::Plain,
+    };
+    let mut rows = vec![("trust", trust_lines(&v.run, "runs"))];
+    let mut figures = Vec::new();
+    for m in &r.modes {
+        let mut parts = Vec::new();
+        let range = |h: &Headline, unit: &str| match (h.low, h.high) {
+            (Some(l), Some(hi)) if value(unit, l) != value(unit, hi) => {
+                format!(" ({}–{})", value(unit, l), value(unit, hi))
+            }
+            _ => String::new(),
+        };
+        for h in v.run.headline.iter().filter(|h| h.of == m.mode) {
+            match h.code {
+                "elapsed" => {
+                    parts.push(format!("{} elapsed{}", value("s", h.value), range(h, "s")))
+                }
+                "storage_read" => parts.push(format!(
+                    "{} read from storage by the server{}",
+                    value("bytes", h.value),
+                    range(h, "bytes")
+                )),
+                _ => {}
+            }
+        }
+        if !parts.is_empty() {
+            let runs = if r.repeat > 1 {
+                format!(" (median of {} runs, lowest–highest)", r.repeat)
+            } else {
+                String::new()
+            };
+            figures.push(plain(format!("{}: {}{runs}", m.mode, parts.join(", "))));
+        }
+    }
+    if !figures.is_empty() {
+        rows.push(("figures", figures));
+    }
+    if r.modes.len() > 1 {
+        let mut changed: Vec<Line> = v
+            .changes
+            .iter()
+            .map(|c| {
+                let name = [c.group.as_str(), c.object.as_str(), c.metric.as_str()]
+                    .iter()
+                    .filter(|x| !x.is_empty())
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let pct = if c.change_pct.is_finite() {
+                    format!(
+                        "{:+.0}%, 95% interval {:+.0}%..{:+.0}%",
+                        c.change_pct, c.change_low_pct, c.change_high_pct
+                    )
+                } else {
+                    "up from 0".to_string()
+                };
+                plain(format!(
+                    "{} vs {}: {name} {} → {} ({pct}, p={:.3})",
+                    c.to,
+                    c.from,
+                    value(&c.unit, c.from_median),
+                    value(&c.unit, c.to_median),
+                    c.p
+                ))
+            })
+            .collect();
+        if v.changes_total > v.changes.len() {
+            changed.push(plain(format!(
+                "and {} more figures, in the table below",
+                v.changes_total - v.changes.len()
+            )));
+        }
+        if changed.is_empty() {
+            changed.push(plain(if v.compared > 0 && v.too_few == v.compared {
+                format!(
+                    "too few runs to tell the modes apart: {} a side, and the test needs 4 (--repeat 4)",
+                    r.repeat
+                )
+            } else {
+                format!(
+                    "nothing differs between the modes beyond the measured spread ({} figures compared, by plumb compare's rule)",
+                    v.compared
+                )
+            }));
+        }
+        rows.push(("differs", changed));
+    }
+    let actions: Vec<Line> = r
+        .notes
+        .iter()
+        .filter(|n| n.level == Level::Warn)
+        .map(|n| Line {
+            text: format!("[warn] {}", crate::words::note(n)),
+            mark: Mark::Warn,
+        })
+        .collect();
+    rows.push((
+        "needs action",
+        if actions.is_empty() {
+            vec![plain("none: no note needs action".into())]
+        } else {
+            actions
+        },
+    ));
+    Block { rows }
+}
+
+/// `plumb delta`'s result as output: the report opening on its verdict (text), or the report's
+/// fields with a top-level `verdict` (JSON).
+pub struct DeltaOutput<'a>(pub &'a DeltaReport);
+
+#[derive(serde::Serialize)]
+struct WithVerdict<'a> {
+    #[serde(flatten)]
+    report: &'a DeltaReport,
+    verdict: DeltaVerdict,
+}
+
+impl serde::Serialize for DeltaOutput<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithVerdict {
+            report: self.0,
+            verdict: plumb_analyze::delta_verdict::delta(self.0),
+        }
+        .serialize(s)
+    }
+}
+
+impl Render for DeltaOutput<'_> {
+    const KIND: &'static str = "delta";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        let v = plumb_analyze::delta_verdict::delta(self.0);
+        crate::verdict_render::text(&block(&v, self.0), out)?;
+        self.0.text(out)
+    }
+
+    fn table(&self) -> Option<Table> {
+        self.0.table()
+    }
+}
+
 impl Render for DeltaReport {
     const KIND: &'static str = "delta";
 
@@ -201,26 +351,6 @@ impl Render for DeltaReport {
             format!("{} runs, median [min..max]", self.repeat)
         };
         writeln!(out, "runs        {runs} per mode")?;
-        let all: Vec<_> = self.modes.iter().flat_map(|m| &m.runs).collect();
-        let watched = all.iter().filter(|r| r.interference.is_some()).count();
-        let disturbed = all
-            .iter()
-            .filter(|r| r.interference.as_ref().is_some_and(|w| !w.is_clean()))
-            .count();
-        if watched > 0 {
-            if disturbed == 0 {
-                writeln!(
-                    out,
-                    "verdict     clean (no other work used the disks or the CPUs during any run)"
-                )?;
-            } else {
-                writeln!(
-                    out,
-                    "verdict     DISTURBED: {disturbed} of {} runs ran beside other work (notes below)",
-                    all.len()
-                )?;
-            }
-        }
         for m in &self.modes {
             if !m.preparation.is_empty() {
                 writeln!(

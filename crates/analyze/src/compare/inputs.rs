@@ -569,7 +569,7 @@ fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
 /// better lower, a cache's hit share higher; what is no cost of the workload (the host's idle
 /// time and steal, sessions by state, commits counted, a wait's share of the samples) has no
 /// direction and is left out.
-fn delta_direction(group: &str, metric: &str) -> Option<bool> {
+pub fn delta_direction(group: &str, metric: &str) -> Option<bool> {
     match (group, metric) {
         (_, "") | ("activity", _) => None,
         (_, "idle_s" | "steal_s" | "share_pct" | "xact_commit" | "xact_rollback") => None,

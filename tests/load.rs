@@ -118,6 +118,24 @@ fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
         "clients {committed}, schema {counted}"
     );
     let nopm = r["nopm"].as_f64().unwrap();
+    let headline_nopm = r["verdict"]["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["code"] == "nopm")
+        .unwrap_or_else(|| panic!("NOPM in the verdict: {}", r["verdict"]));
+    assert_eq!(headline_nopm["value"].as_f64(), Some(nopm));
+    assert_eq!(headline_nopm["unit"], "per_min");
+    // Every condition held: no broken check among what needs action.
+    assert!(
+        !r["verdict"]["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["rule"] == "load-check-broken"),
+        "{}",
+        r["verdict"]
+    );
     let window = r["window_s"].as_f64().unwrap();
     assert!((nopm - counted * 60.0 / window).abs() < 1.0, "{nopm}");
     assert!(
@@ -907,7 +925,38 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
     );
     assert!(page.contains("Workload: transactions per second"));
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert!(summary.starts_with("plumb load: point-select"), "{summary}");
+    // It opens on its verdict: not watched (said, never called clean), the throughput.
+    assert!(
+        summary.starts_with("Verdict\n  trust           not watched"),
+        "{summary}"
+    );
+    assert!(summary.contains("\nplumb load: point-select"), "{summary}");
+    let v = &j["verdict"];
+    assert_eq!(v["trust"], "unwatched", "{v:#}");
+    let tps = v["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["code"] == "tps")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    let want = committed as f64 / j["window_s"].as_f64().unwrap();
+    assert!(
+        (tps["value"].as_f64().unwrap() - want).abs() < 0.01 * want,
+        "{tps} vs {want}"
+    );
+    assert!(
+        tps["low"].as_f64().unwrap() <= tps["high"].as_f64().unwrap(),
+        "{tps}"
+    );
+    assert_eq!(v["actions"].as_array().unwrap().len(), 0, "{v:#}");
+    if let Some(fs) = first_screen(&out.join("index.html"), "load-first-screen") {
+        let bottom = fs["verdict_bottom"].as_f64().expect("a verdict block");
+        assert!(bottom <= fs["inner_height"].as_f64().unwrap(), "{fs}");
+        assert!(
+            fs["verdict_text"].as_str().unwrap().contains(" tps"),
+            "{fs}"
+        );
+    }
     // A directory with files in it is refused before anything runs, and left as it was.
     let o = run(&[
         "load",

@@ -16,6 +16,7 @@ pub mod k8s;
 pub mod k8s_spec;
 pub mod lab;
 pub mod load;
+pub mod load_verdict;
 pub mod mem;
 pub mod memfig;
 pub mod openmetrics;

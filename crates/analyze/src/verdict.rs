@@ -95,6 +95,7 @@ pub enum Unit {
     Bytes,
     BytesPerS,
     QueueDepth,
+    PerMin,
 }
 
 /// A figure a reader came for, with its spread where the run measured one.

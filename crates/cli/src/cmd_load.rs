@@ -221,7 +221,7 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
     if let Some(out) = out {
         write_report(&r, out, c.record.as_deref())?;
     }
-    crate::emit(g, &r)?;
+    crate::emit(g, &plumb_report::load_render::LoadOutput(&r))?;
     Ok(0)
 }
 
@@ -285,10 +285,11 @@ fn write_report(
         Ok(())
     };
     let mut json = Vec::new();
-    plumb_report::emit(r, plumb_report::Format::Json, &mut json)?;
+    let o = plumb_report::load_render::LoadOutput(r);
+    plumb_report::emit(&o, plumb_report::Format::Json, &mut json)?;
     w("load.json", json)?;
     let mut text = Vec::new();
-    plumb_report::emit(r, plumb_report::Format::Text, &mut text)?;
+    plumb_report::emit(&o, plumb_report::Format::Text, &mut text)?;
     w("summary.txt", text)?;
     w(
         "index.html",

@@ -8,6 +8,115 @@ use crate::Render;
 use plumb_analyze::load::{LoadReport, Percentiles};
 use std::io::{self, Write};
 
+/// `plumb load`'s result as output: the report opening on its verdict (text), or the report's
+/// fields with a top-level `verdict` (JSON).
+pub struct LoadOutput<'a>(pub &'a LoadReport);
+
+#[derive(serde::Serialize)]
+struct WithVerdict<'a> {
+    #[serde(flatten)]
+    report: &'a LoadReport,
+    verdict: plumb_analyze::verdict::RunVerdict,
+}
+
+impl serde::Serialize for LoadOutput<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithVerdict {
+            report: self.0,
+            verdict: plumb_analyze::load_verdict::load(self.0),
+        }
+        .serialize(s)
+    }
+}
+
+impl Render for LoadOutput<'_> {
+    const KIND: &'static str = "load";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        crate::verdict_render::text(&block(self.0), out)?;
+        self.0.text(out)
+    }
+}
+
+/// The load's verdict block: its window (not watched for other work yet), the figures, what
+/// needs action.
+pub fn block(r: &LoadReport) -> crate::verdict_render::Block {
+    use crate::verdict_render::{figure_lines, Line, Mark};
+    use plumb_analyze::lab::Severity;
+    let v = plumb_analyze::load_verdict::load(r);
+    let plain = |text: String| Line {
+        text,
+        mark: Mark::Plain,
+    };
+    let mut figures = figure_lines(&v);
+    if let Some(n) = v.headline.iter().find(|h| h.code == "nopm") {
+        figures.push(plain(format!(
+            "{}: {} new orders a minute (NOPM), {} transactions a minute (TPM, {})",
+            n.of,
+            count(n.value.round()),
+            r.tpm
+                .map(|t| count(t.round()))
+                .unwrap_or_else(|| MISSING.into()),
+            r.tpm_source
+        )));
+    }
+    let done: u64 = r.types.iter().map(|t| t.committed + t.rolled_back).sum();
+    let actions: Vec<Line> = v
+        .actions
+        .iter()
+        .map(|a| {
+            let text = match a.rule.as_str() {
+                "load-interrupted" => "interrupted: the window was cut short, the figures cover what ran".to_string(),
+                "load-lost-clients" => format!(
+                    "{} client(s) lost their connection: {}",
+                    r.lost_clients.len(),
+                    r.lost_clients.join("; ")
+                ),
+                "load-check-broken" => format!(
+                    "{} of {} consistency conditions broken (listed below)",
+                    r.checks.iter().filter(|c| c.violations != 0).count(),
+                    r.checks.len()
+                ),
+                "load-failed" => format!(
+                    "{} transactions failed ({} of those that ended; by type and error below)",
+                    count(r.failures() as f64),
+                    crate::fmt::pct(100.0 * r.failures() as f64 / (done + r.failures()).max(1) as f64)
+                ),
+                "load-late" => format!(
+                    "the open loop fell behind: {} transactions started over 1 ms late (of {}); the rate asked for is more than the clients could start",
+                    count(r.late as f64),
+                    count(done as f64)
+                ),
+                other => other.to_string(),
+            };
+            let sev = if a.severity == Severity::Critical { "critical" } else { "warn" };
+            Line {
+                text: format!("[{sev}] {text}"),
+                mark: if a.severity == Severity::Critical { Mark::Crit } else { Mark::Warn },
+            }
+        })
+        .collect();
+    crate::verdict_render::Block {
+        rows: vec![
+            (
+                "trust",
+                vec![plain(
+                    "not watched: plumb load does not measure other work on the host during its window yet; read the figures knowing that".into(),
+                )],
+            ),
+            ("figures", figures),
+            (
+                "needs action",
+                if actions.is_empty() {
+                    vec![plain("none: no transaction failed, no client was lost".into())]
+                } else {
+                    actions
+                },
+            ),
+        ],
+    }
+}
+
 impl Render for LoadReport {
     const KIND: &'static str = "load";
 
@@ -294,6 +403,7 @@ pub fn html(r: &LoadReport, rec: Option<&plumb_store::Recording>) -> String {
     let lines = header_lines(r);
     h.el("h1", &[], "plumb load");
     h.el("p", &[], lines[0].trim_start_matches("plumb load: "));
+    crate::verdict_render::html(&block(r), &mut h);
     h.list(&lines[1..]);
     h.el("h2", &[("id", "figures")], "Figures");
     h.with("table", &[], |h| {

@@ -139,7 +139,7 @@ pub fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
 
 fn value(h: &Headline, x: f64) -> String {
     match h.unit {
-        Unit::PerS => count(x.round()),
+        Unit::PerS | Unit::PerMin => count(x.round()),
         Unit::S => {
             if x < 0.001 {
                 short_time(x)

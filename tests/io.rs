@@ -261,7 +261,46 @@ fn real_io_uring_direct_reads() {
         j["cpu"].as_array().unwrap().len() >= 2,
         "per-CPU rows and the average"
     );
+    // The verdict: the run's window graded, the totals diskspd puts first.
+    let v = &j["verdict"];
+    assert!(
+        ["clean", "noted", "disturbed"].contains(&v["trust"].as_str().unwrap()),
+        "{v:#}"
+    );
+    let iops = v["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|h| h["code"] == "iops")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(iops["value"], total_row(&j, "total")["iops"], "{v:#}");
+    assert!(v["headline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|h| h["code"] == "latency_p99" && h["of"] == "read"));
     assert!(!f.exists());
+    // The text opens on it.
+    let o = run(&[
+        "io",
+        "run",
+        "--preset",
+        "data-read",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0",
+        "--size",
+        "64M",
+        s(&f),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.starts_with("Verdict\n  trust"), "{text}");
+    assert!(
+        text.contains("  figures         total: ") && text.contains(" IOPS"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -12,6 +12,7 @@ pub mod durability;
 pub mod histogram;
 pub mod interference;
 pub mod io;
+pub mod io_verdict;
 pub mod k8s;
 pub mod k8s_spec;
 pub mod lab;

@@ -1,12 +1,128 @@
 //! Text and CSV forms of `plumb io` results, in diskspd's four sections.
 
-use crate::fmt::{bytes, MISSING, UNKNOWN};
+use crate::fmt::{bytes, count, MISSING, UNKNOWN};
 use crate::{Render, Table};
 use plumb_analyze::io::{IoReport, IoRow, PercentileRow, PresetList};
 use plumb_load::job::{Durability, Pattern};
 use plumb_load::target::TargetKind;
 use plumb_load::units::Rate;
 use std::io::{self, Write};
+
+/// `plumb io run`'s result as output: the report opening on its verdict (text), or the
+/// report's fields with a top-level `verdict` (JSON).
+pub struct IoOutput<'a>(pub &'a IoReport);
+
+#[derive(serde::Serialize)]
+struct WithVerdict<'a> {
+    #[serde(flatten)]
+    report: &'a IoReport,
+    verdict: plumb_analyze::verdict::RunVerdict,
+}
+
+impl serde::Serialize for IoOutput<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        WithVerdict {
+            report: self.0,
+            verdict: plumb_analyze::io_verdict::io(self.0),
+        }
+        .serialize(s)
+    }
+}
+
+impl Render for IoOutput<'_> {
+    const KIND: &'static str = "io";
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        crate::verdict_render::text(&run_block(self.0), out)?;
+        write_text(self.0, out)?;
+        if let Some(w) = self.0.interference.as_ref().filter(|w| !w.is_clean()) {
+            writeln!(out)?;
+            writeln!(out, "{}", verdict_line(w))?;
+        }
+        Ok(())
+    }
+
+    fn table(&self) -> Option<Table> {
+        Some(csv_table(self.0))
+    }
+}
+
+/// The run's verdict block: trust, the totals with their spread, what needs action.
+pub fn run_block(r: &IoReport) -> crate::verdict_render::Block {
+    use crate::verdict_render::{trust_lines, Line, Mark};
+    use plumb_analyze::verdict::Trust;
+    let v = plumb_analyze::io_verdict::io(r);
+    let plain = |text: String| Line {
+        text,
+        mark: Mark::Plain,
+    };
+    let trust = match v.trust {
+        Trust::Clean => vec![plain(
+            "clean: no other process used the device or the CPUs in a way that could move a figure"
+                .into(),
+        )],
+        Trust::Unwatched => vec![plain(
+            "not watched: other work on the host was not measured".into(),
+        )],
+        Trust::Disturbed => vec![Line {
+            text: format!(
+                "DISTURBED: {}",
+                r.interference
+                    .as_ref()
+                    .map(crate::words::interference)
+                    .unwrap_or_default()
+            ),
+            mark: Mark::Warn,
+        }],
+        Trust::Noted => trust_lines(&v, "runs"),
+    };
+    let find = |code: &str, of: &str| v.headline.iter().find(|h| h.code == code && h.of == of);
+    let mut parts = Vec::new();
+    if let Some(h) = find("iops", "total") {
+        let spread = match (h.low, h.high) {
+            (Some(l), Some(hi)) if hi > l => {
+                format!(
+                    " ({}–{} p10–p90 of its seconds)",
+                    count(l.round()),
+                    count(hi.round())
+                )
+            }
+            _ => String::new(),
+        };
+        parts.push(format!("{} IOPS{spread}", count(h.value.round())));
+    }
+    if let Some(h) = find("throughput", "total") {
+        parts.push(format!("{:.1} MiB/s", h.value / MIB));
+    }
+    let p99: Vec<String> = ["read", "write"]
+        .iter()
+        .filter_map(|d| find("latency_p99", d).map(|h| format!("{d} {}", crate::fmt::ms(h.value))))
+        .collect();
+    if !p99.is_empty() {
+        parts.push(format!("p99 {}", p99.join(", ")));
+    }
+    let figures = if parts.is_empty() {
+        vec![plain("no I/O completed".into())]
+    } else {
+        vec![plain(format!("total: {}", parts.join(" · ")))]
+    };
+    let actions = if v.actions.is_empty() {
+        vec![plain("none".into())]
+    } else {
+        vec![Line {
+            text: "[warn] the run was disturbed: read its figures with the evidence at the end"
+                .into(),
+            mark: Mark::Warn,
+        }]
+    };
+    crate::verdict_render::Block {
+        rows: vec![
+            ("trust", trust),
+            ("figures", figures),
+            ("needs action", actions),
+        ],
+    }
+}
 
 impl Render for IoReport {
     const KIND: &'static str = "io";

@@ -172,7 +172,13 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
 
     // Alone.
     let quiet = sweep(&file);
-    assert_eq!(quiet["verdict"], "clean", "{:#}", quiet["notes"]);
+    assert_eq!(quiet["disturbance"], "clean", "{:#}", quiet["notes"]);
+    // Its verdict: no run disturbed.
+    assert_ne!(
+        quiet["verdict"]["trust"], "disturbed",
+        "{:#}",
+        quiet["verdict"]
+    );
     for r in runs(&quiet) {
         let w = &r["interference"];
         assert_eq!(w["verdict"], "clean", "{w:#}");
@@ -222,7 +228,26 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
     let _ = n.wait();
     assert_eq!(single["verdict"], "disturbed", "{single:#}");
     assert_eq!(single["notes"][0]["numbers"]["neighbour_pid"], pid);
-    assert_eq!(busy["verdict"], "disturbed", "{:#}", busy["notes"]);
+    assert_eq!(busy["disturbance"], "disturbed", "{:#}", busy["notes"]);
+    // The verdict grades the sweep disturbed and names the neighbour in a run's window.
+    assert_eq!(
+        busy["verdict"]["trust"], "disturbed",
+        "{:#}",
+        busy["verdict"]
+    );
+    assert!(
+        busy["verdict"]["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["neighbours"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|n| n["pid"] == pid)),
+        "{:#}",
+        busy["verdict"]
+    );
     let named = runs(&busy).iter().any(|r| {
         r["interference"]["notes"]
             .as_array()
@@ -283,7 +308,22 @@ fn the_durability_probe_is_charged_only_for_its_own_flushes() {
     // Alone: every mode clean; a loop device has no FUA, so every durable write costs one
     // FLUSH and the writes that are not durable cost none.
     let quiet = durability(&fs.mnt);
-    assert_eq!(quiet["verdict"], "clean", "{:#}", quiet["conclusions"]);
+    assert_eq!(quiet["disturbance"], "clean", "{:#}", quiet["conclusions"]);
+    assert_ne!(
+        quiet["verdict"]["trust"], "disturbed",
+        "{:#}",
+        quiet["verdict"]
+    );
+    // What one durable write costs, per durable mode, in the verdict.
+    assert!(
+        quiet["verdict"]["headline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["code"] == "durable_write_mean" && h["of"] == "fdatasync 8K"),
+        "{:#}",
+        quiet["verdict"]
+    );
     assert!(
         quiet["trace_unavailable"].is_null(),
         "{:#}",
@@ -320,6 +360,11 @@ fn the_durability_probe_is_charged_only_for_its_own_flushes() {
         .filter(|r| r["interference"]["verdict"] == "disturbed")
         .collect();
     assert!(!disturbed.is_empty(), "no run was disturbed: {busy:#}");
+    assert_eq!(
+        busy["verdict"]["trust"], "disturbed",
+        "{:#}",
+        busy["verdict"]
+    );
     let named = disturbed.iter().any(|r| {
         r["interference"]["notes"]
             .as_array()

@@ -267,6 +267,9 @@ pub struct DurabilityReport {
     /// Clean runs wanted per mode.
     pub repetitions: u32,
     /// Disturbed when a mode had no clean run.
+    /// In JSON `disturbance`: the top-level `verdict` of `plumb io sweep` and `plumb io
+    /// durability` is the object their output adds (`plumb_analyze::verdict`).
+    #[serde(rename = "disturbance")]
     pub verdict: Verdict,
     pub rows: Vec<ModeRow>,
     /// Why there is no block-layer evidence, when there is none.

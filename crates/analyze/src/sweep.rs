@@ -187,6 +187,9 @@ pub struct SweepReport {
     pub levels: Vec<Level>,
     pub knee: Option<Knee>,
     /// Clean when every level had a clean run and throughput never fell as the load rose.
+    /// In JSON `disturbance`: the top-level `verdict` of `plumb io sweep` and `plumb io
+    /// durability` is the object their output adds (`plumb_analyze::verdict`).
+    #[serde(rename = "disturbance")]
     pub verdict: Verdict,
     /// Why it is not clean, and conclusions the spread did not allow.
     pub notes: Vec<Note>,

@@ -244,27 +244,7 @@ pub fn lab(r: &LabReport) -> RunVerdict {
         }
     }
     if let Some(d) = &r.durability {
-        let bs = d
-            .rows
-            .iter()
-            .map(|x| x.block_size)
-            .find(|b| *b == 8192)
-            .or_else(|| d.rows.first().map(|x| x.block_size));
-        for row in d
-            .rows
-            .iter()
-            .filter(|x| Some(x.block_size) == bs && x.durable)
-        {
-            let Some(mean) = row.mean_s else { continue };
-            h.push(Headline {
-                code: "durable_write_mean",
-                of: format!("{} {}K", row.mode, row.block_size / 1024),
-                value: mean,
-                low: row.mean_spread.map(|s| s.min),
-                high: row.mean_spread.map(|s| s.max),
-                unit: Unit::S,
-            });
-        }
+        h.extend(durable_writes(d));
     }
     let disks = r
         .durability
@@ -272,34 +252,8 @@ pub fn lab(r: &LabReport) -> RunVerdict {
         .and_then(|d| d.storage.as_ref())
         .map(|s| s.disks.join(", "))
         .unwrap_or_default();
-    let n = |x: &str| x.parse::<f64>().ok();
-    match r.sweep.as_ref().map(|s| (s, s.knee.as_ref())) {
-        Some((_, Some(k))) => {
-            if let (Some(at), Some(from), Some(to)) = (n(&k.level), n(&k.from), n(&k.to)) {
-                h.push(Headline {
-                    code: "knee",
-                    of: disks,
-                    value: at,
-                    low: Some(from),
-                    high: Some(to),
-                    unit: Unit::QueueDepth,
-                });
-            }
-        }
-        // No knee: latency grew no faster than throughput up to the deepest level swept.
-        Some((s, None)) => {
-            if let Some(deepest) = s.levels.iter().filter_map(|l| n(&l.label)).reduce(f64::max) {
-                h.push(Headline {
-                    code: "no_knee",
-                    of: disks,
-                    value: deepest,
-                    low: None,
-                    high: None,
-                    unit: Unit::QueueDepth,
-                });
-            }
-        }
-        None => {}
+    if let Some(s) = &r.sweep {
+        h.extend(knee(s, disks));
     }
     if let Some(s) = &r.seq_read {
         h.push(Headline {
@@ -366,6 +320,137 @@ pub fn lab(r: &LabReport) -> RunVerdict {
             server_swap_bytes: e.window.as_ref().and_then(|w| w.engine_swap_bytes_max),
         })
         .collect();
+    v
+}
+
+/// What one durable write costs per durable mode, at 8K (or the probe's first block size):
+/// the mean with the lowest and highest run's.
+pub fn durable_writes(d: &crate::durability::DurabilityReport) -> Vec<Headline> {
+    let bs = d
+        .rows
+        .iter()
+        .map(|x| x.block_size)
+        .find(|b| *b == 8192)
+        .or_else(|| d.rows.first().map(|x| x.block_size));
+    d.rows
+        .iter()
+        .filter(|x| Some(x.block_size) == bs && x.durable)
+        .filter_map(|row| {
+            Some(Headline {
+                code: "durable_write_mean",
+                of: format!("{} {}K", row.mode, row.block_size / 1024),
+                value: row.mean_s?,
+                low: row.mean_spread.map(|s| s.min),
+                high: row.mean_spread.map(|s| s.max),
+                unit: Unit::S,
+            })
+        })
+        .collect()
+}
+
+/// The knee of a queue-depth sweep as a range, or none up to the deepest level swept.
+pub fn knee(s: &crate::sweep::SweepReport, disks: String) -> Vec<Headline> {
+    let n = |x: &str| x.parse::<f64>().ok();
+    match &s.knee {
+        Some(k) => match (n(&k.level), n(&k.from), n(&k.to)) {
+            (Some(at), Some(from), Some(to)) => vec![Headline {
+                code: "knee",
+                of: disks,
+                value: at,
+                low: Some(from),
+                high: Some(to),
+                unit: Unit::QueueDepth,
+            }],
+            _ => vec![],
+        },
+        // No knee: latency grew no faster than throughput up to the deepest level swept.
+        None => s
+            .levels
+            .iter()
+            .filter_map(|l| n(&l.label))
+            .reduce(f64::max)
+            .map(|deepest| Headline {
+                code: "no_knee",
+                of: disks,
+                value: deepest,
+                low: None,
+                high: None,
+                unit: Unit::QueueDepth,
+            })
+            .into_iter()
+            .collect(),
+    }
+}
+
+/// The warn-level notes of a result as what needs action.
+fn warn_notes(notes: &[crate::Note]) -> Vec<Action> {
+    notes
+        .iter()
+        .filter(|n| n.level == crate::Level::Warn)
+        .map(|n| Action {
+            rule: n.code.to_string(),
+            severity: Severity::Warn,
+            experiment: false,
+        })
+        .collect()
+}
+
+/// `plumb io sweep`'s verdict: each run graded, the knee (queue depths), the best level's
+/// IOPS with its runs' range, the warn-level notes.
+pub fn sweep(s: &crate::sweep::SweepReport) -> RunVerdict {
+    let mut v = RunVerdict::of_windows(
+        s.levels
+            .iter()
+            .flat_map(|l| {
+                l.reps.iter().enumerate().map(move |(i, r)| {
+                    window_trust(
+                        &format!("level {} run {}", l.label, i + 1),
+                        r.interference.as_ref(),
+                    )
+                })
+            })
+            .collect(),
+    );
+    if s.levels.iter().all(|l| l.label.parse::<f64>().is_ok()) {
+        v.headline.extend(knee(s, String::new()));
+    }
+    if let Some((l, sp)) = s
+        .levels
+        .iter()
+        .filter_map(|l| Some((l, l.iops.as_ref()?)))
+        .max_by(|a, b| a.1.median.total_cmp(&b.1.median))
+    {
+        v.headline.push(Headline {
+            code: "iops",
+            of: l.label.clone(),
+            value: sp.median,
+            low: Some(sp.min),
+            high: Some(sp.max),
+            unit: Unit::PerS,
+        });
+    }
+    v.actions = warn_notes(&s.notes);
+    v
+}
+
+/// `plumb io durability`'s verdict: each run graded, what one durable write costs per mode,
+/// the warn-level conclusions.
+pub fn durability(d: &crate::durability::DurabilityReport) -> RunVerdict {
+    let mut v = RunVerdict::of_windows(
+        d.rows
+            .iter()
+            .flat_map(|row| {
+                row.reps.iter().enumerate().map(move |(i, r)| {
+                    window_trust(
+                        &format!("{} {}K run {}", row.mode, row.block_size / 1024, i + 1),
+                        r.interference.as_ref(),
+                    )
+                })
+            })
+            .collect(),
+    );
+    v.headline = durable_writes(d);
+    v.actions = warn_notes(&d.conclusions);
     v
 }
 

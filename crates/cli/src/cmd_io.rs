@@ -176,7 +176,9 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         meter.abandon();
     }
     match r {
-        Ok(DurabilityResult::One(rep)) => crate::emit(g, rep.as_ref())?,
+        Ok(DurabilityResult::One(rep)) => {
+            crate::emit(g, &plumb_report::verdict_render::durability_output(&rep))?
+        }
         Ok(DurabilityResult::Many(c)) => crate::emit(g, &c)?,
         Err(plumb_load::Error::Interrupted) => {
             eprintln!("plumb: interrupted; the probe files were removed");
@@ -293,6 +295,6 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         let svg = plumb_report::io_render::sweep_chart(&rep);
         rep.chart = Some(chart.fill(svg.as_bytes())?);
     }
-    crate::emit(g, &rep)?;
+    crate::emit(g, &plumb_report::verdict_render::sweep_output(&rep))?;
     Ok(0)
 }

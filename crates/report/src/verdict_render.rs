@@ -597,3 +597,115 @@ impl crate::Render for RecordReport {
         writeln!(out, "{}", self.index.display())
     }
 }
+
+/// A result with its verdict: its JSON is the result's fields and a top-level `verdict`; its
+/// text opens on the block, then the result's own.
+pub struct Verdicted<'a, T> {
+    pub report: &'a T,
+    pub verdict: RunVerdict,
+    pub block: Block,
+}
+
+#[derive(serde::Serialize)]
+struct Flat<'a, T: serde::Serialize> {
+    #[serde(flatten)]
+    report: &'a T,
+    verdict: &'a RunVerdict,
+}
+
+impl<T: serde::Serialize> serde::Serialize for Verdicted<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        Flat {
+            report: self.report,
+            verdict: &self.verdict,
+        }
+        .serialize(s)
+    }
+}
+
+impl<T: crate::Render> crate::Render for Verdicted<'_, T> {
+    const KIND: &'static str = T::KIND;
+
+    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
+        text(&self.block, out)?;
+        self.report.text(out)
+    }
+
+    fn table(&self) -> Option<crate::Table> {
+        self.report.table()
+    }
+}
+
+/// The block of a result whose verdict is trust, figures and needs action (`plumb io sweep`,
+/// `plumb io durability`): the figures as the lab words them, the actions by their notes.
+pub fn result_block(v: &RunVerdict, what: &str, notes: &[plumb_analyze::Note]) -> Block {
+    let mut figures = figure_lines(v);
+    if let Some(h) = v.headline.iter().find(|h| h.code == "iops") {
+        figures.push(line(
+            format!(
+                "best level {}: {} IOPS{}",
+                h.of,
+                count(h.value.round()),
+                match (h.low, h.high) {
+                    (Some(l), Some(hi)) if hi > l =>
+                        format!(" ({}–{}, its runs)", count(l.round()), count(hi.round())),
+                    _ => String::new(),
+                }
+            ),
+            Mark::Plain,
+        ));
+    }
+    if figures.is_empty() {
+        figures.push(line("no figure".into(), Mark::Plain));
+    }
+    let actions: Vec<Line> = notes
+        .iter()
+        .filter(|n| n.level == plumb_analyze::Level::Warn)
+        .map(|n| {
+            line(
+                cut(&format!("[warn] {}", crate::words::note(n))),
+                Mark::Warn,
+            )
+        })
+        .collect();
+    Block {
+        rows: vec![
+            ("trust", trust_lines(v, what)),
+            ("figures", figures),
+            (
+                "needs action",
+                if actions.is_empty() {
+                    vec![line("none".into(), Mark::Plain)]
+                } else {
+                    actions
+                },
+            ),
+        ],
+    }
+}
+
+/// `plumb io sweep`'s result with its verdict.
+pub fn sweep_output(
+    r: &plumb_analyze::sweep::SweepReport,
+) -> Verdicted<'_, plumb_analyze::sweep::SweepReport> {
+    let verdict = plumb_analyze::verdict::sweep(r);
+    let block = result_block(&verdict, "runs", &r.notes);
+    Verdicted {
+        report: r,
+        verdict,
+        block,
+    }
+}
+
+/// `plumb io durability`'s result (one directory) with its verdict.
+pub fn durability_output(
+    r: &plumb_analyze::durability::DurabilityReport,
+) -> Verdicted<'_, plumb_analyze::durability::DurabilityReport> {
+    let verdict = plumb_analyze::verdict::durability(r);
+    let block = result_block(&verdict, "runs", &r.conclusions);
+    Verdicted {
+        report: r,
+        verdict,
+        block,
+    }
+}

@@ -154,6 +154,7 @@ fn delta_against_a_private_postgres() {
         assert!(v["compared"].as_u64().unwrap() > 0, "{v:#}");
         assert_eq!(v["too_few"], v["compared"], "{v:#}");
         assert_eq!(v["changes"].as_array().unwrap().len(), 0, "{v:#}");
+        common::assert_valid("verdict.schema.json", &r);
         let table = 40.0 * 1048576.0;
         let cold_disk = median(&r, "disk", None, "read_bytes", 0).expect("cold disk reads");
         let warm_disk = median(&r, "disk", None, "read_bytes", 1).unwrap_or(0.0);

@@ -179,6 +179,7 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
         "{:#}",
         quiet["verdict"]
     );
+    common::assert_valid("verdict.schema.json", &quiet);
     for r in runs(&quiet) {
         let w = &r["interference"];
         assert_eq!(w["verdict"], "clean", "{w:#}");
@@ -235,6 +236,7 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
         "{:#}",
         busy["verdict"]
     );
+    common::assert_valid("verdict.schema.json", &busy);
     assert!(
         busy["verdict"]["windows"]
             .as_array()
@@ -314,6 +316,7 @@ fn the_durability_probe_is_charged_only_for_its_own_flushes() {
         "{:#}",
         quiet["verdict"]
     );
+    common::assert_valid("verdict.schema.json", &quiet);
     // What one durable write costs, per durable mode, in the verdict.
     assert!(
         quiet["verdict"]["headline"]

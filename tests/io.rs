@@ -274,6 +274,15 @@ fn real_io_uring_direct_reads() {
         .find(|h| h["code"] == "iops")
         .unwrap_or_else(|| panic!("{v:#}"));
     assert_eq!(iops["value"], total_row(&j, "total")["iops"], "{v:#}");
+    common::assert_valid("verdict.schema.json", &j);
+    // A figure in a unit the schema does not know fails it.
+    let mut bad = j.clone();
+    bad["verdict"]["headline"][0]["unit"] = "furlongs".into();
+    let badf = d.path().join("bad.json");
+    std::fs::write(&badf, bad.to_string()).unwrap();
+    if let Some(v) = common::validate("verdict.schema.json", &badf) {
+        assert!(v.starts_with("INVALID"), "{v}");
+    }
     assert!(v["headline"]
         .as_array()
         .unwrap()

@@ -949,6 +949,7 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
         "{tps}"
     );
     assert_eq!(v["actions"].as_array().unwrap().len(), 0, "{v:#}");
+    assert_valid("verdict.schema.json", &j);
     if let Some(fs) = first_screen(&out.join("index.html"), "load-first-screen") {
         let bottom = fs["verdict_bottom"].as_f64().expect("a verdict block");
         assert!(bottom <= fs["inner_height"].as_f64().unwrap(), "{fs}");

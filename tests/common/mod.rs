@@ -262,3 +262,15 @@ pub fn validate(schema: &str, report: &Path) -> Option<String> {
         String::from_utf8_lossy(&o.stdout).trim()
     ))
 }
+
+/// A JSON value checked against `docs/SCHEMA` ([`validate`]): panics with the errors when it
+/// does not validate; says so when jsonschema is not installed.
+#[allow(dead_code)]
+pub fn assert_valid(schema: &str, v: &serde_json::Value) {
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("result.json");
+    std::fs::write(&f, v.to_string()).unwrap();
+    if let Some(errs) = validate(schema, &f) {
+        assert_eq!(errs, "", "against docs/{schema}: {v:#}");
+    }
+}

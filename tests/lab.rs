@@ -1394,7 +1394,17 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
             );
         }
         assert!(c["single"]["count"].as_u64().unwrap() >= 100, "{c}");
+        // The verdict's figures carry each configuration's single-row commit p50.
+        let name = c["name"].as_str().unwrap();
+        let p50 = r["verdict"]["headline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["code"] == "commit_p50" && h["of"].as_str().unwrap().starts_with(name))
+            .unwrap_or_else(|| panic!("{name}'s commit p50 in the verdict: {}", r["verdict"]));
+        assert_eq!(p50["value"], c["single"]["p50_s"], "{name}");
     }
+    assert!(text.contains("a single-row commit, p50 / p99: "), "{text}");
     assert_eq!(
         cfg("trx_commit=2")["read_back"]["innodb_flush_log_at_trx_commit"],
         "2"

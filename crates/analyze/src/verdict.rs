@@ -102,7 +102,9 @@ pub enum Unit {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Headline {
     /// What the figure is: `tps`, `latency_p99`, `durable_write_mean`, `knee` (`no_knee`: none
-    /// up to the deepest queue swept, the value), `server_swap`, `seq_read`.
+    /// up to the deepest queue swept, the value), `server_swap`, `seq_read`, `commit_p50` and
+    /// `commit_p99` (MariaDB's single-row commits per durability configuration); `iops`,
+    /// `throughput`, `elapsed`, `storage_read`, `nopm` in the other results' verdicts.
     pub code: &'static str,
     /// Of what: the workload, the durability mode and block size, the device.
     pub of: String,
@@ -245,6 +247,33 @@ pub fn lab(r: &LabReport) -> RunVerdict {
     }
     if let Some(d) = &r.durability {
         h.extend(durable_writes(d));
+    }
+    // MariaDB's durability paths: what a single-row commit waits for in each configuration
+    // (those that are not durable on this device said so in their name).
+    if let Some(m) = &r.mariadb_durability {
+        for c in &m.configs {
+            let Some(single) = &c.single else { continue };
+            let durable = crate::lab::maria_durable(c, m.device_write_back);
+            let of = format!("{}{}", c.name, if durable { "" } else { " (not durable)" });
+            h.push(Headline {
+                code: "commit_p50",
+                of: of.clone(),
+                value: single.p50_ms / 1000.0,
+                low: None,
+                high: None,
+                unit: Unit::S,
+            });
+            if let Some(p99) = single.p99_ms {
+                h.push(Headline {
+                    code: "commit_p99",
+                    of,
+                    value: p99 / 1000.0,
+                    low: None,
+                    high: None,
+                    unit: Unit::S,
+                });
+            }
+        }
     }
     let disks = r
         .durability

@@ -233,6 +233,25 @@ pub fn figure_lines(v: &RunVerdict) -> Vec<Line> {
             Mark::Plain,
         ));
     }
+    // MariaDB's configurations: p50 / p99 of a single-row commit in each.
+    let commits: Vec<String> = h
+        .iter()
+        .filter(|x| x.code == "commit_p50")
+        .map(|p50| {
+            let p99 = h
+                .iter()
+                .find(|x| x.code == "commit_p99" && x.of == p50.of)
+                .map(|p| format!(" / {}", ms(p.value)))
+                .unwrap_or_default();
+            format!("{} {}{p99}", p50.of, ms(p50.value))
+        })
+        .collect();
+    if !commits.is_empty() {
+        out.push(line(
+            format!("a single-row commit, p50 / p99: {}", commits.join(", ")),
+            Mark::Plain,
+        ));
+    }
     let mut storage = Vec::new();
     if let Some(k) = h.iter().find(|x| x.code == "knee") {
         let dev = if k.of.is_empty() {

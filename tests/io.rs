@@ -723,6 +723,21 @@ fn durability_compares_candidate_directories_side_by_side() {
         .filter(|n| n["code"].as_str().unwrap().starts_with("candidates-"))
         .count();
     assert_eq!(compared, 3, "one statement per mode compared: {notes:#?}");
+    // The verdict: what a durable write costs in the disk's directory; none from memory,
+    // where nothing is durable.
+    let heads = j["verdict"]["headline"].as_array().unwrap();
+    assert!(
+        heads.iter().any(|h| h["code"] == "durable_write_mean"
+            && h["of"] == format!("{} fdatasync 8K", s(disk.path()))),
+        "{heads:#?}"
+    );
+    assert!(
+        !heads
+            .iter()
+            .any(|h| h["of"].as_str().unwrap().starts_with(s(shm.path()))),
+        "{heads:#?}"
+    );
+    common::assert_valid("verdict.schema.json", &j);
     assert!(
         notes.iter().any(|n| n["code"] == "candidate-not-durable"
             && n["text"].as_str().unwrap().contains(s(shm.path()))),

@@ -483,6 +483,31 @@ pub fn durability(d: &crate::durability::DurabilityReport) -> RunVerdict {
     v
 }
 
+/// `plumb io durability DIR DIR…`'s verdict: every probe's runs graded, what one durable write
+/// costs per mode in each directory, the warn-level statements of the comparison and probes.
+pub fn durability_comparison(c: &crate::durability::Comparison) -> RunVerdict {
+    let mut windows = Vec::new();
+    let mut headline = Vec::new();
+    let mut actions = warn_notes(&c.comparison);
+    for p in &c.probes {
+        let path = p.path.display().to_string();
+        let one = durability(p);
+        windows.extend(one.windows.into_iter().map(|mut w| {
+            w.phase = format!("{path}: {}", w.phase);
+            w
+        }));
+        headline.extend(one.headline.into_iter().map(|mut h| {
+            h.of = format!("{path} {}", h.of);
+            h
+        }));
+        actions.extend(one.actions);
+    }
+    let mut v = RunVerdict::of_windows(windows);
+    v.headline = headline;
+    v.actions = actions;
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -6,6 +6,7 @@ use anyhow::{bail, Result};
 use plumb_load::job::{EngineKind, Job};
 use plumb_load::target::{self, Safety};
 use plumb_load::units::{parse_duration, parse_size};
+use plumb_report::verdict_render as vr;
 use std::path::PathBuf;
 
 fn flag<T, E: std::error::Error + Send + Sync + 'static>(
@@ -176,10 +177,8 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
         meter.abandon();
     }
     match r {
-        Ok(DurabilityResult::One(rep)) => {
-            crate::emit(g, &plumb_report::verdict_render::durability_output(&rep))?
-        }
-        Ok(DurabilityResult::Many(c)) => crate::emit(g, &c)?,
+        Ok(DurabilityResult::One(rep)) => crate::emit(g, &vr::durability_output(&rep))?,
+        Ok(DurabilityResult::Many(c)) => crate::emit(g, &vr::comparison_output(&c))?,
         Err(plumb_load::Error::Interrupted) => {
             eprintln!("plumb: interrupted; the probe files were removed");
             return Ok(interrupted_code());
@@ -295,6 +294,6 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
         let svg = plumb_report::io_render::sweep_chart(&rep);
         rep.chart = Some(chart.fill(svg.as_bytes())?);
     }
-    crate::emit(g, &plumb_report::verdict_render::sweep_output(&rep))?;
+    crate::emit(g, &vr::sweep_output(&rep))?;
     Ok(0)
 }

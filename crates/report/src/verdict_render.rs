@@ -728,3 +728,18 @@ pub fn durability_output(
         block,
     }
 }
+
+/// `plumb io durability DIR DIR…`'s result with its verdict.
+pub fn comparison_output(
+    c: &plumb_analyze::durability::Comparison,
+) -> Verdicted<'_, plumb_analyze::durability::Comparison> {
+    let verdict = plumb_analyze::verdict::durability_comparison(c);
+    let mut notes = c.comparison.clone();
+    notes.extend(c.probes.iter().flat_map(|p| p.conclusions.iter().cloned()));
+    let block = result_block(&verdict, "runs", &notes);
+    Verdicted {
+        report: c,
+        verdict,
+        block,
+    }
+}

@@ -7,21 +7,19 @@ Saves the first screen as a PNG when SHOT is given.
 usage: first_screen.py REPORT.html [SHOT.png]
 """
 import json
+import os
 import sys
 
-from selenium import webdriver
-from selenium.webdriver.chrome.service import Service
+sys.dont_write_bytecode = True  # nothing left in the checkout
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from browser import chromium  # noqa: E402
+
 from selenium.webdriver.common.by import By
 
 report = sys.argv[1]
 shot = sys.argv[2] if len(sys.argv) > 2 else None
 
-opts = webdriver.ChromeOptions()
-for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,800",
-          "--hide-scrollbars", "--disable-background-networking", "--disable-component-update",
-          "--no-first-run"]:
-    opts.add_argument(a)
-d = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
+d = chromium()
 out = {}
 try:
     d.get("file://" + report)

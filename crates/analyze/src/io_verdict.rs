@@ -6,15 +6,8 @@
 
 use crate::io::IoReport;
 use crate::lab::Severity;
+use crate::load_verdict::quantile;
 use crate::verdict::{window_trust, Action, Headline, RunVerdict, Trust, Unit};
-
-fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let i = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len()) - 1;
-    Some(sorted[i])
-}
 
 pub fn io(r: &IoReport) -> RunVerdict {
     let mut v = RunVerdict::of_windows(vec![window_trust("the run", r.interference.as_ref())]);

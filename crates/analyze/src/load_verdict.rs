@@ -12,7 +12,7 @@ use crate::verdict::{window_trust, Action, Headline, RunVerdict, Unit};
 pub const LATE_SHARE: f64 = 0.01;
 
 /// The value at quantile `q` of sorted values (nearest rank).
-fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
+pub(crate) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     if sorted.is_empty() {
         return None;
     }

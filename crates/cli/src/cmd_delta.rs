@@ -217,7 +217,7 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
         a.threshold,
         a.all,
     );
-    crate::emit(g, &plumb_report::delta_render::DeltaOutput(&report))?;
+    crate::emit(g, &plumb_report::delta_render::output(&report))?;
     Ok(0)
 }
 

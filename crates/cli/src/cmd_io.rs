@@ -84,7 +84,7 @@ fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> R
         Some((r, watched)) => {
             let mut rep = plumb_analyze::io::build(&r, &command_line(), notes);
             rep.interference = Some(watched);
-            crate::emit(g, &plumb_report::io_render::IoOutput(&rep))?;
+            crate::emit(g, &plumb_report::io_render::output(&rep))?;
             Ok(0)
         }
         None => {

@@ -221,7 +221,7 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
     if let Some(out) = out {
         write_report(&r, out, c.record.as_deref())?;
     }
-    crate::emit(g, &plumb_report::load_render::LoadOutput(&r))?;
+    crate::emit(g, &plumb_report::load_render::output(&r))?;
     Ok(0)
 }
 
@@ -285,7 +285,7 @@ fn write_report(
         Ok(())
     };
     let mut json = Vec::new();
-    let o = plumb_report::load_render::LoadOutput(r);
+    let o = plumb_report::load_render::output(r);
     plumb_report::emit(&o, plumb_report::Format::Json, &mut json)?;
     w("load.json", json)?;
     let mut text = Vec::new();

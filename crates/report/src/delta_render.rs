@@ -294,38 +294,15 @@ pub fn block(v: &DeltaVerdict, r: &DeltaReport) -> Block {
     Block { rows }
 }
 
-/// `plumb delta`'s result as output: the report opening on its verdict (text), or the report's
-/// fields with a top-level `verdict` (JSON).
-pub struct DeltaOutput<'a>(pub &'a DeltaReport);
-
-#[derive(serde::Serialize)]
-struct WithVerdict<'a> {
-    #[serde(flatten)]
-    report: &'a DeltaReport,
-    verdict: DeltaVerdict,
-}
-
-impl serde::Serialize for DeltaOutput<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        WithVerdict {
-            report: self.0,
-            verdict: plumb_analyze::delta_verdict::delta(self.0),
-        }
-        .serialize(s)
-    }
-}
-
-impl Render for DeltaOutput<'_> {
-    const KIND: &'static str = "delta";
-
-    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let v = plumb_analyze::delta_verdict::delta(self.0);
-        crate::verdict_render::text(&block(&v, self.0), out)?;
-        self.0.text(out)
-    }
-
-    fn table(&self) -> Option<Table> {
-        self.0.table()
+/// `plumb delta`'s result with its verdict (text opens on the block; JSON's top-level
+/// `verdict`).
+pub fn output(r: &DeltaReport) -> crate::verdict_render::Verdicted<'_, DeltaReport, DeltaVerdict> {
+    let verdict = plumb_analyze::delta_verdict::delta(r);
+    let block = block(&verdict, r);
+    crate::verdict_render::Verdicted {
+        report: r,
+        verdict,
+        block,
     }
 }
 

@@ -8,42 +8,13 @@ use plumb_load::target::TargetKind;
 use plumb_load::units::Rate;
 use std::io::{self, Write};
 
-/// `plumb io run`'s result as output: the report opening on its verdict (text), or the
-/// report's fields with a top-level `verdict` (JSON).
-pub struct IoOutput<'a>(pub &'a IoReport);
-
-#[derive(serde::Serialize)]
-struct WithVerdict<'a> {
-    #[serde(flatten)]
-    report: &'a IoReport,
-    verdict: plumb_analyze::verdict::RunVerdict,
-}
-
-impl serde::Serialize for IoOutput<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        WithVerdict {
-            report: self.0,
-            verdict: plumb_analyze::io_verdict::io(self.0),
-        }
-        .serialize(s)
-    }
-}
-
-impl Render for IoOutput<'_> {
-    const KIND: &'static str = "io";
-
-    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        crate::verdict_render::text(&run_block(self.0), out)?;
-        write_text(self.0, out)?;
-        if let Some(w) = self.0.interference.as_ref().filter(|w| !w.is_clean()) {
-            writeln!(out)?;
-            writeln!(out, "{}", verdict_line(w))?;
-        }
-        Ok(())
-    }
-
-    fn table(&self) -> Option<Table> {
-        Some(csv_table(self.0))
+/// `plumb io run`'s (and diskspd's) result with its verdict (text opens on the block; JSON's
+/// top-level `verdict`).
+pub fn output(r: &IoReport) -> crate::verdict_render::Verdicted<'_, IoReport> {
+    crate::verdict_render::Verdicted {
+        report: r,
+        verdict: plumb_analyze::io_verdict::io(r),
+        block: run_block(r),
     }
 }
 

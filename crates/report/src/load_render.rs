@@ -8,33 +8,13 @@ use crate::Render;
 use plumb_analyze::load::{LoadReport, Percentiles};
 use std::io::{self, Write};
 
-/// `plumb load`'s result as output: the report opening on its verdict (text), or the report's
-/// fields with a top-level `verdict` (JSON).
-pub struct LoadOutput<'a>(pub &'a LoadReport);
-
-#[derive(serde::Serialize)]
-struct WithVerdict<'a> {
-    #[serde(flatten)]
-    report: &'a LoadReport,
-    verdict: plumb_analyze::verdict::RunVerdict,
-}
-
-impl serde::Serialize for LoadOutput<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        WithVerdict {
-            report: self.0,
-            verdict: plumb_analyze::load_verdict::load(self.0),
-        }
-        .serialize(s)
-    }
-}
-
-impl Render for LoadOutput<'_> {
-    const KIND: &'static str = "load";
-
-    fn text(&self, out: &mut dyn Write) -> io::Result<()> {
-        crate::verdict_render::text(&block(self.0), out)?;
-        self.0.text(out)
+/// `plumb load`'s result with its verdict (text opens on the block; JSON's top-level
+/// `verdict`).
+pub fn output(r: &LoadReport) -> crate::verdict_render::Verdicted<'_, LoadReport> {
+    crate::verdict_render::Verdicted {
+        report: r,
+        verdict: plumb_analyze::load_verdict::load(r),
+        block: block(r),
     }
 }
 

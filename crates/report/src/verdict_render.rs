@@ -619,20 +619,20 @@ impl crate::Render for RecordReport {
 
 /// A result with its verdict: its JSON is the result's fields and a top-level `verdict`; its
 /// text opens on the block, then the result's own.
-pub struct Verdicted<'a, T> {
+pub struct Verdicted<'a, T, V = RunVerdict> {
     pub report: &'a T,
-    pub verdict: RunVerdict,
+    pub verdict: V,
     pub block: Block,
 }
 
 #[derive(serde::Serialize)]
-struct Flat<'a, T: serde::Serialize> {
+struct Flat<'a, T: serde::Serialize, V: serde::Serialize> {
     #[serde(flatten)]
     report: &'a T,
-    verdict: &'a RunVerdict,
+    verdict: &'a V,
 }
 
-impl<T: serde::Serialize> serde::Serialize for Verdicted<'_, T> {
+impl<T: serde::Serialize, V: serde::Serialize> serde::Serialize for Verdicted<'_, T, V> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         Flat {
             report: self.report,
@@ -642,7 +642,7 @@ impl<T: serde::Serialize> serde::Serialize for Verdicted<'_, T> {
     }
 }
 
-impl<T: crate::Render> crate::Render for Verdicted<'_, T> {
+impl<T: crate::Render, V: serde::Serialize> crate::Render for Verdicted<'_, T, V> {
     const KIND: &'static str = T::KIND;
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {

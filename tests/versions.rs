@@ -144,8 +144,10 @@ fn delta(major: u32) {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout).to_string();
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // The verdict first, then the header naming the server.
+    assert!(out.starts_with("Verdict\n  trust"), "{out}");
     assert!(
-        out.starts_with(&format!("plumb delta · PostgreSQL {major}.")),
+        out.contains(&format!("\nplumb delta · PostgreSQL {major}.")),
         "{out}"
     );
     // The group, the figure, and the lines up to the next group.

@@ -179,12 +179,18 @@ fn quick_lab_end_to_end() {
         .iter()
         .map(|h| h["code"].as_str().unwrap())
         .collect();
-    for c in ["tps", "latency_p99", "durable_write_mean", "knee"] {
+    for c in ["tps", "latency_p99", "durable_write_mean"] {
         assert!(
             codes.contains(&c),
             "no {c} in the verdict's headline: {codes:?}"
         );
     }
+    // The sweep states a knee as a range, or none up to the deepest level (a quick lab on a
+    // fast virtual disk can see latency grow no faster than throughput all the way).
+    assert!(
+        codes.contains(&"knee") || codes.contains(&"no_knee"),
+        "the knee (or none) in the verdict's headline: {codes:?}"
+    );
     let tps = v["headline"]
         .as_array()
         .unwrap()
@@ -1402,7 +1408,11 @@ fn quick_lab_on_mariadb_runs_the_workload_and_the_loops_on_plumbs_driver() {
             .iter()
             .find(|h| h["code"] == "commit_p50" && h["of"].as_str().unwrap().starts_with(name))
             .unwrap_or_else(|| panic!("{name}'s commit p50 in the verdict: {}", r["verdict"]));
-        assert_eq!(p50["value"], c["single"]["p50_s"], "{name}");
+        let (got, want) = (
+            p50["value"].as_f64().unwrap(),
+            c["single"]["p50_s"].as_f64().unwrap(),
+        );
+        assert!((got - want).abs() <= want * 1e-9, "{name}: {got} vs {want}");
     }
     assert!(text.contains("a single-row commit, p50 / p99: "), "{text}");
     assert_eq!(

@@ -120,16 +120,15 @@ pub fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     record_render::derive_all(&mut runs, &a.derived.series)?;
     let dir = plumb_report::out::out_dir("--out", &a.out)?;
     let index = a.out.join("index.html");
-    let html = record_render::html_with(&runs, a.derived.stack);
+    let verdicts = record_render::verdicts(&runs);
+    let html = record_render::html_with(&runs, a.derived.stack, &verdicts);
     if let Err(e) = plumb_report::out::write_new("--out", &index, html.as_bytes()) {
         dir.remove(&["index.html"]);
         return Err(e.into());
     }
     let r = plumb_report::verdict_render::RecordReport {
         index,
-        verdict: plumb_report::verdict_render::RecordVerdicts {
-            runs: record_render::verdicts(&runs),
-        },
+        verdict: plumb_report::verdict_render::RecordVerdicts { runs: verdicts },
     };
     plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
     Ok(0)

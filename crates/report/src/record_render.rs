@@ -231,12 +231,17 @@ pub fn span_utc(runs: &[Run]) -> String {
 
 /// The whole report: one self-contained page.
 pub fn html(runs: &[Run]) -> String {
-    html_with(runs, false)
+    html_with(runs, false, &verdicts(runs))
 }
 
-/// The report with the runs' derived series first among the charts, their left axes stacked
-/// where `stack`.
-pub fn html_with(runs: &[Run], stack: bool) -> String {
+/// The report opening on the runs' verdicts (computed once by the caller, who also prints
+/// them), with their derived series first among the charts, their left axes stacked where
+/// `stack`.
+pub fn html_with(
+    runs: &[Run],
+    stack: bool,
+    verdicts: &[plumb_analyze::recording_verdict::RecordingVerdict],
+) -> String {
     let mut h = Html::new();
     h.el("h1", &[], "plumb report").el(
         "p",
@@ -248,10 +253,7 @@ pub fn html_with(runs: &[Run], stack: bool) -> String {
             span_utc(runs)
         ),
     );
-    crate::verdict_render::html(
-        &crate::verdict_render::recording_block(&verdicts(runs)),
-        &mut h,
-    );
+    crate::verdict_render::html(&crate::verdict_render::recording_block(verdicts), &mut h);
     h.with("table", &[], |h| {
         h.with("tr", &[], |h| {
             for c in [

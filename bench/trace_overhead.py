@@ -23,6 +23,7 @@ A benchmark, not a test: it asserts nothing.
 import argparse
 import datetime
 import json
+import math
 import os
 import platform
 import re
@@ -70,7 +71,8 @@ def descendants(pid):
 # tracepoint machinery costs before plumb counts anything.
 FLOOR = "empty programs"
 FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "tracepoint_floor")
-KINDS = ["untraced", FLOOR, "plumb trace", "perf trace -s", "strace -c -f"]
+EVERY = "plumb trace --time-every-call"
+KINDS = ["untraced", FLOOR, "plumb trace", EVERY, "perf trace -s", "strace -c -f"]
 # Another build of plumb in the same rounds (--compare-build): what a change to plumb trace did.
 OTHER = "plumb trace ("
 
@@ -79,6 +81,8 @@ def tracer_cmd(kind, postmaster):
     pids = [postmaster] + descendants(postmaster)
     if kind == "plumb trace":
         return [PLUMB, "trace", "--pid", str(postmaster)]
+    if kind == EVERY:
+        return [PLUMB, "trace", "--time-every-call", "--pid", str(postmaster)]
     if kind.startswith(OTHER):
         return [kind[len(OTHER):].rstrip(")"), "trace", "--pid", str(postmaster)]
     if kind == FLOOR:
@@ -144,18 +148,36 @@ def cpu_s(pid):
     return (int(st[11]) + int(st[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def cost_run(workload, conn, pgbench, postmaster, seconds):
+def median_ci(xs, conf=0.95):
+    """A distribution-free interval for the median: order statistics k and n-k+1, the widest
+    pair whose coverage (binomial, p = 1/2) is at least `conf`; None when n is too small."""
+    xs = sorted(x for x in xs if x == x)
+    n = len(xs)
+    best = None
+    for k in range(1, n // 2 + 1):
+        cover = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+        if cover >= conf:
+            best = (xs[k - 1], xs[n - k])
+    return best
+
+
+def cost_run(workload, conn, pgbench, postmaster, seconds, cmd=None):
     """One traced run with BPF statistics on: (tps, seconds traced, programs, plumb's CPU
-    seconds to start and after)."""
+    seconds to start and after). `cmd`: another tracer (the empty programs) instead of plumb
+    trace; it says it is attached on stdout."""
     with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
         f.write("1")
     try:
         args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(seconds)] + workload + conn
         bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(2)
-        tracer = subprocess.Popen([PLUMB, "trace", "--pid", str(postmaster)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        tracer.stderr.readline()
+        if cmd:
+            tracer = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            tracer.stdout.readline()
+        else:
+            tracer = subprocess.Popen([PLUMB, "trace", "--pid", str(postmaster)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            tracer.stderr.readline()
         t0 = time.monotonic()
         started_cpu = cpu_s(tracer.pid)
         out, _ = bench.communicate()
@@ -198,6 +220,52 @@ def run_one(kind, workload, conn, pgbench, postmaster, seconds):
     return statistics.mean(tps), cmd
 
 
+def segments_run(kinds, workload, conn, pgbench, postmaster, cycles, seg, settle):
+    """One pgbench run for the whole workload, the tracers taking turns in segments of `seg`
+    seconds (the order rotated each cycle); a segment's first `settle` seconds (a tracer
+    starting) are not measured. Returns {kind: [tps per cycle]} and the commands: neighbours
+    in time, so the host's drift over minutes, which swamps a few percent between runs minutes
+    apart, cancels out of each cycle's ratios."""
+    total = cycles * len(kinds) * seg + 4
+    args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(total), "-P", "1"] + workload + conn
+    t0 = time.monotonic()
+    bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    plan, cmds = [], {}
+    for c in range(cycles):
+        r = c % len(kinds)
+        for k in kinds[r:] + kinds[:r]:
+            start = time.monotonic() - t0
+            cmd = tracer_cmd(k, postmaster)
+            tracer = None
+            if cmd:
+                cmds[k] = cmd
+                tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL)
+            time.sleep(max(0.0, start + seg - (time.monotonic() - t0)))
+            end = time.monotonic() - t0
+            if tracer:
+                tracer.send_signal(signal.SIGINT)
+                try:
+                    tracer.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    tracer.kill()
+                    tracer.wait()
+            plan.append((c, k, start, end))
+    _, err = bench.communicate()
+    seconds = []
+    for line in err.splitlines():
+        m = re.match(r"progress: ([\d.]+) s, ([\d.]+) tps", line)
+        if m:
+            seconds.append((float(m.group(1)), float(m.group(2))))
+    out = {k: [float("nan")] * cycles for k in kinds}
+    for c, k, start, end in plan:
+        v = [tps for t, tps in seconds if t - 1 >= start + settle and t <= end]
+        if v:
+            out[k][c] = statistics.mean(v)
+    return out, cmds
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -205,6 +273,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--tracers", default=",".join(KINDS),
                     help="which of them, comma-separated (untraced is always run); default: all")
+    ap.add_argument("--segments", type=int, metavar="CYCLES",
+                    help="instead of a pgbench run per tracer and round: one pgbench run per "
+                         "workload, the tracers taking turns in 7-second segments, CYCLES times "
+                         "(each cycle is a round)")
     ap.add_argument("--compare-build", metavar="PLUMB",
                     help="another plumb binary traced in the same rounds (an earlier build, to "
                          "see what a change did)")
@@ -243,6 +315,15 @@ def main():
                 sys.exit(f"--compare-build: {a.compare_build} is not an executable file")
             kinds.append(f"{OTHER}{a.compare_build})")
         workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
+        if a.segments:
+            a.rounds = 0
+            for wname, w in workloads.items():
+                got, used = segments_run(kinds, w, conn, pgbench, postmaster, a.segments, 7, 2)
+                for k, v in got.items():
+                    results[(wname, k)] = v
+                    print(f"{wname:17} {k:30} " + " ".join(f"{x:.0f}" for x in v), flush=True)
+                for k, cmd in used.items():
+                    cmds[k] = " ".join(cmd[:6]) + (" …" if len(cmd) > 6 else "")
         for r in range(a.rounds):
             for wname, w in workloads.items():
                 for k in kinds:
@@ -251,10 +332,12 @@ def main():
                     if cmd:
                         cmds[k] = " ".join(cmd[:6]) + (" …" if len(cmd) > 6 else "")
                     print(f"round {r + 1}: {wname:17} {k:14} {tps:10.1f} tps", flush=True)
-        costs = {}
+        costs, floor_costs = {}, {}
         for wname, w in workloads.items():
             costs[wname] = cost_run(w, conn, pgbench, postmaster, a.seconds)
             print(f"cost: {wname}: {costs[wname]}", flush=True)
+            floor_costs[wname] = cost_run(w, conn, pgbench, postmaster, a.seconds, [FLOOR_BIN])
+            print(f"floor cost: {wname}: {floor_costs[wname]}", flush=True)
     finally:
         subprocess.run([PLUMB, "engine", "stop", "--dir", d, "--remove"], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -262,9 +345,16 @@ def main():
     lines.append(f"# plumb trace overhead, {datetime.date.today()}\n")
     lines.append(
         f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}; "
-        f"pgbench -c 2 -j 2 -T {a.seconds} -P 1 against plumb's private PostgreSQL "
-        f"(scale 10, wal_sync_method=fdatasync); traced seconds 4..{a.seconds - 1} averaged; "
-        f"median of {a.rounds} interleaved rounds.\n"
+        + (
+            f"pgbench -c 2 -j 2 -T {a.seconds} -P 1 against plumb's private PostgreSQL "
+            f"(scale 10, wal_sync_method=fdatasync); traced seconds 4..{a.seconds - 1} averaged; "
+            f"median of {a.rounds} interleaved rounds.\n"
+            if not a.segments
+            else f"one pgbench -c 2 -j 2 -P 1 run per workload against plumb's private "
+            f"PostgreSQL (scale 10, wal_sync_method=fdatasync), the tracers taking turns in "
+            f"7-second segments (the first 2 seconds of each, a tracer starting, not measured), "
+            f"{a.segments} cycles, the order rotated each cycle; a cycle is a round below.\n"
+        )
     )
     lines.append("Command: `python3 bench/trace_overhead.py " + " ".join(sys.argv[1:]) + "`\n")
     for k, c in cmds.items():
@@ -288,12 +378,15 @@ def main():
         lines.append("plumb trace against the floor, paired within each round (the target: "
                      "no more than 3% below it):")
         lines.append("")
-        lines.append("| workload | tracer | tracer / empty programs (median) | per round |")
-        lines.append("|---|---|---:|---|")
+        lines.append("| workload | tracer | tracer / empty programs (median) | 95% interval of "
+                     "the median | per round |")
+        lines.append("|---|---|---:|---|---|")
         for wname in ["select-only (-S)", "TPC-B-like"]:
-            for k in [k for k in kinds if k == "plumb trace" or k.startswith(OTHER)]:
+            for k in [k for k in kinds if k.startswith("plumb trace")]:
                 per = [p / f for p, f in zip(results[(wname, k)], results[(wname, FLOOR)])]
-                lines.append(f"| {wname} | {k} | {statistics.median(per):.3f} "
+                ci = median_ci(per)
+                ci = f"{ci[0]:.3f}..{ci[1]:.3f}" if ci else "too few rounds"
+                lines.append(f"| {wname} | {k} | {statistics.median(per):.3f} | {ci} "
                              f"| {', '.join(f'{x:.3f}' for x in per)} |")
     cpus = os.cpu_count()
     lines.append("")
@@ -317,6 +410,23 @@ def main():
                      f"| {own / 10 / cpus:.2f}% |")
         lines.append(f"| {wname} | plumb's start-up (maps allocated, programs loaded; once) | | "
                      f"| {plumb_cpu[0] * 1000:.0f} ms | |")
+    lines.append("")
+    lines.append("Per transaction, from the same accounting and a run under the empty programs "
+                 "just after (the machine's state shifts both alike): what plumb's programs "
+                 "take beyond the empty ones, against all the CPU time a transaction has on "
+                 "this machine (CPUs / tps). For a CPU-bound run this is the throughput plumb "
+                 "costs beyond the floor, without pgbench's second-to-second noise:")
+    lines.append("")
+    lines.append("| workload | programs' CPU per transaction: empty | plumb trace (+ its own "
+                 "process) | machine's CPU per transaction | plumb beyond the floor |")
+    lines.append("|---|---:|---:|---:|---:|")
+    for wname, (tps, traced, progs, plumb_cpu) in costs.items():
+        ftps, ftraced, fprogs, _ = floor_costs[wname]
+        mine = (sum(ns for _, _, ns in progs) / traced + plumb_cpu[1] * 1e9 / traced) / tps
+        floor = sum(ns for _, _, ns in fprogs) / ftraced / ftps
+        machine = cpus * 1e9 / tps
+        lines.append(f"| {wname} | {floor / 1e3:.2f} µs | {mine / 1e3:.2f} µs "
+                     f"| {machine / 1e3:.1f} µs | {(mine - floor) / machine:.1%} |")
     text = "\n".join(lines) + "\n"
     print()
     print(text)

@@ -95,7 +95,23 @@ fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
         .find(|x| x["name"] == "getppid")
         .unwrap();
     assert!(getppid["p50_s"].as_f64().unwrap() > 0.0);
-    assert!(getppid["p99_s"].as_f64().unwrap() >= getppid["p50_s"].as_f64().unwrap());
+    // A thousand calls in a millisecond or two: timed in part (the first 8 a jiffy on a CPU,
+    // then 1 in 8), the time estimated from them; p99 once 100 were timed.
+    let timed = getppid["timed"].as_u64().unwrap();
+    assert!(timed > 8 && timed < 1000, "{getppid}");
+    if timed >= 100 {
+        assert!(getppid["p99_s"].as_f64().unwrap() >= getppid["p50_s"].as_f64().unwrap());
+    }
+    // The 300 sched_yield and 77 umask calls: all counted, and timed at least in part.
+    for name in ["sched_yield", "umask"] {
+        let row = r["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["name"] == name)
+            .unwrap();
+        assert!(row["timed"].as_u64().unwrap() > 0, "{row}");
+    }
     // Nothing left enabled: no instance of this run.
     assert!(instances().is_empty(), "{:?}", instances());
     // Text: the table and its columns.
@@ -105,6 +121,29 @@ fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
         .unwrap();
     let t = String::from_utf8_lossy(&o.stdout);
     assert!(t.contains("% time") && t.contains("getppid"), "{t}");
+    assert!(
+        t.contains("are estimates") && t.contains("--time-every-call"),
+        "the sampled times said: {t}"
+    );
+    // --time-every-call: every call timed, nothing estimated.
+    let o = plumb()
+        .args([
+            "trace",
+            "--time-every-call",
+            "--json",
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            COUNTED,
+        ])
+        .output()
+        .unwrap();
+    let r = json(&o);
+    for row in r["syscalls"].as_array().unwrap() {
+        if row["name"] != "exit_group" {
+            assert_eq!(row["timed"], row["calls"], "{row}");
+        }
+    }
     assert!(
         t.lines()
             .any(|l| l.trim_start().starts_with("getppid") && l.contains("1,000")),

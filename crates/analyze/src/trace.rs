@@ -20,6 +20,10 @@ pub struct SyscallRow {
     pub name: String,
     pub calls: u64,
     pub errors: u64,
+    /// Calls timed: all of them when `calls` equals it; else the time, mean and percentiles
+    /// are estimates from these, each weighted by the calls it stands for (plumb times every
+    /// call of a syscall while it is rare, one in eight beyond).
+    pub timed: u64,
     /// Time from entry to exit (wall clock, blocking included), summed.
     pub total_s: f64,
     pub mean_s: f64,
@@ -173,7 +177,8 @@ pub struct Context {
 }
 
 /// Calls, errors, total ns and max ns, by syscall number.
-type ByNr = BTreeMap<u32, (u64, u64, u64, u64)>;
+/// nr → calls, errors, total ns, max ns, calls timed.
+type ByNr = BTreeMap<u32, (u64, u64, u64, u64, u64)>;
 
 fn secs(ns: u64) -> f64 {
     ns as f64 / 1e9
@@ -201,10 +206,11 @@ fn rows(
     let total: u64 = by_nr.values().map(|v| v.2).sum();
     let mut out: Vec<SyscallRow> = by_nr
         .iter()
-        .map(|(nr, &(calls, errors, t, max))| {
+        .map(|(nr, &(calls, errors, t, max, timed))| {
             let h = hist.get(nr);
+            // Enough calls timed, not only made (see plumb_sys::proctrace::Timing).
             let q = |min: u64, q: f64| {
-                h.filter(|h| h.count() >= min)
+                h.filter(|_| timed >= min)
                     .and_then(|h| h.quantile(q))
                     .map(secs)
             };
@@ -212,6 +218,7 @@ fn rows(
                 name: plumb_sys::syscalls::name(table, *nr),
                 calls,
                 errors,
+                timed,
                 total_s: secs(t),
                 mean_s: secs(t) / calls.max(1) as f64,
                 p50_s: (calls >= MIN_FOR_P50)
@@ -244,6 +251,7 @@ fn add_call(m: &mut ByNr, c: &plumb_sys::proctrace::CallStat) {
     e.1 += c.errors;
     e.2 += c.total_ns;
     e.3 = e.3.max(c.max_ns);
+    e.4 += c.timed;
 }
 
 fn add_sched(r: &mut SchedRow, s: &plumb_sys::proctrace::SchedStat) {
@@ -572,6 +580,7 @@ mod tests {
             errors,
             total_ns,
             max_ns,
+            timed: calls,
         };
         // The postmaster (100) and a backend (101) with two threads (101, 102).
         s.calls = vec![

@@ -6,7 +6,7 @@
 use crate::{Error, Result};
 use plumb_analyze::trace::{Context, ProcCounters, TraceReport};
 use plumb_sys::blockprocs::{BlockAgg, BlockProcTrace};
-use plumb_sys::proctrace::ProcTracer;
+use plumb_sys::proctrace::{ProcTracer, Timing};
 use plumb_sys::Root;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -61,6 +61,8 @@ impl Target {
 pub struct Options<'a> {
     pub duration: Option<Duration>,
     pub threads: bool,
+    /// Which syscalls are timed (every call, or [`Timing::DEFAULT`]'s sample).
+    pub timing: Timing,
     /// Trace block requests too (tracefs).
     pub block: bool,
     /// Polled: true ends the window.
@@ -309,12 +311,24 @@ impl Session {
         threads: bool,
         block: bool,
     ) -> Result<(Session, usize)> {
+        Self::pids_timed(root, pids, label, threads, block, Timing::DEFAULT)
+    }
+
+    /// [`Session::pids`], timing the syscalls as `timing` says.
+    pub fn pids_timed(
+        root: &Root,
+        pids: &[u32],
+        label: &str,
+        threads: bool,
+        block: bool,
+        timing: Timing,
+    ) -> Result<(Session, usize)> {
         for &p in pids {
             plumb_sys::process::check_pid(root, p)
                 .map_err(|source| Error::Pid { pid: p, source })?;
         }
         let (mut cx, block) = prepare(root, threads, block);
-        let tracer = ProcTracer::start(pids)?;
+        let tracer = ProcTracer::start_timed(pids, timing)?;
         let mut all = pids.to_vec();
         for &p in pids {
             for d in plumb_sys::process::descendants(root, p) {
@@ -336,9 +350,20 @@ impl Session {
         threads: bool,
         block: bool,
     ) -> Result<(Session, std::process::Child)> {
+        Self::command_timed(root, command, threads, block, Timing::DEFAULT)
+    }
+
+    /// [`Session::command`], timing the syscalls as `timing` says.
+    pub fn command_timed(
+        root: &Root,
+        command: &[String],
+        threads: bool,
+        block: bool,
+        timing: Timing,
+    ) -> Result<(Session, std::process::Child)> {
         let (mut cx, block) = prepare(root, threads, block);
         let held = spawn_held(command)?;
-        let tracer = match ProcTracer::start(&[held.pid]) {
+        let tracer = match ProcTracer::start_timed(&[held.pid], timing) {
             Ok(t) => t,
             Err(e) => {
                 held.abandon();
@@ -466,13 +491,13 @@ impl Session {
 pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
     let (mut s, mut child, roots) = match target {
         Target::Command(cmd) => {
-            let (s, child) = Session::command(root, cmd, o.threads, o.block)?;
+            let (s, child) = Session::command_timed(root, cmd, o.threads, o.block, o.timing)?;
             let pid = child.id();
             (o.started)(&format!("PID {pid}: {}", s.cx.target));
             (s, Some(child), vec![pid])
         }
         Target::Pids { pids, label } => {
-            let (s, n) = Session::pids(root, pids, label, o.threads, o.block)?;
+            let (s, n) = Session::pids_timed(root, pids, label, o.threads, o.block, o.timing)?;
             (o.started)(&format!(
                 "{label}: {n} process{} and what {} start{}",
                 if n == 1 { "" } else { "es" },

@@ -15,6 +15,24 @@ fn opt_time(v: Option<f64>) -> String {
     v.map(short_time).unwrap_or_else(|| MISSING.to_string())
 }
 
+/// When some calls were counted but not timed: how many were timed, and that the times of
+/// those rows are estimates.
+fn timing_note(out: &mut dyn Write, rows: &[SyscallRow]) -> io::Result<()> {
+    let sampled = rows.iter().filter(|r| r.timed > 0 && r.timed < r.calls);
+    let (timed, calls) = sampled.fold((0, 0), |(t, c), r| (t + r.timed, c + r.calls));
+    if calls == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "  times of the busiest calls are estimates from {} of their {} calls (a syscall is timed at \
+         every call while rare,\n  up to 8 a jiffy per CPU, then 1 call in 8); counts are exact; \
+         --time-every-call times them all",
+        count(timed as f64),
+        count(calls as f64)
+    )
+}
+
 fn syscall_table(out: &mut dyn Write, rows: &[SyscallRow], limit: Option<usize>) -> io::Result<()> {
     let shown = limit.map_or(rows.len(), |l| l.min(rows.len()));
     let mut cells: Vec<Vec<String>> = rows[..shown]
@@ -199,6 +217,7 @@ impl Render for TraceReport {
             "Syscalls of every followed process (time is entry to exit, blocking included)"
         )?;
         syscall_table(out, &self.syscalls, None)?;
+        timing_note(out, &self.syscalls)?;
         writeln!(out)?;
         writeln!(out, "Faults and scheduling")?;
         writeln!(out, "  {}", sched_line(&self.sched))?;

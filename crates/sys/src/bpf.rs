@@ -47,10 +47,12 @@ pub enum Size {
 pub enum Alu {
     Add = 0x00,
     Sub = 0x10,
+    Mul = 0x20,
     Or = 0x40,
     And = 0x50,
     Lsh = 0x60,
     Rsh = 0x70,
+    Xor = 0xa0,
     Mov = 0xb0,
 }
 
@@ -77,6 +79,8 @@ pub enum Helper {
     PidTgid = 14,
     CurrentComm = 16,
     ProbeReadKernel = 113,
+    /// Inlined by the verifier on 64-bit hosts: a load of `jiffies`, no call.
+    Jiffies64 = 118,
 }
 
 pub const R0: u8 = 0;

@@ -226,7 +226,8 @@ def segments_run(kinds, workload, conn, pgbench, postmaster, cycles, seg, settle
     starting) are not measured. Returns {kind: [tps per cycle]} and the commands: neighbours
     in time, so the host's drift over minutes, which swamps a few percent between runs minutes
     apart, cancels out of each cycle's ratios."""
-    total = cycles * len(kinds) * seg + 4
+    # Slack: stopping a tracer (it prints its report) delays the next segment a little.
+    total = cycles * len(kinds) * (seg + 1) + 6
     args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(total), "-P", "1"] + workload + conn
     t0 = time.monotonic()
     bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -364,11 +365,11 @@ def main():
         "| workload | tracer | tps (median) | rounds | ratio to untraced | ratio per round (min..max) |")
     lines.append("|---|---|---:|---|---:|---|")
     for wname in ["select-only (-S)", "TPC-B-like"]:
-        base = statistics.median(results[(wname, "untraced")])
+        base = statistics.median([x for x in results[(wname, "untraced")] if x == x])
         for k in kinds:
             v = results[(wname, k)]
-            med = statistics.median(v)
-            per = [x / u for x, u in zip(v, results[(wname, "untraced")])]
+            med = statistics.median([x for x in v if x == x])
+            per = [x / u for x, u in zip(v, results[(wname, "untraced")]) if x == x and u == u]
             lines.append(
                 f"| {wname} | {k} | {med:.0f} | {', '.join(f'{x:.0f}' for x in v)} | {med / base:.3f} "
                 f"| {min(per):.3f}..{max(per):.3f} |"
@@ -383,7 +384,8 @@ def main():
         lines.append("|---|---|---:|---|---|")
         for wname in ["select-only (-S)", "TPC-B-like"]:
             for k in [k for k in kinds if k.startswith("plumb trace")]:
-                per = [p / f for p, f in zip(results[(wname, k)], results[(wname, FLOOR)])]
+                per = [p / f for p, f in zip(results[(wname, k)], results[(wname, FLOOR)])
+                       if p == p and f == f]
                 ci = median_ci(per)
                 ci = f"{ci[0]:.3f}..{ci[1]:.3f}" if ci else "too few rounds"
                 lines.append(f"| {wname} | {k} | {statistics.median(per):.3f} | {ci} "

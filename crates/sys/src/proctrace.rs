@@ -1329,10 +1329,15 @@ impl ProcTracer {
                 (tid, stat)
             })
             .collect();
-        for (_, v) in m.slots.entries_per_cpu() {
-            let Some(v) = v.first() else { continue };
-            let tid = (v[1] >> 32) as u32;
-            if tid == 0 || v[4..8].iter().all(|x| *x == 0) {
+        // Each known thread's slot (one lookup per thread, not the whole 4 MiB array): its
+        // counts when it holds it.
+        for &tid in tasks.keys() {
+            let idx = (tid & m.slot_mask as u32).to_ne_bytes();
+            let Some(v) = m.slots.lookup(&idx).and_then(|v| v.into_iter().next()) else {
+                continue;
+            };
+            let word = |i: usize| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().expect("8"));
+            if v.len() < 64 || ne_u32(&v, 12) != tid || (4..8).all(|i| word(i) == 0) {
                 continue;
             }
             let s = sched.entry(tid).or_insert_with(|| SchedStat {
@@ -1340,10 +1345,10 @@ impl ProcTracer {
                 tgid: tgid(tid),
                 ..Default::default()
             });
-            s.voluntary += v[4];
-            s.involuntary += v[5];
-            s.run_delay_ns += v[6];
-            s.delays += v[7];
+            s.voluntary += word(4);
+            s.involuntary += word(5);
+            s.run_delay_ns += word(6);
+            s.delays += word(7);
         }
         let sched = sched.into_values().collect();
         let lost_at = |i: u32| {

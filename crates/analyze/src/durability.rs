@@ -1093,6 +1093,33 @@ mod tests {
         }
     }
 
+    /// A disturbed run replaced by a clean one of its mode is listed but does not make the
+    /// verdict disturbed; a mode with no clean run does.
+    #[test]
+    fn the_verdict_grades_the_runs_the_figures_come_from() {
+        let mut d = report("/d", &[]);
+        d.rows = vec![ModeRow::new(
+            Durability::parse("fdatasync").unwrap(),
+            8192,
+            vec![rep(300.0, None, true), rep(100.0, None, false)],
+        )];
+        let v = crate::verdict::durability(&d);
+        assert_eq!(v.windows.len(), 2);
+        assert_eq!(v.disturbed_windows, 0);
+        assert_ne!(v.trust, crate::verdict::Trust::Disturbed, "{v:?}");
+        assert!(v.windows.iter().any(|w| w.phase.contains("not used")));
+        d.rows.push(ModeRow::new(
+            Durability::parse("dsync").unwrap(),
+            8192,
+            vec![rep(50.0, None, true)],
+        ));
+        let v = crate::verdict::durability(&d);
+        assert_eq!(
+            (v.trust, v.disturbed_windows),
+            (crate::verdict::Trust::Disturbed, 1)
+        );
+    }
+
     #[test]
     fn candidates_are_ranked_only_beyond_their_spread() {
         let a = report(

@@ -465,19 +465,23 @@ pub fn sweep(s: &crate::sweep::SweepReport) -> RunVerdict {
 /// `plumb io durability`'s verdict: each run graded, what one durable write costs per mode,
 /// the warn-level conclusions.
 pub fn durability(d: &crate::durability::DurabilityReport) -> RunVerdict {
-    let mut v = RunVerdict::of_windows(
-        d.rows
-            .iter()
-            .flat_map(|row| {
-                row.reps.iter().enumerate().map(move |(i, r)| {
-                    window_trust(
-                        &format!("{} {}K run {}", row.mode, row.block_size / 1024, i + 1),
-                        r.interference.as_ref(),
-                    )
-                })
-            })
-            .collect(),
-    );
+    // A disturbed run beside a clean one of its mode was not used (the figures are the clean
+    // runs'): listed, named so, and not graded.
+    let (mut used, mut unused) = (Vec::new(), Vec::new());
+    for row in &d.rows {
+        let any_clean = row.reps.iter().any(|r| r.is_clean());
+        for (i, r) in row.reps.iter().enumerate() {
+            let phase = format!("{} {}K run {}", row.mode, row.block_size / 1024, i + 1);
+            if any_clean && !r.is_clean() {
+                let phase = format!("{phase} (disturbed, not used: a clean run stands for it)");
+                unused.push(window_trust(&phase, r.interference.as_ref()));
+            } else {
+                used.push(window_trust(&phase, r.interference.as_ref()));
+            }
+        }
+    }
+    let mut v = RunVerdict::of_windows(used);
+    v.windows.extend(unused);
     v.headline = durable_writes(d);
     v.actions = warn_notes(&d.conclusions);
     v

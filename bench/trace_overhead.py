@@ -193,6 +193,18 @@ def cost_run(workload, conn, pgbench, postmaster, seconds, cmd=None):
     return (float(m.group(1)) if m else float("nan")), traced, progs, plumb_cpu
 
 
+def stop(tracer):
+    """Ask a tracer to end (SIGINT: it prints what it gathered), and kill it if it hangs."""
+    if not tracer:
+        return
+    tracer.send_signal(signal.SIGINT)
+    try:
+        tracer.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        tracer.kill()
+        tracer.wait()
+
+
 def run_one(kind, workload, conn, pgbench, postmaster, seconds):
     args = [pgbench, "-n", "-c", "2", "-j", "2", "-T", str(seconds), "-P", "1"] + workload + conn
     bench = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -202,13 +214,7 @@ def run_one(kind, workload, conn, pgbench, postmaster, seconds):
     if cmd:
         tracer = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     out, err = bench.communicate()
-    if tracer:
-        tracer.send_signal(signal.SIGINT)
-        try:
-            tracer.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            tracer.kill()
-            tracer.wait()
+    stop(tracer)
     # progress: 5.0 s, 1234.5 tps, lat 1.6 ms stddev 0.3, 0 failed
     tps = []
     for line in err.splitlines():
@@ -245,13 +251,7 @@ def segments_run(kinds, workload, conn, pgbench, postmaster, cycles, seg, settle
                                           stderr=subprocess.DEVNULL)
             time.sleep(max(0.0, start + seg - (time.monotonic() - t0)))
             end = time.monotonic() - t0
-            if tracer:
-                tracer.send_signal(signal.SIGINT)
-                try:
-                    tracer.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    tracer.kill()
-                    tracer.wait()
+            stop(tracer)
             plan.append((c, k, start, end))
     _, err = bench.communicate()
     seconds = []

@@ -243,7 +243,14 @@ pub enum ProgType {
     /// Runs on the tracepoint's raw arguments, before the kernel builds a trace record: the
     /// cheapest way in.
     RawTracepoint = 17,
+    /// Attached to a kernel function or tracepoint by its BTF type: here a BTF-typed raw
+    /// tracepoint (`tp_btf`), whose pointer arguments the program may read directly (the
+    /// verifier knows their types from the kernel's BTF), no helper call needed.
+    Tracing = 26,
 }
+
+/// `expected_attach_type` of a [`ProgType::Tracing`] program run at a raw tracepoint.
+const TRACE_RAW_TP: u32 = 23;
 
 /// The attribute block every command takes (a union in the kernel: zeroed, then the fields of
 /// one command, at their offsets).
@@ -497,6 +504,27 @@ pub struct Prog {
 impl Prog {
     /// Load `insns`; a verifier refusal carries the end of the verifier's log.
     pub fn load(kind: ProgType, name: &str, insns: &[Insn]) -> Result<Prog, crate::KernelError> {
+        Self::load_attr(kind, name, insns, None)
+    }
+
+    /// Load `insns` as a BTF-typed raw tracepoint program for the tracepoint whose
+    /// `btf_trace_<name>` typedef has id `btf_id` in the kernel's BTF; attach it with
+    /// [`Link::btf_tracepoint`].
+    pub fn load_btf_tracepoint(
+        name: &str,
+        insns: &[Insn],
+        btf_id: u32,
+    ) -> Result<Prog, crate::KernelError> {
+        Self::load_attr(ProgType::Tracing, name, insns, Some((TRACE_RAW_TP, btf_id)))
+    }
+
+    /// `attach`: the expected attach type and the BTF id of what it attaches to.
+    fn load_attr(
+        kind: ProgType,
+        name: &str,
+        insns: &[Insn],
+        attach: Option<(u32, u32)>,
+    ) -> Result<Prog, crate::KernelError> {
         let license = c"Dual MIT/GPL";
         let mut log = vec![0u8; 1 << 20];
         let attempt = |log_level: u32, log: &mut Vec<u8>| {
@@ -516,6 +544,9 @@ impl Prog {
                     },
                 )
                 .name(48, name);
+            if let Some((kind, id)) = attach {
+                a.u32(68, kind).u32(108, id);
+            }
             bpf(PROG_LOAD, &mut a)
         };
         match attempt(0, &mut log) {
@@ -597,6 +628,18 @@ impl Link {
         let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a).map_err(|e| {
             crate::KernelError::io(format!("attaching to raw tracepoint {name}"), e)
         })?;
+        Ok(Link {
+            // SAFETY: a new descriptor we own.
+            _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },
+        })
+    }
+
+    /// Attach a program loaded with [`Prog::load_btf_tracepoint`] (it names its tracepoint).
+    pub fn btf_tracepoint(prog: &Prog) -> Result<Link, crate::KernelError> {
+        let mut a = Attr::new();
+        a.u64(0, 0).u32(8, prog.fd() as u32);
+        let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a)
+            .map_err(|e| crate::KernelError::io("attaching to a BTF-typed tracepoint", e))?;
         Ok(Link {
             // SAFETY: a new descriptor we own.
             _event: unsafe { OwnedFd::from_raw_fd(fd as RawFd) },

@@ -175,6 +175,15 @@ impl Btf {
         None
     }
 
+    /// The id of the typedef named `name` (`btf_trace_sched_switch`: what a BTF-typed raw
+    /// tracepoint program attaches to).
+    pub fn typedef_id(&self, name: &str) -> Option<u32> {
+        self.index
+            .iter()
+            .position(|t| t.kind == KIND_TYPEDEF && self.name(t.name) == name)
+            .map(|i| i as u32)
+    }
+
     /// The byte offset of `path` (`["pid"]`, `["sched_info", "run_delay"]`) in the struct
     /// named `strukt`; None when it has no such member or the member is a bit field.
     pub fn offset_of(&self, strukt: &str, path: &[&str]) -> Option<u32> {
@@ -201,7 +210,7 @@ mod tests {
     /// BTF with `struct inner { int a; int b; }` and
     /// `struct outer { long x; union { int y; int z; }; struct inner in; }`.
     fn sample() -> Vec<u8> {
-        let strings = b"\0int\0long\0inner\0a\0b\0outer\0x\0y\0z\0in\0".to_vec();
+        let strings = b"\0int\0long\0inner\0a\0b\0outer\0x\0y\0z\0in\0outer_t\0".to_vec();
         let s = |name: &str| {
             let pat = format!("\0{name}\0");
             strings
@@ -230,6 +239,7 @@ mod tests {
             24,
             &[s("x"), 2, 0, 0, 4, 64, s("in"), 3, 128],
         ); // 5
+        rec(s("outer_t"), 8, 0, 5, &[]); // 6: typedef struct outer outer_t
         let mut out = Vec::new();
         out.extend(MAGIC.to_le_bytes());
         out.extend([1u8, 0]);
@@ -255,6 +265,8 @@ mod tests {
         assert_eq!(b.offset_of("outer", &["in", "b"]), Some(20));
         assert_eq!(b.offset_of("outer", &["nope"]), None);
         assert_eq!(b.offset_of("nope", &["x"]), None);
+        assert_eq!(b.typedef_id("outer_t"), Some(6));
+        assert_eq!(b.typedef_id("outer"), None, "a struct, not a typedef");
     }
 
     #[test]
@@ -277,5 +289,6 @@ mod tests {
         let pid = b.offset_of("task_struct", &["pid"]).unwrap();
         let tgid = b.offset_of("task_struct", &["tgid"]).unwrap();
         assert_eq!(tgid, pid + 4, "pid_t pid; pid_t tgid; side by side");
+        assert!(b.typedef_id("btf_trace_sched_switch").is_some());
     }
 }

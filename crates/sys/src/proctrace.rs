@@ -442,7 +442,19 @@ impl<'a> Emit<'a> {
                 };
                 self.a.load(Size::W, R1, R6, off).store(Size::W, FP, at, R1);
             }
-            SchedArgs::Raw { pid, tgid } => {
+            SchedArgs::Raw {
+                pid,
+                tgid,
+                direct: true,
+            } => {
+                self.a
+                    .load(Size::DW, R3, R6, (arg * 8) as i16)
+                    .load(Size::W, R1, R3, *pid as i16)
+                    .store(Size::W, FP, at, R1)
+                    .load(Size::W, R1, R3, *tgid as i16)
+                    .store(Size::W, FP, at + 4, R1);
+            }
+            SchedArgs::Raw { pid, tgid, .. } => {
                 let read = |a: &mut Asm, field: u32, to: i16, len: i32| {
                     a.load(Size::DW, R3, R6, (arg * 8) as i16)
                         .alu_k(Alu::Add, R3, field as i32)
@@ -531,7 +543,9 @@ impl<'a> Emit<'a> {
 
 /// Where the scheduler programs find what they need: in the ordinary tracepoints' records, or
 /// (cheaper: no record is built) in the raw tracepoints' arguments, with the task's PID read at
-/// this kernel's offset in `struct task_struct` (from its BTF).
+/// this kernel's offset in `struct task_struct` (from its BTF): with `bpf_probe_read_kernel`
+/// from a plain raw tracepoint, or (`direct`: cheaper still, no helper call) by ordinary loads
+/// from a BTF-typed one, whose arguments the verifier knows to be `struct task_struct *`.
 #[derive(Debug, Clone)]
 enum SchedArgs {
     Record {
@@ -542,11 +556,13 @@ enum SchedArgs {
     Raw {
         pid: u32,
         tgid: u32,
+        direct: bool,
     },
 }
 
 impl SchedArgs {
-    /// sched_switch(preempt, prev, next, prev_state): `next` is argument 2.
+    /// sched_switch(preempt, prev, next, prev_state): `prev` is argument 1, `next` 2.
+    const SWITCH_PREV: usize = 1;
     const SWITCH_NEXT: usize = 2;
     /// sched_wakeup(p): argument 0.
     const WAKEUP_TASK: usize = 0;
@@ -835,8 +851,15 @@ fn sys_exit(
 fn sched_switch(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
     e.a.mov(R6, R1);
-    e.followed_or("next");
-    e.a.store(Size::W, FP, -8, R7).mov_k(R8, 0); // r8: 1 when the switch is voluntary
+    // The outgoing task is the current one: its IDs at fp-8 and fp-4.
+    if let SchedArgs::Raw { direct: true, .. } = from {
+        e.task_ids(from, SchedArgs::SWITCH_PREV, -8);
+        e.followed_task_or(from, -8, -12, "next");
+    } else {
+        e.followed_or("next");
+        e.a.store(Size::W, FP, -8, R7);
+    }
+    e.a.mov_k(R8, 0); // r8: 1 when the switch is voluntary
     match from {
         // The record's prev_state: 0 ("R") or TASK_REPORT_MAX ("R+") when preempted.
         SchedArgs::Record { state, .. } => {
@@ -979,7 +1002,7 @@ pub struct ProcTracer {
     timing: Timing,
     maps: Maps,
     raw: bool,
-    sched_raw: bool,
+    sched_via: &'static str,
     _progs: Vec<Prog>,
     _links: Vec<Link>,
 }
@@ -1030,7 +1053,7 @@ impl ProcTracer {
             timing,
             maps,
             raw: false,
-            sched_raw: false,
+            sched_via: "tracepoints",
             _progs: Vec::new(),
             _links: Vec::new(),
         };
@@ -1047,12 +1070,15 @@ impl ProcTracer {
         };
         // The raw arguments need the PID's place in struct task_struct, and sched_switch's
         // fourth argument (prev_state, since Linux 5.18): its record says prev_state is there.
-        let raw = crate::btf::Btf::kernel().ok().and_then(|b| {
+        let btf = crate::btf::Btf::kernel().ok();
+        let raw = btf.as_ref().and_then(|b| {
             Some(SchedArgs::Raw {
                 pid: b.offset_of("task_struct", &["pid"])?,
                 tgid: b.offset_of("task_struct", &["tgid"])?,
+                direct: false,
             })
         });
+        let typedef = |name: &str| btf.as_ref()?.typedef_id(&format!("btf_trace_{name}"));
         let child = offset(&tps[4].1, "child_pid", "sched_process_fork")?;
         // This system's numbers for the calls that never return.
         let table = crate::syscalls::table(&crate::Root::host()).unwrap_or_default();
@@ -1095,9 +1121,10 @@ impl ProcTracer {
             }
             progs.push(p);
         }
-        // The scheduler programs: on raw tracepoints where this kernel's BTF gives the
-        // offsets, else on the ordinary ones.
-        let mut sched_raw = false;
+        // The scheduler programs (run at every context switch and wake-up on the host): on
+        // BTF-typed raw tracepoints where the kernel takes them, else on plain raw tracepoints
+        // where its BTF gives the offsets, else on the ordinary ones.
+        let mut sched_via = "tracepoints";
         for (name, raw_name, tp, build) in [
             (
                 "plumb_switch",
@@ -1108,18 +1135,34 @@ impl ProcTracer {
             ),
             ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
         ] {
-            let fast = raw
-                .as_ref()
-                .ok_or_else(|| crate::KernelError::new(""))
-                .and_then(|r| {
-                    let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
-                    Ok((Link::raw_tracepoint(&p, raw_name)?, p))
-                });
+            let none = || crate::KernelError::new("");
+            let direct = raw.as_ref().ok_or_else(none).and_then(|r| {
+                let SchedArgs::Raw { pid, tgid, .. } = *r else {
+                    return Err(none());
+                };
+                let d = SchedArgs::Raw {
+                    pid,
+                    tgid,
+                    direct: true,
+                };
+                let id = typedef(raw_name).ok_or_else(none)?;
+                let p = Prog::load_btf_tracepoint(name, &build(m, &d)?, id)?;
+                Ok((Link::btf_tracepoint(&p)?, p, "BTF-typed raw tracepoints"))
+            });
+            let fast = direct.or_else(|_| {
+                let r = raw.as_ref().ok_or_else(none)?;
+                let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
+                Ok::<_, crate::KernelError>((
+                    Link::raw_tracepoint(&p, raw_name)?,
+                    p,
+                    "raw tracepoints",
+                ))
+            });
             match fast {
-                Ok((l, p)) => {
+                Ok((l, p, via)) => {
                     links.push(l);
                     progs.push(p);
-                    sched_raw = true;
+                    sched_via = via;
                 }
                 Err(_) => {
                     let p = Prog::load(Tracepoint, name, &build(m, &record)?)?;
@@ -1132,6 +1175,8 @@ impl ProcTracer {
         // The syscall programs run twice per call of every task on the host: on the raw
         // tracepoints (arguments as the kernel has them: 8 bytes each, the call's number or
         // return value second), else on the ordinary ones (a record built first, costlier).
+        // (BTF-typed, reading the current task without bpf_get_current_pid_tgid, measured no
+        // cheaper here.)
         for (name, raw, raw_insns, tp, tp_insns) in [
             (
                 "plumb_sys_exit",
@@ -1166,7 +1211,7 @@ impl ProcTracer {
         Ok(ProcTracer {
             timing,
             raw: raw_used,
-            sched_raw,
+            sched_via,
             _progs: progs,
             _links: links,
             ..t
@@ -1222,12 +1267,13 @@ impl ProcTracer {
         self.timing
     }
 
-    /// How syscalls are caught: `raw tracepoints` (the cheap way) or `tracepoints`.
-    /// Whether the scheduler programs read raw tracepoints' arguments (with BTF offsets).
-    pub fn sched_raw(&self) -> bool {
-        self.sched_raw
+    /// How the scheduler programs are attached: `BTF-typed raw tracepoints` (the cheapest),
+    /// `raw tracepoints` or `tracepoints`.
+    pub fn sched_via(&self) -> &'static str {
+        self.sched_via
     }
 
+    /// How syscalls are caught: `raw tracepoints` (the cheap way) or `tracepoints`.
     pub fn syscalls_via(&self) -> &'static str {
         if self.raw {
             "raw tracepoints"
@@ -1487,8 +1533,8 @@ mod tests {
         let t = ProcTracer::start_with(&[pid], slots, timing).unwrap();
         // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
         assert_eq!(t.syscalls_via(), "raw tracepoints");
-        // It has BTF too: the scheduler programs read the raw arguments.
-        assert!(t.sched_raw());
+        // It has BTF too: the scheduler programs read the task's IDs directly.
+        assert_eq!(t.sched_via(), "BTF-typed raw tracepoints");
         child.stdin.take().unwrap().write_all(b"x").unwrap();
         assert!(child.wait().unwrap().success());
         let s = t.snapshot();

@@ -4,8 +4,9 @@
 //! for the processes followed and every process or thread they start.
 //!
 //! Small eBPF programs (assembled in [`crate::bpf`]) run at the `raw_syscalls:sys_enter` and
-//! `sys_exit`, `sched:sched_switch`, `sched:sched_wakeup` and `sched:sched_process_fork`
-//! tracepoints and at the minor/major page-fault software events, and add into per-CPU maps;
+//! `sys_exit`, `sched:sched_switch` and `sched:sched_process_fork` tracepoints (and at
+//! `sched:sched_wakeup` on kernels whose BTF cannot give plumb the kernel's own run-queue
+//! counts) and at the minor/major page-fault software events, and add into per-CPU maps;
 //! plumb reads the maps when asked. No event crosses into user space one by one, which is what
 //! keeps the cost low (`perf trace` copies every event through a ring buffer; strace stops the
 //! process twice per call). The programs run for every task on the host and first look the
@@ -230,6 +231,10 @@ struct Maps {
     calls: Map,
     sched: Map,
     wake: Map,
+    /// Where the kernel's own run-queue counts are read ([`sched_switch_counted`]): per thread
+    /// without a slot, the kernel's run-queue delay and runs when first seen and when last
+    /// seen (4 words).
+    delay: Map,
     comms: Map,
     lost: Map,
     rate: Map,
@@ -280,6 +285,7 @@ impl Maps {
                 scale(65536),
             )?,
             wake: Map::create(MapType::Hash, "plumb_wake", 4, 8, 131072)?,
+            delay: Map::create(MapType::Hash, "plumb_delay", 4, 32, 131072)?,
             comms: Map::create(MapType::Hash, "plumb_comms", 4, 16, 131072)?,
             lost: Map::create(MapType::PercpuArray, "plumb_lost", 4, 8, 4)?,
             rate: Map::create(MapType::PercpuArray, "plumb_rate", 4, RATE_VALUE, RATE_NRS)?,
@@ -950,6 +956,115 @@ fn sched_wakeup(m: &Maps, from: &SchedArgs) -> Result<Vec<crate::bpf::Insn>, cra
     e.out()
 }
 
+/// Where `struct task_struct` keeps what [`sched_switch_counted`] reads (from the kernel's BTF).
+#[derive(Debug, Clone, Copy)]
+struct TaskFields {
+    pid: u32,
+    tgid: u32,
+    /// `sched_info.run_delay` (ns) and `sched_info.pcount` (runs on a CPU): the kernel's own
+    /// run-queue accounting, kept for every task (what `/proc/PID/schedstat` shows).
+    run_delay: u32,
+    runs: u32,
+}
+
+/// `sched_switch` as a BTF-typed raw tracepoint, the outgoing task only: its switch, voluntary
+/// or not, and the kernel's own run-queue delay and run count, read from its `task_struct`.
+/// No clock is read and no wake-up program is needed (the kernel has already measured the
+/// waits): a thread's delay is its kernel figure now less its figure when plumb first saw it
+/// switch out. In the thread's slot (the first figures at 16, with bit 63 set, and at 28,
+/// the low 32 bits of the runs; the differences at 48 and 56), else in the `delay` hash.
+fn sched_switch_counted(
+    m: &Maps,
+    f: TaskFields,
+) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
+    let mut e = Emit::new(m);
+    let ids = SchedArgs::Raw {
+        pid: f.pid,
+        tgid: f.tgid,
+        direct: true,
+    };
+    e.a.mov(R6, R1);
+    e.task_ids(&ids, SchedArgs::SWITCH_PREV, -8);
+    e.followed_task_or(&ids, -8, -12, "out");
+    // r8: 1 when voluntary (not preempted, and not runnable: prev_state is not 0).
+    e.a.mov_k(R8, 0)
+        .load(Size::DW, R1, R6, 0)
+        .jump_k(Cond::Ne, R1, 0, "kind")
+        .load(Size::DW, R1, R6, 24)
+        .alu_k(Alu::And, R1, 0xffff)
+        .jump_k(Cond::Eq, R1, 0, "kind")
+        .mov_k(R8, 1)
+        .label("kind")
+        .load(Size::DW, R3, R6, (SchedArgs::SWITCH_PREV * 8) as i16)
+        .load(Size::DW, R1, R3, f.run_delay as i16)
+        .store(Size::DW, FP, -72, R1)
+        .load(Size::DW, R1, R3, f.runs as i16)
+        .store(Size::DW, FP, -80, R1);
+    e.slot(-8, -60, "hashed");
+    e.a.jump_x(Cond::Ne, R1, R2, "hashed")
+        .jump_k(Cond::Eq, R8, 0, "invol");
+    e.incr(32);
+    e.a.goto("delay").label("invol");
+    e.incr(40);
+    e.a.label("delay")
+        .load(Size::DW, R1, R0, 16)
+        .load(Size::DW, R2, FP, -72)
+        .load(Size::DW, R3, FP, -80)
+        .jump_k(Cond::Ne, R1, 0, "based")
+        // First seen in this slot: the figures to count from.
+        .mov_k(R4, 1)
+        .alu_k(Alu::Lsh, R4, 63)
+        .alu_x(Alu::Or, R2, R4)
+        .store(Size::DW, R0, 16, R2)
+        .store(Size::W, R0, 28, R3)
+        .goto("out")
+        .label("based")
+        .alu_k(Alu::Lsh, R1, 1)
+        .alu_k(Alu::Rsh, R1, 1)
+        .alu_x(Alu::Sub, R2, R1)
+        .store(Size::DW, R0, 48, R2)
+        .load(Size::W, R1, R0, 28)
+        .alu_x(Alu::Sub, R3, R1)
+        .alu_k(Alu::Lsh, R3, 32)
+        .alu_k(Alu::Rsh, R3, 32)
+        .store(Size::DW, R0, 56, R3)
+        .goto("out")
+        .label("hashed");
+    e.lookup_or_init(&m.sched, -8, -56, SCHED_VALUE, "lost");
+    e.a.jump_k(Cond::Ne, R8, 0, "vol");
+    e.incr(8);
+    e.a.goto("hashed_delay").label("vol");
+    e.incr(0);
+    e.a.label("hashed_delay")
+        .map(R1, &m.delay)
+        .mov(R2, FP)
+        .alu_k(Alu::Add, R2, -8)
+        .call(Helper::MapLookup)
+        .jump_k(Cond::Eq, R0, 0, "first_delay")
+        .load(Size::DW, R1, FP, -72)
+        .store(Size::DW, R0, 16, R1)
+        .load(Size::DW, R1, FP, -80)
+        .store(Size::DW, R0, 24, R1)
+        .goto("out")
+        .label("first_delay")
+        .load(Size::DW, R1, FP, -72)
+        .store(Size::DW, FP, -112, R1)
+        .store(Size::DW, FP, -96, R1)
+        .load(Size::DW, R1, FP, -80)
+        .store(Size::DW, FP, -104, R1)
+        .store(Size::DW, FP, -88, R1)
+        .map(R1, &m.delay)
+        .mov(R2, FP)
+        .alu_k(Alu::Add, R2, -8)
+        .mov(R3, FP)
+        .alu_k(Alu::Add, R3, -112)
+        .mov_k(R4, NOEXIST)
+        .call(Helper::MapUpdate)
+        .jump_k(Cond::Eq, R0, 0, "out");
+    e.lost("lost", LOST_SCHED, "out");
+    e.out()
+}
+
 /// `sched:sched_process_fork`: what a followed process starts is followed too.
 fn process_fork(m: &Maps, child_off: i16) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut e = Emit::new(m);
@@ -1079,6 +1194,14 @@ impl ProcTracer {
             })
         });
         let typedef = |name: &str| btf.as_ref()?.typedef_id(&format!("btf_trace_{name}"));
+        let fields = btf.as_ref().and_then(|b| {
+            Some(TaskFields {
+                pid: b.offset_of("task_struct", &["pid"])?,
+                tgid: b.offset_of("task_struct", &["tgid"])?,
+                run_delay: b.offset_of("task_struct", &["sched_info", "run_delay"])?,
+                runs: b.offset_of("task_struct", &["sched_info", "pcount"])?,
+            })
+        });
         let child = offset(&tps[4].1, "child_pid", "sched_process_fork")?;
         // This system's numbers for the calls that never return.
         let table = crate::syscalls::table(&crate::Root::host()).unwrap_or_default();
@@ -1125,16 +1248,37 @@ impl ProcTracer {
         // BTF-typed raw tracepoints where the kernel takes them, else on plain raw tracepoints
         // where its BTF gives the offsets, else on the ordinary ones.
         let mut sched_via = "tracepoints";
-        for (name, raw_name, tp, build) in [
-            (
-                "plumb_switch",
-                "sched_switch",
-                tps[2].0,
-                sched_switch
-                    as fn(&Maps, &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError>,
-            ),
-            ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
-        ] {
+        // Cheapest of all: sched_switch alone, reading the kernel's own run-queue counts.
+        let counted = fields
+            .zip(typedef("sched_switch"))
+            .ok_or_else(|| crate::KernelError::new(""))
+            .and_then(|(f, id)| {
+                let p =
+                    Prog::load_btf_tracepoint("plumb_switch", &sched_switch_counted(m, f)?, id)?;
+                Ok((Link::btf_tracepoint(&p)?, p))
+            });
+        let sched_plan = if let Ok((l, p)) = counted {
+            links.push(l);
+            progs.push(p);
+            sched_via = "a BTF-typed raw tracepoint, the kernel's run-queue counts";
+            Vec::new()
+        } else {
+            vec![
+                (
+                    "plumb_switch",
+                    "sched_switch",
+                    tps[2].0,
+                    sched_switch
+                        as fn(
+                            &Maps,
+                            &SchedArgs,
+                        )
+                            -> Result<Vec<crate::bpf::Insn>, crate::KernelError>,
+                ),
+                ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
+            ]
+        };
+        for (name, raw_name, tp, build) in sched_plan {
             let none = || crate::KernelError::new("");
             let direct = raw.as_ref().ok_or_else(none).and_then(|r| {
                 let SchedArgs::Raw { pid, tgid, .. } = *r else {
@@ -1267,8 +1411,9 @@ impl ProcTracer {
         self.timing
     }
 
-    /// How the scheduler programs are attached: `BTF-typed raw tracepoints` (the cheapest),
-    /// `raw tracepoints` or `tracepoints`.
+    /// How the scheduler programs are attached: one BTF-typed raw tracepoint reading the
+    /// kernel's run-queue counts (the cheapest), `BTF-typed raw tracepoints`, `raw tracepoints`
+    /// or `tracepoints`.
     pub fn sched_via(&self) -> &'static str {
         self.sched_via
     }
@@ -1396,6 +1541,23 @@ impl ProcTracer {
             s.run_delay_ns += word(6);
             s.delays += word(7);
         }
+        // Threads without a slot, where the kernel's run-queue counts are read: the change
+        // since plumb first saw them.
+        for (k, v) in m.delay.entries_per_cpu() {
+            let (Some(tid), Some(v)) = (k.get(..4).map(|b| ne_u32(b, 0)), v.first()) else {
+                continue;
+            };
+            if v.len() < 4 || (v[2] == v[0] && v[3] == v[1]) {
+                continue;
+            }
+            let s = sched.entry(tid).or_insert_with(|| SchedStat {
+                tid,
+                tgid: tgid(tid),
+                ..Default::default()
+            });
+            s.run_delay_ns += v[2].saturating_sub(v[0]);
+            s.delays += v[3].saturating_sub(v[1]);
+        }
         let sched = sched.into_values().collect();
         let lost_at = |i: u32| {
             m.lost.lookup(&i.to_ne_bytes()).map_or(0, |per_cpu| {
@@ -1511,6 +1673,76 @@ mod tests {
         }
     }
 
+    /// Two processes that never sleep, on one CPU: each waits for it about half the time.
+    /// The run-queue delay plumb reports for each is what the kernel's own schedstat grew by
+    /// over the trace (within a few time slices: plumb counts from each thread's first switch
+    /// out), with a slot per thread and with none (the `delay` hash).
+    #[test]
+    fn run_queue_delay_is_the_kernels_own() {
+        if unsafe { libc::geteuid() } != 0 {
+            skip("tracing processes needs root");
+            return;
+        }
+        const BUSY: &str = concat!(
+            "import os, time\n",
+            "os.sched_setaffinity(0, {0})\n",
+            "t = time.time()\n",
+            "while time.time() - t < 4: os.getppid()\n",
+        );
+        let delay = |pid: u32| -> u64 {
+            let s = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap();
+            s.split_whitespace().nth(1).unwrap().parse().unwrap()
+        };
+        for slots in [Maps::default_slots(), 1] {
+            let mut kids: Vec<std::process::Child> = (0..2)
+                .map(|_| {
+                    std::process::Command::new("/usr/bin/python3")
+                        .args(["-c", BUSY])
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            let pids: Vec<u32> = kids.iter().map(|k| k.id()).collect();
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            let t = ProcTracer::start_with(&pids, slots, Timing::DEFAULT).unwrap();
+            let before: Vec<u64> = pids.iter().map(|&p| delay(p)).collect();
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            let after: Vec<u64> = pids.iter().map(|&p| delay(p)).collect();
+            let s = t.snapshot();
+            for k in &mut kids {
+                let _ = k.kill();
+                let _ = k.wait();
+            }
+            for (i, &pid) in pids.iter().enumerate() {
+                let kernel = after[i] - before[i];
+                let mine: u64 = s
+                    .sched
+                    .iter()
+                    .filter(|x| x.tid == pid)
+                    .map(|x| x.run_delay_ns)
+                    .sum();
+                let runs: u64 = s
+                    .sched
+                    .iter()
+                    .filter(|x| x.tid == pid)
+                    .map(|x| x.delays)
+                    .sum();
+                assert!(
+                    kernel > 500_000_000,
+                    "{slots} slots: {pid} waited {kernel} ns only"
+                );
+                let off = mine.abs_diff(kernel) as f64 / kernel as f64;
+                assert!(
+                    off < 0.15,
+                    "{slots} slots: {pid}: plumb {mine} ns, the kernel {kernel} ns ({:?})",
+                    s.sched
+                );
+                assert!(runs > 50, "{slots} slots: {pid}: {runs} runs");
+            }
+            assert!(!s.lost.any(), "{:?}", s.lost);
+        }
+    }
+
     fn counted_with(slots: u32, timing: Timing) {
         if unsafe { libc::geteuid() } != 0 {
             skip("tracing processes needs root");
@@ -1534,7 +1766,10 @@ mod tests {
         // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
         assert_eq!(t.syscalls_via(), "raw tracepoints");
         // It has BTF too: the scheduler programs read the task's IDs directly.
-        assert_eq!(t.sched_via(), "BTF-typed raw tracepoints");
+        assert_eq!(
+            t.sched_via(),
+            "a BTF-typed raw tracepoint, the kernel's run-queue counts"
+        );
         child.stdin.take().unwrap().write_all(b"x").unwrap();
         assert!(child.wait().unwrap().success());
         let s = t.snapshot();

@@ -72,7 +72,10 @@ def descendants(pid):
 FLOOR = "empty programs"
 FLOOR_BIN = os.path.join(ROOT, "target", "release", "examples", "tracepoint_floor")
 EVERY = "plumb trace --time-every-call"
-KINDS = ["untraced", FLOOR, "plumb trace", EVERY, "perf trace -s", "strace -c -f"]
+# Without the block trace (a tracefs instance on three block events, read by plumb's process):
+# what that part costs, beside the eBPF programs.
+NO_BLOCK = "plumb trace --no-block"
+KINDS = ["untraced", FLOOR, "plumb trace", EVERY, NO_BLOCK, "perf trace -s", "strace -c -f"]
 # Another build of plumb in the same rounds (--compare-build): what a change to plumb trace did.
 OTHER = "plumb trace ("
 
@@ -83,6 +86,8 @@ def tracer_cmd(kind, postmaster):
         return [PLUMB, "trace", "--pid", str(postmaster)]
     if kind == EVERY:
         return [PLUMB, "trace", "--time-every-call", "--pid", str(postmaster)]
+    if kind == NO_BLOCK:
+        return [PLUMB, "trace", "--no-block", "--pid", str(postmaster)]
     if kind.startswith(OTHER):
         return [kind[len(OTHER):].rstrip(")"), "trace", "--pid", str(postmaster)]
     if kind == FLOOR:
@@ -278,10 +283,18 @@ def main():
                     help="instead of a pgbench run per tracer and round: one pgbench run per "
                          "workload, the tracers taking turns in 7-second segments, CYCLES times "
                          "(each cycle is a round)")
+    ap.add_argument("--workloads", default="select-only,tpcb",
+                    help="which pgbench workloads, comma-separated: select-only (-S), tpcb "
+                         "(the TPC-B-like default); default: both")
     ap.add_argument("--compare-build", metavar="PLUMB",
                     help="another plumb binary traced in the same rounds (an earlier build, to "
                          "see what a change did)")
     a = ap.parse_args()
+    short = {"select-only": ("select-only (-S)", ["-S"]), "tpcb": ("TPC-B-like", [])}
+    wanted = [w.strip() for w in a.workloads.split(",")]
+    if any(w not in short for w in wanted) or not wanted or wanted == [""]:
+        sys.exit(f"--workloads: {a.workloads!r}; choose from {', '.join(short)}")
+    workloads = dict(short[w] for w in short if w in wanted)
     if os.geteuid() != 0:
         sys.exit("needs root (eBPF, perf, strace -p and the private PostgreSQL)")
     subprocess.run(["cargo", "build", "--release", "-j2", "-q"], cwd=ROOT, check=True)
@@ -315,7 +328,6 @@ def main():
             if not os.access(a.compare_build, os.X_OK):
                 sys.exit(f"--compare-build: {a.compare_build} is not an executable file")
             kinds.append(f"{OTHER}{a.compare_build})")
-        workloads = {"select-only (-S)": ["-S"], "TPC-B-like": []}
         if a.segments:
             a.rounds = 0
             for wname, w in workloads.items():
@@ -364,7 +376,7 @@ def main():
     lines.append(
         "| workload | tracer | tps (median) | rounds | ratio to untraced | ratio per round (min..max) |")
     lines.append("|---|---|---:|---|---:|---|")
-    for wname in ["select-only (-S)", "TPC-B-like"]:
+    for wname in workloads:
         base = statistics.median([x for x in results[(wname, "untraced")] if x == x])
         for k in kinds:
             v = results[(wname, k)]
@@ -382,7 +394,7 @@ def main():
         lines.append("| workload | tracer | tracer / empty programs (median) | 95% interval of "
                      "the median | per round |")
         lines.append("|---|---|---:|---|---|")
-        for wname in ["select-only (-S)", "TPC-B-like"]:
+        for wname in workloads:
             for k in [k for k in kinds if k.startswith("plumb trace")]:
                 per = [p / f for p, f in zip(results[(wname, k)], results[(wname, FLOOR)])
                        if p == p and f == f]

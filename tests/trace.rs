@@ -95,7 +95,7 @@ fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
         .find(|x| x["name"] == "getppid")
         .unwrap();
     assert!(getppid["p50_s"].as_f64().unwrap() > 0.0);
-    // A thousand calls in a millisecond or two: timed in part (the first 8 a jiffy on a CPU,
+    // A thousand calls in a millisecond or two: timed in part (the first 2 a jiffy on a CPU,
     // then 1 in 8), the time estimated from them; p99 once 100 were timed.
     let timed = getppid["timed"].as_u64().unwrap();
     assert!(timed > 8 && timed < 1000, "{getppid}");

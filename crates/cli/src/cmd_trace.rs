@@ -25,7 +25,7 @@ pub struct TraceArgs {
     #[arg(long)]
     pub threads: bool,
     /// Time every syscall. By default a syscall is timed at every call while it is rare (up to
-    /// 8 calls a jiffy on each CPU) and one call in 8 beyond, which costs the traced server
+    /// 2 calls a jiffy on each CPU) and one call in 8 beyond, which costs the traced server
     /// less; counts are exact either way.
     #[arg(long)]
     pub time_every_call: bool,

@@ -26,7 +26,7 @@ fn timing_note(out: &mut dyn Write, rows: &[SyscallRow]) -> io::Result<()> {
     writeln!(
         out,
         "  times of the busiest calls are estimates from {} of their {} calls (a syscall is timed at \
-         every call while rare,\n  up to 8 a jiffy per CPU, then 1 call in 8); counts are exact; \
+         every call while rare,\n  up to 2 a jiffy per CPU, then 1 call in 8); counts are exact; \
          --time-every-call times them all",
         count(timed as f64),
         count(calls as f64)

@@ -148,6 +148,9 @@ pub struct TraceReport {
     pub lost: Losses,
     /// How the syscalls were caught (eBPF on `raw tracepoints`, or on `tracepoints`).
     pub syscalls_via: String,
+    /// The kernel memory plumb's maps held at the end, where the kernel says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub maps_bytes: Option<u64>,
     pub notes: Vec<Note>,
 }
 
@@ -174,6 +177,7 @@ pub struct Context {
     /// Why block requests were not traced, when they were not.
     pub block_unavailable: Option<String>,
     pub syscalls_via: String,
+    pub maps_bytes: Option<u64>,
 }
 
 /// Calls, errors, total ns and max ns, by syscall number.
@@ -392,6 +396,7 @@ pub fn build(snap: &Snapshot, block: Option<&BlockAgg>, cx: &Context) -> TraceRe
         devices,
         lost,
         syscalls_via: cx.syscalls_via.clone(),
+        maps_bytes: cx.maps_bytes,
         notes: Vec::new(),
     };
     report.notes = notes(&report, cx);

@@ -462,6 +462,7 @@ impl Session {
         self.names.look(&self.root, &self.tracer, &mut cx);
         let snap = self.tracer.snapshot();
         cx.syscalls_via = format!("eBPF on {}", self.tracer.syscalls_via());
+        cx.maps_bytes = self.tracer.kernel_bytes();
         drop(self.tracer);
         let mut block = self.block.take();
         if let Some(b) = block.as_mut() {

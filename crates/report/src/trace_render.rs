@@ -203,13 +203,17 @@ impl Render for TraceReport {
         };
         writeln!(
             out,
-            "plumb trace: {}\n  {} ({}{exit}); {} process{} followed; counted in the kernel ({})",
+            "plumb trace: {}\n  {} ({}{exit}); {} process{} followed; counted in the kernel ({}{})",
             self.target,
             duration(self.window_s),
             self.ended,
             self.processes.len(),
             if self.processes.len() == 1 { "" } else { "es" },
             self.syscalls_via,
+            match self.maps_bytes {
+                Some(b) => format!("; its maps held {} of kernel memory", bytes(b)),
+                None => String::new(),
+            },
         )?;
         writeln!(out)?;
         writeln!(
@@ -294,9 +298,10 @@ impl Render for TraceReport {
         let quiet = self.processes.iter().filter(|p| p.calls == 0).count();
         if quiet > 0 {
             writeln!(out)?;
+            let noun = if quiet == 1 { "process" } else { "processes" };
             writeln!(
                 out,
-                "{quiet} more followed processes made no syscall in the window"
+                "{quiet} more followed {noun} made no syscall in the window"
             )?;
         }
         if !self.notes.is_empty() {

@@ -311,6 +311,26 @@ pub struct Map {
     pub key_size: usize,
     pub value_size: usize,
     cpus: usize,
+    /// A hash whose entries are allocated on use.
+    on_use: bool,
+}
+
+/// The running kernel's major and minor version.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let r = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    let mut v = r.trim().split(|c: char| !c.is_ascii_digit());
+    Some((v.next()?.parse().ok()?, v.next()?.parse().ok()?))
+}
+
+/// When a hash map's entries are allocated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alloc {
+    /// All `max_entries` at creation (what the kernel does by default, and the only way
+    /// tracing programs may use a hash before Linux 6.1).
+    Whole,
+    /// Each entry when it is first inserted (`BPF_F_NO_PREALLOC`; from the kernel's BPF memory
+    /// allocator, safe in any context, since 6.1): the map takes what it holds.
+    OnUse,
 }
 
 impl Map {
@@ -321,11 +341,33 @@ impl Map {
         value_size: usize,
         max_entries: u32,
     ) -> Result<Map, crate::KernelError> {
+        Self::create_with(kind, name, key_size, value_size, max_entries, Alloc::Whole)
+    }
+
+    /// [`Map::create`], a hash's entries allocated as `alloc` says (arrays are always whole).
+    pub fn create_with(
+        kind: MapType,
+        name: &str,
+        key_size: usize,
+        value_size: usize,
+        max_entries: u32,
+        alloc: Alloc,
+    ) -> Result<Map, crate::KernelError> {
+        const NO_PREALLOC: u32 = 1;
+        let hash = matches!(kind, MapType::Hash | MapType::PercpuHash);
         let mut a = Attr::new();
         a.u32(0, kind as u32)
             .u32(4, key_size as u32)
             .u32(8, value_size as u32)
             .u32(12, max_entries)
+            .u32(
+                16,
+                if hash && alloc == Alloc::OnUse {
+                    NO_PREALLOC
+                } else {
+                    0
+                },
+            )
             .name(28, name);
         let fd = bpf(MAP_CREATE, &mut a).map_err(|e| match e.raw_os_error() {
             Some(libc::EPERM) => format!("creating a BPF map needs root (CAP_BPF): {e}"),
@@ -339,7 +381,23 @@ impl Map {
             key_size,
             value_size,
             cpus: if per_cpu { possible_cpus() } else { 1 },
+            on_use: hash && alloc == Alloc::OnUse,
         })
+    }
+
+    /// The kernel memory the map holds now, as the kernel accounts it (`memlock` in the
+    /// descriptor's fdinfo). None where the kernel does not say, or (before Linux 6.4, which
+    /// counts what a hash allocated on use has taken) would give its greatest size instead.
+    pub fn kernel_bytes(&self) -> Option<u64> {
+        if self.on_use && kernel_version()? < (6, 4) {
+            return None;
+        }
+        let p = format!("/proc/self/fdinfo/{}", self.fd.as_raw_fd());
+        std::fs::read_to_string(p)
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix("memlock:"))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// The value's bytes, one slot per possible CPU for per-CPU maps (each slot rounded up to

@@ -325,8 +325,8 @@ pub fn kernel_version() -> Option<(u32, u32)> {
 /// When a hash map's entries are allocated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Alloc {
-    /// All `max_entries` at creation (what the kernel does by default, and the only way
-    /// tracing programs may use a hash before Linux 6.1).
+    /// All `max_entries` at creation (what the kernel does by default, and the only safe way
+    /// for tracing programs before Linux 6.1).
     Whole,
     /// Each entry when it is first inserted (`BPF_F_NO_PREALLOC`; from the kernel's BPF memory
     /// allocator, safe in any context, since 6.1): the map takes what it holds.

@@ -1181,7 +1181,7 @@ impl ProcTracer {
                     .into(),
             );
         }
-        // The hashes take memory as they fill where the kernel lets tracing programs use such
+        // The plain hashes take memory as they fill where the kernel lets tracing programs use such
         // maps (its BPF allocator, 6.1). Not tried before: 5.x kernels refuse them to
         // perf_event programs, and load tracepoint ones with a kernel warning (which taints
         // the kernel). A kernel that refuses them anyway gets them allocated whole.

@@ -71,7 +71,7 @@ fn needs_postgres() -> bool {
 fn leftovers(p: &Private) -> String {
     p.psql(
         "SELECT string_agg(datname, ',') FROM pg_database WHERE datname LIKE 'plumb_load%' \
-         UNION ALL SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = 'plumb load'",
+         UNION ALL SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name LIKE 'plumb load%'",
     )
 }
 
@@ -163,25 +163,40 @@ fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
     let orders = num(&p, "SELECT count(*) FROM orders WHERE o_id > 3000");
     assert_eq!(next, orders);
     assert!(next >= counted);
-    // Kept: a second run reuses it after checking it, and drops it (no --keep this time).
-    let o = run(&[
-        "--json",
-        "load",
-        "--dir",
-        p.dir_str(),
-        "--warehouses",
-        "2",
-        "--clients",
-        "1",
-        "--rampup",
-        "0s",
-        "--duration",
-        "2s",
-    ]);
-    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
-    let again: Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(again["loaded"], false);
-    assert!(String::from_utf8_lossy(&o.stderr).contains("reusing the kept database"));
+    // Kept: a second run reuses it after checking it and leaves it kept (a run drops only
+    // what it created); a third with --drop-kept drops it.
+    let again = |extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "load",
+            "--dir",
+            p.dir_str(),
+            "--warehouses",
+            "2",
+            "--clients",
+            "1",
+            "--rampup",
+            "0s",
+            "--duration",
+            "2s",
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("reusing the kept database"));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(r["loaded"], false);
+        r
+    };
+    let r = again(&[]);
+    assert_eq!(r["kept"], true, "{r}");
+    assert_eq!(
+        leftovers(&p).trim(),
+        "plumb_load",
+        "kept, its sessions gone"
+    );
+    let r = again(&["--drop-kept"]);
+    assert_eq!(r["kept"], false, "{r}");
     assert_eq!(
         leftovers(&p).trim(),
         "",
@@ -292,6 +307,7 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
             "0s",
             "--duration",
             "2s",
+            "--drop-kept",
         ],
     );
     assert!(ty(&r, "point-select")["committed"].as_u64().unwrap() > 100);
@@ -496,7 +512,7 @@ fn a_server_that_goes_away_is_a_clear_error() {
     // Loading one warehouse takes seconds; the server goes while the clients run.
     let t0 = Instant::now();
     while p
-        .psql("SELECT count(*) FROM pg_stat_activity WHERE application_name = 'plumb load'")
+        .psql("SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE 'plumb load%'")
         .trim()
         != "3"
     {
@@ -1072,4 +1088,297 @@ fn compare_finds_half_the_rate_worse_and_fails_the_pipeline() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o));
         assert!(text(&o).contains(needle), "{args:?}: {}", text(&o));
     }
+}
+
+/// `sql` in database `db` of the private instance `p`, through psql.
+fn psql_in(p: &Private, db: &str, sql: &str) -> String {
+    let o = plumb()
+        .args([
+            "engine",
+            "psql",
+            "--dir",
+            p.dir_str(),
+            "--",
+            "-d",
+            db,
+            "-Atc",
+            sql,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{sql}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// plumb drops only a database it created in this run. A kept one that another role owns, one
+/// that holds a table of somebody else's, and one made by hand with plumb's comment on it are
+/// refused and left whole; a kept one of its own stays after a run that reuses it; and a
+/// session in it keeps `--drop-kept` from dropping it (no `WITH (FORCE)`), the session alive.
+#[test]
+fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let url = p.url();
+    let load = |extra: &[&str]| {
+        let mut args = vec![
+            "load",
+            "--engine",
+            &url,
+            "--allow-writes",
+            "--workload",
+            "tpcb",
+            "--clients",
+            "1",
+            "--rampup",
+            "0s",
+            "--duration",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = load(&["--keep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Another role takes the kept database over and keeps a table of its own in it.
+    p.psql("CREATE ROLE alice");
+    p.psql("ALTER DATABASE plumb_load OWNER TO alice");
+    psql_in(
+        &p,
+        "plumb_load",
+        "SET ROLE alice; CREATE TABLE notes (t text); INSERT INTO notes VALUES ('mine')",
+    );
+    let o = load(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("owned by alice"), "{}", text(&o));
+    assert_eq!(psql_in(&p, "plumb_load", "SELECT t FROM notes"), "mine");
+    // Back to this role, the table still in it: refused for the table.
+    p.psql("ALTER DATABASE plumb_load OWNER TO plumb");
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("table notes"), "{}", text(&o));
+    assert_eq!(psql_in(&p, "plumb_load", "SELECT t FROM notes"), "mine");
+    // Made by hand and marked with plumb's comment: the comment is not enough.
+    p.psql("CREATE DATABASE handmade OWNER alice");
+    p.psql("COMMENT ON DATABASE handmade IS 'plumb load: pgbench tables, scale 1'");
+    let o = load(&["--database", "handmade", "--drop-kept"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("owned by alice"), "{}", text(&o));
+    assert_eq!(
+        p.psql("SELECT count(*) FROM pg_database WHERE datname = 'handmade'"),
+        "1"
+    );
+    // Its own kept database, with somebody's session in it: --drop-kept leaves it, and the
+    // session, and says why.
+    p.psql("DROP DATABASE plumb_load");
+    let o = load(&["--keep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let mut sleeper = plumb()
+        .args([
+            "engine",
+            "psql",
+            "--dir",
+            p.dir_str(),
+            "--",
+            "-d",
+            "plumb_load",
+            "-Atc",
+            "SELECT pg_sleep(120)",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while p.psql("SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(120)'")
+        != "1"
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the session never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("other sessions are in it"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        sleeper.try_wait().unwrap().is_none(),
+        "the session was ended"
+    );
+    assert_eq!(
+        p.psql("SELECT count(*) FROM pg_database WHERE datname = 'plumb_load'"),
+        "1"
+    );
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    p.psql("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(120)'");
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert_eq!(leftovers(&p).trim(), "", "dropped once nobody was in it");
+}
+
+/// On MariaDB a database is plumb load's by plumb's own mark table in it, never by a schema
+/// comment, and a kept one that holds a table of somebody's is refused and left whole.
+#[test]
+fn on_mariadb_plumbs_mark_is_its_table_and_a_foreign_table_stops_reuse() {
+    let m = match common::maria::Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let url = m.url("mysql");
+    let load = |extra: &[&str]| {
+        let mut args = vec![
+            "load",
+            "--engine",
+            &url,
+            "--allow-writes",
+            "--workload",
+            "tpcb",
+            "--clients",
+            "1",
+            "--rampup",
+            "0s",
+            "--duration",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    m.sql("CREATE DATABASE plumb_load COMMENT 'plumb load: pgbench tables, scale 1'")
+        .unwrap();
+    m.sql("CREATE TABLE plumb_load.notes (t text)").unwrap();
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("not one plumb load made"),
+        "{}",
+        text(&o)
+    );
+    assert!(m
+        .sql("SHOW TABLES IN plumb_load")
+        .unwrap()
+        .contains("notes"));
+    m.sql("DROP DATABASE plumb_load").unwrap();
+    let o = load(&["--keep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    m.sql("CREATE TABLE plumb_load.notes (t text)").unwrap();
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("table notes"), "{}", text(&o));
+    assert!(m
+        .sql("SHOW TABLES IN plumb_load")
+        .unwrap()
+        .contains("notes"));
+    m.sql("DROP TABLE plumb_load.notes").unwrap();
+    let o = load(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("it stays after the run"),
+        "{}",
+        text(&o)
+    );
+    assert!(m.sql("SHOW DATABASES").unwrap().contains("plumb_load"));
+    let o = load(&["--drop-kept"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(!m.sql("SHOW DATABASES").unwrap().contains("plumb_load"));
+}
+
+/// A plumb load killed (SIGKILL) while it loads leaves its database: while it runs, another
+/// run is refused with its PID; once it is dead, the next plumb load on that server drops it
+/// (its ledger, as root, names the run's token, which the database's mark carries) and says
+/// so, then loads its own.
+#[test]
+fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
+    if !needs_postgres() {
+        return;
+    }
+    if !is_root() {
+        skip("skipped: plumb's ledger (which names a killed run's database) needs root");
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let url = p.url();
+    let mut child = plumb()
+        .args([
+            "load",
+            "--engine",
+            &url,
+            "--allow-writes",
+            "--warehouses",
+            "3",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while p.psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = 'plumb_load' AND state = 'active'",
+    ) == "0"
+    {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the load never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let short = |extra: &[&str]| {
+        let mut args = vec![
+            "load",
+            "--engine",
+            &url,
+            "--allow-writes",
+            "--clients",
+            "1",
+            "--rampup",
+            "0s",
+            "--duration",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = short(&[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "a plumb run (PID {}) is loading it now",
+            child.id()
+        )),
+        "{}",
+        text(&o)
+    );
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let pid = child.id();
+    child.wait().unwrap();
+    assert!(
+        leftovers(&p).starts_with("plumb_load"),
+        "the killed run left its database"
+    );
+    let o = short(&[]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "dropped the database plumb_load, which a plumb that was killed (PID {pid}) left"
+        )),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(leftovers(&p).trim(), "", "its own dropped after it too");
 }

@@ -1771,3 +1771,79 @@ fn the_private_mariadb_admits_nobody_but_its_caller() {
         );
     }
 }
+
+/// The PIDs of the processes whose command line holds every one of `words`.
+fn processes_with(words: &[&str]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(c) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        let c = String::from_utf8_lossy(&c).replace('\0', " ");
+        if words.iter().all(|w| c.contains(w)) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+/// A plumb killed (SIGKILL) while it makes a private MariaDB takes mariadb-install-db with it
+/// (the parent-death signal); the bootstrap server the script started is ended by the next
+/// start, which makes the server from nothing (it used to fail: "Directory not empty").
+#[test]
+fn a_killed_mariadb_start_leaves_nothing_that_stops_the_next() {
+    if !std::path::Path::new("/usr/sbin/mariadbd").exists() {
+        skip("skipped: no MariaDB server (apt-get install mariadb-server)");
+        return;
+    }
+    if !need_root("the private MariaDB runs as the mysql user") {
+        return;
+    }
+    let tmp = server_tempdir("plumb-safety-maria");
+    let d = tmp.path().join("m");
+    let dir = d.to_str().unwrap().to_string();
+    struct Stop(String);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = run(&["engine", "stop", "--remove", "--dir", &self.0]);
+        }
+    }
+    let _stop = Stop(dir.clone());
+    let mut child = plumb()
+        .args(["engine", "start", "--kind", "mariadb", "--dir", &dir])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let data = format!("--datadir={dir}/data");
+    let t0 = std::time::Instant::now();
+    while processes_with(&["--bootstrap", &data]).is_empty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "the bootstrap never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    // The script and its bootstrap server go with plumb at once (the bootstrap alone takes
+    // about half a second here).
+    let t0 = std::time::Instant::now();
+    while !processes_with(&[&data]).is_empty() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_millis(200),
+            "the bootstrap outlived the plumb that started it: {:?}",
+            processes_with(&[&data])
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let o = run(&["engine", "start", "--kind", "mariadb", "--dir", &dir]);
+    assert!(o.status.success(), "the next start: {}", err(&o));
+    let o = run(&["engine", "stop", "--remove", "--dir", &dir]);
+    assert!(o.status.success(), "{}", err(&o));
+    assert_eq!(processes_with(&[&data]), Vec::<u32>::new(), "left running");
+}

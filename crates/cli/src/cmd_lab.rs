@@ -183,6 +183,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             tps,
             latency_ms,
         } => meter.live(live_line(what, tps, latency_ms)),
+        Event::Note(line) => meter.note(line),
         Event::Finished { .. } => finished = true,
     };
     let report = lab.run(&mut events, &plumb_load::signal::stop_requested);

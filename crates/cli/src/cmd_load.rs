@@ -48,8 +48,7 @@ pub struct LoadArgs {
     /// branch a unit (about 15 MB); read-write's: 100,000 rows a unit (about 24 MB). Default 1.
     #[arg(long, value_name = "N", conflicts_with = "warehouses")]
     pub scale: Option<u32>,
-    /// Clients, one connection each; client i's home warehouse is i mod N + 1. Default 4 (the
-    /// insert loops: 1, their only choice).
+    /// Clients, one connection each (client i's home warehouse: i mod N + 1); default 4.
     #[arg(long, value_name = "N")]
     pub clients: Option<u32>,
     /// Run this long before the timed window (not counted).
@@ -75,10 +74,12 @@ pub struct LoadArgs {
     /// The database plumb creates (and drops at the end unless --keep).
     #[arg(long, value_name = "NAME", default_value = "plumb_load")]
     pub database: String,
-    /// Keep the database after the run; the next run with the same --warehouses reuses it
-    /// after checking it.
+    /// Keep the database: the next run of this workload and scale reuses it, if it is yours.
     #[arg(long)]
     pub keep: bool,
+    /// Drop a kept database after reusing it (checked again first).
+    #[arg(long, conflicts_with = "keep")]
+    pub drop_kept: bool,
     /// Check TPC-C's consistency conditions 1-4 after the run.
     #[arg(long)]
     pub check: bool,
@@ -148,6 +149,7 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
             t => t.map(|t| t as usize),
         },
         keep: a.keep,
+        drop_kept: a.drop_kept,
         check: a.check,
         seed: a.seed,
         record: a.record.clone(),

@@ -48,16 +48,7 @@ pub(crate) fn command_args() -> Vec<String> {
 /// and uprobes) and says so.
 fn reclaim_what_killed_plumbs_left() {
     for r in plumb_lab::resources::reclaim_killed() {
-        match r.outcome {
-            Ok(()) => eprintln!(
-                "plumb: removed what a plumb that was killed (PID {}) left: {}",
-                r.pid, r.what
-            ),
-            Err(why) => eprintln!(
-                "plumb: warning: a plumb that was killed (PID {}) left {}, which could not be removed: {why}",
-                r.pid, r.what
-            ),
-        }
+        eprintln!("{}", plumb_report::words::reclaimed(&r));
     }
 }
 

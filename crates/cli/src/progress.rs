@@ -120,6 +120,15 @@ impl Meter {
         }
     }
 
+    /// A line the user should read, above the bar (or as a plain line).
+    pub fn note(&self, line: &str) {
+        if self.plain {
+            eprintln!("plumb: {line}");
+        } else {
+            self.pb.println(format!("plumb: {line}"));
+        }
+    }
+
     /// The step's own live figure (a workload's transactions per second), shown for the next
     /// few seconds in place of the disks'.
     pub fn live(&self, figure: String) {

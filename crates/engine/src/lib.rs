@@ -60,6 +60,19 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+static INTERRUPT: std::sync::OnceLock<fn() -> bool> = std::sync::OnceLock::new();
+
+/// `stop()` says whether plumb was asked to stop (Ctrl-C, SIGTERM, SIGHUP): every wait of the
+/// engine's on a server or a child process asks it, and ends when it says so.
+pub fn on_interrupt(stop: fn() -> bool) {
+    let _ = INTERRUPT.set(stop);
+}
+
+/// Whether plumb was asked to stop.
+pub fn interrupted() -> bool {
+    INTERRUPT.get().is_some_and(|f| f())
+}
+
 /// A connection error's message with what to check, for the errors whose words alone do not
 /// say it ("Connection refused" names neither the server nor the port).
 pub fn with_hint(kind: Kind, message: String) -> String {

@@ -34,7 +34,6 @@ const CONNECT_WAIT: Duration = Duration::from_secs(4 * 25 + 30 + 5);
 const MAX_LINE: u64 = 512 << 20;
 
 static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-static INTERRUPT: OnceLock<fn() -> bool> = OnceLock::new();
 
 /// Run `program` as the client process instead of plumb's own executable (for programs that
 /// link plumb's engine crate but are not plumb, such as tests).
@@ -42,14 +41,8 @@ pub fn use_client_program(program: &Path) {
     let _ = PROGRAM.set(program.to_path_buf());
 }
 
-/// `stop()` says whether plumb was asked to stop; waits for the server end when it says so.
-pub fn on_interrupt(stop: fn() -> bool) {
-    let _ = INTERRUPT.set(stop);
-}
-
-fn interrupted() -> bool {
-    INTERRUPT.get().is_some_and(|f| f())
-}
+use crate::interrupted;
+pub use crate::on_interrupt;
 
 #[derive(Serialize, Deserialize)]
 enum Request {

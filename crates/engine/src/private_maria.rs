@@ -29,6 +29,8 @@ use std::time::{Duration, Instant};
 
 const MARIADBD: &str = "/usr/sbin/mariadbd";
 const INSTALL_DB: &str = "/usr/bin/mariadb-install-db";
+/// util-linux's unshare (Debian's util-linux, which plumb's setup installs).
+const UNSHARE: &str = "/usr/bin/unshare";
 const LOG: &str = "mariadb.log";
 
 /// How to start it.
@@ -156,7 +158,9 @@ pub fn start_or_find(dir: &Path, opts: &MariaOptions) -> Result<(MariaRunning, b
         last: None,
     });
     if !state.ready {
-        // A first start, or one interrupted before the lock-down: from nothing again.
+        // A first start, or one interrupted before the lock-down: from nothing again, once a
+        // killed start's bootstrap (its install script, its server) is gone.
+        end_bootstrap_of(&d.dir.join("data"));
         wipe(&d.dir.join("data"))?;
         bootstrap(&d, &server)?;
     }
@@ -222,23 +226,129 @@ fn wipe(data: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The `--datadir=` argument plumb gives mariadb-install-db (which passes it on to its
+/// bootstrap server as it is).
+fn datadir_arg(data: &Path) -> String {
+    format!("--datadir={}", data.display())
+}
+
+/// End what a killed start's bootstrap left running on `data` (mariadb-install-db, the shell
+/// that feeds it, its `mariadbd --bootstrap`): SIGTERM, 10 s, then SIGKILL.
+fn end_bootstrap_of(data: &Path) {
+    let root = plumb_sys::Root::host();
+    let arg = datadir_arg(data);
+    let left = plumb_sys::process::with_arg(&root, &arg);
+    if left.is_empty() {
+        return;
+    }
+    for &p in &left {
+        plumb_sys::os::signal(p, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(10) {
+        if plumb_sys::process::with_arg(&root, &arg).is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    for p in plumb_sys::process::with_arg(&root, &arg) {
+        plumb_sys::os::signal(p, libc::SIGKILL);
+    }
+    std::thread::sleep(Duration::from_millis(200));
+}
+
+/// Run mariadb-install-db in a process group of its own that ends with plumb: SIGKILL when
+/// plumb dies (the parent-death signal; as root its PID namespace goes with it, the bootstrap
+/// server included), SIGTERM to the whole group when plumb is asked to stop; whatever a killed
+/// plumb still left is ended by the next start ([`end_bootstrap_of`]).
 fn bootstrap(d: &InstanceDir, server: &User) -> Result<()> {
     let me = caller()?;
-    let mut c = Command::new(INSTALL_DB);
+    // As root, in a PID namespace of its own whose first process dies with plumb (util-linux's
+    // unshare --kill-child): the kernel then ends everything in it, the bootstrap server
+    // included. Otherwise the script alone dies with plumb.
+    let unshare = Path::new(UNSHARE);
+    let mut c = if euid() == 0 && unshare.exists() {
+        let mut c = Command::new(unshare);
+        c.args(["--pid", "--fork", "--kill-child=SIGKILL", INSTALL_DB]);
+        c
+    } else {
+        Command::new(INSTALL_DB)
+    };
     c.arg("--no-defaults")
-        .arg(format!("--datadir={}", d.dir.join("data").display()))
+        .arg(datadir_arg(&d.dir.join("data")))
         .arg(format!("--tmpdir={}", d.dir.join("tmp").display()))
         .arg(format!("--user={}", server.name))
         .arg("--auth-root-authentication-method=socket")
         .arg(format!("--auth-root-socket-user={}", me.name))
         .args(["--skip-test-db", "--skip-name-resolve"])
         .env("LC_ALL", "C.UTF-8")
-        .stdin(Stdio::null());
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: setpgid and die_with_parent are async-signal-safe.
+    unsafe {
+        c.pre_exec(move || {
+            libc::setpgid(0, 0);
+            plumb_sys::ledger::die_with_parent(parent, libc::SIGKILL)
+        });
+    }
     // As root it hands the files to --user and runs the bootstrap server as that user;
     // otherwise the server's user is the caller.
-    let o = c
-        .output()
+    let mut child = c
+        .spawn()
         .map_err(|e| Error::Setup(format!("mariadb-install-db: cannot run: {e}")))?;
+    let group = child.id() as libc::pid_t;
+    // Its output, read aside so that a full pipe never stalls it.
+    let read = |r: Option<Box<dyn std::io::Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut r) = r {
+                let _ = r.read_to_string(&mut s);
+            }
+            s
+        })
+    };
+    let out = read(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
+    );
+    let err = read(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn std::io::Read + Send>),
+    );
+    let t0 = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(st)) => break st,
+            Ok(None) => {}
+            Err(e) => return Err(Error::Setup(format!("mariadb-install-db: {e}"))),
+        }
+        let why = if crate::interrupted() {
+            Some("interrupted".to_string())
+        } else if t0.elapsed() > Duration::from_secs(300) {
+            Some("mariadb-install-db did not finish in 5 minutes".to_string())
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            // SAFETY: a signal to the group plumb made.
+            unsafe { libc::kill(-group, libc::SIGTERM) };
+            let _ = child.wait();
+            end_bootstrap_of(&d.dir.join("data"));
+            return Err(Error::Setup(why));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let o = std::process::Output {
+        status,
+        stdout: out.join().unwrap_or_default().into_bytes(),
+        stderr: err.join().unwrap_or_default().into_bytes(),
+    };
     if !o.status.success() {
         return Err(Error::Setup(format!(
             "mariadb-install-db failed ({}): {}",

@@ -28,6 +28,7 @@ pub mod repl;
 pub mod resources;
 pub mod script;
 pub mod server;
+pub mod server_db;
 pub mod sweep;
 
 pub use error::{Error, Interrupted, Result};
@@ -188,6 +189,8 @@ pub enum Event<'a> {
         tps: f64,
         latency_ms: Option<f64>,
     },
+    /// Something the user should know now (a killed run's database dropped).
+    Note(&'a str),
     /// Every step is done.
     Finished { of: u32 },
 }
@@ -233,6 +236,11 @@ impl<'e> Progress<'e> {
             planned: self.planned.get(i).copied().unwrap_or_default(),
             total: self.planned.iter().sum(),
         });
+    }
+
+    /// Something the user should know now.
+    pub fn note(&mut self, what: &str) {
+        self.events.event(Event::Note(what));
     }
 
     /// The running step's live figure (pgbench's).

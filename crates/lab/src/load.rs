@@ -8,11 +8,13 @@
 //!   load        items and warehouses (or branches) in parallel, then keys, procedures, ANALYZE
 //!   drive       clients on load::oltp's driver; NOPM and TPM read at the window's edges
 //!   check       TPC-C's consistency conditions 1-4 (--check)
-//!   drop        the database (unless --keep), also on errors and Ctrl-C
+//!   drop        the database it created (unless --keep; a kept one only with --drop-kept),
+//!               also on errors and Ctrl-C; never one that holds what plumb did not make
 //! ```
 
 use crate::error::{Error, Result};
 use crate::load_rec::LoadRecording;
+use crate::server_db::ServerDb;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
 use plumb_engine::oltp::server::{Admin, DbConn, Found, OltpClient};
@@ -52,6 +54,9 @@ pub fn check(c: &LoadConfig) -> Result<()> {
         if !(r.is_finite() && r > 0.0) {
             crate::refuse!("--rate {r}: a number of transactions a second above 0");
         }
+    }
+    if c.keep && c.drop_kept {
+        crate::refuse!("--keep and --drop-kept: one keeps the database after the run, the other drops a kept one; choose one");
     }
     if c.max_tries == 0 {
         crate::refuse!("--max-tries 0: at least 1 (1 tries each transaction once)");
@@ -104,6 +109,27 @@ pub fn run(
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<LoadReport> {
+    run_with(c, events, cancel, None)
+}
+
+/// Run the load for a caller that runs the workload again later (the lab's experiments): a
+/// database this run creates is not dropped at the end, its guard goes to `created` (dropped
+/// when the caller lets it go), on success and on failure alike.
+pub fn run_handing(
+    c: &LoadConfig,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+    created: &mut Option<ServerDb>,
+) -> Result<LoadReport> {
+    run_with(c, events, cancel, Some(created))
+}
+
+fn run_with(
+    c: &LoadConfig,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+    hand: Option<&mut Option<ServerDb>>,
+) -> Result<LoadReport> {
     check(c)?;
     // Declared first, dropped last: the private instance outlives the database's drop.
     let (target, shown, _owned) = match &c.target {
@@ -116,16 +142,33 @@ pub fn run(
             (dt.target, dt.shown, owned)
         }
     };
-    let mut admin = Admin::connect(&target)?;
+    let keep = c.keep && hand.is_none();
+    let mut db: Option<ServerDb> = None;
+    let r = load_and_drive(c, &target, shown, keep, &mut db, events, cancel);
+    if let (Some(slot), Some(d)) = (hand, db.take()) {
+        if d.made_here() {
+            *slot = Some(d);
+        }
+    }
+    r
+}
+
+/// The run on `target`: the database (`db`, dropped by the caller when this returns), the
+/// load, the clients, the checks.
+fn load_and_drive(
+    c: &LoadConfig,
+    target: &Target,
+    shown: String,
+    keep: bool,
+    db: &mut Option<ServerDb>,
+    events: &mut dyn FnMut(LoadEvent<'_>),
+    cancel: &(dyn Fn() -> bool + Sync),
+) -> Result<LoadReport> {
+    let mut admin = Admin::connect(target)?;
     let version = admin.version()?;
-    let mut db = Database {
-        target: target.clone(),
-        name: c.database.clone(),
-        drop: false,
-    };
     // Declared after the database: stopped, its last sample written, before the drop.
     let mut rec = match &c.record {
-        Some(path) => Some(LoadRecording::start(path, &target, c, &version)?),
+        Some(path) => Some(LoadRecording::start(path, target, c, &version)?),
         None => None,
     };
     let mut each = |e: LoadEvent<'_>| {
@@ -134,22 +177,22 @@ pub fn run(
         }
         events(e)
     };
-    let loaded = prepare(c, &mut admin, &mut db, &mut each, cancel)?;
-    db.drop = !c.keep;
+    let loaded = prepare(c, target, &mut admin, db, keep, &mut each, cancel)?;
     let load_s = loaded.map(|d| d.as_secs_f64());
-    let mut r = drive(c, &target, &mut admin, &mut each, cancel)?;
+    let mut r = drive(c, target, &mut admin, &mut each, cancel)?;
     if let Some(rec) = rec.take() {
         rec.stop()?;
         r.recording = c.record.as_ref().map(|p| p.display().to_string());
     }
     if c.check {
-        r.checks = consistency(&target, &c.database, c.workload)?;
+        r.checks = consistency(target, &c.database, c.workload)?;
     }
     r.engine = admin.kind().name().into();
     r.version = version;
     r.target = shown;
     r.loaded = loaded.is_some();
     r.load_s = load_s;
+    r.kept = db.as_ref().is_some_and(|d| !d.dropped_after());
     if r.interrupted {
         return Err(Interrupted.into());
     }
@@ -159,7 +202,7 @@ pub fn run(
 /// A database a load made on a server of the caller's (`c.target`), loaded and checked, for
 /// another driver to run against; dropped when this goes.
 pub struct Loaded {
-    db: Database,
+    db: ServerDb,
     /// The server's version, as `plumb load` reports it.
     pub version: String,
     pub engine: &'static str,
@@ -190,11 +233,7 @@ pub fn load_only(
     };
     let mut admin = Admin::connect(&target)?;
     let version = admin.version()?;
-    let mut db = Database {
-        target,
-        name: c.database.clone(),
-        drop: false,
-    };
+    crate::server_db::reclaim_on(&mut admin, &target, &mut |n| events(LoadEvent::Note(n)));
     if !matches!(admin.find(&c.database)?, Found::Nothing) {
         crate::refuse!(
             "--database {}: exists already; plumb loads a new one",
@@ -202,8 +241,11 @@ pub fn load_only(
         );
     }
     let t0 = Instant::now();
-    prepare(c, &mut admin, &mut db, events, cancel)?;
-    db.drop = true;
+    let mut db = None;
+    prepare(c, &target, &mut admin, &mut db, false, events, cancel)?;
+    let Some(db) = db else {
+        crate::refuse!("--database {}: not created", c.database);
+    };
     Ok(Loaded {
         db,
         version,
@@ -212,54 +254,44 @@ pub fn load_only(
     })
 }
 
-/// The load's database: dropped when this goes, when it is this run's to drop.
-struct Database {
-    target: Target,
-    name: String,
-    drop: bool,
-}
-
-impl Drop for Database {
-    fn drop(&mut self) {
-        if !self.drop {
-            return;
-        }
-        let r = Admin::connect(&self.target).and_then(|mut a| a.drop_database(&self.name));
-        if let Err(e) = r {
-            eprintln!(
-                "plumb: warning: could not drop the load's database {} on {}: {e}; drop it by hand (DROP DATABASE {0})",
-                self.name,
-                self.target.shown()
-            );
-        }
-    }
-}
-
 /// Create and load the database, or reuse a kept one after checking it. Returns how long the
-/// load took (None: reused).
+/// load took (None: reused). A database this run creates is in `db` from the moment it
+/// exists (dropped by its guard on any failure, `keep` or not: a half-loaded schema is
+/// nobody's); a kept one is reused only when it is plumb's alone (owned by the connecting
+/// role, holding nothing but plumb's objects) and consistent, and stays after the run unless
+/// `--drop-kept`.
 fn prepare(
     c: &LoadConfig,
+    target: &Target,
     admin: &mut Admin,
-    db: &mut Database,
+    db: &mut Option<ServerDb>,
+    keep: bool,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<Option<Duration>> {
+    crate::server_db::reclaim_on(admin, target, &mut |n| events(LoadEvent::Note(n)));
+    let objects = c.workload.objects();
     match admin.find(&c.database)? {
         Found::Other => crate::refuse!(
             "--database {}: a database of that name exists and is not one plumb load made; name another (--database NAME)",
             c.database
         ),
-        Found::Plumbs(mark) => {
+        Found::Unfinished { run } => crate::refuse!("{}", crate::server_db::unfinished(&c.database, &run)),
+        Found::Plumbs { mark, .. } => {
+            if let Some(why) = admin.holdings(target, &c.database, &objects)?.not_ours() {
+                crate::refuse!(
+                    "--database {}: marked as plumb load's, but {why}; plumb reuses and drops only a database that is its own alone: name another (--database NAME)",
+                    c.database
+                );
+            }
             if mark != c.workload.mark(c.scale) {
                 crate::refuse!(
-                    "--database {}: a kept database of plumb load's with other tables or another scale ({}); run with its workload and scale, or drop it (DROP DATABASE {0})",
+                    "--database {}: a kept database of plumb load's with other tables or another scale ({}); run with its workload and scale, or drop it (--drop-kept with that workload and scale, or DROP DATABASE {0})",
                     c.database,
                     mark.trim_start_matches("plumb load: ")
                 );
             }
-            // Kept by an earlier run: dropped at the end unless --keep again (run() says so
-            // once the checks pass; refused, it stays as it was).
-            let broken: Vec<Check> = consistency(&db.target, &c.database, c.workload)?
+            let broken: Vec<Check> = consistency(target, &c.database, c.workload)?
                 .into_iter()
                 .filter(|k| k.violations != 0)
                 .collect();
@@ -271,20 +303,28 @@ fn prepare(
                     k.violations
                 );
             }
+            *db = Some(ServerDb::adopt(target, &c.database, objects, c.drop_kept));
             events(LoadEvent::Note(format!(
-                "reusing the kept database {} ({}), consistent",
+                "reusing the kept database {} ({}), consistent; {}",
                 c.database,
-                mark.trim_start_matches("plumb load: ")
+                mark.trim_start_matches("plumb load: "),
+                if c.drop_kept {
+                    "dropped after the run (--drop-kept)"
+                } else {
+                    "it stays after the run (--drop-kept drops it)"
+                }
             )));
             Ok(None)
         }
         Found::Nothing => {
-            admin.create_database(&c.database)?;
-            // Dropped on any failure, --keep or not: a half-loaded schema is nobody's.
-            db.drop = true;
+            let made = db.insert(ServerDb::create(admin, target, &c.database, objects)?);
+            let run = made.run.clone();
             let t0 = Instant::now();
-            load(c, &db.target, events, cancel)?;
-            admin.mark_database(&c.database, c.workload, c.scale)?;
+            load(c, target, events, cancel)?;
+            admin.mark_database(target, &c.database, c.workload, c.scale, &run)?;
+            if keep {
+                made.keep();
+            }
             Ok(Some(t0.elapsed()))
         }
     }

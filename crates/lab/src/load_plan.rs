@@ -28,6 +28,8 @@ pub struct LoadConfig {
     /// Threads for the clients that can share one (PostgreSQL's); None: one a CPU.
     pub threads: Option<usize>,
     pub keep: bool,
+    /// Drop a kept database after the run (it is reused first, after the same checks).
+    pub drop_kept: bool,
     pub check: bool,
     pub seed: u64,
     /// Record the host, the server and the workload's figures every second into this file

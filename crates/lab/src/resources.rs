@@ -16,8 +16,8 @@ pub const LAB_MARKER: &str = "plumb-lab.pid";
 pub struct Resources {
     pub pressure: Option<PressureChild>,
     /// The workload's database on plumb's driver, kept for the experiments to run again.
-    pub driver_db: Option<ScratchDb>,
-    pub scratch_db: Option<ScratchDb>,
+    pub driver_db: Option<crate::server_db::ServerDb>,
+    pub scratch_db: Option<crate::server_db::ServerDb>,
     /// A second private instance an experiment needs for a while (the O_DIRECT WAL loops).
     pub second_instance: Option<Instance>,
     /// A standby of the private instance (--replica), removed before it, and its cgroup (the
@@ -77,28 +77,6 @@ impl Drop for PressureChild {
     fn drop(&mut self) {
         self.stop_now();
         self.1.done();
-    }
-}
-
-/// A database created on a --target server: dropped when this goes.
-pub struct ScratchDb {
-    pub target: plumb_engine::Target,
-    pub name: String,
-}
-
-impl Drop for ScratchDb {
-    fn drop(&mut self) {
-        let db = &self.name;
-        let dropped = plumb_engine::session(&self.target).and_then(|mut s| {
-            s.execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-                .or_else(|_| s.execute(&format!("DROP DATABASE IF EXISTS {db}")))
-        });
-        if let Err(e) = dropped {
-            eprintln!(
-                "plumb: warning: could not drop the scratch database {db} on {}: {e}; drop it by hand",
-                self.target.shown()
-            );
-        }
     }
 }
 
@@ -325,6 +303,7 @@ pub fn reclaim_killed() -> Vec<plumb_sys::ledger::Reclaimed> {
                 pid,
                 what,
                 outcome: Ok(()),
+                deferred: false,
             }),
     );
     out

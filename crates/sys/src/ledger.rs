@@ -42,6 +42,18 @@ pub enum Item {
     Dir { path: PathBuf },
     /// A `plumb fs` mount (FUSE, source `plumb:…`): detached, only if it is still plumb's.
     Mount { path: PathBuf },
+    /// A database plumb created on a server: `engine` (PostgreSQL, MariaDB, SQL Server),
+    /// `server` (host and port, or socket: never a user or a password), its `name`, the `run`
+    /// token plumb marked it with, and the names of the `objects` plumb makes in it. plumb
+    /// keeps no password, so a dead plumb's database waits in the pending list
+    /// ([`pending_databases`]) for the next plumb that connects to that server.
+    Database {
+        engine: String,
+        server: String,
+        name: String,
+        run: String,
+        objects: Vec<String>,
+    },
 }
 
 impl Item {
@@ -53,6 +65,12 @@ impl Item {
             Item::Engine { dir } => format!("the private database server in {}", dir.display()),
             Item::Dir { path } => format!("the scratch directory {}", path.display()),
             Item::Mount { path } => format!("the plumb fs mount on {}", path.display()),
+            Item::Database {
+                engine,
+                server,
+                name,
+                ..
+            } => format!("the database {name} on {engine} at {server}"),
         }
     }
 }
@@ -194,6 +212,9 @@ pub struct Reclaimed {
     /// What it was, and what was done ("removed", or why it could not be).
     pub what: String,
     pub outcome: Result<(), String>,
+    /// Not taken down now, by design: the error says what takes it down later (a database on
+    /// a server, which only a plumb that connects there can drop).
+    pub deferred: bool,
 }
 
 /// Take down what dead plumbs' ledgers still list, newest first; `engine` stops and removes a
@@ -281,6 +302,21 @@ fn reclaim_file(path: &Path, engine: &dyn Fn(&Path) -> Result<(), String>) -> Ve
     // A server that could not be stopped keeps the directory it lives in.
     let mut kept: Vec<PathBuf> = Vec::new();
     for (_, item) in made.into_iter().rev() {
+        if let Item::Database { engine, server, .. } = &item {
+            let (outcome, deferred) = match carry(pid, &item) {
+                Ok(()) => (Err(format!(
+                    "plumb keeps no password for {engine} at {server}, so the next plumb load or plumb lab that connects there drops it (if it is still plumb's alone)"
+                )), true),
+                Err(e) => (Err(format!("noting it for later: {e}; drop it by hand")), false),
+            };
+            out.push(Reclaimed {
+                pid,
+                what: item.describe(),
+                outcome,
+                deferred,
+            });
+            continue;
+        }
         let outcome = match &item {
             Item::Dir { path } if kept.iter().any(|k| k.starts_with(path)) => Err(format!(
                 "it holds {}, which is still there",
@@ -298,6 +334,7 @@ fn reclaim_file(path: &Path, engine: &dyn Fn(&Path) -> Result<(), String>) -> Ve
             pid,
             what: item.describe(),
             outcome,
+            deferred: false,
         });
     }
     let _ = std::fs::remove_file(path);
@@ -409,6 +446,10 @@ fn undo(item: &Item, engine: &dyn Fn(&Path) -> Result<(), String>) -> Result<(),
             }
             engine(dir)
         }
+        // Carried to the pending list before undo is reached (see reclaim_file).
+        Item::Database { .. } => {
+            Err("a database on a server is dropped by a plumb that connects there".into())
+        }
         Item::Mount { path } => {
             let mounts = crate::mount::read_mountinfo(&crate::Root::host(), None)
                 .map_err(|e| e.to_string())?;
@@ -429,6 +470,117 @@ fn undo(item: &Item, engine: &dyn Fn(&Path) -> Result<(), String>) -> Result<(),
             _ => Ok(()),
         },
     }
+}
+
+/// The databases dead plumbs left on servers, one JSON line each (`{"pid":N,"item":{…}}`),
+/// in the ledger directory.
+const PENDING: &str = "databases.pending";
+
+/// A database a dead plumb created on a server and did not drop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PendingDb {
+    /// The dead plumb's PID.
+    pub pid: u32,
+    pub item: Item,
+}
+
+/// Run `f` on the pending list's lines, holding its lock; what `f` returns is written back.
+fn with_pending<T>(f: impl FnOnce(&mut Vec<PendingDb>) -> T) -> std::io::Result<T> {
+    let Some(dir) = ledger_dir() else {
+        return Err(std::io::Error::other("no ledger here (not root)"));
+    };
+    let path = dir.join(PENDING);
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&path)?;
+    if !lock(&file, true) {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut list: Vec<PendingDb> = BufReader::new(&file)
+        .lines()
+        .map_while(Result::ok)
+        .filter_map(|l| serde_json::from_str(&l).ok())
+        .collect();
+    let before = list.clone();
+    let out = f(&mut list);
+    if list != before {
+        use std::io::{Seek, SeekFrom};
+        file.set_len(0)?;
+        file.seek(SeekFrom::Start(0))?;
+        for p in &list {
+            writeln!(file, "{}", serde_json::to_string(p).unwrap_or_default())?;
+        }
+    }
+    Ok(out)
+}
+
+/// Put a dead plumb's database on the pending list.
+fn carry(pid: u32, item: &Item) -> std::io::Result<()> {
+    with_pending(|list| {
+        let p = PendingDb {
+            pid,
+            item: item.clone(),
+        };
+        if !list.contains(&p) {
+            list.push(p);
+        }
+    })
+}
+
+/// The databases dead plumbs left on `engine` at `server` (as [`Item::Database`] names
+/// them), oldest first. Empty when plumb is not root (no ledger).
+pub fn pending_databases(engine: &str, server: &str) -> Vec<PendingDb> {
+    with_pending(|list| {
+        list.iter()
+            .filter(|p| {
+                matches!(&p.item, Item::Database { engine: e, server: s, .. } if e == engine && s == server)
+            })
+            .cloned()
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Take run `run`'s database off the pending list (dropped, or gone).
+pub fn settle_database(run: &str) {
+    let _ = with_pending(|list| {
+        list.retain(|p| !matches!(&p.item, Item::Database { run: r, .. } if r == run))
+    });
+}
+
+/// Whether a live plumb's ledger lists a database with run token `run` (a load that is still
+/// going): its PID.
+pub fn live_database_run(run: &str) -> Option<u32> {
+    let dir = ledger_dir()?;
+    for e in std::fs::read_dir(&dir).ok()?.flatten() {
+        let path = e.path();
+        if path.extension().is_none_or(|x| x != "ledger") {
+            continue;
+        }
+        let Ok(file) = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+        else {
+            continue;
+        };
+        let listed = BufReader::new(&file).lines().map_while(Result::ok).any(|l| {
+            matches!(serde_json::from_str::<Line>(&l), Ok(Line::Made { item: Item::Database { run: r, .. }, .. }) if r == run)
+        });
+        if !listed {
+            continue;
+        }
+        // Held by its process: alive (ours included). Not held: dead, its reclaim to come.
+        if !lock(&file, false) {
+            return path.file_stem()?.to_str()?.parse().ok();
+        }
+    }
+    None
 }
 
 fn zombie(pid: u32) -> bool {

@@ -16,6 +16,22 @@ pub fn is_root() -> bool {
     euid() == 0
 }
 
+/// 16 hex digits from the kernel's random source: a token only the run that drew it knows.
+pub fn random_token() -> String {
+    let mut b = [0u8; 8];
+    // SAFETY: writes at most b.len() bytes into b.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        // No random source: the time and the PID, still unique to this run.
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        b = (t ^ (u64::from(std::process::id()) << 40)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
 /// An OS user, from the password database.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {

@@ -536,6 +536,23 @@ pub fn read_memory(root: &Root, pid: u32) -> (Option<Status>, Option<SmapsRollup
     (status, smaps)
 }
 
+/// The PIDs of the processes that have `arg` among their arguments, word for word.
+pub fn with_arg(root: &Root, arg: &str) -> Vec<u32> {
+    let Ok(rd) = std::fs::read_dir(root.path("/proc")) else {
+        return Vec::new();
+    };
+    let mut out: Vec<u32> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read(root.path(format!("/proc/{p}/cmdline")))
+                .is_ok_and(|c| c.split(|b| *b == 0).any(|a| a == arg.as_bytes()))
+        })
+        .collect();
+    out.sort_unstable();
+    out
+}
+
 /// The PIDs of the processes whose parent is `pid` (one level).
 pub fn children(root: &Root, pid: u32) -> Vec<u32> {
     let mut out = Vec::new();

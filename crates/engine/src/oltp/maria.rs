@@ -369,36 +369,156 @@ fn kill_query(t: &Target, id: u32) -> Box<dyn Fn() + Send + Sync> {
     })
 }
 
-/// Look for `db` (its comment says whether plumb made it).
+/// Look for `db`: loaded whole when plumb's mark table in it says so; being loaded (or left by
+/// a killed run) when its comment carries a run's token; anything else is somebody else's.
 pub fn find(admin: &mut Conn, db: &str) -> Result<super::server::Found> {
+    use super::server::Found;
     let r: Option<Option<String>> = admin
         .exec_first(
             "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
             (db,),
         )
         .map_err(q("looking for the load's database"))?;
-    Ok(match r {
-        None => super::server::Found::Nothing,
-        Some(Some(c)) if c.starts_with("plumb load:") => super::server::Found::Plumbs(c),
-        Some(_) => super::server::Found::Other,
+    let Some(comment) = r else {
+        return Ok(Found::Nothing);
+    };
+    let has_mark: Option<i64> = admin
+        .exec_first(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+            (db, super::MARK_TABLE),
+        )
+        .map_err(q("looking for the load's database"))?;
+    if has_mark.unwrap_or(0) > 0 {
+        let mark: Option<String> = admin
+            .query_first(format!(
+                "SELECT mark FROM {db}.{} LIMIT 1",
+                super::MARK_TABLE
+            ))
+            .map_err(q("reading the load's database's mark"))?;
+        if let found @ Found::Plumbs { .. } = super::parse_mark(mark.as_deref()) {
+            return Ok(found);
+        }
+        return Ok(Found::Other);
+    }
+    // A comment alone never makes a database plumb's loaded one (anyone with ALTER can write
+    // it); it only says which run created it.
+    Ok(match super::parse_mark(comment.as_deref()) {
+        found @ Found::Unfinished { .. } => found,
+        _ => Found::Other,
     })
 }
 
-pub fn create_database(admin: &mut Conn, db: &str) -> Result<()> {
+/// Create `db` with the run's token as its comment, in one statement.
+pub fn create_database(admin: &mut Conn, db: &str, run: &str) -> Result<()> {
     admin
-        .query_drop(format!("CREATE DATABASE {db}"))
+        .query_drop(format!(
+            "CREATE DATABASE {db} COMMENT '{}'",
+            super::loading_mark(run).replace('\'', "''")
+        ))
         .map_err(q("creating the load's database"))
 }
 
-pub fn mark_database(admin: &mut Conn, db: &str, w: Workload, scale: u32) -> Result<()> {
+/// Mark `db` loaded whole: plumb's own table in it, holding the mark.
+pub fn mark_database(admin: &mut Conn, _t: &Target, db: &str, mark: &str) -> Result<()> {
     admin
-        .query_drop(format!("ALTER DATABASE {db} COMMENT = '{}'", w.mark(scale)))
+        .query_drop(format!(
+            "CREATE TABLE {db}.{} (mark varchar(200) NOT NULL) ENGINE = InnoDB",
+            super::MARK_TABLE
+        ))
+        .and_then(|_| {
+            admin.exec_drop(
+                format!("INSERT INTO {db}.{} (mark) VALUES (?)", super::MARK_TABLE),
+                (mark,),
+            )
+        })
         .map_err(q("marking the load's database"))
 }
 
+/// What `db` holds beyond `allowed` (MariaDB has no owner of a database: only what is in it).
+pub fn holdings(admin: &mut Conn, db: &str, allowed: &[String]) -> Result<super::server::Holdings> {
+    let me: Option<String> = admin
+        .query_first("SELECT CURRENT_USER()")
+        .map_err(q("reading who plumb is connected as"))?;
+    let objects: Vec<(String, String)> = admin
+        .exec(
+            "SELECT LOWER(TABLE_TYPE), TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = ?
+             UNION ALL SELECT LOWER(ROUTINE_TYPE), ROUTINE_NAME FROM information_schema.ROUTINES WHERE ROUTINE_SCHEMA = ?
+             UNION ALL SELECT 'trigger', TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = ?
+             UNION ALL SELECT 'event', EVENT_NAME FROM information_schema.EVENTS WHERE EVENT_SCHEMA = ?",
+            (db, db, db, db),
+        )
+        .map_err(q("reading what the load's database holds"))?;
+    let objects: Vec<(String, String, Option<String>)> = objects
+        .into_iter()
+        .map(|(kind, name)| {
+            // Triggers and events are never plumb's: their names must not pass as a table's.
+            let name = match kind.as_str() {
+                "trigger" | "event" => format!("{name} ({kind})"),
+                _ => name,
+            };
+            (kind.replace("base table", "table"), name, None)
+        })
+        .collect();
+    let me = me.unwrap_or_default();
+    Ok(super::server::Holdings {
+        foreign: super::server::foreign_objects(&objects, allowed, &me),
+        owner: None,
+        me,
+    })
+}
+
+/// Wait up to `wait` for every session in `db` to be gone (a killed plumb's connections end
+/// when their statement does; MariaDB says nothing that tells them from anybody's, so none is
+/// killed). Whether they are.
+pub fn end_sessions_of(admin: &mut Conn, db: &str, wait: std::time::Duration) -> bool {
+    let t0 = std::time::Instant::now();
+    loop {
+        let n: Option<i64> = admin
+            .exec_first(
+                "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+                (db,),
+            )
+            .unwrap_or(Some(1));
+        if n == Some(0) {
+            return true;
+        }
+        if t0.elapsed() > wait {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// Drop `db`, never from under another session: the sessions in it (plumb's own, closing)
+/// get 5 s to leave; if any stay, it is refused with their ids. Metadata locks are waited for
+/// 10 s at most.
 pub fn drop_database(admin: &mut Conn, db: &str) -> Result<()> {
+    let t0 = std::time::Instant::now();
+    loop {
+        let others: Vec<(u64, String, String)> = admin
+            .exec(
+                "SELECT ID, USER, COMMAND FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()",
+                (db,),
+            )
+            .map_err(q("looking for sessions in the load's database"))?;
+        if others.is_empty() {
+            break;
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(5) {
+            let shown: Vec<String> = others
+                .iter()
+                .map(|(id, user, cmd)| format!("connection {id} ({user}, {cmd})"))
+                .collect();
+            return Err(Error::Refused(format!(
+                "other sessions are in it ({}); plumb drops a database only when nobody else is in it",
+                shown.join(", ")
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     admin
-        .query_drop(format!("DROP DATABASE IF EXISTS {db}"))
+        .query_drop("SET SESSION lock_wait_timeout = 10")
+        .and_then(|_| admin.query_drop(format!("DROP DATABASE IF EXISTS {db}")))
         .map_err(q("dropping the load's database"))
 }
 

@@ -156,6 +156,38 @@ impl Workload {
         }
     }
 
+    /// The tables its schema holds, on every engine.
+    pub fn tables(self) -> &'static [&'static str] {
+        match self {
+            Workload::OrderEntry => &[
+                "warehouse",
+                "district",
+                "customer",
+                "history",
+                "new_order",
+                "orders",
+                "order_line",
+                "item",
+                "stock",
+            ],
+            Workload::InsertSingle | Workload::InsertBulk => &["plumb_inserts"],
+            Workload::ReadWrite => &["plumb_rw"],
+            _ => &PGBENCH_TABLES,
+        }
+    }
+
+    /// Every name plumb gives an object in this workload's database: its tables, the routines
+    /// plumb creates beside them on any engine, and MariaDB's mark table. A database that
+    /// holds anything else is not plumb's alone, and is never reused or dropped.
+    pub fn objects(self) -> Vec<String> {
+        self.tables()
+            .iter()
+            .chain(ROUTINES.iter())
+            .chain(std::iter::once(&MARK_TABLE))
+            .map(|s| s.to_string())
+            .collect()
+    }
+
     /// What plumb writes on a database it created and loaded whole: a later run reuses a kept
     /// one only when it finds this mark, with the same tables and scale.
     pub fn mark(self, scale: u32) -> String {
@@ -175,6 +207,65 @@ impl Workload {
             Workload::ReadWrite => &RW_CHECKS,
             _ => &TPCB_CHECKS,
         }
+    }
+}
+
+/// pgbench's four tables (pgbench's TPC-B-like transaction and point select, and the lab's
+/// pgbench runs).
+pub const PGBENCH_TABLES: [&str; 4] = [
+    "pgbench_branches",
+    "pgbench_tellers",
+    "pgbench_accounts",
+    "pgbench_history",
+];
+
+/// The routines plumb creates in a load's database, on any engine (PostgreSQL's functions,
+/// MariaDB's and SQL Server's procedures).
+pub const ROUTINES: [&str; 11] = [
+    "plumb_str",
+    "plumb_nurand",
+    "plumb_last",
+    "plumb_neword",
+    "plumb_customer",
+    "plumb_payment",
+    "plumb_ostat",
+    "plumb_delivery",
+    "plumb_slev",
+    "plumb_single",
+    "plumb_bulk",
+];
+
+/// MariaDB's mark: a table of plumb's own in a database it loaded whole, holding the mark
+/// ([`Workload::mark`]). A schema comment anyone with ALTER can write is not enough there.
+pub const MARK_TABLE: &str = "plumb_mark";
+
+/// What plumb writes on a server-side database the moment it creates it: which run made it (a
+/// random token that only that run, and root's ledger, know). A run killed before it finished
+/// leaves this mark; the next run that finds the same token in a dead plumb's ledger drops it.
+pub fn loading_mark(run: &str) -> String {
+    format!("plumb: loading, run {run}")
+}
+
+/// The mark of a database loaded whole by run `run`: the workload's mark and the run.
+pub fn final_mark(mark: &str, run: &str) -> String {
+    format!("{mark}; run {run}")
+}
+
+/// What a database's mark (a comment, an extended property, MariaDB's mark table) says.
+pub fn parse_mark(m: Option<&str>) -> server::Found {
+    use server::Found;
+    match m {
+        Some(m) if m.starts_with("plumb load:") => {
+            let (mark, run) = match m.split_once("; run ") {
+                Some((mark, run)) => (mark.to_string(), Some(run.trim().to_string())),
+                None => (m.to_string(), None),
+            };
+            Found::Plumbs { mark, run }
+        }
+        Some(m) if m.starts_with("plumb: loading, run ") => Found::Unfinished {
+            run: m["plumb: loading, run ".len()..].trim().to_string(),
+        },
+        _ => Found::Other,
     }
 }
 
@@ -578,6 +669,95 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             lo + ((x >> 33) % (hi - lo + 1) as u64) as i64
         }
+    }
+
+    /// A mark says which run made a database and whether it was loaded whole; anything else,
+    /// an old-style or a hand-written comment included, makes no database plumb's by itself.
+    #[test]
+    fn marks_name_the_run_and_the_state() {
+        use server::Found;
+        let m = final_mark(&Workload::TpcB.mark(2), "00ff");
+        assert_eq!(
+            parse_mark(Some(&m)),
+            Found::Plumbs {
+                mark: "plumb load: pgbench tables, scale 2".into(),
+                run: Some("00ff".into())
+            }
+        );
+        assert_eq!(
+            parse_mark(Some(&loading_mark("ab12"))),
+            Found::Unfinished { run: "ab12".into() }
+        );
+        assert_eq!(parse_mark(Some("my database")), Found::Other);
+        assert_eq!(parse_mark(None), Found::Other);
+    }
+
+    /// What a database holds beyond plumb's names, or under another owner, is named; plumb's
+    /// own objects under the connecting role are not.
+    #[test]
+    fn foreign_objects_are_named_with_their_owner() {
+        let allowed = Workload::TpcB.objects();
+        let o = |k: &str, n: &str, owner: Option<&str>| {
+            (k.to_string(), n.to_string(), owner.map(str::to_string))
+        };
+        let objects = vec![
+            o("table", "pgbench_accounts", Some("plumb")),
+            o("table", "notes", Some("plumb")),
+            o("table", "pgbench_history", Some("alice")),
+            o("extension", "pg_trgm", None),
+            o("table", "plumb_mark", None),
+        ];
+        let foreign = server::foreign_objects(&objects, &allowed, "plumb");
+        assert_eq!(
+            foreign,
+            vec![
+                "table notes",
+                "table pgbench_history (owned by alice)",
+                "extension pg_trgm"
+            ]
+        );
+        let h = server::Holdings {
+            owner: Some("alice".into()),
+            me: "plumb".into(),
+            foreign: Vec::new(),
+        };
+        assert!(h.not_ours().unwrap().contains("owned by alice"));
+        let h = server::Holdings {
+            owner: Some("plumb".into()),
+            me: "plumb".into(),
+            foreign: (0..7).map(|i| format!("table t{i}")).collect(),
+        };
+        let why = h.not_ours().unwrap();
+        assert!(
+            why.contains("table t0") && why.contains("and 2 more"),
+            "{why}"
+        );
+        // Order-entry's tables are not pgbench's: another workload's table is foreign.
+        assert!(!Workload::OrderEntry
+            .objects()
+            .contains(&"pgbench_accounts".to_string()));
+    }
+
+    /// SQL Server's sys.objects rows: dbo's objects by their plain names, others with their
+    /// schema, triggers never passing as one of plumb's tables.
+    #[test]
+    fn sql_servers_objects_read_as_kind_name_owner() {
+        let row = |a: &str, b: &str, c: &str, d: &str| {
+            vec![a.to_string(), b.to_string(), c.to_string(), d.to_string()]
+        };
+        let objects = mssql::mssql_objects(&[
+            row("USER_TABLE", "dbo", "item", "dbo"),
+            row("SQL_STORED_PROCEDURE", "app", "plumb_neword", "dbo"),
+            row("SQL_TRIGGER", "dbo", "item", "dbo"),
+        ]);
+        let foreign = server::foreign_objects(&objects, &Workload::OrderEntry.objects(), "dbo");
+        assert_eq!(
+            foreign,
+            vec![
+                "sql stored procedure app.plumb_neword",
+                "sql trigger dbo.item"
+            ]
+        );
     }
 
     #[test]

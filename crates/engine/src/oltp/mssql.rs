@@ -286,34 +286,112 @@ pub fn find(admin: &mut MssqlConn, db: &str) -> Result<Found> {
         "reading the load's database's mark",
         &format!("SELECT CAST(value AS nvarchar(200)) AS v FROM [{db}].sys.extended_properties WHERE class = 0 AND name = 'plumb'"),
     )?;
-    Ok(
-        match rs.rows.first().and_then(|r| r.first()).map(|v| v.text()) {
-            Some(m) if m.starts_with("plumb load:") => Found::Plumbs(m),
-            _ => Found::Other,
-        },
-    )
+    Ok(super::parse_mark(
+        rs.rows
+            .first()
+            .and_then(|r| r.first())
+            .map(|v| v.text())
+            .as_deref(),
+    ))
 }
 
-pub fn create_database(admin: &mut MssqlConn, db: &str) -> Result<()> {
-    admin
-        .execute(&format!("CREATE DATABASE [{db}]"))
-        .map(|_| ())
-}
-
-pub fn mark_database(admin: &mut MssqlConn, db: &str, w: Workload, scale: u32) -> Result<()> {
+/// Create `db`, then mark it with the run that made it (a database extended property).
+pub fn create_database(admin: &mut MssqlConn, db: &str, run: &str) -> Result<()> {
+    admin.execute(&format!("CREATE DATABASE [{db}]"))?;
     admin
         .execute(&format!(
             "EXEC [{db}].sys.sp_addextendedproperty @name = N'plumb', @value = N'{}'",
-            w.mark(scale)
+            super::loading_mark(run).replace('\'', "''")
+        ))
+        .map(|_| ())
+        .inspect_err(|_| {
+            let _ = drop_database(admin, db);
+        })
+}
+
+pub fn mark_database(admin: &mut MssqlConn, db: &str, mark: &str) -> Result<()> {
+    admin
+        .execute(&format!(
+            "EXEC [{db}].sys.sp_updateextendedproperty @name = N'plumb', @value = N'{}'",
+            mark.replace('\'', "''")
         ))
         .map(|_| ())
 }
 
-/// Drop `db`, rolling back whoever is still in it.
+/// Who owns `db` and what user objects it holds (tables, views, routines, synonyms,
+/// triggers; from sys.objects, SQL Server's documentation: not run against a live server).
+pub fn holdings(
+    admin: &mut MssqlConn,
+    db: &str,
+    allowed: &[String],
+) -> Result<super::server::Holdings> {
+    let rs = admin.query(
+        "reading who owns the load's database",
+        &format!("SELECT SUSER_SNAME(owner_sid) AS owner, SUSER_SNAME() AS me FROM sys.databases WHERE name = '{db}'"),
+    )?;
+    let row = rs.rows.first();
+    let cell = |i: usize| {
+        row.and_then(|r| r.get(i))
+            .map(|v| v.text())
+            .unwrap_or_default()
+    };
+    let (owner, me) = (cell(0), cell(1));
+    let rs = admin.query(
+        "reading what the load's database holds",
+        &format!(
+            "SELECT o.type_desc AS kind, s.name AS sch, o.name AS name, USER_NAME(COALESCE(o.principal_id, s.principal_id)) AS owner FROM [{db}].sys.objects o JOIN [{db}].sys.schemas s ON s.schema_id = o.schema_id WHERE o.is_ms_shipped = 0 AND (o.parent_object_id = 0 OR o.type = 'TR')"
+        ),
+    )?;
+    let objects = mssql_objects(
+        &rs.rows
+            .iter()
+            .map(|r| r.iter().map(|v| v.text()).collect())
+            .collect::<Vec<Vec<String>>>(),
+    );
+    Ok(super::server::Holdings {
+        foreign: super::server::foreign_objects(&objects, allowed, "dbo"),
+        owner: Some(owner),
+        me,
+    })
+}
+
+/// sys.objects rows (type_desc, schema, name, owning user) as (kind, name, owner): dbo's
+/// objects by their plain names, triggers never passing as a table.
+pub fn mssql_objects(rows: &[Vec<String>]) -> Vec<(String, String, Option<String>)> {
+    rows.iter()
+        .filter(|r| r.len() >= 4)
+        .map(|r| {
+            let kind = r[0].to_ascii_lowercase().replace('_', " ");
+            let name = if r[1] == "dbo" && !kind.contains("trigger") {
+                r[2].clone()
+            } else {
+                format!("{}.{}", r[1], r[2])
+            };
+            (kind, name, Some(r[3].clone()))
+        })
+        .collect()
+}
+
+/// Drop `db` when nobody else is in it (never SINGLE_USER WITH ROLLBACK IMMEDIATE).
 pub fn drop_database(admin: &mut MssqlConn, db: &str) -> Result<()> {
+    let rs = admin.query(
+        "looking for sessions in the load's database",
+        &format!("SELECT CAST(session_id AS nvarchar(20)) + ' (' + login_name + ')' AS s FROM sys.dm_exec_sessions WHERE database_id = DB_ID('{db}') AND session_id <> @@SPID"),
+    )?;
+    if !rs.rows.is_empty() {
+        let shown: Vec<String> = rs
+            .rows
+            .iter()
+            .filter_map(|r| r.first().map(|v| format!("session {}", v.text())))
+            .collect();
+        return Err(crate::Error::Refused(format!(
+            "other sessions are in it ({}); plumb drops a database only when nobody else is in it",
+            shown.join(", ")
+        )));
+    }
     admin
         .execute(&format!(
-            "IF DB_ID('{db}') IS NOT NULL BEGIN ALTER DATABASE [{db}] SET SINGLE_USER WITH ROLLBACK IMMEDIATE; DROP DATABASE [{db}]; END"
+            "IF DB_ID('{db}') IS NOT NULL DROP DATABASE [{db}]"
         ))
         .map(|_| ())
 }

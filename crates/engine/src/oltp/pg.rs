@@ -280,10 +280,45 @@ BEGIN
 END $$;
 "#;
 
+/// What plumb load's sessions call themselves: `plumb load (PID N)`, so that a later run can
+/// tell a killed run's sessions (in the database that run made) from anybody else's.
+pub fn application_name() -> String {
+    format!("plumb load (PID {})", std::process::id())
+}
+
+/// Cancel the statements of dead plumb `pid`'s sessions in `db` (its name on them, the role
+/// plumb connects as) and wait up to `wait` for every session in `db` to be gone. Whether
+/// they are.
+pub fn end_sessions_of(admin: &mut Client, db: &str, pid: u32, wait: std::time::Duration) -> bool {
+    let app = format!("plumb load (PID {pid})");
+    let t0 = std::time::Instant::now();
+    loop {
+        // A cancelled statement fails; its backend then finds its client gone and ends.
+        let _ = admin.query(
+            "SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND application_name = $2 AND usename = current_user",
+            &[&db, &app],
+        );
+        let any: i64 = admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&db],
+            )
+            .and_then(|r| r.try_get::<_, i64>(0))
+            .unwrap_or(1);
+        if any == 0 {
+            return true;
+        }
+        if t0.elapsed() > wait {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
 /// Connect to the database the target's URL names (where plumb creates and drops its own).
 pub fn connect_admin(t: &Target) -> Result<Client> {
     let mut cfg = parse_url(t)?;
-    cfg.application_name("plumb load");
+    cfg.application_name(&application_name());
     cfg.connect(NoTls).map_err(|e| Error::Connect {
         url: t.shown(),
         message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
@@ -303,7 +338,7 @@ pub fn server_version(c: &mut Client) -> Result<String> {
 pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Client> {
     let mut cfg = parse_url(t)?;
     cfg.dbname(db);
-    cfg.application_name("plumb load");
+    cfg.application_name(&application_name());
     cfg.connect(NoTls).map_err(|e| Error::Connect {
         url: format!("{label} (database {db})"),
         message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
@@ -326,32 +361,123 @@ pub fn find(admin: &mut Client, db: &str) -> Result<super::server::Found> {
         .map_err(q("looking for the load's database"))?;
     Ok(match row {
         None => Found::Nothing,
-        Some(r) => match r.get::<_, Option<String>>(0) {
-            Some(c) if c.starts_with("plumb load:") => Found::Plumbs(c),
-            _ => Found::Other,
-        },
+        Some(r) => super::parse_mark(r.get::<_, Option<String>>(0).as_deref()),
     })
 }
 
-/// Create `db` (a checked name).
-pub fn create_database(admin: &mut Client, db: &str) -> Result<()> {
+/// Create `db` (a checked name), then mark it with the run that made it.
+pub fn create_database(admin: &mut Client, db: &str, run: &str) -> Result<()> {
     admin
         .batch_execute(&format!("CREATE DATABASE {db}"))
-        .map_err(q("creating the load's database"))
+        .map_err(q("creating the load's database"))?;
+    // Made a moment ago and empty: if it cannot carry the run's mark, it goes at once.
+    comment(admin, db, &super::loading_mark(run)).inspect_err(|_| {
+        let _ = drop_database(admin, db);
+    })
 }
 
-/// Mark `db` as plumb's, loaded whole: only a database with this mark is ever reused.
-pub fn mark_database(admin: &mut Client, db: &str, w: Workload, scale: u32) -> Result<()> {
+fn comment(admin: &mut Client, db: &str, mark: &str) -> Result<()> {
     admin
-        .batch_execute(&format!("COMMENT ON DATABASE {db} IS '{}'", w.mark(scale)))
+        .batch_execute(&format!(
+            "COMMENT ON DATABASE {db} IS '{}'",
+            mark.replace('\'', "''")
+        ))
         .map_err(q("marking the load's database"))
 }
 
-/// Drop `db`, disconnecting whoever is still in it.
+/// Mark `db` as plumb's, loaded whole: only a database with this mark is ever reused.
+pub fn mark_database(admin: &mut Client, db: &str, mark: &str) -> Result<()> {
+    comment(admin, db, mark)
+}
+
+/// Every object of a user's in the database plumb is connected to: (kind, name, owner).
+/// Relations, routines, schemas, extensions, types and large objects; the system's own left out.
+const OBJECTS: &str = "
+SELECT CASE c.relkind WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+         WHEN 'f' THEN 'foreign table' WHEN 'c' THEN 'type' WHEN 'S' THEN 'sequence' ELSE 'table' END,
+       CASE WHEN n.nspname = 'public' THEN c.relname::text ELSE n.nspname || '.' || c.relname END,
+       pg_get_userbyid(c.relowner)::text
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+ WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f', 'c')
+   AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+   AND n.nspname NOT LIKE 'pg\\_toast%' AND n.nspname NOT LIKE 'pg\\_temp\\_%'
+UNION ALL
+SELECT CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'a' THEN 'aggregate' ELSE 'function' END,
+       CASE WHEN n.nspname = 'public' THEN p.proname::text ELSE n.nspname || '.' || p.proname END,
+       pg_get_userbyid(p.proowner)::text
+  FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+ WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                   AND d.objid = p.oid AND d.deptype = 'e')
+UNION ALL
+SELECT 'schema', nspname::text, pg_get_userbyid(nspowner)::text FROM pg_namespace
+ WHERE nspname NOT IN ('public', 'pg_catalog', 'information_schema')
+   AND nspname NOT LIKE 'pg\\_toast%' AND nspname NOT LIKE 'pg\\_temp\\_%'
+UNION ALL
+SELECT 'extension', extname::text, NULL FROM pg_extension WHERE extname <> 'plpgsql'
+UNION ALL
+SELECT 'type', n.nspname || '.' || t.typname, pg_get_userbyid(t.typowner)::text
+  FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+ WHERE t.typtype IN ('e', 'd', 'r', 'm') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+UNION ALL
+SELECT 'large objects:', count(*)::text, NULL FROM pg_largeobject_metadata HAVING count(*) > 0";
+
+/// Who owns `db`, and what in it plumb does not make (a session in it, closed after).
+pub fn holdings(
+    admin: &mut Client,
+    t: &Target,
+    db: &str,
+    allowed: &[String],
+) -> Result<super::server::Holdings> {
+    let row = admin
+        .query_opt(
+            "SELECT pg_get_userbyid(datdba)::text, current_user::text FROM pg_database WHERE datname = $1",
+            &[&db],
+        )
+        .map_err(q("reading who owns the load's database"))?;
+    let Some(row) = row else {
+        return Ok(super::server::Holdings::default());
+    };
+    let (owner, me): (String, String) = (row.get(0), row.get(1));
+    let mut c = connect_to(t, db, &t.shown())?;
+    let objects: Vec<(String, String, Option<String>)> = c
+        .query(OBJECTS, &[])
+        .map_err(q("reading what the load's database holds"))?
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    drop(c);
+    Ok(super::server::Holdings {
+        foreign: super::server::foreign_objects(&objects, allowed, &me),
+        owner: Some(owner),
+        me,
+    })
+}
+
+/// Drop `db`. Never `WITH (FORCE)`: PostgreSQL waits up to 5 s for the sessions in it to end
+/// (plumb's own, closing) and refuses if any stay; the error names them.
 pub fn drop_database(admin: &mut Client, db: &str) -> Result<()> {
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {db} WITH (FORCE)"))
-        .map_err(q("dropping the load's database"))
+    match admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}")) {
+        Ok(()) => Ok(()),
+        Err(e) if e.code() == Some(&postgres::error::SqlState::OBJECT_IN_USE) => {
+            let sessions: Vec<String> = admin
+                .query(
+                    "SELECT format('PID %s (%s, %s)', pid, coalesce(usename::text, '?'), coalesce(nullif(application_name, ''), 'no application name')) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                    &[&db],
+                )
+                .map(|rows| rows.iter().map(|r| r.get(0)).collect())
+                .unwrap_or_default();
+            Err(Error::Refused(format!(
+                "other sessions are in it ({}); plumb drops a database only when nobody else is in it",
+                if sessions.is_empty() {
+                    "they left as plumb looked".to_string()
+                } else {
+                    sessions.join(", ")
+                }
+            )))
+        }
+        Err(e) => Err(q("dropping the load's database")(e)),
+    }
 }
 
 /// The insert loops' table, as the script they reproduce has it: a serial and a 2,000-byte
@@ -504,7 +630,7 @@ pub struct PgOltp {
 impl PgOltp {
     pub fn connect(t: &Target, db: &str, w: Workload) -> Result<PgOltp> {
         let mut cfg = parse_url(t)?;
-        cfg.application_name("plumb load");
+        cfg.application_name(&application_name());
         let login = Login::from_config(&cfg, db).map_err(Error::Url)?;
         let connect_err = |e: WireError| Error::Connect {
             url: format!("{} (database {db})", t.shown()),

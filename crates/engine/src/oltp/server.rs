@@ -10,10 +10,82 @@ use crate::{Kind, Result, Target};
 #[derive(Debug, Clone, PartialEq)]
 pub enum Found {
     Nothing,
-    /// A database plumb load made and loaded whole: its mark.
-    Plumbs(String),
+    /// A database plumb load made and loaded whole: its mark (`plumb load: order-entry, 2
+    /// warehouses`) and the run that made it (None: made before plumb marked runs).
+    Plumbs {
+        mark: String,
+        run: Option<String>,
+    },
+    /// A database a plumb run created and had not finished loading (a run that is still going,
+    /// or one that was killed): the run's token.
+    Unfinished {
+        run: String,
+    },
     /// Somebody else's.
     Other,
+}
+
+/// What a database holds and who owns it: the checks before plumb reuses or drops a database
+/// it did not create in this run.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Holdings {
+    /// The database's owner, where the engine has owners (PostgreSQL, SQL Server).
+    pub owner: Option<String>,
+    /// The role plumb is connected as.
+    pub me: String,
+    /// What it holds that plumb does not make: `table notes`, `schema app`, `function f (owned
+    /// by alice)`.
+    pub foreign: Vec<String>,
+}
+
+impl Holdings {
+    /// Why the database is not plumb's alone (None: owned by the connecting role, where the
+    /// engine has owners, and holding nothing but plumb's objects).
+    pub fn not_ours(&self) -> Option<String> {
+        if let Some(owner) = &self.owner {
+            if owner != &self.me {
+                return Some(format!(
+                    "it is owned by {owner}, not by {} (the role plumb connects as)",
+                    self.me
+                ));
+            }
+        }
+        match self.foreign.as_slice() {
+            [] => None,
+            f => {
+                let shown: Vec<&str> = f.iter().take(5).map(String::as_str).collect();
+                let more = if f.len() > 5 {
+                    format!(" and {} more", f.len() - 5)
+                } else {
+                    String::new()
+                };
+                Some(format!(
+                    "it holds what plumb does not make: {}{more}",
+                    shown.join(", ")
+                ))
+            }
+        }
+    }
+}
+
+/// Objects (kind, name, owner) against the names plumb makes and the role it connects as:
+/// what is foreign, in words.
+pub fn foreign_objects(
+    objects: &[(String, String, Option<String>)],
+    allowed: &[String],
+    me: &str,
+) -> Vec<String> {
+    objects
+        .iter()
+        .filter_map(|(kind, name, owner)| {
+            let plumbs = allowed.iter().any(|a| a.eq_ignore_ascii_case(name));
+            match owner {
+                _ if !plumbs => Some(format!("{kind} {name}")),
+                Some(o) if o != me => Some(format!("{kind} {name} (owned by {o})")),
+                _ => None,
+            }
+        })
+        .collect()
 }
 
 /// A canceller: cancels a connection's running statement from another thread.
@@ -59,22 +131,56 @@ impl Admin {
         }
     }
 
-    pub fn create_database(&mut self, db: &str) -> Result<()> {
+    /// Create `db` (a checked name) and mark it at once with run `run`'s token
+    /// ([`super::loading_mark`]): in the same statement on MariaDB, the next on the others.
+    pub fn create_database(&mut self, db: &str, run: &str) -> Result<()> {
         match self {
-            Admin::Pg(c) => pg::create_database(c, db),
-            Admin::Maria(c) => maria::create_database(c, db),
-            Admin::Mssql(c) => mssql::create_database(c, db),
+            Admin::Pg(c) => pg::create_database(c, db, run),
+            Admin::Maria(c) => maria::create_database(c, db, run),
+            Admin::Mssql(c) => mssql::create_database(c, db, run),
         }
     }
 
-    pub fn mark_database(&mut self, db: &str, w: Workload, scale: u32) -> Result<()> {
+    /// Mark `db` as loaded whole by run `run` (MariaDB: plumb's mark table in it).
+    pub fn mark_database(
+        &mut self,
+        t: &Target,
+        db: &str,
+        w: Workload,
+        scale: u32,
+        run: &str,
+    ) -> Result<()> {
+        let mark = super::final_mark(&w.mark(scale), run);
         match self {
-            Admin::Pg(c) => pg::mark_database(c, db, w, scale),
-            Admin::Maria(c) => maria::mark_database(c, db, w, scale),
-            Admin::Mssql(c) => mssql::mark_database(c, db, w, scale),
+            Admin::Pg(c) => pg::mark_database(c, db, &mark),
+            Admin::Maria(c) => maria::mark_database(c, t, db, &mark),
+            Admin::Mssql(c) => mssql::mark_database(c, db, &mark),
         }
     }
 
+    /// Who owns `db` and what it holds beyond `allowed` (the names plumb gives its objects).
+    pub fn holdings(&mut self, t: &Target, db: &str, allowed: &[String]) -> Result<Holdings> {
+        match self {
+            Admin::Pg(c) => pg::holdings(c, t, db, allowed),
+            Admin::Maria(c) => maria::holdings(c, db, allowed),
+            Admin::Mssql(c) => mssql::holdings(c, db, allowed),
+        }
+    }
+
+    /// Before dropping what dead plumb `pid` left in `db`: cancel that plumb's statements
+    /// still running there (PostgreSQL: its sessions carry its PID in their name) and wait up
+    /// to `wait` for the sessions in `db` to end. Whether they did.
+    pub fn end_sessions_of(&mut self, db: &str, pid: u32, wait: std::time::Duration) -> bool {
+        match self {
+            Admin::Pg(c) => pg::end_sessions_of(c, db, pid, wait),
+            Admin::Maria(c) => maria::end_sessions_of(c, db, wait),
+            Admin::Mssql(_) => true,
+        }
+    }
+
+    /// Drop `db`, never from under another session: PostgreSQL waits up to 5 s for the
+    /// sessions in it to leave and refuses if any stay (no `WITH (FORCE)`), MariaDB and SQL
+    /// Server the same by a look at who is in it first. The error names the sessions.
     pub fn drop_database(&mut self, db: &str) -> Result<()> {
         match self {
             Admin::Pg(c) => pg::drop_database(c, db),

@@ -103,6 +103,7 @@ impl Experiment for Driven {
             max_tries: 1,
             threads: None,
             keep: false,
+            drop_kept: false,
             check: true,
             seed: 1,
             record: None,
@@ -118,16 +119,26 @@ impl Experiment for Driven {
             && (cx.config.pressure.is_some() || cx.config.throttle_writes.is_some());
         let first = match &self.script {
             None if again => {
-                cx.resources.driver_db = Some(crate::resources::ScratchDb {
-                    target: cx.server.target.clone(),
-                    name: base.database.clone(),
-                });
                 let keep = LoadConfig {
                     keep: true,
                     ..base.clone()
                 };
                 let load = format!("{label} load");
-                let r = drive(cx, &keep, &load, label, &run_step, &mut phases)?;
+                // The database this run creates is the lab's to drop, when the lab ends.
+                let mut made = None;
+                let r = drive(
+                    cx,
+                    &keep,
+                    &load,
+                    label,
+                    &run_step,
+                    &mut phases,
+                    Some(&mut made),
+                );
+                if made.is_some() {
+                    cx.resources.driver_db = made;
+                }
+                let r = r?;
                 cx.driver_rerun = Some(LoadConfig {
                     check: false,
                     ..keep
@@ -141,6 +152,7 @@ impl Experiment for Driven {
                 label,
                 &run_step,
                 &mut phases,
+                None,
             )?,
             Some(path) => run_script(cx, &base, path, &run_step, &mut phases)?,
         };
@@ -160,7 +172,7 @@ impl Experiment for Driven {
                     check: false,
                     ..base.clone()
                 };
-                reports.push(drive(cx, &c, "", w.name(), "", &mut phases)?);
+                reports.push(drive(cx, &c, "", w.name(), "", &mut phases, None)?);
             }
         }
         Ok(Outcome {
@@ -242,6 +254,7 @@ fn drive(
     run_phase: &str,
     run_step: &str,
     phases: &mut Vec<Phase>,
+    hand: Option<&mut Option<crate::server_db::ServerDb>>,
 ) -> Result<LoadReport> {
     let recorder = &cx.recorder;
     let progress = &mut cx.progress;
@@ -254,35 +267,35 @@ fn drive(
     });
     let mut window: Option<OpenPhase> = None;
     let name = c.workload.name();
-    let r = crate::load::run(
-        c,
-        &mut |e| match e {
-            LoadEvent::Driving => {
-                if let Some(p) = loading.take() {
-                    phases.push(recorder.end(p));
-                    progress.step(&format!("{name} (plumb's driver): {run_step}"));
-                }
+    let mut on = |e: LoadEvent<'_>| match e {
+        LoadEvent::Driving => {
+            if let Some(p) = loading.take() {
+                phases.push(recorder.end(p));
+                progress.step(&format!("{name} (plumb's driver): {run_step}"));
             }
-            LoadEvent::WindowStart => {
-                window = Some(recorder.begin(
-                    run_phase,
-                    PhaseKind::Workload,
-                    Some(format!("{} client(s), plumb's driver", c.clients)),
-                ))
+        }
+        LoadEvent::WindowStart => {
+            window = Some(recorder.begin(
+                run_phase,
+                PhaseKind::Workload,
+                Some(format!("{} client(s), plumb's driver", c.clients)),
+            ))
+        }
+        LoadEvent::WindowEnd => {
+            if let Some(p) = window.take() {
+                phases.push(recorder.end(p));
             }
-            LoadEvent::WindowEnd => {
-                if let Some(p) = window.take() {
-                    phases.push(recorder.end(p));
-                }
-            }
-            LoadEvent::Second(s) => {
-                let done: u64 = s.done.iter().sum();
-                progress.live_as(name, done as f64, None);
-            }
-            _ => {}
-        },
-        cx.cancel,
-    );
+        }
+        LoadEvent::Second(s) => {
+            let done: u64 = s.done.iter().sum();
+            progress.live_as(name, done as f64, None);
+        }
+        _ => {}
+    };
+    let r = match hand {
+        Some(slot) => crate::load::run_handing(c, &mut on, cx.cancel, slot),
+        None => crate::load::run(c, &mut on, cx.cancel),
+    };
     match r {
         Ok(r) => Ok(r),
         Err(e) if e.is_interrupted() => Err(Interrupted.into()),

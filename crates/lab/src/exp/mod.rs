@@ -18,7 +18,19 @@ mod tests;
 
 use crate::error::{Context as _, Result};
 use crate::pgbench::PgbenchRun;
-use crate::resources::{Resources, ScratchDb};
+use crate::resources::Resources;
+use crate::server_db::ServerDb;
+
+/// What the lab makes in its database: pgbench's tables, the insert/CHECKPOINT loops' table
+/// and the standby experiment's.
+const LAB_DB_OBJECTS: [&str; 6] = [
+    "pgbench_branches",
+    "pgbench_tellers",
+    "pgbench_accounts",
+    "pgbench_history",
+    "dummy_test",
+    "replica_commits",
+];
 use crate::server::Server;
 use crate::{Config, Interrupted, Plan, Progress};
 use plumb_analyze::durability::DurabilityReport;
@@ -395,15 +407,23 @@ impl<'a> Context<'a> {
             let conn = crate::server::with_database(&no_password, &name);
             // A password file wins over the URL's, as in every connection plumb makes.
             let password = self.server.target.password.clone().or(password);
-            let mut admin = plumb_engine::session(&self.server.target)?;
-            admin
-                .execute(&format!("CREATE DATABASE {name}"))
-                .with_context(|| format!("creating the lab database {name}"))?;
-            if !private {
-                self.resources.scratch_db = Some(ScratchDb {
-                    target: self.server.target.clone(),
-                    name: name.clone(),
-                });
+            let mut admin = plumb_engine::oltp::server::Admin::connect(&self.server.target)?;
+            let progress = &mut self.progress;
+            crate::server_db::reclaim_on(&mut admin, &self.server.target, &mut |n| {
+                progress.note(&n)
+            });
+            let mut db = ServerDb::create(
+                &mut admin,
+                &self.server.target,
+                &name,
+                LAB_DB_OBJECTS.iter().map(|s| s.to_string()).collect(),
+            )
+            .with_context(|| format!("creating the lab database {name}"))?;
+            if private {
+                // Goes with plumb's instance.
+                db.keep();
+            } else {
+                self.resources.scratch_db = Some(db);
             }
             let mut target = plumb_engine::Target::new(&conn);
             target.password = password.clone();

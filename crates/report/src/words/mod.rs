@@ -98,6 +98,20 @@ pub fn interference(i: &plumb_analyze::interference::Interference) -> String {
 }
 
 /// A directory with less room than a run needs.
+/// What the start of a command says of something a killed plumb left (its ledger's line).
+pub fn reclaimed(r: &plumb_sys::ledger::Reclaimed) -> String {
+    let (pid, what) = (r.pid, &r.what);
+    match &r.outcome {
+        Ok(()) => format!("plumb: removed what a plumb that was killed (PID {pid}) left: {what}"),
+        Err(later) if r.deferred => {
+            format!("plumb: a plumb that was killed (PID {pid}) left {what}: {later}")
+        }
+        Err(why) => format!(
+            "plumb: warning: a plumb that was killed (PID {pid}) left {what}, which could not be removed: {why}"
+        ),
+    }
+}
+
 pub fn no_room(flag: &str, dir: &std::path::Path, free: u64, need: u64) -> String {
     format!(
         "{flag} {}: only {} free; the lab needs about {} there",

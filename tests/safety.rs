@@ -1006,7 +1006,8 @@ fn issue_11_signals_stop_every_run_at_once_clean_up_and_bound_memory() {
         .unwrap();
     drop(c.stdout.take());
     let o = c.wait_with_output().unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", err(&o));
+    // The status of a command that lost its reader, as a shell shows one SIGPIPE ended.
+    assert_eq!(o.status.code(), Some(141), "{}", err(&o));
 
     // A duration too long for any clock is an error naming the flag, not a panic.
     let huge = "99999999999999999999s";
@@ -1846,4 +1847,87 @@ fn a_killed_mariadb_start_leaves_nothing_that_stops_the_next() {
     let o = run(&["engine", "stop", "--remove", "--dir", &dir]);
     assert!(o.status.success(), "{}", err(&o));
     assert_eq!(processes_with(&[&data]), Vec::<u32>::new(), "left running");
+}
+
+/// `CMD 2>&1 | head -N` in bash: plumb's exit status and what it printed before the pipe
+/// closed, and how long it ran.
+fn through_head(args: &str, lines: u32) -> (i32, String, std::time::Duration) {
+    let t0 = std::time::Instant::now();
+    let o = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "{} {args} 2>&1 | head -{lines}; echo \"status ${{PIPESTATUS[0]}}\"",
+            env!("CARGO_BIN_EXE_plumb")
+        ))
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let code = out
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("status "))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(-1);
+    (code, out, t0.elapsed())
+}
+
+/// A reader that goes away (`| head`) stops plumb as SIGTERM would, quietly: no panic, what it
+/// made removed (the lab's private server and its --out files, the I/O test file), and the
+/// status of a command that lost its reader (141).
+#[test]
+fn a_closed_output_stops_plumb_cleanly_and_never_panics() {
+    let tmp = scratch("plumb-pipe");
+    let dat = tmp.path().join("t.dat");
+    let (code, out, took) = through_head(
+        &format!("io diskspd -- -d20 -c16M -b4K -r -w0 {}", dat.display()),
+        1,
+    );
+    assert_eq!(code, 141, "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(!dat.exists(), "the test file was left");
+    assert!(
+        took < std::time::Duration::from_secs(15),
+        "ran on for {took:?}"
+    );
+    let rec = tmp.path().join("r.plumb");
+    // A recording goes to its file: plumb record carries on until it next writes to the
+    // closed pipe (its end), then ends quietly.
+    let (code, out, _) = through_head(
+        &format!(
+            "record --interval 100ms --duration 3s --out {}",
+            rec.display()
+        ),
+        1,
+    );
+    assert_eq!(code, 141, "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    // The recording is a result, kept as on Ctrl-C, and readable.
+    assert!(run(&["report", rec.to_str().unwrap()]).status.success());
+    if no_postgres().is_some() {
+        skip("skipped the lab's part: no PostgreSQL");
+        return;
+    }
+    let _alone = tracing_alone();
+    let out_dir = tmp.path().join("lab");
+    let (code, out, _) = through_head(
+        &format!(
+            "lab --quick --dir {} --out {}",
+            tmp.path().display(),
+            out_dir.display()
+        ),
+        2,
+    );
+    assert_eq!(code, 141, "{out}");
+    assert!(!out.contains("panicked"), "{out}");
+    assert!(!out_dir.exists(), "the lab left its --out");
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("plumb-lab-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the lab's work directory was left: {left:?}"
+    );
 }

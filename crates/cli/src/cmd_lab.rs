@@ -164,6 +164,11 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     // A new directory, or an empty one of the user's: unless the lab finishes, plumb removes
     // what it wrote there (and the directory, if it made it).
     let out_dir = plumb_report::out::out_dir("--out", &out)?;
+    // Gone on every way out until the report is written (a panic included).
+    let mut unfinished = Unfinished {
+        dir: &out_dir,
+        done: false,
+    };
     // The live figure: the disks under the lab's work directory.
     let devs =
         plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), std::slice::from_ref(&a.dir));
@@ -195,7 +200,6 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     let report = match report {
         Ok(r) => r,
         Err(e) => {
-            out_dir.remove(&LAB_FILES);
             if e.is_interrupted() {
                 eprintln!("plumb: interrupted; {}", removed_words(a, engine));
                 return Ok(interrupted_code());
@@ -203,13 +207,25 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
             return Err(e.into());
         }
     };
-    if let Err(e) = write_report(&report, &out) {
-        out_dir.remove(&LAB_FILES);
-        return Err(e);
-    }
+    write_report(&report, &out)?;
+    unfinished.done = true;
     crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;
     eprintln!("plumb: report in {}", out.join("index.html").display());
     Ok(0)
+}
+
+/// The lab's files in --out, removed when this goes unless the report was written.
+struct Unfinished<'a> {
+    dir: &'a plumb_report::out::OutDir,
+    done: bool,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.dir.remove(&LAB_FILES);
+        }
+    }
 }
 
 /// The running workload's figure for the progress line.

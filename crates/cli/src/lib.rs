@@ -26,6 +26,7 @@ mod cmd_statements;
 mod cmd_trace;
 mod docs;
 mod docs_examples;
+mod every;
 mod progress;
 #[cfg(test)]
 mod vocabulary;
@@ -44,15 +45,8 @@ pub(crate) fn command_args() -> Vec<String> {
 }
 
 /// Run and return the exit code. Errors print as `plumb: error: ...` with their causes.
-/// Every command first takes down what a killed plumb left (its ledger, its trace instances
-/// and uprobes) and says so.
-fn reclaim_what_killed_plumbs_left() {
-    for r in plumb_lab::resources::reclaim_killed() {
-        eprintln!("{}", plumb_report::words::reclaimed(&r));
-    }
-}
-
 pub fn main() -> i32 {
+    every::handle_a_closed_output();
     // Parsed from a copy taken first: masking rewrites the memory std::env::args reads.
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // plumb's own SQL Server client process (see plumb_engine::mssql::MssqlConn).
@@ -65,7 +59,7 @@ pub fn main() -> i32 {
             .map(|a| plumb_engine::redact(&a.to_string_lossy()))
             .collect()
     });
-    hide_passwords_in_argv(&args);
+    every::hide_passwords_in_argv(&args);
     let parsed = command()
         .try_get_matches_from(&args)
         .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
@@ -84,12 +78,20 @@ pub fn main() -> i32 {
             return e.exit_code();
         }
     };
-    reclaim_what_killed_plumbs_left();
-    match run(cli) {
+    every::reclaim_what_killed_plumbs_left();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
+    // One place for a closed output, whatever the command: it stopped (cleaning up what it
+    // made, as on SIGTERM) or finished, quietly, with the status of a command that lost its
+    // reader. A write that failed on it may have panicked: that panic is this, and silent.
+    if plumb_load::signal::output_closed() {
+        return plumb_load::signal::OUTPUT_CLOSED_CODE;
+    }
+    let r = r.unwrap_or_else(|p| std::panic::resume_unwind(p));
+    match r {
         Ok(code) => code,
         Err(e) => {
-            if is_broken_pipe(&e) {
-                return 0;
+            if every::is_broken_pipe(&e) {
+                return plumb_load::signal::OUTPUT_CLOSED_CODE;
             }
             let mut msg = format!("plumb: error: {e}");
             let mut last = e.to_string();
@@ -106,38 +108,6 @@ pub fn main() -> i32 {
             2
         }
     }
-}
-
-/// A password typed on the command line (a URL's, or password=) is remembered so that no
-/// output shows it, and masked in plumb's own process title, which every local user can read;
-/// plumb says so, since it was visible until now.
-fn hide_passwords_in_argv(args: &[std::ffi::OsString]) {
-    let mut any = false;
-    for a in args.iter().map(|a| a.to_string_lossy()) {
-        let a = a.as_ref();
-        if plumb_engine::secret::mask_same_length(a) != a {
-            plumb_engine::secret::remember_in(a);
-            any = true;
-        }
-    }
-    if any {
-        plumb_sys::process::mask_own_cmdline(plumb_engine::secret::mask_same_length);
-        eprintln!("plumb: warning: a password on the command line is visible to other local users in the process list (plumb masks its own copy now); use --password-file, or PGPASSWORD / MYSQL_PWD, instead");
-    }
-}
-
-/// plumb's own output was closed (`plumb os | head`): not an error. A broken pipe under a
-/// database error is the database's connection (a server that went away), which is one.
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain()
-        .take_while(|c| c.downcast_ref::<plumb_engine::Error>().is_none())
-        .any(|c| {
-            c.downcast_ref::<io::Error>()
-            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<plumb_report::Error>().is_some_and(|r| {
-                matches!(r, plumb_report::Error::Io(io) if io.kind() == io::ErrorKind::BrokenPipe)
-            })
-        })
 }
 
 pub fn run(cli: Cli) -> Result<i32> {

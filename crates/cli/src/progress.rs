@@ -12,6 +12,13 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// A plain line on stderr; never a panic (a closed stderr stops plumb through SIGPIPE instead,
+/// see plumb_load::signal).
+fn say(line: std::fmt::Arguments) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
 /// How often a plain progress line is printed when stderr is not a terminal.
 const PLAIN_EVERY: Duration = Duration::from_secs(10);
 
@@ -30,17 +37,22 @@ fn tick(
         if last_disk.elapsed() >= Duration::from_secs(1) {
             last_disk = Instant::now();
             if let Some((iops, bps)) = disks.next() {
-                state.lock().unwrap().live = disk_line(iops, bps);
+                state.lock().unwrap_or_else(|e| e.into_inner()).live = disk_line(iops, bps);
             }
         }
         {
-            let s = state.lock().unwrap();
+            let s = state.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
             pb.set_position(s.position(now).as_millis() as u64);
             pb.set_message(s.message(now));
             if plain && last_plain.elapsed() >= PLAIN_EVERY {
                 last_plain = Instant::now();
-                eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
+                say(format_args!(
+                    "{} {:>3}% · {}",
+                    s.name,
+                    s.pct(now),
+                    s.message(now)
+                ));
             }
         }
         std::thread::sleep(Duration::from_millis(250));
@@ -104,7 +116,7 @@ impl Meter {
     /// A step begins: `done` of the plan is behind it, `planned` is its own, out of `total`
     /// (which may have changed: a skipped experiment, a run repeated).
     pub fn step(&self, what: &str, done: Duration, planned: Duration, total: Duration) {
-        let mut guard = self.state.lock().unwrap();
+        let mut guard = self.state.lock().unwrap_or_else(|e| e.into_inner());
         let s = &mut *guard;
         s.step = what.to_string();
         // A figure belongs to its step.
@@ -116,14 +128,19 @@ impl Meter {
         self.pb.set_length(s.total.as_millis().max(1) as u64);
         if self.plain {
             let now = Instant::now();
-            eprintln!("{} {:>3}% · {}", s.name, s.pct(now), s.message(now));
+            say(format_args!(
+                "{} {:>3}% · {}",
+                s.name,
+                s.pct(now),
+                s.message(now)
+            ));
         }
     }
 
     /// A line the user should read, above the bar (or as a plain line).
     pub fn note(&self, line: &str) {
         if self.plain {
-            eprintln!("plumb: {line}");
+            say(format_args!("plumb: {line}"));
         } else {
             self.pb.println(format!("plumb: {line}"));
         }
@@ -132,7 +149,7 @@ impl Meter {
     /// The step's own live figure (a workload's transactions per second), shown for the next
     /// few seconds in place of the disks'.
     pub fn live(&self, figure: String) {
-        self.state.lock().unwrap().own = Some((figure, Instant::now()));
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).own = Some((figure, Instant::now()));
     }
 
     /// Every step is done: the bar shows 100% (and a plain line says how long it took).
@@ -141,15 +158,15 @@ impl Meter {
         if let Some(t) = self.ticker.take() {
             let _ = t.join();
         }
-        let s = self.state.lock().unwrap();
+        let s = self.state.lock().unwrap_or_else(|e| e.into_inner());
         self.pb.set_length(s.total.as_millis().max(1) as u64);
         self.pb.set_position(s.total.as_millis().max(1) as u64);
         if self.plain {
-            eprintln!(
+            say(format_args!(
                 "{} 100% · done in {}",
                 s.name,
                 clock(self.started.elapsed())
-            );
+            ));
         }
         self.pb.finish_and_clear();
     }

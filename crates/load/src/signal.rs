@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static OUTPUT_CLOSED: AtomicBool = AtomicBool::new(false);
 static FIRST: AtomicI32 = AtomicI32::new(0);
 static COUNT: AtomicU32 = AtomicU32::new(0);
 
@@ -50,6 +51,61 @@ extern "C" fn on_signal(sig: libc::c_int) {
         }
     }
 }
+
+/// SIGPIPE: a write to a pipe or socket whose reader is gone. When that is plumb's own standard
+/// output or error (`plumb lab 2>&1 | head -4`), plumb stops as it would on SIGTERM: both are
+/// pointed at /dev/null (so neither the write that failed nor the cleanup's messages can fail
+/// again), the stop flag is set, and [`output_closed`] says so for the exit status. A SIGPIPE
+/// from any other pipe (a child's) changes nothing: its write fails with EPIPE, as it did.
+extern "C" fn on_pipe(_sig: libc::c_int) {
+    // Only async-signal-safe calls here: poll, open, dup2, close, atomics.
+    // SAFETY: as above, on descriptors 1 and 2 and one this handler opens.
+    unsafe {
+        let mut closed = false;
+        for fd in [1, 2] {
+            let mut p = libc::pollfd {
+                fd,
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            if libc::poll(&mut p, 1, 0) == 1 && p.revents & (libc::POLLERR | libc::POLLHUP) != 0 {
+                closed = true;
+            }
+        }
+        if !closed {
+            return;
+        }
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+        if null >= 0 {
+            libc::dup2(null, 1);
+            libc::dup2(null, 2);
+            libc::close(null);
+        }
+    }
+    OUTPUT_CLOSED.store(true, Ordering::SeqCst);
+    STOP.store(true, Ordering::SeqCst);
+}
+
+/// Handle SIGPIPE as above, for every command (main installs it first).
+pub fn install_pipe() {
+    // SAFETY: a zeroed sigaction with our handler.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_pipe as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        sa.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGPIPE, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Whether plumb's standard output or error lost its reader (and now goes to /dev/null).
+pub fn output_closed() -> bool {
+    OUTPUT_CLOSED.load(Ordering::SeqCst)
+}
+
+/// The exit status of a command whose output lost its reader, as a shell shows one that
+/// SIGPIPE ended (128 + 13).
+pub const OUTPUT_CLOSED_CODE: i32 = 128 + libc::SIGPIPE;
 
 /// Install the handlers for SIGINT, SIGTERM and SIGHUP. Safe to call more than once.
 pub fn install() {

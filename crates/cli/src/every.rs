@@ -1,0 +1,58 @@
+//! What every command does around its work: first it takes down what a killed plumb left,
+//! masks a password typed on the command line, and makes a closed output stop it cleanly; last
+//! it tells a closed output from an error.
+
+use std::io;
+
+/// Every command first takes down what a killed plumb left (its ledger, its trace instances
+/// and uprobes) and says so.
+pub(crate) fn reclaim_what_killed_plumbs_left() {
+    for r in plumb_lab::resources::reclaim_killed() {
+        eprintln!("{}", plumb_report::words::reclaimed(&r));
+    }
+}
+
+/// SIGPIPE on plumb's own output stops it cleanly (see plumb_load::signal), and the panic of
+/// the print that met the closed pipe says nothing.
+pub(crate) fn handle_a_closed_output() {
+    plumb_load::signal::install_pipe();
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        if !plumb_load::signal::output_closed() {
+            default(info)
+        }
+    }));
+}
+
+/// A password typed on the command line (a URL's, or password=) is remembered so that no
+/// output shows it, and masked in plumb's own process title, which every local user can read;
+/// plumb says so, since it was visible until now.
+pub(crate) fn hide_passwords_in_argv(args: &[std::ffi::OsString]) {
+    let mut any = false;
+    for a in args.iter().map(|a| a.to_string_lossy()) {
+        let a = a.as_ref();
+        if plumb_engine::secret::mask_same_length(a) != a {
+            plumb_engine::secret::remember_in(a);
+            any = true;
+        }
+    }
+    if any {
+        plumb_sys::process::mask_own_cmdline(plumb_engine::secret::mask_same_length);
+        eprintln!("plumb: warning: a password on the command line is visible to other local users in the process list (plumb masks its own copy now); use --password-file, or PGPASSWORD / MYSQL_PWD, instead");
+    }
+}
+
+/// plumb's own output was closed (`plumb os | head`): not an error. A broken pipe under a
+/// database error is the database's connection (a server that went away), which is one.
+pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain()
+        .take_while(|c| c.downcast_ref::<plumb_engine::Error>().is_none())
+        .any(|c| {
+            c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<serde_json::Error>().and_then(|j| j.io_error_kind()) == Some(io::ErrorKind::BrokenPipe)
+            || c.downcast_ref::<plumb_report::Error>().is_some_and(|r| {
+                matches!(r, plumb_report::Error::Io(io) if io.kind() == io::ErrorKind::BrokenPipe)
+            })
+        })
+}

@@ -1931,3 +1931,120 @@ fn a_closed_output_stops_plumb_cleanly_and_never_panics() {
         "the lab's work directory was left: {left:?}"
     );
 }
+
+/// What a hostile server says to whoever connects: a title change, a screen clear and a forged
+/// green line.
+const HOSTILE: &str = "\u{1b}]0;owned\u{7}\u{1b}[2J\r\u{1b}[32mplumb: all good\u{1b}[0m \u{9b}2J";
+
+/// A server on loopback that answers every connection with `answer(stream)`; its port.
+fn hostile_server(answer: fn(std::net::TcpStream)) -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || answer(s));
+        }
+    });
+    port
+}
+
+/// A PostgreSQL server that refuses every login with the hostile text as its error message.
+fn pg_refuses(mut s: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    loop {
+        let mut len = [0u8; 4];
+        if s.read_exact(&mut len).is_err() {
+            return;
+        }
+        let n = u32::from_be_bytes(len) as usize;
+        let mut body = vec![0u8; n.saturating_sub(4)];
+        if s.read_exact(&mut body).is_err() {
+            return;
+        }
+        // SSLRequest or GSSENCRequest: no.
+        if body.len() == 4 && (body == [4, 210, 22, 47] || body == [4, 210, 22, 48]) {
+            let _ = s.write_all(b"N");
+            continue;
+        }
+        let mut e = Vec::new();
+        for (k, v) in [("S", "FATAL"), ("V", "FATAL"), ("C", "28000"), ("M", HOSTILE)] {
+            e.extend_from_slice(k.as_bytes());
+            e.extend_from_slice(v.as_bytes());
+            e.push(0);
+        }
+        e.push(0);
+        let mut m = vec![b'E'];
+        m.extend_from_slice(&((e.len() + 4) as u32).to_be_bytes());
+        m.extend_from_slice(&e);
+        let _ = s.write_all(&m);
+        return;
+    }
+}
+
+/// A MySQL server whose greeting names the hostile text as its authentication plugin, and
+/// which then refuses the login with it as its error.
+fn mysql_refuses(mut s: std::net::TcpStream) {
+    use std::io::{Read, Write};
+    let packet = |seq: u8, body: &[u8]| {
+        let mut p = (body.len() as u32).to_le_bytes()[..3].to_vec();
+        p.push(seq);
+        p.extend_from_slice(body);
+        p
+    };
+    let mut g = vec![10u8];
+    g.extend_from_slice(b"5.5.5-10.11.6-MariaDB\0");
+    g.extend_from_slice(&7u32.to_le_bytes());
+    g.extend_from_slice(b"abcdefgh\0");
+    g.extend_from_slice(&0xa20fu16.to_le_bytes());
+    g.push(33);
+    g.extend_from_slice(&2u16.to_le_bytes());
+    g.extend_from_slice(&0x0008u16.to_le_bytes());
+    g.push(21);
+    g.extend_from_slice(&[0u8; 10]);
+    g.extend_from_slice(b"ijklmnopqrst\0");
+    g.extend_from_slice(HOSTILE.as_bytes());
+    g.push(0);
+    if s.write_all(&packet(0, &g)).is_err() {
+        return;
+    }
+    let mut head = [0u8; 4];
+    if s.read_exact(&mut head).is_err() {
+        return;
+    }
+    let n = u32::from_le_bytes([head[0], head[1], head[2], 0]) as usize;
+    let mut body = vec![0u8; n];
+    let _ = s.read_exact(&mut body);
+    let mut err = vec![0xffu8];
+    err.extend_from_slice(&1045u16.to_le_bytes());
+    err.extend_from_slice(b"#28000");
+    err.extend_from_slice(HOSTILE.as_bytes());
+    let _ = s.write_all(&packet(head[3].wrapping_add(1), &err));
+}
+
+/// What a server says reaches the terminal as text: its error messages and its authentication
+/// plugin's name have their control characters escaped (`\x1b`), through both clients, in the
+/// error printer; no raw ESC, BEL, CR or C1 reaches stderr.
+#[test]
+fn what_a_server_says_never_controls_the_terminal() {
+    let pg = hostile_server(pg_refuses);
+    let my = hostile_server(mysql_refuses);
+    for url in [
+        format!("postgresql://u@127.0.0.1:{pg}/db?sslmode=disable"),
+        format!("mysql://u@127.0.0.1:{my}/db"),
+    ] {
+        for args in [
+            vec!["load", "--engine", &url, "--allow-writes", "--duration", "1s"],
+            vec!["delta", "--engine", &url, "--sql", "SELECT 1"],
+        ] {
+            let o = run(&args);
+            let e = err(&o);
+            assert_eq!(o.status.code(), Some(2), "{args:?}: {e}");
+            assert!(
+                !e.bytes().any(|b| b == 0x1b || b == 0x07 || b == b'\r')
+                    && !e.contains('\u{9b}'),
+                "{args:?}: raw control characters reached stderr: {e:?}"
+            );
+            assert!(e.contains("\\x1b]0;owned"), "{args:?}: {e}");
+        }
+    }
+}

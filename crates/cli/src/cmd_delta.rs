@@ -145,7 +145,7 @@ fn target(a: &DeltaArgs) -> Result<(DeltaTarget, Option<private::Owned>)> {
             &a.dir.dir(),
             &a.set,
             a.build.build()?,
-            &mut |note| eprintln!("plumb: {note}"),
+            &mut |note| eprintln!("plumb: {}", plumb_sys::visible::lines(&note)),
         )?),
     }
 }

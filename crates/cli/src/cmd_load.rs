@@ -246,7 +246,7 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
     };
     let run = c.rampup + c.window;
     match e {
-        LoadEvent::Note(n) => eprintln!("plumb: {n}"),
+        LoadEvent::Note(n) => eprintln!("plumb: {}", plumb_sys::visible::lines(&n)),
         LoadEvent::Loading {
             done,
             total,

@@ -151,7 +151,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         &plumb_load::signal::forward_to,
     )?;
     for line in record_text::summary(&summary) {
-        eprintln!("plumb: {line}");
+        eprintln!("plumb: {}", plumb_sys::visible::lines(&line));
     }
     Ok(summary.exit_code.unwrap_or(0))
 }

@@ -152,7 +152,10 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
     let summary = summary?;
     if let Some(e) = &summary.gone {
         let shown = primary.shown();
-        eprintln!("plumb: error: the primary {shown} went away: {e}");
+        eprintln!(
+            "plumb: error: the primary {shown} went away: {}",
+            plumb_sys::visible::lines(&e.to_string())
+        );
     }
     if let Some((path, samples, bytes)) = &summary.recording {
         eprintln!(

@@ -104,7 +104,7 @@ pub fn main() -> i32 {
                 }
                 last = c;
             }
-            eprintln!("{}", plumb_engine::redact(&msg));
+            eprintln!("{}", plumb_sys::visible::lines(&plumb_engine::redact(&msg)));
             2
         }
     }

@@ -16,7 +16,8 @@ use std::time::{Duration, Instant};
 /// see plumb_load::signal).
 fn say(line: std::fmt::Arguments) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let line = line.to_string();
+    let _ = writeln!(std::io::stderr(), "{}", plumb_sys::visible::lines(&line));
 }
 
 /// How often a plain progress line is printed when stderr is not a terminal.
@@ -44,7 +45,7 @@ fn tick(
             let s = state.lock().unwrap_or_else(|e| e.into_inner());
             let now = Instant::now();
             pb.set_position(s.position(now).as_millis() as u64);
-            pb.set_message(s.message(now));
+            pb.set_message(plumb_sys::visible::lines(&s.message(now)).into_owned());
             if plain && last_plain.elapsed() >= PLAIN_EVERY {
                 last_plain = Instant::now();
                 say(format_args!(
@@ -142,7 +143,8 @@ impl Meter {
         if self.plain {
             say(format_args!("plumb: {line}"));
         } else {
-            self.pb.println(format!("plumb: {line}"));
+            self.pb
+                .println(format!("plumb: {}", plumb_sys::visible::lines(line)));
         }
     }
 

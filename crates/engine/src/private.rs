@@ -2064,7 +2064,10 @@ impl Drop for Owned {
             stop(&self.dir).map(|_| ())
         };
         if let Err(e) = r {
-            eprintln!("plumb: warning: {e}");
+            eprintln!(
+                "plumb: warning: {}",
+                plumb_sys::visible::lines(&e.to_string())
+            );
         }
     }
 }

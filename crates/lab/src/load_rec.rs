@@ -85,7 +85,10 @@ impl LoadRecording {
         match plumb_engine::observer(&t) {
             Ok(o) => self.bg.set_engine(Some(o)),
             Err(e) => {
-                eprintln!("plumb: warning: the recording will not have the engine's counters: {e}")
+                eprintln!(
+                    "plumb: warning: the recording will not have the engine's counters: {}",
+                    plumb_sys::visible::lines(&e.to_string())
+                )
             }
         }
     }

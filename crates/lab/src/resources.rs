@@ -112,7 +112,10 @@ impl Drop for Instance {
         match plumb_engine::private_maria::remove_any(&self.dir) {
             Ok(_) => self.ledger.done(),
             Err(e) => {
-                eprintln!("plumb: warning: stopping and removing the lab's database server: {e}")
+                eprintln!(
+                    "plumb: warning: stopping and removing the lab's database server: {}",
+                    plumb_sys::visible::lines(&e.to_string())
+                )
             }
         }
     }

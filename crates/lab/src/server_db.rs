@@ -114,9 +114,10 @@ impl Drop for ServerDb {
         match drop_checked(&self.target, &self.name, &self.objects) {
             Ok(()) => std::mem::replace(&mut self.ledger, Entry::NONE).done(),
             Err(why) => eprintln!(
-                "plumb: warning: left the database {} on {}: {why}; drop it by hand when it is yours (DROP DATABASE {0})",
+                "plumb: warning: left the database {} on {}: {}; drop it by hand when it is yours (DROP DATABASE {0})",
                 self.name,
-                self.target.shown()
+                self.target.shown(),
+                plumb_sys::visible::lines(&why)
             ),
         }
     }

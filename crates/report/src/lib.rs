@@ -86,7 +86,12 @@ struct Envelope<'a, T: Serialize> {
 /// Write a result in the chosen format.
 pub fn emit<R: Render>(r: &R, format: Format, out: &mut dyn Write) -> Result<(), Error> {
     match format {
-        Format::Text => r.text(out)?,
+        // What a server or a file said is shown, never obeyed by the terminal.
+        Format::Text => {
+            let mut w = plumb_sys::visible::Writer::new(&mut *out);
+            r.text(&mut w)?;
+            w.flush()?;
+        }
         Format::Json => {
             debug_assert!(
                 !serde_json::to_value(r)

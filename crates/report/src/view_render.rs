@@ -65,37 +65,13 @@ fn tsv_cell(v: &Val, out: &mut String) {
     }
 }
 
-/// `c`, or, for a control character that would act on the reader's terminal (ESC, BEL, the
-/// rest of C0, DEL, C1), its escape as COPY reads it: `\b`, `\f`, `\v`, else `\xHH` (`\u{HH}`
-/// for C1). A database user's text (a query, an application name) must not retitle or
-/// rewrite the terminal of the DBA who `cat`s a view.
 fn push_visible(c: char, out: &mut String) {
-    match c {
-        '\u{8}' => out.push_str("\\b"),
-        '\u{c}' => out.push_str("\\f"),
-        '\u{b}' => out.push_str("\\v"),
-        c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-            out.push_str(&format!("\\x{:02x}", c as u32));
-        }
-        c if (0x80..0xa0).contains(&(c as u32)) => {
-            out.push_str(&format!("\\u{{{:02x}}}", c as u32));
-        }
-        c => out.push(c),
-    }
+    plumb_sys::visible::push(c, out)
 }
 
-/// Text for a terminal: line breaks and tabs kept, every other control character escaped
-/// ([`push_visible`]).
+/// Text for a terminal: line breaks and tabs kept, every other control character escaped.
 fn visible_lines(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '\n' | '\t' => out.push(c),
-            '\\' => out.push('\\'),
-            c => push_visible(c, &mut out),
-        }
-    }
-    out
+    plumb_sys::visible::lines(s).into_owned()
 }
 
 fn tsv_text(s: &str) -> String {

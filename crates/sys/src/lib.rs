@@ -41,6 +41,7 @@ pub mod snapshot;
 pub mod syscalls;
 pub mod tracefs;
 pub mod tracepage;
+pub mod visible;
 pub mod zram;
 
 /// Errors from the readers. Every variant names the file it concerns.

@@ -360,7 +360,10 @@ impl<'a> Context<'a> {
         match plumb_engine::observer(t) {
             Ok(o) => Some(o),
             Err(e) => {
-                eprintln!("plumb: warning: the recording will not have the engine's counters: {e}");
+                eprintln!(
+                    "plumb: warning: the recording will not have the engine's counters: {}",
+                    plumb_sys::visible::lines(&e.to_string())
+                );
                 None
             }
         }

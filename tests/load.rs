@@ -587,6 +587,18 @@ fn bad_input_is_named_and_exits_2() {
             ],
             "127.0.0.1:1",
         ),
+        // Settings plumb would not apply on a server of yours: refused, not taken silently.
+        (
+            vec![
+                "load",
+                "--engine",
+                "postgres://plumb@127.0.0.1:1/postgres",
+                "--allow-writes",
+                "--set",
+                "shared_buffers=1GB",
+            ],
+            "--set shared_buffers=1GB",
+        ),
     ] {
         let o = run(&args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -1381,4 +1393,80 @@ fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
         text(&o)
     );
     assert_eq!(leftovers(&p).trim(), "", "its own dropped after it too");
+}
+
+/// A run whose reads find nothing is not a result: every transaction fails ("found 0 rows"),
+/// the verdict says not one committed, and plumb load exits 1 as a failed check. A kept schema
+/// that lost its rows is refused before it is run on.
+#[test]
+fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let load = |workload: &str, extra: &[&str]| {
+        let mut args = vec![
+            "--json",
+            "load",
+            "--dir",
+            p.dir_str(),
+            "--workload",
+            workload,
+            "--clients",
+            "1",
+            "--rampup",
+            "0s",
+            "--duration",
+            "1s",
+        ];
+        args.extend_from_slice(extra);
+        run(&args)
+    };
+    let o = load("tpcb", &["--keep"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    // Every account moved out of the keys the workload draws: the counts, the balances and
+    // the marks all hold, and no read finds a row.
+    psql_in(
+        &p,
+        "plumb_load",
+        "UPDATE pgbench_accounts SET aid = aid + 10000000",
+    );
+    for w in ["tpcb", "point-select"] {
+        let o = load(w, &[]);
+        assert_eq!(o.status.code(), Some(1), "{w}: {}", text(&o));
+        let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+        let actions = r["verdict"]["actions"].to_string();
+        assert!(actions.contains("load-nothing-committed"), "{w}: {actions}");
+        assert_eq!(ty(&r, w)["committed"], 0, "{w}: {r}");
+        assert!(ty(&r, w)["codes"]["rows"].as_u64().unwrap() > 0, "{w}: {r}");
+    }
+    let o = run(&[
+        "load",
+        "--dir",
+        p.dir_str(),
+        "--workload",
+        "tpcb",
+        "--clients",
+        "1",
+        "--rampup",
+        "0s",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        text(&o).contains("these figures are not a result"),
+        "{}",
+        text(&o)
+    );
+    // Emptied: refused before it runs.
+    psql_in(&p, "plumb_load", "DELETE FROM pgbench_accounts");
+    let o = load("point-select", &[]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        stderr(&o).contains("pgbench_accounts holds 0 rows, not the 100000"),
+        "{}",
+        text(&o)
+    );
 }

@@ -20,6 +20,14 @@ pub(crate) fn quantile(sorted: &[f64], q: f64) -> Option<f64> {
     Some(sorted[i])
 }
 
+/// Whether a run's verdict says it is not a result (a broken consistency condition, or not one
+/// transaction committed): plumb load exits 1, as a failed check.
+pub fn failed_check(v: &RunVerdict) -> bool {
+    v.actions
+        .iter()
+        .any(|a| a.rule == "load-check-broken" || a.rule == "load-nothing-committed")
+}
+
 pub fn load(r: &LoadReport) -> RunVerdict {
     let mut v = RunVerdict::of_windows(vec![window_trust("timed window", None)]);
     // The seconds of the timed window (after the ramp-up).
@@ -84,7 +92,12 @@ pub fn load(r: &LoadReport) -> RunVerdict {
     if r.checks.iter().any(|c| c.violations != 0) {
         act("load-check-broken", Severity::Critical);
     }
-    if r.failures() > 0 {
+    // Nothing committed: whatever the clients timed is not a result (a server whose reads
+    // find nothing, a schema emptied under a kept mark), and the run says so as a failed check.
+    let committed: u64 = r.types.iter().map(|t| t.committed).sum();
+    if committed == 0 && r.failures() > 0 && !r.interrupted {
+        act("load-nothing-committed", Severity::Critical);
+    } else if r.failures() > 0 {
         act("load-failed", Severity::Warn);
     }
     if r.rate_per_s.is_some() && r.late as f64 > LATE_SHARE * done.max(1) as f64 {

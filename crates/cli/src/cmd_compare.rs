@@ -42,23 +42,30 @@ pub struct CompareArgs {
     pub fail_on: Option<String>,
 }
 
-/// A lab's report directory reads as its report.json.
+/// The largest result file plumb compare reads (a lab's report.json is a few MB).
+const MAX_RESULT_BYTES: u64 = 64 << 20;
+
+/// A lab's report directory reads as its report.json. Each file is read up to
+/// [`MAX_RESULT_BYTES`], a regular file or a pipe (never a device: `/dev/zero`).
 fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
+    let mut meter = Counter::new("reading results", files.len(), files.len() >= 200);
     files
         .iter()
         .map(|f| {
+            meter.tick();
             let path = if f.is_dir() {
                 f.join("report.json")
             } else {
                 f.clone()
             };
-            let text = std::fs::read_to_string(&path).with_context(|| {
-                if f.is_dir() {
-                    format!("{}: not a plumb lab report directory", f.display())
-                } else {
-                    f.display().to_string()
-                }
-            })?;
+            let text =
+                plumb_sys::read_text_bounded(&path, MAX_RESULT_BYTES).with_context(|| {
+                    if f.is_dir() {
+                        format!("{}: not a plumb lab report directory", f.display())
+                    } else {
+                        f.display().to_string()
+                    }
+                })?;
             let v = serde_json::from_str(&text).with_context(|| {
                 format!(
                     "{}: not JSON (plumb io, plumb load and plumb delta --json write it)",
@@ -68,6 +75,46 @@ fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
             Ok((f.display().to_string(), v))
         })
         .collect()
+}
+
+/// A count on stderr for long work (a history of hundreds of results), when it is a terminal:
+/// at most ten times a second, and at the end.
+struct Counter {
+    what: &'static str,
+    of: usize,
+    done: usize,
+    on: bool,
+    last: std::time::Instant,
+}
+
+impl Counter {
+    fn new(what: &'static str, of: usize, long: bool) -> Counter {
+        use std::io::IsTerminal;
+        let on = long && std::io::stderr().is_terminal();
+        let last = std::time::Instant::now();
+        Counter {
+            what,
+            of,
+            done: 0,
+            on,
+            last,
+        }
+    }
+
+    fn tick(&mut self) {
+        self.done += 1;
+        let end = self.done == self.of;
+        if self.on && (end || self.last.elapsed().as_millis() >= 100) {
+            self.last = std::time::Instant::now();
+            eprint!(
+                "\rplumb compare: {} {} of {}",
+                self.what, self.done, self.of
+            );
+            if end {
+                eprintln!();
+            }
+        }
+    }
 }
 
 /// The results in a history directory (not hidden entries), ordered by the lab's start time
@@ -100,7 +147,12 @@ fn history(g: &GlobalArgs, a: &CompareArgs, dir: &Path) -> Result<i32> {
             read.len()
         );
     }
-    let r = plumb_analyze::compare::history(&read, a.min_change)?;
+    let mut meter: Option<Counter> = None;
+    let r = plumb_analyze::compare::history_with(&read, a.min_change, &mut |_, of| {
+        meter
+            .get_or_insert_with(|| Counter::new("figures searched", of, read.len() >= 200))
+            .tick()
+    })?;
     plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
     let worse = r.changes.iter().any(|c| !c.better);
     Ok(if a.fail_on.is_some() && worse { 1 } else { 0 })

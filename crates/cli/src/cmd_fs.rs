@@ -83,7 +83,8 @@ pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
     }
     let handoff = if a.serve_stdin {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s)?;
+        // plumb's own hand-off from the parent: small, never endless.
+        std::io::stdin().take(1 << 20).read_to_string(&mut s)?;
         serde_json::from_str::<Handoff>(&s)
             .map_err(|e| crate::quoting(format!("the settings on stdin: {e}"), e))?
     } else {

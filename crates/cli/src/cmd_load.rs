@@ -175,19 +175,24 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
         None => None,
     };
     let r = run_in(g, &c, a.out.as_deref());
+    // A run that ended (1: not a result, and its report says why) keeps its report.
     match (&r, &out_dir) {
-        (Ok(0), Some(d)) => eprintln!("plumb: report in {}", d.path.join("index.html").display()),
+        (Ok(0 | 1), Some(d)) => {
+            eprintln!("plumb: report in {}", d.path.join("index.html").display())
+        }
         (_, Some(d)) => d.remove(&LOAD_FILES),
         _ => {}
     }
     // A recording of the user's own file keeps what it saw, as `plumb record` does.
-    if !matches!(r, Ok(0)) {
-        if let Some(f) = c.record.as_ref().filter(|f| f.exists()) {
-            eprintln!(
-                "plumb: the recording up to here is in {} (plumb report {0})",
-                f.display()
-            );
-        }
+    if let Some(f) = c
+        .record
+        .as_ref()
+        .filter(|f| !matches!(r, Ok(0 | 1)) && f.exists())
+    {
+        eprintln!(
+            "plumb: the recording up to here is in {} (plumb report {0})",
+            f.display()
+        );
     }
     r
 }
@@ -221,10 +226,14 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
         }
     };
     if let Some(out) = out {
-        write_report(&r, out, c.record.as_deref())?;
+        let rec = c.record.as_deref().map(plumb_store::read).transpose()?;
+        plumb_report::load_render::write_dir(&r, out, rec.as_ref())
+            .map_err(|e| anyhow::anyhow!(e))?;
     }
     crate::emit(g, &plumb_report::load_render::output(&r))?;
-    Ok(0)
+    // Not a result (nothing committed, a condition broken): a failed check.
+    let v = plumb_analyze::load_verdict::load(&r);
+    Ok(i32::from(plumb_analyze::load_verdict::failed_check(&v)))
 }
 
 /// Where the run stands: since it began, the load's estimate (from the warehouses done so far
@@ -273,28 +282,4 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
                 .unwrap_or_default()
         )),
     }
-}
-
-/// load.json, summary.txt and index.html (with the recording's charts) into `out`.
-fn write_report(
-    r: &plumb_analyze::load::LoadReport,
-    out: &std::path::Path,
-    recording: Option<&std::path::Path>,
-) -> Result<()> {
-    let rec = recording.map(plumb_store::read).transpose()?;
-    let w = |name: &str, body: Vec<u8>| -> Result<()> {
-        plumb_report::out::write_new("--out", &out.join(name), &body)?;
-        Ok(())
-    };
-    let mut json = Vec::new();
-    let o = plumb_report::load_render::output(r);
-    plumb_report::emit(&o, plumb_report::Format::Json, &mut json)?;
-    w("load.json", json)?;
-    let mut text = Vec::new();
-    plumb_report::emit(&o, plumb_report::Format::Text, &mut text)?;
-    w("summary.txt", text)?;
-    w(
-        "index.html",
-        plumb_report::load_render::html(r, rec.as_ref()).into_bytes(),
-    )
 }

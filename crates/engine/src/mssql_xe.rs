@@ -221,8 +221,9 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 /// a file without any is an error naming it.
 pub fn read_events_file(p: &std::path::Path) -> crate::Result<Vec<XeEvent>> {
     let shown = p.display();
-    let text =
-        std::fs::read_to_string(p).map_err(|e| crate::Error::Setup(format!("{shown}: {e}")))?;
+    // An event file from sqlcmd: large, never endless (a device is refused).
+    let text = plumb_sys::read_text_bounded(p, 1 << 30)
+        .map_err(|e| crate::Error::Setup(format!("{shown}: {e}")))?;
     let evs = parse_events(&text).map_err(|e| crate::Error::Refused(format!("{shown}: {e}")))?;
     if evs.is_empty() {
         return Err(crate::Error::Refused(format!("{shown}: no <event> in it")));

@@ -280,7 +280,8 @@ impl State {
         if m.len() > MAX_QUERY_BYTES {
             return Err(format!("{shown}: not run: larger than 1 MiB"));
         }
-        let sql = std::fs::read_to_string(&path).map_err(|e| format!("{shown}: {e}"))?;
+        let sql = plumb_sys::read_text_bounded(&path, MAX_QUERY_BYTES)
+            .map_err(|e| format!("{shown}: not run: {e}"))?;
         if sql.trim().is_empty() {
             return Err(format!("{shown}: empty"));
         }

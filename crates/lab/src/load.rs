@@ -91,6 +91,13 @@ pub fn check(c: &LoadConfig) -> Result<()> {
             if !c.allow_writes {
                 crate::refuse!("--engine {}: the load creates a database, fills it and writes to it; on a server plumb did not start it runs only with --allow-writes", t.shown());
             }
+            // Settings plumb would not apply are refused, never taken silently.
+            if let Some(s) = c.set.first() {
+                crate::refuse!("--set {s}: --set configures plumb's private instance when plumb starts it; with --engine the server is yours and keeps its settings (leave out --set)");
+            }
+            if c.build.is_some() {
+                crate::refuse!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
+            }
             t.kind()?;
         }
         None => {
@@ -291,6 +298,7 @@ fn prepare(
                     mark.trim_start_matches("plumb load: ")
                 );
             }
+            check_sizes(target, c)?;
             let broken: Vec<Check> = consistency(target, &c.database, c.workload)?
                 .into_iter()
                 .filter(|k| k.violations != 0)
@@ -610,6 +618,21 @@ fn drive(
         ));
     }
     Ok(r)
+}
+
+/// A kept schema still holds the rows its scale says, table by table.
+fn check_sizes(t: &Target, c: &LoadConfig) -> Result<()> {
+    let mut conn = DbConn::connect(t, &c.database)?;
+    for (table, want) in c.workload.sizes(c.scale) {
+        let have = conn.number(&format!("SELECT count(*) FROM {table}"))?;
+        if have != want {
+            crate::refuse!(
+                "--database {}: the kept schema's {table} holds {have} rows, not the {want} its scale gives; drop it (DROP DATABASE {0}) and load again",
+                c.database
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The workload's consistency conditions on `db` (TPC-C's 1-4, or pgbench's balances).

@@ -6,7 +6,7 @@
 //! with `--` are skipped; `:scale` is replaced by the lab's scale. At most 1 MiB and 1,000
 //! statements.
 
-use crate::error::{Context as _, Result};
+use crate::error::Result;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, LoadReport};
 use plumb_engine::{Session, Target};
@@ -20,17 +20,13 @@ const MAX_STATEMENTS: usize = 1000;
 
 /// The statements of a workload file, `:scale` replaced.
 pub fn read(path: &Path, scale: u32) -> Result<Vec<String>> {
-    let len = std::fs::metadata(path)
-        .with_context(|| format!("--workload {}", path.display()))?
-        .len();
-    if len > MAX_BYTES {
-        crate::refuse!(
-            "--workload {}: {len} bytes; a workload file holds at most 1 MiB of SQL",
+    // At most MAX_BYTES, from a file or a pipe (never a device: /dev/zero).
+    let text = plumb_sys::read_text_bounded(path, MAX_BYTES).map_err(|e| {
+        crate::Error::Refused(format!(
+            "--workload {}: {e} (a workload file holds at most 1 MiB of SQL)",
             path.display()
-        );
-    }
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("--workload {}", path.display()))?;
+        ))
+    })?;
     parse(&text, scale)
         .map_err(|why| crate::Error::Refused(format!("--workload {}: {why}", path.display())))
 }

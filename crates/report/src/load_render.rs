@@ -62,6 +62,15 @@ pub fn block(r: &LoadReport) -> crate::verdict_render::Block {
                     count(r.failures() as f64),
                     crate::fmt::pct(100.0 * r.failures() as f64 / (done + r.failures()).max(1) as f64)
                 ),
+                "load-nothing-committed" => format!(
+                    "not one transaction committed: all {} failed{}; these figures are not a result",
+                    count(r.failures() as f64),
+                    if r.types.iter().any(|t| t.codes.contains_key("rows")) {
+                        ", their reads finding no row (an emptied schema, or a server that answers nothing)"
+                    } else {
+                        " (by type and error below)"
+                    }
+                ),
                 "load-late" => format!(
                     "the open loop fell behind: {} transactions started over 1 ms late (of {}); the rate asked for is more than the clients could start",
                     count(r.late as f64),
@@ -378,6 +387,25 @@ fn checks(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
 
 /// `plumb load --out DIR`'s index.html: what ran, the figures, each type's table, failures and
 /// checks, then the recording's charts (the workload beside the host and the engine).
+/// load.json, summary.txt and index.html (with the recording's charts) into `out`, each a new
+/// file (never over one).
+pub fn write_dir(
+    r: &LoadReport,
+    out: &std::path::Path,
+    rec: Option<&plumb_store::Recording>,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let w = |name: &str, body: Vec<u8>| crate::out::write_new("--out", &out.join(name), &body);
+    let o = output(r);
+    let mut json = Vec::new();
+    crate::emit(&o, crate::Format::Json, &mut json)?;
+    w("load.json", json)?;
+    let mut text = Vec::new();
+    crate::emit(&o, crate::Format::Text, &mut text)?;
+    w("summary.txt", text)?;
+    w("index.html", html(r, rec).into_bytes())?;
+    Ok(())
+}
+
 pub fn html(r: &LoadReport, rec: Option<&plumb_store::Recording>) -> String {
     let mut h = Html::new();
     let lines = header_lines(r);

@@ -199,13 +199,40 @@ impl Root {
 pub const CAPTURED_FILE_LIMIT: u64 = 64 << 20;
 
 /// Read at most `limit` bytes of a file the user named (a regular file or a pipe such as
-/// `<(kubectl get ...)`); more is an error saying so, never an endless read (`/dev/zero`).
+/// `<(kubectl get ...)`); more is an error saying so, never an endless read. A directory, a
+/// device (`/dev/zero`, a disk) or a socket is refused before a byte is read.
 pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let f = fs::File::open(path)?;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    // Opened without waiting: a FIFO with no writer would otherwise hold the open for ever.
+    let f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
     let meta = f.metadata()?;
-    if meta.is_dir() {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, "a directory"));
+    let t = meta.file_type();
+    let refused = if t.is_dir() {
+        Some("a directory")
+    } else if t.is_char_device() {
+        Some("a character device, not a file")
+    } else if t.is_block_device() {
+        Some("a block device, not a file")
+    } else if t.is_socket() {
+        Some("a socket, not a file")
+    } else {
+        None
+    };
+    if let Some(why) = refused {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, why));
+    }
+    // Blocking again for the read itself (a pipe's writer may be slow to start).
+    // SAFETY: fcntl on a descriptor this File owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
     }
     if meta.is_file() && meta.len() > limit {
         return Err(too_big(meta.len(), limit));

@@ -70,10 +70,50 @@ fn shuffle(v: &mut [f64], state: &mut u64) {
     }
 }
 
+/// Histories longer than this are searched in windows of this many runs, half a window apart
+/// (as Otava's analysis windows its series): the work grows with the number of runs, not with
+/// its square, and a change is seen whole from at least one window.
+pub const WINDOW: usize = 100;
+
 /// The change points of `z` (indices where the new level starts) with their p-values, in
 /// order; a split is kept when its permutation p < 0.05 and the medians either side differ by
-/// more than `min_change_pct`.
+/// more than `min_change_pct`. A long history is searched window by window ([`WINDOW`]); a
+/// change two windows see is kept once, with the smaller p, as are two closer than
+/// [`MIN_SIDE`] runs.
 pub fn e_divisive(z: &[f64], min_change_pct: f64) -> Vec<(usize, f64)> {
+    if z.len() <= WINDOW {
+        return e_divisive_whole(z, min_change_pct);
+    }
+    let mut found = Vec::new();
+    let mut lo = 0;
+    loop {
+        let hi = (lo + WINDOW).min(z.len());
+        found.extend(
+            e_divisive_whole(&z[lo..hi], min_change_pct)
+                .into_iter()
+                .map(|(at, p)| (lo + at, p)),
+        );
+        if hi == z.len() {
+            break;
+        }
+        lo += WINDOW / 2;
+    }
+    found.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+    let mut out: Vec<(usize, f64)> = Vec::new();
+    for (at, p) in found {
+        match out.last_mut() {
+            Some(last) if at - last.0 < MIN_SIDE => {
+                if p < last.1 {
+                    *last = (at, p);
+                }
+            }
+            _ => out.push((at, p)),
+        }
+    }
+    out
+}
+
+fn e_divisive_whole(z: &[f64], min_change_pct: f64) -> Vec<(usize, f64)> {
     let mut out = Vec::new();
     let mut segments = vec![(0usize, z.len())];
     let mut state = 0x2545_F491_4F6C_DD1D ^ z.len() as u64;
@@ -139,6 +179,15 @@ pub struct HistoryReport {
 
 /// Every figure's change points over `runs` (already in date order, all of one kind).
 pub fn history(runs: &[Run], min_change_pct: f64) -> Result<HistoryReport, InputError> {
+    history_with(runs, min_change_pct, &mut |_, _| {})
+}
+
+/// [`history`], saying before each figure which one of how many it is (`at`, `of`).
+pub fn history_with(
+    runs: &[Run],
+    min_change_pct: f64,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<HistoryReport, InputError> {
     let Some(first) = runs.first() else {
         return Err(InputError::NotAResult {
             file: "--history".into(),
@@ -157,7 +206,8 @@ pub fn history(runs: &[Run], min_change_pct: f64) -> Result<HistoryReport, Input
     }
     let mut checked = 0;
     let mut changes = Vec::new();
-    for f in &first.figures {
+    for (i, f) in first.figures.iter().enumerate() {
+        progress(i, first.figures.len());
         // The runs that have the figure, in order.
         let series: Vec<(&str, f64)> = runs
             .iter()
@@ -239,6 +289,23 @@ mod tests {
         let mut z = noisy(1000.0, 12, 7);
         z.extend(noisy(1030.0, 12, 8));
         assert!(e_divisive(&z, 5.0).is_empty());
+    }
+
+    /// A long history is searched in windows: each step is found once, where it happened,
+    /// including one at a window's edge, and a flat stretch has none.
+    #[test]
+    fn a_long_history_finds_each_step_once() {
+        let mut z = noisy(1000.0, 130, 11);
+        z.extend(noisy(700.0, 150, 12));
+        z.extend(noisy(1000.0, 120, 13));
+        let cps: Vec<usize> = e_divisive(&z, 5.0).iter().map(|c| c.0).collect();
+        assert_eq!(cps, vec![130, 280]);
+        // A step right at a window's end (100) is seen whole from the next window.
+        let mut z = noisy(1000.0, 100, 14);
+        z.extend(noisy(800.0, 100, 15));
+        let cps: Vec<usize> = e_divisive(&z, 5.0).iter().map(|c| c.0).collect();
+        assert_eq!(cps, vec![100]);
+        assert!(e_divisive(&noisy(1000.0, 400, 16), 5.0).is_empty());
     }
 
     #[test]

@@ -398,7 +398,7 @@ pub fn compare_samples(
 mod history;
 mod inputs;
 mod recording;
-pub use history::{history, ChangePoint, HistoryReport};
+pub use history::{history, history_with, ChangePoint, HistoryReport};
 pub use inputs::*;
 pub use recording::recording_run;
 

@@ -791,7 +791,15 @@ fn tpcb(c: &mut MyWire, s: &mut [Stmt], aid: i32, tid: i32, bid: i32, delta: i32
     let (aid, tid, bid, delta) = (aid as i64, tid as i64, bid as i64, delta as i64);
     in_transaction(c, |c| {
         c.execute(&mut s[0], &[Int(delta), Int(aid)])?;
-        c.execute(&mut s[1], &[Int(aid)])?;
+        // The account's balance: a read that finds nothing fails the transaction.
+        let (_, found) = c.execute(&mut s[1], &[Int(aid)])?;
+        if found != 1 {
+            return Err(MyError::Db {
+                code: 0,
+                state: "rows".into(),
+                message: format!("the account's select found {found} rows, not one (aid {aid})"),
+            });
+        }
         c.execute(&mut s[2], &[Int(delta), Int(tid)])?;
         c.execute(&mut s[3], &[Int(delta), Int(bid)])?;
         c.execute(&mut s[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])?;
@@ -851,6 +859,12 @@ fn read_write(c: &mut MyWire, s: &mut [Stmt], tx: &Tx) -> WRes<()> {
 /// connection (the server's 1927 or 1053, a closed or unreadable one) lost.
 fn classify_wire(e: MyError, dead: bool) -> TxError {
     match e {
+        // plumb's own: a read that found no row.
+        MyError::Db { state, message, .. } if state == "rows" => TxError {
+            failed: Failed::Other,
+            code: "rows".into(),
+            message,
+        },
         MyError::Db { code, message, .. } => TxError {
             failed: match code {
                 _ if dead => Failed::Lost,

@@ -188,6 +188,29 @@ impl Workload {
             .collect()
     }
 
+    /// The rows a whole schema holds at `scale`, table by table: a kept one is reused only
+    /// when it still holds them (a schema emptied under plumb's mark passes the balance checks,
+    /// and would give a run of reads that find nothing).
+    pub fn sizes(self, scale: u32) -> Vec<(&'static str, i64)> {
+        let s = i64::from(scale);
+        match self {
+            Workload::OrderEntry => vec![
+                ("warehouse", s),
+                ("district", s * i64::from(DISTRICTS)),
+                ("customer", s * i64::from(DISTRICTS * CUSTOMERS)),
+                ("item", i64::from(ITEMS)),
+                ("stock", s * i64::from(ITEMS)),
+            ],
+            Workload::InsertSingle | Workload::InsertBulk => Vec::new(),
+            Workload::ReadWrite => vec![("plumb_rw", s * ACCOUNTS)],
+            _ => vec![
+                ("pgbench_branches", s),
+                ("pgbench_tellers", s * TELLERS),
+                ("pgbench_accounts", s * ACCOUNTS),
+            ],
+        }
+    }
+
     /// What plumb writes on a database it created and loaded whole: a later run reuses a kept
     /// one only when it finds this mark, with the same tables and scale.
     pub fn mark(self, scale: u32) -> String {

@@ -831,7 +831,16 @@ async fn tpcb(
     c.run_async("begin", &[]).await?;
     let body = async {
         c.run_async(&n[0], &[Int(delta), Int(aid)]).await?;
-        c.run_async(&n[1], &[Int(aid)]).await?;
+        // The account's balance: a transaction whose read finds nothing is a failure (an
+        // emptied schema, a server that answers nothing), never a result.
+        let found = c.run_async(&n[1], &[Int(aid)]).await?;
+        if found != 1 {
+            return Err(WireError::Db {
+                code: "rows".into(),
+                message: format!("the account's select found {found} rows, not one (aid {aid})"),
+                fatal: false,
+            });
+        }
         c.run_async(&n[2], &[Int(delta), Int(tid)]).await?;
         c.run_async(&n[3], &[Int(delta), Int(bid)]).await?;
         c.run_async(&n[4], &[Int(tid), Int(bid), Int(aid), Int(delta)])

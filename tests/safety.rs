@@ -2063,3 +2063,56 @@ fn what_a_server_says_never_controls_the_terminal() {
         }
     }
 }
+
+/// As root, plumb makes its directories only where nobody else can change the way there: a
+/// link another user placed in a directory they own (`A/B/new`, B a link to /etc) is refused
+/// with the component named, for the private PostgreSQL, the private MariaDB and the lab's work
+/// directory, and nothing is made where the link leads.
+#[test]
+fn a_way_another_user_controls_is_refused_as_root() {
+    if !need_root("the check is for what plumb makes as root") {
+        return;
+    }
+    let tmp = scratch("plumb-safety-way");
+    let theirs = tmp.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let target = tmp.path().join("where-the-link-leads");
+    std::fs::create_dir(&target).unwrap();
+    let link = theirs.join("B");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    for p in [&theirs, &link] {
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        // SAFETY: a path we made, handed to another uid.
+        assert_eq!(unsafe { libc::lchown(c.as_ptr(), 65534, 65534) }, 0);
+    }
+    let new = link.join("new");
+    let new_s = new.to_str().unwrap();
+    for args in [
+        vec!["engine", "start", "--dir", new_s],
+        vec!["engine", "start", "--kind", "mariadb", "--dir", new_s],
+        vec!["lab", "--quick", "--dir", link.to_str().unwrap()],
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", err(&o));
+        assert!(
+            err(&o).contains(&format!("{}: on the way to", theirs.display())),
+            "{args:?}: {}",
+            err(&o)
+        );
+        let made: Vec<_> = std::fs::read_dir(&target).unwrap().flatten().collect();
+        assert!(
+            made.is_empty(),
+            "{args:?} made {made:?} where the link leads"
+        );
+    }
+    // The same path, ours all the way: it starts.
+    let ours = tmp.path().join("ours");
+    std::fs::create_dir(&ours).unwrap();
+    let d = ours.join("pg");
+    let o = run(&["engine", "start", "--dir", d.to_str().unwrap()]);
+    let started = o.status.success();
+    let _ = run(&["engine", "stop", "--remove", "--dir", d.to_str().unwrap()]);
+    if no_postgres().is_none() {
+        assert!(started, "{}", err(&o));
+    }
+}

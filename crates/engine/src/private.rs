@@ -393,6 +393,69 @@ fn trusted_dirs(dir: &Path, what: &Path) -> Result<()> {
     }
 }
 
+/// As root, the way to `dir` as given: every existing component, symbolic links included (and
+/// every directory of where they lead), must be root's or the caller's, and no directory on it
+/// writable by others (a world-writable one only with the sticky bit). Otherwise another user
+/// could point the way somewhere else (`A/B/new` with B a link to /etc, in A they own) and
+/// plumb would make its directory, as root, there. The error names the component.
+pub fn trusted_place(dir: &Path) -> Result<()> {
+    if euid() != 0 {
+        return Ok(());
+    }
+    let given = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(|e| setup_err(dir, e))?
+            .join(dir)
+    };
+    let refuse = |at: &Path, why: String| {
+        Error::Setup(format!(
+            "{}: on the way to {}, {why}: plumb makes and writes directories as root only where nobody but root or you can change the way there",
+            at.display(),
+            dir.display()
+        ))
+    };
+    let parent = given.parent().unwrap_or(Path::new("/"));
+    let mut at = PathBuf::from("/");
+    for c in parent.components().skip(1) {
+        at.push(c);
+        match std::fs::symlink_metadata(&at) {
+            // Missing from here on: whoever creates it reports that.
+            Err(_) => break,
+            Ok(m) if m.file_type().is_symlink() => {
+                if !owner_trusted(&m) {
+                    return Err(refuse(
+                        &at,
+                        format!("a symbolic link owned by uid {}", m.uid()),
+                    ));
+                }
+            }
+            Ok(m) => {
+                if let Some(why) = dir_open_to_others(&m) {
+                    return Err(refuse(&at, why));
+                }
+            }
+        }
+    }
+    // Where the links lead: each directory of the real path.
+    if let Ok(real) = std::fs::canonicalize(parent) {
+        let mut at = PathBuf::from("/");
+        let mut parts = real.components().skip(1);
+        loop {
+            let m = std::fs::metadata(&at).map_err(|e| setup_err(&at, e))?;
+            if let Some(why) = dir_open_to_others(&m) {
+                return Err(refuse(&at, why));
+            }
+            match parts.next() {
+                Some(p) => at.push(p),
+                None => break,
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `path` as given (a Debian wrapper such as /usr/bin/psql reads the name it was run by), after
 /// checking that only root or the caller can change it or what it resolves to: each directory
 /// from `/` down (a world-writable one only with the sticky bit, and then what lies below it
@@ -850,6 +913,7 @@ fn open(dir: &Path, create: bool) -> Result<Option<InstanceDir>> {
 /// The instance directory `dir`, opened and locked for a server that runs as `server`
 /// (created when `create` and it is missing or empty).
 pub(crate) fn open_as(dir: &Path, create: bool, server: &User) -> Result<Option<InstanceDir>> {
+    trusted_place(dir)?;
     let dir = &absolute(dir)?;
     match look(dir)? {
         Found::Link => return Err(refuse_link(dir)),

@@ -142,6 +142,9 @@ impl WorkDir {
     /// must reach its instance inside) but not list it. Its marker names this lab's PID.
     pub fn create(parent: &Path) -> Result<WorkDir> {
         use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        // As root, only where nobody else can change the way there.
+        plumb_engine::private::trusted_place(&parent.join("plumb-lab"))
+            .map_err(|e| crate::Error::Refused(format!("--dir: {e}")))?;
         let pid = std::process::id();
         let mut last = None;
         for i in 0..100u64 {

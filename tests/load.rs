@@ -1470,3 +1470,107 @@ fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
         text(&o)
     );
 }
+
+/// The instance's postmaster and its children, stopped (SIGSTOP) while this lives: a server
+/// that says nothing. Continued when it goes, also when the test fails.
+struct Silent(Vec<i32>);
+
+impl Silent {
+    fn stop(p: &Private) -> Silent {
+        let root = p.pid();
+        let mut pids = vec![root as i32];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u32>().ok());
+            if ppid == Some(root) {
+                pids.push(pid);
+            }
+        }
+        for &pid in &pids {
+            // SAFETY: signals to the test's own server.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        }
+        Silent(pids)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+    }
+}
+
+/// A server that stops answering in the timed window cannot hold plumb load: `--duration 5s`
+/// ends within seconds of the window (transactions in flight cancelled, then their
+/// connections closed; the counters' query given 5 s), saying the server did not answer, and
+/// Ctrl-C during the silence ends it within 2 s with 130.
+#[test]
+fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
+    if !needs_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-load");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+    let url = p.url();
+    let args = |duration: &'static str| {
+        vec![
+            "load".to_string(),
+            "--engine".into(),
+            url.clone(),
+            "--allow-writes".into(),
+            "--workload".into(),
+            "tpcb".into(),
+            "--clients".into(),
+            "2".into(),
+            "--rampup".into(),
+            "0s".into(),
+            "--duration".into(),
+            duration.into(),
+        ]
+    };
+    let mut keep = args("1s");
+    keep.push("--keep".into());
+    let o = plumb().args(&keep).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let spawn = |duration| {
+        plumb()
+            .args(args(duration))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Silent from 2 s into a 5 s window.
+    let t0 = Instant::now();
+    let child = spawn("5s");
+    std::thread::sleep(Duration::from_secs(2));
+    let silent = Silent::stop(&p);
+    let o = child.wait_with_output().unwrap();
+    let took = t0.elapsed();
+    drop(silent);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(stderr(&o).contains("did not answer"), "{}", text(&o));
+    assert!(took < Duration::from_secs(20), "a 5 s window took {took:?}");
+    // Ctrl-C while the server says nothing.
+    let child = spawn("60s");
+    std::thread::sleep(Duration::from_secs(2));
+    let silent = Silent::stop(&p);
+    std::thread::sleep(Duration::from_secs(1));
+    let t1 = Instant::now();
+    // SAFETY: our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let took = t1.elapsed();
+    drop(silent);
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(took < Duration::from_millis(2500), "Ctrl-C took {took:?}");
+}

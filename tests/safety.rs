@@ -2116,3 +2116,36 @@ fn a_way_another_user_controls_is_refused_as_root() {
         assert!(started, "{}", err(&o));
     }
 }
+
+/// A MySQL server that accepts the connection and then says nothing: plumb says it timed out
+/// logging in, after how long and where (it said `CodecError { … os error 11 }` after 60 s).
+#[test]
+fn a_silent_mysql_login_is_said_to_have_timed_out() {
+    let port = hostile_server(|s| {
+        std::thread::sleep(std::time::Duration::from_secs(60));
+        drop(s);
+    });
+    let url = format!("mysql://u@127.0.0.1:{port}/db");
+    let t0 = std::time::Instant::now();
+    let o = run(&[
+        "load",
+        "--engine",
+        &url,
+        "--allow-writes",
+        "--duration",
+        "1s",
+    ]);
+    let took = t0.elapsed();
+    let e = err(&o);
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("timed out logging in") && e.contains("15 s"),
+        "{e}"
+    );
+    assert!(e.contains(&format!("127.0.0.1:{port}")), "{e}");
+    assert!(
+        !e.contains("os error 11") && !e.contains("CodecError"),
+        "{e}"
+    );
+    assert!(took < std::time::Duration::from_secs(25), "{took:?}");
+}

@@ -163,6 +163,10 @@ const LOAD_S_PER_WAREHOUSE: f64 = 4.5;
 
 pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
     plumb_load::signal::install();
+    // A server of the user's may answer nothing: Ctrl-C still ends plumb within 2 s.
+    if a.engine.is_some() {
+        plumb_load::signal::quit_after_stop(Duration::from_millis(1500));
+    }
     let mut c = config(a)?;
     plumb_lab::load::check(&c)?;
     let out_dir = match &a.out {
@@ -219,7 +223,7 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
         Err(e) => {
             meter.abandon();
             if e.is_interrupted() {
-                eprintln!("plumb: interrupted; the load's database was dropped");
+                eprintln!("plumb: interrupted; the database this run created was dropped (a kept one stays)");
                 return Ok(interrupted_code());
             }
             return Err(e.into());

@@ -173,12 +173,63 @@ pub(crate) fn merr(what: &str, e: mysql::Error) -> Error {
 
 fn connect(t: &Target) -> Result<(Conn, Opts)> {
     let opts = parse_url(t)?;
-    let c = Conn::new(opts.clone()).map_err(|e| Error::Connect {
-        url: t.shown(),
-        message: crate::with_hint(Kind::Mariadb, e.to_string()),
-        source: Some(Box::new(e)),
-    })?;
+    let c = login(&opts, &t.shown())?;
     Ok((c, opts))
+}
+
+/// How long a login may take, connection and handshake: a server that accepts and then says
+/// nothing is named after this, not after the 60 s read timeout of a running statement.
+pub const LOGIN_WAIT: Duration = Duration::from_secs(15);
+
+/// Connect and log in within [`LOGIN_WAIT`]; errors name `label` and say what happened.
+pub(crate) fn login(opts: &Opts, label: &str) -> Result<Conn> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let o = opts.clone();
+    std::thread::Builder::new()
+        .name("plumb-mysql-login".into())
+        .spawn(move || {
+            let _ = tx.send(Conn::new(o));
+        })
+        .map_err(|e| Error::Setup(format!("{label}: {e}")))?;
+    match rx.recv_timeout(LOGIN_WAIT) {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(Error::Connect {
+            url: label.to_string(),
+            message: connect_words(&e, opts),
+            source: Some(Box::new(e)),
+        }),
+        Err(_) => Err(Error::Connect {
+            url: label.to_string(),
+            message: format!(
+                "timed out logging in: no answer within {} s (the connection and the handshake; the server accepted and said nothing, or never accepted)",
+                LOGIN_WAIT.as_secs()
+            ),
+            source: None,
+        }),
+    }
+}
+
+/// A failed MySQL/MariaDB login in words: a server that accepted the connection and then said
+/// nothing is named as that, with how long plumb waited and at which step (the driver says
+/// `CodecError { … os error 11 }`); other errors with what to check.
+pub(crate) fn connect_words(e: &mysql::Error, opts: &Opts) -> String {
+    use mysql_common::proto::codec::error::PacketCodecError;
+    let io = match e {
+        mysql::Error::IoError(io) | mysql::Error::CodecError(PacketCodecError::Io(io)) => {
+            Some(io.kind())
+        }
+        _ => None,
+    };
+    if matches!(
+        io,
+        Some(std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+    ) {
+        let waited = opts.get_read_timeout().map(|d| d.as_secs()).unwrap_or(0);
+        return format!(
+            "timed out logging in: the server accepted the connection and then sent nothing for {waited} s (plumb's read timeout), at the handshake"
+        );
+    }
+    crate::with_hint(Kind::Mariadb, e.to_string())
 }
 
 pub struct MariaObserver {

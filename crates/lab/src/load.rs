@@ -191,6 +191,9 @@ fn load_and_drive(
         rec.stop()?;
         r.recording = c.record.as_ref().map(|p| p.display().to_string());
     }
+    if r.interrupted {
+        return Err(Interrupted.into());
+    }
     if c.check {
         r.checks = consistency(target, &c.database, c.workload)?;
     }
@@ -472,6 +475,10 @@ impl driver::Client for LoadClient {
     fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         Some(self.conn.canceller())
     }
+
+    fn closer(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        Some(self.conn.closer())
+    }
 }
 
 /// A transaction's end as the driver counts it.
@@ -514,7 +521,7 @@ fn drive(
             home: (i % c.scale) as i32 + 1,
         }));
     }
-    let mut counter = DbConn::connect(t, &c.database)?;
+    let edges_reader = Edges::start(t, &c.database, c.workload == Workload::OrderEntry)?;
     let tpm_source = admin.tpm_source();
     let plan = driver::Plan {
         mix: c.workload.mix(),
@@ -528,27 +535,17 @@ fn drive(
     };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
-    let db = c.database.clone();
     let order_entry = c.workload == Workload::OrderEntry;
-    let read = |admin: &mut Admin, counter: &mut DbConn| -> plumb_engine::Result<(i64, i64)> {
-        let orders = if order_entry {
-            counter.number(oltp::NEW_ORDERS_SQL)?
-        } else {
-            0
-        };
-        let xacts = admin.transactions(&db)?;
-        Ok((orders, xacts))
-    };
     let m = driver::run(
         &plan,
         clients,
         &mut |e| match e {
             DriverEvent::WindowStart => {
-                edges.push(read(admin, &mut counter));
+                edges.push(edges_reader.read());
                 events(LoadEvent::WindowStart);
             }
             DriverEvent::WindowEnd => {
-                edges.push(read(admin, &mut counter));
+                edges.push(edges_reader.read());
                 events(LoadEvent::WindowEnd);
             }
             DriverEvent::Second(s) => events(LoadEvent::Second(s)),
@@ -633,6 +630,68 @@ fn check_sizes(t: &Target, c: &LoadConfig) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The counters read at the window's edges (the schema's new orders, the engine's
+/// transactions), on a thread of their own with sessions of their own: a server that does not
+/// answer within [`EDGE_WAIT`] leaves the figure out instead of holding the run past its end.
+struct Edges {
+    ask: std::sync::mpsc::Sender<()>,
+    answer: std::sync::mpsc::Receiver<plumb_engine::Result<(i64, i64)>>,
+    /// A read went unanswered: a late answer must not stand for the next one.
+    stale: std::cell::Cell<bool>,
+}
+
+/// How long the counters at a window's edge may take.
+const EDGE_WAIT: Duration = Duration::from_secs(5);
+
+impl Edges {
+    fn start(t: &Target, db: &str, order_entry: bool) -> Result<Edges> {
+        let mut admin = Admin::connect(t)?;
+        let mut counter = DbConn::connect(t, db)?;
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (tell, answer) = std::sync::mpsc::channel();
+        let db = db.to_string();
+        std::thread::Builder::new()
+            .name("plumb-load-counters".into())
+            .spawn(move || {
+                for () in asked {
+                    let r = (|| {
+                        let orders = if order_entry {
+                            counter.number(oltp::NEW_ORDERS_SQL)?
+                        } else {
+                            0
+                        };
+                        Ok((orders, admin.transactions(&db)?))
+                    })();
+                    if tell.send(r).is_err() {
+                        break;
+                    }
+                }
+            })
+            .map_err(|e| Error::quoting(format!("starting the counters' thread: {e}"), e))?;
+        Ok(Edges {
+            ask,
+            answer,
+            stale: std::cell::Cell::new(false),
+        })
+    }
+
+    fn read(&self) -> plumb_engine::Result<(i64, i64)> {
+        let gone = || {
+            plumb_engine::Error::Gone(format!(
+                "the server did not answer the counters' query within {} s",
+                EDGE_WAIT.as_secs()
+            ))
+        };
+        if self.stale.get() || self.ask.send(()).is_err() {
+            return Err(gone());
+        }
+        self.answer.recv_timeout(EDGE_WAIT).unwrap_or_else(|_| {
+            self.stale.set(true);
+            Err(gone())
+        })
+    }
 }
 
 /// The workload's consistency conditions on `db` (TPC-C's 1-4, or pgbench's balances).

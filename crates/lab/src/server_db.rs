@@ -111,7 +111,20 @@ impl Drop for ServerDb {
         if !self.drop {
             return;
         }
-        match drop_checked(&self.target, &self.name, &self.objects) {
+        // A server that says nothing costs DROP_WAIT, not for ever (the ledger keeps the
+        // database for the next run, as root).
+        let (t, name, objects) = (self.target.clone(), self.name.clone(), self.objects.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(drop_checked(&t, &name, &objects));
+        });
+        let r = rx.recv_timeout(DROP_WAIT).unwrap_or_else(|_| {
+            Err(format!(
+                "the server did not answer within {} s",
+                DROP_WAIT.as_secs()
+            ))
+        });
+        match r {
             Ok(()) => std::mem::replace(&mut self.ledger, Entry::NONE).done(),
             Err(why) => eprintln!(
                 "plumb: warning: left the database {} on {}: {}; drop it by hand when it is yours (DROP DATABASE {0})",
@@ -122,6 +135,9 @@ impl Drop for ServerDb {
         }
     }
 }
+
+/// How long plumb waits for a server to drop a database (a large one takes seconds).
+const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Drop `name` if it is still plumb's alone (owned by the connecting role, holding only
 /// `objects`) and nobody else is in it; why not otherwise.

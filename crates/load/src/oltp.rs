@@ -88,7 +88,17 @@ pub trait Client: Send {
     fn canceller(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         None
     }
+    /// Something another thread can call to close the connection, when the server answers
+    /// neither the transaction nor its cancel.
+    fn closer(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
+        None
+    }
 }
+
+/// At the window's end, how long transactions in flight get to end on their own before they
+/// are cancelled, and then before their connections are closed. A server that answers nothing
+/// costs a run about three of these, not for ever.
+pub const END_GRACE: Duration = Duration::from_secs(1);
 
 /// A run's shape.
 #[derive(Debug, Clone)]
@@ -239,6 +249,7 @@ pub fn run(
     let end = window_start + plan.duration;
     let per_client = plan.rate.map(|r| r / clients.len().max(1) as f64);
     let cancellers: Vec<_> = clients.iter().filter_map(|c| c.canceller()).collect();
+    let closers: Vec<_> = clients.iter().filter_map(|c| c.closer()).collect();
     let workers: Vec<(Worker, Box<dyn Client>)> = clients
         .into_iter()
         .enumerate()
@@ -304,9 +315,33 @@ pub fn run(
     }
     stop.store(true, Ordering::Relaxed);
     let ended = Instant::now();
-    if interrupted {
-        for c in &cancellers {
-            c();
+    // Transactions in flight end on their own (after the window: at once on a stop), else
+    // they are cancelled, else their connections closed; a thread still held after that is
+    // left behind, its client counted as lost.
+    let wait = |d: Duration| {
+        let t0 = Instant::now();
+        while !threads.iter().all(|t| t.is_finished()) && t0.elapsed() < d {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        threads.iter().all(|t| t.is_finished())
+    };
+    let grace = if interrupted {
+        END_GRACE / 2
+    } else {
+        END_GRACE
+    };
+    let mut closed = false;
+    if interrupted || !wait(grace) {
+        // Each on a thread of its own: a cancel request to a server that says nothing waits.
+        for c in cancellers {
+            std::thread::spawn(c);
+        }
+        if !wait(grace) {
+            for c in &closers {
+                c();
+            }
+            wait(grace);
+            closed = true;
         }
     }
     let mut types: Vec<TypeStats> = plan
@@ -316,7 +351,17 @@ pub fn run(
         .collect();
     let mut lag = plan.rate.map(|_| hist());
     let (mut late, mut lost) = (0, Vec::new());
+    if closed {
+        lost.push(format!(
+            "the server answered neither the transactions in flight at the end nor their cancel within {} s: plumb closed their connections",
+            (grace * 2).as_secs_f64()
+        ));
+    }
     for t in threads {
+        if !t.is_finished() {
+            lost.push("a client's thread did not end when the run did (the server answered neither its transaction, nor the cancel, nor the closed connection); its transactions are left out".into());
+            continue;
+        }
         let Ok(rs) = t.join() else {
             lost.push("a client thread panicked".into());
             continue;
@@ -501,7 +546,11 @@ impl Worker {
             }
             if let Err(f) = result {
                 if f.class == ErrorClass::LostConnection {
-                    r.lost.push(f.message);
+                    // After the run's end, a connection plumb closed itself: the run says so
+                    // once (see `run`), not per client.
+                    if !self.stop.load(Ordering::Relaxed) {
+                        r.lost.push(f.message);
+                    }
                     break;
                 }
             }

@@ -123,6 +123,32 @@ pub fn install() {
     }
 }
 
+/// For a command that waits on a server it does not control (`plumb load --engine`): once a
+/// stop is asked for, the command gets `grace` to clean up and end; one still running then (a
+/// server that answers nothing holds it) exits at once with 128 + the signal, saying so, and
+/// leaves what its cleanup had not reached to the ledger (as root, the next plumb takes it
+/// down). Ctrl-C then ends plumb whatever the server does.
+pub fn quit_after_stop(grace: Duration) {
+    let _ = std::thread::Builder::new()
+        .name("plumb-stop-deadline".into())
+        .spawn(move || {
+            while !stop_requested() {
+                std::thread::sleep(WAKE_EVERY);
+            }
+            std::thread::sleep(grace);
+            let code = if output_closed() {
+                OUTPUT_CLOSED_CODE
+            } else {
+                exit_code_for(received().unwrap_or(SIGINT))
+            };
+            // SAFETY: write is async-signal-safe; any thread may call it.
+            unsafe { libc::write(2, LATE.as_ptr().cast(), LATE.len()) };
+            std::process::exit(code);
+        });
+}
+
+const LATE: &[u8] = b"plumb: the server did not let plumb finish stopping in time; quitting now (as root, the next plumb command drops what this run left on the server)\n";
+
 /// Whether a stop was asked for.
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)

@@ -332,11 +332,7 @@ fn connect_opts(t: &Target, db: Option<&str>, label: &str) -> Result<Conn> {
     if let Some(db) = db {
         b = b.db_name(Some(db));
     }
-    Conn::new(Opts::from(b)).map_err(|e| Error::Connect {
-        url: label.to_string(),
-        message: crate::with_hint(crate::Kind::Mariadb, e.to_string()),
-        source: Some(Box::new(e)),
-    })
+    crate::mariadb::login(&Opts::from(b), label)
 }
 
 /// Connect to the database the URL names (or none).
@@ -694,6 +690,11 @@ impl MariaOltp {
 
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
         kill_query(&self.target, self.conn.connection_id())
+    }
+
+    /// Something another thread can call to close the session.
+    pub fn closer(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.conn.closer()
     }
 
     /// Run one transaction: Ok(true) committed, Ok(false) rolled back on purpose.

@@ -262,6 +262,14 @@ fn column_type(p: &[u8]) -> Res<u8> {
 }
 
 impl MyWire {
+    /// Something another thread can call to close the session: a read blocked on a server that
+    /// says nothing returns at once.
+    pub fn closer(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.sock.closer()
+    }
+}
+
+impl MyWire {
     /// Open a session and log in; the login may take up to the connect timeout.
     pub fn connect(l: &Login) -> Res<MyWire> {
         let sock = Sock::open(&l.addr, l.timeout)?;
@@ -566,6 +574,12 @@ impl MyWire {
                                     value = first_int(p, binary, *first);
                                 }
                                 rows += 1;
+                                if rows > super::wire::MAX_ROWS {
+                                    return Err(self.broken(&format!(
+                                        "more than {} rows for one statement (plumb's statements read a few)",
+                                        super::wire::MAX_ROWS
+                                    )));
+                                }
                             }
                         }
                     }

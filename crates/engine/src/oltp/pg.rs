@@ -9,7 +9,40 @@ use crate::pg::{parse_url, with_causes};
 use crate::{Error, Result, Target};
 use postgres::NoTls;
 
-pub use postgres::Client;
+/// A session of the postgres crate (the load's administration, its loader, its checks) that
+/// never holds plumb on its way out: postgres::Client's own drop waits for the server to close
+/// the connection, which a server that answers nothing never does; this one lets that wait
+/// happen on a thread of its own.
+pub struct Client(Option<postgres::Client>);
+
+impl Client {
+    fn new(c: postgres::Client) -> Client {
+        Client(Some(c))
+    }
+}
+
+impl std::ops::Deref for Client {
+    type Target = postgres::Client;
+    fn deref(&self) -> &postgres::Client {
+        self.0.as_ref().expect("taken only on drop")
+    }
+}
+
+impl std::ops::DerefMut for Client {
+    fn deref_mut(&mut self) -> &mut postgres::Client {
+        self.0.as_mut().expect("taken only on drop")
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            let _ = std::thread::Builder::new()
+                .name("plumb-pg-close".into())
+                .spawn(move || drop(c));
+        }
+    }
+}
 
 /// Something another thread can call to cancel a connection's running statement.
 pub fn canceller(c: &Client) -> Box<dyn Fn() + Send + Sync> {
@@ -319,11 +352,13 @@ pub fn end_sessions_of(admin: &mut Client, db: &str, pid: u32, wait: std::time::
 pub fn connect_admin(t: &Target) -> Result<Client> {
     let mut cfg = parse_url(t)?;
     cfg.application_name(&application_name());
-    cfg.connect(NoTls).map_err(|e| Error::Connect {
-        url: t.shown(),
-        message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
-        source: Some(Box::new(e)),
-    })
+    cfg.connect(NoTls)
+        .map(Client::new)
+        .map_err(|e| Error::Connect {
+            url: t.shown(),
+            message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
+            source: Some(Box::new(e)),
+        })
 }
 
 /// The server's version as it says it (`15.8`, `17.2 (Debian 17.2-1)`).
@@ -339,11 +374,13 @@ pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Client> {
     let mut cfg = parse_url(t)?;
     cfg.dbname(db);
     cfg.application_name(&application_name());
-    cfg.connect(NoTls).map_err(|e| Error::Connect {
-        url: format!("{label} (database {db})"),
-        message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
-        source: Some(Box::new(e)),
-    })
+    cfg.connect(NoTls)
+        .map(Client::new)
+        .map_err(|e| Error::Connect {
+            url: format!("{label} (database {db})"),
+            message: crate::with_hint(crate::Kind::Postgres, with_causes(&e)),
+            source: Some(Box::new(e)),
+        })
 }
 
 fn q(what: &str) -> impl Fn(postgres::Error) -> Error + '_ {
@@ -672,6 +709,11 @@ impl PgOltp {
     /// Something another thread can call to cancel the running statement.
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {
         self.wire.canceller()
+    }
+
+    /// Something another thread can call to close the session.
+    pub fn closer(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.wire.closer()
     }
 
     /// Let this session share a thread with others: its `exec_async` then waits in

@@ -334,4 +334,14 @@ impl OltpClient {
             OltpClient::Mssql(_) => Box::new(|| {}),
         }
     }
+
+    /// Close the session from another thread (a server that answers neither the statement
+    /// nor its cancel); SQL Server's client process ends on plumb's own stop.
+    pub fn closer(&self) -> Canceller {
+        match self {
+            OltpClient::Pg(c) => c.closer(),
+            OltpClient::Maria(c) => c.closer(),
+            OltpClient::Mssql(_) => Box::new(|| {}),
+        }
+    }
 }

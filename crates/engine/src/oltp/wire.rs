@@ -32,6 +32,9 @@ use std::time::Duration;
 /// The largest message plumb reads from the server: the workloads' replies are a few hundred
 /// bytes; a longer one is refused unread.
 pub const MAX_MESSAGE: usize = 16 << 20;
+/// The most rows plumb reads for one of its statements (they read a few: the widest, a range
+/// of 100); more is a server that will not stop, and ends the connection.
+pub const MAX_ROWS: u64 = 100_000;
 
 /// A value for a statement's parameter, sent in text form; the server gives it the type the
 /// statement needs.
@@ -106,6 +109,23 @@ impl Sock {
                 Err(last)
             }
         }
+    }
+
+    /// Something another thread can call to close this session's socket for reading and
+    /// writing: a read blocked on a server that says nothing returns at once. It holds a
+    /// duplicate of the socket, so it never reaches a descriptor reused for something else.
+    pub(super) fn closer(&self) -> Box<dyn Fn() + Send + Sync> {
+        let dup = match self {
+            Sock::Unix(s) => s.try_clone().map(Sock::Unix),
+            Sock::Tcp(s) => s.try_clone().map(Sock::Tcp),
+        };
+        Box::new(move || {
+            let _ = match &dup {
+                Ok(Sock::Unix(s)) => s.shutdown(std::net::Shutdown::Both),
+                Ok(Sock::Tcp(s)) => s.shutdown(std::net::Shutdown::Both),
+                Err(_) => Ok(()),
+            };
+        })
     }
 
     pub(super) fn fd(&self) -> RawFd {
@@ -410,6 +430,11 @@ impl Wire {
         })
     }
 
+    /// Something another thread can call to close the session (see `Sock::closer`).
+    pub fn closer(&self) -> Box<dyn Fn() + Send + Sync> {
+        self.sock.closer()
+    }
+
     /// Whether the session can no longer be used (closed, or the server said something plumb
     /// does not read).
     pub fn is_dead(&self) -> bool {
@@ -454,7 +479,15 @@ impl Wire {
         let mut err = None;
         loop {
             match self.next().await? {
-                Message::DataRow(_) => rows += 1,
+                Message::DataRow(_) => {
+                    rows += 1;
+                    if rows > MAX_ROWS {
+                        self.dead = true;
+                        return Err(WireError::Protocol(format!(
+                            "the server sent more than {MAX_ROWS} rows for one statement (plumb's statements read a few)"
+                        )));
+                    }
+                }
                 Message::ReadyForQuery(_) => {
                     return match err {
                         Some(e) => Err(e),

@@ -14,7 +14,7 @@ pub fn serving(addr: SocketAddr) -> String {
         if addr.ip().is_loopback() {
             " (this host only)"
         } else {
-            ""
+            "\nplumb: warning: that is beyond this host: anyone who reaches it reads your processes', cgroups' and databases' names and figures, without a password (plumb serves no TLS and no login); give 127.0.0.1:PORT, or let a firewall admit only your Prometheus"
         }
     )
 }

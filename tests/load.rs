@@ -1471,44 +1471,6 @@ fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
     );
 }
 
-/// The instance's postmaster and its children, stopped (SIGSTOP) while this lives: a server
-/// that says nothing. Continued when it goes, also when the test fails.
-struct Silent(Vec<i32>);
-
-impl Silent {
-    fn stop(p: &Private) -> Silent {
-        let root = p.pid();
-        let mut pids = vec![root as i32];
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
-                continue;
-            };
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u32>().ok());
-            if ppid == Some(root) {
-                pids.push(pid);
-            }
-        }
-        for &pid in &pids {
-            // SAFETY: signals to the test's own server.
-            unsafe { libc::kill(pid, libc::SIGSTOP) };
-        }
-        Silent(pids)
-    }
-}
-
-impl Drop for Silent {
-    fn drop(&mut self) {
-        for &pid in &self.0 {
-            // SAFETY: as above.
-            unsafe { libc::kill(pid, libc::SIGCONT) };
-        }
-    }
-}
-
 /// A server that stops answering in the timed window cannot hold plumb load: `--duration 5s`
 /// ends within seconds of the window (transactions in flight cancelled, then their
 /// connections closed; the counters' query given 5 s), saying the server did not answer, and
@@ -1553,7 +1515,7 @@ fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
     let t0 = Instant::now();
     let child = spawn("5s");
     std::thread::sleep(Duration::from_secs(2));
-    let silent = Silent::stop(&p);
+    let silent = p.silence();
     let o = child.wait_with_output().unwrap();
     let took = t0.elapsed();
     drop(silent);
@@ -1563,7 +1525,7 @@ fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
     // Ctrl-C while the server says nothing.
     let child = spawn("60s");
     std::thread::sleep(Duration::from_secs(2));
-    let silent = Silent::stop(&p);
+    let silent = p.silence();
     std::thread::sleep(Duration::from_secs(1));
     let t1 = Instant::now();
     // SAFETY: our own child.

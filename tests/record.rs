@@ -1401,3 +1401,46 @@ fn report_opens_on_what_happened_in_the_window() {
         "{t}"
     );
 }
+
+/// A server that stops answering (SIGSTOP) while it is recorded cannot hold the recording:
+/// `--duration 4s` ends within the engine sample's 10 s of its end, and the recording is
+/// readable, with the samples taken before the silence.
+#[test]
+fn a_silent_server_holds_a_recording_no_longer_than_one_engine_sample() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let tmp = common::server_tempdir("plumb-record");
+    let p = common::Private::start(&tmp.path().join("pg"), &[]);
+    let f = tmp.path().join("silent.plumb");
+    let t0 = std::time::Instant::now();
+    let child = plumb()
+        .args([
+            "record",
+            "--interval",
+            "500ms",
+            "--duration",
+            "4s",
+            "--engine",
+        ])
+        .arg(p.url())
+        .arg("--out")
+        .arg(&f)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let silent = p.silence();
+    let o = child.wait_with_output().unwrap();
+    let took = t0.elapsed();
+    drop(silent);
+    assert!(
+        took < std::time::Duration::from_secs(16),
+        "a 4 s recording took {took:?}: {}",
+        stderr(&o)
+    );
+    let rec = plumb_store::read(&f).unwrap();
+    assert!(rec.times_ms.len() >= 3, "{} samples", rec.times_ms.len());
+}

@@ -99,3 +99,42 @@ impl Drop for Private {
         }
     }
 }
+
+/// The instance's postmaster and its children, stopped (SIGSTOP) while this lives: a server
+/// that says nothing. Continued when it goes, also when the test fails.
+pub struct Silent(Vec<i32>);
+
+impl Private {
+    /// Stop the whole instance (SIGSTOP) until the guard goes.
+    pub fn silence(&self) -> Silent {
+        let root = self.pid();
+        let mut pids = vec![root as i32];
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u32>().ok());
+            if ppid == Some(root) {
+                pids.push(pid);
+            }
+        }
+        for &pid in &pids {
+            // SAFETY: signals to the test's own server.
+            unsafe { libc::kill(pid, libc::SIGSTOP) };
+        }
+        Silent(pids)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: as above.
+            unsafe { libc::kill(pid, libc::SIGCONT) };
+        }
+    }
+}

@@ -11,6 +11,11 @@ use plumb_engine::{Observer, Target};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::time::{Duration, Instant};
 
+/// How long one engine sample (its statements with it) may take: a server that answers
+/// nothing, or without end, costs the recording this, then the session is left behind and a
+/// new one opened as after an error; it never holds a recording past its `--duration` longer.
+pub const SAMPLE_WAIT: Duration = Duration::from_secs(10);
+
 /// The first wait before reconnecting, and the longest.
 const FIRST_RETRY: Duration = Duration::from_secs(1);
 const LAST_RETRY: Duration = Duration::from_secs(5);
@@ -147,14 +152,39 @@ impl EngineSampler {
         if self.obs.is_none() {
             self.reconnect();
         }
-        let Some(obs) = self.obs.as_mut() else {
+        if self.obs.is_none() {
             return Vec::new();
-        };
+        }
         if self.skip {
             self.skip = false;
             return Vec::new();
         }
-        match obs.snapshot_for_recording() {
+        // The session goes to a thread of its own for the sample and comes back with it,
+        // unless the server holds it past SAMPLE_WAIT.
+        let mut obs = self.obs.take().expect("checked above");
+        let want_statements = self.statements.is_some();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let spawned = std::thread::Builder::new()
+            .name("plumb-engine-sample".into())
+            .spawn(move || {
+                let snap = obs.snapshot_for_recording();
+                let st = (want_statements && snap.is_ok()).then(|| obs.statements());
+                let _ = tx.send((obs, snap, st));
+            });
+        if spawned.is_err() {
+            return Vec::new();
+        }
+        let (obs, snap, statements) = match rx.recv_timeout(SAMPLE_WAIT) {
+            Ok(r) => r,
+            Err(_) => {
+                return self.fail(plumb_engine::Error::Gone(format!(
+                    "the server did not answer the engine's sample within {} s",
+                    SAMPLE_WAIT.as_secs()
+                )))
+            }
+        };
+        self.obs = Some(obs);
+        match snap {
             Ok(s) => {
                 self.failed = None;
                 let fields = &self.fields;
@@ -174,7 +204,7 @@ impl EngineSampler {
                     .filter(|(k, v)| keep(k, v))
                     .map(|(k, v)| (format!("engine.{k}"), true, v.round() as u64));
                 let mut out: Vec<(String, bool, u64)> = counters.chain(gauges).collect();
-                match self.read_statements() {
+                match self.read_statements(statements) {
                     Ok(s) => out.extend(s),
                     Err(e) => return self.fail(e),
                 }
@@ -197,11 +227,14 @@ impl EngineSampler {
 
     /// The followed statements' counters (`stmt.ID.calls`, `.time_us`, `.rows`, `.blks_read`,
     /// `.blks_hit`), where the server keeps them.
-    fn read_statements(&mut self) -> plumb_engine::Result<Vec<(String, bool, u64)>> {
-        let (Some(tracker), Some(obs)) = (self.statements.as_mut(), self.obs.as_mut()) else {
+    fn read_statements(
+        &mut self,
+        read: Option<plumb_engine::Result<plumb_engine::Statements>>,
+    ) -> plumb_engine::Result<Vec<(String, bool, u64)>> {
+        let (Some(tracker), Some(read)) = (self.statements.as_mut(), read) else {
             return Ok(Vec::new());
         };
-        let all = match obs.statements()? {
+        let all = match read? {
             plumb_engine::Statements::Read(all) => all,
             plumb_engine::Statements::Unavailable(why) => {
                 if !self.statements_said {

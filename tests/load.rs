@@ -1156,6 +1156,9 @@ fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
         args.extend_from_slice(extra);
         run(&args)
     };
+    // A site's table in template1 is not in plumb's databases (made from template0), so it
+    // never stops plumb from dropping its own.
+    psql_in(&p, "template1", "CREATE TABLE site_table (x int)");
     let o = load(&["--keep"]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
     // Another role takes the kept database over and keeps a table of its own in it.

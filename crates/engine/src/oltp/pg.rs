@@ -402,10 +402,13 @@ pub fn find(admin: &mut Client, db: &str) -> Result<super::server::Found> {
     })
 }
 
-/// Create `db` (a checked name), then mark it with the run that made it.
+/// Create `db` (a checked name) from template0, so that it holds nothing but what plumb puts
+/// in it (a template1 with extensions or tables of a site's would make every new database hold
+/// them, and plumb would take its own for somebody else's), then mark it with the run that
+/// made it.
 pub fn create_database(admin: &mut Client, db: &str, run: &str) -> Result<()> {
     admin
-        .batch_execute(&format!("CREATE DATABASE {db}"))
+        .batch_execute(&format!("CREATE DATABASE {db} TEMPLATE template0"))
         .map_err(q("creating the load's database"))?;
     // Made a moment ago and empty: if it cannot carry the run's mark, it goes at once.
     comment(admin, db, &super::loading_mark(run)).inspect_err(|_| {

@@ -203,9 +203,6 @@ fn load_and_drive(
     r.loaded = loaded.is_some();
     r.load_s = load_s;
     r.kept = db.as_ref().is_some_and(|d| !d.dropped_after());
-    if r.interrupted {
-        return Err(Interrupted.into());
-    }
     Ok(r)
 }
 

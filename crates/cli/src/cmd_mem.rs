@@ -172,10 +172,7 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     // A process that goes away ends the watch with a clear message.
     Ok(match ended {
         Some(e) => {
-            eprintln!(
-                "plumb: {}",
-                plumb_sys::visible::lines(&format!("{:#}", anyhow::Error::from(e)))
-            );
+            crate::every::say(&format!("{:#}", anyhow::Error::from(e)));
             2
         }
         None => 0,

@@ -150,12 +150,9 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         return Err(e.into());
     }
     let summary = summary?;
+    let shown = primary.shown();
     if let Some(e) = &summary.gone {
-        let shown = primary.shown();
-        eprintln!(
-            "plumb: error: the primary {shown} went away: {}",
-            plumb_sys::visible::lines(&e.to_string())
-        );
+        crate::every::say(&format!("error: the primary {shown} went away: {e}"));
     }
     if let Some((path, samples, bytes)) = &summary.recording {
         eprintln!(

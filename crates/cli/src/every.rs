@@ -56,3 +56,62 @@ pub(crate) fn is_broken_pipe(e: &anyhow::Error) -> bool {
             })
         })
 }
+
+/// `plumb: TEXT` on stderr, TEXT quoting a server or a file: its control characters shown,
+/// never obeyed by the terminal.
+pub(crate) fn say(text: &str) {
+    eprintln!("plumb: {}", plumb_sys::visible::lines(text));
+}
+
+/// The command's exit code, and its error printed (`plumb: error: …` with its causes, each
+/// left out where the message before it quotes it; passwords masked, control characters
+/// shown). One place for a closed output, whatever the command: it stopped (cleaning up what it
+/// made, as on SIGTERM) or finished, quietly, with the status of a command that lost its
+/// reader; a write that failed on it may have panicked, and that panic is this, and silent.
+pub(crate) fn exit_code(command: impl FnOnce() -> anyhow::Result<i32>) -> i32 {
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(command));
+    if plumb_load::signal::output_closed() {
+        return plumb_load::signal::OUTPUT_CLOSED_CODE;
+    }
+    match r.unwrap_or_else(|p| std::panic::resume_unwind(p)) {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => plumb_load::signal::OUTPUT_CLOSED_CODE,
+        Err(e) => {
+            let mut msg = format!("plumb: error: {e}");
+            let mut last = e.to_string();
+            for cause in e.chain().skip(1) {
+                let c = cause.to_string();
+                if !last.contains(&c) {
+                    msg.push_str(&format!("\n  caused by: {c}"));
+                }
+                last = c;
+            }
+            eprintln!("{}", plumb_sys::visible::lines(&plumb_engine::redact(&msg)));
+            2
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plumbs_own_output_closing_is_a_quiet_broken_pipe() {
+        let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "Broken pipe");
+        assert!(is_broken_pipe(&anyhow::Error::new(pipe())));
+        assert!(is_broken_pipe(&anyhow::Error::new(
+            plumb_report::Error::Io(pipe())
+        )));
+        // A database connection that broke is an error, not a closed stdout.
+        let gone = plumb_engine::Error::Query {
+            what: "pg_stat_wal_receiver".into(),
+            message: "Broken pipe".into(),
+            source: Some(Box::new(pipe())),
+        };
+        assert!(!is_broken_pipe(&anyhow::Error::new(gone)));
+        // serde_json's own broken pipe (`--json | head -c 150`) is a closed output too.
+        let json = serde_json::Error::io(pipe());
+        assert!(is_broken_pipe(&anyhow::Error::new(json)));
+    }
+}

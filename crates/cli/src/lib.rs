@@ -79,35 +79,7 @@ pub fn main() -> i32 {
         }
     };
     every::reclaim_what_killed_plumbs_left();
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(cli)));
-    // One place for a closed output, whatever the command: it stopped (cleaning up what it
-    // made, as on SIGTERM) or finished, quietly, with the status of a command that lost its
-    // reader. A write that failed on it may have panicked: that panic is this, and silent.
-    if plumb_load::signal::output_closed() {
-        return plumb_load::signal::OUTPUT_CLOSED_CODE;
-    }
-    let r = r.unwrap_or_else(|p| std::panic::resume_unwind(p));
-    match r {
-        Ok(code) => code,
-        Err(e) => {
-            if every::is_broken_pipe(&e) {
-                return plumb_load::signal::OUTPUT_CLOSED_CODE;
-            }
-            let mut msg = format!("plumb: error: {e}");
-            let mut last = e.to_string();
-            for cause in e.chain().skip(1) {
-                // Errors that already quote their cause ("path: No such file") are not
-                // followed by it again.
-                let c = cause.to_string();
-                if !last.contains(&c) {
-                    msg.push_str(&format!("\n  caused by: {c}"));
-                }
-                last = c;
-            }
-            eprintln!("{}", plumb_sys::visible::lines(&plumb_engine::redact(&msg)));
-            2
-        }
-    }
+    every::exit_code(|| run(cli))
 }
 
 pub fn run(cli: Cli) -> Result<i32> {
@@ -215,22 +187,6 @@ mod tests {
         assert!(e.contains("--json") && e.contains("csv"), "{e}");
         let c = Cli::try_parse_from(["plumb", "--format", "json", "os", "--json"]).unwrap();
         assert_eq!(c.global.format(), Format::Json);
-    }
-
-    #[test]
-    fn only_plumbs_own_output_closing_is_a_quiet_broken_pipe() {
-        let pipe = || io::Error::new(io::ErrorKind::BrokenPipe, "Broken pipe");
-        assert!(is_broken_pipe(&anyhow::Error::new(pipe())));
-        assert!(is_broken_pipe(&anyhow::Error::new(
-            plumb_report::Error::Io(pipe())
-        )));
-        // A database connection that broke is an error, not a closed stdout.
-        let gone = plumb_engine::Error::Query {
-            what: "pg_stat_wal_receiver".into(),
-            message: "Broken pipe".into(),
-            source: Some(Box::new(pipe())),
-        };
-        assert!(!is_broken_pipe(&anyhow::Error::new(gone)));
     }
 
     #[test]

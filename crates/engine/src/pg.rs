@@ -102,8 +102,27 @@ impl Conn {
     }
 
     /// Rows of (key columns..., float values...) as text keys and f64s.
+    /// At most [`crate::views::MAX_ROWS`] rows are read: a server that sends more (without
+    /// end) is refused, never held in memory.
     fn rows(&mut self, what: &str, sql: &str, keys: usize) -> Result<Vec<(Vec<String>, Vec<f64>)>> {
-        let rows = self.client.query(sql, &[]).map_err(|e| qerr(what, e))?;
+        use postgres::fallible_iterator::FallibleIterator;
+        let mut it = self
+            .client
+            .query_raw(
+                sql,
+                std::iter::empty::<&(dyn postgres::types::ToSql + Sync)>(),
+            )
+            .map_err(|e| qerr(what, e))?;
+        let mut rows = Vec::new();
+        while let Some(r) = it.next().map_err(|e| qerr(what, e))? {
+            if rows.len() >= crate::views::MAX_ROWS {
+                return Err(Error::Refused(format!(
+                    "{what}: the server sent more than {} rows; plumb reads at most that many",
+                    crate::views::MAX_ROWS
+                )));
+            }
+            rows.push(r);
+        }
         let mut out = Vec::new();
         for r in rows {
             let n = r.len();

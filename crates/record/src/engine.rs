@@ -217,8 +217,13 @@ impl EngineSampler {
     fn fail(&mut self, e: plumb_engine::Error) -> Vec<(String, bool, u64)> {
         self.failed = Some(e.to_string());
         if self.target.is_some() {
-            // A new session from the next try on: this one may be dead for good.
-            self.obs = None;
+            // A new session from the next try on: this one may be dead for good, and closing
+            // it may wait on the server: that happens on a thread of its own.
+            if let Some(old) = self.obs.take() {
+                let _ = std::thread::Builder::new()
+                    .name("plumb-engine-close".into())
+                    .spawn(move || drop(old));
+            }
             self.retry_at = Some(Instant::now() + FIRST_RETRY);
             self.backoff = FIRST_RETRY * 2;
         }

@@ -60,6 +60,10 @@ pub enum Error {
 
 pub type Result<T> = std::result::Result<T, Error>;
 
+/// The most rows plumb keeps of one result a server sends (`plumb fs`'s views, the observers'
+/// reads): more is a server that will not stop, never held in memory.
+pub const MAX_ROWS: usize = 100_000;
+
 static INTERRUPT: std::sync::OnceLock<fn() -> bool> = std::sync::OnceLock::new();
 
 /// `stop()` says whether plumb was asked to stop (Ctrl-C, SIGTERM, SIGHUP): every wait of the

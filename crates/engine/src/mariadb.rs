@@ -273,17 +273,17 @@ impl MariaObserver {
         })
     }
 
-    /// At most [`crate::views::MAX_ROWS`] rows are kept: a server that sends more (without
+    /// At most [`crate::MAX_ROWS`] rows are kept: a server that sends more (without
     /// end) is refused, never held in memory.
     fn rows(&mut self, what: &str, sql: &str) -> Result<Vec<Vec<Value>>> {
         let mut result = self.conn.query_iter(sql).map_err(|e| merr(what, e))?;
         let mut out = Vec::new();
         while let Some(set) = result.iter() {
             for r in set {
-                if out.len() >= crate::views::MAX_ROWS {
+                if out.len() >= crate::MAX_ROWS {
                     return Err(Error::Refused(format!(
                         "{what}: the server sent more than {} rows; plumb reads at most that many",
-                        crate::views::MAX_ROWS
+                        crate::MAX_ROWS
                     )));
                 }
                 out.push(r.map_err(|e| merr(what, e))?.unwrap());

@@ -102,7 +102,7 @@ impl Conn {
     }
 
     /// Rows of (key columns..., float values...) as text keys and f64s.
-    /// At most [`crate::views::MAX_ROWS`] rows are read: a server that sends more (without
+    /// At most [`crate::MAX_ROWS`] rows are read: a server that sends more (without
     /// end) is refused, never held in memory.
     fn rows(&mut self, what: &str, sql: &str, keys: usize) -> Result<Vec<(Vec<String>, Vec<f64>)>> {
         use postgres::fallible_iterator::FallibleIterator;
@@ -115,10 +115,10 @@ impl Conn {
             .map_err(|e| qerr(what, e))?;
         let mut rows = Vec::new();
         while let Some(r) = it.next().map_err(|e| qerr(what, e))? {
-            if rows.len() >= crate::views::MAX_ROWS {
+            if rows.len() >= crate::MAX_ROWS {
                 return Err(Error::Refused(format!(
                     "{what}: the server sent more than {} rows; plumb reads at most that many",
-                    crate::views::MAX_ROWS
+                    crate::MAX_ROWS
                 )));
             }
             rows.push(r);

@@ -33,7 +33,7 @@ pub struct Table {
 }
 
 /// The most rows of one result `plumb fs` keeps; the rest are not read into memory.
-pub const MAX_ROWS: usize = 100_000;
+pub use crate::MAX_ROWS;
 /// The most bytes of values of one result `plumb fs` keeps.
 pub const MAX_BYTES: usize = 64 << 20;
 

@@ -1906,7 +1906,15 @@ fn a_closed_output_stops_plumb_cleanly_and_never_panics() {
     assert_eq!(code, 141, "{out}");
     assert!(!out.contains("panicked"), "{out}");
     // The recording is a result, kept as on Ctrl-C, and readable.
-    assert!(run(&["report", rec.to_str().unwrap()]).status.success());
+    let page = tmp.path().join("page");
+    assert!(run(&[
+        "report",
+        rec.to_str().unwrap(),
+        "--out",
+        page.to_str().unwrap()
+    ])
+    .status
+    .success());
     if no_postgres().is_some() {
         skip("skipped the lab's part: no PostgreSQL");
         return;

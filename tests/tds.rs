@@ -1244,6 +1244,15 @@ fn oltp_server(sql: &str) -> Answer {
         Answer::Done
     } else if sql.contains("SERVERPROPERTY('ProductVersion')") {
         Answer::Rows(vec![("v", true)], vec![vec![Text("16.0.4135.4")]])
+    } else if sql.contains("SUSER_SNAME(owner_sid)") {
+        // Before a drop: the database is the login's own.
+        Answer::Rows(
+            vec![("owner", true), ("me", true)],
+            vec![vec![Text("sa"), Text("sa")]],
+        )
+    } else if sql.contains("sys.dm_exec_sessions") {
+        // Before a drop: nobody else is in it.
+        Answer::Rows(vec![("s", true)], vec![])
     } else if sql.contains("FROM sys.databases WHERE name") {
         Answer::Rows(vec![i("n")], vec![vec![Int(0)]])
     } else if sql.contains("sum(d_next_o_id)") {

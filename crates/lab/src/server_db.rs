@@ -143,9 +143,7 @@ const DROP_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// `objects`) and nobody else is in it; why not otherwise.
 fn drop_checked(t: &Target, name: &str, objects: &[String]) -> std::result::Result<(), String> {
     let mut a = Admin::connect(t).map_err(|e| e.to_string())?;
-    if matches!(a.find(name), Ok(Found::Nothing)) {
-        return Ok(());
-    }
+    // (A database already gone has no owner and holds nothing; its drop is IF EXISTS.)
     let h = a.holdings(t, name, objects).map_err(|e| e.to_string())?;
     if let Some(why) = h.not_ours() {
         return Err(why);

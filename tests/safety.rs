@@ -1299,6 +1299,26 @@ fn issue_11_inputs_are_read_within_bounds() {
         );
     }
 
+    // A pipe nobody writes to: a recording is a regular file, refused at once (an open of a
+    // FIFO waits for a writer for ever).
+    let fifo = tmp.path().join("nobody-writes.plumb");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a NUL-terminated path this test owns.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let fifo = fifo.to_str().unwrap();
+    for args in [
+        vec!["export", fifo],
+        vec!["report", fifo, "--out", "/nonexistent/x"],
+    ] {
+        let (code, e, _, secs) = run_measured(&args);
+        assert_eq!(code, 2, "{args:?}: {e}");
+        assert!(
+            e.contains("nobody-writes.plumb") && e.contains("not a regular file"),
+            "{args:?}: {e}"
+        );
+        assert!(secs < 10.0, "{args:?}: {secs} s");
+    }
+
     // A sample and a mark at 2^50 ms: the report and the plot end (they hung at 10 GB).
     let far = tmp.path().join("far.plumb");
     {

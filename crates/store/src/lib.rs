@@ -416,7 +416,16 @@ pub fn read(path: &Path) -> Result<Recording> {
         path: path.into(),
         source: e,
     };
-    let f = File::open(path).map_err(io)?;
+    // Opened without waiting: a FIFO with no writer would hold a plain open for ever. Only a
+    // regular file is read, and O_NONBLOCK means nothing to one.
+    let f = {
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .map_err(io)?
+    };
     let meta = f.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(Error::Refused {

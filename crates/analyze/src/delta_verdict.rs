@@ -103,6 +103,7 @@ pub fn delta(r: &DeltaReport) -> DeltaVerdict {
             rule: n.code.to_string(),
             severity: Severity::Warn,
             experiment: false,
+            finding: None,
         })
         .collect();
     let mut changes = Vec::new();

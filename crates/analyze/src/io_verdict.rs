@@ -60,6 +60,7 @@ pub fn io(r: &IoReport) -> RunVerdict {
             rule: "io-disturbed".into(),
             severity: Severity::Warn,
             experiment: false,
+            finding: None,
         });
     }
     v

@@ -81,6 +81,7 @@ pub fn load(r: &LoadReport) -> RunVerdict {
             rule: rule.to_string(),
             severity,
             experiment: false,
+            finding: None,
         })
     };
     if r.interrupted {

@@ -123,6 +123,10 @@ pub struct Action {
     pub severity: Severity,
     /// About plumb's own experiment, not the server's configuration.
     pub experiment: bool,
+    /// Which of the report's findings it is (its index in `findings`): several findings share
+    /// a rule (one per workload, per setting), and each is said in its own words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finding: Option<usize>,
 }
 
 /// What one of plumb's own experiments changed.
@@ -315,11 +319,13 @@ pub fn lab(r: &LabReport) -> RunVerdict {
     v.actions = r
         .findings
         .iter()
-        .filter(|f| f.severity >= Severity::Warn)
-        .map(|f| Action {
+        .enumerate()
+        .filter(|(_, f)| f.severity >= Severity::Warn)
+        .map(|(i, f)| Action {
             rule: f.rule.clone(),
             severity: f.severity,
             experiment: f.experiment.is_some(),
+            finding: Some(i),
         })
         .collect();
     v.experiments = r
@@ -420,6 +426,7 @@ fn warn_notes(notes: &[crate::Note]) -> Vec<Action> {
             rule: n.code.to_string(),
             severity: Severity::Warn,
             experiment: false,
+            finding: None,
         })
         .collect()
 }

@@ -307,9 +307,16 @@ pub fn action_lines(v: &RunVerdict, findings: &[Finding]) -> Vec<Line> {
     v.actions
         .iter()
         .map(|a| {
-            let statement = findings
-                .iter()
-                .find(|f| f.rule == a.rule && f.severity == a.severity)
+            // Its own finding's words: several findings share a rule (one per setting).
+            let statement = a
+                .finding
+                .and_then(|i| findings.get(i))
+                .filter(|f| f.rule == a.rule)
+                .or_else(|| {
+                    findings
+                        .iter()
+                        .find(|f| f.rule == a.rule && f.severity == a.severity)
+                })
                 .map(crate::words::statement)
                 .unwrap_or_else(|| a.rule.clone());
             let sev = match a.severity {
@@ -741,5 +748,57 @@ pub fn comparison_output(
         report: c,
         verdict,
         block,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_analyze::lab::Finding;
+    use plumb_analyze::said::WithFacts;
+
+    fn commit(p99_s: f64, configuration: &str) -> Finding {
+        Finding::new(Severity::Warn, "commit-latency")
+            .secs("p99_s", p99_s)
+            .text("configuration", configuration)
+            .secs("threshold_s", 0.002)
+            .text("cause", "flush")
+    }
+
+    /// Three findings of one rule (one per wal_sync_method): each is said once, in its own
+    /// words (the block repeated the first one's three times).
+    #[test]
+    fn each_action_is_said_in_its_own_findings_words() {
+        let findings = vec![
+            commit(0.00295, "fdatasync"),
+            commit(0.00296, "open_datasync"),
+            commit(0.00401, "fsync"),
+        ];
+        let mut v = RunVerdict::of_windows(vec![]);
+        v.actions = findings
+            .iter()
+            .enumerate()
+            .map(|(i, f)| plumb_analyze::verdict::Action {
+                rule: f.rule.clone(),
+                severity: f.severity,
+                experiment: false,
+                finding: Some(i),
+            })
+            .collect();
+        let lines: Vec<String> = action_lines(&v, &findings)
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(lines.len(), 3);
+        for (l, (p99, config)) in lines.iter().zip([
+            ("2.95 ms", "fdatasync"),
+            ("2.96 ms", "open_datasync"),
+            ("4.01 ms", "fsync"),
+        ]) {
+            assert!(
+                l.contains(&format!("p99 is {p99} with wal_sync_method={config} ")),
+                "{l}"
+            );
+        }
     }
 }

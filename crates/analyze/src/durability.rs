@@ -543,6 +543,13 @@ pub fn conclude(
             .partial_cmp(&b.mean_s)
             .unwrap_or(std::cmp::Ordering::Equal)
     });
+    // Durable modes with no clean run are not compared with those that have one (like for
+    // like): named in the statement instead.
+    let not_compared: Vec<String> = rows
+        .iter()
+        .filter(|r| r.block_size == bs && r.durable && r.verdict != Verdict::Clean)
+        .map(|r| r.mode.to_string())
+        .collect();
     if let Some(best) = durable_rows.first() {
         // The leading modes that cannot be told from the fastest; the rest in order after them.
         let lead = durable_rows[1..]
@@ -571,7 +578,8 @@ pub fn conclude(
                 .secs("mean_s", best.mean_s.unwrap_or(0.0))
                 .count("clean_runs", best.clean_runs as f64)
                 .per_s("writes_per_s", best.writes_per_s)
-                .notes("then", then);
+                .notes("then", then)
+                .list("not_compared", not_compared.clone());
             if let Some(pm) = best.plus_minus() {
                 n = n.pct("spread_pct", pm * 100.0);
             }
@@ -603,7 +611,8 @@ pub fn conclude(
                     .pct("floor_pct", floor)
                     .count("modes", tied.len() as f64 + 1.0)
                     .notes("group", group)
-                    .notes("then", then),
+                    .notes("then", then)
+                    .list("not_compared", not_compared.clone()),
             );
         }
     }
@@ -938,6 +947,43 @@ mod tests {
         let c = conclude(&rows, None, Some("block-layer tracing needs root"));
         assert!(c.iter().any(|l| l.code == "no-block-evidence"
             && l.facts.text("why") == "block-layer tracing needs root"));
+    }
+
+    /// fsync's one clean run at 71 µs beside modes of 300-435 µs with no clean run: not "the
+    /// fastest" of anything; the others are named as not compared, in the statement and in the
+    /// verdict's figures.
+    #[test]
+    fn a_clean_mode_is_never_compared_with_modes_that_had_no_clean_run() {
+        let unclean = |mode: &str, us: f64| {
+            let reps = (0..3).map(|_| rep(us, None, true)).collect();
+            ModeRow::new(Durability::parse(mode).unwrap(), 8192, reps)
+        };
+        let rows = vec![
+            row("fsync", 8192, &[71.0], None),
+            unclean("fdatasync", 300.0),
+            unclean("dsync", 435.0),
+        ];
+        let c = conclude(&rows, None, None);
+        let f = &c
+            .iter()
+            .find(|n| n.code == "fastest-durable")
+            .expect("fastest-durable")
+            .facts;
+        assert_eq!(f.text("mode"), "fsync");
+        assert_eq!(f.list("not_compared"), ["fdatasync", "dsync"]);
+        assert!(f.notes("then").is_empty() && !f.has("slower"), "{f:?}");
+        let mut d = report("/d", &[]);
+        d.rows = rows;
+        let h = crate::verdict::durable_writes(&d);
+        let codes: Vec<(&str, &str)> = h.iter().map(|h| (h.code, h.of.as_str())).collect();
+        assert_eq!(
+            codes,
+            [
+                ("durable_write_mean", "fsync 8K"),
+                ("durable_write_unclean", "fdatasync 8K"),
+                ("durable_write_unclean", "dsync 8K")
+            ]
+        );
     }
 
     #[test]

@@ -81,9 +81,42 @@ pub struct Interference {
     pub notes: Vec<Note>,
 }
 
+/// A claim drawn from a disturbed window stands when its effect (a change, in percent) is at
+/// least this many times the neighbour's share of the window (in percent): a 76% drop is not
+/// hidden by a 12% share of the device's bytes; a 90% one from a window where a neighbour took
+/// 83% of the bytes is withheld.
+pub const EFFECT_OVER_SHARE: f64 = 4.0;
+
 impl Interference {
     pub fn is_clean(&self) -> bool {
         self.verdict == Verdict::Clean
+    }
+
+    /// The largest share another party took of the window, in percent: of the device's bytes,
+    /// of the CPU time, or the hypervisor's steal. None when the disturbance has no share to
+    /// weigh (I/O no process accounts for).
+    pub fn disturbing_share_pct(&self) -> Option<f64> {
+        if self.notes.iter().any(|n| n.code == "unexplained-io") {
+            return None;
+        }
+        [
+            self.io_share.map(|s| s * 100.0),
+            self.cpu_share.map(|s| s * 100.0),
+            self.steal_pct,
+        ]
+        .into_iter()
+        .flatten()
+        .reduce(f64::max)
+    }
+
+    /// Whether a claimed change of `effect_pct` (its bound nearest zero, as a magnitude) stands
+    /// beside this window's disturbance: clean windows always; disturbed ones by
+    /// [`EFFECT_OVER_SHARE`].
+    pub fn effect_stands(&self, effect_pct: f64) -> bool {
+        self.is_clean()
+            || self
+                .disturbing_share_pct()
+                .is_some_and(|s| effect_pct.abs() >= EFFECT_OVER_SHARE * s)
     }
 
     /// The evidence in one line: the disturbing notes' sentences, or "clean".

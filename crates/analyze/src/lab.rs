@@ -458,6 +458,10 @@ pub struct MariaDurability {
     pub fastest_durable: Option<String>,
     pub faster_than: Vec<String>,
     pub not_distinguishable_from: Vec<String>,
+    /// Durable configurations not compared with the fastest: one of the two ran beside other
+    /// work that took a share too large against their difference (the effect-size rule).
+    #[serde(default)]
+    pub not_compared: Vec<String>,
 }
 
 /// One configuration of MariaDB's durability settings, measured.

@@ -101,8 +101,9 @@ pub enum Unit {
 /// A figure a reader came for, with its spread where the run measured one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Headline {
-    /// What the figure is: `tps`, `latency_p99`, `durable_write_mean`, `knee` (`no_knee`: none
-    /// up to the deepest queue swept, the value), `server_swap`, `seq_read`, `commit_p50` and
+    /// What the figure is: `tps`, `latency_p99`, `durable_write_mean` (`durable_write_unclean`:
+    /// a mode with no clean run, not compared), `knee` (`no_knee`: none up to the deepest queue
+    /// swept, the value; `knee_withheld`: the sweep was disturbed, neither is stated), `server_swap`, `seq_read`, `commit_p50` and
     /// `commit_p99` (MariaDB's single-row commits per durability configuration); `iops`,
     /// `throughput`, `elapsed`, `storage_read`, `nopm` in the other results' verdicts.
     pub code: &'static str,
@@ -258,7 +259,15 @@ pub fn lab(r: &LabReport) -> RunVerdict {
         for c in &m.configs {
             let Some(single) = &c.single else { continue };
             let durable = crate::lab::maria_durable(c, m.device_write_back);
-            let of = format!("{}{}", c.name, if durable { "" } else { " (not durable)" });
+            // Like for like: one measured beside other work says so, as the section does.
+            let phase = format!("durability {}", c.name);
+            let disturbed = r.windows.iter().any(|w| w.phase == phase && w.disturbed());
+            let of = format!(
+                "{}{}{}",
+                c.name,
+                if durable { "" } else { " (not durable)" },
+                if disturbed { " (disturbed)" } else { "" }
+            );
             h.push(Headline {
                 code: "commit_p50",
                 of: of.clone(),
@@ -367,12 +376,18 @@ pub fn durable_writes(d: &crate::durability::DurabilityReport) -> Vec<Headline> 
         .map(|x| x.block_size)
         .find(|b| *b == 8192)
         .or_else(|| d.rows.first().map(|x| x.block_size));
+    // Like for like: a mode with no clean run is not set beside one that has one (its figure
+    // is the neighbour's as much as the device's); the durability section says the same.
     d.rows
         .iter()
         .filter(|x| Some(x.block_size) == bs && x.durable)
         .filter_map(|row| {
             Some(Headline {
-                code: "durable_write_mean",
+                code: if row.verdict == crate::interference::Verdict::Clean {
+                    "durable_write_mean"
+                } else {
+                    "durable_write_unclean"
+                },
                 of: format!("{} {}K", row.mode, row.block_size / 1024),
                 value: row.mean_s?,
                 low: row.mean_spread.map(|s| s.min),
@@ -383,9 +398,21 @@ pub fn durable_writes(d: &crate::durability::DurabilityReport) -> Vec<Headline> 
         .collect()
 }
 
-/// The knee of a queue-depth sweep as a range, or none up to the deepest level swept.
+/// The knee of a queue-depth sweep as a range, or none up to the deepest level swept; neither
+/// from a disturbed sweep (`knee_withheld`, the deepest level), as its section says.
 pub fn knee(s: &crate::sweep::SweepReport, disks: String) -> Vec<Headline> {
     let n = |x: &str| x.parse::<f64>().ok();
+    let deepest = || s.levels.iter().filter_map(|l| n(&l.label)).reduce(f64::max);
+    if s.verdict == crate::interference::Verdict::Disturbed {
+        return vec![Headline {
+            code: "knee_withheld",
+            of: disks,
+            value: deepest().unwrap_or(0.0),
+            low: None,
+            high: None,
+            unit: Unit::QueueDepth,
+        }];
+    }
     match &s.knee {
         Some(k) => match (n(&k.level), n(&k.from), n(&k.to)) {
             (Some(at), Some(from), Some(to)) => vec![Headline {

@@ -581,6 +581,9 @@ impl Lab {
             skipped: std::mem::take(&mut cx.skipped),
             recording: Some(config.recording()),
         };
+        if let Some(d) = report.mariadb_durability.as_mut() {
+            exp::maria_durability::withhold_disturbed(d, &report.windows);
+        }
         report.findings = all_findings(&report, &experiments);
         cx.progress.events.event(Event::Finished { of });
         Ok(report)

@@ -891,7 +891,8 @@ impl Render for plumb_analyze::sweep::SweepReport {
             "clean: runs whose window no other process disturbed, of all runs at the level; the figures are the clean runs'."
         )?;
         let disturbed = self.verdict == plumb_analyze::interference::Verdict::Disturbed;
-        match &self.knee {
+        // A disturbed sweep states neither a knee nor its absence (its verdict says the same).
+        match self.knee.as_ref().filter(|_| !disturbed) {
             Some(k) => writeln!(
                 out,
                 "Knee: {} — going to {} adds {:+.0}% throughput but {:+.0}% mean latency (more than twice as fast, relatively, and beyond the spread of the repetitions): past it the device queues instead of working faster.",
@@ -1014,6 +1015,7 @@ pub fn sweep_chart(r: &plumb_analyze::sweep::SweepReport) -> String {
     let marks = r
         .knee
         .as_ref()
+        .filter(|_| r.verdict != plumb_analyze::interference::Verdict::Disturbed)
         .and_then(|k| {
             let l = r.levels.iter().find(|l| l.label == k.level)?;
             Some(Mark {

@@ -242,7 +242,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 ]
             })
             .collect();
+        // A disturbed sweep states neither a knee nor its absence (the verdict says the same).
+        let disturbed = s.verdict == plumb_analyze::interference::Verdict::Disturbed;
         let mut notes = vec![match &s.knee {
+            _ if disturbed => "no knee is stated: the sweep was disturbed".into(),
             Some(k) if k.from != k.to => format!(
                 "knee between queue depth {} and {}: the repetitions' spread allows both (on the medians, from {} to {} throughput {:+.0}%, latency {:+.0}%)",
                 k.from, k.to, k.level, k.next, k.throughput_change_pct, k.latency_change_pct
@@ -251,9 +254,6 @@ fn tables(r: &LabReport) -> Vec<Table> {
                 "knee at queue depth {}: from {} to {} throughput {:+.0}%, latency {:+.0}%",
                 k.level, k.level, k.next, k.throughput_change_pct, k.latency_change_pct
             ),
-            None if s.verdict == plumb_analyze::interference::Verdict::Disturbed => {
-                "no knee is stated: the sweep was disturbed".into()
-            }
             None => "no knee: latency never outgrew throughput beyond the spread of the runs over these queue depths".into(),
         }];
         notes.extend(
@@ -712,6 +712,12 @@ fn maria_durability_table(d: &plumb_analyze::lab::MariaDurability) -> Table {
             ));
         }
         notes.push(s);
+    }
+    if !d.not_compared.is_empty() {
+        notes.push(format!(
+            "not compared (measured beside other work that took too large a share for their difference to be the settings'): {}",
+            d.not_compared.join(", ")
+        ));
     }
     notes.push(match d.device_fua {
         Some(false) => "this device has no FUA: an O_DSYNC or O_DIRECT log write still ends in a cache FLUSH (the kernel adds one), so no innodb_flush_method can make a durable commit cheaper here".into(),

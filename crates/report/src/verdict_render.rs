@@ -208,30 +208,12 @@ pub fn figure_lines(v: &RunVerdict) -> Vec<Line> {
         .iter()
         .filter(|x| x.code == "durable_write_mean")
         .collect();
-    if !durable.is_empty() {
-        // "fdatasync 8K", … : the block size once, in the label, when they share it.
-        let size = durable[0].of.rsplit_once(' ').map(|(_, s)| s.to_string());
-        let shared = size
-            .as_ref()
-            .filter(|s| durable.iter().all(|x| x.of.ends_with(&format!(" {s}"))));
-        let each: Vec<String> = durable
-            .iter()
-            .map(|x| {
-                let of = match shared {
-                    Some(s) => x.of.trim_end_matches(&format!(" {s}")).to_string(),
-                    None => x.of.clone(),
-                };
-                format!("{of} {}", micros(x))
-            })
-            .collect();
-        out.push(line(
-            format!(
-                "one durable {}write, mean (lowest–highest run): {}",
-                shared.map(|s| format!("{s} ")).unwrap_or_default(),
-                each.join(", ")
-            ),
-            Mark::Plain,
-        ));
+    let unclean: Vec<&Headline> = h
+        .iter()
+        .filter(|x| x.code == "durable_write_unclean")
+        .collect();
+    if !durable.is_empty() || !unclean.is_empty() {
+        out.push(durable_line(&durable, &unclean));
     }
     // MariaDB's configurations: p50 / p99 of a single-row commit in each.
     let commits: Vec<String> = h
@@ -277,6 +259,21 @@ pub fn figure_lines(v: &RunVerdict) -> Vec<Line> {
             k.value
         ));
     }
+    if let Some(k) = h.iter().find(|x| x.code == "knee_withheld") {
+        let dev = if k.of.is_empty() {
+            String::new()
+        } else {
+            format!(" of {}", k.of)
+        };
+        storage.push(if k.value > 0.0 {
+            format!(
+                "no knee{dev} is stated: the sweep up to queue depth {:.0} was disturbed",
+                k.value
+            )
+        } else {
+            format!("no knee{dev} is stated: the sweep was disturbed")
+        });
+    }
     if let Some(s) = h.iter().find(|x| x.code == "seq_read") {
         storage.push(format!("sequential {} reads {}", s.of, value(s, s.value)));
     }
@@ -297,6 +294,52 @@ pub fn figure_lines(v: &RunVerdict) -> Vec<Line> {
         ));
     }
     out
+}
+
+/// What one durable write costs per mode, like for like: the modes with a clean run with their
+/// figures; those without one named apart (not compared), or, when no mode had a clean run,
+/// all of them said to be so.
+fn durable_line(durable: &[&Headline], unclean: &[&Headline]) -> Line {
+    let all = if durable.is_empty() { unclean } else { durable };
+    // "fdatasync 8K", … : the block size once, in the label, when they share it.
+    let size = all[0].of.rsplit_once(' ').map(|(_, s)| s.to_string());
+    let shared = size.as_ref().filter(|s| {
+        durable
+            .iter()
+            .chain(unclean)
+            .all(|x| x.of.ends_with(&format!(" {s}")))
+    });
+    let name = |x: &Headline| match shared {
+        Some(s) => x.of.trim_end_matches(&format!(" {s}")).to_string(),
+        None => x.of.clone(),
+    };
+    let each: Vec<String> = all
+        .iter()
+        .map(|x| format!("{} {}", name(x), micros(x)))
+        .collect();
+    let size = shared.map(|s| format!("{s} ")).unwrap_or_default();
+    if durable.is_empty() {
+        return line(
+            format!(
+                "one durable {size}write, mean (lowest–highest run), no mode with a clean run, so none is compared: {}",
+                each.join(", ")
+            ),
+            Mark::Warn,
+        );
+    }
+    let apart = if unclean.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = unclean.iter().map(|x| name(x)).collect();
+        format!("; not compared (no clean run): {}", names.join(", "))
+    };
+    line(
+        format!(
+            "one durable {size}write, mean (lowest–highest run): {}{apart}",
+            each.join(", ")
+        ),
+        Mark::Plain,
+    )
 }
 
 /// The findings that need action, one line each (the full statement is below the block).

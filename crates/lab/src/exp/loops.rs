@@ -617,7 +617,25 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
         v.sort_by(|a, b| a.0.p50_ms.total_cmp(&b.0.p50_ms));
         let (best, worst) = (&v[0], &v[v.len() - 1]);
         let judged = loops_rule(best.0, worst.0);
+        // No comparison from loops that ran beside other work, unless the change is large
+        // against the neighbour's share (the effect-size rule); the verdict says the same.
+        let window = |config: &str| {
+            let phase = format!("{}, {config}", scenario.what());
+            r.windows
+                .iter()
+                .find(|w| w.phase == phase)
+                .and_then(|w| w.interference.as_ref())
+        };
+        let effect = judged.as_ref().map_or(
+            (worst.0.p50_ms / best.0.p50_ms.max(1e-9) - 1.0) * 100.0,
+            |c| c.change_low_pct,
+        );
+        let withheld = [&best.1, &worst.1]
+            .into_iter()
+            .filter_map(|c| window(c))
+            .find(|i| !i.effect_stands(effect));
         let code = match &judged {
+            _ if withheld.is_some() => "loops-disturbed",
             Some(c) => match c.verdict {
                 plumb_analyze::compare::Verdict::Worse => "loops-faster",
                 plumb_analyze::compare::Verdict::TooFew => "loops-too-few",
@@ -638,6 +656,14 @@ fn wal_sync_method(r: &LabReport) -> Option<Finding> {
             .text("worst", worst.1.clone())
             .secs("worst_p50_s", worst.0.p50_ms / 1000.0)
             .count("iterations", best.0.count.min(worst.0.count) as f64);
+        if let Some(i) = withheld {
+            n = n.pct("share_pct", i.disturbing_share_pct().unwrap_or(f64::NAN));
+            if let Some(top) = i.neighbours.first() {
+                n = n
+                    .count("neighbour_pid", top.pid as f64)
+                    .text("neighbour", top.comm.clone());
+            }
+        }
         if let Some(c) = &judged {
             n = n
                 .ratio("p", c.p)

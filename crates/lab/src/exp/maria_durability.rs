@@ -234,6 +234,7 @@ impl Experiment for MariaDurabilityExp {
             device_write_back,
             fastest_durable: None,
             faster_than: Vec::new(),
+            not_compared: Vec::new(),
             not_distinguishable_from: Vec::new(),
         };
         rank(&mut d, &samples);
@@ -467,6 +468,68 @@ fn rank(d: &mut MariaDurability, samples: &[Vec<f64>]) {
     }
 }
 
+/// No comparison from configurations measured beside other work: once the lab's windows are
+/// graded, a configuration whose window (or the fastest one's) was disturbed by a share too
+/// large against the difference between their medians is moved to `not_compared`; the section,
+/// the finding and the verdict read the same lists. With nothing left compared, no
+/// configuration is called the fastest.
+pub fn withhold_disturbed(
+    d: &mut plumb_analyze::lab::MariaDurability,
+    windows: &[plumb_analyze::lab::Window],
+) {
+    let Some(best) = d.fastest_durable.clone() else {
+        return;
+    };
+    let window = |name: &str| {
+        let phase = format!("durability {name}");
+        windows
+            .iter()
+            .find(|w| w.phase == phase)
+            .and_then(|w| w.interference.as_ref())
+    };
+    let p50 = |name: &str| {
+        d.configs
+            .iter()
+            .find(|c| c.name == name)
+            .and_then(|c| c.single.as_ref())
+            .map(|l| l.p50_ms)
+    };
+    let stands = |other: &str, judged_faster: bool| {
+        // The difference claimed: a "faster" one's size; "not distinguishable" claims none, so
+        // any disturbance withholds it.
+        let effect = match (judged_faster, p50(&best), p50(other)) {
+            (true, Some(b), Some(o)) if b > 0.0 => (o / b - 1.0) * 100.0,
+            _ => 0.0,
+        };
+        [window(&best), window(other)]
+            .into_iter()
+            .flatten()
+            .all(|i| i.effect_stands(effect))
+    };
+    let mut not_compared = Vec::new();
+    let faster: Vec<String> = std::mem::take(&mut d.faster_than);
+    for name in faster {
+        if stands(&name, true) {
+            d.faster_than.push(name);
+        } else {
+            not_compared.push(name);
+        }
+    }
+    let tied: Vec<String> = std::mem::take(&mut d.not_distinguishable_from);
+    for name in tied {
+        if stands(&name, false) {
+            d.not_distinguishable_from.push(name);
+        } else {
+            not_compared.push(name);
+        }
+    }
+    if !not_compared.is_empty() && d.faster_than.is_empty() && d.not_distinguishable_from.is_empty()
+    {
+        d.fastest_durable = None;
+    }
+    d.not_compared = not_compared;
+}
+
 /// Which configuration is durable on this device, which is fastest beyond the spread, and
 /// whether the device's FUA could help.
 pub fn finding(r: &plumb_analyze::lab::LabReport) -> Option<plumb_analyze::lab::Finding> {
@@ -500,6 +563,7 @@ pub fn finding(r: &plumb_analyze::lab::LabReport) -> Option<plumb_analyze::lab::
         .notes("not_durable", not_durable)
         .text("faster_than", d.faster_than.join(", "))
         .text("not_distinguishable", d.not_distinguishable_from.join(", "))
+        .text("not_compared", d.not_compared.join(", "))
         .text(
             "fua",
             match d.device_fua {

@@ -6,7 +6,7 @@
 mod driven;
 mod durability;
 mod loops;
-mod maria_durability;
+pub(crate) mod maria_durability;
 mod pgbench;
 mod pressure;
 pub mod replica;

@@ -128,7 +128,14 @@ impl Experiment for Storage {
 
     /// The device past its knee during a workload (not during plumb's own probes).
     fn findings(&self, r: &LabReport) -> Vec<Finding> {
-        let Some(k) = r.sweep.as_ref().and_then(|s| s.knee.as_ref()) else {
+        // A disturbed sweep states no knee (its section and the verdict say so): nothing is
+        // drawn from one.
+        let Some(k) = r
+            .sweep
+            .as_ref()
+            .filter(|s| s.verdict != plumb_analyze::interference::Verdict::Disturbed)
+            .and_then(|s| s.knee.as_ref())
+        else {
             return Vec::new();
         };
         // Past the knee means past every reading of it: beyond the range's upper end.
@@ -157,29 +164,12 @@ impl Experiment for Storage {
                 .pct("latency_change_pct", k.latency_change_pct)
                 .evidence(evidence.clone())
         };
-        // A knee read from a disturbed sweep is stated as such, never as a warning.
-        let disturbed = r
-            .sweep
-            .as_ref()
-            .is_some_and(|s| s.verdict == plumb_analyze::interference::Verdict::Disturbed);
         vec![match busiest {
             Some((q, phase)) if q > knee_qd => {
-                let f = knee(Finding::new(
-                    if disturbed {
-                        Severity::Info
-                    } else {
-                        Severity::Warn
-                    },
-                    "device-past-knee",
-                ))
-                .count("queue_mean", q)
-                .text("phase", phase.clone())
-                .phases(vec![phase.clone()]);
-                if disturbed {
-                    f.text("sweep", "disturbed")
-                } else {
-                    f
-                }
+                knee(Finding::new(Severity::Warn, "device-past-knee"))
+                    .count("queue_mean", q)
+                    .text("phase", phase.clone())
+                    .phases(vec![phase.clone()])
             }
             _ => knee(Finding::new(Severity::Info, "device-knee")),
         }]

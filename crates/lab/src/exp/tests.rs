@@ -242,6 +242,23 @@ fn knee_and_run_queue_look_at_workload_phases_only() {
     let f = findings(&r);
     assert!(plumb_report::words::statement(rule(&f, "device-past-knee").unwrap()).contains("19.5"));
     assert!(rule(&f, "run-queue-above-cpus").is_some());
+    // A disturbed sweep states no knee: no finding, and the verdict's figures say it was
+    // withheld (they said "no knee up to queue depth 64" while the section withheld it).
+    r.sweep.as_mut().unwrap().verdict = plumb_analyze::interference::Verdict::Disturbed;
+    let f = findings(&r);
+    assert!(rule(&f, "device-past-knee").is_none() && rule(&f, "device-knee").is_none());
+    let v = plumb_analyze::verdict::lab(&r);
+    let figures: Vec<String> = plumb_report::verdict_render::figure_lines(&v)
+        .into_iter()
+        .map(|l| l.text)
+        .collect();
+    let said = figures.join("\n");
+    assert!(
+        !said.contains("the knee")
+            && !said.contains("no knee of")
+            && said.contains("is stated: the sweep"),
+        "{said}"
+    );
 }
 
 #[test]
@@ -468,6 +485,24 @@ fn wal_sync_methods_are_ranked_only_by_the_compare_rule() {
         "{:?}",
         plumb_report::words::evidence(w)
     );
+    // Loops beside a neighbour that took 83% of the device's bytes: no "faster" (a quick lab
+    // with every phase disturbed said "2.76x faster … p < 0.001").
+    let mut busy = r.clone();
+    let mut w1 = win("10,000-row transactions, fdatasync", true);
+    w1.interference = Some(disturbed());
+    busy.windows = vec![w1];
+    let wb = plumb_report::words::statement(rule(&findings(&busy), "wal-sync-method").unwrap());
+    assert!(
+        wb.contains("10,000-row transactions: not compared: the loops ran beside other work (fio (PID 4321), 83% of the window)")
+            && !wb.contains("faster with"),
+        "{wb}"
+    );
+    // A neighbour's 12% beside a 4x difference (+250% at least) does not hide it.
+    let mut small = disturbed();
+    small.io_share = Some(0.12);
+    busy.windows[0].interference = Some(small);
+    let ws = plumb_report::words::statement(rule(&findings(&busy), "wal-sync-method").unwrap());
+    assert!(ws.contains("4.10x faster with fdatasync"), "{ws}");
 }
 
 /// A synchronous standby's wait is said when the `on` commits are slower as a whole, even when
@@ -531,4 +566,69 @@ fn wal_sync_flushes_are_the_backends_own_where_traced() {
     assert!(s.contains("differ by configuration"), "{s}");
     assert!(s.contains("open_datasync 2.86"), "{s}");
     assert!(s.contains("the whole device's"), "{s}");
+}
+
+fn maria(name: &str, p50_us: u64) -> plumb_analyze::lab::MariaConfig {
+    plumb_analyze::lab::MariaConfig {
+        name: name.into(),
+        asked: Default::default(),
+        read_back: [("innodb_flush_log_at_trx_commit", "1")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        ignored: vec![],
+        durable_by_settings: true,
+        single: Latency::from_us(&vec![p50_us; 50]),
+        bulk_commit: None,
+        bulk_transaction: None,
+        syscalls_per_commit: vec![],
+        sync_calls_per_commit: None,
+        write_calls_per_commit: None,
+        server_bios_per_commit: None,
+        device_flushes_per_commit: Some(1.0),
+        device_flushes_per_bulk: None,
+        group_commit_ratio: None,
+        trace_lost: false,
+    }
+}
+
+/// A MariaDB lab with its configurations measured beside a neighbour that took 83% of the
+/// device's bytes says no configuration is faster "beyond chance"; a 12% share beside a
+/// doubling leaves the claim standing.
+#[test]
+fn mariadb_configurations_measured_beside_other_work_are_not_compared() {
+    let d = plumb_analyze::lab::MariaDurability {
+        configs: vec![
+            maria("trx_commit=1 fsync", 400),
+            maria("trx_commit=1 O_DSYNC", 900),
+        ],
+        traced: false,
+        untraced_because: None,
+        device_fua: Some(false),
+        device_write_back: Some(true),
+        fastest_durable: Some("trx_commit=1 fsync".into()),
+        faster_than: vec!["trx_commit=1 O_DSYNC".into()],
+        not_distinguishable_from: vec![],
+        not_compared: vec![],
+    };
+    let mut w = win("durability trx_commit=1 O_DSYNC", true);
+    w.interference = Some(disturbed());
+    let mut busy = d.clone();
+    super::maria_durability::withhold_disturbed(&mut busy, std::slice::from_ref(&w));
+    assert!(busy.faster_than.is_empty() && busy.fastest_durable.is_none());
+    assert_eq!(busy.not_compared, ["trx_commit=1 O_DSYNC"]);
+    let mut r = report();
+    r.mariadb_durability = Some(busy);
+    let said = plumb_report::words::statement(&super::maria_durability::finding(&r).unwrap());
+    assert!(
+        !said.contains("beyond chance") && said.contains("not compared"),
+        "{said}"
+    );
+    let mut small = disturbed();
+    small.io_share = Some(0.12);
+    w.interference = Some(small);
+    let mut calm = d.clone();
+    super::maria_durability::withhold_disturbed(&mut calm, std::slice::from_ref(&w));
+    assert_eq!(calm.faster_than, ["trx_commit=1 O_DSYNC"]);
+    assert!(calm.not_compared.is_empty());
 }

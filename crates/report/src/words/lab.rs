@@ -37,15 +37,10 @@ pub(super) fn finding(rule: &str, f: &Facts) -> Option<String> {
             f.text("phase")
         ),
         "device-past-knee" => format!(
-            "the data device ran past its knee during {}: {:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}{}",
+            "the data device ran past its knee during {}: {:.1} requests in flight on average, where the sweep found latency outgrowing throughput beyond queue depth {}",
             f.text("phase"),
             f.num("queue_mean"),
-            knee_range(f),
-            if f.text("sweep") == "disturbed" {
-                " (downgraded: the sweep was disturbed by other work on the host, so the knee itself is uncertain)"
-            } else {
-                ""
-            }
+            knee_range(f)
         ),
         "device-knee" => format!(
             "the data device's knee is {}: beyond it latency grows faster than throughput; the workloads stayed below it",
@@ -107,6 +102,12 @@ pub(super) fn finding(rule: &str, f: &Facts) -> Option<String> {
                         f.text("not_distinguishable")
                     ));
                 }
+            }
+            if !f.text("not_compared").is_empty() {
+                s.push_str(&format!(
+                    "; not compared (measured beside other work that took too large a share for their difference to be the settings'): {}",
+                    f.text("not_compared")
+                ));
             }
             s.push_str(match f.text("fua") {
                 "no" => ". The device has no FUA: O_DSYNC or O_DIRECT log writes still end in a cache FLUSH, so FUA cannot help here",
@@ -358,6 +359,24 @@ pub(super) fn note(code: &str, f: &Facts) -> Option<String> {
             f.text("worst"),
             ms2(f.num("worst_p50_s")),
             loops_rule(f)
+        ),
+        "loops-disturbed" => format!(
+            "{}: not compared: the loops ran beside other work ({}{}), a share too large against the difference ({} {}, {} {} per iteration) for either to be the configuration's",
+            f.text("what"),
+            if f.has("neighbour_pid") {
+                format!("{} (PID {})", f.text("neighbour"), int(f.num("neighbour_pid")))
+            } else {
+                "I/O no process accounts for".to_string()
+            },
+            if f.has("share_pct") {
+                format!(", {:.0}% of the window", f.num("share_pct"))
+            } else {
+                String::new()
+            },
+            f.text("best"),
+            ms2(f.num("best_p50_s")),
+            f.text("worst"),
+            ms2(f.num("worst_p50_s"))
         ),
         "loops-too-few" => format!(
             "{}: {} iterations a side are too few for the test ever to reach p < 0.05 ({} {}, {} {} per iteration): run the full lab",

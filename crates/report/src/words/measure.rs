@@ -356,8 +356,21 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             } else {
                 String::new()
             };
+            // With modes left out for want of a clean run, "fastest" is said only of those
+            // compared; alone, it is not the fastest of anything.
+            let (head, apart) = match (f.list("not_compared"), f.has("slower") || !f.notes("then").is_empty()) {
+                ([], _) => ("Fastest durable".to_string(), String::new()),
+                (nc, true) => (
+                    "Fastest durable".to_string(),
+                    format!("; not compared (no clean run): {}", nc.join(", ")),
+                ),
+                (nc, false) => (
+                    "The only durable".to_string(),
+                    format!(" with a clean run; no comparison is drawn with {} (no clean run)", nc.join(", ")),
+                ),
+            };
             format!(
-                "Fastest durable {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}{ahead}.",
+                "{head} {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}{ahead}{apart}.",
                 kib(f, "block_size_bytes"),
                 f.text("mode"),
                 us(f.num("mean_s")),
@@ -367,11 +380,15 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             )
         }
         "fastest-not-distinguishable" => format!(
-            "Fastest durable {} KiB writes, not distinguishable on this host by plumb compare's rule (none differs from the fastest beyond {:.0}% at p < 0.05 over the runs' tenths): {}{}.",
+            "Fastest durable {} KiB writes, not distinguishable on this host by plumb compare's rule (none differs from the fastest beyond {:.0}% at p < 0.05 over the runs' tenths): {}{}{}.",
             kib(f, "block_size_bytes"),
             f.num("floor_pct"),
             joined_notes(f.notes("group"), ", "),
-            then(f)
+            then(f),
+            match f.list("not_compared") {
+                [] => String::new(),
+                nc => format!("; not compared (no clean run): {}", nc.join(", ")),
+            }
         ),
         "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => {
             let how = rule(

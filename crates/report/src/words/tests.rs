@@ -47,6 +47,7 @@ const CHOSEN: [&str; 18] = [
     "pgbench-not-distinguishable",
     "loops-faster",
     "loops-too-few",
+    "loops-disturbed",
 ];
 
 #[test]

@@ -1061,6 +1061,70 @@ fn compare_finds_a_rate_limited_run_worse() {
     }
 }
 
+/// Three 4-second runs at queue depth 16 against three at queue depth 1: IOPS worse by the
+/// seconds inside the runs (three runs a side alone could never reach p < 0.05: "too few"
+/// and exit 0 before), `--fail-on worse` exits 1, and the rule says how it was judged.
+#[test]
+fn three_short_runs_a_side_are_enough_when_the_change_is_plain() {
+    let _serial = real_io();
+    let d = scratch();
+    let f = d.path().join("qd.dat");
+    let mut files: Vec<PathBuf> = Vec::new();
+    for (qd, i) in [
+        ("16", 0),
+        ("16", 1),
+        ("16", 2),
+        ("1", 0),
+        ("1", 1),
+        ("1", 2),
+    ] {
+        let o = run(&[
+            "io",
+            "run",
+            "--json",
+            "--duration",
+            "4s",
+            "--warmup",
+            "500ms",
+            "--qd",
+            qd,
+            "--bs",
+            "4K",
+            "--size",
+            "64M",
+            s(&f),
+        ]);
+        if !o.status.success() && stderr(&o).contains("O_DIRECT") {
+            skip(format!("skipped: {}", stderr(&o)));
+            return;
+        }
+        assert!(o.status.success(), "{}", stderr(&o));
+        let p = d.path().join(format!("qd{qd}-{i}.json"));
+        std::fs::write(&p, &o.stdout).unwrap();
+        files.push(p);
+    }
+    let mut args = vec!["compare", "--fail-on", "worse", "--json"];
+    args.extend(files[..3].iter().map(|p| s(p)));
+    args.push("--");
+    args.extend(files[3..].iter().map(|p| s(p)));
+    let o = run(&args);
+    let v: Value =
+        serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o)));
+    let iops = v["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "IOPS")
+        .unwrap_or_else(|| panic!("{v:#}"))
+        .clone();
+    assert_eq!(iops["verdict"], "worse", "{iops:#}");
+    assert_eq!(v["within_runs"], true, "{v:#}");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    args.retain(|a| *a != "--json");
+    let text = String::from_utf8_lossy(&run(&args).stdout).to_string();
+    assert!(text.contains("over the seconds inside the runs"), "{text}");
+}
+
 /// `plumb compare --history`: eight dated storage tests, the last four held to 5,000 I/O a
 /// second: one change point, at the fifth run, worse; `--fail-on worse` exits 1.
 #[test]

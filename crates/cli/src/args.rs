@@ -85,8 +85,9 @@ impl GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// The whole lab in one command: the host, the storage under the data (durability, a
-    /// queue-depth sweep, sequential reads), pgbench and the insert/CHECKPOINT loops
-    /// per wal_sync_method on a private PostgreSQL while recording, findings, and an HTML report.
+    /// queue-depth sweep, sequential reads), a workload and the insert/CHECKPOINT loops per
+    /// durability setting on a private PostgreSQL or MariaDB (or your server with --engine)
+    /// while recording, findings, and an HTML report.
     Lab(Box<cmd_lab::LabArgs>),
     /// Snapshot of the host a database runs on: kernel, CPUs, steal, memory, swap, PSI, run
     /// queue, the cgroup and container limits on plumb and on given PIDs, and the filesystem
@@ -113,9 +114,10 @@ pub enum Command {
     Report(cmd_recording::ReportArgs),
     /// Draw chosen metrics of recordings into one SVG chart.
     Plot(cmd_recording::PlotArgs),
-    /// Did it get better? Compare two sets of `plumb load` results (A1 A2 … -- B1 B2 …):
-    /// each figure's median with its interval, the change, and better, worse or ~ by a stated
-    /// rule (Mann-Whitney U and a practical floor).
+    /// Did it get better? Compare two sets of plumb results (A1 A2 … -- B1 B2 …): lab report
+    /// directories, `plumb io`, `load` or `delta` results, windows of recordings; each figure's
+    /// median with its interval, the change, and better, worse or ~ by a stated rule
+    /// (Mann-Whitney U and a practical floor).
     Compare(cmd_compare::CompareArgs),
     /// Write a recording's derived metrics as CSV (or JSON Lines with --json), or its raw
     /// counters and gauges as OpenMetrics for Prometheus (--format openmetrics).
@@ -123,8 +125,8 @@ pub enum Command {
     /// Scheduling pressure now: per-CPU run-queue delay, runnable tasks against CPUs, PSI cpu,
     /// steal, and the threads of a process that wait for a CPU.
     Cpu(cmd_record::CpuArgs),
-    /// plumb's private PostgreSQL: start, stop, status, psql. The embedded default engine for
-    /// `delta`, the lab and the tests.
+    /// plumb's private PostgreSQL or MariaDB (--kind): start, stop, status, psql. The embedded
+    /// default engine for `delta`, `load`, the lab and the tests.
     Engine(cmd_engine::EngineArgs),
     /// Before/after deltas around a workload (SQL, a file of SQL, or a command): engine
     /// counters, waits, file I/O, temp spill, and the OS's CPU and disk figures; cold, warm or

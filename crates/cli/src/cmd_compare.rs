@@ -45,8 +45,11 @@ pub struct CompareArgs {
 /// The largest result file plumb compare reads (a lab's report.json is a few MB).
 const MAX_RESULT_BYTES: u64 = 64 << 20;
 
-/// A lab's report directory reads as its report.json. Each file is read up to
-/// [`MAX_RESULT_BYTES`], a regular file or a pipe (never a device: `/dev/zero`).
+/// The result files a plumb report directory holds: `plumb lab --out`'s and `plumb load --out`'s.
+const RESULT_FILES: [&str; 2] = ["report.json", "load.json"];
+
+/// A directory reads as the result it holds (a lab's report.json, a load's load.json). Each
+/// file is read up to [`MAX_RESULT_BYTES`], a regular file or a pipe (never a device).
 fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
     let mut meter = Counter::new("reading results", files.len(), files.len() >= 200);
     files
@@ -54,18 +57,19 @@ fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
         .map(|f| {
             meter.tick();
             let path = if f.is_dir() {
-                f.join("report.json")
+                match RESULT_FILES.iter().map(|n| f.join(n)).find(|p| p.exists()) {
+                    Some(p) => p,
+                    None => bail!(
+                        "{}: a directory with no plumb result in it (looked for {}: plumb lab --out and plumb load --out write them)",
+                        f.display(),
+                        RESULT_FILES.join(" and ")
+                    ),
+                }
             } else {
                 f.clone()
             };
-            let text =
-                plumb_sys::read_text_bounded(&path, MAX_RESULT_BYTES).with_context(|| {
-                    if f.is_dir() {
-                        format!("{}: not a plumb lab report directory", f.display())
-                    } else {
-                        f.display().to_string()
-                    }
-                })?;
+            let text = plumb_sys::read_text_bounded(&path, MAX_RESULT_BYTES)
+                .with_context(|| path.display().to_string())?;
             let v = serde_json::from_str(&text).with_context(|| {
                 format!(
                     "{}: not JSON (plumb io, plumb load and plumb delta --json write it)",
@@ -219,6 +223,17 @@ pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
     }
     if let Some(dir) = &a.history {
         return history(g, a, dir);
+    }
+    // Everything after `--` is a candidate's run: an option there is a mistake, said as one
+    // (it read as a file: "--html: No such file or directory").
+    if let Some(o) = a.candidate.iter().find(|c| {
+        let s = c.to_string_lossy();
+        s.starts_with('-') && !c.exists()
+    }) {
+        bail!(
+            "{}: after -- come only the candidate's runs; options go before --",
+            o.display()
+        );
     }
     let either = |list: &[PathBuf], opt: &[PathBuf]| -> Vec<PathBuf> {
         if opt.is_empty() { list } else { opt }.to_vec()

@@ -34,7 +34,7 @@ pub struct LabArgs {
     /// recording.plumb). Default: ./plumb-lab-DATE-TIME. Must not exist or be empty.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// A shorter lab (about half a minute): fewer levels, shorter runs, a smaller pgbench.
+    /// A shorter lab (about a minute): fewer levels, shorter runs, a smaller pgbench.
     #[arg(long)]
     pub quick: bool,
     /// How long pgbench runs (default 40s; --quick 10s). Given with --quick, this wins for

@@ -38,7 +38,7 @@ pub struct LoadArgs {
     /// a table shaped as sysbench's), insert-single and insert-bulk (the insert/CHECKPOINT loops: 100
     /// single-row commits, or 10,000 inserts in one transaction, then a checkpoint, round and
     /// round on one client).
-    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = ["order-entry", "tpcb", "point-select", "read-write", "insert-single", "insert-bulk"])]
+    #[arg(long, value_name = "NAME", default_value = "order-entry", value_parser = workload_name)]
     pub workload: String,
     /// order-entry's scale: warehouses to load (each about 100 MB: 10 districts, 30,000
     /// customers, 100,000 stock rows). Default 1.
@@ -286,4 +286,10 @@ fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
                 .unwrap_or_default()
         )),
     }
+}
+
+/// `--workload`: one of plumb's workloads, or an error suggesting the one another tool's name
+/// means.
+fn workload_name(s: &str) -> Result<String, String> {
+    Workload::parse_arg(s).map(|w| w.name().to_string())
 }

@@ -64,9 +64,16 @@ impl LabWorkload {
                 Ok(LabWorkload::File(p.to_path_buf()))
             }
             Ok(_) => crate::refuse!("--workload {s}: not a file"),
-            Err(e) => crate::refuse!(
-                "--workload {s}: not order-entry, tpcb, point-select or read-write, nor a file ({e})"
-            ),
+            Err(e) => match Workload::suggest(s).filter(|w| !w.is_loop()) {
+                Some(w) => crate::refuse!(
+                    "--workload {s}: did you mean {} ({})? The lab runs order-entry, tpcb, point-select, read-write or a pgbench script file ({s}: {e})",
+                    w.name(),
+                    w.like()
+                ),
+                None => crate::refuse!(
+                    "--workload {s}: not order-entry, tpcb, point-select or read-write, nor a file ({e})"
+                ),
+            },
         }
     }
 

@@ -42,6 +42,51 @@ fn verdict(v: Verdict) -> &'static str {
         Verdict::Same => "~",
         Verdict::TooFew => "too few",
         Verdict::Withheld => "withheld",
+        Verdict::NotComparable => "not comparable",
+    }
+}
+
+/// The `~` that reads as absurd without its reason: a change whose interval lies wholly beyond
+/// the floor, not significant by the test (few samples, or Holm's correction over many
+/// figures). One line each, in words.
+pub fn why_not_distinguishable(r: &CompareReport) -> Vec<String> {
+    r.figures
+        .iter()
+        .filter(|f| f.comparison.verdict == Verdict::Same)
+        .filter(|f| {
+            let c = &f.comparison;
+            c.change_low_pct > c.floor_pct || c.change_high_pct < -c.floor_pct
+        })
+        .map(|f| {
+            let c = &f.comparison;
+            let needed = if r.tested_together > 1 {
+                format!(
+                    "p {} is not below what Holm's correction over the {} figures tested asks of it (at most {:.4} for the smallest p)",
+                    p_text(c.p),
+                    r.tested_together,
+                    r.alpha / r.tested_together as f64
+                )
+            } else {
+                format!("p {} is not below {}", p_text(c.p), r.alpha)
+            };
+            format!(
+                "{}: ~ although the change's interval ({:+.0}% to {:+.0}%) lies beyond ±{:.0}%: {needed}, over {} and {} samples; more runs, or a longer one, can tell",
+                f.name,
+                c.change_low_pct,
+                c.change_high_pct,
+                c.floor_pct,
+                c.baseline.n,
+                c.candidate.n
+            )
+        })
+        .collect()
+}
+
+fn p_text(p: f64) -> String {
+    if p < 0.001 {
+        "<0.001".into()
+    } else {
+        format!("{p:.3}")
     }
 }
 
@@ -51,6 +96,11 @@ pub fn rule(r: &CompareReport) -> String {
         format!(
             "over the samples inside the one run a side (its seconds, repetitions, or a latency percentile's tenths, with intervals bootstrapped from the run's histogram) and the change's 95% interval lies wholly beyond ±{:.0}% for rates, ±{:.0}% for latency p50 and ±{:.0}% for p99 and beyond (one run a side cannot show the run-to-run spread: identical quick labs back to back on one quiet host moved tps by 20% and a p99 up to 3.6 times; --min-change {} where larger)",
             r.one_run_floor_pct, r.one_run_latency_floor_pct, r.one_run_tail_floor_pct, r.min_change_pct
+        )
+    } else if r.within_runs {
+        format!(
+            "over the seconds inside the runs (fewer than 4 runs a side: the test over all their seconds, the interval from drawing whole runs, then their seconds, so runs that disagree widen it) and the change's 95% interval lies wholly beyond ±{}% (--min-change; ±{:.0}% for a side of one run); figures without seconds over the runs",
+            r.min_change_pct, r.one_run_floor_pct
         )
     } else {
         format!(
@@ -69,8 +119,9 @@ pub fn rule(r: &CompareReport) -> String {
         r.alpha.to_string()
     };
     format!(
-        "a figure changed when the Mann-Whitney U test gives p < {level} {over}; ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least); withheld: a run's window for the figure was disturbed (neighbours' bytes at 10% of the device's or more, CPU taken by others on a busy host, or steal)",
-        r.alpha
+        "a figure changed when the Mann-Whitney U test gives p < {level} {over}; ~: not distinguishable; too few: with so few samples p can never fall below {} (4 a side at least); withheld: a run's window for the figure was disturbed (neighbours' bytes at 10% of the device's or more, CPU taken by others on a busy host, or steal), unless the change is at least {}x the neighbour's share; not comparable: throughput of runs whose loop or rate differ (closed loop against --rate, or two rates)",
+        r.alpha,
+        plumb_analyze::interference::EFFECT_OVER_SHARE
     )
 }
 
@@ -155,7 +206,15 @@ impl Render for CompareReport {
         )?;
         for f in self.figures.iter().filter(|f| !f.disturbed.is_empty()) {
             let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
-            writeln!(out, "withheld {}: {}", f.name, why.join("; "))?;
+            let word = if f.comparison.verdict == Verdict::Withheld {
+                "withheld"
+            } else {
+                "judged although disturbed (the change is large against the share)"
+            };
+            writeln!(out, "{word} {}: {}", f.name, why.join("; "))?;
+        }
+        for line in why_not_distinguishable(self) {
+            writeln!(out, "{line}")?;
         }
         Ok(())
     }
@@ -341,6 +400,10 @@ pub fn verdict_line(v: &plumb_analyze::compare::CompareVerdict) -> String {
         }
         "not_distinguishable" => parts.push("nothing moved beyond the rule".to_string()),
         "withheld" => parts.push("withheld: every figure's windows were disturbed".to_string()),
+        "not_comparable" => parts.push(format!(
+            "not comparable: {}: the sides' loops or rates differ",
+            v.not_comparable.join(", ")
+        )),
         _ => parts.push("too few samples to tell anything".to_string()),
     }
     if v.not_distinguishable > 0 && v.outcome != "not_distinguishable" {
@@ -356,6 +419,12 @@ pub fn verdict_line(v: &plumb_analyze::compare::CompareVerdict) -> String {
     }
     if !v.withheld.is_empty() && v.outcome != "withheld" {
         parts.push(format!("{} withheld (disturbed)", v.withheld.len()));
+    }
+    if !v.not_comparable.is_empty() && v.outcome != "not_comparable" {
+        parts.push(format!(
+            "not comparable: {} (the sides' loops or rates differ)",
+            v.not_comparable.join(", ")
+        ));
     }
     parts.join("; ")
 }
@@ -409,7 +478,7 @@ pub fn page(r: &CompareReport) -> String {
             let c = &f.comparison;
             let class = match c.verdict {
                 Verdict::Worse => "crit",
-                Verdict::Withheld => "warn",
+                Verdict::Withheld | Verdict::NotComparable => "warn",
                 _ => "",
             };
             h.with("tr", &[("class", class)], |h| {
@@ -430,8 +499,13 @@ pub fn page(r: &CompareReport) -> String {
         })
         .collect();
     if !withheld.is_empty() {
-        h.el("h2", &[], "Withheld: disturbed windows");
+        h.el("h2", &[], "Disturbed windows");
         h.list(&withheld);
+    }
+    let why = why_not_distinguishable(r);
+    if !why.is_empty() {
+        h.el("h2", &[], "Why ~ beyond the floor");
+        h.list(&why);
     }
     if !r.timelines.is_empty() {
         h.el("h2", &[], "Second by second");

@@ -178,6 +178,31 @@ pub struct HistoryReport {
 }
 
 /// Every figure's change points over `runs` (already in date order, all of one kind).
+/// What kind of run it is, for a history: the command (with `--quick`) and the engine.
+fn kind_of(r: &Run) -> String {
+    let quick = r
+        .context
+        .get("command line")
+        .is_some_and(|c| c.split_whitespace().any(|w| w == "--quick"));
+    let engine = r.context.get("engine").map(|e| {
+        if e.contains("MariaDB") {
+            "MariaDB"
+        } else if e.contains("PostgreSQL") {
+            "PostgreSQL"
+        } else if e.contains("SQL Server") {
+            "SQL Server"
+        } else {
+            e.as_str()
+        }
+    });
+    format!(
+        "{}{}{}",
+        r.what,
+        if quick { " --quick" } else { "" },
+        engine.map(|e| format!(" on {e}")).unwrap_or_default()
+    )
+}
+
 pub fn history(runs: &[Run], min_change_pct: f64) -> Result<HistoryReport, InputError> {
     history_with(runs, min_change_pct, &mut |_, _| {})
 }
@@ -194,15 +219,21 @@ pub fn history_with(
             why: "no results in the directory".into(),
         });
     };
+    // One kind: the same command, on the same engine, quick or full (a quick lab's figures
+    // are not a full one's, nor MariaDB's PostgreSQL's): a mix is refused with its groups.
+    let mut groups: Vec<(String, usize)> = Vec::new();
     for r in runs {
-        if r.what != first.what {
-            return Err(InputError::Workload {
-                file: r.file.clone(),
-                got: r.what.clone(),
-                first: first.file.clone(),
-                want: first.what.clone(),
-            });
+        let k = kind_of(r);
+        match groups.iter_mut().find(|g| g.0 == k) {
+            Some(g) => g.1 += 1,
+            None => groups.push((k, 1)),
         }
+    }
+    if groups.len() > 1 {
+        let named: Vec<String> = groups.iter().map(|(k, n)| format!("{n} × {k}")).collect();
+        return Err(InputError::Mixed {
+            groups: named.join(", "),
+        });
     }
     let mut checked = 0;
     let mut changes = Vec::new();
@@ -306,6 +337,35 @@ mod tests {
         let cps: Vec<usize> = e_divisive(&z, 5.0).iter().map(|c| c.0).collect();
         assert_eq!(cps, vec![100]);
         assert!(e_divisive(&noisy(1000.0, 400, 16), 5.0).is_empty());
+    }
+
+    /// A MariaDB lab among PostgreSQL labs, and quick labs among full ones, are refused with
+    /// the mix named (they were searched as one series).
+    #[test]
+    fn a_history_of_mixed_kinds_is_refused_with_the_mix_named() {
+        let lab = |engine: &str, cmd: &str| Run {
+            file: "r".into(),
+            what: "plumb lab".into(),
+            figures: vec![super::super::Figure::new("pgbench tps", true, 1000.0)],
+            context: [
+                ("engine".to_string(), engine.to_string()),
+                ("command line".to_string(), cmd.to_string()),
+            ]
+            .into_iter()
+            .collect(),
+            windows: vec![],
+        };
+        let pg = "PostgreSQL 15.18 (Debian 15.18-0+deb12u1)";
+        let mut runs: Vec<Run> = (0..5).map(|_| lab(pg, "")).collect();
+        assert!(history(&runs, 5.0).is_ok());
+        runs.push(lab("10.11.6-MariaDB-0+deb12u1", "--kind mariadb"));
+        runs.push(lab(pg, "--quick"));
+        runs.push(lab(pg, "--quick"));
+        let e = history(&runs, 5.0).unwrap_err().to_string();
+        assert!(
+            e.contains("5 × plumb lab on PostgreSQL, 1 × plumb lab on MariaDB, 2 × plumb lab --quick on PostgreSQL"),
+            "{e}"
+        );
     }
 
     #[test]

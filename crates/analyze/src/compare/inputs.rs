@@ -70,6 +70,21 @@ pub struct RunWindow {
     pub io_share: Option<f64>,
     /// The busiest neighbour: `comm (PID n)`.
     pub neighbour: Option<String>,
+    /// The largest share another party took of the window, in percent (of the device's bytes,
+    /// the CPU time, or steal): what the effect-size rule weighs. None: no share to weigh.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_pct: Option<f64>,
+}
+
+impl RunWindow {
+    /// Whether a change of `effect_pct` (the interval's bound nearest zero) stands beside this
+    /// window's disturbance ([`crate::interference::EFFECT_OVER_SHARE`]).
+    pub fn effect_stands(&self, effect_pct: f64) -> bool {
+        !self.disturbed
+            || self
+                .share_pct
+                .is_some_and(|s| effect_pct.abs() >= crate::interference::EFFECT_OVER_SHARE * s)
+    }
 }
 
 /// One result read for comparison.
@@ -92,6 +107,8 @@ pub enum InputError {
     NotAResult { file: String, why: String },
     #[error("{file}: a {kind} result; plumb compare reads plumb lab report directories, plumb io, plumb load and plumb delta results (--json) and recording windows (FILE@FROM-TO)")]
     Kind { file: String, kind: String },
+    #[error("--history: the results are of {groups}: a history is of one kind (give each kind a directory of its own)")]
+    Mixed { groups: String },
     #[error("{file}: {got}, where {first} is {want}: compare runs of one kind")]
     Workload {
         file: String,
@@ -260,11 +277,25 @@ fn run_window(phase: &str, i: &Value) -> Option<RunWindow> {
             n["pid"].as_u64().unwrap_or(0)
         )
     });
+    // As `Interference::disturbing_share_pct`: I/O nobody accounts for has no share to weigh.
+    let unexplained = i["notes"]
+        .as_array()
+        .is_some_and(|n| n.iter().any(|n| n["code"] == "unexplained-io"));
+    let share_pct = [
+        io_share.map(|s| s * 100.0),
+        i["cpu_share"].as_f64().map(|s| s * 100.0),
+        i["steal_pct"].as_f64(),
+    ]
+    .into_iter()
+    .flatten()
+    .reduce(f64::max)
+    .filter(|_| !unexplained);
     Some(RunWindow {
         phase: phase.to_string(),
         disturbed: i["verdict"].as_str() == Some("disturbed"),
         io_share,
         neighbour,
+        share_pct,
     })
 }
 
@@ -712,6 +743,9 @@ pub struct CompareReport {
     pub alpha: f64,
     /// Whether the figures were compared over the samples inside one run a side.
     pub per_second: bool,
+    /// Whether figures with seconds were compared over the seconds inside a few runs a side
+    /// (fewer than 4), whole runs drawn for the interval.
+    pub within_runs: bool,
     /// One run a side: how many figures were tested together (Holm's correction: the smallest
     /// p must be below 0.05/m, the next below 0.05/(m−1)…); 0 with several runs a side.
     pub tested_together: usize,
@@ -742,6 +776,8 @@ pub struct CompareVerdict {
     pub not_distinguishable: usize,
     pub too_few: usize,
     pub withheld: Vec<String>,
+    /// Figures not comparable between the sides (throughput of different loops or rates).
+    pub not_comparable: Vec<String>,
 }
 
 impl CompareVerdict {
@@ -754,10 +790,11 @@ impl CompareVerdict {
                 .collect()
         };
         let count = |v: Verdict| figures.iter().filter(|f| f.comparison.verdict == v).count();
-        let (worse, better, withheld) = (
+        let (worse, better, withheld, not_comparable) = (
             names(Verdict::Worse),
             names(Verdict::Better),
             names(Verdict::Withheld),
+            names(Verdict::NotComparable),
         );
         let same = count(Verdict::Same);
         let outcome = match (worse.is_empty(), better.is_empty()) {
@@ -766,6 +803,7 @@ impl CompareVerdict {
             (false, false) => "mixed",
             (true, true) if same > 0 => "not_distinguishable",
             (true, true) if !withheld.is_empty() => "withheld",
+            (true, true) if !not_comparable.is_empty() => "not_comparable",
             (true, true) => "too_few",
         };
         CompareVerdict {
@@ -775,6 +813,7 @@ impl CompareVerdict {
             not_distinguishable: same,
             too_few: count(Verdict::TooFew),
             withheld,
+            not_comparable,
         }
     }
 }
@@ -840,8 +879,24 @@ fn percentile_comparison(
         change_high_pct: hi,
         p,
         verdict,
+        floor_pct: min_change_pct,
     })
 }
+
+/// Runs whose figure has its seconds (at least [`WITHIN_RUN_SECONDS`] each): compared over
+/// the seconds inside the runs, the runs kept as the unit of resampling.
+fn within_runs(side: &[&Figure]) -> bool {
+    side.len() < SEVERAL_RUNS
+        && side
+            .iter()
+            .all(|f| f.per_second.len() >= WITHIN_RUN_SECONDS)
+}
+
+/// Seconds a run needs to be compared by what is inside it.
+pub const WITHIN_RUN_SECONDS: usize = 2;
+/// From this many runs a side the runs' own values are enough for the test (4 a side can reach
+/// p < 0.05).
+pub const SEVERAL_RUNS: usize = 4;
 
 /// Each figure both sides have, compared: over the runs where a side has several; over the
 /// samples inside the runs where each side has one and the figure has them.
@@ -897,6 +952,31 @@ pub fn compare_runs(
                 side.iter().map(|f| f.value).collect()
             }
         };
+        // A few runs a side, each with its seconds: the test over the seconds, the interval
+        // from drawing whole runs (then their seconds), so three short runs a side can say
+        // "worse" when it is plain, and runs that disagree widen the interval.
+        if !one_each && within_runs(&a) && within_runs(&b) {
+            let runs = |side: &[&Figure]| -> Vec<Vec<f64>> {
+                side.iter().map(|f| f.per_second.clone()).collect()
+            };
+            let (ra, rb) = (runs(&a), runs(&b));
+            // One run on a side cannot show its run-to-run spread: that side's floor.
+            let floor = if a.len() == 1 || b.len() == 1 {
+                super::floor_pct(min_change_pct, true, higher)
+            } else {
+                floor
+            };
+            out.push((
+                name,
+                super::compare_samples(
+                    super::Samples::Runs(&ra),
+                    super::Samples::Runs(&rb),
+                    higher,
+                    floor,
+                ),
+            ));
+            continue;
+        }
         out.push((name, compare(&samples(&a), &samples(&b), higher, floor)));
     }
     out
@@ -1026,6 +1106,20 @@ pub fn compare_read(
     let figs =
         |runs: &[Run]| -> Vec<Vec<Figure>> { runs.iter().map(|r| r.figures.clone()).collect() };
     let per_second = a.len() == 1 && b.len() == 1;
+    let rate = |r: &Run| r.context.get("rate_per_s").cloned();
+    let rate_differs = {
+        let ra: BTreeSet<Option<String>> = a.iter().map(rate).collect();
+        let rb: BTreeSet<Option<String>> = b.iter().map(rate).collect();
+        ra != rb
+    };
+    let within_runs = !per_second
+        && a.len() < SEVERAL_RUNS
+        && b.len() < SEVERAL_RUNS
+        && a.iter().chain(&b).all(|r| {
+            r.figures
+                .iter()
+                .any(|f| f.per_second.len() >= WITHIN_RUN_SECONDS)
+        });
     let by_name: BTreeMap<String, &Figure> = a
         .first()
         .map(|r| r.figures.iter().map(|f| (f.name.clone(), f)).collect())
@@ -1054,8 +1148,27 @@ pub fn compare_read(
                         })
                 })
                 .collect();
-            if !disturbed.is_empty() {
+            // Withheld, unless the change is large against every disturbing share (a 76% drop
+            // is not hidden by a 12% share of the device's bytes).
+            let effect = if comparison.change_low_pct > 0.0 {
+                comparison.change_low_pct
+            } else if comparison.change_high_pct < 0.0 {
+                -comparison.change_high_pct
+            } else {
+                0.0
+            };
+            let judged = matches!(comparison.verdict, Verdict::Better | Verdict::Worse);
+            if !disturbed.is_empty()
+                && !(judged && disturbed.iter().all(|d| d.window.effect_stands(effect)))
+            {
                 comparison.verdict = Verdict::Withheld;
+            }
+            // Throughput of runs whose loop or rate differ is not comparable.
+            let loop_differs = rate_differs
+                && f.is_some_and(|f| f.higher_is_better)
+                && !matches!(comparison.verdict, Verdict::Withheld);
+            if loop_differs {
+                comparison.verdict = Verdict::NotComparable;
             }
             FigureComparison {
                 higher_is_better: f.map(|f| f.higher_is_better).unwrap_or(true),
@@ -1074,6 +1187,7 @@ pub fn compare_read(
         min_change_pct,
         alpha: ALPHA,
         per_second,
+        within_runs,
         one_run_floor_pct: super::floor_pct(min_change_pct, true, true),
         one_run_latency_floor_pct: super::floor_pct(min_change_pct, true, false),
         one_run_tail_floor_pct: super::floor_for(min_change_pct, true, false, true),
@@ -1204,6 +1318,84 @@ mod tests {
         let r = compare_files(&a, &c, 5.0).unwrap();
         let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
         assert_eq!(tps.comparison.verdict, Verdict::Worse);
+    }
+
+    /// The effect-size rule: a neighbour's 12% of the device's bytes does not hide a 75% drop;
+    /// its 40% does.
+    #[test]
+    fn a_large_change_stands_beside_a_small_share_and_not_beside_a_large_one() {
+        let a = vec![("a".to_string(), lab("6.1", &steady(2800.0), None, None))];
+        let small = vec![(
+            "b".to_string(),
+            lab("6.1", &steady(700.0), Some(0.12), None),
+        )];
+        let r = compare_files(&a, &small, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Worse, "{tps:?}");
+        assert_eq!(tps.disturbed.len(), 1, "the disturbance is still said");
+        let large = vec![("b".to_string(), lab("6.1", &steady(700.0), Some(0.4), None))];
+        let r = compare_files(&a, &large, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "pgbench tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Withheld);
+    }
+
+    fn load(rate: Option<f64>, tps: f64, seconds: usize) -> Value {
+        let secs: Vec<Value> = (0..seconds)
+            .map(|i| json!({"done": tps + (i % 3) as f64}))
+            .collect();
+        json!({
+            "kind": "load", "workload": "tpcb", "engine": "postgres", "clients": 4,
+            "rate_per_s": rate, "window_s": seconds as f64,
+            "types": [{"name": "tpcb", "committed": tps * seconds as f64, "rolled_back": 0,
+                       "latency": {"p50_s": 0.002, "p99_s": 0.01}}],
+            "seconds": secs,
+        })
+    }
+
+    /// A closed loop against an open loop at a rate: throughput is not comparable (it was
+    /// called "WORSE: tps -48.7%"); two closed loops are.
+    #[test]
+    fn throughput_of_different_loops_is_not_comparable() {
+        let closed = vec![("closed".to_string(), load(None, 2000.0, 30))];
+        let open = vec![("open".to_string(), load(Some(1000.0), 1000.0, 30))];
+        let r = compare_files(&closed, &open, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::NotComparable);
+        assert_eq!(r.verdict.outcome, "not_comparable", "{:?}", r.verdict);
+        assert_eq!(r.verdict.not_comparable, ["tps"]);
+        let slower = vec![("slower".to_string(), load(None, 1000.0, 30))];
+        let r = compare_files(&closed, &slower, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Worse);
+    }
+
+    /// Three short runs a side whose seconds do not overlap: worse, by the seconds inside the
+    /// runs (over the three runs' values alone p can never fall below 0.05).
+    #[test]
+    fn three_short_runs_a_side_are_compared_over_their_seconds() {
+        let side = |tps: f64, name: &str| -> Vec<(String, Value)> {
+            (0..3)
+                .map(|i| (format!("{name}{i}"), load(None, tps + i as f64 * 10.0, 4)))
+                .collect()
+        };
+        let r = compare_files(&side(16000.0, "qd16-"), &side(4000.0, "qd1-"), 5.0).unwrap();
+        assert!(r.within_runs && !r.per_second);
+        let tps = r.figures.iter().find(|f| f.name == "tps").unwrap();
+        assert_eq!(tps.comparison.verdict, Verdict::Worse, "{tps:?}");
+        assert_eq!(
+            tps.comparison.baseline.n, 6,
+            "two whole seconds a run: {tps:?}"
+        );
+        // Runs that disagree among themselves as much as the sides do: not a verdict.
+        let mixed: Vec<(String, Value)> = [4000.0, 16000.0, 9000.0]
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (format!("m{i}"), load(None, *t, 4)))
+            .collect();
+        let r = compare_files(&side(9000.0, "a"), &mixed, 5.0).unwrap();
+        let tps = r.figures.iter().find(|f| f.name == "tps").unwrap();
+        assert_ne!(tps.comparison.verdict, Verdict::Worse, "{tps:?}");
+        assert_ne!(tps.comparison.verdict, Verdict::Better, "{tps:?}");
     }
 
     #[test]

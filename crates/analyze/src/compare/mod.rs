@@ -241,6 +241,9 @@ pub enum Verdict {
     TooFew,
     /// Not judged: a run's window for this figure was disturbed by a neighbour.
     Withheld,
+    /// Not judged: the sides' runs are not alike for this figure (throughput of a closed loop
+    /// against an open loop at a rate, or two rates).
+    NotComparable,
 }
 
 /// One figure compared.
@@ -254,6 +257,8 @@ pub struct Comparison {
     pub change_high_pct: f64,
     pub p: f64,
     pub verdict: Verdict,
+    /// The practical floor the change's interval had to clear, in percent.
+    pub floor_pct: f64,
 }
 
 /// The change from `a` to `b` in percent; from 0, infinite the way it went (a sort that
@@ -392,6 +397,7 @@ pub fn compare_samples(
         change_high_pct: hi,
         p: mw.p,
         verdict,
+        floor_pct: min_change_pct,
     }
 }
 

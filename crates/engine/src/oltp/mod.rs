@@ -90,6 +90,59 @@ impl Workload {
         Workload::ALL.into_iter().find(|w| w.name() == s)
     }
 
+    /// The workload a name from another tool means (HammerDB's TPC-C, pgbench's TPC-B or -S,
+    /// sysbench's oltp_read_write), for an error that suggests it.
+    pub fn suggest(s: &str) -> Option<Workload> {
+        let k: String = s
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect::<String>()
+            .to_ascii_lowercase();
+        Some(match k.as_str() {
+            "tpcc" | "tproc" | "tprocc" | "hammerdb" | "neworder" | "orderentry" | "oltp" => {
+                Workload::OrderEntry
+            }
+            "tpcb" | "pgbench" | "tpcblike" | "simpleupdate" => Workload::TpcB,
+            "selectonly" | "s" | "pointselect" | "oltppointselect" | "select" => {
+                Workload::PointSelect
+            }
+            "oltpreadwrite" | "readwrite" | "sysbench" | "rw" => Workload::ReadWrite,
+            "insertsingle" | "singleinsert" | "insert" => Workload::InsertSingle,
+            "insertbulk" | "bulkinsert" | "bulk" => Workload::InsertBulk,
+            _ => return None,
+        })
+    }
+
+    /// `--workload`'s check: a workload's name, or an error naming the nearest one
+    /// ("tpc-c: order-entry is plumb's TPC-C-like workload").
+    pub fn parse_arg(s: &str) -> Result<Workload, String> {
+        if let Some(w) = Workload::parse(s) {
+            return Ok(w);
+        }
+        let names: Vec<&str> = Workload::ALL.iter().map(|w| w.name()).collect();
+        Err(match Workload::suggest(s) {
+            Some(w) => format!(
+                "not a workload plumb runs; did you mean {} ({})? The workloads: {}",
+                w.name(),
+                w.like(),
+                names.join(", ")
+            ),
+            None => format!("not a workload plumb runs: {}", names.join(", ")),
+        })
+    }
+
+    /// What it is shaped as, in a few words.
+    pub fn like(self) -> &'static str {
+        match self {
+            Workload::OrderEntry => "TPC-C-like, HammerDB's five transactions",
+            Workload::TpcB => "pgbench's TPC-B-like transaction",
+            Workload::PointSelect => "pgbench -S's select by key",
+            Workload::ReadWrite => "sysbench's oltp_read_write",
+            Workload::InsertSingle => "100 single-row commits, then CHECKPOINT",
+            Workload::InsertBulk => "10,000 inserts in one transaction, then CHECKPOINT",
+        }
+    }
+
     /// The transaction types and their weights.
     pub fn mix(self) -> Vec<(&'static str, u32)> {
         match self {

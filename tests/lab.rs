@@ -1006,6 +1006,147 @@ fn a_neighbour_started_halfway_marks_the_phases_it_touched() {
     assert_nothing_left(d.path(), &["report"]);
 }
 
+/// The verdict block of a summary: from "Verdict" to the first blank line.
+fn verdict_block(summary: &str) -> String {
+    summary
+        .split("\n\n")
+        .find(|b| b.starts_with("Verdict") || b.contains("\nVerdict\n"))
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A quick lab beside a neighbour writing from its start to its end: its first screen states
+/// nothing its sections withhold (no knee, nor its absence, from a disturbed sweep; no "faster"
+/// from loops run beside other work), lists each action once, and opens on one scannable
+/// trust line naming the worst neighbour. The same neighbour accepted by PID
+/// (`--accept-neighbour`) is recorded in a `plumb load`'s window and said "noted: accepted";
+/// not accepted, it disturbs that window.
+#[test]
+fn a_lab_beside_a_neighbour_says_nothing_its_sections_withhold() {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let d = scratch();
+    let n = Neighbour::start(d.path());
+    let pid = n.0.id();
+    std::thread::sleep(Duration::from_secs(2));
+    let out = d.path().join("report");
+    let (mut c, _) = start_until(d.path(), &out, "durability");
+    assert_eq!(wait(&mut c, Duration::from_secs(400)), 0);
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    let block = verdict_block(&summary);
+    assert!(block.starts_with("Verdict"), "{summary}");
+    // One scannable trust line first, the worst neighbour named by PID.
+    let trust = block.lines().nth(1).unwrap_or("");
+    assert!(
+        trust.contains("DISTURBED: ") && trust.contains("; worst: ") && trust.chars().count() < 160,
+        "{block}"
+    );
+    // No knee from a disturbed sweep, in the verdict or as a finding; the section says why.
+    if r["sweep"]["disturbance"] == "disturbed" {
+        assert!(
+            !block.contains("the knee") && !block.contains("grew no faster"),
+            "{block}"
+        );
+        assert!(block.contains("is stated: the sweep"), "{block}");
+        assert!(summary.contains("no knee is stated: the sweep was disturbed"));
+        let codes = r["findings"].to_string();
+        assert!(!codes.contains("device-knee") && !codes.contains("device-past-knee"));
+    }
+    // No "faster" in the first screen from runs beside other work; the loops' statement says
+    // they were not compared where their windows were disturbed.
+    assert!(!block.contains("faster"), "{block}");
+    let disturbed = |phase: &str| {
+        r["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["phase"] == phase && w["interference"]["verdict"] == "disturbed")
+    };
+    if disturbed("single-row commits, fdatasync") {
+        let wal = summary
+            .lines()
+            .find(|l| l.contains("wal_sync_method compared"))
+            .unwrap_or("");
+        assert!(
+            wal.contains("single-row commits: not compared")
+                && !wal.contains("single-row commits: 2"),
+            "{wal}"
+        );
+    }
+    // Each action once.
+    let actions: Vec<&str> = block
+        .lines()
+        .filter(|l| l.contains("[warn]") || l.contains("[critical]"))
+        .collect();
+    let mut unique = actions.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), actions.len(), "{block}");
+
+    // plumb load's window: the neighbour accepted, then not.
+    let load = |accept: bool| -> Value {
+        let dir = d.path().join(if accept { "pg-a" } else { "pg-b" });
+        std::fs::create_dir(&dir).unwrap();
+        let mut args: Vec<String> = [
+            "load",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--workload",
+            "point-select",
+            "--scale",
+            "1",
+            "--clients",
+            "2",
+            "--rampup",
+            "1s",
+            "--duration",
+            "4s",
+            "--json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if accept {
+            args.extend(["--accept-neighbour".to_string(), pid.to_string()]);
+        }
+        let o = plumb().args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let j = load(true);
+    let w = &j["verdict"]["windows"][0];
+    assert_eq!(w["phase"], "timed window", "{w:#}");
+    assert!(
+        w["accepted"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["pid"] == pid)),
+        "the accepted neighbour is recorded: {w:#}"
+    );
+    assert!(
+        !w["neighbours"]
+            .to_string()
+            .contains(&format!("\"pid\":{pid}")),
+        "{w:#}"
+    );
+    assert_ne!(j["verdict"]["trust"], "unwatched");
+    let j = load(false);
+    let w = &j["verdict"]["windows"][0];
+    assert_eq!(w["trust"], "disturbed", "{w:#}");
+    assert!(
+        w["neighbours"]
+            .to_string()
+            .contains(&format!("\"pid\":{pid}")),
+        "{w:#}"
+    );
+    drop(n);
+    assert_nothing_left(d.path(), &["report", "pg-a", "pg-b"]);
+}
+
 /// `plumb compare` on real labs: two quiet `--quick` labs show no figure worse by the rule; a
 /// lab with `--throttle-writes 2MB/s` against a quiet one shows the throttled workload's tps and
 /// p99 worse, and `--fail-on worse` exits 1.

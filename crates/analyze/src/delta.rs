@@ -903,6 +903,7 @@ mod tests {
         // The same, with the warm run disturbed by a neighbour: named, and the reading lowered.
         let mut m = modes(96.0 * 1048576.0);
         m[1].runs[0].interference = Some(crate::interference::Interference {
+            accepted: vec![],
             verdict: crate::interference::Verdict::Disturbed,
             window_s: 0.3,
             devices: vec!["vda".into()],

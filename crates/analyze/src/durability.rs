@@ -840,6 +840,7 @@ mod tests {
             device: None,
             probe,
             interference: disturbed.then(|| Interference {
+                accepted: vec![],
                 verdict: Verdict::Disturbed,
                 window_s: 1.0,
                 devices: vec!["loop0".into()],

@@ -34,6 +34,102 @@ pub const STEAL_PCT: f64 = 25.0;
 #[derive(Debug, Clone, Default)]
 pub struct Own {
     pub roots: Vec<u32>,
+    /// Processes the DBA accepted as neighbours (`--accept-neighbour`) and their descendants:
+    /// their work is noted in the window, never held against its figures.
+    pub accepted: BTreeSet<u32>,
+}
+
+/// A neighbour the DBA accepts (`--accept-neighbour NAME|PID|cgroup`): a backup agent, a
+/// monitoring agent, another database that is part of the host's normal life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Accept {
+    /// A process name as /proc shows it (`comm`, at most 15 characters: a longer name is
+    /// matched on its first 15).
+    Name(String),
+    Pid(u32),
+    /// A cgroup (v2) path, `/system.slice/backup.service`: every process in it or below it.
+    Cgroup(String),
+}
+
+impl Accept {
+    /// A PID (digits), a cgroup path (starting with `/`), or a process name.
+    pub fn parse(s: &str) -> Result<Accept, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("an empty name: give a process name, a PID or a cgroup path".into());
+        }
+        if s.chars().all(|c| c.is_ascii_digit()) {
+            return match s.parse::<u32>() {
+                Ok(p) if p > 0 => Ok(Accept::Pid(p)),
+                _ => Err(format!("{s}: not a PID")),
+            };
+        }
+        if s.starts_with('/') {
+            let path = s.trim_end_matches('/');
+            return Ok(Accept::Cgroup(if path.is_empty() {
+                "/".into()
+            } else {
+                path.into()
+            }));
+        }
+        if s.contains('/') || s.chars().any(char::is_control) {
+            return Err(format!(
+                "{s}: a process name has no '/' (a cgroup path starts with one)"
+            ));
+        }
+        Ok(Accept::Name(s.chars().take(15).collect()))
+    }
+
+    /// As the DBA wrote it.
+    pub fn label(&self) -> String {
+        match self {
+            Accept::Name(n) => n.clone(),
+            Accept::Pid(p) => format!("PID {p}"),
+            Accept::Cgroup(c) => format!("cgroup {c}"),
+        }
+    }
+
+    fn matches(&self, p: &ProcActivity, cgroup: &dyn Fn(u32) -> Option<String>) -> bool {
+        match self {
+            Accept::Name(n) => p.comm == *n,
+            Accept::Pid(pid) => p.pid == *pid,
+            Accept::Cgroup(c) => cgroup(p.pid).is_some_and(|g| {
+                c == "/"
+                    || g == *c
+                    || g.strip_prefix(c.as_str())
+                        .is_some_and(|r| r.starts_with('/'))
+            }),
+        }
+    }
+}
+
+/// The processes `accept` names in either reading, and their descendants. `cgroup` gives a
+/// process's cgroup v2 path (asked only when a cgroup is accepted).
+pub fn accepted_set(
+    before: &Activity,
+    after: &Activity,
+    accept: &[Accept],
+    cgroup: &dyn Fn(u32) -> Option<String>,
+) -> BTreeSet<u32> {
+    if accept.is_empty() {
+        return BTreeSet::new();
+    }
+    let roots: Vec<u32> = before
+        .procs
+        .iter()
+        .chain(&after.procs)
+        .filter(|p| !p.kernel_thread && accept.iter().any(|a| a.matches(p, cgroup)))
+        .map(|p| p.pid)
+        .collect();
+    own_set(
+        before,
+        after,
+        &Own {
+            roots,
+            accepted: BTreeSet::new(),
+        },
+    )
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -72,6 +168,10 @@ pub struct Interference {
     pub neighbours: Vec<Neighbour>,
     pub steal_pct: Option<f64>,
     pub idle_pct: Option<f64>,
+    /// Accepted neighbours (`--accept-neighbour`) that did I/O or used CPU in the window: noted,
+    /// their bytes not counted as a disturbance.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<Neighbour>,
     /// The neighbours' bytes on the device as a share of the device's bytes (0 to 1; None when
     /// the device moved nothing): the graded measure of an I/O neighbour.
     pub io_share: Option<f64>,
@@ -197,6 +297,8 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
     let mine = own_set(before, after, own);
     let prev: BTreeMap<Key, &ProcActivity> = before.procs.iter().map(|p| (key(p), p)).collect();
     let (mut own_r, mut own_w, mut own_cpu) = (0u64, 0u64, 0u64);
+    let (mut acc_r, mut acc_w) = (0u64, 0u64);
+    let mut accepted = Vec::new();
     let mut others_cpu = 0u64;
     let mut unreadable = 0usize;
     let mut neighbours = Vec::new();
@@ -217,6 +319,22 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
             continue;
         }
         if p.kernel_thread {
+            continue;
+        }
+        if own.accepted.contains(&p.pid) {
+            let (rd, wr) = (rd.unwrap_or(0), wr.unwrap_or(0));
+            acc_r += rd;
+            acc_w += wr;
+            let cpu_s = cpu as f64 / hz;
+            if rd + wr >= IO_FLOOR_BYTES || cpu_s >= 0.1 * window_s {
+                accepted.push(Neighbour {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    read_bytes: rd,
+                    write_bytes: wr,
+                    cpu_s,
+                });
+            }
             continue;
         }
         others_cpu += cpu;
@@ -269,7 +387,11 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         tol(own_r, READ_TOLERANCE, IO_FLOOR_BYTES),
         tol(own_w, WRITE_TOLERANCE, 4 * IO_FLOOR_BYTES),
     );
-    let (ex_r, ex_w) = (dr.saturating_sub(own_r), dw.saturating_sub(own_w));
+    // The device's bytes beyond plumb's and the accepted neighbours'.
+    let (ex_r, ex_w) = (
+        dr.saturating_sub(own_r + acc_r),
+        dw.saturating_sub(own_w + acc_w),
+    );
     let foreign_reads = ex_r > tol_r && others_r > tol_r;
     let foreign_writes = ex_w > tol_w && others_w > tol_w;
     // The device's bytes beyond plumb's that visible neighbours account for.
@@ -349,6 +471,31 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
             Note::new(Level::Info, "neighbour-io-unreadable").count("processes", unreadable as f64),
         );
     }
+    if !accepted.is_empty() {
+        accepted.sort_by(|a, b| {
+            (b.read_bytes + b.write_bytes)
+                .cmp(&(a.read_bytes + a.write_bytes))
+                .then(b.cpu_s.total_cmp(&a.cpu_s))
+        });
+        accepted.truncate(5);
+        let who: Vec<Note> = accepted
+            .iter()
+            .take(3)
+            .map(|n| {
+                Note::new(Level::Info, "neighbour")
+                    .count("pid", n.pid as f64)
+                    .text("comm", n.comm.clone())
+                    .bytes("read_bytes", n.read_bytes as f64)
+                    .bytes("write_bytes", n.write_bytes as f64)
+            })
+            .collect();
+        notes.push(
+            Note::new(Level::Info, "neighbour-accepted")
+                .bytes("read_bytes", acc_r as f64)
+                .bytes("write_bytes", acc_w as f64)
+                .notes("neighbours", who),
+        );
+    }
     let verdict = if notes.iter().any(|n| n.level == Level::Warn) {
         Verdict::Disturbed
     } else {
@@ -371,6 +518,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         idle_pct,
         io_share,
         cpu_share: all_ticks.map(|t| (others_cpu as f64 / t).min(1.0)),
+        accepted,
         notes,
     }
 }
@@ -434,7 +582,93 @@ mod tests {
         let t = Instant::now();
         let a = reading(t, (0, 0), before, (0, 0, 0));
         let b = reading(t + Duration::from_secs(1), disk, after, cpu);
-        judge(&a, &b, &Own { roots: vec![100] }, &["loop0".to_string()])
+        judge(
+            &a,
+            &b,
+            &Own {
+                roots: vec![100],
+                accepted: Default::default(),
+            },
+            &["loop0".to_string()],
+        )
+    }
+
+    /// `--accept-neighbour`: by name, PID or cgroup, with descendants. An accepted backup
+    /// agent's 500 MiB beside plumb's 100 is noted, not a disturbance; not accepted, it is.
+    #[test]
+    fn an_accepted_neighbour_is_noted_not_held_against_the_window() {
+        assert_eq!(Accept::parse("4242"), Ok(Accept::Pid(4242)));
+        assert_eq!(
+            Accept::parse("/system.slice/backup.service/"),
+            Ok(Accept::Cgroup("/system.slice/backup.service".into()))
+        );
+        assert_eq!(
+            Accept::parse("a-very-long-backup-agent-name"),
+            Ok(Accept::Name("a-very-long-bac".into()))
+        );
+        assert!(Accept::parse("").is_err() && Accept::parse("0").is_err());
+        assert!(Accept::parse("bin/agent").is_err());
+        let t = Instant::now();
+        let before = vec![
+            proc(100, 1, "plumb", 0, 0, 0),
+            proc(300, 1, "backup-agent", 0, 0, 0),
+        ];
+        let after = vec![
+            proc(100, 1, "plumb", 100 * MIB, 0, 50),
+            proc(300, 1, "backup-agent", 0, 0, 5),
+            // Its child did the writing: a descendant of an accepted process is accepted.
+            proc(301, 300, "gzip", 0, 500 * MIB, 40),
+        ];
+        let a = reading(t, (0, 0), before, (0, 0, 0));
+        let b = reading(
+            t + Duration::from_secs(1),
+            (100 * MIB, 500 * MIB),
+            after,
+            (90, 110, 0),
+        );
+        let devs = ["loop0".to_string()];
+        let own = |accepted| Own {
+            roots: vec![100],
+            accepted,
+        };
+        let no_cgroup = |_: u32| None;
+        let plain = judge(&a, &b, &own(Default::default()), &devs);
+        assert_eq!(plain.verdict, Verdict::Disturbed);
+        for accept in [
+            Accept::Name("backup-agent".into()),
+            Accept::Pid(300),
+            Accept::Cgroup("/system.slice/backup.service".into()),
+        ] {
+            let cgroup = |pid: u32| {
+                (pid == 300 || pid == 301).then(|| "/system.slice/backup.service".to_string())
+            };
+            let set = accepted_set(&a, &b, std::slice::from_ref(&accept), &cgroup);
+            assert!(
+                set.contains(&300) && set.contains(&301),
+                "{accept:?}: {set:?}"
+            );
+            let w = judge(&a, &b, &own(set), &devs);
+            assert_eq!(w.verdict, Verdict::Clean, "{accept:?}: {:?}", w.notes);
+            assert!(w
+                .accepted
+                .iter()
+                .any(|n| n.pid == 301 && n.write_bytes == 500 * MIB));
+            assert!(w.neighbours.iter().all(|n| n.pid != 301));
+            assert_eq!(
+                crate::verdict::grade(Some(&w)),
+                crate::verdict::Trust::Noted
+            );
+            assert!(w.notes.iter().any(|n| n.code == "neighbour-accepted"));
+        }
+        // A cgroup that is only a prefix of another's name is not it.
+        let set = accepted_set(
+            &a,
+            &b,
+            &[Accept::Cgroup("/system.slice/backup".into())],
+            &|_| Some("/system.slice/backup.service".to_string()),
+        );
+        assert!(set.is_empty(), "{set:?}");
+        assert!(accepted_set(&a, &b, &[Accept::Pid(9)], &no_cgroup).is_empty());
     }
 
     #[test]

@@ -186,6 +186,9 @@ pub struct LoadReport {
     /// `--record`: the recording's file (`plumb report FILE` charts it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recording: Option<String>,
+    /// The timed window watched for other work (the server on this host: its processes are
+    /// the load's own); None where the server runs elsewhere.
+    pub interference: Option<crate::interference::Interference>,
 }
 
 impl LoadReport {

@@ -1,5 +1,5 @@
-//! What `plumb load` opens on: how far its window can be trusted (not watched for other work
-//! yet: said so, never called clean), the throughput with the spread of its seconds, the
+//! What `plumb load` opens on: how far its window can be trusted (watched for other work where
+//! the server runs on this host; elsewhere said to be not watched, never called clean), the throughput with the spread of its seconds, the
 //! slowest transaction type's p99, NOPM where the workload has new orders, and what needs action
 //! (failed transactions, lost clients, a broken consistency check, an open loop that fell
 //! behind its schedule, an interrupted run). Codes and numbers: `plumb_report` words it.
@@ -29,7 +29,7 @@ pub fn failed_check(v: &RunVerdict) -> bool {
 }
 
 pub fn load(r: &LoadReport) -> RunVerdict {
-    let mut v = RunVerdict::of_windows(vec![window_trust("timed window", None)]);
+    let mut v = RunVerdict::of_windows(vec![window_trust("timed window", r.interference.as_ref())]);
     // The seconds of the timed window (after the ramp-up).
     let (from, to) = (r.rampup_s, r.rampup_s + r.window_s);
     let mut per_s: Vec<f64> = r

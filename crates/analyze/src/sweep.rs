@@ -480,6 +480,7 @@ mod tests {
         let mut r = lvl("x", iops, lat_ms).reps.remove(0);
         if !clean {
             r.interference = Some(crate::interference::Interference {
+                accepted: vec![],
                 verdict: Verdict::Disturbed,
                 window_s: 1.0,
                 devices: vec![],

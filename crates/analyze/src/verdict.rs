@@ -45,6 +45,9 @@ pub struct WindowTrust {
     pub steal_pct: Option<f64>,
     /// The busiest neighbours (at most three).
     pub neighbours: Vec<Named>,
+    /// Accepted neighbours (`--accept-neighbour`) that worked in the window (at most three).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub accepted: Vec<Named>,
 }
 
 /// The grade of one window from its interference evidence.
@@ -54,7 +57,8 @@ pub fn grade(i: Option<&Interference>) -> Trust {
     };
     if !i.is_clean() {
         Trust::Disturbed
-    } else if i.io_share.is_some_and(|s| s > 0.0)
+    } else if !i.accepted.is_empty()
+        || i.io_share.is_some_and(|s| s > 0.0)
         || i.cpu_share.is_some_and(|s| s >= CPU_NOTE_SHARE)
         || i.steal_pct.is_some_and(|s| s >= STEAL_NOTE_PCT)
     {
@@ -74,6 +78,18 @@ pub fn window_trust(phase: &str, i: Option<&Interference>) -> WindowTrust {
         neighbours: i
             .map(|i| {
                 i.neighbours
+                    .iter()
+                    .take(3)
+                    .map(|n| Named {
+                        pid: n.pid,
+                        comm: n.comm.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        accepted: i
+            .map(|i| {
+                i.accepted
                     .iter()
                     .take(3)
                     .map(|n| Named {
@@ -553,6 +569,7 @@ mod tests {
 
     fn watched(verdict: Verdict, io_share: Option<f64>, cpu_share: Option<f64>) -> Interference {
         Interference {
+            accepted: vec![],
             verdict,
             window_s: 10.0,
             devices: vec!["vda".into()],

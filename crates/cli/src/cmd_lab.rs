@@ -60,6 +60,8 @@ pub struct LabArgs {
     /// (as `plumb trace` does) and reports each commit's syscalls and block requests.
     #[arg(long)]
     pub no_trace: bool,
+    #[command(flatten)]
+    pub accept: crate::args::AcceptArg,
     /// The private instance's engine: postgres (default; pgbench and the insert/CHECKPOINT
     /// loops) or mariadb (Debian's mariadbd; plumb's own driver runs pgbench's transaction and
     /// the insert/commit loops). Not with --engine: its URL says the engine.
@@ -146,6 +148,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
             .transpose()?,
         clients: a.clients,
         rate: a.rate.as_deref().map(crate::cmd_load::rate).transpose()?,
+        accept: a.accept.accept_neighbour.clone(),
         kind: if a.kind == "mariadb" {
             plumb_engine::Kind::Mariadb
         } else {

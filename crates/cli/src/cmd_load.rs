@@ -32,6 +32,8 @@ pub struct LoadArgs {
     pub set: Vec<String>,
     #[command(flatten)]
     pub build: crate::cmd_engine::BuildArg,
+    #[command(flatten)]
+    pub accept: crate::args::AcceptArg,
     /// What runs: order-entry (TPC-C-like, five transactions in HammerDB's mix), tpcb
     /// (pgbench's TPC-B-like transaction, statement by statement), point-select (pgbench -S's
     /// select by key), read-write (sysbench's oltp_read_write: 18 statements a transaction on
@@ -154,6 +156,7 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         seed: a.seed,
         record: a.record.clone(),
         command_line: crate::cmd_io::command_line(),
+        accept: a.accept.accept_neighbour.clone(),
     })
 }
 

@@ -599,6 +599,7 @@ fn measured_run(
         root: root.clone(),
         devices: ctx.disks.clone(),
         also_own: ctx.server_pid.into_iter().collect(),
+        accept: Vec::new(),
     });
     // The server traced over the run, plumb's own connection to it left out.
     let tracing = match (plan.trace, ctx.server_pid) {

@@ -80,6 +80,8 @@ pub struct Config {
     pub clients: Option<u32>,
     /// `--rate`: transactions a second in all, on plumb's driver (an open loop).
     pub rate: Option<f64>,
+    /// `--accept-neighbour`: processes whose work in a phase is noted, not held against it.
+    pub accept: Vec<plumb_analyze::interference::Accept>,
 }
 
 impl Config {
@@ -612,6 +614,7 @@ mod tests {
             workload: None,
             clients: None,
             rate: None,
+            accept: vec![],
         }
     }
 

@@ -499,6 +499,29 @@ fn counted(r: std::result::Result<bool, oltp::TxError>) -> std::result::Result<O
 
 /// Connect the clients and run the driver; NOPM and TPM from counters read at the window's
 /// edges.
+/// What the timed window is watched on: this host, the disks under the server's data
+/// directory, the server's processes as the load's own. None when the server is not on this
+/// host (nothing here would tell what disturbed it).
+fn watch_scope(
+    t: &Target,
+    accept: &[plumb_analyze::interference::Accept],
+) -> Option<plumb_record::watch::Scope> {
+    let server = crate::server::Server::target(t.clone()).ok()?;
+    let pid = server.local_pid?;
+    let root = plumb_sys::Root::host();
+    let devices = server
+        .data_dir
+        .filter(|d| d.exists())
+        .map(|d| crate::sweep::devices_under(&root, &[d]))
+        .unwrap_or_default();
+    Some(plumb_record::watch::Scope {
+        root,
+        devices,
+        also_own: vec![pid],
+        accept: accept.to_vec(),
+    })
+}
+
 fn drive(
     c: &LoadConfig,
     t: &Target,
@@ -520,6 +543,11 @@ fn drive(
     }
     let edges_reader = Edges::start(t, &c.database, c.workload == Workload::OrderEntry)?;
     let tpm_source = admin.tpm_source();
+    // The timed window is watched for other work, as the lab's phases are, where the server
+    // runs on this host (its processes are the load's own).
+    let scope = watch_scope(t, &c.accept);
+    let mut watch: Option<plumb_record::watch::Watch> = None;
+    let mut watched: Option<plumb_analyze::interference::Interference> = None;
     let plan = driver::Plan {
         mix: c.workload.mix(),
         rampup: c.rampup,
@@ -538,11 +566,13 @@ fn drive(
         clients,
         &mut |e| match e {
             DriverEvent::WindowStart => {
+                watch = scope.as_ref().map(plumb_record::watch::Watch::start);
                 edges.push(edges_reader.read());
                 events(LoadEvent::WindowStart);
             }
             DriverEvent::WindowEnd => {
                 edges.push(edges_reader.read());
+                watched = watch.take().map(plumb_record::watch::Watch::finish);
                 events(LoadEvent::WindowEnd);
             }
             DriverEvent::Second(s) => events(LoadEvent::Second(s)),
@@ -589,6 +619,7 @@ fn drive(
         seconds,
         interrupted: m.interrupted,
         recording: None,
+        interference: watched.take(),
     };
     if m.interrupted {
         return Ok(r);

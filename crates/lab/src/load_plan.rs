@@ -37,6 +37,8 @@ pub struct LoadConfig {
     pub record: Option<PathBuf>,
     /// As the user typed it, for the recording's header.
     pub command_line: String,
+    /// Neighbours the user accepts (`--accept-neighbour`): noted in the watched window.
+    pub accept: Vec<plumb_analyze::interference::Accept>,
 }
 
 /// What the run reports as it goes.

@@ -190,6 +190,7 @@ pub fn run(
         seconds,
         interrupted: false,
         recording: None,
+        interference: None,
     })
 }
 

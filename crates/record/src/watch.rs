@@ -2,7 +2,7 @@
 //! its end against plumb's own processes (this one and its descendants, and any other roots the
 //! caller names, such as the private server's postmaster, which is not plumb's child).
 
-use plumb_analyze::interference::{judge, Interference, Own};
+use plumb_analyze::interference::{accepted_set, judge, Accept, Interference, Own};
 use plumb_sys::activity::{read, Activity};
 use plumb_sys::Root;
 
@@ -14,6 +14,8 @@ pub struct Scope {
     pub devices: Vec<String>,
     /// Other processes whose trees count as plumb's (the server it started or measures).
     pub also_own: Vec<u32>,
+    /// Neighbours the DBA accepted (`--accept-neighbour`): noted, not held against a figure.
+    pub accept: Vec<Accept>,
 }
 
 impl Scope {
@@ -22,8 +24,17 @@ impl Scope {
             root,
             devices,
             also_own: Vec::new(),
+            accept: Vec::new(),
         }
     }
+}
+
+/// A process's cgroup v2 path (`0::/system.slice/x.service`), through the scope's root.
+fn cgroup_of(root: &Root, pid: u32) -> Option<String> {
+    let text = root.read(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .map(|p| p.trim().to_string())
 }
 
 pub struct Watch {
@@ -43,6 +54,15 @@ impl Watch {
         let after = read(&self.scope.root);
         let mut roots = vec![plumb_sys::activity::own_pid(&self.scope.root)];
         roots.extend(&self.scope.also_own);
-        judge(&self.before, &after, &Own { roots }, &self.scope.devices)
+        let root = &self.scope.root;
+        let accepted = accepted_set(&self.before, &after, &self.scope.accept, &|pid| {
+            cgroup_of(root, pid)
+        });
+        judge(
+            &self.before,
+            &after,
+            &Own { roots, accepted },
+            &self.scope.devices,
+        )
     }
 }

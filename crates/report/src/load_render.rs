@@ -18,8 +18,8 @@ pub fn output(r: &LoadReport) -> crate::verdict_render::Verdicted<'_, LoadReport
     }
 }
 
-/// The load's verdict block: its window (not watched for other work yet), the figures, what
-/// needs action.
+/// The load's verdict block: its window's trust (watched where the server is on this host),
+/// the figures, what needs action.
 pub fn block(r: &LoadReport) -> crate::verdict_render::Block {
     use crate::verdict_render::{figure_lines, Line, Mark};
     use plumb_analyze::lab::Severity;
@@ -89,15 +89,21 @@ pub fn block(r: &LoadReport) -> crate::verdict_render::Block {
         rows: vec![
             (
                 "trust",
-                vec![plain(
-                    "not watched: plumb load does not measure other work on the host during its window yet; read the figures knowing that".into(),
-                )],
+                if r.interference.is_some() {
+                    crate::verdict_render::trust_lines(&v, "windows")
+                } else {
+                    vec![plain(
+                        "not watched: the server is not on this host, so its neighbours could not be measured; read the figures knowing that".into(),
+                    )]
+                },
             ),
             ("figures", figures),
             (
                 "needs action",
                 if actions.is_empty() {
-                    vec![plain("none: no transaction failed, no client was lost".into())]
+                    vec![plain(
+                        "none: no transaction failed, no client was lost".into(),
+                    )]
                 } else {
                     actions
                 },

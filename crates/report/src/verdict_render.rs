@@ -89,19 +89,79 @@ fn share(s: f64) -> String {
     }
 }
 
-/// The trust line(s).
+/// The largest share another party took of a window, said: "98% of the device's bytes".
+fn worst_share(w: &WindowTrust) -> (f64, String) {
+    let mut best = (0.0, String::new());
+    for (s, what) in [
+        (w.io_share, "of the device's bytes"),
+        (w.cpu_share, "of the CPU time"),
+    ] {
+        if let Some(s) = s.filter(|s| *s > best.0) {
+            best = (s, format!("{} {what}", share(s)));
+        }
+    }
+    if let Some(st) = w.steal_pct.map(|p| p / 100.0).filter(|s| *s > best.0) {
+        best = (st, format!("steal {:.0}%", st * 100.0));
+    }
+    best
+}
+
+/// The trust line: one scannable line first ("DISTURBED: 12 of 12 phases; worst: fio (PID
+/// 25764) 98% of the device's bytes"), the detail below it.
 pub fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
     let n = v.windows.len();
     let of =
         |t: Trust| -> Vec<&WindowTrust> { v.windows.iter().filter(|w| w.trust == t).collect() };
-    let listed = |ws: &[&WindowTrust]| -> String {
-        let mut s: Vec<String> = ws.iter().take(3).map(|w| window_detail(w)).collect();
-        if ws.len() > 3 {
-            s.push(format!("{} more", ws.len() - 3));
+    // The accepted neighbours, once each, and in how many windows they worked.
+    let mut accepted: Vec<(String, usize)> = Vec::new();
+    for w in &v.windows {
+        for a in &w.accepted {
+            let name = format!("{} (PID {})", a.comm, a.pid);
+            match accepted.iter_mut().find(|x| x.0 == name) {
+                Some(x) => x.1 += 1,
+                None => accepted.push((name, 1)),
+            }
         }
-        s.join("; ")
+    }
+    let accepted_line = (!accepted.is_empty()).then(|| {
+        let names: Vec<String> = accepted
+            .iter()
+            .map(|(name, k)| format!("{name} in {k} of {n} {what}"))
+            .collect();
+        line(
+            format!(
+                "noted: accepted: {} (--accept-neighbour: recorded, not held against a figure)",
+                names.join(", ")
+            ),
+            Mark::Plain,
+        )
+    });
+    let detail = |ws: &[&WindowTrust]| -> Vec<Line> {
+        let mut out: Vec<Line> = ws
+            .iter()
+            .take(3)
+            .map(|w| line(cut(&window_detail(w)), Mark::Plain))
+            .collect();
+        if ws.len() > 3 {
+            out.push(line(
+                format!(
+                    "and {} more (each {} is in the table below)",
+                    ws.len() - 3,
+                    what.trim_end_matches('s')
+                ),
+                Mark::Plain,
+            ));
+        }
+        out
     };
-    match v.trust {
+    let mut out = match v.trust {
+        Trust::Clean if n == 1 => vec![line(
+            format!(
+                "clean: the {} was watched, and no other work could move a figure",
+                v.windows[0].phase
+            ),
+            Mark::Plain,
+        )],
         Trust::Clean => vec![line(
             format!(
                 "clean: none of the {n} {what} watched had other work that could move a figure"
@@ -109,32 +169,69 @@ pub fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
             Mark::Plain,
         )],
         Trust::Noted => {
-            let noted = of(Trust::Noted);
-            vec![line(
-                format!(
-                    "clean: no {what} disturbed; {} of {n} had other work below the share that disturbs a figure: {}",
-                    noted.len(),
-                    listed(&noted)
-                ),
+            let noted: Vec<&WindowTrust> = of(Trust::Noted)
+                .into_iter()
+                .filter(|w| {
+                    w.io_share.is_some_and(|s| s > 0.0)
+                        || w.cpu_share
+                            .is_some_and(|s| s >= plumb_analyze::verdict::CPU_NOTE_SHARE)
+                        || w.steal_pct
+                            .is_some_and(|s| s >= plumb_analyze::interference::STEAL_NOTE_PCT)
+                })
+                .collect();
+            let mut out = vec![line(
+                if noted.is_empty() {
+                    format!("clean: no {what} disturbed (of {n})")
+                } else {
+                    format!(
+                        "clean: no {what} disturbed; {} of {n} had other work below the share that disturbs a figure",
+                        noted.len()
+                    )
+                },
                 Mark::Plain,
-            )]
+            )];
+            out.extend(detail(&noted));
+            out
         }
         Trust::Disturbed => {
             let d = of(Trust::Disturbed);
-            vec![line(
-                format!(
-                    "DISTURBED: {} of {n} {what}: {}; figures from them are not the server's alone, and findings drawn from them are lowered to info",
-                    d.len(),
-                    listed(&d)
-                ),
+            let worst = d
+                .iter()
+                .map(|w| (w, worst_share(w)))
+                .max_by(|a, b| a.1 .0.total_cmp(&b.1 .0));
+            let worst = match worst {
+                Some((w, (_, said))) => {
+                    let who = w
+                        .neighbours
+                        .first()
+                        .map(|n| format!("{} (PID {}) ", n.comm, n.pid))
+                        .unwrap_or_default();
+                    if said.is_empty() {
+                        format!("; worst: {who}in {}", w.phase)
+                    } else {
+                        format!("; worst: {who}{said}")
+                    }
+                }
+                None => String::new(),
+            };
+            let mut out = vec![line(
+                format!("DISTURBED: {} of {n} {what}{worst}", d.len()),
                 Mark::Warn,
-            )]
+            )];
+            out.extend(detail(&d));
+            out.push(line(
+                format!("figures from disturbed {what} are not the server's alone; findings drawn from them are lowered to info, and comparisons from them withheld unless the difference is 4x the neighbour's share"),
+                Mark::Plain,
+            ));
+            out
         }
         Trust::Unwatched => vec![line(
             format!("not watched: no {what} had its neighbours measured"),
             Mark::Plain,
         )],
-    }
+    };
+    out.extend(accepted_line);
+    out
 }
 
 fn value(h: &Headline, x: f64) -> String {
@@ -799,6 +896,7 @@ mod tests {
     use super::*;
     use plumb_analyze::lab::Finding;
     use plumb_analyze::said::WithFacts;
+    use plumb_analyze::verdict::{Trust, WindowTrust};
 
     fn commit(p99_s: f64, configuration: &str) -> Finding {
         Finding::new(Severity::Warn, "commit-latency")
@@ -806,6 +904,59 @@ mod tests {
             .text("configuration", configuration)
             .secs("threshold_s", 0.002)
             .text("cause", "flush")
+    }
+
+    fn window(phase: &str, trust: Trust, io: f64, who: &str, pid: u32) -> WindowTrust {
+        WindowTrust {
+            phase: phase.into(),
+            trust,
+            io_share: Some(io),
+            cpu_share: Some(0.01),
+            steal_pct: Some(0.0),
+            neighbours: vec![plumb_analyze::verdict::Named {
+                pid,
+                comm: who.into(),
+            }],
+            accepted: vec![],
+        }
+    }
+
+    /// One scannable line first: how many windows, the worst neighbour by PID and its share;
+    /// the detail below it. An accepted neighbour is said "noted: accepted".
+    #[test]
+    fn the_trust_line_is_one_line_with_the_worst_neighbour_and_the_detail_below() {
+        let v = RunVerdict::of_windows(vec![
+            window("durability probe", Trust::Disturbed, 0.40, "fio", 25764),
+            window("storage sweep", Trust::Disturbed, 0.98, "fio", 25764),
+            window("pgbench", Trust::Clean, 0.0, "fio", 25764),
+        ]);
+        let l = trust_lines(&v, "phases");
+        assert_eq!(
+            l[0].text,
+            "DISTURBED: 2 of 3 phases; worst: fio (PID 25764) 98% of the device's bytes"
+        );
+        assert_eq!(l[0].mark, Mark::Warn);
+        assert!(
+            l[1].text.starts_with("durability probe: fio (PID 25764)"),
+            "{l:?}"
+        );
+        let mut w = window("pgbench", Trust::Noted, 0.0, "fio", 1);
+        w.neighbours.clear();
+        w.accepted = vec![plumb_analyze::verdict::Named {
+            pid: 812,
+            comm: "backup-agent".into(),
+        }];
+        let v = RunVerdict::of_windows(vec![w]);
+        let l: Vec<String> = trust_lines(&v, "phases")
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert!(l[0].starts_with("clean: no phases disturbed"), "{l:?}");
+        assert!(
+            l.iter()
+                .any(|x| x.starts_with("noted: accepted: backup-agent (PID 812) in 1 of 1 phases")),
+            "{l:?}"
+        );
     }
 
     /// Three findings of one rule (one per wal_sync_method): each is said once, in its own

@@ -308,6 +308,7 @@ fn lab_report_html() {
 fn watched(neighbour: bool) -> plumb_analyze::interference::Interference {
     use plumb_analyze::interference::{Interference, Neighbour, Verdict};
     Interference {
+        accepted: vec![],
         verdict: if neighbour {
             Verdict::Disturbed
         } else {

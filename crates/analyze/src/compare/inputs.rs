@@ -227,7 +227,17 @@ pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), Inpu
 }
 
 fn load_run(file: &str, v: &Value) -> Result<Run, InputError> {
-    let (workload, figures) = load_figures(file, v)?;
+    let (workload, mut figures) = load_figures(file, v)?;
+    // Its timed window, where it was watched: a disturbed load is withheld as a lab's phase is.
+    let windows: Vec<RunWindow> = run_window(TIMED_WINDOW, &v["interference"])
+        .into_iter()
+        .collect();
+    if !windows.is_empty() {
+        figures = figures
+            .into_iter()
+            .map(|f| f.in_phase(TIMED_WINDOW))
+            .collect();
+    }
     let mut context = BTreeMap::new();
     for key in [
         "engine",
@@ -246,9 +256,12 @@ fn load_run(file: &str, v: &Value) -> Result<Run, InputError> {
         what: format!("plumb load {workload}"),
         figures,
         context,
-        windows: Vec::new(),
+        windows,
     })
 }
+
+/// The one window a `plumb load` result is watched over.
+const TIMED_WINDOW: &str = "timed window";
 
 fn text(v: &Value) -> Option<String> {
     match v {

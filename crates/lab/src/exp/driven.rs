@@ -108,6 +108,7 @@ impl Experiment for Driven {
             seed: 1,
             record: None,
             command_line: cx.config.command_line.clone(),
+            accept: cx.config.accept.clone(),
         };
         cx.progress
             .step(&format!("{label} (plumb's driver): loading scale {scale}"));

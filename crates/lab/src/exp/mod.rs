@@ -294,6 +294,7 @@ impl<'a> Context<'a> {
             root: root.clone(),
             devices,
             also_own: s.server.local_pid.into_iter().collect(),
+            accept: s.config.accept.clone(),
         });
         Ok(Context {
             config: s.config,

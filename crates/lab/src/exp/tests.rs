@@ -94,6 +94,7 @@ fn win(phase: &str, workload: bool) -> Window {
 fn disturbed() -> plumb_analyze::interference::Interference {
     use plumb_analyze::interference::{Interference, Neighbour, Verdict};
     Interference {
+        accepted: vec![],
         verdict: Verdict::Disturbed,
         window_s: 10.0,
         devices: vec!["vda".into()],

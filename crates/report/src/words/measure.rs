@@ -137,6 +137,12 @@ fn window(code: &str, f: &Facts) -> Option<String> {
             f.num("steal_pct"),
             f.num("disturbing_steal_pct")
         ),
+        "neighbour-accepted" => format!(
+            "accepted neighbours (--accept-neighbour) read {} and wrote {} in the window: noted, not held against its figures ({})",
+            b(f.num("read_bytes")),
+            b(f.num("write_bytes")),
+            joined_notes(f.notes("neighbours"), ", ")
+        ),
         "neighbour-io-unreadable" => format!(
             "the I/O of {} other process(es) could not be read (without root, or kept from plumb by the kernel): a neighbour's I/O may go unnamed",
             int(f.num("processes"))

@@ -246,6 +246,7 @@ fn a_small_neighbour_is_noted_after_clean() {
                 .bytes("write_bytes", 0.0)],
         );
     let i = plumb_analyze::interference::Interference {
+        accepted: vec![],
         verdict: plumb_analyze::interference::Verdict::Clean,
         window_s: 10.0,
         devices: vec!["vda".into()],

@@ -27,6 +27,8 @@ mod cmd_trace;
 mod docs;
 mod docs_examples;
 mod every;
+#[cfg(test)]
+mod help_truth;
 mod progress;
 #[cfg(test)]
 mod vocabulary;

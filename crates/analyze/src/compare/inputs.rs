@@ -125,6 +125,9 @@ fn not(file: &str, why: &str) -> InputError {
     }
 }
 
+/// The kinds of result `plumb compare` reads (besides windows of recordings).
+pub const KINDS: [&str; 4] = ["lab", "io", "load", "delta"];
+
 /// Read one result, by its `kind`.
 pub fn read_run(file: &str, v: &Value) -> Result<Run, InputError> {
     let kind = v["kind"].as_str().ok_or_else(|| not(file, "no kind"))?;

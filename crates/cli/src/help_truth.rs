@@ -33,7 +33,12 @@ fn walk(
 
 fn commands() -> Vec<(String, String, String, clap::Command)> {
     let mut out = Vec::new();
-    walk(&crate::args::Cli::command(), &mut Vec::new(), String::new(), &mut out);
+    walk(
+        &crate::args::Cli::command(),
+        &mut Vec::new(),
+        String::new(),
+        &mut out,
+    );
     out
 }
 
@@ -92,7 +97,10 @@ fn compares_help_names_every_kind_of_result_it_reads() {
             "{kind}: {e:?}"
         );
         // …and the help says so.
-        assert!(about.contains(kind), "compare's help does not name {kind}: {about}");
+        assert!(
+            about.contains(kind),
+            "compare's help does not name {kind}: {about}"
+        );
     }
     let e = plumb_analyze::compare::read_run("f", &serde_json::json!({ "kind": "mem" }));
     assert!(matches!(
@@ -105,14 +113,25 @@ fn compares_help_names_every_kind_of_result_it_reads() {
 fn workload_help_names_every_workload_it_runs() {
     let load = arg_help("load", "workload");
     for w in plumb_engine::oltp::Workload::ALL {
-        assert!(load.contains(w.name()), "load --workload: {} missing: {load}", w.name());
+        assert!(
+            load.contains(w.name()),
+            "load --workload: {} missing: {load}",
+            w.name()
+        );
         assert!(crate::args::Cli::command()
             .try_get_matches_from(["plumb", "load", "--workload", w.name()])
             .is_ok());
     }
     let lab = arg_help("lab", "workload");
-    for w in plumb_engine::oltp::Workload::ALL.iter().filter(|w| !w.is_loop()) {
-        assert!(lab.contains(w.name()), "lab --workload: {} missing: {lab}", w.name());
+    for w in plumb_engine::oltp::Workload::ALL
+        .iter()
+        .filter(|w| !w.is_loop())
+    {
+        assert!(
+            lab.contains(w.name()),
+            "lab --workload: {} missing: {lab}",
+            w.name()
+        );
     }
     // A name from another tool is answered with the workload it means.
     let e = crate::args::Cli::command()

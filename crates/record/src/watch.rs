@@ -31,10 +31,10 @@ impl Scope {
 
 /// A process's cgroup v2 path (`0::/system.slice/x.service`), through the scope's root.
 fn cgroup_of(root: &Root, pid: u32) -> Option<String> {
-    let text = root.read(format!("/proc/{pid}/cgroup")).ok()?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .map(|p| p.trim().to_string())
+    plumb_sys::process::cgroups(root, pid)
+        .into_iter()
+        .find(|l| l.hierarchy_id == 0 && l.controllers.is_empty())
+        .map(|l| l.path)
 }
 
 pub struct Watch {

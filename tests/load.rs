@@ -1011,37 +1011,54 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
     assert_eq!(leftovers(&p).trim(), "");
 }
 
-/// `plumb compare` on real results: one client against four is worse by the rule (over the
-/// seconds inside one run a side), `--fail-on worse` exits 1 for it and 0 the other way round;
-/// a closed loop against an open loop at a rate is not comparable on tps; a `--out` directory
-/// reads as its load.json; options after `--` and results it cannot compare exit 2.
+/// `plumb compare` on real results: a server whose every commit waits 3 ms (commit_delay) is
+/// worse by the rule (over the seconds inside one run a side), `--fail-on worse` exits 1 for it
+/// and 0 the other way round; a closed loop against an open loop at a rate is not comparable
+/// on tps; a `--out` directory reads as its load.json; options after `--` and results it cannot
+/// compare exit 2.
 #[test]
-fn compare_finds_one_client_worse_and_a_rate_not_comparable() {
+fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     if !needs_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-compare");
     let p = Private::start(&tmp.path().join("pg"), &[]);
+    // Every commit waits 3 ms before its WAL flush (commit_siblings 0: whatever else runs).
+    let slow_pg = Private::start(
+        &tmp.path().join("pg-slow"),
+        &["--set", "commit_delay=3000", "--set", "commit_siblings=0"],
+    );
     let d = tempfile::tempdir().unwrap();
-    let save = |name: &str, workload: &str, extra: &[&str]| {
+    // The other tests of this file run beside it (their plumbs under this test process, their
+    // servers): accepted neighbours, so the windows are graded noted, not withheld.
+    let harness = std::process::id().to_string();
+    let save = |name: &str, on: &Private, workload: &str, extra: &[&str]| {
         let mut args = vec![
             "--workload",
             workload,
             "--scale",
             "1",
+            "--clients",
+            "2",
             "--rampup",
             "1s",
             "--duration",
-            "8s",
+            "10s",
+            "--accept-neighbour",
+            &harness,
+            "--accept-neighbour",
+            "postgres",
+            "--accept-neighbour",
+            "mariadbd",
         ];
         args.extend_from_slice(extra);
-        let r = load_json(p.dir_str(), &args);
+        let r = load_json(on.dir_str(), &args);
         let f = d.path().join(name);
         std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
         f.to_str().unwrap().to_string()
     };
-    let fast = save("fast.json", "point-select", &["--clients", "4"]);
-    let slow = save("slow.json", "point-select", &["--clients", "1"]);
+    let fast = save("fast.json", &p, "tpcb", &[]);
+    let slow = save("slow.json", &slow_pg, "tpcb", &[]);
     let cmp = |args: &[&str]| run(&[&["compare"][..], args].concat());
     let o = cmp(&["--json", &fast, "--", &slow]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -1053,7 +1070,7 @@ fn compare_finds_one_client_worse_and_a_rate_not_comparable() {
         .find(|f| f["name"] == "tps")
         .unwrap_or_else(|| panic!("{r}"));
     assert_eq!(tps["verdict"], "worse", "{tps}");
-    assert!(tps["change_pct"].as_f64().unwrap() < -20.0, "{tps}");
+    assert!(tps["change_pct"].as_f64().unwrap() < -40.0, "{tps}");
     assert_eq!(r["per_second"], true);
     // Latency percentiles of one run a side are tested over each tenth of the window (the
     // results keep them): a verdict, not "too few".
@@ -1061,7 +1078,7 @@ fn compare_finds_one_client_worse_and_a_rate_not_comparable() {
         .as_array()
         .unwrap()
         .iter()
-        .find(|f| f["name"] == "point-select latency p50 (ms)")
+        .find(|f| f["name"] == "tpcb latency p50 (ms)")
         .unwrap_or_else(|| panic!("{r}"));
     assert_ne!(p50["verdict"], "too_few", "{p50}");
     // The runs as options, for scripts: the same comparison.
@@ -1079,11 +1096,7 @@ fn compare_finds_one_client_worse_and_a_rate_not_comparable() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("better"));
     // An open loop at 100 a second against the closed loop: its tps is the rate asked, not
     // comparable (it was called "WORSE: tps -48.7%"); the latencies are still compared.
-    let open = save(
-        "open.json",
-        "point-select",
-        &["--clients", "2", "--rate", "100/s"],
-    );
+    let open = save("open.json", &p, "tpcb", &["--rate", "100/s"]);
     // A `plumb load --out` directory reads as the load.json in it.
     let dir = d.path().join("fast-out");
     std::fs::create_dir(&dir).unwrap();
@@ -1100,7 +1113,7 @@ fn compare_finds_one_client_worse_and_a_rate_not_comparable() {
     assert_eq!(tps["verdict"], "not_comparable", "{tps}");
     assert_eq!(r["verdict"]["not_comparable"][0], "tps", "{r}");
     // Bad input: exit 2, the file named.
-    let other = save("other.json", "tpcb", &["--clients", "2", "--rate", "100/s"]);
+    let other = save("other.json", &p, "point-select", &["--rate", "100/s"]);
     let notjson = d.path().join("x.json");
     std::fs::write(&notjson, "{ nope").unwrap();
     let nj = notjson.to_str().unwrap();

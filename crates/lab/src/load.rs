@@ -566,8 +566,10 @@ fn drive(
         clients,
         &mut |e| match e {
             DriverEvent::WindowStart => {
-                watch = scope.as_ref().map(plumb_record::watch::Watch::start);
+                // The schema's edge first, at the window's start (NOPM counts from it); the
+                // watch's first reading of /proc after it.
                 edges.push(edges_reader.read());
+                watch = scope.as_ref().map(plumb_record::watch::Watch::start);
                 events(LoadEvent::WindowStart);
             }
             DriverEvent::WindowEnd => {

@@ -125,6 +125,11 @@ fn neighbour(dir: &Path, extra: &[&str]) -> Child {
 
 /// One `plumb io run` of random reads on the file: its verdict.
 fn io_run(file: &Path) -> Value {
+    io_run_with(file, &[])["interference"].clone()
+}
+
+/// One `plumb io run` of random reads on the file with `extra` flags: the whole result.
+fn io_run_with(file: &Path, extra: &[&str]) -> Value {
     let o = plumb()
         .args([
             "io",
@@ -137,12 +142,12 @@ fn io_run(file: &Path) -> Value {
             "64M",
             "--json",
         ])
+        .args(extra)
         .arg(file)
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
-    j["interference"].clone()
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 fn runs(j: &Value) -> Vec<&Value> {
@@ -225,10 +230,30 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
     let pid = n.id();
     let single = io_run(&file);
     let busy = sweep(&file);
+    // The same neighbour accepted (--accept-neighbour PID): recorded as accepted, not a
+    // disturbance; the verdict grades the run noted.
+    let accepted = io_run_with(&file, &["--accept-neighbour", &pid.to_string()]);
     let _ = n.kill();
     let _ = n.wait();
     assert_eq!(single["verdict"], "disturbed", "{single:#}");
     assert_eq!(single["notes"][0]["numbers"]["neighbour_pid"], pid);
+    let w = &accepted["interference"];
+    assert!(
+        w["accepted"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["pid"] == pid)),
+        "{w:#}"
+    );
+    assert!(
+        !w["notes"].to_string().contains("neighbour-io\""),
+        "the accepted neighbour's I/O is no disturbance: {w:#}"
+    );
+    assert_ne!(
+        accepted["verdict"]["trust"], "disturbed",
+        "{:#}",
+        accepted["verdict"]
+    );
+    common::assert_valid("verdict.schema.json", &accepted);
     assert_eq!(busy["disturbance"], "disturbed", "{:#}", busy["notes"]);
     // The verdict grades the sweep disturbed and names the neighbour in a run's window.
     assert_eq!(

@@ -217,7 +217,7 @@ pub struct AcceptArg {
     /// another database): a process name, a PID or a cgroup path (/system.slice/x.service),
     /// with its descendants; repeat for more. Its work in a watched window is recorded and
     /// shown as "noted: accepted", never a reason to withhold a figure.
-    #[arg(long = "accept-neighbour", value_name = "NAME|PID|CGROUP", value_parser = accept)]
+    #[arg(long = "accept-neighbour", value_name = "NAME|PID|CGROUP", value_parser = accept, global = true)]
     pub accept_neighbour: Vec<plumb_analyze::interference::Accept>,
 }
 

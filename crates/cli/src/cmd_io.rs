@@ -61,14 +61,21 @@ fn say_created(targets: &[PathBuf], size: u64, kept: bool) {
 
 /// Prepare the targets, run the job watched for neighbours, and report it; created files are
 /// removed when this returns (unless kept), including on error and Ctrl-C.
-fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> Result<i32> {
+fn report_run(
+    g: &GlobalArgs,
+    j: &Job,
+    safety: &Safety,
+    notes: Vec<String>,
+    accept: &[plumb_analyze::interference::Accept],
+) -> Result<i32> {
     plumb_load::signal::install();
     say_created(&j.targets, j.file_size, safety.keep);
     let total = j.warmup + j.duration + j.cooldown;
     let root = plumb_sys::Root::host();
     let devs = plumb_lab::sweep::devices_under(&root, &j.targets);
     let meter = crate::progress::Meter::new(&format!("plumb io {}", j.name), total, devs.clone());
-    let scope = plumb_record::watch::Scope::new(root, devs);
+    let mut scope = plumb_record::watch::Scope::new(root, devs);
+    scope.accept = accept.to_vec();
     let r = plumb_lab::sweep::watched_run(
         j,
         safety,
@@ -94,40 +101,12 @@ fn report_run(g: &GlobalArgs, j: &Job, safety: &Safety, notes: Vec<String>) -> R
     }
 }
 
-/// A note when I/O through the page cache (diskspd without -Su/-Sh) covers less than the
-/// memory available: the figures are then the cache's, not the device's.
-fn fits_in_page_cache(j: &Job) -> Option<String> {
-    if j.durability != plumb_load::job::Durability::None {
-        return None;
-    }
-    let total: u64 = j
-        .targets
-        .iter()
-        .map(|t| match std::fs::metadata(t) {
-            Ok(m) if m.is_file() => m.len(),
-            Ok(_) => u64::MAX / 4,
-            Err(_) => j.file_size,
-        })
-        .sum();
-    let avail = plumb_sys::mem::read_meminfo(&plumb_sys::Root::host())
-        .ok()?
-        .mem_available_bytes?;
-    (total <= avail).then(|| {
-        format!(
-            "the target{} ({} MiB) fit{} in the page cache ({} MiB available) and this run goes through it (no -Su or -Sh): reads after the first pass and writes until writeback are memory's speed, not the device's; use -Sh, or -c larger than memory",
-            if j.targets.len() > 1 { "s" } else { "" },
-            total >> 20,
-            if j.targets.len() > 1 { "" } else { "s" },
-            avail >> 20
-        )
-    })
-}
-
 pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
+    let accept = &a.accept.accept_neighbour;
     match &a.cmd {
         IoCmd::Run(r) => {
             let j = build_job(&r.job, r.targets.clone())?;
-            report_run(g, &j, &r.safety.safety(), Vec::new())
+            report_run(g, &j, &r.safety.safety(), Vec::new(), accept)
         }
         IoCmd::Diskspd(d) => {
             let p = plumb_load::diskspd::parse(&d.args)
@@ -139,10 +118,10 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             j.validate().map_err(|e| crate::quoting(e.to_string(), e))?;
             let mut notes = p.notes;
             notes.extend(fits_in_page_cache(&j));
-            report_run(g, &j, &d.safety.safety(), notes)
+            report_run(g, &j, &d.safety.safety(), notes, accept)
         }
-        IoCmd::Durability(d) => durability(g, d),
-        IoCmd::Sweep(a) => sweep(g, a),
+        IoCmd::Durability(d) => durability(g, d, accept),
+        IoCmd::Sweep(a) => sweep(g, a, accept),
         IoCmd::Presets => {
             crate::emit(g, &plumb_analyze::io::preset_list())?;
             Ok(0)
@@ -150,7 +129,11 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
     }
 }
 
-fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
+fn durability(
+    g: &GlobalArgs,
+    a: &DurabilityArgs,
+    accept: &[plumb_analyze::interference::Accept],
+) -> Result<i32> {
     use plumb_lab::durability::{DurabilityPlan, DurabilityResult};
     plumb_load::signal::install();
     let per_mode = if a.quick {
@@ -165,7 +148,8 @@ fn durability(g: &GlobalArgs, a: &DurabilityArgs) -> Result<i32> {
     for b in a.bs.split(',') {
         sizes.push(flag("--bs", parse_size(b))?);
     }
-    let plan = DurabilityPlan::new(&a.paths, per_mode, &sizes, a.reps, a.keep)?;
+    let mut plan = DurabilityPlan::new(&a.paths, per_mode, &sizes, a.reps, a.keep)?;
+    plan.accept = accept.to_vec();
     let per = plan.per_run();
     let planned = per * plan.runs().max(1);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
@@ -244,7 +228,11 @@ fn sweep_meter(
     (meter, per, planned_runs)
 }
 
-fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
+fn sweep(
+    g: &GlobalArgs,
+    a: &SweepArgs,
+    accept: &[plumb_analyze::interference::Accept],
+) -> Result<i32> {
     plumb_load::signal::install();
     let (base, kind, levels) = sweep_plan(a)?;
     let chart = reserve_chart(a)?;
@@ -277,6 +265,7 @@ fn sweep(g: &GlobalArgs, a: &SweepArgs) -> Result<i32> {
             max_runs: plumb_lab::sweep::max_attempts(a.reps),
             safety: &safety,
             command_line: &command_line,
+            accept,
         },
         &plumb_load::signal::stop_requested,
         &mut step,

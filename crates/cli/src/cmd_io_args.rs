@@ -10,6 +10,8 @@ use std::path::PathBuf;
 pub struct IoArgs {
     #[command(subcommand)]
     pub cmd: IoCmd,
+    #[command(flatten)]
+    pub accept: crate::args::AcceptArg,
 }
 
 #[derive(Debug, Subcommand)]
@@ -230,4 +232,33 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
         batch_submit: f.batch_submit,
     };
     Ok(spec.job(targets)?)
+}
+
+/// A note when I/O through the page cache (diskspd without -Su/-Sh) covers less than the
+/// memory available: the figures are then the cache's, not the device's.
+pub(crate) fn fits_in_page_cache(j: &Job) -> Option<String> {
+    if j.durability != plumb_load::job::Durability::None {
+        return None;
+    }
+    let total: u64 = j
+        .targets
+        .iter()
+        .map(|t| match std::fs::metadata(t) {
+            Ok(m) if m.is_file() => m.len(),
+            Ok(_) => u64::MAX / 4,
+            Err(_) => j.file_size,
+        })
+        .sum();
+    let avail = plumb_sys::mem::read_meminfo(&plumb_sys::Root::host())
+        .ok()?
+        .mem_available_bytes?;
+    (total <= avail).then(|| {
+        format!(
+            "the target{} ({} MiB) fit{} in the page cache ({} MiB available) and this run goes through it (no -Su or -Sh): reads after the first pass and writes until writeback are memory's speed, not the device's; use -Sh, or -c larger than memory",
+            if j.targets.len() > 1 { "s" } else { "" },
+            total >> 20,
+            if j.targets.len() > 1 { "" } else { "s" },
+            avail >> 20
+        )
+    })
 }

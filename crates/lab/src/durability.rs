@@ -32,9 +32,17 @@ pub fn run(
     block_sizes: &[u32],
     reps: u32,
     max_runs: u32,
+    accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
 ) -> plumb_load::Result<Probed> {
-    let mut v = run_many(std::slice::from_ref(o), block_sizes, reps, max_runs, on_run)?;
+    let mut v = run_many(
+        std::slice::from_ref(o),
+        block_sizes,
+        reps,
+        max_runs,
+        accept,
+        on_run,
+    )?;
     Ok(v.remove(0))
 }
 
@@ -46,16 +54,18 @@ pub fn run_many(
     block_sizes: &[u32],
     reps: u32,
     max_runs: u32,
+    accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
 ) -> plumb_load::Result<Vec<Probed>> {
     let root = plumb_sys::Root::host();
     let mut probes = Vec::new();
     for o in opts {
         let p = Probe::open(o)?;
-        let scope = Scope::new(
+        let mut scope = Scope::new(
             root.clone(),
             devices_under(&root, &[p.file().to_path_buf()]),
         );
+        scope.accept = accept.to_vec();
         probes.push((p, scope, o.path.display().to_string()));
     }
     // (probe, mode, block size, runs), in report order within each probe.
@@ -134,6 +144,8 @@ pub struct DurabilityPlan {
     pub block_sizes: Vec<u32>,
     pub reps: u32,
     pub keep: bool,
+    /// Neighbours accepted (`--accept-neighbour`): noted in each run's window.
+    pub accept: Vec<plumb_analyze::interference::Accept>,
 }
 
 /// What `plumb io durability` found: one directory's report, or several compared.
@@ -188,6 +200,7 @@ impl DurabilityPlan {
             block_sizes: sizes,
             reps,
             keep,
+            accept: Vec::new(),
         })
     }
 
@@ -226,6 +239,7 @@ impl DurabilityPlan {
             &self.block_sizes,
             self.reps,
             crate::sweep::max_attempts(self.reps),
+            &self.accept,
             on_run,
         )?;
         let mut reports: Vec<_> = probed

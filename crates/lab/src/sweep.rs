@@ -142,6 +142,8 @@ pub struct Sweep<'a> {
     pub max_runs: u32,
     pub safety: &'a Safety,
     pub command_line: &'a str,
+    /// Neighbours accepted (`--accept-neighbour`): noted in each run's window.
+    pub accept: &'a [plumb_analyze::interference::Accept],
 }
 
 /// Levels whose IOPS spread (max − min over median) is above this get more rounds.
@@ -164,7 +166,8 @@ pub fn run(
     on_run: &mut dyn FnMut(&str, u32, u32),
 ) -> Result<Option<SweepReport>> {
     let root = plumb_sys::Root::host();
-    let scope = Scope::new(root.clone(), devices_under(&root, &s.base.targets));
+    let mut scope = Scope::new(root.clone(), devices_under(&root, &s.base.targets));
+    scope.accept = s.accept.to_vec();
     let mut runs: Vec<Vec<Rep>> = vec![Vec::new(); s.levels.len()];
     let limit = s.max_runs.max(s.reps);
     loop {

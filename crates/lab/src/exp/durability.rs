@@ -62,6 +62,7 @@ impl Experiment for Durability {
             &[8192],
             REPS,
             cx.plan.max_runs,
+            &cx.config.accept,
             &mut |_, _, _| {},
         );
         let wal = cx.data_dir.join("pg_wal");

@@ -98,6 +98,7 @@ impl Experiment for Storage {
                 safety: &safety,
                 command_line:
                     "plumb lab (random 8 KiB reads, O_DIRECT, two clean runs per queue depth)",
+                accept: &cx.config.accept,
             },
             cx.cancel,
             &mut |_, _, _| {},

@@ -11,7 +11,7 @@ pub struct IoArgs {
     #[command(subcommand)]
     pub cmd: IoCmd,
     #[command(flatten)]
-    pub accept: crate::args::AcceptArg,
+    pub accept: crate::neighbours::AcceptArg,
 }
 
 #[derive(Debug, Subcommand)]

@@ -61,7 +61,7 @@ pub struct LabArgs {
     #[arg(long)]
     pub no_trace: bool,
     #[command(flatten)]
-    pub accept: crate::args::AcceptArg,
+    pub accept: crate::neighbours::AcceptArg,
     /// The private instance's engine: postgres (default; pgbench and the insert/CHECKPOINT
     /// loops) or mariadb (Debian's mariadbd; plumb's own driver runs pgbench's transaction and
     /// the insert/commit loops). Not with --engine: its URL says the engine.

@@ -33,7 +33,7 @@ pub struct LoadArgs {
     #[command(flatten)]
     pub build: crate::cmd_engine::BuildArg,
     #[command(flatten)]
-    pub accept: crate::args::AcceptArg,
+    pub accept: crate::neighbours::AcceptArg,
     /// What runs: order-entry (TPC-C-like, five transactions in HammerDB's mix), tpcb
     /// (pgbench's TPC-B-like transaction, statement by statement), point-select (pgbench -S's
     /// select by key), read-write (sysbench's oltp_read_write: 18 statements a transaction on

@@ -29,6 +29,7 @@ mod docs_examples;
 mod every;
 #[cfg(test)]
 mod help_truth;
+mod neighbours;
 mod progress;
 #[cfg(test)]
 mod vocabulary;

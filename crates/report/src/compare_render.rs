@@ -160,6 +160,42 @@ fn differed_lines(r: &CompareReport) -> Vec<String> {
         .collect()
 }
 
+/// The disturbed windows under the table, one line per set of windows with the figures they
+/// withheld (dozens of figures share the same two windows): `withheld pgbench tps, pgbench
+/// latency p50 (ms): labB, pgbench: fio (PID 4242) (38% …)`.
+fn disturbed_lines(r: &CompareReport) -> Vec<String> {
+    let mut groups: Vec<(String, bool, Vec<&str>)> = Vec::new();
+    for f in r.figures.iter().filter(|f| !f.disturbed.is_empty()) {
+        let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
+        let why = why.join("; ");
+        let withheld = f.comparison.verdict == Verdict::Withheld;
+        match groups.iter_mut().find(|g| g.0 == why && g.1 == withheld) {
+            Some(g) => g.2.push(&f.name),
+            None => groups.push((why, withheld, vec![&f.name])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(why, withheld, names)| {
+            let word = if withheld {
+                "withheld"
+            } else {
+                "judged although disturbed (the change is at least 4x the share)"
+            };
+            let names = if names.len() > 6 {
+                format!(
+                    "{} and {} more figures",
+                    names[..5].join(", "),
+                    names.len() - 5
+                )
+            } else {
+                names.join(", ")
+            };
+            format!("{word} {names}: {why}")
+        })
+        .collect()
+}
+
 /// A disturbed window in words: the run, the window, the neighbour and its share.
 fn disturbed(d: &plumb_analyze::compare::Disturbed) -> String {
     let mut s = format!("{}, {}", d.file, d.window.phase);
@@ -204,14 +240,8 @@ impl Render for CompareReport {
             ],
             &rows,
         )?;
-        for f in self.figures.iter().filter(|f| !f.disturbed.is_empty()) {
-            let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
-            let word = if f.comparison.verdict == Verdict::Withheld {
-                "withheld"
-            } else {
-                "judged although disturbed (the change is large against the share)"
-            };
-            writeln!(out, "{word} {}: {}", f.name, why.join("; "))?;
+        for line in disturbed_lines(self) {
+            writeln!(out, "{line}")?;
         }
         for line in why_not_distinguishable(self) {
             writeln!(out, "{line}")?;
@@ -489,15 +519,7 @@ pub fn page(r: &CompareReport) -> String {
             });
         }
     });
-    let withheld: Vec<String> = r
-        .figures
-        .iter()
-        .filter(|f| !f.disturbed.is_empty())
-        .map(|f| {
-            let why: Vec<String> = f.disturbed.iter().map(disturbed).collect();
-            format!("{}: {}", f.name, why.join("; "))
-        })
-        .collect();
+    let withheld = disturbed_lines(r);
     if !withheld.is_empty() {
         h.el("h2", &[], "Disturbed windows");
         h.list(&withheld);

@@ -264,6 +264,24 @@ fn own_set(before: &Activity, after: &Activity, own: &Own) -> BTreeSet<u32> {
         .collect()
 }
 
+/// The busiest first: by bytes, then by CPU.
+fn busiest_first(v: &mut [Neighbour]) {
+    v.sort_by(|a, b| {
+        (b.read_bytes + b.write_bytes)
+            .cmp(&(a.read_bytes + a.write_bytes))
+            .then(b.cpu_s.total_cmp(&a.cpu_s))
+    });
+}
+
+/// A neighbour named in a note: PID, name, bytes.
+fn neighbour_note(n: &Neighbour) -> Note {
+    Note::new(Level::Info, "neighbour")
+        .count("pid", n.pid as f64)
+        .text("comm", n.comm.clone())
+        .bytes("read_bytes", n.read_bytes as f64)
+        .bytes("write_bytes", n.write_bytes as f64)
+}
+
 /// Judge the window between two readings.
 pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String]) -> Interference {
     let window_s = after
@@ -321,43 +339,35 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         if p.kernel_thread {
             continue;
         }
-        if own.accepted.contains(&p.pid) {
-            let (rd, wr) = (rd.unwrap_or(0), wr.unwrap_or(0));
-            acc_r += rd;
-            acc_w += wr;
-            let cpu_s = cpu as f64 / hz;
-            if rd + wr >= IO_FLOOR_BYTES || cpu_s >= 0.1 * window_s {
-                accepted.push(Neighbour {
-                    pid: p.pid,
-                    comm: p.comm.clone(),
-                    read_bytes: rd,
-                    write_bytes: wr,
-                    cpu_s,
-                });
+        let is_accepted = own.accepted.contains(&p.pid);
+        if !is_accepted {
+            others_cpu += cpu;
+            if p.read_bytes.is_none() {
+                unreadable += 1;
             }
-            continue;
-        }
-        others_cpu += cpu;
-        if p.read_bytes.is_none() {
-            unreadable += 1;
         }
         let (rd, wr) = (rd.unwrap_or(0), wr.unwrap_or(0));
+        if is_accepted {
+            acc_r += rd;
+            acc_w += wr;
+        }
         let cpu_s = cpu as f64 / hz;
         if rd + wr >= IO_FLOOR_BYTES || cpu_s >= 0.1 * window_s {
-            neighbours.push(Neighbour {
+            let n = Neighbour {
                 pid: p.pid,
                 comm: p.comm.clone(),
                 read_bytes: rd,
                 write_bytes: wr,
                 cpu_s,
-            });
+            };
+            if is_accepted {
+                accepted.push(n);
+            } else {
+                neighbours.push(n);
+            }
         }
     }
-    neighbours.sort_by(|a, b| {
-        (b.read_bytes + b.write_bytes)
-            .cmp(&(a.read_bytes + a.write_bytes))
-            .then(b.cpu_s.total_cmp(&a.cpu_s))
-    });
+    busiest_first(&mut neighbours);
     let others_r: u64 = neighbours.iter().map(|n| n.read_bytes).sum();
     let others_w: u64 = neighbours.iter().map(|n| n.write_bytes).sum();
     // Host CPU.
@@ -403,13 +413,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
             .iter()
             .filter(|n| n.read_bytes + n.write_bytes >= IO_FLOOR_BYTES)
             .take(3)
-            .map(|n| {
-                Note::new(Level::Info, "neighbour")
-                    .count("pid", n.pid as f64)
-                    .text("comm", n.comm.clone())
-                    .bytes("read_bytes", n.read_bytes as f64)
-                    .bytes("write_bytes", n.write_bytes as f64)
-            })
+            .map(neighbour_note)
             .collect();
         let level = if share >= DISTURBED_SHARE {
             Level::Warn
@@ -472,23 +476,9 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         );
     }
     if !accepted.is_empty() {
-        accepted.sort_by(|a, b| {
-            (b.read_bytes + b.write_bytes)
-                .cmp(&(a.read_bytes + a.write_bytes))
-                .then(b.cpu_s.total_cmp(&a.cpu_s))
-        });
+        busiest_first(&mut accepted);
         accepted.truncate(5);
-        let who: Vec<Note> = accepted
-            .iter()
-            .take(3)
-            .map(|n| {
-                Note::new(Level::Info, "neighbour")
-                    .count("pid", n.pid as f64)
-                    .text("comm", n.comm.clone())
-                    .bytes("read_bytes", n.read_bytes as f64)
-                    .bytes("write_bytes", n.write_bytes as f64)
-            })
-            .collect();
+        let who: Vec<Note> = accepted.iter().take(3).map(neighbour_note).collect();
         notes.push(
             Note::new(Level::Info, "neighbour-accepted")
                 .bytes("read_bytes", acc_r as f64)

@@ -75,31 +75,20 @@ pub fn window_trust(phase: &str, i: Option<&Interference>) -> WindowTrust {
         io_share: i.and_then(|i| i.io_share),
         cpu_share: i.and_then(|i| i.cpu_share),
         steal_pct: i.and_then(|i| i.steal_pct),
-        neighbours: i
-            .map(|i| {
-                i.neighbours
-                    .iter()
-                    .take(3)
-                    .map(|n| Named {
-                        pid: n.pid,
-                        comm: n.comm.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
-        accepted: i
-            .map(|i| {
-                i.accepted
-                    .iter()
-                    .take(3)
-                    .map(|n| Named {
-                        pid: n.pid,
-                        comm: n.comm.clone(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default(),
+        neighbours: i.map(|i| named(&i.neighbours)).unwrap_or_default(),
+        accepted: i.map(|i| named(&i.accepted)).unwrap_or_default(),
     }
+}
+
+/// The busiest three, named.
+fn named(v: &[crate::interference::Neighbour]) -> Vec<Named> {
+    v.iter()
+        .take(3)
+        .map(|n| Named {
+            pid: n.pid,
+            comm: n.comm.clone(),
+        })
+        .collect()
 }
 
 /// The unit of a headline figure.

@@ -199,8 +199,91 @@ fn ticking_is_written_once() {
     );
 }
 
-/// Within each crate, no module uses one that uses it back (directly or around a circle): a
-/// crate's files form layers, so each can be read, and moved, from the bottom up.
+/// A source file's module path inside its crate: src/oltp/server.rs is `oltp::server`,
+/// src/oltp/mod.rs is `oltp`, src/lib.rs is the crate's root (empty).
+fn module_path(src: &Path, f: &Path) -> Vec<String> {
+    let rel = f.strip_prefix(src).unwrap().to_string_lossy().into_owned();
+    let mut parts: Vec<String> = rel.split('/').map(str::to_string).collect();
+    let last = parts.pop().unwrap();
+    match last.as_str() {
+        "mod.rs" | "lib.rs" | "main.rs" => {}
+        f => parts.push(f.trim_end_matches(".rs").to_string()),
+    }
+    parts
+}
+
+/// The paths a line names through `crate::`, `super::` or `$crate::`, made absolute from the
+/// module `at` (`super::{a, b::c}` names `a` and `b::c` below at's parent).
+fn named_paths(line: &str, at: &[String]) -> Vec<Vec<String>> {
+    let b = line.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let head = ["crate::", "super::"]
+            .into_iter()
+            .find(|h| b[i..].starts_with(h.as_bytes()) && (i == 0 || !word(b[i - 1])));
+        let Some(head) = head else {
+            i += 1;
+            continue;
+        };
+        // The chain: crate:: or super::super::…, then names, then maybe one {group}.
+        let mut base: Vec<String> = if head == "crate::" {
+            Vec::new()
+        } else {
+            at.to_vec()
+        };
+        let mut j = i;
+        if head == "super::" {
+            while line[j..].starts_with("super::") {
+                base.pop();
+                j += "super::".len();
+            }
+        } else {
+            j += head.len();
+        }
+        let name_at = |mut k: usize| {
+            let s = k;
+            while k < b.len() && word(b[k]) {
+                k += 1;
+            }
+            (line[s..k].to_string(), k)
+        };
+        loop {
+            if j < b.len() && b[j] == b'{' {
+                let close = line[j..].find('}').map_or(b.len(), |c| j + c);
+                for item in line[j + 1..close].split(',') {
+                    let mut p = base.clone();
+                    p.extend(item.trim().split("::").map(|s| s.trim().to_string()));
+                    out.push(p);
+                }
+                j = close;
+                break;
+            }
+            let (n, k) = name_at(j);
+            if n.is_empty() {
+                break;
+            }
+            base.push(n);
+            j = k;
+            if line[j..].starts_with("::") {
+                j += 2;
+            } else {
+                break;
+            }
+        }
+        if !base.is_empty() {
+            out.push(base);
+        }
+        i = j.max(i + 1);
+    }
+    out
+}
+
+/// Within each crate, and within each folder of a crate, no module uses one that uses it back
+/// (directly or around a circle): a crate's files form layers, so each can be read, and moved,
+/// from the bottom up. A folder's files are checked among themselves (oltp/server.rs against
+/// oltp/pg.rs) as the crate's top-level modules are.
 #[test]
 fn no_import_circles_inside_a_crate() {
     use std::collections::{BTreeMap, BTreeSet};
@@ -213,68 +296,51 @@ fn no_import_circles_inside_a_crate() {
         }
         let mut files = Vec::new();
         sources(&src, &mut files);
-        // Top-level module name -> its files (a directory module's files count as one).
-        let mut modules: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-        for f in files {
-            let rel = f.strip_prefix(&src).unwrap().to_string_lossy().into_owned();
-            if rel == "lib.rs" || rel == "main.rs" {
-                continue;
-            }
-            let top = rel
-                .split('/')
-                .next()
-                .unwrap()
-                .trim_end_matches(".rs")
-                .to_string();
-            modules.entry(top).or_default().push(f);
-        }
-        let mut uses: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-        for (m, fs) in &modules {
-            let set = uses.entry(m.as_str()).or_default();
-            for f in fs {
-                for (_, l) in code_lines(f) {
-                    for part in l.split("crate::").skip(1) {
-                        // `crate::name` or `crate::{a, b::c}`
-                        let names: Vec<&str> = match part.strip_prefix('{') {
-                            Some(list) => list
-                                .split('}')
-                                .next()
-                                .unwrap_or("")
-                                .split(',')
-                                .map(|i| i.trim().split("::").next().unwrap_or(""))
-                                .collect(),
-                            None => vec![part
-                                .split(|ch: char| !(ch.is_alphanumeric() || ch == '_'))
-                                .next()
-                                .unwrap_or("")],
-                        };
-                        for n in names {
-                            if let Some((k, _)) = modules.get_key_value(n) {
-                                if k != m {
-                                    set.insert(k.as_str());
-                                }
-                            }
-                        }
+        let modules: BTreeSet<Vec<String>> = files.iter().map(|f| module_path(&src, f)).collect();
+        // (folder, module in it) -> the modules in the same folder it uses.
+        type Level = (Vec<String>, String);
+        let mut uses: BTreeMap<Level, BTreeSet<String>> = BTreeMap::new();
+        for f in &files {
+            let from = module_path(&src, f);
+            for (_, l) in code_lines(f) {
+                for named in named_paths(&l, &from) {
+                    // The longest module the path reaches into.
+                    let Some(to) = (1..=named.len())
+                        .rev()
+                        .map(|n| named[..n].to_vec())
+                        .find(|m| modules.contains(m))
+                    else {
+                        continue;
+                    };
+                    let k = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
+                    // A module and its own folder's parent or child are not siblings.
+                    if k == from.len() || k == to.len() {
+                        continue;
                     }
+                    uses.entry((from[..k].to_vec(), from[k].clone()))
+                        .or_default()
+                        .insert(to[k].clone());
                 }
             }
         }
-        // A circle: a path from a module back to itself.
-        for start in uses.keys() {
-            let mut stack = vec![(*start, vec![*start])];
+        // A circle: a path from a module back to itself among its folder's modules.
+        for (folder, start) in uses.keys() {
+            let mut stack = vec![(start.clone(), vec![start.clone()])];
             let mut seen = BTreeSet::new();
             while let Some((at, path)) = stack.pop() {
-                for next in uses.get(at).into_iter().flatten() {
+                let key = (folder.clone(), at);
+                for next in uses.get(&key).into_iter().flatten() {
                     if next == start {
                         circles.push(format!(
-                            "{}: {} -> {start}",
+                            "{}/{}: {} -> {start}",
                             src.display(),
+                            folder.join("/"),
                             path.join(" -> ")
                         ));
-                    } else if seen.insert(*next) {
+                    } else if seen.insert(next.clone()) {
                         let mut p = path.clone();
-                        p.push(next);
-                        stack.push((next, p));
+                        p.push(next.clone());
+                        stack.push((next.clone(), p));
                     }
                 }
             }

@@ -367,8 +367,8 @@ fn kill_query(t: &Target, id: u32) -> Box<dyn Fn() + Send + Sync> {
 
 /// Look for `db`: loaded whole when plumb's mark table in it says so; being loaded (or left by
 /// a killed run) when its comment carries a run's token; anything else is somebody else's.
-pub fn find(admin: &mut Conn, db: &str) -> Result<super::server::Found> {
-    use super::server::Found;
+pub fn find(admin: &mut Conn, db: &str) -> Result<super::holdings::Found> {
+    use super::holdings::Found;
     let r: Option<Option<String>> = admin
         .exec_first(
             "SELECT SCHEMA_COMMENT FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?",
@@ -431,7 +431,11 @@ pub fn mark_database(admin: &mut Conn, _t: &Target, db: &str, mark: &str) -> Res
 }
 
 /// What `db` holds beyond `allowed` (MariaDB has no owner of a database: only what is in it).
-pub fn holdings(admin: &mut Conn, db: &str, allowed: &[String]) -> Result<super::server::Holdings> {
+pub fn holdings(
+    admin: &mut Conn,
+    db: &str,
+    allowed: &[String],
+) -> Result<super::holdings::Holdings> {
     let me: Option<String> = admin
         .query_first("SELECT CURRENT_USER()")
         .map_err(q("reading who plumb is connected as"))?;
@@ -456,8 +460,8 @@ pub fn holdings(admin: &mut Conn, db: &str, allowed: &[String]) -> Result<super:
         })
         .collect();
     let me = me.unwrap_or_default();
-    Ok(super::server::Holdings {
-        foreign: super::server::foreign_objects(&objects, allowed, &me),
+    Ok(super::holdings::Holdings {
+        foreign: super::holdings::foreign_objects(&objects, allowed, &me),
         owner: None,
         me,
     })

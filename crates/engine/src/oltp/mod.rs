@@ -17,6 +17,7 @@
 //! of order lines from a remote warehouse when there are several); the mix is HammerDB's (10/23
 //! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
 
+pub mod holdings;
 pub mod maria;
 pub mod mssql;
 pub mod mywire;
@@ -328,8 +329,8 @@ pub fn final_mark(mark: &str, run: &str) -> String {
 }
 
 /// What a database's mark (a comment, an extended property, MariaDB's mark table) says.
-pub fn parse_mark(m: Option<&str>) -> server::Found {
-    use server::Found;
+pub fn parse_mark(m: Option<&str>) -> holdings::Found {
+    use holdings::Found;
     match m {
         Some(m) if m.starts_with("plumb load:") => {
             let (mark, run) = match m.split_once("; run ") {
@@ -751,7 +752,7 @@ mod tests {
     /// an old-style or a hand-written comment included, makes no database plumb's by itself.
     #[test]
     fn marks_name_the_run_and_the_state() {
-        use server::Found;
+        use holdings::Found;
         let m = final_mark(&Workload::TpcB.mark(2), "00ff");
         assert_eq!(
             parse_mark(Some(&m)),
@@ -783,7 +784,7 @@ mod tests {
             o("extension", "pg_trgm", None),
             o("table", "plumb_mark", None),
         ];
-        let foreign = server::foreign_objects(&objects, &allowed, "plumb");
+        let foreign = holdings::foreign_objects(&objects, &allowed, "plumb");
         assert_eq!(
             foreign,
             vec![
@@ -792,13 +793,13 @@ mod tests {
                 "extension pg_trgm"
             ]
         );
-        let h = server::Holdings {
+        let h = holdings::Holdings {
             owner: Some("alice".into()),
             me: "plumb".into(),
             foreign: Vec::new(),
         };
         assert!(h.not_ours().unwrap().contains("owned by alice"));
-        let h = server::Holdings {
+        let h = holdings::Holdings {
             owner: Some("plumb".into()),
             me: "plumb".into(),
             foreign: (0..7).map(|i| format!("table t{i}")).collect(),
@@ -826,7 +827,7 @@ mod tests {
             row("SQL_STORED_PROCEDURE", "app", "plumb_neword", "dbo"),
             row("SQL_TRIGGER", "dbo", "item", "dbo"),
         ]);
-        let foreign = server::foreign_objects(&objects, &Workload::OrderEntry.objects(), "dbo");
+        let foreign = holdings::foreign_objects(&objects, &Workload::OrderEntry.objects(), "dbo");
         assert_eq!(
             foreign,
             vec![

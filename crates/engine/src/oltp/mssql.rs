@@ -8,7 +8,7 @@
 //! client process (`mssql_client`) as text; the inputs are numbers and last names made of
 //! TPC-C's fixed syllables, never user text.
 
-use super::server::Found;
+use super::holdings::Found;
 use super::{Failed, Tx, TxError, Workload};
 use crate::mssql_client::MssqlConn;
 use crate::{Error, Result, Target};
@@ -324,7 +324,7 @@ pub fn holdings(
     admin: &mut MssqlConn,
     db: &str,
     allowed: &[String],
-) -> Result<super::server::Holdings> {
+) -> Result<super::holdings::Holdings> {
     let rs = admin.query(
         "reading who owns the load's database",
         &format!("SELECT SUSER_SNAME(owner_sid) AS owner, SUSER_SNAME() AS me FROM sys.databases WHERE name = '{db}'"),
@@ -348,8 +348,8 @@ pub fn holdings(
             .map(|r| r.iter().map(|v| v.text()).collect())
             .collect::<Vec<Vec<String>>>(),
     );
-    Ok(super::server::Holdings {
-        foreign: super::server::foreign_objects(&objects, allowed, "dbo"),
+    Ok(super::holdings::Holdings {
+        foreign: super::holdings::foreign_objects(&objects, allowed, "dbo"),
         owner: Some(owner),
         me,
     })

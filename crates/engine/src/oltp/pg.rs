@@ -388,8 +388,8 @@ fn q(what: &str) -> impl Fn(postgres::Error) -> Error + '_ {
 }
 
 /// Look for `db` from a session in another database (the target's own).
-pub fn find(admin: &mut Client, db: &str) -> Result<super::server::Found> {
-    use super::server::Found;
+pub fn find(admin: &mut Client, db: &str) -> Result<super::holdings::Found> {
+    use super::holdings::Found;
     let row = admin
         .query_opt(
             "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1",
@@ -468,7 +468,7 @@ pub fn holdings(
     t: &Target,
     db: &str,
     allowed: &[String],
-) -> Result<super::server::Holdings> {
+) -> Result<super::holdings::Holdings> {
     let row = admin
         .query_opt(
             "SELECT pg_get_userbyid(datdba)::text, current_user::text FROM pg_database WHERE datname = $1",
@@ -476,7 +476,7 @@ pub fn holdings(
         )
         .map_err(q("reading who owns the load's database"))?;
     let Some(row) = row else {
-        return Ok(super::server::Holdings::default());
+        return Ok(super::holdings::Holdings::default());
     };
     let (owner, me): (String, String) = (row.get(0), row.get(1));
     let mut c = connect_to(t, db, &t.shown())?;
@@ -487,8 +487,8 @@ pub fn holdings(
         .map(|r| (r.get(0), r.get(1), r.get(2)))
         .collect();
     drop(c);
-    Ok(super::server::Holdings {
-        foreign: super::server::foreign_objects(&objects, allowed, &me),
+    Ok(super::holdings::Holdings {
+        foreign: super::holdings::foreign_objects(&objects, allowed, &me),
         owner: Some(owner),
         me,
     })

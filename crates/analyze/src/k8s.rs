@@ -647,9 +647,46 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
             .map_err(|e| load_error(file, offset, &e))?;
         docs.push((offset, n));
     }
-    // PVC access modes by name, across the file.
-    let mut rwo_claims: Vec<String> = Vec::new();
-    for (_, d) in &docs {
+    let rwo = rwo_claims(&docs);
+    let mut findings = Vec::new();
+    for (offset, d) in &docs {
+        let kind = scalar(d, &["kind"]).unwrap_or("").to_string();
+        let Some(ps) = pod_spec(d, &kind) else {
+            continue;
+        };
+        let name = scalar(d, &["metadata", "name"]).unwrap_or("(unnamed)");
+        let mut cx = Ctx {
+            file,
+            offset: *offset,
+            object: format!("{kind}/{name}"),
+            out: Vec::new(),
+        };
+        let pod = Pod {
+            host_paths: host_paths(ps),
+            opts,
+        };
+        let mut is_db = false;
+        for node in seq(ps, &["containers"]) {
+            let c = Container::of(node);
+            is_db |= c.engine.is_some();
+            for rule in CONTAINER_RULES {
+                rule(&mut cx, &c, &pod);
+            }
+        }
+        if kind == "Deployment" && is_db {
+            rwo_rules(&mut cx, d, ps, &rwo);
+        }
+        findings.extend(cx.out);
+    }
+    findings.sort_by_key(|f| f.line);
+    Ok(findings)
+}
+
+/// The file's PersistentVolumeClaims that one node at a time may mount (ReadWriteOnce,
+/// ReadWriteOncePod), by name.
+fn rwo_claims(docs: &[(usize, Node)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (_, d) in docs {
         if scalar(d, &["kind"]) == Some("PersistentVolumeClaim") {
             let modes: Vec<&str> = seq(d, &["spec", "accessModes"])
                 .iter()
@@ -657,390 +694,442 @@ pub fn lint(file: &str, text: &str, opts: &LintOptions) -> Result<Vec<Finding>, 
                 .collect();
             if modes.contains(&"ReadWriteOnce") || modes.contains(&"ReadWriteOncePod") {
                 if let Some(name) = scalar(d, &["metadata", "name"]) {
-                    rwo_claims.push(name.to_string());
+                    out.push(name.to_string());
                 }
             }
         }
     }
-    let mut findings = Vec::new();
-    for (offset, d) in &docs {
-        let kind = scalar(d, &["kind"]).unwrap_or("").to_string();
-        let name = scalar(d, &["metadata", "name"])
-            .unwrap_or("(unnamed)")
-            .to_string();
-        let pod_spec = match kind.as_str() {
-            "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
-                get(d, &["spec", "template", "spec"])
-            }
-            "CronJob" => get(d, &["spec", "jobTemplate", "spec", "template", "spec"]),
-            "Pod" => get(d, &["spec"]),
-            _ => None,
-        };
-        let Some(ps) = pod_spec else { continue };
-        let mut cx = Ctx {
-            file,
-            offset: *offset,
-            object: format!("{kind}/{name}"),
-            out: Vec::new(),
-        };
-        // volume name -> claim name
-        let volumes: Vec<(String, Option<String>)> = seq(ps, &["volumes"])
+    out
+}
+
+/// An object's pod spec, for the kinds that run pods.
+fn pod_spec<'a>(d: &'a Node, kind: &str) -> Option<&'a Node> {
+    match kind {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" | "Job" => {
+            get(d, &["spec", "template", "spec"])
+        }
+        "CronJob" => get(d, &["spec", "jobTemplate", "spec", "template", "spec"]),
+        "Pod" => get(d, &["spec"]),
+        _ => None,
+    }
+}
+
+/// A pod spec's hostPath volumes: name -> the node's path.
+fn host_paths(ps: &Node) -> Vec<(String, String)> {
+    seq(ps, &["volumes"])
+        .iter()
+        .filter_map(|v| {
+            Some((
+                scalar(v, &["name"]).unwrap_or("").to_string(),
+                scalar(v, &["hostPath", "path"])?.to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// What the container rules know of the pod around a container.
+struct Pod<'a> {
+    host_paths: Vec<(String, String)>,
+    opts: &'a LintOptions,
+}
+
+/// One container of a pod spec, as the container rules read it.
+struct Container<'a> {
+    node: &'a Node,
+    name: &'a str,
+    engine: Option<EngineKind>,
+    /// The memory request and limit as written.
+    req: Option<&'a str>,
+    lim: Option<&'a str>,
+    /// The same in bytes, where they parse (a request defaults to the limit).
+    req_b: Option<u64>,
+    lim_b: Option<u64>,
+}
+
+impl<'a> Container<'a> {
+    fn of(node: &'a Node) -> Self {
+        let req = scalar(node, &["resources", "requests", "memory"]);
+        let lim = scalar(node, &["resources", "limits", "memory"]);
+        let lim_b = lim.and_then(|v| parse_quantity(v).ok());
+        Container {
+            node,
+            name: scalar(node, &["name"]).unwrap_or("?"),
+            engine: engine_of_image(scalar(node, &["image"]).unwrap_or("")),
+            req,
+            lim,
+            req_b: req.and_then(|v| parse_quantity(v).ok()).or(lim_b),
+            lim_b,
+        }
+    }
+
+    /// The node at `p` below the container, or the container where there is none.
+    fn at(&self, p: &[&str]) -> &'a Node {
+        get(self.node, p).unwrap_or(self.node)
+    }
+
+    /// A statement about this container.
+    fn said(&self, code: &'static str) -> Said {
+        Said::new(code).text("container", self.name)
+    }
+
+    /// An environment variable's entry.
+    fn env(&self, k: &str) -> Option<&'a Node> {
+        seq(self.node, &["env"])
+            .into_iter()
+            .find(|e| scalar(e, &["name"]) == Some(k))
+    }
+
+    /// Its args, then its command, as words.
+    fn args(&self) -> Vec<String> {
+        seq(self.node, &["args"])
             .iter()
-            .map(|v| {
-                (
-                    scalar(v, &["name"]).unwrap_or("").to_string(),
-                    scalar(v, &["persistentVolumeClaim", "claimName"]).map(str::to_string),
-                )
-            })
-            .collect();
-        // hostPath volumes: name -> the node's path.
-        let host_paths: Vec<(String, String)> = seq(ps, &["volumes"])
-            .iter()
-            .filter_map(|v| {
-                Some((
-                    scalar(v, &["name"]).unwrap_or("").to_string(),
-                    scalar(v, &["hostPath", "path"])?.to_string(),
-                ))
-            })
-            .collect();
-        let mut is_db = false;
-        for c in seq(ps, &["containers"]) {
-            let cname = scalar(c, &["name"]).unwrap_or("?");
-            let image = scalar(c, &["image"]).unwrap_or("");
-            let engine = engine_of_image(image);
-            is_db |= engine.is_some();
-            let req = scalar(c, &["resources", "requests", "memory"]);
-            let lim = scalar(c, &["resources", "limits", "memory"]);
-            let at = |p: &[&str]| get(c, p).unwrap_or(c);
-            // A statement about this container.
-            let said = |code: &'static str| Said::new(code).text("container", cname);
-            let lim_b = lim.and_then(|v| parse_quantity(v).ok());
-            let req_b = req.and_then(|v| parse_quantity(v).ok()).or(lim_b);
-            for (v, p) in [
-                (req, &["resources", "requests", "memory"][..]),
-                (lim, &["resources", "limits", "memory"][..]),
-            ] {
-                if let Some(v) = v {
-                    match parse_quantity(v) {
-                        Err(e) => cx.add(
-                            at(p),
-                            Severity::Error,
-                            "bad-quantity",
-                            said("lint-bad-quantity").text("error", e.to_string()),
-                        ),
-                        Ok(b) if b < MIN_CONTAINER_MEMORY => cx.add(
-                            at(p),
-                            Severity::Error,
-                            "memory-unit",
-                            said("lint-memory-unit")
-                                .text("value", v)
-                                .bytes("bytes", b as f64),
-                        ),
-                        Ok(_) => {}
-                    }
-                }
-            }
-            for p in [
-                &["resources", "requests", "cpu"][..],
-                &["resources", "limits", "cpu"][..],
-            ] {
-                if let Some(v) = scalar(c, p) {
-                    if let Err(e) = parse_cpu(v) {
-                        cx.add(
-                            at(p),
-                            Severity::Error,
-                            "bad-quantity",
-                            said("lint-bad-quantity").text("error", e.to_string()),
-                        );
-                    }
-                }
-            }
-            match (req, lim) {
-                (None, None) => cx.add(
-                    c,
-                    if engine.is_some() {
-                        Severity::Error
-                    } else {
-                        Severity::Warning
-                    },
-                    "memory-limits",
-                    match engine {
-                        Some(e) => said("lint-no-memory-limits").text("engine", e.name()),
-                        None => said("lint-no-memory-limits"),
-                    },
-                ),
-                (Some(_), None) => cx.add(
-                    at(&["resources"]),
-                    if engine.is_some() {
-                        Severity::Error
-                    } else {
-                        Severity::Warning
-                    },
-                    "memory-limits",
-                    said("lint-request-without-limit"),
-                ),
-                _ => {}
-            }
-            if let (Some(e), Some(r), Some(l)) = (engine, req_b, lim_b) {
-                if r != l {
-                    cx.add(
-                        at(&["resources", "requests", "memory"]),
-                        Severity::Warning,
-                        "request-equals-limit",
-                        said("lint-request-not-limit")
-                            .text("engine", e.name())
-                            .bytes("request_bytes", r as f64)
-                            .bytes("limit_bytes", l as f64),
-                    );
-                }
-            }
-            if let (Some(l), Some(alloc)) = (lim_b, opts.allocatable) {
-                if l > alloc {
-                    cx.add(
-                        at(&["resources", "limits", "memory"]),
-                        Severity::Error,
-                        "limit-above-allocatable",
-                        said("lint-limit-above-allocatable")
-                            .bytes("limit_bytes", l as f64)
-                            .bytes("allocatable_bytes", alloc as f64),
-                    );
-                }
-            }
-            // Privileges: a container that can do anything on the node.
-            if scalar(c, &["securityContext", "privileged"]) == Some("true") {
+            .chain(seq(self.node, &["command"]).iter())
+            .filter_map(|a| a.as_scalar().map(|s| s.to_string()))
+            .collect()
+    }
+
+    /// The severity of a missing memory limit: an error for a database, else a warning.
+    fn limit_severity(&self) -> Severity {
+        if self.engine.is_some() {
+            Severity::Error
+        } else {
+            Severity::Warning
+        }
+    }
+}
+
+type ContainerRule = fn(&mut Ctx, &Container, &Pod);
+
+/// The rules every container of a pod spec is checked against, in this order.
+const CONTAINER_RULES: [ContainerRule; 7] = [
+    quantities,
+    memory_limits,
+    privileges,
+    host_paths_writable,
+    plaintext_secrets,
+    engine_memory,
+    mssql_volumes,
+];
+
+/// Memory and CPU quantities that do not parse, and memory too small to be meant (`512`
+/// bytes where `512Mi` was meant).
+fn quantities(cx: &mut Ctx, c: &Container, _: &Pod) {
+    for (v, p) in [
+        (c.req, &["resources", "requests", "memory"][..]),
+        (c.lim, &["resources", "limits", "memory"][..]),
+    ] {
+        let Some(v) = v else { continue };
+        match parse_quantity(v) {
+            Err(e) => cx.add(
+                c.at(p),
+                Severity::Error,
+                "bad-quantity",
+                c.said("lint-bad-quantity").text("error", e.to_string()),
+            ),
+            Ok(b) if b < MIN_CONTAINER_MEMORY => cx.add(
+                c.at(p),
+                Severity::Error,
+                "memory-unit",
+                c.said("lint-memory-unit")
+                    .text("value", v)
+                    .bytes("bytes", b as f64),
+            ),
+            Ok(_) => {}
+        }
+    }
+    for p in [
+        &["resources", "requests", "cpu"][..],
+        &["resources", "limits", "cpu"][..],
+    ] {
+        if let Some(Err(e)) = scalar(c.node, p).map(parse_cpu) {
+            cx.add(
+                c.at(p),
+                Severity::Error,
+                "bad-quantity",
+                c.said("lint-bad-quantity").text("error", e.to_string()),
+            );
+        }
+    }
+}
+
+/// A memory limit, equal to the request for a database, and within what the node can give.
+fn memory_limits(cx: &mut Ctx, c: &Container, pod: &Pod) {
+    match (c.req, c.lim) {
+        (None, None) => cx.add(
+            c.node,
+            c.limit_severity(),
+            "memory-limits",
+            match c.engine {
+                Some(e) => c.said("lint-no-memory-limits").text("engine", e.name()),
+                None => c.said("lint-no-memory-limits"),
+            },
+        ),
+        (Some(_), None) => cx.add(
+            c.at(&["resources"]),
+            c.limit_severity(),
+            "memory-limits",
+            c.said("lint-request-without-limit"),
+        ),
+        _ => {}
+    }
+    if let (Some(e), Some(r), Some(l)) = (c.engine, c.req_b, c.lim_b) {
+        if r != l {
+            cx.add(
+                c.at(&["resources", "requests", "memory"]),
+                Severity::Warning,
+                "request-equals-limit",
+                c.said("lint-request-not-limit")
+                    .text("engine", e.name())
+                    .bytes("request_bytes", r as f64)
+                    .bytes("limit_bytes", l as f64),
+            );
+        }
+    }
+    if let (Some(l), Some(alloc)) = (c.lim_b, pod.opts.allocatable) {
+        if l > alloc {
+            cx.add(
+                c.at(&["resources", "limits", "memory"]),
+                Severity::Error,
+                "limit-above-allocatable",
+                c.said("lint-limit-above-allocatable")
+                    .bytes("limit_bytes", l as f64)
+                    .bytes("allocatable_bytes", alloc as f64),
+            );
+        }
+    }
+}
+
+/// Privileges: a container that can do anything on the node.
+fn privileges(cx: &mut Ctx, c: &Container, _: &Pod) {
+    if scalar(c.node, &["securityContext", "privileged"]) == Some("true") {
+        cx.add(
+            c.at(&["securityContext", "privileged"]),
+            Severity::Warning,
+            "privileged",
+            c.said("lint-privileged"),
+        );
+    }
+    for cap in seq(c.node, &["securityContext", "capabilities", "add"]) {
+        if let Some(v) = cap.as_scalar().map(|s| s.as_str()) {
+            if matches!(v, "ALL" | "SYS_ADMIN" | "CAP_SYS_ADMIN") {
                 cx.add(
-                    at(&["securityContext", "privileged"]),
+                    cap,
                     Severity::Warning,
                     "privileged",
-                    said("lint-privileged"),
-                );
-            }
-            for cap in seq(c, &["securityContext", "capabilities", "add"]) {
-                if let Some(v) = cap.as_scalar().map(|s| s.as_str()) {
-                    if matches!(v, "ALL" | "SYS_ADMIN" | "CAP_SYS_ADMIN") {
-                        cx.add(
-                            cap,
-                            Severity::Warning,
-                            "privileged",
-                            said("lint-adds-capability").text("capability", v),
-                        );
-                    }
-                }
-            }
-            for m in seq(c, &["volumeMounts"]) {
-                let vname = scalar(m, &["name"]).unwrap_or("");
-                let host = host_paths.iter().find(|(n, _)| n == vname);
-                if let Some((_, path)) = host {
-                    if scalar(m, &["readOnly"]) != Some("true") {
-                        cx.add(
-                            m,
-                            Severity::Warning,
-                            "host-path-writable",
-                            said("lint-host-path-writable").text("path", path.clone()),
-                        );
-                    }
-                }
-            }
-            // Environment.
-            let env = seq(c, &["env"]);
-            let env_val = |k: &str| {
-                env.iter()
-                    .find(|e| scalar(e, &["name"]) == Some(k))
-                    .copied()
-            };
-            for e in &env {
-                let n = scalar(e, &["name"]).unwrap_or("");
-                let upper = n.to_ascii_uppercase();
-                if SECRETISH.iter().any(|s| upper.contains(s)) && get(e, &["value"]).is_some() {
-                    cx.add(
-                        get(e, &["value"]).unwrap_or(e),
-                        Severity::Error,
-                        "plaintext-secret",
-                        said("lint-plaintext-secret").text("variable", n),
-                    );
-                }
-            }
-            let args: Vec<String> = seq(c, &["args"])
-                .iter()
-                .chain(seq(c, &["command"]).iter())
-                .filter_map(|a| a.as_scalar().map(|s| s.to_string()))
-                .collect();
-            match engine {
-                Some(EngineKind::Mssql) => match env_val("MSSQL_MEMORY_LIMIT_MB") {
-                    None => cx.add(
-                        c,
-                        Severity::Warning,
-                        "engine-memory",
-                        match lim_b {
-                            Some(l) => {
-                                said("lint-mssql-no-limit-mb").bytes("limit_bytes", l as f64)
-                            }
-                            None => said("lint-mssql-no-limit-mb"),
-                        },
-                    ),
-                    Some(ev) => {
-                        let v = scalar(ev, &["value"]).and_then(|v| v.trim().parse::<u64>().ok());
-                        if let (Some(mb), Some(l)) = (v, lim_b) {
-                            if mb * MI >= l {
-                                cx.add(
-                                    ev,
-                                    Severity::Error,
-                                    "engine-memory",
-                                    said("lint-mssql-limit-mb-no-headroom")
-                                        .count("memory_limit_mb", mb as f64)
-                                        .bytes("limit_bytes", l as f64),
-                                );
-                            } else if mb as f64 * MI as f64 > l as f64 * 0.9 {
-                                cx.add(
-                                    ev,
-                                    Severity::Warning,
-                                    "engine-memory",
-                                    said("lint-mssql-limit-mb-above-90-pct")
-                                        .count("memory_limit_mb", mb as f64)
-                                        .bytes("limit_bytes", l as f64),
-                                );
-                            }
-                        }
-                    }
-                },
-                Some(EngineKind::Postgres) => {
-                    let sb = args
-                        .iter()
-                        .find_map(|a| a.strip_prefix("shared_buffers="))
-                        .or_else(|| {
-                            args.windows(1)
-                                .find_map(|w| w[0].strip_prefix("-cshared_buffers="))
-                        });
-                    match sb {
-                        None => cx.add(
-                            c,
-                            Severity::Warning,
-                            "engine-memory",
-                            said("lint-no-shared-buffers"),
-                        ),
-                        Some(v) => {
-                            if let (Some(b), Some(l)) =
-                                (plumb_sys::engine_conf::pg_memory(v, 8192), lim_b)
-                            {
-                                if b as f64 > l as f64 * 0.4 {
-                                    cx.add(
-                                        c,
-                                        Severity::Warning,
-                                        "engine-memory",
-                                        said("lint-shared-buffers-above-40-pct")
-                                            .text("value", v)
-                                            .bytes("limit_bytes", l as f64),
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-                Some(EngineKind::Mariadb) => {
-                    let pool = args.iter().find_map(|a| {
-                        a.strip_prefix("--innodb-buffer-pool-size=")
-                            .or_else(|| a.strip_prefix("--innodb_buffer_pool_size="))
-                    });
-                    match pool {
-                        None => cx.add(
-                            c,
-                            Severity::Warning,
-                            "engine-memory",
-                            said("lint-no-buffer-pool-size"),
-                        ),
-                        Some(v) => {
-                            if let (Some(b), Some(l)) = (plumb_sys::engine_conf::my_size(v), lim_b)
-                            {
-                                if b as f64 > l as f64 * 0.75 {
-                                    cx.add(
-                                        c,
-                                        Severity::Warning,
-                                        "engine-memory",
-                                        said("lint-buffer-pool-above-75-pct")
-                                            .text("value", v)
-                                            .bytes("limit_bytes", l as f64),
-                                    );
-                                }
-                            }
-                        }
-                    }
-                }
-                None => {}
-            }
-            // Storage layout for SQL Server: system, data and log on separate volumes.
-            if engine == Some(EngineKind::Mssql) {
-                let mounts: Vec<(String, String)> = seq(c, &["volumeMounts"])
-                    .iter()
-                    .map(|m| {
-                        (
-                            scalar(m, &["name"]).unwrap_or("").to_string(),
-                            scalar(m, &["mountPath"]).unwrap_or("").to_string(),
-                        )
-                    })
-                    .collect();
-                let vol_for = |path: &str| {
-                    mounts
-                        .iter()
-                        .filter(|(_, mp)| {
-                            path == mp
-                                || path.starts_with(&format!("{}/", mp.trim_end_matches('/')))
-                        })
-                        .max_by_key(|(_, mp)| mp.len())
-                        .map(|(n, _)| n.clone())
-                };
-                let path_of = |k: &str, default: &str| {
-                    env_val(k)
-                        .and_then(|e| scalar(e, &["value"]))
-                        .unwrap_or(default)
-                        .to_string()
-                };
-                let sys = vol_for("/var/opt/mssql");
-                let data = vol_for(&path_of("MSSQL_DATA_DIR", "/var/opt/mssql/data"));
-                let log = vol_for(&path_of("MSSQL_LOG_DIR", "/var/opt/mssql/data"));
-                if sys.is_some() && (sys == data || data == log) {
-                    cx.add(
-                        get(c, &["volumeMounts"]).unwrap_or(c),
-                        Severity::Warning,
-                        "separate-volumes",
-                        said("lint-mssql-one-volume"),
-                    );
-                }
-            }
-        }
-        // RWO volumes and rolling updates.
-        if kind == "Deployment" && is_db {
-            let strategy = scalar(d, &["spec", "strategy", "type"]).unwrap_or("RollingUpdate");
-            let replicas = scalar(d, &["spec", "replicas"])
-                .and_then(|r| r.parse::<u64>().ok())
-                .unwrap_or(1);
-            let rwo: Vec<&String> = volumes
-                .iter()
-                .filter_map(|(_, c)| c.as_ref())
-                .filter(|c| rwo_claims.contains(c))
-                .collect();
-            if strategy == "RollingUpdate" && !rwo.is_empty() {
-                cx.add(
-                    get(d, &["spec", "strategy"]).unwrap_or(d),
-                    Severity::Error,
-                    "rwo-rolling-update",
-                    Said::new("lint-rwo-rolling-update")
-                        .text("strategy", strategy)
-                        .list("claims", rwo.iter().map(|s| s.to_string()).collect()),
-                );
-            }
-            if replicas > 1 && !rwo.is_empty() {
-                cx.add(
-                    d,
-                    Severity::Error,
-                    "rwo-replicas",
-                    Said::new("lint-rwo-replicas").count("replicas", replicas as f64),
+                    c.said("lint-adds-capability").text("capability", v),
                 );
             }
         }
-        findings.extend(cx.out);
     }
-    findings.sort_by_key(|f| f.line);
-    Ok(findings)
+}
+
+/// A node's directory mounted writable.
+fn host_paths_writable(cx: &mut Ctx, c: &Container, pod: &Pod) {
+    for m in seq(c.node, &["volumeMounts"]) {
+        let vname = scalar(m, &["name"]).unwrap_or("");
+        if let Some((_, path)) = pod.host_paths.iter().find(|(n, _)| n == vname) {
+            if scalar(m, &["readOnly"]) != Some("true") {
+                cx.add(
+                    m,
+                    Severity::Warning,
+                    "host-path-writable",
+                    c.said("lint-host-path-writable").text("path", path.clone()),
+                );
+            }
+        }
+    }
+}
+
+/// A password or token written into the manifest.
+fn plaintext_secrets(cx: &mut Ctx, c: &Container, _: &Pod) {
+    for e in seq(c.node, &["env"]) {
+        let n = scalar(e, &["name"]).unwrap_or("");
+        let upper = n.to_ascii_uppercase();
+        if let Some(value) = get(e, &["value"]) {
+            if SECRETISH.iter().any(|s| upper.contains(s)) {
+                cx.add(
+                    value,
+                    Severity::Error,
+                    "plaintext-secret",
+                    c.said("lint-plaintext-secret").text("variable", n),
+                );
+            }
+        }
+    }
+}
+
+/// The engine's own memory setting against the container's limit.
+fn engine_memory(cx: &mut Ctx, c: &Container, _: &Pod) {
+    match c.engine {
+        Some(EngineKind::Mssql) => mssql_memory(cx, c),
+        Some(EngineKind::Postgres) => {
+            let args = c.args();
+            let sb = args
+                .iter()
+                .find_map(|a| a.strip_prefix("shared_buffers="))
+                .or_else(|| {
+                    args.iter()
+                        .find_map(|a| a.strip_prefix("-cshared_buffers="))
+                });
+            let size = |v: &str| plumb_sys::engine_conf::pg_memory(v, 8192);
+            setting_share(cx, c, sb, size, 0.4, "shared-buffers");
+        }
+        Some(EngineKind::Mariadb) => {
+            let args = c.args();
+            let pool = args.iter().find_map(|a| {
+                a.strip_prefix("--innodb-buffer-pool-size=")
+                    .or_else(|| a.strip_prefix("--innodb_buffer_pool_size="))
+            });
+            setting_share(
+                cx,
+                c,
+                pool,
+                plumb_sys::engine_conf::my_size,
+                0.75,
+                "buffer-pool",
+            );
+        }
+        None => {}
+    }
+}
+
+/// A cache setting (`value`) that is missing, or above `share` of the container's limit: the
+/// statements `lint-no-{what}` and `lint-{what}-above-{share}-pct`.
+fn setting_share(
+    cx: &mut Ctx,
+    c: &Container,
+    value: Option<&str>,
+    size: impl Fn(&str) -> Option<u64>,
+    share: f64,
+    what: &str,
+) {
+    let (missing, above) = match what {
+        "shared-buffers" => ("lint-no-shared-buffers", "lint-shared-buffers-above-40-pct"),
+        _ => ("lint-no-buffer-pool-size", "lint-buffer-pool-above-75-pct"),
+    };
+    let Some(v) = value else {
+        cx.add(c.node, Severity::Warning, "engine-memory", c.said(missing));
+        return;
+    };
+    if let (Some(b), Some(l)) = (size(v), c.lim_b) {
+        if b as f64 > l as f64 * share {
+            cx.add(
+                c.node,
+                Severity::Warning,
+                "engine-memory",
+                c.said(above)
+                    .text("value", v)
+                    .bytes("limit_bytes", l as f64),
+            );
+        }
+    }
+}
+
+/// SQL Server's MSSQL_MEMORY_LIMIT_MB: set, and below the container's limit with headroom.
+fn mssql_memory(cx: &mut Ctx, c: &Container) {
+    let Some(ev) = c.env("MSSQL_MEMORY_LIMIT_MB") else {
+        let said = match c.lim_b {
+            Some(l) => c
+                .said("lint-mssql-no-limit-mb")
+                .bytes("limit_bytes", l as f64),
+            None => c.said("lint-mssql-no-limit-mb"),
+        };
+        cx.add(c.node, Severity::Warning, "engine-memory", said);
+        return;
+    };
+    let v = scalar(ev, &["value"]).and_then(|v| v.trim().parse::<u64>().ok());
+    let (Some(mb), Some(l)) = (v, c.lim_b) else {
+        return;
+    };
+    let (severity, code) = if mb * MI >= l {
+        (Severity::Error, "lint-mssql-limit-mb-no-headroom")
+    } else if mb as f64 * MI as f64 > l as f64 * 0.9 {
+        (Severity::Warning, "lint-mssql-limit-mb-above-90-pct")
+    } else {
+        return;
+    };
+    cx.add(
+        ev,
+        severity,
+        "engine-memory",
+        c.said(code)
+            .count("memory_limit_mb", mb as f64)
+            .bytes("limit_bytes", l as f64),
+    );
+}
+
+/// Storage layout for SQL Server: system, data and log on separate volumes.
+fn mssql_volumes(cx: &mut Ctx, c: &Container, _: &Pod) {
+    if c.engine != Some(EngineKind::Mssql) {
+        return;
+    }
+    let mounts: Vec<(String, String)> = seq(c.node, &["volumeMounts"])
+        .iter()
+        .map(|m| {
+            (
+                scalar(m, &["name"]).unwrap_or("").to_string(),
+                scalar(m, &["mountPath"]).unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let vol_for = |path: &str| {
+        mounts
+            .iter()
+            .filter(|(_, mp)| {
+                path == mp || path.starts_with(&format!("{}/", mp.trim_end_matches('/')))
+            })
+            .max_by_key(|(_, mp)| mp.len())
+            .map(|(n, _)| n.clone())
+    };
+    let path_of = |k: &str, default: &str| {
+        c.env(k)
+            .and_then(|e| scalar(e, &["value"]))
+            .unwrap_or(default)
+            .to_string()
+    };
+    let sys = vol_for("/var/opt/mssql");
+    let data = vol_for(&path_of("MSSQL_DATA_DIR", "/var/opt/mssql/data"));
+    let log = vol_for(&path_of("MSSQL_LOG_DIR", "/var/opt/mssql/data"));
+    if sys.is_some() && (sys == data || data == log) {
+        cx.add(
+            c.at(&["volumeMounts"]),
+            Severity::Warning,
+            "separate-volumes",
+            c.said("lint-mssql-one-volume"),
+        );
+    }
+}
+
+/// A database Deployment on a ReadWriteOnce claim: a rolling update, or more than one replica,
+/// starts a pod that cannot mount its volume.
+fn rwo_rules(cx: &mut Ctx, d: &Node, ps: &Node, rwo_claims: &[String]) {
+    let strategy = scalar(d, &["spec", "strategy", "type"]).unwrap_or("RollingUpdate");
+    let replicas = scalar(d, &["spec", "replicas"])
+        .and_then(|r| r.parse::<u64>().ok())
+        .unwrap_or(1);
+    let rwo: Vec<&str> = seq(ps, &["volumes"])
+        .iter()
+        .filter_map(|v| scalar(v, &["persistentVolumeClaim", "claimName"]))
+        .filter(|c| rwo_claims.iter().any(|r| r == c))
+        .collect();
+    if strategy == "RollingUpdate" && !rwo.is_empty() {
+        cx.add(
+            get(d, &["spec", "strategy"]).unwrap_or(d),
+            Severity::Error,
+            "rwo-rolling-update",
+            Said::new("lint-rwo-rolling-update")
+                .text("strategy", strategy)
+                .list("claims", rwo.iter().map(|s| s.to_string()).collect()),
+        );
+    }
+    if replicas > 1 && !rwo.is_empty() {
+        cx.add(
+            d,
+            Severity::Error,
+            "rwo-replicas",
+            Said::new("lint-rwo-replicas").count("replicas", replicas as f64),
+        );
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -153,6 +153,19 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         version: format!("{}.{}", v / 10000, v % 10000),
         ..Default::default()
     };
+    settings(c, &mut s)?;
+    database_counters(c, &mut s)?;
+    checkpoint_counters(c, &mut s)?;
+    wal_counters(c, &mut s)?;
+    io_counters(c, &mut s, per_object)?;
+    table_counters(c, &mut s, per_object)?;
+    buffercache(c, &mut s)?;
+    activity_gauges(c, &mut s)?;
+    Ok(s)
+}
+
+/// The server's start time and the settings a snapshot is read with, from a fresh view of the statistics.
+fn settings(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
     // A fresh view of the statistics, not one cached earlier in this session.
     c.client
         .batch_execute("SELECT pg_stat_clear_snapshot()")
@@ -181,7 +194,11 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         s.unavailable
             .push("read and write times (track_io_timing is off)".into());
     }
+    Ok(())
+}
 
+/// pg_stat_database's counters for the current database.
+fn database_counters(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
     let names = [
         "blks_read",
         "blks_hit",
@@ -206,7 +223,12 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
         s.put("db", &names, vals);
         s.resets.insert("db".into(), k[0].clone());
     }
+    Ok(())
+}
 
+/// Checkpoints: pg_stat_checkpointer (17+) or pg_stat_bgwriter.
+fn checkpoint_counters(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
+    let v = c.version_num;
     let ckpt = [
         "checkpoints_timed",
         "checkpoints_requested",
@@ -271,6 +293,12 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
             );
         }
     }
+    Ok(())
+}
+
+/// pg_stat_wal (14+).
+fn wal_counters(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
+    let v = c.version_num;
     if v >= 140000 {
         let (cols, names): (&str, &[&str]) = if v >= 180000 {
             (
@@ -315,6 +343,12 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
     } else {
         s.unavailable.push("pg_stat_wal (PostgreSQL 14+)".into());
     }
+    Ok(())
+}
+
+/// pg_stat_io by backend type, object and context (16+), with `per_object`.
+fn io_counters(c: &mut Conn, s: &mut Snapshot, per_object: bool) -> Result<()> {
+    let v = c.version_num;
     if v >= 160000 && per_object {
         // Bytes: 18 counts them (read_bytes…); 16 and 17 count operations of op_bytes each.
         let bytes = if v >= 180000 {
@@ -378,6 +412,11 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
                 .into(),
         );
     }
+    Ok(())
+}
+
+/// pg_statio_user_tables, with `per_object`.
+fn table_counters(c: &mut Conn, s: &mut Snapshot, per_object: bool) -> Result<()> {
     let r = if per_object {
         c.rows(
         "pg_statio_user_tables",
@@ -398,6 +437,11 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
     for (k, vals) in r {
         s.put_object("table", &k[0], &names, &vals);
     }
+    Ok(())
+}
+
+/// pg_buffercache, where installed.
+fn buffercache(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
     // pg_buffercache, where installed: what the cache holds now.
     let has = c
         .client
@@ -441,8 +485,7 @@ pub fn snapshot_with(c: &mut Conn, per_object: bool) -> Result<Snapshot> {
             "pg_buffercache (CREATE EXTENSION pg_buffercache to see what the cache holds)".into(),
         );
     }
-    activity_gauges(c, &mut s)?;
-    Ok(s)
+    Ok(())
 }
 
 /// Wait event types a session can report (PostgreSQL 15–18), as gauge names: every one is

@@ -156,6 +156,32 @@ fn header_lines(r: &LabReport) -> Vec<(&'static str, String)> {
 
 fn tables(r: &LabReport) -> Vec<Table> {
     let mut out = Vec::new();
+    durability_tables(r, &mut out);
+    sweep_tables(r, &mut out);
+    pgbench_tables(r, &mut out);
+    for w in &r.workloads {
+        out.push(workload_table(w));
+    }
+    if let Some(d) = &r.mariadb_durability {
+        out.push(maria_durability_table(d));
+    }
+    if let Some(t) = r
+        .pgbench
+        .as_ref()
+        .and_then(|p| p.server_io.as_ref())
+        .map(server_io_table)
+    {
+        out.push(t);
+    }
+    loops_tables(r, &mut out);
+    loop_trace_tables(r, &mut out);
+    experiment_tables(r, &mut out);
+    window_tables(r, &mut out);
+    out
+}
+
+/// The durability probe's table: each write mode's cost and what the device saw.
+fn durability_tables(r: &LabReport, out: &mut Vec<Table>) {
     if let Some(d) = &r.durability {
         let rows = d
             .rows
@@ -209,6 +235,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             notes,
         });
     }
+}
+
+/// The queue-depth sweep's table and its knee.
+fn sweep_tables(r: &LabReport, out: &mut Vec<Table>) {
     if let Some(s) = &r.sweep {
         let rows = s
             .levels
@@ -292,6 +322,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             notes,
         });
     }
+}
+
+/// pgbench's table: throughput and latency.
+fn pgbench_tables(r: &LabReport, out: &mut Vec<Table>) {
     if let Some(p) = &r.pgbench {
         let l = lat_cols(&p.latency);
         out.push(Table {
@@ -324,20 +358,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             )],
         });
     }
-    for w in &r.workloads {
-        out.push(workload_table(w));
-    }
-    if let Some(d) = &r.mariadb_durability {
-        out.push(maria_durability_table(d));
-    }
-    if let Some(t) = r
-        .pgbench
-        .as_ref()
-        .and_then(|p| p.server_io.as_ref())
-        .map(server_io_table)
-    {
-        out.push(t);
-    }
+}
+
+/// The insert/CHECKPOINT loops' table: one row per durability setting.
+fn loops_tables(r: &LabReport, out: &mut Vec<Table>) {
     if !r.loops.is_empty() {
         let rows = r
             .loops
@@ -420,6 +444,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             )],
         });
     }
+}
+
+/// What each traced loop's commits asked of the kernel and the device.
+fn loop_trace_tables(r: &LabReport, out: &mut Vec<Table>) {
     let traced: Vec<&plumb_analyze::lab::LoopResult> =
         r.loops.iter().filter(|l| l.trace.is_some()).collect();
     if !traced.is_empty() {
@@ -486,6 +514,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             ],
         });
     }
+}
+
+/// Each experiment's table: the baseline against what it changed.
+fn experiment_tables(r: &LabReport, out: &mut Vec<Table>) {
     for e in &r.experiments {
         let row = |label: &str, p: &Option<plumb_analyze::lab::Pgbench>| {
             let l = p.as_ref().map(|p| lat_cols(&p.latency));
@@ -566,6 +598,10 @@ fn tables(r: &LabReport) -> Vec<Table> {
             });
         }
     }
+}
+
+/// The watched windows: whether each phase ran alone.
+fn window_tables(r: &LabReport, out: &mut Vec<Table>) {
     if !r.windows.is_empty() {
         let rows = r
             .windows
@@ -635,7 +671,6 @@ fn tables(r: &LabReport) -> Vec<Table> {
             notes,
         });
     }
-    out
 }
 
 /// MariaDB's durability configurations side by side: commit latency, what each commit asked

@@ -832,8 +832,33 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         .as_array()
         .is_some_and(|v| !v.is_empty()));
     assert_eq!(databases(), before, "a read-only lab created something");
-    let r = lab(&["--allow-writes"], "writes");
-    assert!(r["pgbench"]["tps"].as_f64().unwrap() > 0.0);
+    // With --allow-writes, a pgbench script of the user's: pgbench runs it on its tables in a
+    // scratch database of plumb's.
+    let script = d.path().join("select.pgb");
+    std::fs::write(
+        &script,
+        "\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
+    )
+    .unwrap();
+    let script = script.to_str().unwrap();
+    let r = lab(
+        &[
+            "--allow-writes",
+            "--workload",
+            script,
+            "--clients",
+            "3",
+            "--duration",
+            "3s",
+        ],
+        "writes",
+    );
+    let p = &r["pgbench"];
+    assert!(p["tps"].as_f64().unwrap() > 0.0, "{p}");
+    assert_eq!(p["script"], script, "{p}");
+    assert_eq!(p["clients"], 3);
+    assert!(p["transactions"].as_u64().unwrap() > 100, "{p}");
+    assert_eq!(p["failed"], 0, "{p}");
     let loops = r["loops"].as_array().unwrap();
     assert_eq!(loops.len(), 2, "one wal_sync_method: the server's own");
     assert!(r["skipped"]
@@ -848,7 +873,7 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         .unwrap()
         .success());
     assert!(server.remove().status.success());
-    assert_nothing_left(d.path(), &["read-only", "writes"]);
+    assert_nothing_left(d.path(), &["read-only", "writes", "select.pgb"]);
 }
 
 /// A second plumb writing to the lab's disk, stopped (SIGTERM, so it removes its file) on drop.
@@ -1684,7 +1709,7 @@ fn mariadb_lab_refuses_what_it_cannot_do_yet() {
 }
 
 #[test]
-fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
+fn a_named_workload_runs_on_plumbs_driver_in_pgbenchs_place() {
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -1727,30 +1752,7 @@ fn a_named_workload_runs_on_plumbs_driver_and_a_pgbench_script_on_pgbench() {
     let tps = w["types"][0]["committed"].as_f64().unwrap() / w["window_s"].as_f64().unwrap();
     assert!((tps - 300.0).abs() < 30.0, "{tps} tps at --rate 300: {w}");
     assert!(!r["loops"].as_array().unwrap().is_empty());
-    // A pgbench script of the user's: pgbench runs it on its tables.
-    let script = d.path().join("select.pgb");
-    std::fs::write(
-        &script,
-        "\\set aid random(1, 100000 * :scale)\nSELECT abalance FROM pgbench_accounts WHERE aid = :aid;\n",
-    )
-    .unwrap();
-    let r = lab(
-        &d.path().join("script"),
-        &[
-            os("--workload"),
-            script.as_os_str(),
-            os("--clients"),
-            os("3"),
-            os("--duration"),
-            os("3s"),
-        ],
-    );
-    let p = &r["pgbench"];
-    assert_eq!(p["script"], script.to_str().unwrap(), "{p}");
-    assert_eq!(p["clients"], 3);
-    assert!(p["transactions"].as_u64().unwrap() > 100, "{p}");
-    assert_eq!(p["failed"], 0, "{p}");
-    assert_nothing_left(d.path(), &["named", "script", "select.pgb"]);
+    assert_nothing_left(d.path(), &["named"]);
 }
 
 #[test]

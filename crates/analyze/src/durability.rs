@@ -450,6 +450,19 @@ pub fn conclude(
         }
         c.push(n);
     }
+    durable_modes(&mut c, volatile, fua);
+    disturbed(&mut c, rows);
+    block_evidence(&mut c, rows, trace_unavailable);
+    let bs = commit_block_size(rows);
+    let durable_rows = fastest_durable(&mut c, rows, bs);
+    wal_sync_method(&mut c, rows, bs);
+    mssql_log_writes(&mut c, rows, bs, fua);
+    durability_cost(&mut c, rows, bs, durable_rows.first().copied());
+    c
+}
+
+/// Which modes are durable on this device.
+fn durable_modes(c: &mut Vec<Note>, volatile: Option<bool>, fua: Option<bool>) {
     // Which modes are durable here.
     let durable: Vec<String> = plumb_load::durability::modes()
         .into_iter()
@@ -464,8 +477,10 @@ pub fn conclude(
         n = n.text("write_cache", "write through");
     }
     c.push(n);
+}
 
-    // Disturbed runs: said before any figure is read.
+/// Disturbed runs: said before any figure is read.
+fn disturbed(c: &mut Vec<Note>, rows: &[ModeRow]) {
     let retried: u32 = rows.iter().map(|r| r.runs - r.clean_runs).sum();
     let none_clean: Vec<Note> = rows
         .iter()
@@ -485,8 +500,10 @@ pub fn conclude(
     } else if retried > 0 {
         c.push(Note::new(Level::Info, "runs-retried").count("disturbed_runs", retried as f64));
     }
+}
 
-    // Block-layer evidence for the FUA path and the flush path, per durable write.
+/// Block-layer evidence for the FUA path and the flush path, per durable write.
+fn block_evidence(c: &mut Vec<Note>, rows: &[ModeRow], trace_unavailable: Option<&str>) {
     match trace_unavailable {
         Some(why) => c.push(Note::new(Level::Info, "no-block-evidence").text("why", why)),
         None => {
@@ -525,13 +542,20 @@ pub fn conclude(
             }
         }
     }
+}
 
-    // Fastest durable mode for an 8K commit, and the modes that cannot be told from it.
-    let bs = if rows.iter().any(|r| r.block_size == 8192) {
+/// The block size a commit is judged at: 8K where the probe ran it, else its first.
+fn commit_block_size(rows: &[ModeRow]) -> u32 {
+    if rows.iter().any(|r| r.block_size == 8192) {
         8192
     } else {
         rows.first().map_or(8192, |r| r.block_size)
-    };
+    }
+}
+
+/// Fastest durable mode for a commit of `bs` bytes, and the modes that cannot be told from it;
+/// the clean durable modes, fastest first.
+fn fastest_durable<'a>(c: &mut Vec<Note>, rows: &'a [ModeRow], bs: u32) -> Vec<&'a ModeRow> {
     let mut durable_rows: Vec<&ModeRow> = rows
         .iter()
         .filter(|r| {
@@ -616,11 +640,16 @@ pub fn conclude(
             );
         }
     }
-    fn clean(r: Option<&ModeRow>) -> Option<&ModeRow> {
-        r.filter(|r| r.verdict == Verdict::Clean && r.mean_s.is_some())
-    }
+    durable_rows
+}
 
-    // PostgreSQL wal_sync_method: fdatasync (default on Linux) vs open_datasync.
+/// A row's figures where its runs were clean.
+fn clean(r: Option<&ModeRow>) -> Option<&ModeRow> {
+    r.filter(|r| r.verdict == Verdict::Clean && r.mean_s.is_some())
+}
+
+/// PostgreSQL wal_sync_method: fdatasync (default on Linux) vs open_datasync.
+fn wal_sync_method(c: &mut Vec<Note>, rows: &[ModeRow], bs: u32) {
     let fds = clean(row_of(
         rows,
         Durability::Fdatasync {
@@ -650,8 +679,10 @@ pub fn conclude(
         }
         c.push(judged.on(n));
     }
+}
 
-    // SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
+/// SQL Server: forced flush (O_DIRECT + fdatasync) vs the FUA path (O_DIRECT|O_DSYNC).
+fn mssql_log_writes(c: &mut Vec<Note>, rows: &[ModeRow], bs: u32, fua: Option<bool>) {
     let lbs = if rows.iter().any(|r| r.block_size == 61440) {
         61440
     } else {
@@ -682,12 +713,11 @@ pub fn conclude(
             .text("fua", fua_word);
         c.push(if fua == Some(true) { judged.on(n) } else { n });
     }
+}
 
-    // What durability costs over a plain direct write.
-    if let (Some(d), Some(best)) = (
-        clean(row_of(rows, Durability::Direct, bs)),
-        durable_rows.first(),
-    ) {
+/// What durability costs over a plain direct write.
+fn durability_cost(c: &mut Vec<Note>, rows: &[ModeRow], bs: u32, best: Option<&ModeRow>) {
+    if let (Some(d), Some(best)) = (clean(row_of(rows, Durability::Direct, bs)), best) {
         let (md, mb) = (d.mean_s.unwrap_or(0.0), best.mean_s.unwrap_or(0.0));
         let judged = judge(d, best);
         if judged.is_faster(d) {
@@ -699,7 +729,6 @@ pub fn conclude(
             c.push(judged.on(n));
         }
     }
-    c
 }
 
 /// Several directories (candidate log devices) probed side by side.

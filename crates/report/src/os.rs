@@ -2,7 +2,7 @@
 
 use crate::fmt::{bytes, duration, ms, opt, opt_bytes, opt_pct, pct, yes_no, MISSING, UNKNOWN};
 use crate::Render;
-use plumb_analyze::os::{OsReport, ProcessSection, StorageSection};
+use plumb_analyze::os::{CpuSection, MemorySection, OsReport, ProcessSection, StorageSection};
 use plumb_analyze::Level;
 use plumb_sys::cgroup::{CgroupMode, Limit};
 use plumb_sys::pressure::Psi;
@@ -48,6 +48,14 @@ fn psi_line(p: &Psi) -> String {
 }
 
 fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
+    write_host(r, out)?;
+    write_cpu(&r.cpu, out)?;
+    write_memory(&r.memory, out)?;
+    write_pressure_and_after(r, out)
+}
+
+/// The host: its name, kernel and machine.
+fn write_host(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
     let h = &r.host;
     writeln!(
         out,
@@ -69,9 +77,12 @@ fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
         ));
     }
     writeln!(out, "{line}\n")?;
+    Ok(())
+}
 
+/// CPU: since boot, per CPU, and the run queue's delay.
+fn write_cpu(c: &CpuSection, out: &mut dyn Write) -> io::Result<()> {
     // CPU
-    let c = &r.cpu;
     head(
         out,
         "CPU",
@@ -150,9 +161,12 @@ fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
         )?,
     }
     writeln!(out)?;
+    Ok(())
+}
 
+/// Memory, huge pages and swap.
+fn write_memory(m: &MemorySection, out: &mut dyn Write) -> io::Result<()> {
     // Memory
-    let m = &r.memory;
     head(
         out,
         "Memory",
@@ -222,7 +236,11 @@ fn write_report(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
         ),
     )?;
     writeln!(out)?;
+    Ok(())
+}
 
+/// Pressure, cgroups, the processes asked about, the storage, the notes and what could not be read.
+fn write_pressure_and_after(r: &OsReport, out: &mut dyn Write) -> io::Result<()> {
     // Pressure
     match &r.pressure {
         Some(p) => {

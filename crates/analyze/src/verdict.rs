@@ -197,102 +197,11 @@ pub fn lab(r: &LabReport) -> RunVerdict {
             .collect(),
     );
     let h = &mut v.headline;
-    if let Some(p) = &r.pgbench {
-        let of = p
-            .script
-            .clone()
-            .unwrap_or_else(|| "pgbench TPC-B-like".to_string());
-        h.push(Headline {
-            code: "tps",
-            of: of.clone(),
-            value: p.tps,
-            low: p.tps_p10,
-            high: p.tps_p90,
-            unit: Unit::PerS,
-        });
-        if let Some(p99) = p.latency.as_ref().and_then(|l| l.p99_ms) {
-            h.push(Headline {
-                code: "latency_p99",
-                of,
-                value: p99 / 1000.0,
-                low: None,
-                high: None,
-                unit: Unit::S,
-            });
-        }
-    }
-    // The workloads plumb's own driver ran; the insert loops (MariaDB's) are compared in their
-    // own section, per durability setting, and a loop's rate is not a figure to read alone.
-    for w in r
-        .workloads
-        .iter()
-        .filter(|w| !w.workload.starts_with("insert-"))
-    {
-        if let Some(tps) = w.tps() {
-            h.push(Headline {
-                code: "tps",
-                of: w.workload.clone(),
-                value: tps,
-                low: None,
-                high: None,
-                unit: Unit::PerS,
-            });
-        }
-        // The slowest type's p99: what the workload's worst transaction waits.
-        if let Some(p99) = w
-            .types
-            .iter()
-            .filter_map(|t| t.latency.p99_s)
-            .max_by(f64::total_cmp)
-        {
-            h.push(Headline {
-                code: "latency_p99",
-                of: w.workload.clone(),
-                value: p99,
-                low: None,
-                high: None,
-                unit: Unit::S,
-            });
-        }
-    }
+    h.extend(workload_headlines(r));
     if let Some(d) = &r.durability {
         h.extend(durable_writes(d));
     }
-    // MariaDB's durability paths: what a single-row commit waits for in each configuration
-    // (those that are not durable on this device said so in their name).
-    if let Some(m) = &r.mariadb_durability {
-        for c in &m.configs {
-            let Some(single) = &c.single else { continue };
-            let durable = crate::lab::maria_durable(c, m.device_write_back);
-            // Like for like: one measured beside other work says so, as the section does.
-            let phase = format!("durability {}", c.name);
-            let disturbed = r.windows.iter().any(|w| w.phase == phase && w.disturbed());
-            let of = format!(
-                "{}{}{}",
-                c.name,
-                if durable { "" } else { " (not durable)" },
-                if disturbed { " (disturbed)" } else { "" }
-            );
-            h.push(Headline {
-                code: "commit_p50",
-                of: of.clone(),
-                value: single.p50_ms / 1000.0,
-                low: None,
-                high: None,
-                unit: Unit::S,
-            });
-            if let Some(p99) = single.p99_ms {
-                h.push(Headline {
-                    code: "commit_p99",
-                    of,
-                    value: p99 / 1000.0,
-                    low: None,
-                    high: None,
-                    unit: Unit::S,
-                });
-            }
-        }
-    }
+    h.extend(maria_commit_headlines(r));
     let disks = r
         .durability
         .as_ref()
@@ -370,6 +279,111 @@ pub fn lab(r: &LabReport) -> RunVerdict {
         })
         .collect();
     v
+}
+
+/// The workloads' headline figures: pgbench's tps and p99, and for each workload plumb's own
+/// driver ran, its tps and its slowest type's p99.
+fn workload_headlines(r: &LabReport) -> Vec<Headline> {
+    let mut h = Vec::new();
+    if let Some(p) = &r.pgbench {
+        let of = p
+            .script
+            .clone()
+            .unwrap_or_else(|| "pgbench TPC-B-like".to_string());
+        h.push(Headline {
+            code: "tps",
+            of: of.clone(),
+            value: p.tps,
+            low: p.tps_p10,
+            high: p.tps_p90,
+            unit: Unit::PerS,
+        });
+        if let Some(p99) = p.latency.as_ref().and_then(|l| l.p99_ms) {
+            h.push(Headline {
+                code: "latency_p99",
+                of,
+                value: p99 / 1000.0,
+                low: None,
+                high: None,
+                unit: Unit::S,
+            });
+        }
+    }
+    // The workloads plumb's own driver ran; the insert loops (MariaDB's) are compared in their
+    // own section, per durability setting, and a loop's rate is not a figure to read alone.
+    for w in r
+        .workloads
+        .iter()
+        .filter(|w| !w.workload.starts_with("insert-"))
+    {
+        if let Some(tps) = w.tps() {
+            h.push(Headline {
+                code: "tps",
+                of: w.workload.clone(),
+                value: tps,
+                low: None,
+                high: None,
+                unit: Unit::PerS,
+            });
+        }
+        // The slowest type's p99: what the workload's worst transaction waits.
+        if let Some(p99) = w
+            .types
+            .iter()
+            .filter_map(|t| t.latency.p99_s)
+            .max_by(f64::total_cmp)
+        {
+            h.push(Headline {
+                code: "latency_p99",
+                of: w.workload.clone(),
+                value: p99,
+                low: None,
+                high: None,
+                unit: Unit::S,
+            });
+        }
+    }
+    h
+}
+
+/// MariaDB's durability paths: what a single-row commit waits for in each configuration (those
+/// that are not durable on this device said so in their name).
+fn maria_commit_headlines(r: &LabReport) -> Vec<Headline> {
+    let mut h = Vec::new();
+    if let Some(m) = &r.mariadb_durability {
+        for c in &m.configs {
+            let Some(single) = &c.single else { continue };
+            let durable = crate::lab::maria_durable(c, m.device_write_back);
+            // Like for like: one measured beside other work says so, as the section does.
+            let phase = format!("durability {}", c.name);
+            let disturbed = r.windows.iter().any(|w| w.phase == phase && w.disturbed());
+            let of = format!(
+                "{}{}{}",
+                c.name,
+                if durable { "" } else { " (not durable)" },
+                if disturbed { " (disturbed)" } else { "" }
+            );
+            h.push(Headline {
+                code: "commit_p50",
+                of: of.clone(),
+                value: single.p50_ms / 1000.0,
+                low: None,
+                high: None,
+                unit: Unit::S,
+            });
+            if let Some(p99) = single.p99_ms {
+                h.push(Headline {
+                    code: "commit_p99",
+                    of,
+                    value: p99 / 1000.0,
+                    low: None,
+                    high: None,
+                    unit: Unit::S,
+                });
+            }
+        }
+    }
+    h
 }
 
 /// What one durable write costs per durable mode, at 8K (or the probe's first block size):

@@ -276,24 +276,7 @@ fn figure(f: &Facts, name: &str) -> String {
 
 fn durability(code: &str, f: &Facts) -> Option<String> {
     Some(match code {
-        "device-cache" => {
-            let fua = fua_of(f);
-            let wc = f.has("write_cache").then(|| f.text("write_cache"));
-            let line = cache_line(wc, fua)
-                .map(|l| {
-                    let mut c = l.chars();
-                    c.next()
-                        .map(|x| x.to_uppercase().chain(c).collect::<String>())
-                        .unwrap_or_default()
-                })
-                .unwrap_or_default();
-            format!(
-                "Device {}: write cache {}, FUA {}. {line}",
-                f.text("device"),
-                wc.unwrap_or("unknown"),
-                if f.has("fua") { f.text("fua") } else { "unknown" }
-            )
-        }
+        "device-cache" => device_cache(f),
         "memory-file-system" => format!(
             "{} is {}: memory. Nothing written there survives a reboot or a power loss, whatever the mode; these figures are the cost of the system calls alone, a floor for any real device.",
             f.text("mount_point"),
@@ -316,75 +299,9 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
             joined_notes(f.notes("which"), ", ")
         ),
         "no-block-evidence" => format!("No block-layer evidence: {}.", f.text("why")),
-        "cache-path" => {
-            let verdict = match f.text("path") {
-                "fua" => "the FUA path: durable on arrival, no cache FLUSH",
-                "flush" => "each durable write cost a cache FLUSH",
-                "neither" => "neither FLUSH nor FUA: not durable past a volatile cache",
-                _ => "some writes cost a FLUSH and some did not: a journal commit now and then, or a path that changes with the write",
-            };
-            let dev = if f.has("device_flushes") {
-                format!(
-                    "; the device received {} FLUSH and {} FUA writes from everybody in the same windows",
-                    int(f.num("device_flushes")),
-                    int(f.num("device_fua_writes"))
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "{}: {:.2} FLUSH and {:.2} FUA writes per durable write over {} durable writes (the probe's own requests and the journal commits its syncs waited for{dev}) — {verdict}.",
-                f.text("label"),
-                f.num("flushes_per_write"),
-                f.num("fua_per_write"),
-                int(f.num("durable_writes"))
-            )
-        }
+        "cache-path" => cache_path(f),
         "mode-mean" => figure(f, "mode"),
-        "fastest-durable" => {
-            let spread = if f.has("spread_pct") {
-                format!(
-                    "±{:.0}% over {} clean runs",
-                    f.num("spread_pct"),
-                    int(f.num("clean_runs"))
-                )
-            } else if f.num("clean_runs") == 1.0 {
-                "one clean run".into()
-            } else {
-                "no clean run".into()
-            };
-            let ahead = if f.has("slower") {
-                format!(
-                    " ({} slower by plumb compare's rule: {})",
-                    f.text("slower"),
-                    rule(f, "")
-                )
-            } else {
-                String::new()
-            };
-            // With modes left out for want of a clean run, "fastest" is said only of those
-            // compared; alone, it is not the fastest of anything.
-            let (head, apart) = match (f.list("not_compared"), f.has("slower") || !f.notes("then").is_empty()) {
-                ([], _) => ("Fastest durable".to_string(), String::new()),
-                (nc, true) => (
-                    "Fastest durable".to_string(),
-                    format!("; not compared (no clean run): {}", nc.join(", ")),
-                ),
-                (nc, false) => (
-                    "The only durable".to_string(),
-                    format!(" with a clean run; no comparison is drawn with {} (no clean run)", nc.join(", ")),
-                ),
-            };
-            format!(
-                "{head} {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}{ahead}{apart}.",
-                kib(f, "block_size_bytes"),
-                f.text("mode"),
-                us(f.num("mean_s")),
-                us(f.num("p99_s")),
-                f.num("writes_per_s"),
-                then(f)
-            )
-        }
+        "fastest-durable" => fastest_durable(f),
         "fastest-not-distinguishable" => format!(
             "Fastest durable {} KiB writes, not distinguishable on this host by plumb compare's rule (none differs from the fastest beyond {:.0}% at p < 0.05 over the runs' tenths): {}{}{}.",
             kib(f, "block_size_bytes"),
@@ -396,56 +313,8 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
                 nc => format!("; not compared (no clean run): {}", nc.join(", ")),
             }
         ),
-        "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => {
-            let how = rule(
-                f,
-                if f.text("slower") == "dsync" {
-                    "open_datasync"
-                } else {
-                    "fdatasync"
-                },
-            );
-            let advice = match code {
-                "wal-sync-not-distinguishable" => format!(
-                    "not distinguishable on this host by plumb compare's rule ({how}); keep the default fdatasync"
-                ),
-                "wal-sync-open-datasync-faster" => format!("open_datasync is faster here by plumb compare's rule ({how}); confirm with a longer probe and your workload before switching"),
-                _ => format!("fdatasync is faster by plumb compare's rule ({how}); keep the default"),
-            };
-            let direct = if f.has("open_datasync_direct_mean_s") {
-                format!(
-                    "; with O_DIRECT, which PostgreSQL adds to open_datasync only under wal_level = minimal, {}",
-                    us(f.num("open_datasync_direct_mean_s"))
-                )
-            } else {
-                String::new()
-            };
-            format!(
-                "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
-                us(f.num("fdatasync_mean_s")),
-                kib(f, "block_size_bytes"),
-                us(f.num("open_datasync_mean_s"))
-            )
-        }
-        "mssql-log-writes" => {
-            let slower = if f.text("slower") == "direct-dsync" {
-            "the FUA path"
-        } else {
-            "the forced flush"
-        };
-        let tail = match f.text("fua") {
-                "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.".to_string(),
-                "faster" => format!(" With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here ({}).", rule(f, slower)),
-                "not-faster" => format!(" The FUA path is not faster here by plumb compare's rule ({}).", rule(f, slower)),
-                _ => String::new(),
-            };
-            format!(
-                "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
-                kib(f, "block_size_bytes"),
-                us(f.num("forced_flush_mean_s")),
-                us(f.num("fua_mean_s"))
-            )
-        }
+        "wal-sync-not-distinguishable" | "wal-sync-open-datasync-faster" | "wal-sync-fdatasync-faster" => wal_sync(code, f),
+        "mssql-log-writes" => mssql_log_writes(f),
         "durability-cost" => format!(
             "Durability costs {:.1}x here: a plain O_DIRECT {} KiB write takes {}, the fastest durable one {}{}.",
             f.num("ratio"),
@@ -485,6 +354,162 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
         ),
         _ => return None,
     })
+}
+
+/// A device's write cache and FUA, and what they mean for a durable write.
+fn device_cache(f: &Facts) -> String {
+    let fua = fua_of(f);
+    let wc = f.has("write_cache").then(|| f.text("write_cache"));
+    let line = cache_line(wc, fua)
+        .map(|l| {
+            let mut c = l.chars();
+            c.next()
+                .map(|x| x.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    format!(
+        "Device {}: write cache {}, FUA {}. {line}",
+        f.text("device"),
+        wc.unwrap_or("unknown"),
+        if f.has("fua") {
+            f.text("fua")
+        } else {
+            "unknown"
+        }
+    )
+}
+
+/// The block requests per durable write, and the path they show.
+fn cache_path(f: &Facts) -> String {
+    let verdict = match f.text("path") {
+        "fua" => "the FUA path: durable on arrival, no cache FLUSH",
+        "flush" => "each durable write cost a cache FLUSH",
+        "neither" => "neither FLUSH nor FUA: not durable past a volatile cache",
+        _ => "some writes cost a FLUSH and some did not: a journal commit now and then, or a path that changes with the write",
+    };
+    let dev = if f.has("device_flushes") {
+        format!(
+            "; the device received {} FLUSH and {} FUA writes from everybody in the same windows",
+            int(f.num("device_flushes")),
+            int(f.num("device_fua_writes"))
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{}: {:.2} FLUSH and {:.2} FUA writes per durable write over {} durable writes (the probe's own requests and the journal commits its syncs waited for{dev}) — {verdict}.",
+        f.text("label"),
+        f.num("flushes_per_write"),
+        f.num("fua_per_write"),
+        int(f.num("durable_writes"))
+    )
+}
+
+/// The fastest durable mode, with the modes that cannot be told from it.
+fn fastest_durable(f: &Facts) -> String {
+    let spread = if f.has("spread_pct") {
+        format!(
+            "±{:.0}% over {} clean runs",
+            f.num("spread_pct"),
+            int(f.num("clean_runs"))
+        )
+    } else if f.num("clean_runs") == 1.0 {
+        "one clean run".into()
+    } else {
+        "no clean run".into()
+    };
+    let ahead = if f.has("slower") {
+        format!(
+            " ({} slower by plumb compare's rule: {})",
+            f.text("slower"),
+            rule(f, "")
+        )
+    } else {
+        String::new()
+    };
+    // With modes left out for want of a clean run, "fastest" is said only of those
+    // compared; alone, it is not the fastest of anything.
+    let (head, apart) = match (
+        f.list("not_compared"),
+        f.has("slower") || !f.notes("then").is_empty(),
+    ) {
+        ([], _) => ("Fastest durable".to_string(), String::new()),
+        (nc, true) => (
+            "Fastest durable".to_string(),
+            format!("; not compared (no clean run): {}", nc.join(", ")),
+        ),
+        (nc, false) => (
+            "The only durable".to_string(),
+            format!(
+                " with a clean run; no comparison is drawn with {} (no clean run)",
+                nc.join(", ")
+            ),
+        ),
+    };
+    format!(
+        "{head} {} KiB write: {} at {} mean ({spread}), {} p99 ({:.0} per second){}{ahead}{apart}.",
+        kib(f, "block_size_bytes"),
+        f.text("mode"),
+        us(f.num("mean_s")),
+        us(f.num("p99_s")),
+        f.num("writes_per_s"),
+        then(f)
+    )
+}
+
+/// PostgreSQL's wal_sync_method, fdatasync against open_datasync.
+fn wal_sync(code: &str, f: &Facts) -> String {
+    let how = rule(
+        f,
+        if f.text("slower") == "dsync" {
+            "open_datasync"
+        } else {
+            "fdatasync"
+        },
+    );
+    let advice = match code {
+        "wal-sync-not-distinguishable" => format!(
+            "not distinguishable on this host by plumb compare's rule ({how}); keep the default fdatasync"
+        ),
+        "wal-sync-open-datasync-faster" => format!("open_datasync is faster here by plumb compare's rule ({how}); confirm with a longer probe and your workload before switching"),
+        _ => format!("fdatasync is faster by plumb compare's rule ({how}); keep the default"),
+    };
+    let direct = if f.has("open_datasync_direct_mean_s") {
+        format!(
+            "; with O_DIRECT, which PostgreSQL adds to open_datasync only under wal_level = minimal, {}",
+            us(f.num("open_datasync_direct_mean_s"))
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "PostgreSQL wal_sync_method: fdatasync (the Linux default) costs {} per {} KiB commit, open_datasync {}{direct}: {advice}.",
+        us(f.num("fdatasync_mean_s")),
+        kib(f, "block_size_bytes"),
+        us(f.num("open_datasync_mean_s"))
+    )
+}
+
+/// SQL Server's log writes: the forced flush against the FUA path.
+fn mssql_log_writes(f: &Facts) -> String {
+    let slower = if f.text("slower") == "direct-dsync" {
+        "the FUA path"
+    } else {
+        "the forced flush"
+    };
+    let tail = match f.text("fua") {
+        "none" => " This device has no FUA, so O_DSYNC still ends in a cache flush: the FUA setting cannot help here.".to_string(),
+        "faster" => format!(" With FUA the log write skips the separate flush: trace flag 3979 with control.alternatewritethrough = 0 pays off here ({}).", rule(f, slower)),
+        "not-faster" => format!(" The FUA path is not faster here by plumb compare's rule ({}).", rule(f, slower)),
+        _ => String::new(),
+    };
+    format!(
+        "SQL Server {} KiB log writes: forced flush (O_DIRECT then fdatasync, the default) {}; O_DIRECT|O_DSYNC (trace flag 3979, control.alternatewritethrough = 0) {}.{tail}",
+        kib(f, "block_size_bytes"),
+        us(f.num("forced_flush_mean_s")),
+        us(f.num("fua_mean_s"))
+    )
 }
 
 /// How plumb compare's rule judged two modes, the slower one's change from the faster:

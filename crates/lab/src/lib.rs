@@ -20,8 +20,6 @@ pub mod exp;
 
 mod host;
 pub mod load;
-mod load_plan;
-mod load_rec;
 pub mod pgbench;
 pub mod plan;
 pub mod repl;

@@ -63,7 +63,7 @@ pub enum Error {
     #[error("--serve {source}")]
     ServeAddr {
         #[source]
-        source: crate::serve::AddrError,
+        source: crate::metrics_endpoint::AddrError,
     },
     /// `--serve`: the address could not be listened on.
     #[error("--serve {addr}: {source}")]

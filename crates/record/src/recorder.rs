@@ -42,7 +42,7 @@ pub struct RecordConfig {
     /// Serve the live figures on this address (`PORT`, `:PORT`, `HOST:PORT`).
     pub serve: Option<String>,
     /// How the served figures are written (OpenMetrics, by `plumb_report`), from the header.
-    pub serve_render: fn(&Header) -> crate::serve::Render,
+    pub serve_render: fn(&Header) -> crate::metrics_endpoint::Render,
     /// The run's name when recordings are overlaid.
     pub name: Option<String>,
     /// Count in the kernel what the recorded processes ask of it.
@@ -179,7 +179,7 @@ impl Recorder {
         let serve = config
             .serve
             .as_deref()
-            .map(crate::serve::parse_addr)
+            .map(crate::metrics_endpoint::parse_addr)
             .transpose()
             .map_err(|source| Error::ServeAddr { source })?;
         // --serve alone keeps no file (a recorder on every node for months must not fill a
@@ -361,14 +361,14 @@ fn labels(config: &RecordConfig, file: Option<&Path>) -> HashMap<String, String>
 fn serve_on(
     rec: &mut Collector,
     addr: Option<SocketAddr>,
-    render: fn(&Header) -> crate::serve::Render,
-) -> Result<Option<crate::serve::Serving>> {
+    render: fn(&Header) -> crate::metrics_endpoint::Render,
+) -> Result<Option<crate::metrics_endpoint::Serving>> {
     let Some(addr) = addr else {
         return Ok(None);
     };
     let live = std::sync::Arc::new(crate::live::Live::default());
     rec.publish_to(live.clone());
-    let s = crate::serve::start(addr, live, render(rec.header()))
+    let s = crate::metrics_endpoint::start(addr, live, render(rec.header()))
         .map_err(|source| Error::Serve { addr, source })?;
     Ok(Some(s))
 }

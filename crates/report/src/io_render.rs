@@ -149,6 +149,13 @@ pub fn rate_words(r: Rate) -> String {
 }
 
 fn write_text(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
+    write_inputs(r, out)?;
+    write_cpu(r, out)?;
+    write_results(r, out)
+}
+
+/// The command line and the input parameters, diskspd's first block.
+fn write_inputs(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
     let j = &r.job;
     writeln!(out, "Command line: {}", r.command_line)?;
     writeln!(out)?;
@@ -235,8 +242,11 @@ fn write_text(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
         writeln!(out, "  note: {n}")?;
     }
     writeln!(out)?;
+    Ok(())
+}
 
-    // CPU
+/// CPU: each CPU's busy share over the run, their average, and plumb's own.
+fn write_cpu(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
     let line = "-".repeat(58);
     writeln!(
         out,
@@ -287,7 +297,12 @@ fn write_text(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
         )?;
     }
     writeln!(out)?;
+    Ok(())
+}
 
+/// The I/O tables, the percentiles and the per-second spread.
+fn write_results(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
+    let j = &r.job;
     for (title, rows, show) in [
         ("Total IO", &r.tables.total, true),
         ("Read IO", &r.tables.read, j.write_pct < 100),

@@ -371,6 +371,12 @@ fn write_process(p: &ProcessSection, out: &mut dyn Write) -> io::Result<()> {
             opt_bytes(p.write_bytes)
         ),
     )?;
+    write_cgroups(p, out)
+}
+
+/// A process's cgroups: memory, CPU, cpuset, I/O throttles and pressure, and whether it runs
+/// in a container.
+fn write_cgroups(p: &ProcessSection, out: &mut dyn Write) -> io::Result<()> {
     let cg = &p.cgroups;
     match &cg.memory {
         Some(m) => {

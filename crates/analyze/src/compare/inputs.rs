@@ -363,6 +363,55 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
     if !v["windows"].is_array() {
         return Err(not(file, "a lab report without windows"));
     }
+    let mut figs = pgbench_figures(v);
+    figs.extend(storage_figures(v));
+    figs.extend(commit_figures(file, v));
+    // Each experiment's workload under its condition: `pgbench tps [write throttle]`.
+    let (more, experiments) = experiment_figures(v);
+    figs.extend(more);
+    let windows = v["windows"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| run_window(w["phase"].as_str()?, &w["interference"]))
+        .collect();
+    let mut context = BTreeMap::new();
+    if let Some(c) = v["command_line"].as_str() {
+        context.insert("command line".into(), flags(c));
+    }
+    if let Some(e) = text(&v["engine_version"]) {
+        context.insert("engine".into(), e);
+    }
+    context.insert("experiments".into(), experiments.join(", "));
+    let host = &v["host"];
+    for (key, x) in [
+        ("kernel", &host["host"]["kernel_release"]),
+        ("OS", &host["host"]["os"]),
+        ("CPU", &host["cpu"]["model"]),
+        ("CPUs online", &host["cpu"]["online_cpus"]),
+        ("memory bytes", &host["memory"]["total_bytes"]),
+    ] {
+        if let Some(x) = text(x) {
+            context.insert(key.into(), x);
+        }
+    }
+    let storage = if v["durability"]["storage"].is_object() {
+        &v["durability"]["storage"]
+    } else {
+        &host["storage"]
+    };
+    storage_context(&mut context, storage);
+    Ok(Run {
+        file: file.to_string(),
+        what: "plumb lab".into(),
+        figures: figs,
+        context,
+        windows,
+    })
+}
+
+/// pgbench's figures: tps (a value a second) and its latency percentiles.
+fn pgbench_figures(v: &Value) -> Vec<Figure> {
     let mut figs = Vec::new();
     let pg = &v["pgbench"];
     if let Some(tps) = pg["tps"].as_f64() {
@@ -383,6 +432,13 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
             .map(|f| f.in_phase("pgbench")),
         );
     }
+    figs
+}
+
+/// The storage probes' figures: each durable write mode's percentiles, each sweep level's
+/// IOPS, the sequential read.
+fn storage_figures(v: &Value) -> Vec<Figure> {
+    let mut figs = Vec::new();
     for row in v["durability"]["rows"].as_array().into_iter().flatten() {
         let mode = format!(
             "{} {}K",
@@ -427,6 +483,13 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
     if let Some(b) = v["seq_read"]["bytes_per_s"].as_f64() {
         figs.push(Figure::new("sequential read (MB/s)", true, b / 1e6));
     }
+    figs
+}
+
+/// The commits' figures: the insert/CHECKPOINT loops', MariaDB's durability configurations'
+/// and each workload of plumb's driver.
+fn commit_figures(file: &str, v: &Value) -> Vec<Figure> {
+    let mut figs = Vec::new();
     for l in v["loops"].as_array().into_iter().flatten() {
         let config = format!(
             "{}{}",
@@ -466,7 +529,12 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
             }));
         }
     }
-    // Each experiment's workload under its condition: `pgbench tps [write throttle]`.
+    figs
+}
+
+/// Each experiment's workload under its condition, and the experiments' names.
+fn experiment_figures(v: &Value) -> (Vec<Figure>, Vec<String>) {
+    let mut figs = Vec::new();
     let mut experiments = Vec::new();
     for e in v["experiments"].as_array().into_iter().flatten() {
         let name = e["name"].as_str().unwrap_or("experiment");
@@ -493,45 +561,7 @@ fn lab_run(file: &str, v: &Value) -> Result<Run, InputError> {
             .map(|f| f.in_phase(phase)),
         );
     }
-    let windows = v["windows"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|w| run_window(w["phase"].as_str()?, &w["interference"]))
-        .collect();
-    let mut context = BTreeMap::new();
-    if let Some(c) = v["command_line"].as_str() {
-        context.insert("command line".into(), flags(c));
-    }
-    if let Some(e) = text(&v["engine_version"]) {
-        context.insert("engine".into(), e);
-    }
-    context.insert("experiments".into(), experiments.join(", "));
-    let host = &v["host"];
-    for (key, x) in [
-        ("kernel", &host["host"]["kernel_release"]),
-        ("OS", &host["host"]["os"]),
-        ("CPU", &host["cpu"]["model"]),
-        ("CPUs online", &host["cpu"]["online_cpus"]),
-        ("memory bytes", &host["memory"]["total_bytes"]),
-    ] {
-        if let Some(x) = text(x) {
-            context.insert(key.into(), x);
-        }
-    }
-    let storage = if v["durability"]["storage"].is_object() {
-        &v["durability"]["storage"]
-    } else {
-        &host["storage"]
-    };
-    storage_context(&mut context, storage);
-    Ok(Run {
-        file: file.to_string(),
-        what: "plumb lab".into(),
-        figures: figs,
-        context,
-        windows,
-    })
+    (figs, experiments)
 }
 
 /// A `plumb io --json` result's figures: total, read and write I/O a second (a value a

@@ -1,5 +1,5 @@
 //! What a load run is asked to do ([`LoadConfig`]) and what it reports as it goes
-//! ([`LoadEvent`]): below `load` (the run) and `load_rec` (its recording), which both use them.
+//! ([`LoadEvent`]): below the run (`load`) and its recording (`load::rec`), which both use them.
 
 use plumb_engine::oltp::Workload;
 use plumb_engine::{private, Target};

@@ -4,8 +4,8 @@
 //! gauge; `load.TYPE.…`) and marks where the load, the ramp-up and the timed window begin and
 //! end, so `plumb report FILE` charts the workload beside the OS and the engine.
 
+use super::plan::{LoadConfig, LoadEvent};
 use crate::error::Result;
-use crate::load_plan::{LoadConfig, LoadEvent};
 use plumb_engine::Target;
 use plumb_record::{Background, Collector, EngineSampler, Feed, Setup};
 use plumb_store::Kind;

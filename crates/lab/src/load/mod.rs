@@ -12,8 +12,10 @@
 //!               also on errors and Ctrl-C; never one that holds what plumb did not make
 //! ```
 
+mod plan;
+mod rec;
+
 use crate::error::{Error, Result};
-use crate::load_rec::LoadRecording;
 use crate::server_db::ServerDb;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
@@ -22,11 +24,12 @@ use plumb_engine::oltp::{self, Failed, Workload};
 use plumb_engine::Target;
 use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
 use plumb_load::rng::Rng;
+use rec::LoadRecording;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub use crate::load_plan::{LoadConfig, LoadEvent};
+pub use plan::{LoadConfig, LoadEvent};
 
 /// Check the flags' values before anything starts.
 pub fn check(c: &LoadConfig) -> Result<()> {

@@ -972,7 +972,8 @@ fn engine_memory(cx: &mut Ctx, c: &Container, _: &Pod) {
                         .find_map(|a| a.strip_prefix("-cshared_buffers="))
                 });
             let size = |v: &str| plumb_sys::engine_conf::pg_memory(v, 8192);
-            setting_share(cx, c, sb, size, 0.4, "shared-buffers");
+            let codes = ("lint-no-shared-buffers", "lint-shared-buffers-above-40-pct");
+            setting_share(cx, c, sb, size, 0.4, codes);
         }
         Some(EngineKind::Mariadb) => {
             let args = c.args();
@@ -986,7 +987,7 @@ fn engine_memory(cx: &mut Ctx, c: &Container, _: &Pod) {
                 pool,
                 plumb_sys::engine_conf::my_size,
                 0.75,
-                "buffer-pool",
+                ("lint-no-buffer-pool-size", "lint-buffer-pool-above-75-pct"),
             );
         }
         None => {}
@@ -994,19 +995,15 @@ fn engine_memory(cx: &mut Ctx, c: &Container, _: &Pod) {
 }
 
 /// A cache setting (`value`) that is missing, or above `share` of the container's limit: the
-/// statements `lint-no-{what}` and `lint-{what}-above-{share}-pct`.
+/// statements `(missing, above)` say which.
 fn setting_share(
     cx: &mut Ctx,
     c: &Container,
     value: Option<&str>,
     size: impl Fn(&str) -> Option<u64>,
     share: f64,
-    what: &str,
+    (missing, above): (&'static str, &'static str),
 ) {
-    let (missing, above) = match what {
-        "shared-buffers" => ("lint-no-shared-buffers", "lint-shared-buffers-above-40-pct"),
-        _ => ("lint-no-buffer-pool-size", "lint-buffer-pool-above-75-pct"),
-    };
     let Some(v) = value else {
         cx.add(c.node, Severity::Warning, "engine-memory", c.said(missing));
         return;

@@ -480,7 +480,6 @@ fn the_libraries_functions_stay_under_150_lines() {
         ("lab/src/lib.rs", "run_with", 162),
         ("load/src/diskspd.rs", "parse", 161),
         ("load/src/oltp.rs", "run", 172),
-        ("load/src/run.rs", "run_with", 183),
         ("load/src/run.rs", "worker", 273),
         ("report/src/repl_render.rs", "ag_svg", 154),
         ("store/src/lib.rs", "decode", 185),

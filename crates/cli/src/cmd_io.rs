@@ -154,7 +154,10 @@ fn durability(
     let planned = per * plan.runs().max(1);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
     let meter = crate::progress::Meter::new("plumb io durability", planned, devs);
-    let r = plan.run(&mut |label, i, n| meter.step(label, per * i as u32, per, per * n as u32));
+    let r = plan.run(
+        &mut |label, i, n| meter.step(label, per * i as u32, per, per * n as u32),
+        &plumb_load::signal::stop_requested,
+    );
     if r.is_ok() {
         meter.finish();
     } else {

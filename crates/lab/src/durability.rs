@@ -26,7 +26,8 @@ fn settled(done: &[ModeRep], reps: u32) -> bool {
 }
 
 /// Run every mode at every block size in rounds. `on_run(label, runs so far, runs planned)`
-/// is called before each run, for progress (the plan grows when a run must be repeated).
+/// is called before each run, for progress (the plan grows when a run must be repeated);
+/// `cancel` stops it (`Interrupted`), as a signal does.
 pub fn run(
     o: &ProbeOptions,
     block_sizes: &[u32],
@@ -34,6 +35,7 @@ pub fn run(
     max_runs: u32,
     accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
+    cancel: &dyn Fn() -> bool,
 ) -> plumb_load::Result<Probed> {
     let mut v = run_many(
         std::slice::from_ref(o),
@@ -42,6 +44,7 @@ pub fn run(
         max_runs,
         accept,
         on_run,
+        cancel,
     )?;
     Ok(v.remove(0))
 }
@@ -56,6 +59,7 @@ pub fn run_many(
     max_runs: u32,
     accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
+    cancel: &dyn Fn() -> bool,
 ) -> plumb_load::Result<Vec<Probed>> {
     let root = plumb_sys::Root::host();
     let mut probes = Vec::new();
@@ -108,7 +112,7 @@ pub fn run_many(
             on_run(&label, made, planned);
             let (probe, scope, _) = &mut probes[p];
             let watch = Watch::start(scope);
-            let m = probe.run_mode(mode, bs)?;
+            let m = probe.run_mode(mode, bs, cancel)?;
             let w = watch.finish();
             cells[i].3.push(ModeRep::of(&m, Some(w)));
             made += 1;
@@ -215,10 +219,11 @@ impl DurabilityPlan {
     }
 
     /// Probe every directory; `on_run(label, runs so far, runs planned)` before each run.
-    /// `Interrupted` from plumb_load when stopped.
+    /// `Interrupted` from plumb_load when stopped (a signal or `cancel`).
     pub fn run(
         &self,
         on_run: &mut dyn FnMut(&str, usize, usize),
+        cancel: &dyn Fn() -> bool,
     ) -> plumb_load::Result<DurabilityResult> {
         let root = plumb_sys::Root::host();
         let mut storage = Vec::new();
@@ -241,6 +246,7 @@ impl DurabilityPlan {
             crate::sweep::max_attempts(self.reps),
             &self.accept,
             on_run,
+            cancel,
         )?;
         let mut reports: Vec<_> = probed
             .iter()

@@ -257,7 +257,7 @@ pub fn watched_run(
     };
     ready();
     let watch = Watch::start(scope);
-    let r = plumb_load::run::run(j, &targets);
+    let r = plumb_load::run::run(j, &targets, cancel);
     let watched = watch.finish();
     match r {
         Ok(r) => Ok(Some((r, watched))),
@@ -273,7 +273,7 @@ pub fn run_once(
     cancel: &dyn Fn() -> bool,
 ) -> Result<Option<plumb_load::run::RunResult>> {
     let targets = plumb_load::target::prepare(j, safety, cancel);
-    match targets.and_then(|t| plumb_load::run::run(j, &t)) {
+    match targets.and_then(|t| plumb_load::run::run(j, &t, cancel)) {
         Ok(r) => Ok(Some(r)),
         Err(plumb_load::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),

@@ -148,9 +148,15 @@ impl Probe {
         self.trace.as_ref().is_some_and(|t| t.journal_followed())
     }
 
-    /// One run of `mode` with `block_size` writes.
-    pub fn run_mode(&mut self, mode: Durability, block_size: u32) -> Result<ModeRun> {
-        if signal::stop_requested() {
+    /// One run of `mode` with `block_size` writes; `Error::Interrupted` on a signal or when
+    /// `cancel` says so.
+    pub fn run_mode(
+        &mut self,
+        mode: Durability,
+        block_size: u32,
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<ModeRun> {
+        if signal::stop_requested() || cancel() {
             return Err(Error::Interrupted);
         }
         let job = Job {
@@ -169,7 +175,8 @@ impl Probe {
             durability: mode,
             ..Job::new("durability")
         };
-        let targets = prepare(&job, &self.safety, &signal::stop_requested)?;
+        let stop = || signal::stop_requested() || cancel();
+        let targets = prepare(&job, &self.safety, &stop)?;
         // Drop what earlier modes left dirty, so one mode's writeback is not billed to the next.
         // SAFETY: valid fd.
         unsafe {
@@ -178,7 +185,7 @@ impl Probe {
         if let Some(t) = self.trace.as_mut() {
             let _ = t.take();
         }
-        let run = crate::run::run(&job, &targets)?;
+        let run = crate::run::run(&job, &targets, cancel)?;
         let trace = match self.trace.as_mut() {
             Some(t) => t.take().ok(),
             None => None,

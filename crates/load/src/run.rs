@@ -289,69 +289,12 @@ struct Window {
     stop_issuing: u64,
 }
 
-/// Run a job on prepared targets. Ctrl-C (or `abort`) stops issuing, drains in-flight I/O and
-/// returns `Error::Interrupted`.
-pub fn run(job: &Job, targets: &[Target]) -> Result<RunResult> {
-    run_with(job, targets, &|_| {})
-}
-
-/// As [`run`], calling `progress(elapsed_fraction)` about every 100 ms from the main thread.
-pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result<RunResult> {
+/// Run a job on prepared targets. A signal (Ctrl-C, SIGTERM, SIGHUP) or the caller's `cancel`
+/// (asked about every 100 ms) stops the issuing; in-flight I/O is drained and the run returns
+/// `Error::Interrupted`.
+pub fn run(job: &Job, targets: &[Target], cancel: &dyn Fn() -> bool) -> Result<RunResult> {
     job.validate().map_err(|e| Error::Job(e.0))?;
-    let paced = job.rate.is_some() || job.burst.is_some();
-    let per_thread_workers = if job.engine == EngineKind::Psync {
-        job.queue_depth
-    } else {
-        1
-    };
-    let engine_qd = if job.engine == EngineKind::Psync {
-        1
-    } else {
-        job.queue_depth
-    };
-    let total_workers = job.threads * per_thread_workers * targets.len() as u32;
-    let ios_per_s = |r: Rate| match r {
-        Rate::Iops(v) => v,
-        Rate::BytesPerS(b) => b / job.block_size as f64,
-    };
-    let interval_ns = job.rate.map(|r| {
-        let per_worker = if job.rate_per_thread {
-            ios_per_s(r) / per_thread_workers as f64
-        } else {
-            ios_per_s(r) / total_workers as f64
-        };
-        1e9 / per_worker
-    });
-
-    let mut plans = Vec::new();
-    for (ti, t) in targets.iter().enumerate() {
-        let workers_here = job.threads * per_thread_workers;
-        let align = job.align.unwrap_or(job.block_size as u64).max(1);
-        let span = (t.size / workers_here as u64) / align * align;
-        for th in 0..job.threads {
-            for w in 0..per_thread_workers {
-                let idx = th * per_thread_workers + w;
-                let (lo, hi) =
-                    if job.pattern == Pattern::Sequential && span >= job.block_size as u64 {
-                        (idx as u64 * span, idx as u64 * span + span)
-                    } else {
-                        (0, t.size)
-                    };
-                plans.push(WorkerPlan {
-                    thread: ti as u32 * job.threads + th,
-                    worker: w,
-                    target: ti,
-                    fd: t.fd(),
-                    path: t.path.clone(),
-                    qd: engine_qd,
-                    region: (lo, hi),
-                    interval_ns,
-                    seed: job.seed.wrapping_add(0x9e37 * (plans.len() as u64 + 1)),
-                });
-            }
-        }
-    }
-
+    let plans = worker_plans(job, targets);
     let clock = Arc::new(Clock {
         start: Instant::now(),
     });
@@ -364,42 +307,48 @@ pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result
     });
     let abort = Arc::new(AtomicBool::new(false));
     let series = Arc::new(Mutex::new(Series {
-        workers: total_workers,
+        workers: plans.len() as u32,
         open: BTreeMap::new(),
         done: Vec::new(),
     }));
 
     let mut handles = Vec::new();
     for plan in plans {
-        let (clock, window, abort, series, wjob) = (
+        let (clock, window, stop, series, wjob) = (
             clock.clone(),
             window.clone(),
             abort.clone(),
             series.clone(),
             job.clone(),
         );
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("plumb-io-{}", plan.thread))
-                .spawn(move || {
-                    let r = worker(&wjob, &plan, &clock, &window, &abort, &series);
-                    if r.is_err() {
-                        abort.store(true, Ordering::SeqCst);
-                    }
-                    r
-                })
-                .map_err(|e| Error::Engine {
+        let spawned = std::thread::Builder::new()
+            .name(format!("plumb-io-{}", plan.thread))
+            .spawn(move || {
+                let r = worker(&wjob, &plan, &clock, &window, &stop, &series);
+                if r.is_err() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                r
+            });
+        match spawned {
+            Ok(h) => handles.push(h),
+            Err(e) => {
+                // The workers already started stop and drain before the error is returned.
+                abort.store(true, Ordering::SeqCst);
+                let _ = join_workers(job, handles);
+                return Err(Error::Engine {
                     engine: job.engine.name(),
                     message: format!("cannot start a thread: {e}"),
-                })?,
-        );
+                });
+            }
+        }
     }
 
-    // The main thread samples CPU at the window's edges and reports progress.
+    // The main thread samples CPU at the window's edges and asks the caller whether to stop.
     let root = plumb_sys::Root::host();
+    let mut cancelled = false;
     let mut cpu_before = None;
     let mut cpu_after = None;
-    let total = window.stop_issuing.max(1) as f64;
     loop {
         let now = clock.now();
         if cpu_before.is_none() && now >= warm {
@@ -408,7 +357,10 @@ pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result
         if cpu_after.is_none() && now >= end {
             cpu_after = Some((plumb_sys::cpu::read_stat(&root).ok(), rusage_s(), now));
         }
-        progress((now as f64 / total).min(1.0));
+        if !cancelled && cancel() {
+            cancelled = true;
+            abort.store(true, Ordering::SeqCst);
+        }
         if handles.iter().all(|h| h.is_finished()) {
             break;
         }
@@ -416,34 +368,8 @@ pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result
         let nap = next_edge.map_or(100_000_000, |e| (e - now).min(100_000_000));
         std::thread::sleep(Duration::from_nanos(nap.max(200_000)));
     }
-    let mut workers = Vec::new();
-    let mut first_err = None;
-    let mut engine_setup = String::new();
-    for h in handles {
-        match h.join() {
-            Ok(Ok((w, setup))) => {
-                engine_setup = setup;
-                workers.push(w)
-            }
-            Ok(Err(e)) => {
-                if first_err.is_none() {
-                    first_err = Some(e)
-                }
-            }
-            Err(_) => {
-                if first_err.is_none() {
-                    first_err = Some(Error::Engine {
-                        engine: job.engine.name(),
-                        message: "a worker thread panicked".into(),
-                    })
-                }
-            }
-        }
-    }
-    if let Some(e) = first_err {
-        return Err(e);
-    }
-    if signal::stop_requested() {
+    let (mut workers, engine_setup) = join_workers(job, handles)?;
+    if cancelled || signal::stop_requested() {
         return Err(Error::Interrupted);
     }
     let series = Arc::try_unwrap(series)
@@ -476,8 +402,89 @@ pub fn run_with(job: &Job, targets: &[Target], progress: &dyn Fn(f64)) -> Result
         workers,
         series,
         cpu,
-        paced,
+        paced: job.rate.is_some() || job.burst.is_some(),
     })
+}
+
+/// Each worker's share of the job: its target, its region of it (sequential jobs split a
+/// target between workers), its queue depth and its pace. psync has one worker per queue slot.
+fn worker_plans(job: &Job, targets: &[Target]) -> Vec<WorkerPlan> {
+    let psync = job.engine == EngineKind::Psync;
+    let per_thread_workers = if psync { job.queue_depth } else { 1 };
+    let engine_qd = if psync { 1 } else { job.queue_depth };
+    let total_workers = job.threads * per_thread_workers * targets.len() as u32;
+    let ios_per_s = |r: Rate| match r {
+        Rate::Iops(v) => v,
+        Rate::BytesPerS(b) => b / job.block_size as f64,
+    };
+    let interval_ns = job.rate.map(|r| {
+        let per_worker = if job.rate_per_thread {
+            ios_per_s(r) / per_thread_workers as f64
+        } else {
+            ios_per_s(r) / total_workers as f64
+        };
+        1e9 / per_worker
+    });
+    let mut plans = Vec::new();
+    for (ti, t) in targets.iter().enumerate() {
+        let workers_here = job.threads * per_thread_workers;
+        let align = job.align.unwrap_or(job.block_size as u64).max(1);
+        let span = (t.size / workers_here as u64) / align * align;
+        for th in 0..job.threads {
+            for w in 0..per_thread_workers {
+                let idx = th * per_thread_workers + w;
+                let (lo, hi) =
+                    if job.pattern == Pattern::Sequential && span >= job.block_size as u64 {
+                        (idx as u64 * span, idx as u64 * span + span)
+                    } else {
+                        (0, t.size)
+                    };
+                plans.push(WorkerPlan {
+                    thread: ti as u32 * job.threads + th,
+                    worker: w,
+                    target: ti,
+                    fd: t.fd(),
+                    path: t.path.clone(),
+                    qd: engine_qd,
+                    region: (lo, hi),
+                    interval_ns,
+                    seed: job.seed.wrapping_add(0x9e37 * (plans.len() as u64 + 1)),
+                });
+            }
+        }
+    }
+    plans
+}
+
+type WorkerHandle = std::thread::JoinHandle<Result<(WorkerStats, String)>>;
+
+/// Wait for every worker; their figures and the engine's setup line, or the first error (a
+/// worker that panicked is one).
+fn join_workers(job: &Job, handles: Vec<WorkerHandle>) -> Result<(Vec<WorkerStats>, String)> {
+    let mut workers = Vec::new();
+    let mut first_err = None;
+    let mut engine_setup = String::new();
+    for h in handles {
+        let r = h.join().unwrap_or_else(|_| {
+            Err(Error::Engine {
+                engine: job.engine.name(),
+                message: "a worker thread panicked".into(),
+            })
+        });
+        match r {
+            Ok((w, setup)) => {
+                engine_setup = setup;
+                workers.push(w)
+            }
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    match first_err {
+        Some(e) => Err(e),
+        None => Ok((workers, engine_setup)),
+    }
 }
 
 struct OffsetGen {
@@ -834,7 +841,7 @@ mod tests {
             ..null_job(d.path())
         };
         let t = prepare(&job, &Safety::default(), &|| false).unwrap();
-        let r = run(&job, &t).unwrap();
+        let r = run(&job, &t, &|| false).unwrap();
         let n = total_ios(&r);
         // 2000 IOPS over 1 s: the limiter must land within 2%.
         assert!((1960..=2040).contains(&n), "{n} I/Os");
@@ -858,7 +865,7 @@ mod tests {
             ..null_job(d.path())
         };
         let t = prepare(&job, &Safety::default(), &|| false).unwrap();
-        let r = run(&job, &t).unwrap();
+        let r = run(&job, &t, &|| false).unwrap();
         let w = &r.workers[0];
         assert_eq!(w.read.ios, 0);
         assert!((392..=408).contains(&w.write.ios), "{}", w.write.ios);
@@ -885,9 +892,39 @@ mod tests {
             ..null_job(d.path())
         };
         let t = prepare(&job, &Safety::default(), &|| false).unwrap();
-        let r = run(&job, &t).unwrap();
+        let r = run(&job, &t, &|| false).unwrap();
         // In 1 s: bursts start at 0, 250, 500 and 750 ms: 400 I/Os (the null engine is instant).
         assert_eq!(total_ios(&r), 400);
+    }
+
+    #[test]
+    fn the_callers_cancel_ends_a_run_early_and_says_so() {
+        let d = tempfile::tempdir().unwrap();
+        // An hour's run at QD 4 on two threads, cancelled by its caller after 300 ms.
+        let job = Job {
+            threads: 2,
+            queue_depth: 4,
+            rate: Some(Rate::Iops(20_000.0)),
+            warmup: Duration::ZERO,
+            duration: Duration::from_secs(3600),
+            ..null_job(d.path())
+        };
+        let t = prepare(&job, &Safety::default(), &|| false).unwrap();
+        let started = Instant::now();
+        let asked = std::cell::Cell::new(0u32);
+        let cancel = || {
+            asked.set(asked.get() + 1);
+            started.elapsed() >= Duration::from_millis(300)
+        };
+        let r = run(&job, &t, &cancel);
+        assert!(
+            matches!(r, Err(Error::Interrupted)),
+            "{:?}",
+            r.map(|r| total_ios(&r))
+        );
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(5), "stopped after {took:?}");
+        assert!(asked.get() >= 2, "asked {} times", asked.get());
     }
 
     #[test]
@@ -950,7 +987,7 @@ mod tests {
                 return None;
             }
         };
-        match run(job, &t) {
+        match run(job, &t, &|| false) {
             Ok(r) => Some(r),
             Err(Error::Engine { message, .. })
                 if message.contains("not permitted")

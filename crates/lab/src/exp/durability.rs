@@ -64,6 +64,7 @@ impl Experiment for Durability {
             cx.plan.max_runs,
             &cx.config.accept,
             &mut |_, _, _| {},
+            cx.cancel,
         );
         let wal = cx.data_dir.join("pg_wal");
         let report = match probe {

@@ -187,7 +187,7 @@ fn ticking_is_written_once() {
             continue;
         }
         for (n, l) in code_lines(&f) {
-            if l.contains("Schedule::new(") || l.contains(".wait(&plumb_load::signal") {
+            if l.contains("Schedule::new(") || l.contains(".wait(&plumb_sys::signal") {
                 found.push(format!("{}:{n}: {}", f.display(), l.trim()));
             }
         }
@@ -478,9 +478,9 @@ fn the_libraries_functions_stay_under_150_lines() {
         ("lab/src/exp/pressure.rs", "run", 175),
         ("lab/src/exp/replica.rs", "run", 193),
         ("lab/src/lib.rs", "run_with", 162),
-        ("load/src/diskspd.rs", "parse", 161),
-        ("load/src/oltp.rs", "run", 172),
-        ("load/src/run.rs", "worker", 273),
+        ("io/src/diskspd.rs", "parse", 161),
+        ("engine/src/oltp/driver.rs", "run", 172),
+        ("io/src/run.rs", "worker", 273),
         ("report/src/repl_render.rs", "ag_svg", 154),
         ("store/src/lib.rs", "decode", 185),
         ("sys/src/proctrace.rs", "start_alloc", 212),

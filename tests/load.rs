@@ -80,7 +80,7 @@ fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let r = load_json(
         p.dir_str(),
@@ -209,7 +209,7 @@ fn open_loop_times_from_the_schedule() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let r = load_json(
         p.dir_str(),
@@ -246,7 +246,7 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let r = load_json(
         p.dir_str(),
@@ -334,7 +334,7 @@ fn the_read_write_transaction_does_what_sysbench_s_does() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let args = [
         "--workload",
@@ -409,7 +409,7 @@ fn the_private_instance_it_starts_is_gone_after() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let dir = tmp.path().join("pg");
     let r = load_json(
         dir.to_str().unwrap(),
@@ -471,7 +471,7 @@ fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     for (wait_for, extra) in [
         ("loading", vec!["--warehouses", "3"]),
@@ -491,7 +491,7 @@ fn a_server_that_goes_away_is_a_clear_error() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let child = plumb()
         .args([
@@ -534,7 +534,7 @@ fn a_server_that_goes_away_is_a_clear_error() {
 
 #[test]
 fn bad_input_is_named_and_exits_2() {
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let dir = tmp.path().join("pg");
     let d = dir.to_str().unwrap();
     for (args, says) in [
@@ -741,7 +741,7 @@ fn a_recording_carries_the_workload_beside_the_host_and_the_engine() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let rec = tmp.path().join("load.plumb");
     let r = load_json(
@@ -835,7 +835,7 @@ fn the_insert_checkpoint_loops_run_round_after_round() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let r = load_json(
         p.dir_str(),
@@ -906,7 +906,7 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let out = tmp.path().join("report");
     let o = run(&[
@@ -1193,7 +1193,7 @@ fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let url = p.url();
     let load = |extra: &[&str]| {
@@ -1383,7 +1383,7 @@ fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
         skip("skipped: plumb's ledger (which names a killed run's database) needs root");
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let url = p.url();
     let mut child = plumb()
@@ -1464,7 +1464,7 @@ fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let load = |workload: &str, extra: &[&str]| {
         let mut args = vec![
@@ -1541,7 +1541,7 @@ fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
     if !needs_postgres() {
         return;
     }
-    let tmp = server_tempdir("plumb-load");
+    let tmp = server_tempdir("plumb-io");
     let p = Private::start(&tmp.path().join("pg"), &[]);
     let url = p.url();
     let args = |duration: &'static str| {

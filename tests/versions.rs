@@ -376,7 +376,7 @@ fn load(major: u32) {
     let Some(bin) = common::pg_build(major) else {
         return;
     };
-    let work = common::server_tempdir(&format!("plumb-load{major}-"));
+    let work = common::server_tempdir(&format!("plumb-io{major}-"));
     let o = plumb()
         .args(["--json", "load", "--bin-dir"])
         .arg(&bin)

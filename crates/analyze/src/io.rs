@@ -2,9 +2,9 @@
 //! CPU, per-thread Total/Read/Write tables, latency percentiles) plus a per-second series.
 
 use hdrhistogram::Histogram;
-use plumb_load::job::Job;
-use plumb_load::run::{DirStats, RunResult, SecondStats};
-use plumb_load::target::TargetKind;
+use plumb_io::job::Job;
+use plumb_io::run::{DirStats, RunResult, SecondStats};
+use plumb_io::target::TargetKind;
 use plumb_sys::cpu::{CpuTicks, StatSample};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -324,7 +324,7 @@ pub struct PresetList {
 
 pub fn preset_list() -> PresetList {
     PresetList {
-        presets: plumb_load::job::PRESETS
+        presets: plumb_io::job::PRESETS
             .iter()
             .map(|p| PresetInfo {
                 name: p.name.to_string(),
@@ -338,7 +338,7 @@ pub fn preset_list() -> PresetList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use plumb_load::run::new_hist;
+    use plumb_io::run::new_hist;
 
     #[test]
     fn percentiles_need_enough_samples() {

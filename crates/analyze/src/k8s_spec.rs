@@ -269,7 +269,7 @@ pub fn plumb_plan(a: &ManifestSpec, version: &str) -> Result<PlumbPlan> {
         refuse!("--port 0: give the port Prometheus scrapes, e.g. 9494");
     }
     let interval = a.interval.unwrap_or("5s").to_string();
-    let d = plumb_load::units::parse_duration(&interval)
+    let d = plumb_sys::units::parse_duration(&interval)
         .map_err(|e| Refused(format!("--interval: {e}")))?;
     if d < std::time::Duration::from_millis(100) {
         refuse!("--interval {interval}: use 100ms or more");

@@ -1,7 +1,7 @@
 //! `plumb lab`: the results of one end-to-end run, the figures drawn from its recording for each
 //! phase, and the findings: plain statements with their evidence and severity.
 
-use crate::durability::DurabilityReport;
+use crate::durability_probe::DurabilityReport;
 use crate::mem::Assumption;
 use crate::os::OsReport;
 use crate::sweep::SweepReport;

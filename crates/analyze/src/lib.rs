@@ -8,7 +8,7 @@ pub mod compare;
 pub mod delta;
 pub mod delta_verdict;
 pub mod derive;
-pub mod durability;
+pub mod durability_probe;
 pub mod histogram;
 pub mod interference;
 pub mod io;

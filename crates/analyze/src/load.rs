@@ -3,7 +3,7 @@
 //! checks).
 
 use hdrhistogram::Histogram;
-use plumb_load::oltp::{Measured, TypeStats};
+use plumb_engine::oltp::driver::{Measured, TypeStats};
 use serde::Serialize;
 use std::collections::BTreeMap;
 

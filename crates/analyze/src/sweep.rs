@@ -5,8 +5,8 @@
 use crate::interference::{Interference, Verdict};
 use crate::io::quantile_s;
 use crate::{Level as NoteLevel, Note, WithFacts};
-use plumb_load::job::Job;
-use plumb_load::run::{DirStats, RunResult};
+use plumb_io::job::Job;
+use plumb_io::run::{DirStats, RunResult};
 use serde::Serialize;
 use std::path::PathBuf;
 

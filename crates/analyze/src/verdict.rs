@@ -388,7 +388,7 @@ fn maria_commit_headlines(r: &LabReport) -> Vec<Headline> {
 
 /// What one durable write costs per durable mode, at 8K (or the probe's first block size):
 /// the mean with the lowest and highest run's.
-pub fn durable_writes(d: &crate::durability::DurabilityReport) -> Vec<Headline> {
+pub fn durable_writes(d: &crate::durability_probe::DurabilityReport) -> Vec<Headline> {
     let bs = d
         .rows
         .iter()
@@ -517,7 +517,7 @@ pub fn sweep(s: &crate::sweep::SweepReport) -> RunVerdict {
 
 /// `plumb io durability`'s verdict: each run graded, what one durable write costs per mode,
 /// the warn-level conclusions.
-pub fn durability(d: &crate::durability::DurabilityReport) -> RunVerdict {
+pub fn durability(d: &crate::durability_probe::DurabilityReport) -> RunVerdict {
     // A disturbed run beside a clean one of its mode was not used (the figures are the clean
     // runs'): listed, named so, and not graded.
     let (mut used, mut unused) = (Vec::new(), Vec::new());
@@ -542,7 +542,7 @@ pub fn durability(d: &crate::durability::DurabilityReport) -> RunVerdict {
 
 /// `plumb io durability DIR DIR…`'s verdict: every probe's runs graded, what one durable write
 /// costs per mode in each directory, the warn-level statements of the comparison and probes.
-pub fn durability_comparison(c: &crate::durability::Comparison) -> RunVerdict {
+pub fn durability_comparison(c: &crate::durability_probe::Comparison) -> RunVerdict {
     let mut windows = Vec::new();
     let mut headline = Vec::new();
     let mut actions = warn_notes(&c.comparison);

@@ -174,7 +174,7 @@ fn offset(arg: &str, v: &str) -> Result<f64> {
             _ => bail!("{arg}: {v} is not M:SS or H:MM:SS"),
         };
     }
-    plumb_load::units::parse_duration(v)
+    plumb_sys::units::parse_duration(v)
         .map(|d| d.as_secs_f64())
         .map_err(|e| anyhow::anyhow!("{arg}: {e}"))
 }

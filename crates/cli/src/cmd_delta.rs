@@ -90,13 +90,13 @@ fn threshold_ms(s: &str) -> std::result::Result<f64, String> {
             Err(format!("{s:?}: must be zero or more"))
         };
     }
-    plumb_load::units::parse_duration(s)
+    plumb_sys::units::parse_duration(s)
         .map(|d| d.as_secs_f64() * 1000.0)
         .map_err(|e| e.0)
 }
 
 pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     match run_inner(g, a) {
         // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
         Err(_) | Ok(_) if interrupted() => {
@@ -222,5 +222,5 @@ fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
 }
 
 fn interrupted() -> bool {
-    plumb_load::signal::stop_requested()
+    plumb_sys::signal::stop_requested()
 }

@@ -72,7 +72,7 @@ struct Handoff {
 }
 
 fn duration(flag: &str, s: &str) -> Result<Duration> {
-    plumb_load::units::parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
+    plumb_sys::units::parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
 }
 
 pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
@@ -144,7 +144,7 @@ fn options(h: &Handoff) -> plumb_fs::Options {
 /// Mount and serve; `ready` (the background copy's pipe to its starter) hears "mounted" or the
 /// error, once.
 fn serve(h: Handoff, ready: Option<std::io::Stdout>) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let tell = |line: &str| {
         if let Some(out) = &ready {
             let mut o = out.lock();
@@ -197,7 +197,7 @@ fn serve(h: Handoff, ready: Option<std::io::Stdout>) -> Result<i32> {
             path.display()
         );
     }
-    let ending = mounted.serve(&plumb_load::signal::stop_requested)?;
+    let ending = mounted.serve(&plumb_sys::signal::stop_requested)?;
     ended(ending, &path, ready.is_none())
 }
 
@@ -209,8 +209,8 @@ fn ended(ending: plumb_fs::Ending, path: &std::path::Path, foreground: bool) -> 
             if foreground {
                 eprintln!("plumb fs: unmounted {}", path.display());
             }
-            Ok(plumb_load::signal::received()
-                .map(plumb_load::signal::exit_code_for)
+            Ok(plumb_sys::signal::received()
+                .map(plumb_sys::signal::exit_code_for)
                 .unwrap_or(0))
         }
         plumb_fs::Ending::Unmounted => {

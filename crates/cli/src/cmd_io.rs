@@ -3,10 +3,10 @@
 pub use crate::cmd_io_args::*;
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
-use plumb_load::job::{EngineKind, Job};
-use plumb_load::target::{self, Safety};
-use plumb_load::units::{parse_duration, parse_size};
+use plumb_io::job::{EngineKind, Job};
+use plumb_io::target::{self, Safety};
 use plumb_report::verdict_render as vr;
+use plumb_sys::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 
 fn flag<T, E: std::error::Error + Send + Sync + 'static>(
@@ -38,8 +38,8 @@ pub fn command_line() -> String {
 /// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
 /// SIGTERM, 129 for SIGHUP), as a shell reports it.
 pub fn interrupted_code() -> i32 {
-    plumb_load::signal::exit_code_for(
-        plumb_load::signal::received().unwrap_or(plumb_load::signal::SIGINT),
+    plumb_sys::signal::exit_code_for(
+        plumb_sys::signal::received().unwrap_or(plumb_sys::signal::SIGINT),
     )
 }
 
@@ -68,7 +68,7 @@ fn report_run(
     notes: Vec<String>,
     accept: &[plumb_analyze::interference::Accept],
 ) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     say_created(&j.targets, j.file_size, safety.keep);
     let total = j.warmup + j.duration + j.cooldown;
     let root = plumb_sys::Root::host();
@@ -79,7 +79,7 @@ fn report_run(
     let r = plumb_lab::sweep::watched_run(
         j,
         safety,
-        &plumb_load::signal::stop_requested,
+        &plumb_sys::signal::stop_requested,
         &scope,
         &mut || meter.step(&j.name, std::time::Duration::ZERO, total, total),
     );
@@ -109,8 +109,8 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             report_run(g, &j, &r.safety.safety(), Vec::new(), accept)
         }
         IoCmd::Diskspd(d) => {
-            let p = plumb_load::diskspd::parse(&d.args)
-                .map_err(|e| crate::quoting(e.to_string(), e))?;
+            let p =
+                plumb_io::diskspd::parse(&d.args).map_err(|e| crate::quoting(e.to_string(), e))?;
             let mut j = p.job;
             if let Some(e) = &d.ioengine {
                 j.engine = flag("--ioengine", EngineKind::parse(e))?;
@@ -134,8 +134,8 @@ fn durability(
     a: &DurabilityArgs,
     accept: &[plumb_analyze::interference::Accept],
 ) -> Result<i32> {
-    use plumb_lab::durability::{DurabilityPlan, DurabilityResult};
-    plumb_load::signal::install();
+    use plumb_lab::durability_probe::{DurabilityPlan, DurabilityResult};
+    plumb_sys::signal::install();
     let per_mode = if a.quick {
         std::time::Duration::from_millis(500)
     } else {
@@ -156,7 +156,7 @@ fn durability(
     let meter = crate::progress::Meter::new("plumb io durability", planned, devs);
     let r = plan.run(
         &mut |label, i, n| meter.step(label, per * i as u32, per, per * n as u32),
-        &plumb_load::signal::stop_requested,
+        &plumb_sys::signal::stop_requested,
     );
     if r.is_ok() {
         meter.finish();
@@ -166,7 +166,7 @@ fn durability(
     match r {
         Ok(DurabilityResult::One(rep)) => crate::emit(g, &vr::durability_output(&rep))?,
         Ok(DurabilityResult::Many(c)) => crate::emit(g, &vr::comparison_output(&c))?,
-        Err(plumb_load::Error::Interrupted) => {
+        Err(plumb_io::Error::Interrupted) => {
             eprintln!("plumb: interrupted; the probe files were removed");
             return Ok(interrupted_code());
         }
@@ -199,7 +199,7 @@ fn reserve_chart(a: &SweepArgs) -> Result<Option<plumb_report::out::Reserved>> {
 fn sweep_plan(
     a: &SweepArgs,
 ) -> Result<(
-    plumb_load::job::Job,
+    plumb_io::job::Job,
     plumb_analyze::sweep::SweepKind,
     Vec<plumb_lab::sweep::LevelJob>,
 )> {
@@ -219,7 +219,7 @@ fn sweep_plan(
 /// and cool-down and about half a second (runs repeated because they were disturbed extend the
 /// plan): the meter, a run's planned time, and the runs planned.
 fn sweep_meter(
-    base: &plumb_load::job::Job,
+    base: &plumb_io::job::Job,
     planned_runs: u32,
 ) -> (crate::progress::Meter, std::time::Duration, u32) {
     let per = base.warmup + base.duration + base.cooldown + std::time::Duration::from_millis(500);
@@ -236,13 +236,13 @@ fn sweep(
     a: &SweepArgs,
     accept: &[plumb_analyze::interference::Accept],
 ) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let (base, kind, levels) = sweep_plan(a)?;
     let chart = reserve_chart(a)?;
     // Missing files are made once for the whole sweep, and reused by the runs.
     let mut safety = a.safety.safety();
     say_created(&base.targets, base.file_size, a.safety.keep);
-    let stop = plumb_load::signal::stop_requested;
+    let stop = plumb_sys::signal::stop_requested;
     let Some(scratch) = plumb_lab::sweep::scratch_files(&base, a.safety.keep, &mut safety, &stop)?
     else {
         return Ok(interrupted_removed());
@@ -270,7 +270,7 @@ fn sweep(
             command_line: &command_line,
             accept,
         },
-        &plumb_load::signal::stop_requested,
+        &plumb_sys::signal::stop_requested,
         &mut step,
     );
     if matches!(swept, Ok(Some(_))) {

@@ -2,8 +2,8 @@
 
 use anyhow::Result;
 use clap::{Args, Subcommand};
-use plumb_load::job::Job;
-use plumb_load::target::Safety;
+use plumb_io::job::Job;
+use plumb_io::target::Safety;
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -208,7 +208,7 @@ pub struct DiskspdArgs {
 
 /// Apply flags over a base job (a preset or the defaults).
 pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
-    let spec = plumb_load::job_spec::JobSpec {
+    let spec = plumb_io::job_spec::JobSpec {
         preset: f.preset.clone(),
         duration: f.duration.clone(),
         warmup: f.warmup.clone(),
@@ -237,7 +237,7 @@ pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
 /// A note when I/O through the page cache (diskspd without -Su/-Sh) covers less than the
 /// memory available: the figures are then the cache's, not the device's.
 pub(crate) fn fits_in_page_cache(j: &Job) -> Option<String> {
-    if j.durability != plumb_load::job::Durability::None {
+    if j.durability != plumb_io::job::Durability::None {
         return None;
     }
     let total: u64 = j

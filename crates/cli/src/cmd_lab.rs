@@ -7,7 +7,7 @@ use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
 use plumb_lab::{Config, Event, Lab, PressureSize, LAB_FILES};
-use plumb_load::units::parse_duration;
+use plumb_sys::units::parse_duration;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -159,7 +159,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
 }
 
 pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let (config, out) = config(g, a)?;
     let lab = Lab::new(config).map_err(refusal)?;
     let engine = lab.engine_name();
@@ -194,7 +194,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
         Event::Note(line) => meter.note(line),
         Event::Finished { .. } => finished = true,
     };
-    let report = lab.run(&mut events, &plumb_load::signal::stop_requested);
+    let report = lab.run(&mut events, &plumb_sys::signal::stop_requested);
     if finished {
         meter.finish();
     } else {

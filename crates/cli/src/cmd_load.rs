@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 use plumb_engine::oltp::Workload;
 use plumb_lab::load::{LoadConfig, LoadEvent};
-use plumb_load::units::parse_duration;
+use plumb_sys::units::parse_duration;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -165,10 +165,10 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
 const LOAD_S_PER_WAREHOUSE: f64 = 4.5;
 
 pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     // A server of the user's may answer nothing: Ctrl-C still ends plumb within 2 s.
     if a.engine.is_some() {
-        plumb_load::signal::quit_after_stop(Duration::from_millis(1500));
+        plumb_sys::signal::quit_after_stop(Duration::from_millis(1500));
     }
     let mut c = config(a)?;
     plumb_lab::load::check(&c)?;
@@ -217,7 +217,7 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
         jobs: c.workload.jobs_words(),
     };
     let mut on = |e: LoadEvent<'_>| on_event(&meter, &mut clock, e);
-    let r = plumb_lab::load::run(&c, &mut on, &plumb_load::signal::stop_requested);
+    let r = plumb_lab::load::run(&c, &mut on, &plumb_sys::signal::stop_requested);
     let r = match r {
         Ok(r) => {
             meter.finish();

@@ -4,8 +4,8 @@
 use crate::GlobalArgs;
 use anyhow::{anyhow, bail, Result};
 use clap::{Args, Subcommand};
-use plumb_load::units::{parse_duration, parse_size};
 use plumb_sys::smaps::EngineKind;
+use plumb_sys::units::{parse_duration, parse_size};
 use std::path::PathBuf;
 
 #[derive(Debug, Args)]
@@ -156,10 +156,10 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
         crate::emit(g, &watch.once()?)?;
         return Ok(0);
     }
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let json = g.format() == plumb_report::Format::Json;
     let mut first = true;
-    let ended = watch.run(&plumb_load::signal::stop_requested, |rep| {
+    let ended = watch.run(&plumb_sys::signal::stop_requested, |rep| {
         let mut out = std::io::stdout().lock();
         if json {
             plumb_report::write_json_line(rep, "mem", &mut out).map_err(std::io::Error::other)?;
@@ -235,8 +235,8 @@ fn assume(g: &GlobalArgs, a: &AssumeArgs) -> Result<i32> {
 
 /// The pressure's settings from the flags, checked (the size against the host without
 /// --force).
-fn pressure_options(a: &PressureArgs) -> Result<plumb_load::pressure::PressureOptions> {
-    use plumb_load::pressure::{check_fits, CgroupChoice, PressureOptions};
+fn pressure_options(a: &PressureArgs) -> Result<plumb_io::pressure::PressureOptions> {
+    use plumb_io::pressure::{check_fits, CgroupChoice, PressureOptions};
     let size = size_flag("SIZE", &a.size)?;
     if size == 0 {
         bail!("SIZE must be more than 0");
@@ -285,10 +285,10 @@ fn pressure(g: &GlobalArgs, a: &PressureArgs) -> Result<i32> {
     let print = plumb_report::mem_render::PressurePrinter {
         json: g.format() == plumb_report::Format::Json,
     };
-    let mut on_setup = |s: &plumb_load::pressure::Setup| print.setup(s);
-    let mut on_tick = |t: &plumb_load::pressure::Tick| print.tick(t);
-    plumb_load::pressure::run(&opts, &mut on_setup, &mut on_tick)?;
-    if plumb_load::signal::stop_requested() {
+    let mut on_setup = |s: &plumb_io::pressure::Setup| print.setup(s);
+    let mut on_tick = |t: &plumb_io::pressure::Tick| print.tick(t);
+    plumb_io::pressure::run(&opts, &mut on_setup, &mut on_tick)?;
+    if plumb_sys::signal::stop_requested() {
         let taken = if a.swap.is_some() || a.cgroup_limit.is_some() {
             ", swap and cgroup taken down"
         } else {

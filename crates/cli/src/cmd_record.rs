@@ -3,7 +3,7 @@
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
-use plumb_load::units::parse_duration;
+use plumb_sys::units::parse_duration;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -131,7 +131,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         // The file first: a bad --out must not leave the command running.
         plumb_report::out::check_new_file("--out", f)?;
     }
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let mut events = |e: Event| match e {
         Event::Serving { addr } => eprintln!("plumb: {}", record_text::serving(addr)),
         Event::Recording {
@@ -147,8 +147,8 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     };
     let summary = recorder.run_with(
         &mut events,
-        &plumb_load::signal::stop_requested,
-        &plumb_load::signal::forward_to,
+        &plumb_sys::signal::stop_requested,
+        &plumb_sys::signal::forward_to,
     )?;
     for line in record_text::summary(&summary) {
         eprintln!("plumb: {}", plumb_sys::visible::lines(&line));
@@ -166,7 +166,7 @@ fn keep(a: &RecordArgs) -> Result<Option<plumb_record::keep::Keep>> {
     };
     let every = time("--rotate", &a.rotate)?;
     let max_age = time("--keep-for", &a.keep_for)?;
-    let max_bytes = plumb_load::units::parse_size(&a.keep_size)
+    let max_bytes = plumb_sys::units::parse_size(&a.keep_size)
         .map_err(|e| anyhow::anyhow!("--keep-size {}: {e}", a.keep_size))?;
     if every < Duration::from_secs(10) {
         bail!("--rotate {}: at least 10s", a.rotate);
@@ -234,12 +234,12 @@ pub fn cpu(g: &GlobalArgs, a: &CpuArgs) -> Result<i32> {
         bail!("--interval {}: use 100ms or more", a.interval);
     }
     let hz = plumb_sys::host::clock_ticks_per_s().unwrap_or(100);
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let mut prev = sched_sample(&root, a.pid)?;
     // The one watch loop: one report per interval, not drifting by what each one costs.
     use plumb_record::ticks::{self, First, Flow, Ticking};
     let ticking =
-        Ticking::every(interval, &plumb_load::signal::stop_requested).first(First::AfterInterval);
+        Ticking::every(interval, &plumb_sys::signal::stop_requested).first(First::AfterInterval);
     let mut code = 0;
     ticks::run(&ticking, |_| -> Result<Flow> {
         let cur = match sched_sample(&root, a.pid) {

@@ -133,7 +133,7 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
             duration,
             command_line: crate::cmd_io::command_line(),
         })?;
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     eprintln!(
         "plumb: {}",
         plumb_report::repl_render::watching(&primary.shown(), interval, a.out.as_deref(), duration)
@@ -145,7 +145,7 @@ fn watch(g: &GlobalArgs, a: &WatchArgs) -> Result<i32> {
         let r = printer.print(line, &mut std::io::stdout().lock());
         r.map_err(|e| std::io::Error::other(failed.insert(e).to_string()))
     };
-    let summary = watch.run(&mut each, &plumb_load::signal::stop_requested);
+    let summary = watch.run(&mut each, &plumb_sys::signal::stop_requested);
     if let Some(e) = failed {
         return Err(e.into());
     }
@@ -178,7 +178,7 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
     if !plumb_sys::os::is_root() {
         bail!("plumb repl timeline traces the servers' processes in the kernel: run it as root");
     }
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     let interactive = a.repeat > 1 && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let each = |i: usize, n: usize| {
         if interactive {
@@ -198,7 +198,7 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
             max_behind: Duration::from_secs(60),
         },
         &each,
-        plumb_load::signal::stop_requested,
+        plumb_sys::signal::stop_requested,
     )?;
     if let Some(p) = &a.svg {
         plumb_report::out::write_new(
@@ -208,7 +208,7 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
         )?;
     }
     crate::emit(g, &report)?;
-    Ok(if plumb_load::signal::stop_requested() {
+    Ok(if plumb_sys::signal::stop_requested() {
         130
     } else {
         0

@@ -19,11 +19,11 @@ pub fn statements(
     let at = |flag: &str, v: &Option<String>| -> Result<Option<f64>> {
         let Some(v) = v else { return Ok(None) };
         let d =
-            plumb_load::units::parse_duration(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"))?;
+            plumb_sys::units::parse_duration(v).map_err(|e| anyhow::anyhow!("{flag} {v}: {e}"))?;
         if d.as_secs_f64() > end_s {
             bail!(
                 "{flag} {v}: past the recording's end ({})",
-                plumb_load::units::format_duration(std::time::Duration::from_secs_f64(end_s))
+                plumb_sys::units::format_duration(std::time::Duration::from_secs_f64(end_s))
             );
         }
         Ok(Some(d.as_secs_f64()))

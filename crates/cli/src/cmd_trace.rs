@@ -4,8 +4,8 @@
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
-use plumb_load::units::parse_duration;
 use plumb_record::trace::{Options, Target};
+use plumb_sys::units::parse_duration;
 
 #[derive(Debug, Args)]
 pub struct TraceArgs {
@@ -69,7 +69,7 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
         bail!("--duration must be more than 0");
     }
     let target = target(&root, a)?;
-    plumb_load::signal::install();
+    plumb_sys::signal::install();
     // A fixed window (--duration without a command): progress over it, so a piped trace is not
     // silent until its report.
     let meter: std::cell::RefCell<Option<crate::progress::Meter>> = Default::default();
@@ -85,8 +85,8 @@ pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
                 plumb_sys::proctrace::Timing::DEFAULT
             },
             block: !a.no_block,
-            cancel: &plumb_load::signal::stop_requested,
-            signal_command: &plumb_load::signal::forward_to,
+            cancel: &plumb_sys::signal::stop_requested,
+            signal_command: &plumb_sys::signal::forward_to,
             started: &|what| {
                 let ends = duration.is_none() && a.cmd.is_empty();
                 eprintln!(

@@ -12,13 +12,13 @@ pub(crate) fn reclaim_what_killed_plumbs_left() {
     }
 }
 
-/// SIGPIPE on plumb's own output stops it cleanly (see plumb_load::signal), and the panic of
+/// SIGPIPE on plumb's own output stops it cleanly (see plumb_sys::signal), and the panic of
 /// the print that met the closed pipe says nothing.
 pub(crate) fn handle_a_closed_output() {
-    plumb_load::signal::install_pipe();
+    plumb_sys::signal::install_pipe();
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        if !plumb_load::signal::output_closed() {
+        if !plumb_sys::signal::output_closed() {
             default(info)
         }
     }));
@@ -70,12 +70,12 @@ pub(crate) fn say(text: &str) {
 /// reader; a write that failed on it may have panicked, and that panic is this, and silent.
 pub(crate) fn exit_code(command: impl FnOnce() -> anyhow::Result<i32>) -> i32 {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(command));
-    if plumb_load::signal::output_closed() {
-        return plumb_load::signal::OUTPUT_CLOSED_CODE;
+    if plumb_sys::signal::output_closed() {
+        return plumb_sys::signal::OUTPUT_CLOSED_CODE;
     }
     match r.unwrap_or_else(|p| std::panic::resume_unwind(p)) {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => plumb_load::signal::OUTPUT_CLOSED_CODE,
+        Err(e) if is_broken_pipe(&e) => plumb_sys::signal::OUTPUT_CLOSED_CODE,
         Err(e) => {
             let mut msg = format!("plumb: error: {e}");
             let mut last = e.to_string();

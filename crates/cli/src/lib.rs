@@ -56,7 +56,7 @@ pub fn main() -> i32 {
     if args.len() == 2 && args[1] == plumb_engine::mssql::CLIENT_ARG {
         return plumb_engine::mssql::client_main();
     }
-    plumb_engine::mssql::on_interrupt(plumb_load::signal::stop_requested);
+    plumb_engine::mssql::on_interrupt(plumb_sys::signal::stop_requested);
     COMMAND_LINE.get_or_init(|| {
         args.iter()
             .map(|a| plumb_engine::redact(&a.to_string_lossy()))

@@ -13,7 +13,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// A plain line on stderr; never a panic (a closed stderr stops plumb through SIGPIPE instead,
-/// see plumb_load::signal).
+/// see plumb_sys::signal).
 fn say(line: std::fmt::Arguments) {
     use std::io::Write;
     let line = line.to_string();

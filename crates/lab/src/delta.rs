@@ -784,7 +784,7 @@ fn run_body(
                 }
                 if cancel() {
                     // The signal plumb received (Ctrl-C, SIGTERM, SIGHUP) goes on to the command.
-                    plumb_load::signal::forward_to(child.id());
+                    plumb_sys::signal::forward_to(child.id());
                     let _ = child.wait();
                     return Ok(());
                 }

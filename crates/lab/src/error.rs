@@ -126,7 +126,7 @@ cause!(
     std::io::Error,
     plumb_sys::Error,
     plumb_sys::KernelError,
-    plumb_load::Error,
+    plumb_io::Error,
     plumb_engine::Error,
     plumb_record::Error,
     plumb_store::Error

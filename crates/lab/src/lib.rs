@@ -14,7 +14,7 @@
 //! [`Experiment`] in `exp/`, registered in [`exp::registered`].
 
 pub mod delta;
-pub mod durability;
+pub mod durability_probe;
 pub mod error;
 pub mod exp;
 
@@ -451,7 +451,7 @@ impl Lab {
 
         // The server (plumb's private instance, or the server of --engine), and the host it runs on.
         if config.pressure.is_some() || config.throttle_writes.is_some() {
-            let cg = plumb_load::labcg::LabCgroup::create(
+            let cg = plumb_io::labcg::LabCgroup::create(
                 &format!("plumb-lab-{}", std::process::id()),
                 config.pressure.is_some(),
                 config.throttle_writes.is_some(),

@@ -23,7 +23,7 @@ impl PressureSize {
             }
             return Ok(PressureSize::PctOfLimit(v));
         }
-        let b = plumb_load::units::parse_size(s)
+        let b = plumb_sys::units::parse_size(s)
             .map_err(|e| crate::Error::quoting(format!("--pressure {s}: {e}"), e))?;
         if b < (16 << 20) {
             crate::refuse!("--pressure {s}: use 16M or more");
@@ -100,8 +100,8 @@ pub struct Rate {
 pub fn parse_rates(s: &str) -> Result<Vec<Rate>> {
     let mut v = Vec::new();
     for item in s.split(',').map(str::trim).filter(|x| !x.is_empty()) {
-        match plumb_load::units::parse_rate(item) {
-            Ok(plumb_load::units::Rate::BytesPerS(b)) if b >= 65536.0 => {
+        match plumb_sys::units::parse_rate(item) {
+            Ok(plumb_sys::units::Rate::BytesPerS(b)) if b >= 65536.0 => {
                 let label = if item.to_ascii_lowercase().ends_with("/s") {
                     item.to_string()
                 } else {
@@ -112,10 +112,10 @@ pub fn parse_rates(s: &str) -> Result<Vec<Rate>> {
                     bytes_per_s: b,
                 })
             }
-            Ok(plumb_load::units::Rate::BytesPerS(_)) => {
+            Ok(plumb_sys::units::Rate::BytesPerS(_)) => {
                 crate::refuse!("--throttle-writes {item}: use 64KB/s or more")
             }
-            Ok(plumb_load::units::Rate::Iops(_)) => {
+            Ok(plumb_sys::units::Rate::Iops(_)) => {
                 crate::refuse!("--throttle-writes {item}: give bytes per second, e.g. 5MB/s")
             }
             Err(e) => crate::refuse!("--throttle-writes: {e}"),
@@ -222,7 +222,7 @@ impl Plan {
 
     /// shared_buffers in bytes.
     pub fn shared_buffers_bytes(&self) -> u64 {
-        plumb_load::units::parse_size(self.shared_buffers).unwrap_or(128 << 20)
+        plumb_sys::units::parse_size(self.shared_buffers).unwrap_or(128 << 20)
     }
 }
 

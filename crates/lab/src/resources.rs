@@ -23,12 +23,12 @@ pub struct Resources {
     /// A standby of the private instance (--replica), removed before it, and its cgroup (the
     /// throttle on its writes) after it.
     pub standby: Option<Instance>,
-    pub standby_cgroup: Option<plumb_load::labcg::LabCgroup>,
+    pub standby_cgroup: Option<plumb_io::labcg::LabCgroup>,
     /// Disks whose writes the standby's cgroup throttles now.
     pub standby_throttled: Vec<plumb_sys::DevNum>,
     pub instance: Option<Instance>,
     pub work: Option<WorkDir>,
-    pub cgroup: Option<plumb_load::labcg::LabCgroup>,
+    pub cgroup: Option<plumb_io::labcg::LabCgroup>,
 }
 
 impl Drop for Resources {

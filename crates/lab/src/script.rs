@@ -9,9 +9,9 @@
 use crate::error::Result;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, LoadReport};
+use plumb_engine::oltp::driver::{self as driver, ErrorClass, Failure, Outcome};
 use plumb_engine::{Session, Target};
-use plumb_load::oltp::{self as driver, ErrorClass, Failure, Outcome};
-use plumb_load::rng::Rng;
+use plumb_sys::rng::Rng;
 use std::path::Path;
 use std::time::Duration;
 

@@ -7,14 +7,14 @@ use plumb_analyze::interference::Interference;
 use plumb_analyze::sweep::{
     judge_levels, rep_of, set_elasticity, Level, Rep, SweepKind, SweepReport,
 };
-use plumb_load::job::Job;
-use plumb_load::target::Safety;
+use plumb_io::job::Job;
+use plumb_io::target::Safety;
 use plumb_record::watch::{Scope, Watch};
 
 /// One level: its label, its numeric value (for charts; None for "unthrottled") and its job.
 pub type LevelJob = (String, Option<f64>, Job);
 
-use plumb_load::job::JobError;
+use plumb_io::job::JobError;
 
 /// Queue depths from a comma-separated list ("1,2,4"): sorted, each once, 1 to 4096. The
 /// error names the item.
@@ -38,7 +38,7 @@ pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, JobError> {
 /// order of increasing load (an IOPS rate counts as IOPS × block size; unthrottled last). The
 /// error names the item.
 pub fn rate_levels(base: &Job, list: &str) -> std::result::Result<Vec<LevelJob>, JobError> {
-    use plumb_load::units::{parse_rate, Rate};
+    use plumb_sys::units::{parse_rate, Rate};
     let mut v = Vec::new();
     for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let mut j = base.clone();
@@ -116,16 +116,16 @@ pub fn scratch_files(
     keep: bool,
     safety: &mut Safety,
     cancel: &dyn Fn() -> bool,
-) -> plumb_load::Result<Option<Vec<plumb_load::target::Scratch>>> {
+) -> plumb_io::Result<Option<Vec<plumb_io::target::Scratch>>> {
     let mut scratch = Vec::new();
     for t in &base.targets {
-        match plumb_load::target::scratch_file(t, base.file_size, base.seed, keep, cancel) {
+        match plumb_io::target::scratch_file(t, base.file_size, base.seed, keep, cancel) {
             Ok(Some(s)) => {
                 safety.overwrite.push(t.clone());
                 scratch.push(s);
             }
             Ok(None) => {}
-            Err(plumb_load::Error::Interrupted) => return Ok(None),
+            Err(plumb_io::Error::Interrupted) => return Ok(None),
             Err(e) => return Err(e),
         }
     }
@@ -249,19 +249,19 @@ pub fn watched_run(
     cancel: &dyn Fn() -> bool,
     scope: &Scope,
     ready: &mut dyn FnMut(),
-) -> Result<Option<(plumb_load::run::RunResult, Interference)>> {
-    let targets = match plumb_load::target::prepare(j, safety, cancel) {
+) -> Result<Option<(plumb_io::run::RunResult, Interference)>> {
+    let targets = match plumb_io::target::prepare(j, safety, cancel) {
         Ok(t) => t,
-        Err(plumb_load::Error::Interrupted) => return Ok(None),
+        Err(plumb_io::Error::Interrupted) => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     ready();
     let watch = Watch::start(scope);
-    let r = plumb_load::run::run(j, &targets, cancel);
+    let r = plumb_io::run::run(j, &targets, cancel);
     let watched = watch.finish();
     match r {
         Ok(r) => Ok(Some((r, watched))),
-        Err(plumb_load::Error::Interrupted) => Ok(None),
+        Err(plumb_io::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }
@@ -271,11 +271,11 @@ pub fn run_once(
     j: &Job,
     safety: &Safety,
     cancel: &dyn Fn() -> bool,
-) -> Result<Option<plumb_load::run::RunResult>> {
-    let targets = plumb_load::target::prepare(j, safety, cancel);
-    match targets.and_then(|t| plumb_load::run::run(j, &t, cancel)) {
+) -> Result<Option<plumb_io::run::RunResult>> {
+    let targets = plumb_io::target::prepare(j, safety, cancel);
+    match targets.and_then(|t| plumb_io::run::run(j, &t, cancel)) {
         Ok(r) => Ok(Some(r)),
-        Err(plumb_load::Error::Interrupted) => Ok(None),
+        Err(plumb_io::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),
     }
 }

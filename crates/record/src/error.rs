@@ -14,7 +14,7 @@ pub enum Error {
     Unit {
         flag: &'static str,
         #[source]
-        source: plumb_load::units::UnitError,
+        source: plumb_sys::units::UnitError,
     },
     /// A flag that needs root, given without it.
     #[error("{flag} needs root ({why})")]

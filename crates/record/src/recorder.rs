@@ -97,7 +97,7 @@ pub fn parse_sampling(
     interval: &str,
     duration: Option<&str>,
 ) -> Result<(Duration, Option<Duration>)> {
-    let i = plumb_load::units::parse_duration(interval).map_err(|source| Error::Unit {
+    let i = plumb_sys::units::parse_duration(interval).map_err(|source| Error::Unit {
         flag: "--interval",
         source,
     })?;
@@ -108,7 +108,7 @@ pub fn parse_sampling(
         ));
     }
     let d = duration
-        .map(plumb_load::units::parse_duration)
+        .map(plumb_sys::units::parse_duration)
         .transpose()
         .map_err(|source| Error::Unit {
             flag: "--duration",

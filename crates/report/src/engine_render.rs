@@ -5,7 +5,7 @@ use plumb_engine::instance::{InstanceState, MariaState, Replication};
 use std::io::{self, Write};
 
 fn secs(s: Option<f64>) -> String {
-    s.map(|s| plumb_load::units::format_duration(std::time::Duration::from_secs_f64(s.max(0.0))))
+    s.map(|s| plumb_sys::units::format_duration(std::time::Duration::from_secs_f64(s.max(0.0))))
         .unwrap_or_else(|| "-".into())
 }
 

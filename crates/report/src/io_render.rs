@@ -3,9 +3,9 @@
 use crate::fmt::{bytes, count, MISSING, UNKNOWN};
 use crate::{Render, Table};
 use plumb_analyze::io::{IoReport, IoRow, PercentileRow, PresetList};
-use plumb_load::job::{Durability, Pattern};
-use plumb_load::target::TargetKind;
-use plumb_load::units::Rate;
+use plumb_io::job::{Durability, Pattern};
+use plumb_io::target::TargetKind;
+use plumb_sys::units::Rate;
 use std::io::{self, Write};
 
 /// `plumb io run`'s (and diskspd's) result with its verdict (text opens on the block; JSON's
@@ -164,9 +164,9 @@ fn write_inputs(r: &IoReport, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "  duration {} · warm-up {} · cool-down {} · measured {:.2} s",
-        plumb_load::units::format_duration(j.duration),
-        plumb_load::units::format_duration(j.warmup),
-        plumb_load::units::format_duration(j.cooldown),
+        plumb_sys::units::format_duration(j.duration),
+        plumb_sys::units::format_duration(j.warmup),
+        plumb_sys::units::format_duration(j.cooldown),
         r.measured_s
     )?;
     for t in &r.targets {
@@ -500,7 +500,7 @@ impl Render for PresetList {
     }
 }
 
-impl Render for plumb_analyze::durability::DurabilityReport {
+impl Render for plumb_analyze::durability_probe::DurabilityReport {
     const KIND: &'static str = "io_durability";
 
     fn text(&self, out: &mut dyn Write) -> io::Result<()> {
@@ -723,7 +723,7 @@ impl Render for plumb_analyze::durability::DurabilityReport {
     }
 }
 
-impl Render for plumb_analyze::durability::Comparison {
+impl Render for plumb_analyze::durability_probe::Comparison {
     const KIND: &'static str = "io_durability_comparison";
 
     /// Each candidate's report, then the comparison.
@@ -856,8 +856,8 @@ impl Render for plumb_analyze::sweep::SweepReport {
                 plumb_analyze::sweep::SweepKind::Rate => "rate limit (latency from intended start)",
             },
             self.repetitions,
-            plumb_load::units::format_duration(j.duration),
-            plumb_load::units::format_duration(j.warmup)
+            plumb_sys::units::format_duration(j.duration),
+            plumb_sys::units::format_duration(j.warmup)
         )?;
         writeln!(
             out,
@@ -1132,12 +1132,12 @@ mod tests {
 
     #[test]
     fn a_rate_typed_in_mb_per_s_is_said_in_both_units() {
-        let r = plumb_load::units::parse_rate("1200MB/s").unwrap();
+        let r = plumb_sys::units::parse_rate("1200MB/s").unwrap();
         assert_eq!(
             rate_words(r),
             "1200.0 MB/s (1144.4 MiB/s, the unit of the tables below)"
         );
-        let r = plumb_load::units::parse_rate("100MiB/s").unwrap();
+        let r = plumb_sys::units::parse_rate("100MiB/s").unwrap();
         assert_eq!(
             rate_words(r),
             "104.9 MB/s (100.0 MiB/s, the unit of the tables below)"

@@ -399,7 +399,7 @@ pub struct PressurePrinter {
 }
 
 impl PressurePrinter {
-    pub fn setup(&self, s: &plumb_load::pressure::Setup) {
+    pub fn setup(&self, s: &plumb_io::pressure::Setup) {
         let mut out = std::io::stdout().lock();
         let _ = if self.json {
             crate::write_json_line(s, "mem_pressure_setup", &mut out).map_err(|_| ())
@@ -408,7 +408,7 @@ impl PressurePrinter {
         };
     }
 
-    pub fn tick(&self, t: &plumb_load::pressure::Tick) {
+    pub fn tick(&self, t: &plumb_io::pressure::Tick) {
         let mut out = std::io::stdout().lock();
         let _ = if self.json {
             crate::write_json_line(t, "mem_pressure_tick", &mut out).map_err(|_| ())
@@ -418,7 +418,7 @@ impl PressurePrinter {
     }
 }
 
-pub fn pressure_setup(s: &plumb_load::pressure::Setup, out: &mut dyn Write) -> io::Result<()> {
+pub fn pressure_setup(s: &plumb_io::pressure::Setup, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "plumb mem pressure: PID {} · {} {} memory{}{}{}",
@@ -453,7 +453,7 @@ pub fn pressure_setup(s: &plumb_load::pressure::Setup, out: &mut dyn Write) -> i
     out.flush()
 }
 
-pub fn pressure_tick(t: &plumb_load::pressure::Tick, out: &mut dyn Write) -> io::Result<()> {
+pub fn pressure_tick(t: &plumb_io::pressure::Tick, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "{:>7.1}s {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12.0}",

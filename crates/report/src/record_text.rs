@@ -2,7 +2,7 @@
 //! end (from [`RecordSummary`], numbers only).
 
 use plumb_analyze::record::RecordSummary;
-use plumb_load::units::format_duration;
+use plumb_sys::units::format_duration;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;

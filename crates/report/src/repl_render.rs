@@ -910,7 +910,7 @@ pub fn watching(
     out: Option<&std::path::Path>,
     duration: Option<std::time::Duration>,
 ) -> String {
-    use plumb_load::units::format_duration;
+    use plumb_sys::units::format_duration;
     format!(
         "watching the replication of {primary} every {}{}{}; Ctrl-C to stop",
         format_duration(interval),

@@ -865,8 +865,8 @@ pub fn sweep_output(
 
 /// `plumb io durability`'s result (one directory) with its verdict.
 pub fn durability_output(
-    r: &plumb_analyze::durability::DurabilityReport,
-) -> Verdicted<'_, plumb_analyze::durability::DurabilityReport> {
+    r: &plumb_analyze::durability_probe::DurabilityReport,
+) -> Verdicted<'_, plumb_analyze::durability_probe::DurabilityReport> {
     let verdict = plumb_analyze::verdict::durability(r);
     let block = result_block(&verdict, "runs", &r.conclusions);
     Verdicted {
@@ -878,8 +878,8 @@ pub fn durability_output(
 
 /// `plumb io durability DIR DIR…`'s result with its verdict.
 pub fn comparison_output(
-    c: &plumb_analyze::durability::Comparison,
-) -> Verdicted<'_, plumb_analyze::durability::Comparison> {
+    c: &plumb_analyze::durability_probe::Comparison,
+) -> Verdicted<'_, plumb_analyze::durability_probe::Comparison> {
     let verdict = plumb_analyze::verdict::durability_comparison(c);
     let mut notes = c.comparison.clone();
     notes.extend(c.probes.iter().flat_map(|p| p.conclusions.iter().cloned()));

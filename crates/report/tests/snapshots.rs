@@ -367,9 +367,9 @@ fn watched(neighbour: bool) -> plumb_analyze::interference::Interference {
 
 /// The durability probe's rounds: clean runs, one disturbed run retried, the probe's requests
 /// per durable write beside the device's (everybody's) counts.
-fn durability() -> plumb_analyze::durability::DurabilityReport {
-    use plumb_analyze::durability::{build, ModeRep, Probed};
-    use plumb_load::job::Durability;
+fn durability() -> plumb_analyze::durability_probe::DurabilityReport {
+    use plumb_analyze::durability_probe::{build, ModeRep, Probed};
+    use plumb_io::job::Durability;
     use plumb_sys::tracefs::{Attributed, BioCounts, RqCounts};
     let rep = |mean_us: f64, flush: bool, neighbour: bool| {
         let n = 1_000_000.0 / mean_us;
@@ -472,7 +472,7 @@ fn sweep() -> plumb_analyze::sweep::SweepReport {
     ];
     set_elasticity(&mut levels);
     let (knee, verdict, notes) = judge_levels(&levels);
-    let mut job = plumb_load::job::preset("data-read").unwrap();
+    let mut job = plumb_io::job::preset("data-read").unwrap();
     job.targets = vec![];
     plumb_analyze::sweep::SweepReport {
         command_line: "plumb lab".into(),

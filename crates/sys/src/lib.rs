@@ -36,11 +36,14 @@ pub mod proctrace;
 pub mod proctree;
 pub mod raw;
 pub mod rawsample;
+pub mod rng;
+pub mod signal;
 pub mod smaps;
 pub mod snapshot;
 pub mod syscalls;
 pub mod tracefs;
 pub mod tracepage;
+pub mod units;
 pub mod visible;
 pub mod zram;
 

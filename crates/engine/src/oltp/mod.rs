@@ -17,6 +17,7 @@
 //! of order lines from a remote warehouse when there are several); the mix is HammerDB's (10/23
 //! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
 
+pub mod driver;
 pub mod holdings;
 pub mod maria;
 pub mod mssql;

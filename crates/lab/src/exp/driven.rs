@@ -243,7 +243,7 @@ fn run_script(
 }
 
 fn fmt(d: Duration) -> String {
-    plumb_load::units::format_duration(d)
+    plumb_sys::units::format_duration(d)
 }
 
 /// One `plumb load` run: its loading (if `load_phase` is named) and its timed window as the

@@ -4,7 +4,7 @@
 //! line in [`registered`].
 
 mod driven;
-mod durability;
+mod durability_probe;
 mod loops;
 pub(crate) mod maria_durability;
 mod pgbench;
@@ -33,7 +33,7 @@ const LAB_DB_OBJECTS: [&str; 6] = [
 ];
 use crate::server::Server;
 use crate::{Config, Interrupted, Plan, Progress};
-use plumb_analyze::durability::DurabilityReport;
+use plumb_analyze::durability_probe::DurabilityReport;
 use plumb_analyze::lab::{Finding, LabReport, LoopResult, Pgbench, SeqRead};
 use plumb_analyze::mem::Assumption;
 use plumb_analyze::os::{OsReport, StorageSection};
@@ -72,7 +72,7 @@ pub trait Experiment {
 /// The lab's experiments for this config, in the order they run.
 pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
     let mut v: Vec<Box<dyn Experiment>> = vec![
-        Box::new(durability::Durability::default()),
+        Box::new(durability_probe::Durability::default()),
         Box::new(storage::Storage),
     ];
     let named = match &config.workload {

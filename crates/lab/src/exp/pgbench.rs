@@ -52,7 +52,7 @@ impl Experiment for Pgbench {
         cx.progress.step(&format!(
             "pgbench: {} clients for {}",
             run.clients,
-            plumb_load::units::format_duration(cx.plan.pgbench)
+            plumb_sys::units::format_duration(cx.plan.pgbench)
         ));
         let phase = cx
             .recorder

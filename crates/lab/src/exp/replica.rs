@@ -142,7 +142,7 @@ impl Experiment for Replica {
         let standby_dir = cx.work.join("standby");
         let cg = if plumb_sys::os::is_root() {
             Some(
-                plumb_load::labcg::LabCgroup::create(
+                plumb_io::labcg::LabCgroup::create(
                     &format!("plumb-lab-{}-standby", std::process::id()),
                     false,
                     true,

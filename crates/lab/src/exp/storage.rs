@@ -7,7 +7,7 @@ use crate::{Interrupted, Plan};
 use plumb_analyze::lab::{Evidence, Finding, LabReport, SeqRead, Severity};
 use plumb_analyze::said::{Said, WithFacts};
 use plumb_analyze::sweep::SweepKind;
-use plumb_load::job::preset;
+use plumb_io::job::preset;
 use plumb_record::PhaseKind;
 use std::time::Duration;
 
@@ -67,7 +67,7 @@ impl Experiment for Storage {
         base.file_size = cx.plan.probe_file;
         base.duration = cx.plan.sweep_run;
         base.warmup = cx.plan.sweep_warmup;
-        let scratch = match plumb_load::target::scratch_file(
+        let scratch = match plumb_io::target::scratch_file(
             &file,
             base.file_size,
             base.seed,
@@ -75,7 +75,7 @@ impl Experiment for Storage {
             cx.cancel,
         ) {
             Ok(s) => s,
-            Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
+            Err(plumb_io::Error::Interrupted) => return Err(Interrupted.into()),
             Err(e) => {
                 return Err(crate::Error::quoting(
                     format!("creating {}", file.display()),
@@ -83,7 +83,7 @@ impl Experiment for Storage {
                 ))
             }
         };
-        let safety = plumb_load::target::Safety {
+        let safety = plumb_io::target::Safety {
             overwrite: vec![file.clone()],
             ..Default::default()
         };

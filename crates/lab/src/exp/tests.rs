@@ -1,6 +1,6 @@
 //! The finding rules of the host and of each experiment, on reports built by hand.
 
-use super::{durability::Durability, loops::Loops, storage::Storage, Experiment};
+use super::{durability_probe::Durability, loops::Loops, storage::Storage, Experiment};
 use plumb_analyze::lab::*;
 use plumb_analyze::sweep::SweepReport;
 use plumb_analyze::WithFacts;
@@ -201,7 +201,7 @@ fn memory_rules_cache_above_limit_and_swap() {
 #[test]
 fn knee_and_run_queue_look_at_workload_phases_only() {
     let mut r = report();
-    let mut job = plumb_load::job::preset("data-read").unwrap();
+    let mut job = plumb_io::job::preset("data-read").unwrap();
     job.targets = vec![];
     r.sweep = Some(SweepReport {
         command_line: String::new(),

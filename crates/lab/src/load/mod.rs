@@ -19,11 +19,13 @@ use crate::error::{Error, Result};
 use crate::server_db::ServerDb;
 use crate::Interrupted;
 use plumb_analyze::load::{self as figures, Check, LoadReport};
+use plumb_engine::oltp::driver::{
+    self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome,
+};
 use plumb_engine::oltp::server::{Admin, DbConn, Found, OltpClient};
 use plumb_engine::oltp::{self, Failed, Workload};
 use plumb_engine::Target;
-use plumb_load::oltp::{self as driver, ErrorClass, Event as DriverEvent, Failure, Outcome};
-use plumb_load::rng::Rng;
+use plumb_sys::rng::Rng;
 use rec::LoadRecording;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
@@ -686,7 +688,7 @@ impl Edges {
         let (tell, answer) = std::sync::mpsc::channel();
         let db = db.to_string();
         std::thread::Builder::new()
-            .name("plumb-load-counters".into())
+            .name("plumb-io-counters".into())
             .spawn(move || {
                 for () in asked {
                     let r = (|| {

@@ -1,9 +1,9 @@
 //! What a load run is asked to do ([`LoadConfig`]) and what it reports as it goes
 //! ([`LoadEvent`]): below the run (`load`) and its recording (`load::rec`), which both use them.
 
+use plumb_engine::oltp::driver;
 use plumb_engine::oltp::Workload;
 use plumb_engine::{private, Target};
-use plumb_load::oltp as driver;
 use std::path::PathBuf;
 use std::time::Duration;
 

@@ -4,8 +4,9 @@
 //! a zram swap device set up for the experiment. Everything plumb sets up it takes down again,
 //! on Ctrl-C too.
 
-use crate::rng::Rng;
-use crate::{signal, Error, Result};
+use crate::{Error, Result};
+use plumb_sys::rng::Rng;
+use plumb_sys::signal;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -2,7 +2,7 @@
 //! defaults, each setting given laid over it, checked. A refusal names the flag.
 
 use crate::job::{self, Burst, Durability, EngineKind, Job, Pattern};
-use crate::units::{parse_duration, parse_rate, parse_size};
+use plumb_sys::units::{parse_duration, parse_rate, parse_size};
 use std::path::PathBuf;
 
 /// A value refused, naming its flag and what it takes.

@@ -11,8 +11,8 @@
 //! Memory does not grow with the run: per type a latency histogram (µs, resized as needed, no
 //! upper cap), counts, errors by class; one row a second for the series.
 
-use crate::rng::Rng;
 use hdrhistogram::Histogram;
+use plumb_sys::rng::Rng;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;

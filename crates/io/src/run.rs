@@ -4,13 +4,13 @@
 
 use crate::engine::{self, Done, Engine, Op, Req, Submit};
 use crate::job::{EngineKind, Job, Pattern};
-use crate::rng::Rng;
-use crate::signal;
 use crate::target::Target;
-use crate::units::Rate;
 use crate::{Error, Result};
 use hdrhistogram::Histogram;
 use plumb_sys::cpu::StatSample;
+use plumb_sys::rng::Rng;
+use plumb_sys::signal;
+use plumb_sys::units::Rate;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

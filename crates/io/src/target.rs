@@ -9,8 +9,8 @@
 //!   or filesystem signature was found.
 
 use crate::job::Job;
-use crate::rng::Rng;
 use crate::{io_err, Error, Result};
+use plumb_sys::rng::Rng;
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;

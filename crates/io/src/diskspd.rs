@@ -4,7 +4,7 @@
 //! ignored; flags plumb cannot honour are refused by name rather than silently dropped.
 
 use crate::job::{Burst, Durability, Job, Pattern};
-use crate::units::{parse_size, Rate};
+use plumb_sys::units::{parse_size, Rate};
 use std::time::Duration;
 
 /// The job, and notes on flags that were accepted without effect.

@@ -31,13 +31,14 @@ impl Experiment for Durability {
     fn budget(&self, plan: &Plan) -> Duration {
         // Every mode up to max_runs times, a warm-up and the watch's readings (about 0.12 s,
         // measured) each.
-        run_time(plan) * (plumb_load::durability::modes().len() as u32 * plan.max_runs.max(REPS))
+        run_time(plan)
+            * (plumb_io::durability_probe::modes().len() as u32 * plan.max_runs.max(REPS))
     }
 
     fn expected(&self, plan: &Plan) -> Vec<Duration> {
         // Two runs of every mode and a third of about half of them (bench/results/lab-time-*.md),
         // and half a second for opening the probe's file.
-        let modes = plumb_load::durability::modes().len() as u32;
+        let modes = plumb_io::durability_probe::modes().len() as u32;
         vec![
             run_time(plan) * (modes * REPS)
                 + run_time(plan) * modes / 2
@@ -50,8 +51,8 @@ impl Experiment for Durability {
         let phase = cx
             .recorder
             .begin("durability probe", PhaseKind::Probe, None);
-        let probe = crate::durability::run(
-            &plumb_load::durability::ProbeOptions {
+        let probe = crate::durability_probe::run(
+            &plumb_io::durability_probe::ProbeOptions {
                 // The work directory: on the data's filesystem for the private instance.
                 path: cx.work.clone(),
                 per_mode: cx.plan.durability_per_mode,
@@ -68,7 +69,7 @@ impl Experiment for Durability {
         );
         let wal = cx.data_dir.join("pg_wal");
         let report = match probe {
-            Ok(p) => plumb_analyze::durability::build(
+            Ok(p) => plumb_analyze::durability_probe::build(
                 &p,
                 if cx.server.is_private() {
                     wal.clone()
@@ -78,7 +79,7 @@ impl Experiment for Durability {
                 cx.storage.clone(),
                 cx.plan.durability_per_mode.as_secs_f64(),
             ),
-            Err(plumb_load::Error::Interrupted) => return Err(Interrupted.into()),
+            Err(plumb_io::Error::Interrupted) => return Err(Interrupted.into()),
             Err(e) => {
                 return Err(crate::Error::quoting(
                     format!("durability probe in {}", cx.work.display()),

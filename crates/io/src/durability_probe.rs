@@ -4,7 +4,8 @@
 use crate::job::{Durability, EngineKind, Job, Pattern};
 use crate::run::RunResult;
 use crate::target::{prepare, scratch_file, Safety};
-use crate::{signal, Error, Result};
+use crate::{Error, Result};
+use plumb_sys::signal;
 use plumb_sys::tracefs::{BlockTrace, Follow, Traced};
 use plumb_sys::DevNum;
 use std::path::{Path, PathBuf};

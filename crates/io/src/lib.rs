@@ -1,4 +1,5 @@
-//! plumb actuators: the storage load generator (engines, jobs, the runner) and its safety rules.
+//! `plumb io`: the storage load generator (engines, jobs, the runner, the durability probe's
+//! runs) and its safety rules; and the lab's other actuators, memory pressure and its cgroups.
 //!
 //! The runner produces raw results (counts, bytes, latency histograms, a per-second series);
 //! turning them into tables and percentiles is the analysis crate's job.
@@ -6,18 +7,14 @@
 use std::path::PathBuf;
 
 pub mod diskspd;
-pub mod durability;
+pub mod durability_probe;
 pub mod engine;
 pub mod job;
 pub mod job_spec;
 pub mod labcg;
-pub mod oltp;
 pub mod pressure;
-pub mod rng;
 pub mod run;
-pub mod signal;
 pub mod target;
-pub mod units;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

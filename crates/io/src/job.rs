@@ -1,6 +1,6 @@
 //! What a storage test does: the job, its durability mode, and the named database presets.
 
-use crate::units::Rate;
+use plumb_sys::units::Rate;
 use serde::{Serialize, Serializer};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -16,8 +16,8 @@ impl From<String> for JobError {
     }
 }
 
-impl From<crate::units::UnitError> for JobError {
-    fn from(e: crate::units::UnitError) -> JobError {
+impl From<plumb_sys::units::UnitError> for JobError {
+    fn from(e: plumb_sys::units::UnitError) -> JobError {
         JobError(e.0)
     }
 }
@@ -305,7 +305,7 @@ impl Job {
             + self.duration.as_secs_f64()
             + self.cooldown.as_secs_f64()
             + self.burst.map_or(0.0, |b| b.think.as_secs_f64());
-        if total > crate::units::MAX_DURATION_S {
+        if total > plumb_sys::units::MAX_DURATION_S {
             return Err(format!(
                 "warm-up, duration and cool-down add up to {total:.0} s: longer than plumb runs anything (365 days at most)"
             ).into());

@@ -6,9 +6,9 @@
 //! durability step both run through here.
 
 use crate::sweep::{devices_under, STABLE_SPREAD};
-use plumb_analyze::durability::{ModeRep, Probed};
-use plumb_load::durability::{modes, Probe, ProbeOptions};
-use plumb_load::job::Durability;
+use plumb_analyze::durability_probe::{ModeRep, Probed};
+use plumb_io::durability_probe::{modes, Probe, ProbeOptions};
+use plumb_io::job::Durability;
 use plumb_record::watch::{Scope, Watch};
 
 /// Enough clean runs, and (with two or more) their mean latencies within the tolerance.
@@ -36,7 +36,7 @@ pub fn run(
     accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
     cancel: &dyn Fn() -> bool,
-) -> plumb_load::Result<Probed> {
+) -> plumb_io::Result<Probed> {
     let mut v = run_many(
         std::slice::from_ref(o),
         block_sizes,
@@ -60,7 +60,7 @@ pub fn run_many(
     accept: &[plumb_analyze::interference::Accept],
     on_run: &mut dyn FnMut(&str, usize, usize),
     cancel: &dyn Fn() -> bool,
-) -> plumb_load::Result<Vec<Probed>> {
+) -> plumb_io::Result<Vec<Probed>> {
     let root = plumb_sys::Root::host();
     let mut probes = Vec::new();
     for o in opts {
@@ -154,8 +154,8 @@ pub struct DurabilityPlan {
 
 /// What `plumb io durability` found: one directory's report, or several compared.
 pub enum DurabilityResult {
-    One(Box<plumb_analyze::durability::DurabilityReport>),
-    Many(plumb_analyze::durability::Comparison),
+    One(Box<plumb_analyze::durability_probe::DurabilityReport>),
+    Many(plumb_analyze::durability_probe::Comparison),
 }
 
 /// The warm-up before each mode's measured time.
@@ -219,12 +219,12 @@ impl DurabilityPlan {
     }
 
     /// Probe every directory; `on_run(label, runs so far, runs planned)` before each run.
-    /// `Interrupted` from plumb_load when stopped (a signal or `cancel`).
+    /// `Interrupted` from plumb_io when stopped (a signal or `cancel`).
     pub fn run(
         &self,
         on_run: &mut dyn FnMut(&str, usize, usize),
         cancel: &dyn Fn() -> bool,
-    ) -> plumb_load::Result<DurabilityResult> {
+    ) -> plumb_io::Result<DurabilityResult> {
         let root = plumb_sys::Root::host();
         let mut storage = Vec::new();
         let mut opts = Vec::new();
@@ -252,15 +252,20 @@ impl DurabilityPlan {
             .iter()
             .zip(self.paths.iter().zip(storage))
             .map(|(p, (path, st))| {
-                plumb_analyze::durability::build(p, path.clone(), st, self.per_mode.as_secs_f64())
+                plumb_analyze::durability_probe::build(
+                    p,
+                    path.clone(),
+                    st,
+                    self.per_mode.as_secs_f64(),
+                )
             })
             .collect();
         if reports.len() == 1 {
             return Ok(DurabilityResult::One(Box::new(reports.remove(0))));
         }
-        let comparison = plumb_analyze::durability::compare(&reports);
+        let comparison = plumb_analyze::durability_probe::compare(&reports);
         Ok(DurabilityResult::Many(
-            plumb_analyze::durability::Comparison {
+            plumb_analyze::durability_probe::Comparison {
                 probes: reports,
                 comparison,
             },

@@ -8,9 +8,9 @@ use crate::io::quantile_s;
 use crate::os::StorageSection;
 use crate::sweep::{spread, Spread};
 use crate::{Level, Note, WithFacts};
-use plumb_load::durability::ModeRun;
-use plumb_load::job::Durability;
-use plumb_load::run::DirStats;
+use plumb_io::durability_probe::ModeRun;
+use plumb_io::job::Durability;
+use plumb_io::run::DirStats;
 use plumb_sys::tracefs::{Attributed, RqCounts};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -464,7 +464,7 @@ pub fn conclude(
 /// Which modes are durable on this device.
 fn durable_modes(c: &mut Vec<Note>, volatile: Option<bool>, fua: Option<bool>) {
     // Which modes are durable here.
-    let durable: Vec<String> = plumb_load::durability::modes()
+    let durable: Vec<String> = plumb_io::durability_probe::modes()
         .into_iter()
         .filter(|m| m.durable() || (matches!(m, Durability::Direct) && volatile == Some(false)))
         .map(|m| m.to_string())

@@ -524,3 +524,69 @@ fn the_libraries_functions_stay_under_150_lines() {
         over.join("\n")
     );
 }
+
+/// A crate's face is what others use: a `pub fn` whose name appears nowhere outside its crate's
+/// sources (another crate, a test file, the binary) is `pub(crate)` or private instead. Matched
+/// by name, so a name another crate uses for anything keeps every `pub fn` of that name public.
+#[test]
+fn every_pub_fn_is_named_outside_its_crate() {
+    // Accessors the crate's own tests read, kept public as the type's face.
+    const KEPT: &[(&str, &str)] = &[("sys", "sched_via")];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut all = Vec::new();
+    for dir in ["crates", "tests", "src"] {
+        sources(&root.join(dir), &mut all);
+    }
+    // The crate whose sources a file is in (None: a test file or the binary).
+    let owner = |p: &Path| -> Option<String> {
+        let rel = p.strip_prefix(root.join("crates")).ok()?;
+        let mut parts = rel.components();
+        let name = parts.next()?.as_os_str().to_str()?.to_string();
+        (parts.next()?.as_os_str() == "src").then_some(name)
+    };
+    let words_of = |text: &str| -> std::collections::BTreeSet<String> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| !w.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    // Each word, and the crates (or "" for outside any crate's sources) whose files use it.
+    let mut used: std::collections::HashMap<String, std::collections::BTreeSet<String>> =
+        std::collections::HashMap::new();
+    let mut texts = Vec::new();
+    for p in &all {
+        let text = std::fs::read_to_string(p).unwrap();
+        let o = owner(p).unwrap_or_default();
+        for w in words_of(&text) {
+            used.entry(w).or_default().insert(o.clone());
+        }
+        texts.push((p.clone(), o, text));
+    }
+    let mut private = Vec::new();
+    for (p, o, text) in &texts {
+        if o.is_empty() {
+            continue;
+        }
+        for l in text.lines() {
+            let Some(rest) = l.trim_start().strip_prefix("pub fn ") else {
+                continue;
+            };
+            let name: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let outside = used[&name].iter().any(|c| c != o);
+            if !outside && !KEPT.contains(&(o.as_str(), name.as_str())) {
+                private.push(format!(
+                    "{}: {name}",
+                    p.strip_prefix(root).unwrap().display()
+                ));
+            }
+        }
+    }
+    assert!(
+        private.is_empty(),
+        "make these pub(crate) (no other crate, test or the binary names them):\n{}",
+        private.join("\n")
+    );
+}

@@ -354,7 +354,7 @@ pub struct DeltaReport {
 }
 
 /// The unit a metric name implies.
-pub fn unit_of(metric: &str) -> &'static str {
+pub(crate) fn unit_of(metric: &str) -> &'static str {
     let m = metric
         .trim_end_matches(" before")
         .trim_end_matches(" after")

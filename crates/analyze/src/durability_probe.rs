@@ -239,7 +239,7 @@ impl ModeRow {
 
     /// The tenths of the runs the row's figures are from (the clean ones; every run when none
     /// was clean).
-    pub fn counted_tenths(&self) -> Vec<Vec<f64>> {
+    pub(crate) fn counted_tenths(&self) -> Vec<Vec<f64>> {
         let clean = self.clean_runs > 0;
         self.reps
             .iter()
@@ -323,7 +323,7 @@ impl Judgement<'_> {
     }
 
     /// Whether `row` is the faster one by the rule.
-    pub fn is_faster(&self, row: &ModeRow) -> bool {
+    pub(crate) fn is_faster(&self, row: &ModeRow) -> bool {
         self.apart() && std::ptr::eq(self.faster, row)
     }
 
@@ -369,7 +369,7 @@ fn row_of(rows: &[ModeRow], mode: Durability, bs: u32) -> Option<&ModeRow> {
 }
 
 /// tmpfs and ramfs keep files in memory only.
-pub fn is_memory(s: &StorageSection) -> bool {
+pub(crate) fn is_memory(s: &StorageSection) -> bool {
     matches!(s.fs_type.as_str(), "tmpfs" | "ramfs")
 }
 
@@ -408,7 +408,7 @@ pub fn build(
 }
 
 /// The plain statements that end the report.
-pub fn conclude(
+pub(crate) fn conclude(
     rows: &[ModeRow],
     storage: Option<&StorageSection>,
     trace_unavailable: Option<&str>,

@@ -23,7 +23,7 @@ fn middle(b: i64) -> u64 {
 
 impl LatencyHistogram {
     /// From (µs, count) pairs in any order.
-    pub fn from_counts(values: impl IntoIterator<Item = (u64, u64)>) -> LatencyHistogram {
+    pub(crate) fn from_counts(values: impl IntoIterator<Item = (u64, u64)>) -> LatencyHistogram {
         let mut m = std::collections::BTreeMap::<i64, u64>::new();
         for (us, n) in values {
             if n > 0 {
@@ -48,7 +48,7 @@ impl LatencyHistogram {
     }
 
     /// From an HDR histogram of microseconds.
-    pub fn from_hdr_us(h: &hdrhistogram::Histogram<u64>) -> LatencyHistogram {
+    pub(crate) fn from_hdr_us(h: &hdrhistogram::Histogram<u64>) -> LatencyHistogram {
         Self::from_counts(h.iter_recorded().map(|v| {
             (
                 h.median_equivalent(v.value_iterated_to()),
@@ -143,7 +143,7 @@ pub struct PercentileBoot {
     pub p: f64,
 }
 
-pub fn bootstrap_percentile(
+pub(crate) fn bootstrap_percentile(
     a: &LatencyHistogram,
     b: &LatencyHistogram,
     q: f64,

@@ -119,7 +119,7 @@ pub const PERCENTILES: &[(&str, f64)] = &[
 ];
 
 /// Samples needed before the q-quantile means something.
-pub fn samples_needed(q: f64) -> u64 {
+pub(crate) fn samples_needed(q: f64) -> u64 {
     if q <= 0.0 || q >= 1.0 {
         1
     } else {
@@ -130,7 +130,7 @@ pub fn samples_needed(q: f64) -> u64 {
 }
 
 /// The q-quantile of a histogram in seconds, or None without enough samples.
-pub fn quantile_s(h: &Histogram<u64>, q: f64) -> Option<f64> {
+pub(crate) fn quantile_s(h: &Histogram<u64>, q: f64) -> Option<f64> {
     let n = h.len();
     if n == 0 || n < samples_needed(q) {
         return None;
@@ -210,7 +210,7 @@ fn ticks_delta(a: &CpuTicks, b: &CpuTicks) -> Option<CpuUsage> {
     })
 }
 
-pub fn cpu_usage(before: &StatSample, after: &StatSample) -> Vec<CpuUsage> {
+pub(crate) fn cpu_usage(before: &StatSample, after: &StatSample) -> Vec<CpuUsage> {
     let mut out = Vec::new();
     for (id, b) in &before.cpus {
         if let Some((_, a)) = after.cpus.iter().find(|(i, _)| i == id) {

@@ -64,7 +64,7 @@ pub fn parse_quantity(s: &str) -> Result<u64, QuantityError> {
 }
 
 /// A Kubernetes CPU quantity (`2`, `0.5`, `1500m`) in millicores.
-pub fn parse_cpu(s: &str) -> Result<u64, QuantityError> {
+pub(crate) fn parse_cpu(s: &str) -> Result<u64, QuantityError> {
     let t = s.trim().trim_matches('"').trim_matches('\'');
     let bad = || {
         QuantityError(format!(
@@ -371,7 +371,7 @@ fn mariadb_settings(limit: u64) -> EngineSettingsAdvice {
     }
 }
 
-pub fn engine_settings(engine: EngineKind, limit: u64, conns: u64) -> EngineSettingsAdvice {
+pub(crate) fn engine_settings(engine: EngineKind, limit: u64, conns: u64) -> EngineSettingsAdvice {
     match engine {
         EngineKind::Mssql => mssql_settings(limit),
         EngineKind::Postgres => postgres_settings(limit, conns),
@@ -594,7 +594,7 @@ fn seq<'a>(n: &'a Node, path: &[&str]) -> Vec<&'a Node> {
 }
 
 /// Which engine an image runs, if a database.
-pub fn engine_of_image(image: &str) -> Option<EngineKind> {
+pub(crate) fn engine_of_image(image: &str) -> Option<EngineKind> {
     let i = image.to_ascii_lowercase();
     let name = i.rsplit('/').next().unwrap_or(&i);
     if i.contains("mssql") || i.contains("sqlserver") || i.contains("sql-server") {
@@ -1169,7 +1169,7 @@ pub struct PlumbPlan {
     pub engine_server: bool,
 }
 
-pub fn default_image(e: EngineKind) -> &'static str {
+pub(crate) fn default_image(e: EngineKind) -> &'static str {
     match e {
         EngineKind::Mssql => "mcr.microsoft.com/mssql/server:2022-latest",
         EngineKind::Postgres => "postgres:16",

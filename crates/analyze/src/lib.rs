@@ -75,7 +75,7 @@ impl Serialize for Note {
 
 /// Figures by name, whole ones written as integers (a count of 812, not 812.0), durations in
 /// seconds (`p50_ms` 1.5 is written `p50_s` 0.0015: one time unit per document).
-pub fn whole_numbers<K: AsRef<str> + Ord, S: serde::Serializer>(
+pub(crate) fn whole_numbers<K: AsRef<str> + Ord, S: serde::Serializer>(
     m: &std::collections::BTreeMap<K, f64>,
     s: S,
 ) -> Result<S::Ok, S::Error> {

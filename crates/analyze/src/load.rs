@@ -33,7 +33,7 @@ pub struct Percentiles {
 
 impl Percentiles {
     /// With the percentiles of each tenth of the window (all ten, or none).
-    pub fn with_tenths(mut self, tenths: &[Histogram<u64>]) -> Percentiles {
+    pub(crate) fn with_tenths(mut self, tenths: &[Histogram<u64>]) -> Percentiles {
         if tenths.len() == 10 && tenths.iter().all(|h| !h.is_empty()) {
             self.tenths_us = tenths
                 .iter()
@@ -49,7 +49,7 @@ impl Percentiles {
     }
 
     /// From a histogram of microseconds.
-    pub fn of_us(h: &Histogram<u64>) -> Percentiles {
+    pub(crate) fn of_us(h: &Histogram<u64>) -> Percentiles {
         let n = h.len();
         let at = |q: f64| {
             (n > 0 && n >= crate::io::samples_needed(q)).then(|| {

@@ -447,7 +447,7 @@ fn engine_mem(
 /// What the server itself says its cache holds, from its own figures (an engine snapshot's
 /// gauges): InnoDB's Innodb_buffer_pool_bytes_data, SQL Server's Database Cache Memory counter,
 /// PostgreSQL's pg_buffercache (buffers holding a page). None when the server gives none.
-pub fn live_cache_belief(
+pub(crate) fn live_cache_belief(
     kind: EngineKind,
     gauges: &std::collections::BTreeMap<String, f64>,
     block_size: u64,
@@ -505,7 +505,11 @@ pub fn apply_engine(
 }
 
 /// Replace the configured belief of the report's first engine of `kind` with the live one.
-pub fn apply_live_belief(rep: &mut MemReport, kind: EngineKind, belief: (u64, Said)) -> bool {
+pub(crate) fn apply_live_belief(
+    rep: &mut MemReport,
+    kind: EngineKind,
+    belief: (u64, Said),
+) -> bool {
     match rep.engines.iter_mut().find(|e| e.engine == kind) {
         Some(e) => {
             e.believed_cache_bytes = Some(belief.0);

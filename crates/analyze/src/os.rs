@@ -293,7 +293,7 @@ fn memory_section(s: &OsSample, page_size: u64) -> MemorySection {
 
 /// The memory limit that applies to a cgroup, or None when unlimited or above host RAM
 /// (a limit the host can never reach limits nothing).
-pub fn applied_memory_limit(cg: &ProcessCgroups, mem_total: Option<u64>) -> Option<u64> {
+pub(crate) fn applied_memory_limit(cg: &ProcessCgroups, mem_total: Option<u64>) -> Option<u64> {
     let lim = cg.memory.as_ref()?.effective_limit?.value()?;
     match mem_total {
         Some(t) if lim >= t => None,
@@ -342,7 +342,7 @@ fn process_section(p: &ProcessSnapshot, mem_total: Option<u64>, hz: Option<u64>)
 
 /// How a durable write reaches this device, from its write cache and FUA (None: no write cache
 /// mode reported).
-pub fn durability_of(q: &QueueInfo) -> Option<Said> {
+pub(crate) fn durability_of(q: &QueueInfo) -> Option<Said> {
     let wc = q.write_cache.as_deref()?;
     let s = Said::new("durable-path").text("write_cache", wc);
     Some(match q.fua {
@@ -368,7 +368,7 @@ fn disk_io(d: &DiskStats, uptime_s: Option<f64>) -> DiskIo {
     }
 }
 
-pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
+pub(crate) fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSection {
     let layers: Vec<DeviceLayer> = p
         .stack
         .as_ref()
@@ -429,7 +429,7 @@ pub fn storage_section(p: &PathSnapshot, uptime_s: Option<f64>) -> StorageSectio
 }
 
 /// How a durable write reaches persistent memory (mounted with DAX, or as a block device).
-pub fn pmem_durability(dax: Option<&str>) -> Said {
+pub(crate) fn pmem_durability(dax: Option<&str>) -> Said {
     match dax {
         Some(d) => Said::new("durable-pmem").text("dax", d),
         None => Said::new("durable-pmem"),

@@ -126,14 +126,6 @@ impl Stage {
         ],
         &[Stage::StandbyWritten, Stage::Replayed],
     ];
-
-    /// Stages that exist only with function probes.
-    pub fn needs_probe(self) -> bool {
-        matches!(
-            self,
-            Stage::CommitRecord | Stage::WaitForStandby | Stage::CommitReleased | Stage::Replayed
-        )
-    }
 }
 
 /// The probes the timeline uses, by PostgreSQL function: (probe name, function, at return).

@@ -255,7 +255,7 @@ pub(crate) fn words(x: impl FnOnce(&dyn Speaker) -> String, fallback: &str) -> S
 }
 
 /// Statements as their lines, where a struct carries a list of them (`serialize_with`).
-pub fn words_list<S: Serializer>(v: &[Said], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn words_list<S: Serializer>(v: &[Said], s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeSeq;
     let mut seq = s.serialize_seq(Some(v.len()))?;
     for x in v {
@@ -265,12 +265,12 @@ pub fn words_list<S: Serializer>(v: &[Said], s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// A statement as its line (`serialize_with`).
-pub fn as_words<S: Serializer>(v: &Said, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn as_words<S: Serializer>(v: &Said, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(&words(|w| w.said(v), &v.code))
 }
 
 /// A statement as its line, where a struct carries one (`serialize_with`).
-pub fn opt_words<S: Serializer>(v: &Option<Said>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn opt_words<S: Serializer>(v: &Option<Said>, s: S) -> Result<S::Ok, S::Error> {
     match v {
         Some(x) => s.serialize_some(&words(|w| w.said(x), &x.code)),
         None => s.serialize_none(),

@@ -21,7 +21,7 @@ pub const MIN_SIDE: usize = 8;
 /// Mann-Whitney U of `b` against `a` by the normal approximation (with the tie and continuity
 /// corrections). `None` when a side has fewer than [`MIN_SIDE`] values, a value is not finite,
 /// or every value is the same (no ranks to compare).
-pub fn rank_sum(a: &[f64], b: &[f64]) -> Option<RankSum> {
+pub(crate) fn rank_sum(a: &[f64], b: &[f64]) -> Option<RankSum> {
     let (n1, n2) = (a.len(), b.len());
     if n1 < MIN_SIDE || n2 < MIN_SIDE || a.iter().chain(b).any(|v| !v.is_finite()) {
         return None;
@@ -72,7 +72,7 @@ pub fn rank_sum(a: &[f64], b: &[f64]) -> Option<RankSum> {
 }
 
 /// P(Z > z) for a standard normal Z.
-pub fn upper_tail(z: f64) -> f64 {
+pub(crate) fn upper_tail(z: f64) -> f64 {
     0.5 * erfc(z / std::f64::consts::SQRT_2)
 }
 

@@ -222,12 +222,13 @@ pub struct Reading {
     pub notes: Vec<Note>,
 }
 
+#[cfg(test)] // only the tests call it
 /// The knee over levels in order of increasing load: the last level before the first step whose
 /// relative latency growth exceeds KNEE_ELASTICITY times its relative throughput growth (or where
 /// throughput stops growing while latency rises). A step counts only when its latency ranges
 /// do not overlap (the growth is beyond the spread of the repetitions); a step where
 /// throughput fell beyond its spread is a disturbance, never a knee.
-pub fn find_knee(levels: &[Level]) -> Option<Knee> {
+pub(crate) fn find_knee(levels: &[Level]) -> Option<Knee> {
     read_levels(levels).knee
 }
 
@@ -242,7 +243,7 @@ fn steps(levels: &[Level]) -> impl Iterator<Item = (&Level, &Level, [Spread; 4])
     })
 }
 
-pub fn read_levels(levels: &[Level]) -> Reading {
+pub(crate) fn read_levels(levels: &[Level]) -> Reading {
     let mut notes = Vec::new();
     let mut knee = None;
     let mut blurred: Option<(String, String, f64)> = None;

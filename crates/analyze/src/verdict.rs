@@ -68,7 +68,7 @@ pub fn grade(i: Option<&Interference>) -> Trust {
     }
 }
 
-pub fn window_trust(phase: &str, i: Option<&Interference>) -> WindowTrust {
+pub(crate) fn window_trust(phase: &str, i: Option<&Interference>) -> WindowTrust {
     WindowTrust {
         phase: phase.to_string(),
         trust: grade(i),

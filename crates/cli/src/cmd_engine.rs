@@ -29,7 +29,7 @@ impl DirArg {
     }
 
     /// The directory given, else the default one of `kind`'s.
-    pub fn dir_for(&self, kind: &str) -> PathBuf {
+    pub(crate) fn dir_for(&self, kind: &str) -> PathBuf {
         match (&self.dir, kind) {
             (Some(d), _) => d.clone(),
             (None, "mariadb") => plumb_engine::private_maria::default_dir(),

@@ -14,7 +14,7 @@ fn dir_err(d: &Path, e: plumb_engine::Error) -> anyhow::Error {
 
 /// Whether `d` holds plumb's private MariaDB (its manifest says so), or holds nothing yet and
 /// `kind` asks for one.
-pub fn holds_mariadb(d: &Path, kind: &str) -> Result<bool> {
+pub(crate) fn holds_mariadb(d: &Path, kind: &str) -> Result<bool> {
     Ok(match private::kind_of(d).map_err(|e| dir_err(d, e))? {
         Some(k) => k == plumb_engine::Kind::Mariadb,
         None => kind == "mariadb",

@@ -37,7 +37,7 @@ pub fn command_line() -> String {
 
 /// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
 /// SIGTERM, 129 for SIGHUP), as a shell reports it.
-pub fn interrupted_code() -> i32 {
+pub(crate) fn interrupted_code() -> i32 {
     plumb_sys::signal::exit_code_for(
         plumb_sys::signal::received().unwrap_or(plumb_sys::signal::SIGINT),
     )

@@ -207,7 +207,7 @@ pub struct DiskspdArgs {
 }
 
 /// Apply flags over a base job (a preset or the defaults).
-pub fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
+pub(crate) fn build_job(f: &JobFlags, targets: Vec<PathBuf>) -> Result<Job> {
     let spec = plumb_io::job_spec::JobSpec {
         preset: f.preset.clone(),
         duration: f.duration.clone(),

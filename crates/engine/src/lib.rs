@@ -79,7 +79,7 @@ pub fn interrupted() -> bool {
 
 /// A connection error's message with what to check, for the errors whose words alone do not
 /// say it ("Connection refused" names neither the server nor the port).
-pub fn with_hint(kind: Kind, message: String) -> String {
+pub(crate) fn with_hint(kind: Kind, message: String) -> String {
     let m = message.to_ascii_lowercase();
     let (name, port, socket) = match kind {
         Kind::Postgres => (
@@ -196,11 +196,6 @@ impl Snapshot {
         for (n, v) in names.iter().zip(vals) {
             *row.entry(n.to_string()).or_insert(0.0) += *v;
         }
-    }
-
-    /// The reset key a counter or object set belongs to (`wal.bytes` → the `wal` view's reset).
-    pub fn reset_of(&self, set: &str) -> Option<&String> {
-        self.resets.get(set)
     }
 }
 
@@ -393,7 +388,7 @@ pub fn session(t: &Target) -> Result<Box<dyn Session>> {
 }
 
 /// Whether a host named in a URL is this machine (so /proc can see the server's processes).
-pub fn is_local_host(host: &str) -> bool {
+pub(crate) fn is_local_host(host: &str) -> bool {
     host.is_empty()
         || host.starts_with('/')
         || matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")

@@ -489,7 +489,7 @@ impl crate::Observer for MariaObserver {
 pub const STATEMENT_DIGESTS: &str = "SELECT DIGEST, COUNT_STAR, SUM_TIMER_WAIT, SUM_ROWS_SENT + SUM_ROWS_AFFECTED, DIGEST_TEXT FROM performance_schema.events_statements_summary_by_digest WHERE DIGEST IS NOT NULL";
 
 /// Statement digest rows as statements (timer picoseconds to microseconds), one per digest.
-pub fn statements_from(rows: &[Vec<Value>]) -> Vec<crate::statements::Statement> {
+pub(crate) fn statements_from(rows: &[Vec<Value>]) -> Vec<crate::statements::Statement> {
     use crate::statements::{merge, normalize, Statement};
     let out = rows
         .iter()
@@ -646,7 +646,7 @@ fn binlog_position(file: &str, pos: u64) -> Option<u64> {
 
 /// The status and variable rows (name, value) as a [`SemiSync`]; None when the server has no
 /// semi-sync at all (neither variables nor status).
-pub fn semisync_from(
+pub(crate) fn semisync_from(
     status: &BTreeMap<String, String>,
     variables: &BTreeMap<String, String>,
     binlog: Option<(String, u64)>,

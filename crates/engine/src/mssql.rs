@@ -15,7 +15,7 @@
 pub use crate::mssql_client::{
     client_main, on_interrupt, use_client_program, MssqlConn, CLIENT_ARG, MEMORY_BOUND,
 };
-pub use crate::mssql_direct::{parse_url, result_set, MAX_RESULT_BYTES, MAX_ROWS};
+pub use crate::mssql_direct::{parse_url, MAX_RESULT_BYTES, MAX_ROWS};
 pub use crate::mssql_result::{Cell, ResultSet};
 use crate::{Error, Kind, Result, ServerInfo, Snapshot, Target};
 use std::collections::BTreeMap;
@@ -164,7 +164,7 @@ pub fn parse_query_stats(rs: &ResultSet) -> Result<Vec<crate::statements::Statem
 }
 
 /// Where each set comes from, for messages.
-pub fn source_of(set: &str) -> &'static str {
+pub(crate) fn source_of(set: &str) -> &'static str {
     match set {
         "server" => "SERVERPROPERTY",
         "sys_info" => "sys.dm_os_sys_info",
@@ -187,7 +187,7 @@ pub fn source_of(set: &str) -> &'static str {
 }
 
 /// The permission that reads the server's performance views on this major version.
-pub fn state_permission(major: u32) -> &'static str {
+pub(crate) fn state_permission(major: u32) -> &'static str {
     if major >= 16 {
         "VIEW SERVER PERFORMANCE STATE (SQL Server 2022 and later; VIEW SERVER STATE includes it)"
     } else {
@@ -294,13 +294,13 @@ pub fn is_ignorable(wait: &str) -> bool {
     IGNORABLE_WAITS.contains(&wait)
 }
 
-pub fn parse_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     put_waits(rs, s, "wait", "wait_ignorable")
 }
 
 /// The workload session's waits (sys.dm_exec_session_wait_stats), its parallel workers'
 /// included, beside the server-wide ones.
-pub fn parse_session_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_session_waits(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     put_waits(rs, s, "session_wait", "session_wait_ignorable")
 }
 
@@ -325,7 +325,7 @@ fn put_waits(rs: &ResultSet, s: &mut Snapshot, set: &str, ignorable: &str) -> Re
 /// exchange waits (CXPACKET, CXCONSUMER) name the query's own session as the blocker, and
 /// blocking_session_id is NULL when nobody blocks and negative when the blocker is unknown
 /// (-2 orphaned distributed transaction, -3 deferred recovery, -4 latch owner not known).
-pub fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let rows = rs.pick(
         "wait_type",
         &["wait_duration_ms", "blocking_session_id", "session_id"],
@@ -349,7 +349,7 @@ pub fn parse_waiting_tasks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
 /// Per file: `sales/sales_data ROWS (/var/opt/mssql/data/sales.mdf)`; a file whose
 /// sys.master_files row the login may not see is `sales/file 3 (name not visible)`, and the
 /// snapshot says how many are so.
-pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let (db, ln, pn, ty) = (
         rs.col("database_name")?,
         rs.col("logical_name")?,
@@ -416,14 +416,14 @@ pub fn parse_files(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-pub fn parse_latches(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_latches(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     for (c, v) in rs.pick("latch_class", &["waiting_requests_count", "wait_time_ms"])? {
         s.put_object("latch", &c, &["count", "wait_ms"], &v);
     }
     Ok(())
 }
 
-pub fn parse_spinlocks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_spinlocks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     for (n, v) in rs.pick("name", &["collisions", "spins", "sleep_time", "backoffs"])? {
         s.put_object(
             "spinlock",
@@ -435,7 +435,7 @@ pub fn parse_spinlocks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-pub fn parse_schedulers(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_schedulers(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let rows = rs.pick(
         "scheduler_id",
         &[
@@ -470,7 +470,7 @@ pub fn parse_schedulers(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-pub fn parse_clerks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_clerks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     let mut rows = rs.pick("type", &["pages_kb"])?;
     rows.sort_by(|a, b| b.1[0].total_cmp(&a.1[0]));
     let total: f64 = rows.iter().map(|r| r.1[0] * 1024.0).sum();
@@ -485,7 +485,7 @@ pub fn parse_clerks(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     Ok(())
 }
 
-pub fn parse_process_memory(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_process_memory(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     if let Some(v) = rs.first_f64("physical_memory_in_use_kb")? {
         s.gauges
             .insert("memory.process_in_use_bytes".into(), v * 1024.0);
@@ -526,7 +526,7 @@ pub mod cntr_type {
 
 /// A counter name as a metric name: `Page life expectancy` → `page_life_expectancy`;
 /// `(KB)` becomes a `_bytes` suffix (the value is multiplied), `(ms)` a `_ms` suffix.
-pub fn slug(name: &str) -> (String, f64) {
+pub(crate) fn slug(name: &str) -> (String, f64) {
     let mut n = name.trim().to_ascii_lowercase();
     let mut scale = 1.0;
     let mut suffix = "";
@@ -650,7 +650,7 @@ fn slug_plain(s: &str) -> String {
     slug(s).0
 }
 
-pub fn parse_tempdb(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_tempdb(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     for (col, name) in [
         ("user_objects_kb", "user_objects_bytes"),
         ("internal_objects_kb", "internal_objects_bytes"),
@@ -691,7 +691,7 @@ pub const BUSY_ACCURATE_MS: f64 = 4_294_967_296.0;
 /// sys.dm_os_sys_info): past 49 days of CPU time, or busier than possible, the busy counters
 /// are dropped and the snapshot says why (CPU time then comes from the schedulers'
 /// total_cpu_usage_ms).
-pub fn check_busy(s: &mut Snapshot) {
+pub(crate) fn check_busy(s: &mut Snapshot) {
     let setting = |k: &str| s.settings.get(k).and_then(|v| v.parse::<f64>().ok());
     let (Some(cpu_ms), Some(up_ms), Some(cpus)) = (
         s.counters.get("busy.cpu_ms").copied(),
@@ -722,14 +722,14 @@ pub fn check_busy(s: &mut Snapshot) {
 }
 
 /// The server row: version (SERVERPROPERTY, readable by any login).
-pub fn parse_server(rs: &ResultSet, s: &mut Snapshot) -> Result<u32> {
+pub(crate) fn parse_server(rs: &ResultSet, s: &mut Snapshot) -> Result<u32> {
     let major = rs.first_f64("major_version")?.unwrap_or(0.0) as u32;
     s.version = rs.first_text("product_version")?.unwrap_or_default();
     Ok(major)
 }
 
 /// sys.dm_os_sys_info: start time, CPUs, memory target and uptime.
-pub fn parse_sys_info(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_sys_info(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     s.server_start = rs.first_text("start_time")?.unwrap_or_default();
     for k in ["uptime_ms", "cpu_count"] {
         if let Some(v) = rs.first_f64(k)? {
@@ -747,7 +747,7 @@ pub fn parse_sys_info(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
 }
 
 /// sys.dm_exec_sessions for the workload's session: its CPU and I/O so far.
-pub fn parse_session(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn parse_session(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
     for (col, name) in [
         ("cpu_time", "cpu_ms"),
         ("total_scheduled_time", "scheduled_ms"),
@@ -765,7 +765,7 @@ pub fn parse_session(rs: &ResultSet, s: &mut Snapshot) -> Result<()> {
 }
 
 /// One sample of the curves read during a run: the run queue and memory grants.
-pub fn parse_curves(rs: &ResultSet) -> Result<Vec<(String, f64)>> {
+pub(crate) fn parse_curves(rs: &ResultSet) -> Result<Vec<(String, f64)>> {
     let mut out = Vec::new();
     for (col, name, scale) in [
         ("runnable_tasks", "runnable_tasks", 1.0),
@@ -996,11 +996,6 @@ impl MssqlObserver {
             curves_failed: None,
         })
     }
-
-    /// Why the run-queue and grant curves could not be sampled, if they could not.
-    pub fn curves_failed(&self) -> Option<&str> {
-        self.curves_failed.as_deref()
-    }
 }
 
 impl crate::Observer for MssqlObserver {
@@ -1159,7 +1154,7 @@ pub struct HadrReplica {
 }
 
 /// The replica rows of [`HADR_REPLICAS`]; a column missing is an error naming it.
-pub fn parse_hadr(rs: &ResultSet) -> Result<Vec<HadrReplica>> {
+pub(crate) fn parse_hadr(rs: &ResultSet) -> Result<Vec<HadrReplica>> {
     let c = |n: &str| rs.col(n);
     let (db, srv, mode, local, primary, state, health) = (
         c("database_name")?,

@@ -313,17 +313,6 @@ impl Direct {
     }
 }
 
-/// Rows as the driver returns them, under the columns of their metadata.
-pub fn result_set(columns: Vec<String>, rows: Vec<tiberius::Row>) -> ResultSet {
-    ResultSet {
-        columns,
-        rows: rows
-            .into_iter()
-            .map(|r| r.into_iter().map(cell_of).collect())
-            .collect(),
-    }
-}
-
 fn cell_bytes(c: &Cell) -> usize {
     match c {
         Cell::Text(t) => t.len() + 24,

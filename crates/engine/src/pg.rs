@@ -507,7 +507,7 @@ pub const WAIT_TYPES: &[(&str, &str)] = &[
 /// state, the active ones by what they wait on (plumb's own session left out), whether a
 /// checkpoint is running (the checkpointer waits on anything but its idle `CheckpointerMain`),
 /// and the standbys' replay lag.
-pub fn activity_gauges(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
+pub(crate) fn activity_gauges(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
     let rows = c.rows(
         "pg_stat_activity",
         "SELECT coalesce(state, ''), coalesce(wait_event_type, ''), count(*)::float8 FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() GROUP BY 1, 2",
@@ -569,7 +569,7 @@ pub fn activity_gauges(c: &mut Conn, s: &mut Snapshot) -> Result<()> {
 }
 
 /// What backends are waiting on now: one backend, or every active client backend but our own.
-pub fn waits_now(c: &mut Conn, pid: Option<u32>) -> Result<Vec<(String, String)>> {
+pub(crate) fn waits_now(c: &mut Conn, pid: Option<u32>) -> Result<Vec<(String, String)>> {
     let rows = match pid {
         Some(p) => c.client.query(
             "SELECT coalesce(wait_event_type, ''), coalesce(wait_event, '') FROM pg_stat_activity WHERE pid = $1 AND state = 'active'",
@@ -595,7 +595,7 @@ pub fn waits_now(c: &mut Conn, pid: Option<u32>) -> Result<Vec<(String, String)>
 }
 
 /// Make the workload session's statistics visible to other sessions now.
-pub fn flush_stats(c: &mut Conn) {
+pub(crate) fn flush_stats(c: &mut Conn) {
     if c.version_num >= 150000 {
         let _ = c.client.batch_execute("SELECT pg_stat_force_next_flush()");
     }
@@ -603,7 +603,7 @@ pub fn flush_stats(c: &mut Conn) {
     let _ = c.client.batch_execute("SELECT 1");
 }
 
-pub fn server_info(c: &mut Conn) -> Result<ServerInfo> {
+pub(crate) fn server_info(c: &mut Conn) -> Result<ServerInfo> {
     let r = c
         .client
         .query_one("SELECT version()", &[])
@@ -859,7 +859,7 @@ pub(crate) fn local_postgres(local: bool, pid: u32) -> Option<u32> {
 }
 
 /// An error and its causes in one line ("error connecting to server: failed to lookup address").
-pub fn with_causes(e: &dyn std::error::Error) -> String {
+pub(crate) fn with_causes(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(c) = src {

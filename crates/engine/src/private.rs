@@ -461,7 +461,7 @@ pub fn trusted_place(dir: &Path) -> Result<()> {
 /// from `/` down (a world-writable one only with the sticky bit, and then what lies below it
 /// must be root's or the caller's), a symbolic link on the way, and the file itself. The error
 /// names the path that others can change.
-pub fn trusted_path(path: &Path) -> Result<PathBuf> {
+pub(crate) fn trusted_path(path: &Path) -> Result<PathBuf> {
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -1196,11 +1196,6 @@ pub fn status(dir: &Path) -> Result<Option<Running>> {
         None => Ok(None),
         Some(d) => Ok(running_in(&d)),
     }
-}
-
-/// Whether `dir` is an instance directory plumb made (it holds plumb's manifest).
-pub fn is_plumb_dir(dir: &Path) -> bool {
-    matches!(look(dir), Ok(Found::Dir(_))) && matches!(read_manifest(dir), Ok(Some(_)))
 }
 
 #[derive(Debug, Clone, Default)]

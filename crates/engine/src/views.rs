@@ -155,7 +155,7 @@ pub fn pg_dir(name: &str) -> &'static str {
 }
 
 /// The directory a SQL Server view belongs in: the DMV's family (`dm_exec_*` → `exec`).
-pub fn mssql_dir(name: &str) -> &'static str {
+pub(crate) fn mssql_dir(name: &str) -> &'static str {
     for (prefix, dir) in [
         ("dm_exec_", "exec"),
         ("dm_os_", "os"),
@@ -179,7 +179,7 @@ pub fn mssql_dir(name: &str) -> &'static str {
 }
 
 /// The directory a MariaDB table belongs in, from its schema and name.
-pub fn maria_dir(schema: &str, name: &str) -> Option<&'static str> {
+pub(crate) fn maria_dir(schema: &str, name: &str) -> Option<&'static str> {
     let lower = name.to_ascii_lowercase();
     match schema.to_ascii_lowercase().as_str() {
         "performance_schema" => Some("performance_schema"),
@@ -849,7 +849,7 @@ pub struct NotOneSelect(pub String);
 /// Whether `sql` is one T-SQL SELECT (or `WITH … SELECT`) that cannot write or end the
 /// transaction it runs in; the reason when it is not. Strings ('…'), quoted names ("…", […])
 /// and comments (--, /* */, nested) are skipped; every other word is looked at.
-pub fn tsql_one_select(sql: &str) -> std::result::Result<(), NotOneSelect> {
+pub(crate) fn tsql_one_select(sql: &str) -> std::result::Result<(), NotOneSelect> {
     let b = sql.as_bytes();
     let mut words: Vec<String> = Vec::new();
     let mut i = 0;

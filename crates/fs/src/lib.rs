@@ -99,7 +99,7 @@ fn resolve(path: &Path) -> Result<PathBuf> {
 
 /// What is mounted at `path` (resolved), looking at the mount table and, for a plumb mount,
 /// whether a plumb still answers there.
-pub fn at_path(path: &Path) -> Result<(PathBuf, AtPath)> {
+pub(crate) fn at_path(path: &Path) -> Result<(PathBuf, AtPath)> {
     let path = resolve(path)?;
     let mounts = plumb_sys::mount::read_mountinfo(&plumb_sys::Root::host(), None)
         .map_err(|e| Error::Mount(format!("the mount table: {e}")))?;

@@ -246,7 +246,7 @@ impl Results {
 
     /// Forget the results of query files that are no longer in the directory, so their
     /// memory goes back to the system.
-    pub fn keep_queries(&self, names: &[String]) {
+    pub(crate) fn keep_queries(&self, names: &[String]) {
         let gone = |k: &Key| matches!(k, Key::Query(n) if !names.contains(n));
         let mut big = false;
         lock(&self.newest).retain(|k, s| {

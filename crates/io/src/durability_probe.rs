@@ -57,7 +57,7 @@ pub struct ModeRun {
 /// commits rewrite the current WAL page: one durable write, measured again and again.
 const PROBE_FILE: u64 = 1 << 20;
 
-pub fn probe_file_path(path: &Path) -> PathBuf {
+pub(crate) fn probe_file_path(path: &Path) -> PathBuf {
     if path.is_dir() {
         path.join(format!("plumb-durability-{}.dat", std::process::id()))
     } else {

@@ -192,7 +192,7 @@ pub struct Burst {
     pub think: Duration,
 }
 
-pub fn ser_secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ser_secs<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_secs_f64())
 }
 
@@ -263,14 +263,10 @@ impl Job {
         }
     }
 
-    pub fn submit_batch(&self) -> u32 {
+    pub(crate) fn submit_batch(&self) -> u32 {
         self.batch_submit
             .unwrap_or(self.queue_depth / 4)
             .clamp(1, self.queue_depth.max(1))
-    }
-
-    pub fn total_threads(&self) -> u32 {
-        self.threads * self.targets.len().max(1) as u32
     }
 
     /// Check the job is internally consistent; the message names the offending setting.

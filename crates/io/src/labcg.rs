@@ -123,21 +123,6 @@ impl LabCgroup {
         write(&d.dir.join(file), &v)
     }
 
-    /// Memory charged to the cgroup now.
-    pub fn memory_usage(&self) -> Option<u64> {
-        let d = self.memory.as_ref()?;
-        let f = if d.version == 1 {
-            "memory.usage_in_bytes"
-        } else {
-            "memory.current"
-        };
-        std::fs::read_to_string(d.dir.join(f))
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-
     /// Move plumb back to where it was, leaving what it started meanwhile inside (a server
     /// born in the cgroup stays there; what plumb starts next is not).
     pub fn leave(&self) -> Result<()> {

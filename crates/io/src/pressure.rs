@@ -64,7 +64,7 @@ pub struct Setup {
 
 /// The sizes plumb will not exceed without --force: available memory plus free disk swap,
 /// less headroom. zram does not count: random pages compress to their own size in RAM.
-pub fn check_size(size: u64, available: u64, free_disk_swap: u64) -> crate::Result<()> {
+pub(crate) fn check_size(size: u64, available: u64, free_disk_swap: u64) -> crate::Result<()> {
     let headroom = (available / 20).max(256 << 20);
     let cap = (available + free_disk_swap).saturating_sub(headroom);
     if size > cap {

@@ -181,7 +181,7 @@ fn clear_orphan(path: &Path) -> Result<bool> {
 /// Remove the files plumb runs left in `dir` when they died without cleaning up: half-filled
 /// ones nobody fills, and run files whose run is gone. Only names starting with `plumb-` are
 /// looked at, and only files carrying plumb's mark are touched. Returns what was removed.
-pub fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn remove_leftovers(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -236,7 +236,7 @@ const SIGNATURES: &[(u64, &[u8], &str)] = &[
 ];
 
 /// What the first 72 KiB of a device say it holds.
-pub fn detect_signature(head: &[u8]) -> Option<&'static str> {
+pub(crate) fn detect_signature(head: &[u8]) -> Option<&'static str> {
     SIGNATURES.iter().find_map(|(off, magic, what)| {
         let o = *off as usize;
         (head.len() >= o + magic.len() && &head[o..o + magic.len()] == *magic).then_some(*what)
@@ -296,7 +296,7 @@ fn explain_open_error(path: &Path, e: std::io::Error, job: &Job) -> Error {
 /// `stop` is polled so Ctrl-C during a long prefill removes the partial file.
 /// `keep`: the file stays after the run (and a later run may reuse it); else it is marked as
 /// this run's, so that it is removed by a later run if this one dies before removing it.
-pub fn create_file(
+pub(crate) fn create_file(
     path: &Path,
     size: u64,
     seed: u64,
@@ -329,7 +329,7 @@ pub fn will_create(path: &Path, size: u64) -> bool {
 
 /// Whether a new file of `size` bytes can be made at `path` (its directory exists, nothing is
 /// there, the filesystem has the room), checked before anything is written or announced.
-pub fn check_create(path: &Path, size: u64) -> Result<()> {
+pub(crate) fn check_create(path: &Path, size: u64) -> Result<()> {
     if path.symlink_metadata().is_ok() {
         return Err(Error::Refused(format!(
             "{}: something is already there",

@@ -52,7 +52,7 @@ pub fn run(
 /// Probe several directories (candidate log devices) side by side: the same modes and block
 /// sizes, interleaved across the directories within each round, so that whatever else happens
 /// on the host touches every candidate alike. One result per directory, in order.
-pub fn run_many(
+pub(crate) fn run_many(
     opts: &[ProbeOptions],
     block_sizes: &[u32],
     reps: u32,

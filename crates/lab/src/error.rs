@@ -70,7 +70,7 @@ impl Error {
 
     /// The message and its causes in one line (`doing this: because of that`), each cause left
     /// out where the message before it already quotes it.
-    pub fn chain_text(&self) -> String {
+    pub(crate) fn chain_text(&self) -> String {
         let mut out = self.to_string();
         let mut last = out.clone();
         let mut cause = std::error::Error::source(self);

@@ -91,7 +91,7 @@ impl Config {
 
 /// The host's findings and every experiment's, critical first (within a severity, in the
 /// order the rules ran).
-pub fn all_findings(
+pub(crate) fn all_findings(
     r: &LabReport,
     experiments: &[Box<dyn Experiment>],
 ) -> Vec<plumb_analyze::lab::Finding> {
@@ -108,7 +108,7 @@ pub fn all_findings(
 
 /// A warning drawn from a phase that something else disturbed is not the server's problem until
 /// a clean run shows it: lowered to info, with the phase's evidence.
-pub fn downgrade_if_disturbed(
+pub(crate) fn downgrade_if_disturbed(
     f: &mut plumb_analyze::lab::Finding,
     windows: &[plumb_analyze::lab::Window],
 ) {
@@ -249,7 +249,7 @@ impl<'e> Progress<'e> {
     }
 
     /// The running step's live figure, of the workload `what`.
-    pub fn live_as(&mut self, what: &str, tps: f64, latency_ms: Option<f64>) {
+    pub(crate) fn live_as(&mut self, what: &str, tps: f64, latency_ms: Option<f64>) {
         self.events.event(Event::Live {
             what,
             tps,

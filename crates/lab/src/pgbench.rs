@@ -24,7 +24,7 @@ pub struct PgbenchRun {
 }
 
 /// A child's output, or None when the lab was stopped while it ran.
-pub fn run_child(
+pub(crate) fn run_child(
     cmd: &mut Command,
     cancel: &dyn Fn() -> bool,
 ) -> Result<Option<std::process::Output>> {
@@ -33,7 +33,7 @@ pub fn run_child(
 
 /// As [`run_child`], handing each new `progress:` line the child writes to stderr (pgbench -P)
 /// to `live` as it comes.
-pub fn run_child_live(
+pub(crate) fn run_child_live(
     cmd: &mut Command,
     cancel: &dyn Fn() -> bool,
     live: &mut dyn FnMut(&str),
@@ -190,7 +190,7 @@ impl PgbenchRun {
 
 /// pgbench's progress line ("progress: 5.0 s, 4712.3 tps, lat 0.845 ms stddev 0.312, 0 failed"):
 /// its transactions per second and mean latency in ms.
-pub fn progress_figures(line: &str) -> Option<(f64, Option<f64>)> {
+pub(crate) fn progress_figures(line: &str) -> Option<(f64, Option<f64>)> {
     let mut tps = None;
     let mut lat = None;
     for f in line.split(',').map(str::trim) {
@@ -236,7 +236,9 @@ fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u6
 
 /// The 10th and 90th percentiles of the transactions per second over the run's whole seconds
 /// (the first and last, partial, left out); None with fewer than five.
-pub fn tps_spread(per_second: &std::collections::BTreeMap<u64, u64>) -> (Option<f64>, Option<f64>) {
+pub(crate) fn tps_spread(
+    per_second: &std::collections::BTreeMap<u64, u64>,
+) -> (Option<f64>, Option<f64>) {
     let mut v: Vec<u64> = per_second.values().copied().collect();
     if v.len() < 7 {
         return (None, None);
@@ -250,7 +252,7 @@ pub fn tps_spread(per_second: &std::collections::BTreeMap<u64, u64>) -> (Option<
 
 /// The transactions of each whole second in order, without the first and last (which the run
 /// may cut); a second with none counts as 0.
-pub fn whole_seconds(per_second: &std::collections::BTreeMap<u64, u64>) -> Vec<f64> {
+pub(crate) fn whole_seconds(per_second: &std::collections::BTreeMap<u64, u64>) -> Vec<f64> {
     let (Some((&first, _)), Some((&last, _))) =
         (per_second.first_key_value(), per_second.last_key_value())
     else {
@@ -284,7 +286,7 @@ pub fn empty(scale: u32) -> Pgbench {
 }
 
 /// pgbench's summary lines: transactions processed, failed, tps.
-pub fn parse_pgbench(s: &str) -> Option<Pgbench> {
+pub(crate) fn parse_pgbench(s: &str) -> Option<Pgbench> {
     let after = |key: &str| -> Option<&str> {
         s.lines()
             .find_map(|l| l.trim().strip_prefix(key).map(str::trim))
@@ -310,7 +312,7 @@ pub fn parse_pgbench(s: &str) -> Option<Pgbench> {
 }
 
 /// Bytes of the files under a directory (the database's size on disk).
-pub fn dir_bytes(p: &Path) -> u64 {
+pub(crate) fn dir_bytes(p: &Path) -> u64 {
     std::fs::read_dir(p)
         .map(|rd| {
             rd.flatten()

@@ -193,7 +193,7 @@ impl Plan {
     }
 
     /// pgbench runs this long (2 s or more: it needs time to settle).
-    pub fn with_pgbench(mut self, d: Duration) -> Result<Plan> {
+    pub(crate) fn with_pgbench(mut self, d: Duration) -> Result<Plan> {
         if d < Duration::from_secs(2) {
             crate::refuse!("--duration: use 2s or more (pgbench needs time to settle)");
         }
@@ -203,7 +203,7 @@ impl Plan {
 
     /// Disk space the lab needs at most: the probe file, pgbench's tables and indexes, the
     /// loops' table and WAL up to max_wal_size.
-    pub fn space_needed(&self) -> u64 {
+    pub(crate) fn space_needed(&self) -> u64 {
         self.probe_file + self.scale as u64 * PER_SCALE + (1 << 30)
     }
 

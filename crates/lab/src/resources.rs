@@ -198,7 +198,7 @@ fn write_marker(path: &Path, pid: u32) -> std::io::Result<()> {
 /// Labs killed outright (SIGKILL, out of memory, a power cut) leave their work directory, and
 /// maybe their PostgreSQL running in it. A lab directory under `parent` whose marker names a PID
 /// that is gone, owned by this user, is stopped and removed.
-pub fn remove_dead_labs(parent: &Path) {
+pub(crate) fn remove_dead_labs(parent: &Path) {
     use std::os::unix::fs::MetadataExt;
     let Ok(rd) = std::fs::read_dir(parent) else {
         return;

@@ -26,7 +26,7 @@ fn short_version(v: &str) -> String {
 }
 
 /// Settings of plumb's private instance for the lab.
-pub fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
+pub(crate) fn private_settings(shared_buffers: &str) -> Vec<(String, String)> {
     [
         ("shared_buffers", shared_buffers),
         ("max_wal_size", "2GB"),
@@ -55,7 +55,7 @@ pub fn absolute(p: &std::path::Path) -> PathBuf {
 
 /// The private MariaDB's buffer pool for the lab: the size PostgreSQL's lab gives
 /// shared_buffers ("128MB" → "128M", MariaDB's spelling).
-pub fn mariadb_buffer_pool(shared_buffers: &str) -> String {
+pub(crate) fn mariadb_buffer_pool(shared_buffers: &str) -> String {
     shared_buffers.trim_end_matches('B').to_string()
 }
 
@@ -127,7 +127,7 @@ impl Server {
         })
     }
 
-    pub fn is_private(&self) -> bool {
+    pub(crate) fn is_private(&self) -> bool {
         self.private.is_some() || self.private_maria.is_some()
     }
 
@@ -139,7 +139,7 @@ impl Server {
             .unwrap_or_else(|| "fdatasync".into())
     }
 
-    pub fn mem_kind(&self) -> plumb_sys::smaps::EngineKind {
+    pub(crate) fn mem_kind(&self) -> plumb_sys::smaps::EngineKind {
         match self.kind {
             plumb_engine::Kind::Postgres => plumb_sys::smaps::EngineKind::Postgres,
             plumb_engine::Kind::Mariadb => plumb_sys::smaps::EngineKind::Mariadb,
@@ -150,7 +150,7 @@ impl Server {
 
 /// The same connection URL (without its password: see
 /// [`plumb_engine::secret::split_password`]) with another database.
-pub fn with_database(url: &str, db: &str) -> String {
+pub(crate) fn with_database(url: &str, db: &str) -> String {
     if !url.contains("://") {
         // key=value conninfo, quoted values kept whole
         if let Some(mut params) = plumb_engine::secret::parse_conninfo(url) {

@@ -15,7 +15,7 @@ use plumb_sys::ledger::{self, Entry, Item};
 
 /// How the ledger and the pending list name a server: the engine and its address (host and
 /// port, or socket), never a user or a password.
-pub fn server_key(t: &Target) -> (String, String) {
+pub(crate) fn server_key(t: &Target) -> (String, String) {
     let engine = t.kind().map(|k| k.name().to_string()).unwrap_or_default();
     let server = plumb_engine::server_and_database(&t.url)
         .map(|(s, _)| s)
@@ -77,7 +77,7 @@ impl ServerDb {
     /// A kept database this run did not create and found plumb's alone: left as it is when
     /// this goes, unless `drop` (the user's `--drop-kept`), and then only after the checks
     /// pass again.
-    pub fn adopt(target: &Target, name: &str, objects: Vec<String>, drop: bool) -> ServerDb {
+    pub(crate) fn adopt(target: &Target, name: &str, objects: Vec<String>, drop: bool) -> ServerDb {
         ServerDb {
             target: target.clone(),
             name: name.to_string(),
@@ -90,12 +90,12 @@ impl ServerDb {
     }
 
     /// Whether this run created it.
-    pub fn made_here(&self) -> bool {
+    pub(crate) fn made_here(&self) -> bool {
         self.made
     }
 
     /// Whether it will be dropped when this goes.
-    pub fn dropped_after(&self) -> bool {
+    pub(crate) fn dropped_after(&self) -> bool {
         self.drop
     }
 
@@ -155,7 +155,7 @@ fn drop_checked(t: &Target, name: &str, objects: &[String]) -> std::result::Resu
 /// only when its mark still carries the dead run's token and it is plumb's alone; `note` says
 /// what was dropped and what was left, and why. Without a ledger (not root) there is nothing
 /// to do.
-pub fn reclaim_on(admin: &mut Admin, t: &Target, note: &mut dyn FnMut(String)) {
+pub(crate) fn reclaim_on(admin: &mut Admin, t: &Target, note: &mut dyn FnMut(String)) {
     let (engine, server) = server_key(t);
     for p in ledger::pending_databases(&engine, &server) {
         let Item::Database {

@@ -18,7 +18,7 @@ use plumb_io::job::JobError;
 
 /// Queue depths from a comma-separated list ("1,2,4"): sorted, each once, 1 to 4096. The
 /// error names the item.
-pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, JobError> {
+pub(crate) fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, JobError> {
     let mut qds = Vec::new();
     for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
         let q: u32 = item
@@ -37,7 +37,7 @@ pub fn parse_qd_levels(list: &str) -> std::result::Result<Vec<u32>, JobError> {
 /// The base job at each rate of a comma-separated list ("50MB/s,2000iops,unthrottled"), in
 /// order of increasing load (an IOPS rate counts as IOPS × block size; unthrottled last). The
 /// error names the item.
-pub fn rate_levels(base: &Job, list: &str) -> std::result::Result<Vec<LevelJob>, JobError> {
+pub(crate) fn rate_levels(base: &Job, list: &str) -> std::result::Result<Vec<LevelJob>, JobError> {
     use plumb_sys::units::{parse_rate, Rate};
     let mut v = Vec::new();
     for item in list.split(',').map(str::trim).filter(|x| !x.is_empty()) {
@@ -267,7 +267,7 @@ pub fn watched_run(
 }
 
 /// One run of a job on prepared targets (removed again unless kept); None when stopped.
-pub fn run_once(
+pub(crate) fn run_once(
     j: &Job,
     safety: &Safety,
     cancel: &dyn Fn() -> bool,

@@ -69,19 +69,19 @@ impl EngineSampler {
 
     /// Also read per-statement figures: the `top` heaviest since the last reading join those
     /// followed, up to `cap` (0: none).
-    pub fn with_statements(mut self, top: usize, cap: usize) -> EngineSampler {
+    pub(crate) fn with_statements(mut self, top: usize, cap: usize) -> EngineSampler {
         self.statements =
             (top > 0 && cap > 0).then(|| plumb_engine::statements::Tracker::new(top, cap));
         self
     }
 
     /// Labels for the statements followed from this sample on (`stmt.ID` → normalized text).
-    pub fn take_labels(&mut self) -> Vec<(String, String)> {
+    pub(crate) fn take_labels(&mut self) -> Vec<(String, String)> {
         std::mem::take(&mut self.new_labels)
     }
 
     /// Reconnect to `t` when the session fails (a restart, a failover).
-    pub fn reconnecting(mut self, t: Target) -> EngineSampler {
+    pub(crate) fn reconnecting(mut self, t: Target) -> EngineSampler {
         self.target = Some(t);
         self
     }

@@ -35,7 +35,7 @@ pub struct Recorded {
 
 /// Start a command to record (its PID joins the recording's scope) and mark "command
 /// started"; None for no command.
-pub fn start_command(rec: &mut Collector, command: &[String]) -> Result<Option<Child>> {
+pub(crate) fn start_command(rec: &mut Collector, command: &[String]) -> Result<Option<Child>> {
     let Some((prog, args)) = command.split_first() else {
         return Ok(None);
     };
@@ -52,7 +52,7 @@ pub fn start_command(rec: &mut Collector, command: &[String]) -> Result<Option<C
 
 /// Record a command started elsewhere (held for tracing, then let run): its PID joins the
 /// recording's scope, marked "command started".
-pub fn adopt_command(rec: &mut Collector, c: &Child, command: &[String]) -> Result<()> {
+pub(crate) fn adopt_command(rec: &mut Collector, c: &Child, command: &[String]) -> Result<()> {
     rec.add_command(c.id());
     rec.mark(
         "command started",

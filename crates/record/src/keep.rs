@@ -36,7 +36,7 @@ pub struct Removed {
 
 /// A name for a new recording in `dir`, `plumb-DATE-TIME.plumb` (with `-2`, `-3`… when a
 /// file of that name exists: two files started in the same second).
-pub fn next_path(dir: &Path) -> PathBuf {
+pub(crate) fn next_path(dir: &Path) -> PathBuf {
     let stamp = crate::stamp();
     let first = dir.join(format!("plumb-{stamp}.plumb"));
     if !first.exists() {
@@ -69,7 +69,7 @@ fn is_ours(name: &str) -> bool {
 /// Remove the oldest of plumb's recordings in `keep.dir` (by when they were last written) that
 /// are older than the age cap, then the oldest while all of them (`current` included) take more
 /// than the size cap. `current` is never removed. Returns what was removed.
-pub fn prune(keep: &Keep, current: &Path, now: SystemTime) -> std::io::Result<Vec<Removed>> {
+pub(crate) fn prune(keep: &Keep, current: &Path, now: SystemTime) -> std::io::Result<Vec<Removed>> {
     let mut files = Vec::new();
     for e in std::fs::read_dir(&keep.dir)? {
         let e = e?;

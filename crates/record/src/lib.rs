@@ -70,7 +70,7 @@ pub struct Setup {
 /// How often a recording at `interval` reads the slow metrics (engine queries, process trees,
 /// smaps, cgroups: [`plumb_sys::rawsample::is_slow`]), when less often than every sample:
 /// about once a second.
-pub fn slow_interval(interval: Duration) -> Option<Duration> {
+pub(crate) fn slow_interval(interval: Duration) -> Option<Duration> {
     (interval < SLOW_EVERY).then_some(SLOW_EVERY)
 }
 
@@ -78,7 +78,7 @@ pub fn slow_interval(interval: Duration) -> Option<Duration> {
 pub const SLOW_EVERY: Duration = Duration::from_secs(1);
 
 /// A recording's header for a recording that starts now.
-pub fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
+pub(crate) fn new_header(root: &plumb_sys::Root, setup: &Setup) -> Header {
     let host = plumb_sys::host::read(root).ok();
     Header {
         format_version: plumb_store::FORMAT_VERSION,
@@ -196,7 +196,7 @@ impl Collector {
 
     /// A collector that keeps no file: its figures are only live ([`Collector::publish_to`]), and
     /// what would be marked is said on stderr.
-    pub fn unwritten(
+    pub(crate) fn unwritten(
         root: plumb_sys::Root,
         scope: Scope,
         engine: EngineSampler,
@@ -258,17 +258,17 @@ impl Collector {
     }
 
     /// Keep `live` up to date with every sample from now on (for `/metrics`).
-    pub fn publish_to(&mut self, live: std::sync::Arc<live::Live>) {
+    pub(crate) fn publish_to(&mut self, live: std::sync::Arc<live::Live>) {
         self.live = Some(live);
     }
 
     /// Whether samples are written to a file.
-    pub fn writes_file(&self) -> bool {
+    pub(crate) fn writes_file(&self) -> bool {
         self.writer.is_some()
     }
 
     /// Milliseconds since the recording started.
-    pub fn now_ms(&self) -> u64 {
+    pub(crate) fn now_ms(&self) -> u64 {
         now_unix_ms().saturating_sub(self.header.started_unix_ms)
     }
 
@@ -289,7 +289,7 @@ impl Collector {
 
     /// Go on into a new file in `keep.dir` every `keep.every`, removing the oldest there past
     /// the caps (now, and with every new file).
-    pub fn keep_in(&mut self, keep: keep::Keep) -> Result<()> {
+    pub(crate) fn keep_in(&mut self, keep: keep::Keep) -> Result<()> {
         self.keep = Some(keep);
         self.prune(0)
     }
@@ -363,14 +363,14 @@ impl Collector {
     }
 
     /// Record the command plumb runs from the next sample on.
-    pub fn add_command(&mut self, pid: u32) {
+    pub(crate) fn add_command(&mut self, pid: u32) {
         self.sampler.add_pid(pid);
         self.command_pid = Some(pid);
     }
 
     /// Read the slow metrics in the next sample, whenever they were last read (the last
     /// sample of a recording).
-    pub fn slow_next(&mut self) {
+    pub(crate) fn slow_next(&mut self) {
         self.last_slow_ms = None;
     }
 
@@ -557,7 +557,7 @@ impl Collector {
         )
     }
 
-    pub fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
+    pub(crate) fn mark_at(&self, t_ms: u64, name: &str, detail: Option<String>) -> Result<()> {
         *self
             .marks
             .borrow_mut()

@@ -47,7 +47,7 @@ pub enum AddrError {
 
 /// Where to listen: `PORT` is 127.0.0.1:PORT (this host only), `:PORT` every interface,
 /// otherwise `HOST:PORT` (`0.0.0.0:9494`, `[::1]:9494`, `localhost:9494`).
-pub fn parse_addr(s: &str) -> Result<SocketAddr, AddrError> {
+pub(crate) fn parse_addr(s: &str) -> Result<SocketAddr, AddrError> {
     let bad = || AddrError::Form(s.to_string());
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_digit()) {
         let port: u16 = s.parse().map_err(|_| bad())?;

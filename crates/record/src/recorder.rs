@@ -118,7 +118,7 @@ pub fn parse_sampling(
 }
 
 /// The engine's kind as recordings and Prometheus labels name it.
-pub fn engine_label(k: plumb_engine::Kind) -> &'static str {
+pub(crate) fn engine_label(k: plumb_engine::Kind) -> &'static str {
     match k {
         plumb_engine::Kind::Postgres => "postgresql",
         plumb_engine::Kind::Mariadb => "mariadb",

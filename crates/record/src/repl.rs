@@ -123,7 +123,7 @@ pub fn rows(p: &Pipeline) -> Vec<(String, bool, u64)> {
 }
 
 /// The rows of a MariaDB semi-sync reading.
-pub fn semisync_rows(m: &SemiSync) -> Vec<(String, bool, u64)> {
+pub(crate) fn semisync_rows(m: &SemiSync) -> Vec<(String, bool, u64)> {
     vec![
         ("replication.commits_waiting".to_string(), true, m.waiting),
         ("semisync.active".to_string(), true, m.active as u64),
@@ -137,7 +137,7 @@ pub fn semisync_rows(m: &SemiSync) -> Vec<(String, bool, u64)> {
 
 /// The rows of an Availability Group reading: per secondary database (`hadr.SERVER_DB.…`),
 /// its queues, rates, lag and whether it is synchronized.
-pub fn hadr_rows(h: &[HadrReplica]) -> Vec<(String, bool, u64)> {
+pub(crate) fn hadr_rows(h: &[HadrReplica]) -> Vec<(String, bool, u64)> {
     let mut out = Vec::new();
     for r in h.iter().filter(|r| !r.is_primary) {
         let o = object_name(&format!("{}_{}", r.server, r.database));

@@ -31,7 +31,7 @@ impl Schedule {
 
     /// Look at the stop condition this often while waiting (each look wakes the process: a
     /// recording that is stopped only by a person waits longer between looks).
-    pub fn checking_every(mut self, d: Duration) -> Schedule {
+    pub(crate) fn checking_every(mut self, d: Duration) -> Schedule {
         self.check_every = d.max(Duration::from_millis(1));
         self
     }
@@ -57,7 +57,7 @@ impl Schedule {
     }
 
     /// After a sample: the next tick is the first one still ahead.
-    pub fn advance(&mut self) {
+    pub(crate) fn advance(&mut self) {
         let passed = (self.t0.elapsed().as_nanos() / self.interval.as_nanos()) as u64;
         let next = (passed + 1).max(self.k + 1);
         self.late += next - self.k - 1;

@@ -49,7 +49,7 @@ impl<'a> Ticking<'a> {
         }
     }
 
-    pub fn for_(mut self, duration: Option<Duration>) -> Ticking<'a> {
+    pub(crate) fn for_(mut self, duration: Option<Duration>) -> Ticking<'a> {
         self.duration = duration;
         self
     }
@@ -59,12 +59,12 @@ impl<'a> Ticking<'a> {
         self
     }
 
-    pub fn cancel_every(mut self, every: Duration) -> Ticking<'a> {
+    pub(crate) fn cancel_every(mut self, every: Duration) -> Ticking<'a> {
         self.cancel_every = every;
         self
     }
 
-    pub fn last_tick_on_cancel(mut self) -> Ticking<'a> {
+    pub(crate) fn last_tick_on_cancel(mut self) -> Ticking<'a> {
         self.last_tick_on_cancel = true;
         self
     }

@@ -234,7 +234,7 @@ impl Held {
 }
 
 /// A command's exit status as a shell reports it: its code, or 128 + the signal that ended it.
-pub fn exit_code_of(st: std::process::ExitStatus) -> i32 {
+pub(crate) fn exit_code_of(st: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     st.code()
         .or_else(|| st.signal().map(|s| 128 + s))
@@ -315,7 +315,7 @@ impl Session {
     }
 
     /// [`Session::pids`], timing the syscalls as `timing` says.
-    pub fn pids_timed(
+    pub(crate) fn pids_timed(
         root: &Root,
         pids: &[u32],
         label: &str,
@@ -354,7 +354,7 @@ impl Session {
     }
 
     /// [`Session::command`], timing the syscalls as `timing` says.
-    pub fn command_timed(
+    pub(crate) fn command_timed(
         root: &Root,
         command: &[String],
         threads: bool,

@@ -49,7 +49,7 @@ fn verdict(v: Verdict) -> &'static str {
 /// The `~` that reads as absurd without its reason: a change whose interval lies wholly beyond
 /// the floor, not significant by the test (few samples, or Holm's correction over many
 /// figures). One line each, in words.
-pub fn why_not_distinguishable(r: &CompareReport) -> Vec<String> {
+pub(crate) fn why_not_distinguishable(r: &CompareReport) -> Vec<String> {
     r.figures
         .iter()
         .filter(|f| f.comparison.verdict == Verdict::Same)
@@ -417,7 +417,7 @@ fn timeline_chart(t: &plumb_analyze::compare::Timeline) -> String {
 /// withheld figures with their neighbours, and each timed figure's runs overlaid.
 /// The comparison's verdict in one line: "WORSE: pgbench tps, pgbench p99 (2 figures); 18 not
 /// distinguishable, 3 too few to tell".
-pub fn verdict_line(v: &plumb_analyze::compare::CompareVerdict) -> String {
+pub(crate) fn verdict_line(v: &plumb_analyze::compare::CompareVerdict) -> String {
     let named =
         |word: &str, n: &[String]| format!("{word}: {} ({} figure(s))", n.join(", "), n.len());
     let mut parts = Vec::new();

@@ -126,7 +126,7 @@ fn unique_ids(ids: &[&str]) -> Vec<String> {
 
 /// The charts as HTML: a box per chart (the SVG ones drawn, the time ones filled by the page's
 /// script) and one block of data for all of them.
-pub fn charts_block(runs: &[RunTimes], charts: &[(String, PageChart)]) -> String {
+pub(crate) fn charts_block(runs: &[RunTimes], charts: &[(String, PageChart)]) -> String {
     let ids = unique_ids(&charts.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>());
     let mut h = Html::new();
     let mut data = Vec::new();

@@ -47,7 +47,7 @@ pub fn duration(s: f64) -> String {
     }
 }
 
-pub fn opt_bytes(b: Option<u64>) -> String {
+pub(crate) fn opt_bytes(b: Option<u64>) -> String {
     b.map(bytes).unwrap_or_else(|| UNKNOWN.to_string())
 }
 
@@ -59,7 +59,7 @@ pub fn pct(p: f64) -> String {
     }
 }
 
-pub fn opt_pct(p: Option<f64>) -> String {
+pub(crate) fn opt_pct(p: Option<f64>) -> String {
     p.map(pct).unwrap_or_else(|| UNKNOWN.to_string())
 }
 
@@ -83,7 +83,7 @@ pub fn ms(s: f64) -> String {
 
 /// A time that may be far below a millisecond (a syscall's): `850 ns`, `12.3 µs`, then as
 /// [`ms`].
-pub fn short_time(s: f64) -> String {
+pub(crate) fn short_time(s: f64) -> String {
     let us = s * 1e6;
     if us < 1.0 {
         format!("{:.0} ns", s * 1e9)
@@ -101,7 +101,7 @@ pub fn latency_ms(m: f64) -> String {
     ms(m / 1000.0)
 }
 
-pub fn yes_no(b: Option<bool>) -> &'static str {
+pub(crate) fn yes_no(b: Option<bool>) -> &'static str {
     match b {
         Some(true) => "yes",
         Some(false) => "no",

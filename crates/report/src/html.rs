@@ -58,7 +58,7 @@ impl Html {
     }
 
     /// An element holding escaped text.
-    pub fn el(
+    pub(crate) fn el(
         &mut self,
         tag: &'static str,
         attrs: &[(&'static str, &str)],

@@ -19,7 +19,7 @@ pub fn output(r: &IoReport) -> crate::verdict_render::Verdicted<'_, IoReport> {
 }
 
 /// The run's verdict block: trust, the totals with their spread, what needs action.
-pub fn run_block(r: &IoReport) -> crate::verdict_render::Block {
+pub(crate) fn run_block(r: &IoReport) -> crate::verdict_render::Block {
     use crate::verdict_render::{trust_lines, Line, Mark};
     use plumb_analyze::verdict::Trust;
     let v = plumb_analyze::io_verdict::io(r);
@@ -121,7 +121,7 @@ fn ms_column(v: Option<f64>) -> String {
         .unwrap_or_else(|| "N/A".into())
 }
 
-pub fn durability_words(d: Durability) -> &'static str {
+pub(crate) fn durability_words(d: Durability) -> &'static str {
     match d {
         Durability::None => "through the page cache; not durable",
         Durability::Direct => "O_DIRECT; durable only without a volatile device cache",
@@ -136,7 +136,7 @@ pub fn durability_words(d: Durability) -> &'static str {
     }
 }
 
-pub fn rate_words(r: Rate) -> String {
+pub(crate) fn rate_words(r: Rate) -> String {
     match r {
         // Typed in MB/s (or MiB/s); the tables below count MiB/s, so both are said.
         Rate::BytesPerS(b) => format!(
@@ -794,7 +794,7 @@ fn elasticity_cell(
 
 /// One watched window's verdict for the text output: `Verdict: clean`, or DISTURBED with the
 /// evidence.
-pub fn verdict_line(w: &plumb_analyze::interference::Interference) -> String {
+pub(crate) fn verdict_line(w: &plumb_analyze::interference::Interference) -> String {
     if w.is_clean() {
         "Verdict: clean (no other process disturbed the device or the CPUs during the run)".into()
     } else {

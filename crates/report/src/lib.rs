@@ -56,7 +56,7 @@ pub enum Error {
     NotTabular { kind: &'static str },
 }
 
-/// A table for CSV and aligned text ([`Table::write_text`]): header names use the metric naming
+/// A table for CSV and aligned text (`table::write_aligned`): header names use the metric naming
 /// rule.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Table {
@@ -139,7 +139,7 @@ pub fn write_json_line<T: Serialize>(
 }
 
 /// One CSV field, quoted when it holds a comma, a quote or a line break (RFC 4180).
-pub fn csv_field(s: &str) -> String {
+pub(crate) fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -147,7 +147,7 @@ pub fn csv_field(s: &str) -> String {
     }
 }
 
-pub fn write_csv(t: &Table, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn write_csv(t: &Table, out: &mut dyn Write) -> io::Result<()> {
     let line = |cells: &[String]| {
         cells
             .iter()

@@ -50,7 +50,7 @@ fn notes(out: &mut dyn Write, title: &str, n: &[Note]) -> io::Result<()> {
     Ok(())
 }
 
-pub fn write_assumption(out: &mut dyn Write, a: &Assumption) -> io::Result<()> {
+pub(crate) fn write_assumption(out: &mut dyn Write, a: &Assumption) -> io::Result<()> {
     more(
         out,
         &format!(
@@ -418,7 +418,7 @@ impl PressurePrinter {
     }
 }
 
-pub fn pressure_setup(s: &plumb_io::pressure::Setup, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn pressure_setup(s: &plumb_io::pressure::Setup, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "plumb mem pressure: PID {} · {} {} memory{}{}{}",
@@ -453,7 +453,7 @@ pub fn pressure_setup(s: &plumb_io::pressure::Setup, out: &mut dyn Write) -> io:
     out.flush()
 }
 
-pub fn pressure_tick(t: &plumb_io::pressure::Tick, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn pressure_tick(t: &plumb_io::pressure::Tick, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "{:>7.1}s {:>10} {:>10} {:>10} {:>10} {:>10} {:>12} {:>12.0}",

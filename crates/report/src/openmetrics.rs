@@ -160,7 +160,7 @@ fn render_live(
 
 /// The live figures: one value per raw metric (`disk.vda.reads` → its latest raw value);
 /// metrics plumb's list does not know are left out.
-pub fn write_live<W: Write>(
+pub(crate) fn write_live<W: Write>(
     out: &mut W,
     values: &[(String, u64)],
     cx: &Context,

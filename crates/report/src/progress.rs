@@ -32,7 +32,7 @@ impl State {
     /// The time left at `now`: the rest of this step's plan (nothing once it overruns) and the
     /// later steps' plans. A step that ends early brings the end nearer; one that overruns
     /// moves it later by the overrun only, never by a factor over the steps still to come.
-    pub fn eta(&self, now: Instant) -> Duration {
+    pub(crate) fn eta(&self, now: Instant) -> Duration {
         let into = now.saturating_duration_since(self.step_started);
         let later = self.total.saturating_sub(self.done + self.planned);
         self.planned.saturating_sub(into) + later

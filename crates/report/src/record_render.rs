@@ -4,7 +4,7 @@
 use crate::explore::{self, PageChart, RunTimes};
 use crate::fmt::{bytes, MISSING};
 use crate::record_charts as charts;
-pub use crate::record_run::{derive_all, short_title, Run};
+pub use crate::record_run::{derive_all, Run};
 use crate::svg::{self, Fmt, PALETTE};
 use plumb_analyze::series::{self, MetricInfo};
 use plumb_store::Recording;
@@ -214,13 +214,13 @@ pub fn runs_of<'a>(recs: &'a [Recording], files: &[std::path::PathBuf]) -> Vec<R
 }
 
 /// A wall-clock time to the second, in UTC, for headers and summaries.
-pub fn wall_utc(unix_ms: u64) -> String {
+pub(crate) fn wall_utc(unix_ms: u64) -> String {
     let iso = iso_utc(unix_ms);
     format!("{} {} UTC", &iso[..10], &iso[11..19])
 }
 
 /// ", from … to … UTC" over all runs, for a page's header.
-pub fn span_utc(runs: &[Run]) -> String {
+pub(crate) fn span_utc(runs: &[Run]) -> String {
     let start = runs.iter().map(|r| r.rec.header.started_unix_ms).min();
     let end = runs.iter().map(|r| r.end_unix_ms()).max();
     match (start, end) {
@@ -293,7 +293,7 @@ pub fn verdicts(runs: &[Run]) -> Vec<plumb_analyze::recording_verdict::Recording
 }
 
 /// The recording's charts (CPU, memory, each busy disk, PSI, processes) and its marks.
-pub fn charts_html(runs: &[Run]) -> String {
+pub(crate) fn charts_html(runs: &[Run]) -> String {
     charts_with(runs, false)
 }
 
@@ -566,7 +566,7 @@ pub fn export_csv(r: &Run, metrics: &[MetricInfo], out: &mut dyn Write) -> io::R
 }
 
 /// Milliseconds since the epoch as ISO 8601 in UTC: `2026-11-23T20:31:05.123Z`.
-pub fn iso_utc(unix_ms: u64) -> String {
+pub(crate) fn iso_utc(unix_ms: u64) -> String {
     let secs = unix_ms / 1000;
     let (y, mo, d) = plumb_analyze::units::civil((secs / 86400) as i64);
     let t = secs % 86400;
@@ -769,7 +769,7 @@ impl crate::Render for plumb_analyze::sched::CpuReport {
 
 #[cfg(test)]
 mod tests {
-    use super::short_title;
+    use crate::record_run::short_title;
 
     #[test]
     fn process_titles_are_made_short_by_role() {

@@ -102,7 +102,7 @@ impl<'a> Run<'a> {
     }
 
     /// When the last sample was taken (the start when there is none).
-    pub fn end_unix_ms(&self) -> u64 {
+    pub(crate) fn end_unix_ms(&self) -> u64 {
         self.rec.header.started_unix_ms + self.rec.times_ms.last().copied().unwrap_or(0)
     }
 
@@ -218,7 +218,7 @@ const PG_AUXILIARY: &[&str] = &[
 /// A process title made short for a legend: PostgreSQL's auxiliary processes by their role,
 /// its backends as `backend USER@DB` (the state in the title is only what it was doing when
 /// first seen), other commands by program name and arguments, cut at 36 characters.
-pub fn short_title(title: &str) -> String {
+pub(crate) fn short_title(title: &str) -> String {
     let words: Vec<&str> = title.split_whitespace().collect();
     if let Some(rest) = title.trim().strip_prefix("postgres: ") {
         // A cluster name may come first ("postgres: main: walwriter").

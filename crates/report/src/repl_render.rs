@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::io::{self, Write};
 
 /// What a stage is, in words.
-pub fn stage_name(s: Stage) -> &'static str {
+pub(crate) fn stage_name(s: Stage) -> &'static str {
     match s {
         Stage::StatementSent => "statement sent",
         Stage::StatementReceived => "statement received",
@@ -36,32 +36,7 @@ pub fn stage_name(s: Stage) -> &'static str {
     }
 }
 
-/// Which kernel event or function marks a stage (for the docs and `--help`-like listings).
-pub fn stage_source(s: Stage) -> &'static str {
-    match s {
-        Stage::StatementSent => "client (plumb): its send of the statement entered",
-        Stage::StatementReceived => "backend: recvfrom returns the statement",
-        Stage::CommitRecord => "backend: XactLogCommitRecord (probe)",
-        Stage::LocalFlushStarted => "backend (or WAL writer): fdatasync entered",
-        Stage::LocalFlushDone => "backend (or WAL writer): fdatasync returned",
-        Stage::WaitForStandby => "backend: SyncRepWaitForLSN entered (probe)",
-        Stage::WalSent => "WAL sender: sendto returned",
-        Stage::StandbyReceived => "WAL receiver: recvfrom returned data",
-        Stage::StandbyWritten => "WAL receiver: pwrite64 returned",
-        Stage::StandbyFlushed => "WAL receiver: fdatasync returned",
-        Stage::FlushReported => "WAL receiver: sendto returned (the reply after the flush)",
-        Stage::ReplyReceived => "WAL sender: recvfrom returned the reply",
-        Stage::CommitReleased => "WAL sender: SyncRepReleaseWaiters (probe)",
-        Stage::BackendWoken => {
-            "backend: SyncRepWaitForLSN returned (probe), else epoll_wait returned"
-        }
-        Stage::ResultSent => "backend: sendto returned",
-        Stage::ResultReceived => "client (plumb): its read of the result returned",
-        Stage::Replayed => "startup: xact_redo returned (probe)",
-    }
-}
-
-pub fn lane_name(l: Lane) -> &'static str {
+pub(crate) fn lane_name(l: Lane) -> &'static str {
     match l {
         Lane::Client => "client",
         Lane::Backend => "primary: backend",
@@ -384,7 +359,7 @@ const WATCH_COLS: [(&str, usize); 10] = [
 ];
 
 /// The live view's header: printed once, above the lines.
-pub fn watch_header(name_width: usize, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn watch_header(name_width: usize, out: &mut dyn Write) -> io::Result<()> {
     let mut line = format!(
         "{:>w$}  {:<nw$}",
         WATCH_COLS[0].0,
@@ -402,7 +377,7 @@ pub fn watch_header(name_width: usize, out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// The width the standby column needs for these names.
-pub fn watch_name_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
+pub(crate) fn watch_name_width<'a>(names: impl Iterator<Item = &'a str>) -> usize {
     names.map(|n| n.chars().count()).max().unwrap_or(0).max(22)
 }
 
@@ -411,7 +386,7 @@ fn opt_or_dash(v: Option<String>) -> String {
 }
 
 /// A live-view line's text with the standby column this wide.
-pub fn watch_text(l: &WatchLine, name_width: usize, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn watch_text(l: &WatchLine, name_width: usize, out: &mut dyn Write) -> io::Result<()> {
     let this = l;
     let time = format!("{:.1}s", this.t_ms as f64 / 1000.0);
     let wal = opt_or_dash(
@@ -487,7 +462,7 @@ impl Render for WatchLine {
 }
 
 /// The MariaDB live view's header.
-pub fn semisync_header(out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn semisync_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "{:>7}  {:<9}  {:>8}  {:>16}  {:>18}  {:>12}  {:>14}  {:>12}",
@@ -503,7 +478,7 @@ pub fn semisync_header(out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// One line of the MariaDB live view.
-pub fn semisync_text(l: &SemiSyncLine, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn semisync_text(l: &SemiSyncLine, out: &mut dyn Write) -> io::Result<()> {
     let time = format!("{:.1}s", l.t_ms as f64 / 1000.0);
     let state = match (l.enabled, l.active) {
         (false, _) => "disabled",
@@ -559,7 +534,7 @@ fn signed(us: f64) -> String {
 }
 
 /// `plumb repl xe-timeline`: one commit through an Availability Group.
-pub fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "one commit through a SQL Server Availability Group: {} events, {} from the first to the last",
@@ -796,7 +771,7 @@ impl Render for AgTimeline {
 }
 
 /// The Availability Group live view's header.
-pub fn hadr_header(out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn hadr_header(out: &mut dyn Write) -> io::Result<()> {
     writeln!(
         out,
         "{:>7}  {:<28}  {:<12}  {:<17}  {:>10}  {:>12}  {:>10}  {:>12}  {:>9}",
@@ -813,7 +788,7 @@ pub fn hadr_header(out: &mut dyn Write) -> io::Result<()> {
 }
 
 /// One line of the Availability Group live view: a row per secondary database.
-pub fn hadr_text(l: &HadrLine, out: &mut dyn Write) -> io::Result<()> {
+pub(crate) fn hadr_text(l: &HadrLine, out: &mut dyn Write) -> io::Result<()> {
     let time = format!("{:.1}s", l.t_ms as f64 / 1000.0);
     for c in &l.changes {
         writeln!(out, "{time:>7}  {c}")?;

@@ -562,7 +562,7 @@ pub struct TimeChart {
 
 /// Average points into at most `buckets` time buckets (NaNs ignored), keeping charts of long
 /// recordings light.
-pub fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
+pub(crate) fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
     if points.len() <= buckets * 2 || buckets == 0 {
         return points.to_vec();
     }
@@ -592,7 +592,7 @@ pub fn downsample(points: &[(f64, f64)], buckets: usize) -> Vec<(f64, f64)> {
     out
 }
 
-pub fn fmt_clock(t: f64) -> String {
+pub(crate) fn fmt_clock(t: f64) -> String {
     crate::fmt::clock(t.max(0.0) as u64)
 }
 
@@ -632,7 +632,7 @@ fn time_ticks(t0: f64, t1: f64) -> Vec<f64> {
 
 /// The chart as one SVG picture (for `plumb plot`): long series are averaged into 800 time
 /// buckets, the page's charts carry every point instead.
-pub fn render_time(c: &TimeChart) -> String {
+pub(crate) fn render_time(c: &TimeChart) -> String {
     let series: Vec<TimeSeries> = c
         .series
         .iter()

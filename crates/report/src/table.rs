@@ -5,7 +5,7 @@
 
 use std::io::{self, Write};
 
-pub fn write_aligned(
+pub(crate) fn write_aligned(
     out: &mut dyn Write,
     headers: &[&str],
     rows: &[Vec<String>],
@@ -34,14 +34,6 @@ pub fn write_aligned(
         writeln!(out, "{}", line(&mut r.iter().map(String::as_str)))?;
     }
     Ok(())
-}
-
-impl crate::Table {
-    /// The table as aligned text.
-    pub fn write_text(&self, out: &mut dyn Write) -> io::Result<()> {
-        let headers: Vec<&str> = self.headers.iter().map(String::as_str).collect();
-        write_aligned(out, &headers, &self.rows)
-    }
 }
 
 #[cfg(test)]

@@ -108,7 +108,7 @@ fn worst_share(w: &WindowTrust) -> (f64, String) {
 
 /// The trust line: one scannable line first ("DISTURBED: 12 of 12 phases; worst: fio (PID
 /// 25764) 98% of the device's bytes"), the detail below it.
-pub fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
+pub(crate) fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
     let n = v.windows.len();
     let of =
         |t: Trust| -> Vec<&WindowTrust> { v.windows.iter().filter(|w| w.trust == t).collect() };
@@ -440,7 +440,7 @@ fn durable_line(durable: &[&Headline], unclean: &[&Headline]) -> Line {
 }
 
 /// The findings that need action, one line each (the full statement is below the block).
-pub fn action_lines(v: &RunVerdict, findings: &[Finding]) -> Vec<Line> {
+pub(crate) fn action_lines(v: &RunVerdict, findings: &[Finding]) -> Vec<Line> {
     if v.actions.is_empty() {
         return vec![line("none: no finding needs action".into(), Mark::Plain)];
     }
@@ -531,7 +531,7 @@ pub fn experiment_lines(v: &RunVerdict) -> Vec<Line> {
 }
 
 /// The lab's block.
-pub fn lab_block(v: &RunVerdict, findings: &[Finding]) -> Block {
+pub(crate) fn lab_block(v: &RunVerdict, findings: &[Finding]) -> Block {
     let mut rows = vec![
         ("trust", trust_lines(v, "phases")),
         ("figures", figure_lines(v)),
@@ -620,7 +620,7 @@ fn resource_name(r: &str) -> String {
 
 /// A recording's block (`plumb report`): the window, the busiest resource, pressure stalls,
 /// swap and the marks that matter; each line names its run when there are several.
-pub fn recording_block(vs: &[RecordingVerdict]) -> Block {
+pub(crate) fn recording_block(vs: &[RecordingVerdict]) -> Block {
     let many = vs.len() > 1;
     let who = |v: &RecordingVerdict| {
         if many {
@@ -804,7 +804,7 @@ impl<T: crate::Render, V: serde::Serialize> crate::Render for Verdicted<'_, T, V
 
 /// The block of a result whose verdict is trust, figures and needs action (`plumb io sweep`,
 /// `plumb io durability`): the figures as the lab words them, the actions by their notes.
-pub fn result_block(v: &RunVerdict, what: &str, notes: &[plumb_analyze::Note]) -> Block {
+pub(crate) fn result_block(v: &RunVerdict, what: &str, notes: &[plumb_analyze::Note]) -> Block {
     let mut figures = figure_lines(v);
     if let Some(h) = v.headline.iter().find(|h| h.code == "iops") {
         figures.push(line(

@@ -102,7 +102,7 @@ pub fn tsv(t: &Table) -> Vec<u8> {
 }
 
 /// What a cut result says at its end.
-pub fn cut_note(t: &Table) -> String {
+pub(crate) fn cut_note(t: &Table) -> String {
     format!(
         "plumb cut the result here, after {} rows: it keeps at most {} rows or {} MiB of one result; narrow the query",
         t.rows.len(),

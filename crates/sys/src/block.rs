@@ -36,7 +36,7 @@ pub fn read_diskstats(root: &Root) -> Result<Vec<DiskStats>> {
     parse_diskstats(&root.path("/proc/diskstats"), &text)
 }
 
-pub fn parse_diskstats(path: &Path, text: &str) -> Result<Vec<DiskStats>> {
+pub(crate) fn parse_diskstats(path: &Path, text: &str) -> Result<Vec<DiskStats>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let f: Vec<&str> = line.split_whitespace().collect();
@@ -109,7 +109,7 @@ pub struct QueueInfo {
     pub dax: Option<bool>,
 }
 
-pub fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
+pub(crate) fn parse_scheduler(s: &str) -> (Option<String>, Vec<String>) {
     let mut active = None;
     let mut all = Vec::new();
     for w in s.split_whitespace() {
@@ -241,13 +241,13 @@ fn read_trim(p: &Path) -> Option<String> {
 }
 
 /// Find a block device's name from its device number.
-pub fn name_for_dev(root: &Root, dev: DevNum) -> Result<Option<String>> {
+pub(crate) fn name_for_dev(root: &Root, dev: DevNum) -> Result<Option<String>> {
     Ok(resolve_link(root, &format!("/sys/dev/block/{dev}"))?
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())))
 }
 
 /// Find a device-mapper device (`dm-3`) by its name (`vg-data`).
-pub fn dm_by_name(root: &Root, dm_name: &str) -> Option<String> {
+pub(crate) fn dm_by_name(root: &Root, dm_name: &str) -> Option<String> {
     let dir = root.path("/sys/block");
     let rd = std::fs::read_dir(dir).ok()?;
     for e in rd.flatten() {
@@ -261,7 +261,7 @@ pub fn dm_by_name(root: &Root, dm_name: &str) -> Option<String> {
 }
 
 /// The block device a mount entry sits on, if any: by device number, else by its source.
-pub fn device_for_mount(root: &Root, m: &MountEntry) -> Result<Option<String>> {
+pub(crate) fn device_for_mount(root: &Root, m: &MountEntry) -> Result<Option<String>> {
     if m.dev.major != 0 {
         if let Some(n) = name_for_dev(root, m.dev)? {
             return Ok(Some(n));
@@ -280,7 +280,7 @@ pub fn device_for_mount(root: &Root, m: &MountEntry) -> Result<Option<String>> {
 }
 
 /// Walk from a device down to its whole disks.
-pub fn resolve_stack(root: &Root, top: &str) -> Result<DeviceStack> {
+pub(crate) fn resolve_stack(root: &Root, top: &str) -> Result<DeviceStack> {
     let mut stack = DeviceStack {
         top: top.to_string(),
         layers: Vec::new(),
@@ -404,7 +404,7 @@ pub(crate) mod tests {
 
     /// A fake sysfs with: sda (sda1, sda2), a dm-0 `vg-data` over sda2 and nvme0n1p1,
     /// and md0 over sdb and sdc.
-    pub fn fake_sysfs(root: &Path) {
+    pub(crate) fn fake_sysfs(root: &Path) {
         let disk =
             |path: &str, name: &str, dev: &str, wc: &str, fua: &str, rot: &str, sched: &str| {
                 put(root, &format!("{path}/dev"), &format!("{dev}\n"));

@@ -50,7 +50,7 @@ pub struct DeviceRequests {
 }
 
 /// The kind of a request or bio from its rwbs flags (an optional preflush `F`, then the op).
-pub fn op_of(rwbs: &str) -> &'static str {
+pub(crate) fn op_of(rwbs: &str) -> &'static str {
     let b = rwbs.as_bytes();
     let op = match b {
         [b'F', op, ..] if b"WRDFN".contains(op) => *op,

@@ -117,16 +117,16 @@ impl Asm {
         Asm::default()
     }
     /// `dst op= imm` (64-bit).
-    pub fn alu_k(&mut self, op: Alu, dst: u8, imm: i32) -> &mut Self {
+    pub(crate) fn alu_k(&mut self, op: Alu, dst: u8, imm: i32) -> &mut Self {
         self.insns.push(insn(ALU64 | op as u8 | K, dst, 0, 0, imm));
         self
     }
     /// `dst op= src` (64-bit).
-    pub fn alu_x(&mut self, op: Alu, dst: u8, src: u8) -> &mut Self {
+    pub(crate) fn alu_x(&mut self, op: Alu, dst: u8, src: u8) -> &mut Self {
         self.insns.push(insn(ALU64 | op as u8 | X, dst, src, 0, 0));
         self
     }
-    pub fn mov(&mut self, dst: u8, src: u8) -> &mut Self {
+    pub(crate) fn mov(&mut self, dst: u8, src: u8) -> &mut Self {
         self.alu_x(Alu::Mov, dst, src)
     }
     pub fn mov_k(&mut self, dst: u8, imm: i32) -> &mut Self {
@@ -145,7 +145,7 @@ impl Asm {
         self
     }
     /// `*(size *)(dst + off) = imm`.
-    pub fn store_k(&mut self, size: Size, dst: u8, off: i16, imm: i32) -> &mut Self {
+    pub(crate) fn store_k(&mut self, size: Size, dst: u8, off: i16, imm: i32) -> &mut Self {
         self.insns
             .push(insn(ST | MEM | size as u8, dst, 0, off, imm));
         self
@@ -163,7 +163,7 @@ impl Asm {
         self
     }
     /// `*(u64 *)(dst + off) |= src`, atomically.
-    pub fn atomic_or(&mut self, dst: u8, off: i16, src: u8) -> &mut Self {
+    pub(crate) fn atomic_or(&mut self, dst: u8, off: i16, src: u8) -> &mut Self {
         const ATOMIC: u8 = 0xc0;
         self.insns.push(insn(
             STX | ATOMIC | Size::DW as u8,
@@ -179,18 +179,18 @@ impl Asm {
         self
     }
     /// Jump to `label` when `dst cond imm`.
-    pub fn jump_k(&mut self, cond: Cond, dst: u8, imm: i32, label: &str) -> &mut Self {
+    pub(crate) fn jump_k(&mut self, cond: Cond, dst: u8, imm: i32, label: &str) -> &mut Self {
         self.fixups.push((self.insns.len(), label.to_string()));
         self.insns.push(insn(JMP | cond as u8 | K, dst, 0, 0, imm));
         self
     }
     /// Jump to `label` when `dst cond src`.
-    pub fn jump_x(&mut self, cond: Cond, dst: u8, src: u8, label: &str) -> &mut Self {
+    pub(crate) fn jump_x(&mut self, cond: Cond, dst: u8, src: u8, label: &str) -> &mut Self {
         self.fixups.push((self.insns.len(), label.to_string()));
         self.insns.push(insn(JMP | cond as u8 | X, dst, src, 0, 0));
         self
     }
-    pub fn goto(&mut self, label: &str) -> &mut Self {
+    pub(crate) fn goto(&mut self, label: &str) -> &mut Self {
         self.jump_k(Cond::Always, 0, 0, label)
     }
     pub fn label(&mut self, name: &str) -> &mut Self {
@@ -289,7 +289,7 @@ fn bpf(cmd: i32, attr: &mut Attr) -> std::io::Result<i64> {
 }
 
 /// CPUs the kernel may ever bring up: per-CPU maps hold one value for each.
-pub fn possible_cpus() -> usize {
+pub(crate) fn possible_cpus() -> usize {
     let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
         // SAFETY: sysconf has no preconditions.
         return unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) }.max(1) as usize;
@@ -345,7 +345,7 @@ impl Map {
     }
 
     /// [`Map::create`], a hash's entries allocated as `alloc` says (arrays are always whole).
-    pub fn create_with(
+    pub(crate) fn create_with(
         kind: MapType,
         name: &str,
         key_size: usize,
@@ -475,7 +475,7 @@ impl Map {
     /// Every entry, each value as 64-bit words (a shorter value zero-padded), one value per
     /// CPU for per-CPU maps. Read in batches of entries per system call where the kernel
     /// can (Linux 5.6), else a key and a lookup at a time.
-    pub fn entries_per_cpu(&self) -> Vec<(Vec<u8>, Vec<Vec<u64>>)> {
+    pub(crate) fn entries_per_cpu(&self) -> Vec<(Vec<u8>, Vec<Vec<u64>>)> {
         // One CPU's value as words.
         let words = |v: &[u8]| -> Vec<u64> {
             let mut v = v[..self.value_size.min(v.len())].to_vec();
@@ -568,7 +568,7 @@ impl Prog {
     /// Load `insns` as a BTF-typed raw tracepoint program for the tracepoint whose
     /// `btf_trace_<name>` typedef has id `btf_id` in the kernel's BTF; attach it with
     /// [`Link::btf_tracepoint`].
-    pub fn load_btf_tracepoint(
+    pub(crate) fn load_btf_tracepoint(
         name: &str,
         insns: &[Insn],
         btf_id: u32,
@@ -693,7 +693,7 @@ impl Link {
     }
 
     /// Attach a program loaded with [`Prog::load_btf_tracepoint`] (it names its tracepoint).
-    pub fn btf_tracepoint(prog: &Prog) -> Result<Link, crate::KernelError> {
+    pub(crate) fn btf_tracepoint(prog: &Prog) -> Result<Link, crate::KernelError> {
         let mut a = Attr::new();
         a.u64(0, 0).u32(8, prog.fd() as u32);
         let fd = bpf(RAW_TRACEPOINT_OPEN, &mut a)
@@ -724,7 +724,7 @@ impl Link {
     }
 
     /// Run `prog` at every occurrence of a software event (`PERF_COUNT_SW_*`) on each CPU.
-    pub fn software(prog: &Prog, config: u64) -> Result<Vec<Link>, crate::KernelError> {
+    pub(crate) fn software(prog: &Prog, config: u64) -> Result<Vec<Link>, crate::KernelError> {
         use perf_event_open_sys::bindings as b;
         // SAFETY: sysconf has no preconditions.
         let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) }.max(1) as i32;
@@ -761,7 +761,7 @@ impl Link {
 
 /// A field's offset in a tracepoint's record, from its `format` file:
 /// `field:long id; offset:8; size:8; signed:1;` (tab-separated).
-pub fn field_offset(format: &str, field: &str) -> Option<i16> {
+pub(crate) fn field_offset(format: &str, field: &str) -> Option<i16> {
     format.lines().find_map(|l| {
         let decl = l.trim().strip_prefix("field:")?;
         let (decl, rest) = decl.split_once(';')?;

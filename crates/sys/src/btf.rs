@@ -177,7 +177,7 @@ impl Btf {
 
     /// The id of the typedef named `name` (`btf_trace_sched_switch`: what a BTF-typed raw
     /// tracepoint program attaches to).
-    pub fn typedef_id(&self, name: &str) -> Option<u32> {
+    pub(crate) fn typedef_id(&self, name: &str) -> Option<u32> {
         self.index
             .iter()
             .position(|t| t.kind == KIND_TYPEDEF && self.name(t.name) == name)
@@ -186,7 +186,7 @@ impl Btf {
 
     /// The byte offset of `path` (`["pid"]`, `["sched_info", "run_delay"]`) in the struct
     /// named `strukt`; None when it has no such member or the member is a bit field.
-    pub fn offset_of(&self, strukt: &str, path: &[&str]) -> Option<u32> {
+    pub(crate) fn offset_of(&self, strukt: &str, path: &[&str]) -> Option<u32> {
         let mut t = *self
             .index
             .iter()

@@ -57,7 +57,7 @@ impl Limit {
 const V1_UNLIMITED_FLOOR: u64 = 0x7FFF_FFFF_FFF0_0000;
 
 /// Parse a limit file's text: `max`, a v1 sentinel, or a number.
-pub fn parse_limit(path: &Path, text: &str) -> Result<Limit> {
+pub(crate) fn parse_limit(path: &Path, text: &str) -> Result<Limit> {
     let t = text.trim();
     if t == "max" || t == "-1" {
         return Ok(Limit::Max);
@@ -257,7 +257,7 @@ impl CgroupDir {
 }
 
 /// Parse `key value` flat-keyed files (memory.stat, memory.events, cpu.stat).
-pub fn parse_flat_keyed(path: &Path, text: &str) -> Result<BTreeMap<String, u64>> {
+pub(crate) fn parse_flat_keyed(path: &Path, text: &str) -> Result<BTreeMap<String, u64>> {
     let mut m = BTreeMap::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -429,7 +429,7 @@ pub struct IoCgroup {
 }
 
 /// v2 io.max: `8:16 rbps=2097152 wbps=max riops=max wiops=120`.
-pub fn parse_io_max(path: &Path, text: &str) -> Result<Vec<IoThrottle>> {
+pub(crate) fn parse_io_max(path: &Path, text: &str) -> Result<Vec<IoThrottle>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let mut it = line.split_whitespace();

@@ -32,7 +32,7 @@ const CGROUP_MARKERS: &[(&str, &str)] = &[
 ];
 
 /// Kubernetes QoS class from a kubepods cgroup path, where the path tells it.
-pub fn k8s_qos_from_cgroup(path: &str) -> Option<&'static str> {
+pub(crate) fn k8s_qos_from_cgroup(path: &str) -> Option<&'static str> {
     if !path.contains("kubepods") {
         return None;
     }
@@ -122,7 +122,7 @@ pub fn evidence(
 }
 
 /// Parse a NUL-separated /proc/PID/environ.
-pub fn parse_environ(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_environ(text: &str) -> Vec<(String, String)> {
     text.split('\0')
         .filter_map(|kv| kv.split_once('='))
         .map(|(k, v)| (k.to_string(), v.to_string()))

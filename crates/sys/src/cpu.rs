@@ -138,12 +138,12 @@ pub struct LoadAvg {
     pub threads: u64,
 }
 
-pub fn read_loadavg(root: &Root) -> Result<LoadAvg> {
+pub(crate) fn read_loadavg(root: &Root) -> Result<LoadAvg> {
     let text = root.read("/proc/loadavg")?;
     parse_loadavg(&root.path("/proc/loadavg"), &text)
 }
 
-pub fn parse_loadavg(path: &Path, text: &str) -> Result<LoadAvg> {
+pub(crate) fn parse_loadavg(path: &Path, text: &str) -> Result<LoadAvg> {
     let line = text.lines().next().unwrap_or("");
     let f: Vec<&str> = line.split_whitespace().collect();
     let bad = || parse_err(path, 1, "`l1 l5 l15 runnable/threads lastpid`", line);
@@ -185,7 +185,7 @@ pub fn read_schedstat(root: &Root) -> Result<Option<Schedstat>> {
     parse_schedstat(&root.path("/proc/schedstat"), &text).map(Some)
 }
 
-pub fn parse_schedstat(path: &Path, text: &str) -> Result<Schedstat> {
+pub(crate) fn parse_schedstat(path: &Path, text: &str) -> Result<Schedstat> {
     let mut version = None;
     let mut cpus = Vec::new();
     for (i, line) in text.lines().enumerate() {
@@ -250,7 +250,7 @@ pub struct CpuInfo {
     pub hypervisor_flag: bool,
 }
 
-pub fn read_cpuinfo(root: &Root) -> Result<Option<CpuInfo>> {
+pub(crate) fn read_cpuinfo(root: &Root) -> Result<Option<CpuInfo>> {
     let Some(text) = root.read_optional("/proc/cpuinfo")? else {
         return Ok(None);
     };
@@ -270,7 +270,7 @@ pub fn read_cpuinfo(root: &Root) -> Result<Option<CpuInfo>> {
 }
 
 /// Parse a kernel CPU list (`0-3,8,10-11`) into its count.
-pub fn cpu_list_count(s: &str) -> Option<u32> {
+pub(crate) fn cpu_list_count(s: &str) -> Option<u32> {
     let s = s.trim();
     if s.is_empty() {
         return Some(0);

@@ -43,7 +43,7 @@ pub fn pg_memory(value: &str, bare_unit_bytes: u64) -> Option<u64> {
 }
 
 /// Parse `name = value # comment` lines of postgresql.conf into (name, value, line).
-pub fn parse_pg_conf(text: &str) -> Vec<(String, String)> {
+pub(crate) fn parse_pg_conf(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for line in text.lines() {
         let mut l = line.trim();

@@ -63,7 +63,7 @@ impl Held {
     }
 
     /// Close the files of processes for which `keep` is false.
-    pub fn retain_pids(&mut self, keep: impl Fn(u32) -> bool) {
+    pub(crate) fn retain_pids(&mut self, keep: impl Fn(u32) -> bool) {
         self.files.retain(|abs, _| pid_of(abs).is_none_or(&keep));
     }
 }

@@ -7,7 +7,7 @@
 use serde::Serializer;
 
 /// `v` to twelve significant digits: 61.358666 ms is 0.061358666 s, not 0.061358666000000004.
-pub fn tidy(v: f64) -> f64 {
+pub(crate) fn tidy(v: f64) -> f64 {
     if !v.is_finite() || v == 0.0 {
         return v;
     }
@@ -29,15 +29,15 @@ pub fn opt_ms_as_s<S: Serializer>(v: &Option<f64>, s: S) -> Result<S::Ok, S::Err
     seconds(v.map(|v| v / 1e3), s)
 }
 
-pub fn us_as_s<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn us_as_s<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
     seconds(Some(*v as f64 / 1e6), s)
 }
 
-pub fn opt_us_as_s<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn opt_us_as_s<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
     seconds(v.map(|v| v as f64 / 1e6), s)
 }
 
-pub fn opt_ns_as_s<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn opt_ns_as_s<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
     seconds(v.map(|v| v as f64 / 1e9), s)
 }
 

@@ -29,7 +29,6 @@ pub mod memsnap;
 pub mod mount;
 pub mod mux;
 pub mod os;
-pub mod perf;
 pub mod pressure;
 pub mod process;
 pub mod proctrace;
@@ -71,13 +70,8 @@ pub enum Error {
 
 impl Error {
     /// True when the file is simply absent (an optional source that this kernel lacks).
-    pub fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
-    }
-
-    /// True when reading needs more privilege (another user's process, root-only files).
-    pub fn is_permission_denied(&self) -> bool {
-        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::PermissionDenied)
     }
 }
 
@@ -109,11 +103,6 @@ impl KernelError {
             what: what.into(),
             source: Some(source),
         }
-    }
-
-    /// The OS error's number, when there is one (EPERM: needs root).
-    pub fn os_error(&self) -> Option<i32> {
-        self.source.as_ref().and_then(|e| e.raw_os_error())
     }
 }
 
@@ -168,7 +157,7 @@ impl Root {
     }
 
     /// Turn a path inside this root back into the host path it stands for, for messages.
-    pub fn display_path(&self, p: &Path) -> PathBuf {
+    pub(crate) fn display_path(&self, p: &Path) -> PathBuf {
         match p.strip_prefix(&self.dir) {
             Ok(rel) if !self.is_host() => Path::new("/").join(rel),
             _ => p.to_path_buf(),
@@ -185,7 +174,7 @@ impl Root {
     }
 
     /// Read a file that may legitimately be missing: `Ok(None)` when absent.
-    pub fn read_optional(&self, abs: impl AsRef<Path>) -> Result<Option<String>> {
+    pub(crate) fn read_optional(&self, abs: impl AsRef<Path>) -> Result<Option<String>> {
         match self.read(abs) {
             Ok(s) => Ok(Some(s)),
             Err(e) if e.is_not_found() => Ok(None),
@@ -204,7 +193,7 @@ pub const CAPTURED_FILE_LIMIT: u64 = 64 << 20;
 /// Read at most `limit` bytes of a file the user named (a regular file or a pipe such as
 /// `<(kubectl get ...)`); more is an error saying so, never an endless read. A directory, a
 /// device (`/dev/zero`, a disk) or a socket is refused before a byte is read.
-pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+pub(crate) fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     use std::io::Read;
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     // Opened without waiting: a FIFO with no writer would otherwise hold the open for ever.

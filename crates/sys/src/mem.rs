@@ -37,7 +37,7 @@ pub fn read_meminfo(root: &Root) -> Result<Meminfo> {
     parse_meminfo(&root.path("/proc/meminfo"), &text)
 }
 
-pub fn parse_meminfo(path: &Path, text: &str) -> Result<Meminfo> {
+pub(crate) fn parse_meminfo(path: &Path, text: &str) -> Result<Meminfo> {
     let mut m = Meminfo::default();
     for_each_colon_line(path, text, |k, v, line| {
         let slot = match k {
@@ -91,12 +91,12 @@ pub struct Vmstat {
     pub oom_kill: Option<u64>,
 }
 
-pub fn read_vmstat(root: &Root) -> Result<Vmstat> {
+pub(crate) fn read_vmstat(root: &Root) -> Result<Vmstat> {
     let text = root.read("/proc/vmstat")?;
     parse_vmstat(&root.path("/proc/vmstat"), &text)
 }
 
-pub fn parse_vmstat(path: &Path, text: &str) -> Result<Vmstat> {
+pub(crate) fn parse_vmstat(path: &Path, text: &str) -> Result<Vmstat> {
     let mut v = Vmstat::default();
     for (i, line) in text.lines().enumerate() {
         let mut it = line.split_whitespace();
@@ -140,7 +140,7 @@ pub fn read_swaps(root: &Root) -> Result<Vec<SwapDevice>> {
     parse_swaps(&root.path("/proc/swaps"), &text)
 }
 
-pub fn parse_swaps(path: &Path, text: &str) -> Result<Vec<SwapDevice>> {
+pub(crate) fn parse_swaps(path: &Path, text: &str) -> Result<Vec<SwapDevice>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate().skip(1) {
         if line.trim().is_empty() {

@@ -44,7 +44,7 @@ pub fn read_mountinfo(root: &Root, pid: Option<u32>) -> Result<Vec<MountEntry>> 
     parse_mountinfo(&root.path(&abs), &text)
 }
 
-pub fn parse_mountinfo(path: &Path, text: &str) -> Result<Vec<MountEntry>> {
+pub(crate) fn parse_mountinfo(path: &Path, text: &str) -> Result<Vec<MountEntry>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -103,7 +103,7 @@ pub fn normalize(p: &Path) -> PathBuf {
 
 /// The mount a (canonical, absolute) path lives on: the longest mount point that contains it;
 /// among equal mount points the last one listed, which is the one on top.
-pub fn mount_for_path<'a>(mounts: &'a [MountEntry], path: &Path) -> Option<&'a MountEntry> {
+pub(crate) fn mount_for_path<'a>(mounts: &'a [MountEntry], path: &Path) -> Option<&'a MountEntry> {
     let path = normalize(path);
     let mut best: Option<&MountEntry> = None;
     for m in mounts {

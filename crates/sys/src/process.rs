@@ -30,7 +30,7 @@ pub struct Status {
     pub nonvoluntary_ctxt_switches: Option<u64>,
 }
 
-pub fn parse_status(path: &Path, text: &str) -> Result<Status> {
+pub(crate) fn parse_status(path: &Path, text: &str) -> Result<Status> {
     let mut s = Status::default();
     for_each_colon_line(path, text, |k, v, line| {
         let bytes = |slot: &mut Option<u64>| -> Result<()> {
@@ -88,7 +88,7 @@ pub struct SmapsRollup {
     pub locked_bytes: Option<u64>,
 }
 
-pub fn parse_smaps_rollup(path: &Path, text: &str) -> Result<SmapsRollup> {
+pub(crate) fn parse_smaps_rollup(path: &Path, text: &str) -> Result<SmapsRollup> {
     let mut s = SmapsRollup::default();
     for (i, line) in text.lines().enumerate() {
         // The first line is the `start-end perms ... [rollup]` header.
@@ -192,7 +192,7 @@ pub struct ProcIo {
     pub cancelled_write_bytes: Option<u64>,
 }
 
-pub fn parse_io(path: &Path, text: &str) -> Result<ProcIo> {
+pub(crate) fn parse_io(path: &Path, text: &str) -> Result<ProcIo> {
     let mut io = ProcIo::default();
     for_each_colon_line(path, text, |k, v, line| {
         let slot = match k {
@@ -220,7 +220,7 @@ pub struct TaskSchedstat {
     pub timeslices: u64,
 }
 
-pub fn parse_schedstat(path: &Path, text: &str) -> Result<TaskSchedstat> {
+pub(crate) fn parse_schedstat(path: &Path, text: &str) -> Result<TaskSchedstat> {
     let line = text.lines().next().unwrap_or("");
     let f: Vec<u64> = line
         .split_whitespace()
@@ -246,7 +246,7 @@ pub struct CgroupLine {
     pub path: String,
 }
 
-pub fn parse_cgroup_file(path: &Path, text: &str) -> Result<Vec<CgroupLine>> {
+pub(crate) fn parse_cgroup_file(path: &Path, text: &str) -> Result<Vec<CgroupLine>> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -282,7 +282,7 @@ pub struct Missing {
 }
 
 impl Missing {
-    pub fn from_error(root: &Root, e: &Error) -> Missing {
+    pub(crate) fn from_error(root: &Root, e: &Error) -> Missing {
         let (source, reason) = match e {
             Error::Io { path, source } => {
                 let reason = match source.kind() {
@@ -345,14 +345,14 @@ pub fn read(root: &Root, pid: u32) -> Result<ProcessSample> {
 
 /// As [`read`]; without `heavy`, smaps_rollup (a walk of the page tables) and the cgroup file
 /// are left out (None / empty), for samples taken many times a second.
-pub fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
+pub(crate) fn read_with(root: &Root, pid: u32, heavy: bool) -> Result<ProcessSample> {
     check_pid(root, pid)?;
     read_parts(root, pid, heavy, true, None)
 }
 
 /// As [`read_with`] without the command line, for a process read every sample: stat, status,
 /// io and schedstat come from files `held` keeps open.
-pub fn read_held(
+pub(crate) fn read_held(
     root: &Root,
     pid: u32,
     heavy: bool,
@@ -364,7 +364,7 @@ pub fn read_held(
 /// A member of a followed tree, read every sample: stat, status, io and schedstat, and the
 /// command line only when asked (a title does not change what a member is). No separate
 /// existence check: a member that has exited has no stat.
-pub fn read_member(
+pub(crate) fn read_member(
     root: &Root,
     pid: u32,
     with_cmdline: bool,

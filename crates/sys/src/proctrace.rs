@@ -37,7 +37,7 @@ pub fn bucket(v: u64) -> u32 {
 }
 
 /// The values a bucket holds: `lo..=hi`.
-pub fn bucket_range(b: u32) -> (u64, u64) {
+pub(crate) fn bucket_range(b: u32) -> (u64, u64) {
     if b < 4 {
         return (b as u64, b as u64);
     }
@@ -61,7 +61,7 @@ impl LogHist {
     pub fn add(&mut self, v: u64) {
         *self.buckets.entry(bucket(v)).or_default() += 1;
     }
-    pub fn add_bucket(&mut self, b: u32, n: u64) {
+    pub(crate) fn add_bucket(&mut self, b: u32, n: u64) {
         *self.buckets.entry(b).or_default() += n;
     }
     pub fn merge(&mut self, o: &LogHist) {
@@ -200,7 +200,7 @@ impl Timing {
         budget: 2,
         one_in: 8,
     };
-    pub fn every_call(&self) -> bool {
+    pub(crate) fn every_call(&self) -> bool {
         self.one_in <= 1
     }
 }

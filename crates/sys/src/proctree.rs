@@ -27,16 +27,17 @@ pub fn table(root: &Root) -> BTreeMap<u32, ProcStat> {
         .collect()
 }
 
+#[cfg(test)] // only the tests call it
 /// `pid` and every process below it from the kernel's lists of each thread's children
 /// (`/proc/PID/task/TID/children`), without reading every process on the host; None where the
 /// kernel lacks those lists (CONFIG_PROC_CHILDREN), empty when `pid` is gone.
-pub fn members_by_children(root: &Root, pid: u32) -> Option<Vec<u32>> {
+pub(crate) fn members_by_children(root: &Root, pid: u32) -> Option<Vec<u32>> {
     members_by_children_of(root, pid, &|_| false)
 }
 
 /// As [`members_by_children`]; processes for which `single` says they have one thread are not
 /// listed (their only thread has their PID), which spares a directory read per member.
-pub fn members_by_children_of(
+pub(crate) fn members_by_children_of(
     root: &Root,
     pid: u32,
     single: &dyn Fn(u32) -> bool,

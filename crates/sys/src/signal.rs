@@ -176,7 +176,7 @@ pub fn sleep_until(t: Instant) -> bool {
 }
 
 /// Sleep until `t` or until `stop()` says so (looked at every [`WAKE_EVERY`]).
-pub fn sleep_until_or(t: Instant, stop: &dyn Fn() -> bool) -> bool {
+pub(crate) fn sleep_until_or(t: Instant, stop: &dyn Fn() -> bool) -> bool {
     loop {
         if stop() {
             return false;

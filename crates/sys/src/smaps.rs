@@ -30,7 +30,7 @@ impl Mapping {
     }
 
     /// Shared memory not backed by a regular file: System V or POSIX shm, `/dev/zero`, memfd.
-    pub fn shared_anonymous(&self) -> bool {
+    pub(crate) fn shared_anonymous(&self) -> bool {
         self.shared()
             && (self.name.starts_with("/SYSV")
                 || self.name.starts_with("/dev/zero")
@@ -52,7 +52,7 @@ fn is_header(line: &str) -> bool {
         })
 }
 
-pub fn parse_smaps(path: &Path, text: &str) -> Result<Vec<Mapping>> {
+pub(crate) fn parse_smaps(path: &Path, text: &str) -> Result<Vec<Mapping>> {
     let mut out: Vec<Mapping> = Vec::new();
     for (i, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -110,7 +110,7 @@ pub fn parse_smaps(path: &Path, text: &str) -> Result<Vec<Mapping>> {
     Ok(out)
 }
 
-pub fn read_smaps(root: &Root, pid: u32) -> Result<Vec<Mapping>> {
+pub(crate) fn read_smaps(root: &Root, pid: u32) -> Result<Vec<Mapping>> {
     let abs = format!("/proc/{pid}/smaps");
     let text = root.read(&abs)?;
     parse_smaps(&root.path(&abs), &text)
@@ -119,7 +119,7 @@ pub fn read_smaps(root: &Root, pid: u32) -> Result<Vec<Mapping>> {
 /// Resident pages of another process's shared mapping, counted exactly: open the mapping through
 /// /proc/PID/map_files (root), map it read-only here and ask mincore(2). No page is touched, so
 /// nothing is swapped back in. Swapped and never-touched pages count as not resident.
-pub fn shared_resident_bytes(pid: u32, m: &Mapping) -> std::io::Result<u64> {
+pub(crate) fn shared_resident_bytes(pid: u32, m: &Mapping) -> std::io::Result<u64> {
     use std::os::fd::AsRawFd;
     let path = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
     let f = std::fs::File::open(&path)?;
@@ -243,7 +243,7 @@ pub fn find_engines(root: &Root) -> Vec<EngineProcs> {
 }
 
 /// The engine processes under a main PID (itself and same-engine children).
-pub fn engine_of(root: &Root, pid: u32) -> Option<EngineProcs> {
+pub(crate) fn engine_of(root: &Root, pid: u32) -> Option<EngineProcs> {
     find_engines(root)
         .into_iter()
         .find(|e| e.pids.contains(&pid))

@@ -58,7 +58,7 @@ pub struct OsSample {
 }
 
 /// plumb's own PID as the tree under `root` sees it (the /proc/self link).
-pub fn self_pid(root: &Root) -> Result<u32> {
+pub(crate) fn self_pid(root: &Root) -> Result<u32> {
     let p = root.path("/proc/self");
     let target = std::fs::read_link(&p).map_err(|e| crate::io_err(&p, e))?;
     target.to_string_lossy().parse().map_err(|_| {

@@ -7,7 +7,7 @@ use crate::Root;
 use std::collections::BTreeMap;
 
 /// Where the table lives for this architecture, inside `root`.
-pub fn table_path() -> Option<&'static str> {
+pub(crate) fn table_path() -> Option<&'static str> {
     match std::env::consts::ARCH {
         "x86_64" => Some("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
         _ => None,

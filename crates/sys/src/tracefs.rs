@@ -87,7 +87,7 @@ pub struct BioCounts {
 }
 
 /// Add one bio (rwbs flags and length in 512-byte sectors) to the counts.
-pub fn classify_bio(rwbs: &str, sectors: u64, c: &mut BioCounts) {
+pub(crate) fn classify_bio(rwbs: &str, sectors: u64, c: &mut BioCounts) {
     let b = rwbs.as_bytes();
     let (preflush, op, rest) = match b {
         [b'F', op, rest @ ..] if b"WRDFN".contains(op) => (true, *op, rest),
@@ -250,7 +250,7 @@ pub fn attribute(text: &str, tgid: u32, journal_followed: bool) -> Attributed {
 }
 
 /// Count the block_rq_issue lines of a trace buffer dump.
-pub fn count_trace(text: &str) -> RqCounts {
+pub(crate) fn count_trace(text: &str) -> RqCounts {
     let mut c = RqCounts::default();
     for line in text.lines() {
         let Some(i) = line.find("block_rq_issue: ") else {
@@ -383,7 +383,7 @@ pub(crate) fn remove_instance(instance: &Path) {
 
 /// Remove the instances of plumb runs that died without cleaning up (killed, or the machine
 /// lost power). Returns their paths.
-pub fn remove_dead_instances(tracefs: &Path) -> Vec<PathBuf> {
+pub(crate) fn remove_dead_instances(tracefs: &Path) -> Vec<PathBuf> {
     let me = std::process::id();
     let mut out = Vec::new();
     for (pid, p) in plumb_instances(tracefs) {
@@ -502,46 +502,10 @@ pub(crate) fn unmount_if_last(tracefs: &Path) {
     let _ = fs::remove_file(note);
 }
 
-/// The tracepoints of one subsystem whose names start with `prefix`, with their ids (for
-/// perf_event_open), from this kernel's tracefs: `("sys_enter_read", 842)`. tracefs is mounted
-/// for the read when it is not, and unmounted again unless another plumb traces. Needs root.
-pub fn tracepoint_ids(
-    subsystem: &str,
-    prefix: &str,
-) -> Result<Vec<(String, u64)>, crate::KernelError> {
-    // SAFETY: geteuid cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("reading the kernel's tracepoints needs root".into());
-    }
-    let _lock = TraceLock::take()?;
-    let dir = tracefs_dir()?;
-    let sub = dir.join("events").join(subsystem);
-    let out = match fs::read_dir(&sub) {
-        Ok(rd) => {
-            let mut v: Vec<(String, u64)> = rd
-                .flatten()
-                .filter_map(|e| {
-                    let name = e.file_name().to_str()?.to_string();
-                    if !name.starts_with(prefix) {
-                        return None;
-                    }
-                    let id = fs::read_to_string(e.path().join("id")).ok()?;
-                    Some((name, id.trim().parse().ok()?))
-                })
-                .collect();
-            v.sort();
-            Ok(v)
-        }
-        Err(e) => Err(format!("{}: {e}", sub.display()).into()),
-    };
-    unmount_if_last(&dir);
-    out
-}
-
 /// Tracepoints' ids and `format` files (for BPF programs, which read their records by field
-/// offset): `("raw_syscalls", "sys_enter")` → `(id, format)`. Mounts tracefs for the read as
-/// [`tracepoint_ids`] does. Needs root.
-pub fn tracepoint_formats(
+/// offset): `("raw_syscalls", "sys_enter")` → `(id, format)`. tracefs is mounted for the read when
+/// it is not, and unmounted again unless another plumb traces. Needs root.
+pub(crate) fn tracepoint_formats(
     events: &[(&str, &str)],
 ) -> Result<Vec<(u64, String)>, crate::KernelError> {
     // SAFETY: geteuid cannot fail.
@@ -802,7 +766,7 @@ pub(crate) fn uprobe_line(tracefs: &Path, line: &str) -> Result<(), crate::Kerne
 }
 
 /// Remove the uprobes of plumb runs that died without cleaning up. Returns their names.
-pub fn remove_dead_probes(tracefs: &Path) -> Vec<String> {
+pub(crate) fn remove_dead_probes(tracefs: &Path) -> Vec<String> {
     let me = std::process::id();
     let Ok(text) = fs::read_to_string(tracefs.join("uprobe_events")) else {
         return Vec::new();

@@ -26,18 +26,18 @@ impl Record<'_> {
     pub fn pid(&self) -> Option<u32> {
         Some(u32::from_ne_bytes(self.data.get(4..8)?.try_into().ok()?))
     }
-    pub fn u32_at(&self, off: usize) -> Option<u32> {
+    pub(crate) fn u32_at(&self, off: usize) -> Option<u32> {
         Some(u32::from_ne_bytes(
             self.data.get(off..off + 4)?.try_into().ok()?,
         ))
     }
-    pub fn u64_at(&self, off: usize) -> Option<u64> {
+    pub(crate) fn u64_at(&self, off: usize) -> Option<u64> {
         Some(u64::from_ne_bytes(
             self.data.get(off..off + 8)?.try_into().ok()?,
         ))
     }
     /// A NUL-terminated character array of `len` bytes.
-    pub fn str_at(&self, off: usize, len: usize) -> Option<&str> {
+    pub(crate) fn str_at(&self, off: usize, len: usize) -> Option<&str> {
         let b = self.data.get(off..off + len)?;
         let end = b.iter().position(|c| *c == 0).unwrap_or(b.len());
         std::str::from_utf8(&b[..end]).ok()
@@ -152,7 +152,7 @@ pub fn field(format: &str, name: &str) -> Option<(usize, usize)> {
 }
 
 /// The event's type id from its format file (`ID: 2097`).
-pub fn format_id(format: &str) -> Option<u16> {
+pub(crate) fn format_id(format: &str) -> Option<u16> {
     format
         .lines()
         .find_map(|l| l.strip_prefix("ID:").and_then(|v| v.trim().parse().ok()))

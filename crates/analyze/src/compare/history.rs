@@ -80,7 +80,7 @@ pub const WINDOW: usize = 100;
 /// more than `min_change_pct`. A long history is searched window by window ([`WINDOW`]); a
 /// change two windows see is kept once, with the smaller p, as are two closer than
 /// [`MIN_SIDE`] runs.
-pub fn e_divisive(z: &[f64], min_change_pct: f64) -> Vec<(usize, f64)> {
+pub(crate) fn e_divisive(z: &[f64], min_change_pct: f64) -> Vec<(usize, f64)> {
     if z.len() <= WINDOW {
         return e_divisive_whole(z, min_change_pct);
     }

@@ -193,7 +193,7 @@ fn latencies(lat: &Value, deep: bool, name: impl Fn(&str) -> String) -> Vec<Figu
 
 /// A `plumb load --json` result's figures: transactions a second (a value a second from its
 /// series), and each type's latency percentiles (p50, p99, p99.9; lower is better).
-pub fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), InputError> {
+pub(crate) fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>), InputError> {
     let workload = v["workload"]
         .as_str()
         .ok_or_else(|| not(file, "no workload"))?
@@ -646,7 +646,7 @@ fn io_run(file: &str, v: &Value) -> Result<Run, InputError> {
 /// better lower, a cache's hit share higher; what is no cost of the workload (the host's idle
 /// time and steal, sessions by state, commits counted, a wait's share of the samples) has no
 /// direction and is left out.
-pub fn delta_direction(group: &str, metric: &str) -> Option<bool> {
+pub(crate) fn delta_direction(group: &str, metric: &str) -> Option<bool> {
     match (group, metric) {
         (_, "") | ("activity", _) => None,
         (_, "idle_s" | "steal_s" | "share_pct" | "xact_commit" | "xact_rollback") => None,
@@ -1113,9 +1113,10 @@ fn holm(figures: &mut [FigureComparison]) -> usize {
     m
 }
 
+#[cfg(test)] // only the tests call it
 /// Compare two sets of results (file name, parsed JSON): all of one kind, with figures in
 /// common.
-pub fn compare_files(
+pub(crate) fn compare_files(
     baseline: &[(String, Value)],
     candidate: &[(String, Value)],
     min_change_pct: f64,

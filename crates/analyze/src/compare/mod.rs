@@ -29,7 +29,12 @@ pub fn floor_pct(min_change_pct: f64, one_run_a_side: bool, higher_is_better: bo
 }
 
 /// The floor, knowing whether the figure is a latency's tail (p99 or beyond).
-pub fn floor_for(min_change_pct: f64, one_run_a_side: bool, higher: bool, tail: bool) -> f64 {
+pub(crate) fn floor_for(
+    min_change_pct: f64,
+    one_run_a_side: bool,
+    higher: bool,
+    tail: bool,
+) -> f64 {
     match (one_run_a_side, higher, tail) {
         (false, _, _) => min_change_pct,
         (true, true, _) => min_change_pct.max(ONE_RUN_FLOOR_PCT),
@@ -119,7 +124,7 @@ fn exact_p(u: f64, n1: usize, n2: usize) -> f64 {
 
 /// The smallest p-value samples of these sizes can give: below [`ALPHA`] or the test can never
 /// find a change (benchstat refuses under 4 a side for the same reason).
-pub fn smallest_p(n1: usize, n2: usize) -> f64 {
+pub(crate) fn smallest_p(n1: usize, n2: usize) -> f64 {
     if n1 == 0 || n2 == 0 {
         return 1.0;
     }
@@ -133,7 +138,7 @@ pub fn smallest_p(n1: usize, n2: usize) -> f64 {
 
 /// Φ(x), the standard normal distribution function (erfc after W. J. Cody's rational
 /// approximation as in Numerical Recipes' erfcc: relative error under 1.2e-7).
-pub fn normal_cdf(x: f64) -> f64 {
+pub(crate) fn normal_cdf(x: f64) -> f64 {
     let z = x.abs() / std::f64::consts::SQRT_2;
     let t = 1.0 / (1.0 + 0.5 * z);
     let erfc = t
@@ -153,7 +158,7 @@ pub fn normal_cdf(x: f64) -> f64 {
     }
 }
 
-pub fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
+pub(crate) fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
     let (n1, n2) = (a.len(), b.len());
     if n1 == 0 || n2 == 0 {
         return MannWhitney { u: 0.0, p: 1.0 };
@@ -327,7 +332,7 @@ pub fn compare(
 
 /// Compare one figure's samples, plain or as runs with samples inside: the test over all the
 /// samples, the intervals from drawing whole runs (see [`Samples::resample`]).
-pub fn compare_samples(
+pub(crate) fn compare_samples(
     baseline: Samples,
     candidate: Samples,
     higher_is_better: bool,

@@ -51,7 +51,7 @@ impl ErrorClass {
     }
 
     /// Whether trying the transaction again can succeed.
-    pub fn retryable(self) -> bool {
+    pub(crate) fn retryable(self) -> bool {
         matches!(
             self,
             ErrorClass::Deadlock | ErrorClass::Serialization | ErrorClass::LockTimeout

@@ -65,7 +65,7 @@ impl Holdings {
 
 /// Objects (kind, name, owner) against the names plumb makes and the role it connects as:
 /// what is foreign, in words.
-pub fn foreign_objects(
+pub(crate) fn foreign_objects(
     objects: &[(String, String, Option<String>)],
     allowed: &[String],
     me: &str,

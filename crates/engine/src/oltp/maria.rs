@@ -336,15 +336,15 @@ fn connect_opts(t: &Target, db: Option<&str>, label: &str) -> Result<Conn> {
 }
 
 /// Connect to the database the URL names (or none).
-pub fn connect_admin(t: &Target) -> Result<Conn> {
+pub(crate) fn connect_admin(t: &Target) -> Result<Conn> {
     connect_opts(t, None, &t.shown())
 }
 
-pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Conn> {
+pub(crate) fn connect_to(t: &Target, db: &str, label: &str) -> Result<Conn> {
     connect_opts(t, Some(db), &format!("{label} (database {db})"))
 }
 
-pub fn server_version(c: &mut Conn) -> Result<String> {
+pub(crate) fn server_version(c: &mut Conn) -> Result<String> {
     let v: Option<String> = c
         .query_first("SELECT VERSION()")
         .map_err(q("reading the server's version"))?;

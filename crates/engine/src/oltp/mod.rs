@@ -320,17 +320,17 @@ pub const MARK_TABLE: &str = "plumb_mark";
 /// What plumb writes on a server-side database the moment it creates it: which run made it (a
 /// random token that only that run, and root's ledger, know). A run killed before it finished
 /// leaves this mark; the next run that finds the same token in a dead plumb's ledger drops it.
-pub fn loading_mark(run: &str) -> String {
+pub(crate) fn loading_mark(run: &str) -> String {
     format!("plumb: loading, run {run}")
 }
 
 /// The mark of a database loaded whole by run `run`: the workload's mark and the run.
-pub fn final_mark(mark: &str, run: &str) -> String {
+pub(crate) fn final_mark(mark: &str, run: &str) -> String {
     format!("{mark}; run {run}")
 }
 
 /// What a database's mark (a comment, an extended property, MariaDB's mark table) says.
-pub fn parse_mark(m: Option<&str>) -> holdings::Found {
+pub(crate) fn parse_mark(m: Option<&str>) -> holdings::Found {
     use holdings::Found;
     match m {
         Some(m) if m.starts_with("plumb load:") => {
@@ -473,7 +473,7 @@ impl Customer {
 }
 
 /// Numbers as a JSON array (`[1,2,3]`), for engines without arrays.
-pub fn json_array(v: &[i32]) -> String {
+pub(crate) fn json_array(v: &[i32]) -> String {
     format!(
         "[{}]",
         v.iter()
@@ -494,7 +494,7 @@ const C_ITEM: i64 = 4711;
 pub const C_LAST_LOAD: i64 = 157;
 
 /// TPC-C's non-uniform random: `(((random(0, a) | random(x, y)) + c) % (y - x + 1)) + x`.
-pub fn nurand(u: Uniform, a: i64, x: i64, y: i64, c: i64) -> i64 {
+pub(crate) fn nurand(u: Uniform, a: i64, x: i64, y: i64, c: i64) -> i64 {
     (((u(0, a) | u(x, y)) + c) % (y - x + 1)) + x
 }
 
@@ -503,7 +503,7 @@ const SYLLABLES: [&str; 10] = [
 ];
 
 /// The last name of number `n` (0..=999): three syllables by its digits.
-pub fn last_name(n: i64) -> String {
+pub(crate) fn last_name(n: i64) -> String {
     let n = n.clamp(0, 999) as usize;
     format!(
         "{}{}{}",
@@ -514,7 +514,7 @@ pub fn last_name(n: i64) -> String {
 }
 
 /// The syllables as an SQL array literal's items, for the loaders.
-pub fn syllables_sql() -> String {
+pub(crate) fn syllables_sql() -> String {
     SYLLABLES
         .iter()
         .map(|s| format!("'{s}'"))

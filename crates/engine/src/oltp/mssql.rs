@@ -240,12 +240,12 @@ BEGIN
 END",
 ];
 
-pub fn connect_admin(t: &Target) -> Result<MssqlConn> {
+pub(crate) fn connect_admin(t: &Target) -> Result<MssqlConn> {
     MssqlConn::connect(t)
 }
 
 /// A connection in the load's database.
-pub fn connect_to(t: &Target, db: &str) -> Result<MssqlConn> {
+pub(crate) fn connect_to(t: &Target, db: &str) -> Result<MssqlConn> {
     let mut c = MssqlConn::connect(t)?;
     c.execute(&format!("USE {db}"))?;
     Ok(c)
@@ -260,7 +260,7 @@ fn first_number(c: &mut MssqlConn, what: &str, sql: &str) -> Result<Option<f64>>
         .and_then(|v| v.f64()))
 }
 
-pub fn server_version(c: &mut MssqlConn) -> Result<String> {
+pub(crate) fn server_version(c: &mut MssqlConn) -> Result<String> {
     let rs = c.query(
         "reading the server's version",
         "SELECT CAST(SERVERPROPERTY('ProductVersion') AS nvarchar(64)) AS v",
@@ -357,7 +357,7 @@ pub fn holdings(
 
 /// sys.objects rows (type_desc, schema, name, owning user) as (kind, name, owner): dbo's
 /// objects by their plain names, triggers never passing as a table.
-pub fn mssql_objects(rows: &[Vec<String>]) -> Vec<(String, String, Option<String>)> {
+pub(crate) fn mssql_objects(rows: &[Vec<String>]) -> Vec<(String, String, Option<String>)> {
     rows.iter()
         .filter(|r| r.len() >= 4)
         .map(|r| {

@@ -115,7 +115,7 @@ pub struct Login {
 impl Login {
     /// From the `mysql` crate's parsed URL (socket, or host and port; user; password), with
     /// `db` as the database.
-    pub fn from_opts(o: &mysql::Opts, db: &str) -> Login {
+    pub(crate) fn from_opts(o: &mysql::Opts, db: &str) -> Login {
         let addr = match o.get_socket() {
             Some(s) => Addr::Unix(PathBuf::from(s)),
             None => Addr::Tcp(o.get_ip_or_hostname().to_string(), o.get_tcp_port()),
@@ -291,11 +291,11 @@ impl MyWire {
     }
 
     /// The server's id for this session (what KILL QUERY takes).
-    pub fn connection_id(&self) -> u32 {
+    pub(crate) fn connection_id(&self) -> u32 {
         self.id
     }
 
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         self.dead
     }
 

@@ -349,7 +349,7 @@ pub fn end_sessions_of(admin: &mut Client, db: &str, pid: u32, wait: std::time::
 }
 
 /// Connect to the database the target's URL names (where plumb creates and drops its own).
-pub fn connect_admin(t: &Target) -> Result<Client> {
+pub(crate) fn connect_admin(t: &Target) -> Result<Client> {
     let mut cfg = parse_url(t)?;
     cfg.application_name(&application_name());
     cfg.connect(NoTls)
@@ -362,7 +362,7 @@ pub fn connect_admin(t: &Target) -> Result<Client> {
 }
 
 /// The server's version as it says it (`15.8`, `17.2 (Debian 17.2-1)`).
-pub fn server_version(c: &mut Client) -> Result<String> {
+pub(crate) fn server_version(c: &mut Client) -> Result<String> {
     let r = c
         .query_one("SHOW server_version", &[])
         .map_err(q("reading the server's version"))?;
@@ -370,7 +370,7 @@ pub fn server_version(c: &mut Client) -> Result<String> {
 }
 
 /// Connect to `db` on the target's server.
-pub fn connect_to(t: &Target, db: &str, label: &str) -> Result<Client> {
+pub(crate) fn connect_to(t: &Target, db: &str, label: &str) -> Result<Client> {
     let mut cfg = parse_url(t)?;
     cfg.dbname(db);
     cfg.application_name(&application_name());
@@ -573,11 +573,11 @@ pub fn load_job(c: &mut Client, w: Workload, j: u32, scale: u32) -> Result<()> {
     }
 }
 
-pub fn load_items(c: &mut Client) -> Result<()> {
+pub(crate) fn load_items(c: &mut Client) -> Result<()> {
     c.batch_execute(ITEMS_SQL).map_err(q("loading the items"))
 }
 
-pub fn load_warehouse(c: &mut Client, w: u32) -> Result<()> {
+pub(crate) fn load_warehouse(c: &mut Client, w: u32) -> Result<()> {
     let sql = WAREHOUSE_SQL
         .replace("$W", &w.to_string())
         .replace("C_LAST_LOAD", &super::C_LAST_LOAD.to_string());
@@ -587,7 +587,7 @@ pub fn load_warehouse(c: &mut Client, w: u32) -> Result<()> {
 
 /// Keys, indexes, the procedures and fresh statistics of pgbench's tables, after the rows
 /// are in.
-pub fn finish_pgbench(c: &mut Client) -> Result<()> {
+pub(crate) fn finish_pgbench(c: &mut Client) -> Result<()> {
     c.batch_execute("SET maintenance_work_mem = '256MB'")
         .map_err(q("building the keys"))?;
     for k in PGBENCH_KEYS {
@@ -600,7 +600,7 @@ pub fn finish_pgbench(c: &mut Client) -> Result<()> {
 }
 
 /// The read-write table's key and index, and fresh statistics, after the rows are in.
-pub fn finish_rw(c: &mut Client) -> Result<()> {
+pub(crate) fn finish_rw(c: &mut Client) -> Result<()> {
     c.batch_execute(
         "SET maintenance_work_mem = '256MB';
          ALTER TABLE plumb_rw ADD PRIMARY KEY (id);

@@ -3,7 +3,7 @@
 //! and a client that runs transactions. Each engine's code stays in `pg`, `maria` and `mssql`
 //! (SQL Server's written from the documentation, not run against a live server).
 
-pub use super::holdings::{foreign_objects, Found, Holdings};
+pub use super::holdings::{Found, Holdings};
 use super::{maria, mssql, pg, Tx, TxError, Workload};
 use crate::{Kind, Result, Target};
 

@@ -211,7 +211,7 @@ pub struct Login {
 impl Login {
     /// From the `postgres` crate's parsed URL, with `db` as the database. The user defaults to
     /// the OS user's name, as libpq's does.
-    pub fn from_config(c: &Config, db: &str) -> std::result::Result<Login, String> {
+    pub(crate) fn from_config(c: &Config, db: &str) -> std::result::Result<Login, String> {
         let port = c.get_ports().first().copied().unwrap_or(5432);
         let addr = match c.get_hosts().first() {
             Some(Host::Unix(dir)) => Addr::Unix(dir.join(format!(".s.PGSQL.{port}"))),
@@ -437,7 +437,7 @@ impl Wire {
 
     /// Whether the session can no longer be used (closed, or the server said something plumb
     /// does not read).
-    pub fn is_dead(&self) -> bool {
+    pub(crate) fn is_dead(&self) -> bool {
         self.dead
     }
 

@@ -86,7 +86,7 @@ impl AlignedBuf {
         AlignedBuf { ptr, layout }
     }
 
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: ptr is valid for layout.size() bytes and uniquely borrowed.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.layout.size()) }
     }
@@ -139,7 +139,7 @@ impl Slots {
         self.get(slot).as_mut_ptr()
     }
 
-    pub fn iovecs(&mut self, count: u32) -> Vec<libc::iovec> {
+    pub(crate) fn iovecs(&mut self, count: u32) -> Vec<libc::iovec> {
         (0..count)
             .map(|i| libc::iovec {
                 iov_base: self.ptr(i).cast(),

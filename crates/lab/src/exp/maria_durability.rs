@@ -42,7 +42,7 @@ fn file_switches(
 }
 
 /// The server's version as numbers, from what it reports (`10.11.19-MariaDB-0+deb12u1`).
-pub fn version_of(v: &str) -> Option<(u32, u32, u32)> {
+pub(crate) fn version_of(v: &str) -> Option<(u32, u32, u32)> {
     let mut n = v
         .split(|c: char| !c.is_ascii_digit())
         .take(3)
@@ -473,7 +473,7 @@ fn rank(d: &mut MariaDurability, samples: &[Vec<f64>]) {
 /// large against the difference between their medians is moved to `not_compared`; the section,
 /// the finding and the verdict read the same lists. With nothing left compared, no
 /// configuration is called the fastest.
-pub fn withhold_disturbed(
+pub(crate) fn withhold_disturbed(
     d: &mut plumb_analyze::lab::MariaDurability,
     windows: &[plumb_analyze::lab::Window],
 ) {

@@ -381,7 +381,7 @@ impl<'a> Context<'a> {
 
     /// Why the database workloads cannot run here, or None: they run on the private instance,
     /// and on a server of the user's only with --allow-writes (in a scratch database).
-    pub fn workload_precondition(&self) -> Option<String> {
+    pub(crate) fn workload_precondition(&self) -> Option<String> {
         if self.server.is_private() || self.config.allow_writes {
             None
         } else {
@@ -395,7 +395,7 @@ impl<'a> Context<'a> {
     /// The lab's database, created on first use (`plumb_lab` on the private instance; a
     /// scratch database on a target, dropped at the end); the recording reads its counters
     /// from then on.
-    pub fn lab_database(&mut self) -> Result<&LabDatabase> {
+    pub(crate) fn lab_database(&mut self) -> Result<&LabDatabase> {
         if self.lab_db.is_none() {
             let Some(bin) = self.pgbench_bin.clone() else {
                 crate::refuse!("the lab's database for pgbench is PostgreSQL's");

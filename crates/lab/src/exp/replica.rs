@@ -466,7 +466,7 @@ pub const FOLLOW_FLOOR: f64 = 1.0;
 /// Whether `b`'s commits are slower than `a`'s beyond chance and beyond a practical floor: the
 /// rank-sum test over the two loops' commit times (one-sided p < 0.01) and `b`'s median at
 /// least `1 + floor` times `a`'s. `None` when a loop has too few commits to test.
-pub fn slower_beyond_spread(a: &[u64], b: &[u64], floor: f64) -> Option<bool> {
+pub(crate) fn slower_beyond_spread(a: &[u64], b: &[u64], floor: f64) -> Option<bool> {
     let f = |v: &[u64]| v.iter().map(|&u| u as f64).collect::<Vec<_>>();
     plumb_analyze::stats::larger_beyond_noise(&f(a), &f(b), floor)
 }

@@ -127,7 +127,7 @@ pub fn run(
 /// Run the load for a caller that runs the workload again later (the lab's experiments): a
 /// database this run creates is not dropped at the end, its guard goes to `created` (dropped
 /// when the caller lets it go), on success and on failure alike.
-pub fn run_handing(
+pub(crate) fn run_handing(
     c: &LoadConfig,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
@@ -234,7 +234,7 @@ impl Loaded {
 
 /// Create and load `c.workload`'s database on `c.target` (a new one: a kept one is refused),
 /// as `run` does before it drives.
-pub fn load_only(
+pub(crate) fn load_only(
     c: &LoadConfig,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),

@@ -204,7 +204,7 @@ fn trace(code: &str, f: &Facts) -> Option<String> {
 }
 
 /// How a device takes durable writes, from its write cache mode and FUA.
-pub fn cache_line(write_cache: Option<&str>, fua: Option<bool>) -> Option<String> {
+pub(crate) fn cache_line(write_cache: Option<&str>, fua: Option<bool>) -> Option<String> {
     Some(match (write_cache?, fua) {
         ("write through", _) => "no volatile write cache reported: durable writes need no cache flush (trust this only for battery- or capacitor-backed caches)".into(),
         ("write back", Some(true)) => "volatile write cache with FUA: O_DIRECT|O_DSYNC writes go as FUA writes; fdatasync() sends a cache FLUSH".into(),
@@ -214,7 +214,7 @@ pub fn cache_line(write_cache: Option<&str>, fua: Option<bool>) -> Option<String
 }
 
 /// How a durable write reaches persistent memory, in one line.
-pub fn pmem_line(dax: Option<&str>) -> String {
+pub(crate) fn pmem_line(dax: Option<&str>) -> String {
     match dax {
         Some(d) => format!(
             "persistent memory mounted with {d}: file data is mapped from the memory itself, bypassing the page cache, and a write is durable once the CPU's caches are written back (fsync/fdatasync flush CPU cache lines, not a device cache); no FLUSH or FUA is involved"

@@ -1057,7 +1057,15 @@ fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up()
     let probe = || {
         plumb()
             // The shortest probe: the test is about tracefs and cleanup, not the figures.
-            .args(["--json", "io", "durability", "--duration", "100ms", "--reps", "1"])
+            .args([
+                "--json",
+                "io",
+                "durability",
+                "--duration",
+                "100ms",
+                "--reps",
+                "1",
+            ])
             .args(["--bs", "8K"])
             .arg(d.path())
             .stdout(std::process::Stdio::piped())

@@ -3,11 +3,10 @@
 
 use crate::cmd_engine::DirArg;
 use crate::GlobalArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
-use plumb_analyze::delta;
-use plumb_engine::private;
-use plumb_lab::delta::{DeltaPlan, DeltaTarget, Mode, Workload};
+use plumb_lab::delta::{Delta, DeltaConfig, DeltaPlan, Mode, WorkloadSpec};
+use plumb_lab::Event;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -97,61 +96,50 @@ fn threshold_ms(s: &str) -> std::result::Result<f64, String> {
 
 pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     plumb_sys::signal::install();
-    match run_inner(g, a) {
-        // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
-        Err(_) | Ok(_) if interrupted() => {
-            eprintln!("plumb: interrupted; the statement was cancelled and nothing is reported");
-            Ok(crate::cmd_io::interrupted_code())
-        }
-        other => other,
-    }
-}
-
-/// The statement or command each run executes.
-fn workload(a: &DeltaArgs) -> Result<Workload> {
-    Ok(if let Some(s) = &a.sql {
-        if s.trim().is_empty() {
-            bail!("--sql: empty statement");
-        }
-        Workload::Sql(s.clone())
-    } else if let Some(f) = &a.file {
-        let text = plumb_sys::read_text_bounded(f, 64 << 20)
-            .with_context(|| format!("--file {}", f.display()))?;
-        if text.trim().is_empty() {
-            bail!("--file {}: no SQL in it", f.display());
-        }
-        Workload::Sql(text)
+    let delta = Delta::new(config(g, a)?)?;
+    let meter = crate::progress::Meter::new("plumb delta", Duration::ZERO, Vec::new());
+    let mut finished = false;
+    let mut events = |e: Event| match e {
+        Event::Step {
+            what,
+            done,
+            planned,
+            total,
+            ..
+        } => meter.step(what, done, planned, total),
+        Event::Note(line) => meter.note(line),
+        Event::Live { .. } => {}
+        Event::Finished { .. } => finished = true,
+    };
+    let report = delta.run(&mut events, &plumb_sys::signal::stop_requested);
+    if finished {
+        meter.finish();
     } else {
-        Workload::Cmd(a.cmd.clone())
-    })
-}
-
-/// The target: a URL, or the private instance (started now if needed; the guard stops it
-/// after the runs).
-fn target(a: &DeltaArgs) -> Result<(DeltaTarget, Option<private::Owned>)> {
-    match &a.engine {
-        Some(url) => {
-            if !a.set.is_empty() {
-                bail!("--set configures plumb's private instance when plumb starts it; with --engine the server is yours and keeps its settings (leave out --set)");
-            }
-            if a.build.bin_dir.is_some() || a.build.pg_version.is_some() {
-                bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
-            }
-            let t = crate::engine_target("--engine", url, a.password_file.as_deref())?;
-            let dt = plumb_lab::delta::url_target(t, url, a.dir.dir.as_deref());
-            Ok((dt, None))
-        }
-        None => Ok(plumb_lab::delta::private_target(
-            &a.dir.dir(),
-            &a.set,
-            a.build.build()?,
-            &mut |note| eprintln!("plumb: {}", plumb_sys::visible::lines(&note)),
-        )?),
+        meter.abandon();
     }
+    // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
+    if plumb_sys::signal::stop_requested() {
+        eprintln!("plumb: interrupted; the statement was cancelled and nothing is reported");
+        return Ok(crate::cmd_io::interrupted_code());
+    }
+    crate::emit(g, &plumb_report::delta_render::output(&report?))?;
+    Ok(0)
 }
 
-/// The runs asked for: which cache modes, how many of each, sampled how often, traced or not.
-fn plan(a: &DeltaArgs) -> DeltaPlan {
+/// The flags as `Delta::new` takes them (it checks them).
+fn config(g: &GlobalArgs, a: &DeltaArgs) -> Result<DeltaConfig> {
+    let engine = match &a.engine {
+        Some(url) => Some((
+            crate::engine_target("--engine", url, a.password_file.as_deref())?,
+            url.clone(),
+        )),
+        None => None,
+    };
+    let workload = match (&a.sql, &a.file) {
+        (Some(s), _) => WorkloadSpec::Sql(s.clone()),
+        (None, Some(f)) => WorkloadSpec::File(f.clone()),
+        (None, None) => WorkloadSpec::Cmd(a.cmd.clone()),
+    };
     let modes = if a.both {
         vec![Mode::Cold, Mode::Warm]
     } else if a.cold {
@@ -161,66 +149,23 @@ fn plan(a: &DeltaArgs) -> DeltaPlan {
     } else {
         vec![Mode::AsFound]
     };
-    DeltaPlan {
-        modes,
-        repeat: a.repeat,
-        sample_every: Duration::from_millis(a.sample_ms),
-        trace: a.trace,
-        drop_host_cache: a.drop_host_cache,
-    }
-}
-
-fn run_inner(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
-    if a.trace && !plumb_sys::os::is_root() {
-        anyhow::bail!("--trace needs root (plumb loads eBPF programs: CAP_BPF and CAP_PERFMON)");
-    }
-    if a.drop_host_cache && !(a.cold || a.both) {
-        bail!("--drop-host-cache goes with --cold or --both (it empties the host's page cache before each cold run)");
-    }
-    if !(a.threshold >= 0.0) {
-        bail!(
-            "--threshold {}: must be zero or more milliseconds",
-            a.threshold
-        );
-    }
-    let workload = workload(a)?;
-    let (wh, _stop_guard) = target(a)?;
-    // The OS figures come from --sysroot's tree when one is given (a captured host: its
-    // counters do not move, so only the engine's deltas are real).
-    let root = g.root()?;
-    let plan = plan(a);
-    // Progress: each run is planned to take as long as the runs before it did on average
-    // (two seconds before the first has finished).
-    let meter = crate::progress::Meter::new("plumb delta", Duration::ZERO, Vec::new());
-    let started = std::time::Instant::now();
-    let mut starting = |what: &str, k: usize, n: usize| {
-        let per = if k == 0 {
-            Duration::from_secs(2)
-        } else {
-            started.elapsed() / k as u32
-        };
-        meter.step(what, per * k as u32, per, per * n as u32);
-    };
-    let runs = plumb_lab::delta::run(&root, &wh, &workload, &plan, &interrupted, &mut starting);
-    match &runs {
-        Ok(_) => meter.finish(),
-        Err(_) => meter.abandon(),
-    }
-    let runs = runs?;
-    let report = delta::summarize(
-        wh.shown.clone(),
-        Some(runs.info),
-        workload.describe(),
-        a.repeat as usize,
-        runs.modes,
-        runs.unavailable,
-        a.threshold,
-        a.all,
-    );
-    crate::emit(g, &plumb_report::delta_render::output(&report))?;
-    Ok(0)
-}
-
-fn interrupted() -> bool {
-    plumb_sys::signal::stop_requested()
+    Ok(DeltaConfig {
+        engine,
+        dir: a.dir.dir.clone(),
+        set: a.set.clone(),
+        build: a.build.build()?,
+        workload,
+        plan: DeltaPlan {
+            modes,
+            repeat: a.repeat,
+            sample_every: Duration::from_millis(a.sample_ms),
+            trace: a.trace,
+            drop_host_cache: a.drop_host_cache,
+        },
+        threshold_ms: a.threshold,
+        all: a.all,
+        // The OS figures come from --sysroot's tree when one is given (a captured host: its
+        // counters do not move, so only the engine's deltas are real).
+        root: g.root()?,
+    })
 }

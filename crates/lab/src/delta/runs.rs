@@ -57,7 +57,7 @@ pub struct DeltaTarget {
 
 /// `plumb delta`'s target when a URL is given: the server is the user's, except that a URL
 /// that names the private instance in `dir` (running) still gets its restarts for cold runs.
-pub fn url_target(target: Target, url: &str, dir: Option<&Path>) -> DeltaTarget {
+pub(crate) fn url_target(target: Target, url: &str, dir: Option<&Path>) -> DeltaTarget {
     let private_dir = dir
         .filter(|d| {
             private::status(d)
@@ -77,7 +77,7 @@ pub fn url_target(target: Target, url: &str, dir: Option<&Path>) -> DeltaTarget 
 /// now with `set` (NAME=VALUE) and `build` when it does not run (then stopped after the runs,
 /// and removed too when this run made it: the guard returned does that). `note` hears what the
 /// user should know (settings not applied to a running instance, the start).
-pub fn private_target(
+pub(crate) fn private_target(
     dir: &Path,
     set: &[String],
     build: Option<private::Build>,

@@ -144,6 +144,7 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             "plumb: {}",
             record_text::recording(file, every, interval, slow, duration)
         ),
+        Event::Tracing { .. } => {}
     };
     let summary = recorder.run_with(
         &mut events,

@@ -2,9 +2,10 @@
 //! faults and scheduling — per process, counted in the kernel.
 
 use crate::GlobalArgs;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
-use plumb_record::trace::{Options, Target};
+use plumb_record::events::Event;
+use plumb_record::trace::{Trace, TraceConfig};
 use plumb_sys::units::parse_duration;
 
 #[derive(Debug, Args)]
@@ -19,8 +20,8 @@ pub struct TraceArgs {
     pub engine_server: bool,
     /// End the window after this long (e.g. 30s, 2m). Without it: until the command exits, the
     /// processes end, or Ctrl-C.
-    #[arg(long, value_name = "TIME")]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = time)]
+    pub duration: Option<std::time::Duration>,
     /// Also show each thread's syscalls and scheduling.
     #[arg(long)]
     pub threads: bool,
@@ -37,71 +38,55 @@ pub struct TraceArgs {
     pub cmd: Vec<String>,
 }
 
-/// What to follow: exactly one of --pid, --engine-server and a command.
-fn target(root: &plumb_sys::Root, a: &TraceArgs) -> Result<Target> {
-    if [!a.pids.is_empty(), a.engine_server, !a.cmd.is_empty()]
-        .iter()
-        .filter(|x| **x)
-        .count()
-        != 1
-    {
-        bail!(
-            "say what to trace: --pid PID, --engine-server, or -- CMD ARGS (exactly one of them)"
-        );
-    }
-    Ok(if !a.cmd.is_empty() {
-        Target::Command(a.cmd.clone())
-    } else if a.engine_server {
-        Target::engine_servers(root)?
-    } else {
-        Target::pids(&a.pids)
-    })
+/// A duration flag's value (`30s`, `2m`, `500ms`).
+fn time(s: &str) -> std::result::Result<std::time::Duration, String> {
+    parse_duration(s).map_err(|e| e.0)
 }
 
 pub fn run(g: &GlobalArgs, a: &TraceArgs) -> Result<i32> {
-    let root = g.root()?;
-    let duration = a
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| crate::quoting(format!("--duration {e}"), e)))
-        .transpose()?;
-    if duration.is_some_and(|d| d.is_zero()) {
-        bail!("--duration must be more than 0");
-    }
-    let target = target(&root, a)?;
+    let trace = Trace::new(TraceConfig {
+        root: g.root()?,
+        pids: a.pids.clone(),
+        engine_server: a.engine_server,
+        command: a.cmd.clone(),
+        duration: a.duration,
+        threads: a.threads,
+        timing: if a.time_every_call {
+            plumb_sys::proctrace::Timing::EVERY_CALL
+        } else {
+            plumb_sys::proctrace::Timing::DEFAULT
+        },
+        block: !a.no_block,
+    })?;
     plumb_sys::signal::install();
     // A fixed window (--duration without a command): progress over it, so a piped trace is not
     // silent until its report.
-    let meter: std::cell::RefCell<Option<crate::progress::Meter>> = Default::default();
-    let report = plumb_record::trace::run(
-        &root,
-        &target,
-        &Options {
+    let mut meter: Option<crate::progress::Meter> = None;
+    let mut events = |e: Event| {
+        if let Event::Tracing {
+            what,
             duration,
-            threads: a.threads,
-            timing: if a.time_every_call {
-                plumb_sys::proctrace::Timing::EVERY_CALL
-            } else {
-                plumb_sys::proctrace::Timing::DEFAULT
-            },
-            block: !a.no_block,
-            cancel: &plumb_sys::signal::stop_requested,
-            signal_command: &plumb_sys::signal::forward_to,
-            started: &|what| {
-                let ends = duration.is_none() && a.cmd.is_empty();
-                eprintln!(
-                    "plumb: tracing {what}{}",
-                    ["", "; Ctrl-C ends the window"][ends as usize]
-                );
-                if let (Some(d), true) = (duration, a.cmd.is_empty()) {
-                    let m = crate::progress::Meter::new("plumb trace", d, Vec::new());
-                    m.step(&format!("tracing {what}"), std::time::Duration::ZERO, d, d);
-                    *meter.borrow_mut() = Some(m);
-                }
-            },
-        },
+            command,
+        } = e
+        {
+            let ends = duration.is_none() && !command;
+            eprintln!(
+                "plumb: tracing {what}{}",
+                ["", "; Ctrl-C ends the window"][ends as usize]
+            );
+            if let (Some(d), false) = (duration, command) {
+                let m = crate::progress::Meter::new("plumb trace", d, Vec::new());
+                m.step(&format!("tracing {what}"), std::time::Duration::ZERO, d, d);
+                meter = Some(m);
+            }
+        }
+    };
+    let report = trace.run(
+        &mut events,
+        &plumb_sys::signal::stop_requested,
+        &plumb_sys::signal::forward_to,
     );
-    if let Some(m) = meter.borrow_mut().take() {
+    if let Some(m) = meter {
         if report.is_ok() {
             m.finish();
         } else {

@@ -9,6 +9,7 @@
 mod background;
 pub mod engine;
 mod error;
+pub mod events;
 pub mod foreground;
 pub mod keep;
 pub mod live;

@@ -53,33 +53,7 @@ pub struct RecordConfig {
     pub command_line: String,
 }
 
-/// What happens as a recording starts, for the caller to show.
-#[derive(Debug)]
-pub enum Event<'a> {
-    /// The live figures are served here.
-    Serving { addr: SocketAddr },
-    /// Sampling started.
-    Recording {
-        file: Option<&'a Path>,
-        /// A new file this often (`--out-dir`).
-        every: Option<Duration>,
-        interval: Duration,
-        /// The slow metrics' interval, when longer than `interval`.
-        slow: Option<Duration>,
-        duration: Option<Duration>,
-    },
-}
-
-/// Receives a recording's events (a closure does).
-pub trait Events {
-    fn event(&mut self, e: Event);
-}
-
-impl<F: FnMut(Event)> Events for F {
-    fn event(&mut self, e: Event) {
-        self(e)
-    }
-}
+pub use crate::events::{Event, Events};
 
 /// A recording checked and ready to start.
 pub struct Recorder {

@@ -58,19 +58,102 @@ impl Target {
     }
 }
 
-pub struct Options<'a> {
+/// `plumb trace` as the flags say it: what to follow (exactly one of `pids`, `engine_server`
+/// and `command`), for how long, and how closely.
+pub struct TraceConfig {
+    pub root: Root,
+    /// Running processes, with what they start.
+    pub pids: Vec<u32>,
+    /// The database servers running here, found by name.
+    pub engine_server: bool,
+    /// A command plumb starts.
+    pub command: Vec<String>,
+    /// The window's length; None: until the command exits, the processes end or `cancel`.
     pub duration: Option<Duration>,
+    /// Per thread, not only per process.
     pub threads: bool,
     /// Which syscalls are timed (every call, or [`Timing::DEFAULT`]'s sample).
     pub timing: Timing,
     /// Trace block requests too (tracefs).
     pub block: bool,
+}
+
+/// A checked trace, ready to run.
+pub struct Trace {
+    config: TraceConfig,
+    target: Target,
+}
+
+impl Trace {
+    /// Every check before anything is traced: exactly one thing to follow, a window longer
+    /// than zero, and (`engine_server`) a database server that runs here.
+    pub fn new(config: TraceConfig) -> Result<Trace> {
+        let c = &config;
+        let asked = [!c.pids.is_empty(), c.engine_server, !c.command.is_empty()];
+        if asked.iter().filter(|x| **x).count() != 1 {
+            return Err(Error::refused(
+                "plumb trace",
+                "say what to trace: --pid PID, --engine-server, or -- CMD ARGS (exactly one of them)",
+            ));
+        }
+        if c.duration.is_some_and(|d| d.is_zero()) {
+            return Err(Error::refused("--duration", "must be more than 0"));
+        }
+        let target = if !c.command.is_empty() {
+            Target::Command(c.command.clone())
+        } else if c.engine_server {
+            Target::engine_servers(&c.root)?
+        } else {
+            Target::pids(&c.pids)
+        };
+        Ok(Trace { config, target })
+    }
+
+    /// Trace for the window and return what was gathered. `events` hears
+    /// [`Event::Tracing`](crate::events::Event::Tracing) once the tracing is in place;
+    /// `cancel` ends the window; `signal_command` passes the stop on to the command.
+    pub fn run(
+        self,
+        events: &mut dyn crate::events::Events,
+        cancel: &dyn Fn() -> bool,
+        signal_command: &dyn Fn(u32),
+    ) -> Result<TraceReport> {
+        let c = &self.config;
+        let events = std::cell::RefCell::new(events);
+        let started = |what: &str| {
+            events.borrow_mut().event(crate::events::Event::Tracing {
+                what,
+                duration: c.duration,
+                command: !c.command.is_empty(),
+            })
+        };
+        run(
+            &c.root,
+            &self.target,
+            &Options {
+                duration: c.duration,
+                threads: c.threads,
+                timing: c.timing,
+                block: c.block,
+                cancel,
+                signal_command,
+                started: &started,
+            },
+        )
+    }
+}
+
+struct Options<'a> {
+    duration: Option<Duration>,
+    threads: bool,
+    timing: Timing,
+    block: bool,
     /// Polled: true ends the window.
-    pub cancel: &'a dyn Fn() -> bool,
+    cancel: &'a dyn Fn() -> bool,
     /// Passes the stop on to the command (the signal plumb received).
-    pub signal_command: &'a dyn Fn(u32),
+    signal_command: &'a dyn Fn(u32),
     /// Told once the tracing is in place (what is followed).
-    pub started: &'a dyn Fn(&str),
+    started: &'a dyn Fn(&str),
 }
 
 const TICK: Duration = Duration::from_millis(100);
@@ -489,7 +572,7 @@ impl Session {
 }
 
 /// Trace `target` for a window and return what was gathered.
-pub fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
+fn run(root: &Root, target: &Target, o: &Options) -> Result<TraceReport> {
     let (mut s, mut child, roots) = match target {
         Target::Command(cmd) => {
             let (s, child) = Session::command_timed(root, cmd, o.threads, o.block, o.timing)?;
@@ -696,5 +779,61 @@ impl TraceSampler {
     /// End the trace and build its summary.
     pub fn finish(self, ended: &str) -> Result<TraceReport> {
         self.polled.finish(ended)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> TraceConfig {
+        TraceConfig {
+            root: Root::host(),
+            pids: Vec::new(),
+            engine_server: false,
+            command: Vec::new(),
+            duration: None,
+            threads: false,
+            timing: Timing::DEFAULT,
+            block: true,
+        }
+    }
+
+    fn refused(c: TraceConfig) -> String {
+        match Trace::new(c) {
+            Ok(_) => panic!("accepted"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn new_takes_exactly_one_thing_to_follow_and_a_window_longer_than_zero() {
+        assert!(refused(config()).contains("say what to trace"));
+        let both = TraceConfig {
+            pids: vec![1],
+            command: vec!["true".into()],
+            ..config()
+        };
+        assert!(refused(both).contains("exactly one"));
+        let zero = TraceConfig {
+            pids: vec![1],
+            duration: Some(Duration::ZERO),
+            ..config()
+        };
+        assert!(refused(zero).starts_with("--duration: "));
+        let pids = Trace::new(TraceConfig {
+            pids: vec![1, 2],
+            duration: Some(Duration::from_secs(1)),
+            ..config()
+        })
+        .unwrap();
+        assert!(matches!(&pids.target, Target::Pids { label, .. } if label == "PID 1, PID 2"));
+        // Nothing was started by new: a command is only run by `run`.
+        let cmd = Trace::new(TraceConfig {
+            command: vec!["/nonexistent/cmd".into()],
+            ..config()
+        })
+        .unwrap();
+        assert!(matches!(&cmd.target, Target::Command(c) if c[0] == "/nonexistent/cmd"));
     }
 }

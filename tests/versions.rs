@@ -306,8 +306,9 @@ fn lab(major: u32) {
     };
     let work = common::server_tempdir(&format!("plumb-lab{major}-"));
     let out = work.path().join("out");
+    // pgbench for 3 s: thousands of transactions, enough for pg_stat_io's rows.
     let o = plumb()
-        .args(["lab", "--quick", "--bin-dir"])
+        .args(["lab", "--quick", "--duration", "3s", "--bin-dir"])
         .arg(&bin)
         .arg("--dir")
         .arg(work.path())

@@ -2,12 +2,13 @@
 
 pub use crate::cmd_io_args::*;
 use crate::GlobalArgs;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use plumb_io::job::{EngineKind, Job};
 use plumb_io::target::{self, Safety};
 use plumb_report::verdict_render as vr;
 use plumb_sys::units::{parse_duration, parse_size};
 use std::path::PathBuf;
+use std::time::Duration;
 
 fn flag<T, E: std::error::Error + Send + Sync + 'static>(
     name: &str,
@@ -194,85 +195,45 @@ fn reserve_chart(a: &SweepArgs) -> Result<Option<plumb_report::out::Reserved>> {
     Ok(Some(plumb_report::out::Reserved::new("--chart", &path)?))
 }
 
-/// The sweep's base job (shorter runs than a single test unless the user says otherwise) and
-/// its levels.
-fn sweep_plan(
-    a: &SweepArgs,
-) -> Result<(
-    plumb_io::job::Job,
-    plumb_analyze::sweep::SweepKind,
-    Vec<plumb_lab::sweep::LevelJob>,
-)> {
-    if a.reps == 0 || a.reps > 100 {
-        bail!("--reps {}: use 1 to 100", a.reps);
-    }
-    let mut flags = a.job.clone();
-    flags.duration.get_or_insert_with(|| "5s".into());
-    flags.warmup.get_or_insert_with(|| "1s".into());
-    let base = build_job(&flags, a.targets.clone())?;
-    let (kind, levels) =
-        plumb_lab::sweep::plan_levels(&base, a.rates.as_deref(), a.qd_levels.as_deref())?;
-    Ok((base, kind, levels))
-}
-
-/// The sweep's progress over `planned_runs` runs, each planned as its warm-up, measured time
-/// and cool-down and about half a second (runs repeated because they were disturbed extend the
-/// plan): the meter, a run's planned time, and the runs planned.
-fn sweep_meter(
-    base: &plumb_io::job::Job,
-    planned_runs: u32,
-) -> (crate::progress::Meter, std::time::Duration, u32) {
-    let per = base.warmup + base.duration + base.cooldown + std::time::Duration::from_millis(500);
-    let meter = crate::progress::Meter::new(
-        "plumb io sweep",
-        per * planned_runs,
-        plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &base.targets),
-    );
-    (meter, per, planned_runs)
-}
-
 fn sweep(
     g: &GlobalArgs,
     a: &SweepArgs,
     accept: &[plumb_analyze::interference::Accept],
 ) -> Result<i32> {
     plumb_sys::signal::install();
-    let (base, kind, levels) = sweep_plan(a)?;
+    // Shorter runs than a single test unless the user says otherwise.
+    let mut flags = a.job.clone();
+    flags.duration.get_or_insert_with(|| "5s".into());
+    flags.warmup.get_or_insert_with(|| "1s".into());
+    let base = build_job(&flags, a.targets.clone())?;
+    let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &base.targets);
+    let (targets, size) = (base.targets.clone(), base.file_size);
+    let sweep = plumb_lab::sweep::IoSweep::new(plumb_lab::sweep::SweepConfig {
+        base,
+        rates: a.rates.clone(),
+        qd_levels: a.qd_levels.clone(),
+        reps: a.reps,
+        safety: a.safety.safety(),
+        keep: a.safety.keep,
+        command_line: command_line(),
+        accept: accept.to_vec(),
+    })?;
     let chart = reserve_chart(a)?;
-    // Missing files are made once for the whole sweep, and reused by the runs.
-    let mut safety = a.safety.safety();
-    say_created(&base.targets, base.file_size, a.safety.keep);
-    let stop = plumb_sys::signal::stop_requested;
-    let Some(scratch) = plumb_lab::sweep::scratch_files(&base, a.safety.keep, &mut safety, &stop)?
-    else {
-        return Ok(interrupted_removed());
+    say_created(&targets, size, a.safety.keep);
+    let meter = crate::progress::Meter::new("plumb io sweep", Duration::ZERO, devs);
+    let mut events = |e: plumb_lab::Event| {
+        if let plumb_lab::Event::Step {
+            what,
+            done,
+            planned,
+            total,
+            ..
+        } = e
+        {
+            meter.step(what, done, planned, total)
+        }
     };
-    let (meter, per, planned_runs) = sweep_meter(&base, levels.len() as u32 * a.reps);
-    let command_line = command_line();
-    let mut done = 0u32;
-    let mut step = |label: &str, rep: u32, reps: u32| {
-        let what = if rep > reps {
-            format!("level {label}, extra run {rep} (the runs so far disagree)")
-        } else {
-            format!("level {label}, run {rep}/{reps}")
-        };
-        meter.step(&what, per * done, per, per * planned_runs.max(done + 1));
-        done += 1;
-    };
-    let swept = plumb_lab::sweep::run(
-        plumb_lab::sweep::Sweep {
-            kind,
-            base: &base,
-            levels: &levels,
-            reps: a.reps,
-            max_runs: plumb_lab::sweep::max_attempts(a.reps),
-            safety: &safety,
-            command_line: &command_line,
-            accept,
-        },
-        &plumb_sys::signal::stop_requested,
-        &mut step,
-    );
+    let swept = sweep.run(&mut events, &plumb_sys::signal::stop_requested);
     if matches!(swept, Ok(Some(_))) {
         meter.finish();
     } else {
@@ -281,7 +242,6 @@ fn sweep(
     let Some(mut rep) = swept? else {
         return Ok(interrupted_removed());
     };
-    drop(scratch);
     if let Some(chart) = chart {
         let svg = plumb_report::io_render::sweep_chart(&rep);
         rep.chart = Some(chart.fill(svg.as_bytes())?);

@@ -80,7 +80,7 @@ pub fn qd_levels(base: &Job, qds: &[u32]) -> Vec<LevelJob> {
 /// A sweep's levels, in order of increasing load: the request rates of `rates`
 /// (`--rates 1000,2000`), else the queue depths of `qd_levels` (default 1 to 64), each a
 /// checked copy of `base`.
-pub fn plan_levels(
+fn plan_levels(
     base: &Job,
     rates: Option<&str>,
     qd_levels: Option<&str>,
@@ -111,7 +111,7 @@ pub fn plan_levels(
 
 /// Make the sweep's missing target files once (the runs then reuse them) and let the runs
 /// overwrite them; None when stopped while making them (what was made is removed).
-pub fn scratch_files(
+fn scratch_files(
     base: &Job,
     keep: bool,
     safety: &mut Safety,
@@ -151,7 +151,7 @@ pub const STABLE_SPREAD: f64 = 0.10;
 
 /// How many runs a level may take in all: its clean `reps`, retries of disturbed runs, and
 /// rounds added while its spread is above [`STABLE_SPREAD`].
-pub fn max_attempts(reps: u32) -> u32 {
+pub(crate) fn max_attempts(reps: u32) -> u32 {
     reps.saturating_mul(2).max(reps + 2)
 }
 
@@ -277,6 +277,106 @@ pub(crate) fn run_once(
         Ok(r) => Ok(Some(r)),
         Err(plumb_io::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),
+    }
+}
+
+/// `plumb io sweep` as the flags say it.
+pub struct SweepConfig {
+    /// The job every level is a copy of (its targets, pattern and run length).
+    pub base: Job,
+    /// `--rates`: a sweep over request rates; else `qd_levels` (default 1 to 64).
+    pub rates: Option<String>,
+    pub qd_levels: Option<String>,
+    /// Clean runs per level (1 to 100).
+    pub reps: u32,
+    pub safety: Safety,
+    /// Keep the target files plumb makes (`--keep`).
+    pub keep: bool,
+    pub command_line: String,
+    pub accept: Vec<plumb_analyze::interference::Accept>,
+}
+
+/// A checked `plumb io sweep`: its levels planned, nothing made yet.
+pub struct IoSweep {
+    config: SweepConfig,
+    kind: SweepKind,
+    levels: Vec<LevelJob>,
+}
+
+impl IoSweep {
+    /// Every check before a file is made: the repetitions, and each level's job.
+    pub fn new(config: SweepConfig) -> Result<IoSweep> {
+        if config.reps == 0 || config.reps > 100 {
+            crate::refuse!("--reps {}: use 1 to 100", config.reps);
+        }
+        let (kind, levels) = plan_levels(
+            &config.base,
+            config.rates.as_deref(),
+            config.qd_levels.as_deref(),
+        )?;
+        Ok(IoSweep {
+            config,
+            kind,
+            levels,
+        })
+    }
+
+    /// Make the missing target files once, run the levels in rounds, and judge them; None
+    /// when `cancel` (or a signal) stopped it, what plumb made removed. `events` hears each run
+    /// begin (`Event::Step`: a run planned as its warm-up, measured time, cool-down and half a
+    /// second; runs added because the runs so far disagree extend the plan) and the end.
+    pub fn run(
+        self,
+        events: &mut dyn crate::Events,
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<Option<SweepReport>> {
+        let c = &self.config;
+        let mut safety = c.safety.clone();
+        let Some(scratch) = scratch_files(&c.base, c.keep, &mut safety, cancel)? else {
+            return Ok(None);
+        };
+        let per = c.base.warmup
+            + c.base.duration
+            + c.base.cooldown
+            + std::time::Duration::from_millis(500);
+        let planned = self.levels.len() as u32 * c.reps;
+        let mut done = 0u32;
+        let mut step = |label: &str, rep: u32, reps: u32| {
+            let what = if rep > reps {
+                format!("level {label}, extra run {rep} (the runs so far disagree)")
+            } else {
+                format!("level {label}, run {rep}/{reps}")
+            };
+            let of = planned.max(done + 1);
+            events.event(crate::Event::Step {
+                n: done + 1,
+                of,
+                what: &what,
+                done: per * done,
+                planned: per,
+                total: per * of,
+            });
+            done += 1;
+        };
+        let swept = run(
+            Sweep {
+                kind: self.kind,
+                base: &c.base,
+                levels: &self.levels,
+                reps: c.reps,
+                max_runs: max_attempts(c.reps),
+                safety: &safety,
+                command_line: &c.command_line,
+                accept: &c.accept,
+            },
+            cancel,
+            &mut step,
+        )?;
+        drop(scratch);
+        if swept.is_some() {
+            events.event(crate::Event::Finished { of: done });
+        }
+        Ok(swept)
     }
 }
 

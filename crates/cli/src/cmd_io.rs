@@ -151,14 +151,10 @@ fn durability(
     }
     let mut plan = DurabilityPlan::new(&a.paths, per_mode, &sizes, a.reps, a.keep)?;
     plan.accept = accept.to_vec();
-    let per = plan.per_run();
-    let planned = per * plan.runs().max(1);
+    let planned = plan.per_run() * plan.runs().max(1);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
     let meter = crate::progress::Meter::new("plumb io durability", planned, devs);
-    let r = plan.run(
-        &mut |label, i, n| meter.step(label, per * i as u32, per, per * n as u32),
-        &plumb_sys::signal::stop_requested,
-    );
+    let r = plan.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
     if r.is_ok() {
         meter.finish();
     } else {
@@ -174,6 +170,22 @@ fn durability(
         Err(e) => return Err(e.into()),
     }
     Ok(0)
+}
+
+/// The progress line drawn from a run's steps (its end is the caller's to say).
+fn step_events(meter: &crate::progress::Meter) -> impl FnMut(plumb_lab::Event<'_>) + '_ {
+    move |e| {
+        if let plumb_lab::Event::Step {
+            what,
+            done,
+            planned,
+            total,
+            ..
+        } = e
+        {
+            meter.step(what, done, planned, total)
+        }
+    }
 }
 
 /// Stopped: what plumb created is gone; the signal's exit code.
@@ -221,19 +233,7 @@ fn sweep(
     let chart = reserve_chart(a)?;
     say_created(&targets, size, a.safety.keep);
     let meter = crate::progress::Meter::new("plumb io sweep", Duration::ZERO, devs);
-    let mut events = |e: plumb_lab::Event| {
-        if let plumb_lab::Event::Step {
-            what,
-            done,
-            planned,
-            total,
-            ..
-        } = e
-        {
-            meter.step(what, done, planned, total)
-        }
-    };
-    let swept = sweep.run(&mut events, &plumb_sys::signal::stop_requested);
+    let swept = sweep.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
     if matches!(swept, Ok(Some(_))) {
         meter.finish();
     } else {

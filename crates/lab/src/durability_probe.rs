@@ -218,13 +218,32 @@ impl DurabilityPlan {
         (self.block_sizes.len() * modes().len() * self.paths.len()) as u32 * self.reps
     }
 
-    /// Probe every directory; `on_run(label, runs so far, runs planned)` before each run.
-    /// `Interrupted` from plumb_io when stopped (a signal or `cancel`).
+    /// Probe every directory. `events` hears each run begin (`Event::Step`, a run planned as
+    /// [`per_run`](Self::per_run); runs repeated because they disagree extend the plan) and
+    /// the end (`Event::Finished`). `Interrupted` from plumb_io when stopped (a signal or
+    /// `cancel`).
     pub fn run(
         &self,
-        on_run: &mut dyn FnMut(&str, usize, usize),
+        events: &mut dyn crate::Events,
         cancel: &dyn Fn() -> bool,
     ) -> plumb_io::Result<DurabilityResult> {
+        let per = self.per_run();
+        let mut on_run = |label: &str, made: usize, planned: usize| {
+            let (made, planned) = (made as u32, planned.max(1) as u32);
+            if label == "done" {
+                events.event(crate::Event::Finished { of: made });
+            } else {
+                events.event(crate::Event::Step {
+                    n: made + 1,
+                    of: planned,
+                    what: label,
+                    done: per * made,
+                    planned: per,
+                    total: per * planned,
+                });
+            }
+        };
+        let on_run = &mut on_run;
         let root = plumb_sys::Root::host();
         let mut storage = Vec::new();
         let mut opts = Vec::new();

@@ -64,34 +64,31 @@ fn say_created(targets: &[PathBuf], size: u64, kept: bool) {
 /// removed when this returns (unless kept), including on error and Ctrl-C.
 fn report_run(
     g: &GlobalArgs,
-    j: &Job,
+    j: Job,
     safety: &Safety,
     notes: Vec<String>,
     accept: &[plumb_analyze::interference::Accept],
 ) -> Result<i32> {
     plumb_sys::signal::install();
-    say_created(&j.targets, j.file_size, safety.keep);
     let total = j.warmup + j.duration + j.cooldown;
-    let root = plumb_sys::Root::host();
-    let devs = plumb_lab::sweep::devices_under(&root, &j.targets);
-    let meter = crate::progress::Meter::new(&format!("plumb io {}", j.name), total, devs.clone());
-    let mut scope = plumb_record::watch::Scope::new(root, devs);
-    scope.accept = accept.to_vec();
-    let r = plumb_lab::sweep::watched_run(
-        j,
-        safety,
-        &plumb_sys::signal::stop_requested,
-        &scope,
-        &mut || meter.step(&j.name, std::time::Duration::ZERO, total, total),
-    );
+    let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &j.targets);
+    let meter = crate::progress::Meter::new(&format!("plumb io {}", j.name), total, devs);
+    let (targets, size) = (j.targets.clone(), j.file_size);
+    let io = plumb_lab::sweep::IoRun::new(plumb_lab::sweep::IoRunConfig {
+        job: j,
+        safety: safety.clone(),
+        notes,
+        command_line: command_line(),
+        accept: accept.to_vec(),
+    })?;
+    say_created(&targets, size, safety.keep);
+    let r = io.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
     match &r {
         Ok(Some(_)) => meter.finish(),
         _ => meter.abandon(),
     }
     match r? {
-        Some((r, watched)) => {
-            let mut rep = plumb_analyze::io::build(&r, &command_line(), notes);
-            rep.interference = Some(watched);
+        Some(rep) => {
             crate::emit(g, &plumb_report::io_render::output(&rep))?;
             Ok(0)
         }
@@ -107,7 +104,7 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
     match &a.cmd {
         IoCmd::Run(r) => {
             let j = build_job(&r.job, r.targets.clone())?;
-            report_run(g, &j, &r.safety.safety(), Vec::new(), accept)
+            report_run(g, j, &r.safety.safety(), Vec::new(), accept)
         }
         IoCmd::Diskspd(d) => {
             let p =
@@ -116,10 +113,9 @@ pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
             if let Some(e) = &d.ioengine {
                 j.engine = flag("--ioengine", EngineKind::parse(e))?;
             }
-            j.validate().map_err(|e| crate::quoting(e.to_string(), e))?;
             let mut notes = p.notes;
             notes.extend(fits_in_page_cache(&j));
-            report_run(g, &j, &d.safety.safety(), notes, accept)
+            report_run(g, j, &d.safety.safety(), notes, accept)
         }
         IoCmd::Durability(d) => durability(g, d, accept),
         IoCmd::Sweep(a) => sweep(g, a, accept),

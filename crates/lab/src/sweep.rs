@@ -243,7 +243,7 @@ pub fn devices_under(root: &plumb_sys::Root, targets: &[std::path::PathBuf]) -> 
 }
 
 /// One run on prepared targets, watched.
-pub fn watched_run(
+pub(crate) fn watched_run(
     j: &Job,
     safety: &Safety,
     cancel: &dyn Fn() -> bool,
@@ -377,6 +377,67 @@ impl IoSweep {
             events.event(crate::Event::Finished { of: done });
         }
         Ok(swept)
+    }
+}
+
+/// `plumb io run` (and `plumb io diskspd`) as the flags say it: one job on its targets.
+pub struct IoRunConfig {
+    pub job: Job,
+    pub safety: Safety,
+    /// Said with the report (a diskspd flag plumb reads its own way, a file the page cache
+    /// holds).
+    pub notes: Vec<String>,
+    pub command_line: String,
+    pub accept: Vec<plumb_analyze::interference::Accept>,
+}
+
+/// A checked `plumb io run`.
+pub struct IoRun {
+    config: IoRunConfig,
+}
+
+impl IoRun {
+    /// The job checked before a file is made.
+    pub fn new(config: IoRunConfig) -> Result<IoRun> {
+        config
+            .job
+            .validate()
+            .map_err(|e| crate::Error::quoting(e.to_string(), e))?;
+        Ok(IoRun { config })
+    }
+
+    /// Prepare the targets, run the job watched for neighbours, and report it; None when
+    /// `cancel` (or a signal) stopped it. Created files are removed when this returns (unless
+    /// kept), on an error too. `events` hears the run begin once its files are ready
+    /// (`Event::Step`, planned as its warm-up, measured time and cool-down) and its end.
+    pub fn run(
+        self,
+        events: &mut dyn crate::Events,
+        cancel: &dyn Fn() -> bool,
+    ) -> Result<Option<plumb_analyze::io::IoReport>> {
+        let c = self.config;
+        let j = &c.job;
+        let total = j.warmup + j.duration + j.cooldown;
+        let root = plumb_sys::Root::host();
+        let mut scope = Scope::new(root.clone(), devices_under(&root, &j.targets));
+        scope.accept = c.accept.clone();
+        let mut ready = || {
+            events.event(crate::Event::Step {
+                n: 1,
+                of: 1,
+                what: &j.name,
+                done: std::time::Duration::ZERO,
+                planned: total,
+                total,
+            })
+        };
+        let Some((r, watched)) = watched_run(j, &c.safety, cancel, &scope, &mut ready)? else {
+            return Ok(None);
+        };
+        events.event(crate::Event::Finished { of: 1 });
+        let mut rep = plumb_analyze::io::build(&r, &c.command_line, c.notes);
+        rep.interference = Some(watched);
+        Ok(Some(rep))
     }
 }
 

@@ -233,14 +233,7 @@ impl DurabilityPlan {
             if label == "done" {
                 events.event(crate::Event::Finished { of: made });
             } else {
-                events.event(crate::Event::Step {
-                    n: made + 1,
-                    of: planned,
-                    what: label,
-                    done: per * made,
-                    planned: per,
-                    total: per * planned,
-                });
+                events.event(crate::Event::run_begins(made, planned, label, per));
             }
         };
         let on_run = &mut on_run;

@@ -195,6 +195,21 @@ pub enum Event<'a> {
     Finished { of: u32 },
 }
 
+impl<'a> Event<'a> {
+    /// Run `k` (0-based) of `of` begins, every run planned to take `per`: the step of a
+    /// command made of equal runs (delta's, a sweep's, the durability probe's, one I/O run).
+    pub(crate) fn run_begins(k: u32, of: u32, what: &'a str, per: Duration) -> Event<'a> {
+        Event::Step {
+            n: k + 1,
+            of,
+            what,
+            done: per * k,
+            planned: per,
+            total: per * of,
+        }
+    }
+}
+
 pub trait Events {
     fn event(&mut self, e: Event<'_>);
 }

@@ -348,14 +348,7 @@ impl IoSweep {
                 format!("level {label}, run {rep}/{reps}")
             };
             let of = planned.max(done + 1);
-            events.event(crate::Event::Step {
-                n: done + 1,
-                of,
-                what: &what,
-                done: per * done,
-                planned: per,
-                total: per * of,
-            });
+            events.event(crate::Event::run_begins(done, of, &what, per));
             done += 1;
         };
         let swept = run(
@@ -421,16 +414,7 @@ impl IoRun {
         let root = plumb_sys::Root::host();
         let mut scope = Scope::new(root.clone(), devices_under(&root, &j.targets));
         scope.accept = c.accept.clone();
-        let mut ready = || {
-            events.event(crate::Event::Step {
-                n: 1,
-                of: 1,
-                what: &j.name,
-                done: std::time::Duration::ZERO,
-                planned: total,
-                total,
-            })
-        };
+        let mut ready = || events.event(crate::Event::run_begins(0, 1, &j.name, total));
         let Some((r, watched)) = watched_run(j, &c.safety, cancel, &scope, &mut ready)? else {
             return Ok(None);
         };

@@ -130,14 +130,7 @@ impl Delta {
             } else {
                 started.elapsed() / k as u32
             };
-            events.event(Event::Step {
-                n: k as u32 + 1,
-                of: n as u32,
-                what,
-                done: per * k as u32,
-                planned: per,
-                total: per * n as u32,
-            });
+            events.event(Event::run_begins(k as u32, n as u32, what, per));
         };
         let runs = runs::run(
             &c.root,

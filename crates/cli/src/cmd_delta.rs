@@ -6,7 +6,6 @@ use crate::GlobalArgs;
 use anyhow::Result;
 use clap::Args;
 use plumb_lab::delta::{Delta, DeltaConfig, DeltaPlan, Mode, WorkloadSpec};
-use plumb_lab::Event;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,8 +16,8 @@ pub struct DeltaArgs {
     /// The database: postgres://USER@HOST:PORT/DB (or mysql://, mariadb://, mssql://). Default:
     /// plumb's private PostgreSQL in --dir (started for the run and stopped after, unless it was
     /// already running; removed after when the run created it).
-    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE", value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// Read the password from this file (must not be readable by others) instead of the URL or
     /// PGPASSWORD.
     #[arg(long, value_name = "FILE")]
@@ -98,25 +97,10 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     plumb_sys::signal::install();
     let delta = Delta::new(config(g, a)?)?;
     let meter = crate::progress::Meter::new("plumb delta", Duration::ZERO, Vec::new());
-    let mut finished = false;
-    let mut events = |e: Event| match e {
-        Event::Step {
-            what,
-            done,
-            planned,
-            total,
-            ..
-        } => meter.step(what, done, planned, total),
-        Event::Note(line) => meter.note(line),
-        Event::Live { .. } => {}
-        Event::Finished { .. } => finished = true,
-    };
-    let report = delta.run(&mut events, &plumb_sys::signal::stop_requested);
-    if finished {
-        meter.finish();
-    } else {
-        meter.abandon();
-    }
+    let mut drawn = crate::progress::Drawn::plain(&meter);
+    let report = delta.run(&mut drawn, &plumb_sys::signal::stop_requested);
+    let finished = drawn.finished;
+    meter.close(finished);
     // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
     if plumb_sys::signal::stop_requested() {
         eprintln!("plumb: interrupted; the statement was cancelled and nothing is reported");
@@ -129,9 +113,9 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
 /// The flags as `Delta::new` takes them (it checks them).
 fn config(g: &GlobalArgs, a: &DeltaArgs) -> Result<DeltaConfig> {
     let engine = match &a.engine {
-        Some(url) => Some((
-            crate::engine_target("--engine", url, a.password_file.as_deref())?,
-            url.clone(),
+        Some(t) => Some((
+            crate::typed::with_password(t.clone(), a.password_file.as_deref())?,
+            t.url.clone(),
         )),
         None => None,
     };

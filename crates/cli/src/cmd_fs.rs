@@ -22,8 +22,8 @@ pub struct FsArgs {
     pub mountpoint: Option<PathBuf>,
     /// The server: postgres://…, mysql:// or mariadb://…, mssql://… (SQL Server's views are
     /// written from its documentation, not tested against a live server).
-    #[arg(long, value_name = "URL", required_unless_present_any = ["unmount", "serve_stdin"])]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", required_unless_present_any = ["unmount", "serve_stdin"], value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// Read the password from this file (private to its owner) instead of the URL or the
     /// environment.
     #[arg(long, value_name = "FILE")]
@@ -96,7 +96,7 @@ pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
             .engine
             .clone()
             .ok_or_else(|| anyhow!("--engine is required"))?;
-        let t = crate::engine_target("--engine", &url, a.password_file.as_deref())?;
+        let t = crate::typed::with_password(url, a.password_file.as_deref())?;
         let timeout = duration("--timeout", &a.timeout)?;
         if timeout < Duration::from_millis(1) {
             bail!("--timeout {}: must be at least 1ms", a.timeout);

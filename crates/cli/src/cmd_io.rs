@@ -82,7 +82,10 @@ fn report_run(
         accept: accept.to_vec(),
     })?;
     say_created(&targets, size, safety.keep);
-    let r = io.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
+    let r = io.run(
+        &mut crate::progress::Drawn::plain(&meter),
+        &plumb_sys::signal::stop_requested,
+    );
     match &r {
         Ok(Some(_)) => meter.finish(),
         _ => meter.abandon(),
@@ -150,7 +153,10 @@ fn durability(
     let planned = plan.per_run() * plan.runs().max(1);
     let devs = plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), &a.paths);
     let meter = crate::progress::Meter::new("plumb io durability", planned, devs);
-    let r = plan.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
+    let r = plan.run(
+        &mut crate::progress::Drawn::plain(&meter),
+        &plumb_sys::signal::stop_requested,
+    );
     if r.is_ok() {
         meter.finish();
     } else {
@@ -166,22 +172,6 @@ fn durability(
         Err(e) => return Err(e.into()),
     }
     Ok(0)
-}
-
-/// The progress line drawn from a run's steps (its end is the caller's to say).
-fn step_events(meter: &crate::progress::Meter) -> impl FnMut(plumb_lab::Event<'_>) + '_ {
-    move |e| {
-        if let plumb_lab::Event::Step {
-            what,
-            done,
-            planned,
-            total,
-            ..
-        } = e
-        {
-            meter.step(what, done, planned, total)
-        }
-    }
 }
 
 /// Stopped: what plumb created is gone; the signal's exit code.
@@ -229,7 +219,10 @@ fn sweep(
     let chart = reserve_chart(a)?;
     say_created(&targets, size, a.safety.keep);
     let meter = crate::progress::Meter::new("plumb io sweep", Duration::ZERO, devs);
-    let swept = sweep.run(&mut step_events(&meter), &plumb_sys::signal::stop_requested);
+    let swept = sweep.run(
+        &mut crate::progress::Drawn::plain(&meter),
+        &plumb_sys::signal::stop_requested,
+    );
     if matches!(swept, Ok(Some(_))) {
         meter.finish();
     } else {

@@ -6,8 +6,7 @@ use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
-use plumb_lab::{Config, Event, Lab, PressureSize, LAB_FILES};
-use plumb_sys::units::parse_duration;
+use plumb_lab::{Config, Lab, PressureSize, LAB_FILES};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,8 +15,8 @@ pub struct LabArgs {
     /// Measure an existing server instead of plumb's private PostgreSQL (postgres://,
     /// mysql://, mariadb://, mssql://): the host, the storage under --dir and the engine are
     /// read; no DDL and no workload unless --allow-writes. (Formerly --target, still accepted.)
-    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE", alias = "target")]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE", alias = "target", value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// Read the server's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
@@ -39,8 +38,8 @@ pub struct LabArgs {
     pub quick: bool,
     /// How long pgbench runs (default 40s; --quick 10s). Given with --quick, this wins for
     /// pgbench and the rest stays quick.
-    #[arg(long, value_name = "TIME")]
-    pub duration: Option<String>,
+    #[arg(long, value_name = "TIME", value_parser = crate::typed::DURATION)]
+    pub duration: Option<Duration>,
     /// Memory-pressure experiment (root): the server runs in a memory cgroup of plumb's own;
     /// for a second pgbench run plumb limits it to shared_buffers + 256 MiB and `plumb mem
     /// pressure` holds SIZE (or PCT of that limit) inside it, with a zram swap device.
@@ -78,8 +77,8 @@ pub struct LabArgs {
     pub clients: Option<u32>,
     /// Run the workload as an open loop at this many transactions a second in all (Poisson
     /// arrivals; latency from the intended start): `500` or `500/s`. Needs plumb's driver.
-    #[arg(long, value_name = "N/s")]
-    pub rate: Option<String>,
+    #[arg(long, value_name = "N/s", value_parser = crate::typed::RATE)]
+    pub rate: Option<f64>,
     /// The private instance's PostgreSQL build (pgbench and psql come from beside it, else
     /// from Debian's packages).
     #[command(flatten)]
@@ -106,15 +105,10 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
     if g.format() == plumb_report::Format::Csv {
         bail!("--format csv: the lab's report is not one table; use text or json (report.json is written either way)");
     }
-    let pgbench = a
-        .duration
-        .as_deref()
-        .map(|d| parse_duration(d).map_err(|e| crate::quoting(format!("--duration {d}: {e}"), e)))
-        .transpose()?;
     let target = a
         .engine
-        .as_deref()
-        .map(|url| crate::engine_target("--engine", url, a.password_file.as_deref()))
+        .clone()
+        .map(|t| crate::typed::with_password(t, a.password_file.as_deref()))
         .transpose()?;
     let out = a
         .out
@@ -126,7 +120,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
         dir: a.dir.clone(),
         out_dir: out.clone(),
         quick: a.quick,
-        pgbench,
+        pgbench: a.duration,
         pressure: a.pressure.as_deref().map(PressureSize::parse).transpose()?,
         throttle_writes: a
             .throttle_writes
@@ -147,7 +141,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
             .map(plumb_lab::LabWorkload::parse)
             .transpose()?,
         clients: a.clients,
-        rate: a.rate.as_deref().map(crate::cmd_load::rate).transpose()?,
+        rate: a.rate,
         accept: a.accept.accept_neighbour.clone(),
         kind: if a.kind == "mariadb" {
             plumb_engine::Kind::Mariadb
@@ -176,30 +170,10 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     let devs =
         plumb_lab::sweep::devices_under(&plumb_sys::Root::host(), std::slice::from_ref(&a.dir));
     let meter = crate::progress::Meter::new("plumb lab", Duration::ZERO, devs);
-    let mut finished = false;
-    let mut events = |e: Event| match e {
-        Event::Step {
-            n,
-            of,
-            what,
-            done,
-            planned,
-            total,
-        } => meter.step(&format!("[{n}/{of}] {what}"), done, planned, total),
-        Event::Live {
-            what,
-            tps,
-            latency_ms,
-        } => meter.live(live_line(what, tps, latency_ms)),
-        Event::Note(line) => meter.note(line),
-        Event::Finished { .. } => finished = true,
-    };
-    let report = lab.run(&mut events, &plumb_sys::signal::stop_requested);
-    if finished {
-        meter.finish();
-    } else {
-        meter.abandon();
-    }
+    let mut drawn = crate::progress::Drawn::numbered(&meter);
+    let report = lab.run(&mut drawn, &plumb_sys::signal::stop_requested);
+    let finished = drawn.finished;
+    meter.close(finished);
     let report = match report {
         Ok(r) => r,
         Err(e) => {
@@ -229,17 +203,6 @@ impl Drop for Unfinished<'_> {
             self.dir.remove(&LAB_FILES);
         }
     }
-}
-
-/// The running workload's figure for the progress line.
-fn live_line(what: &str, tps: f64, latency_ms: Option<f64>) -> String {
-    format!(
-        "{what} {} tps{}",
-        plumb_report::fmt::count(tps.round()),
-        latency_ms
-            .map(|l| format!(", {}", plumb_report::fmt::ms(l / 1000.0)))
-            .unwrap_or_default()
-    )
 }
 
 /// What an interrupted lab took down.

@@ -7,8 +7,7 @@ use crate::GlobalArgs;
 use anyhow::Result;
 use clap::Args;
 use plumb_engine::oltp::Workload;
-use plumb_lab::load::{LoadConfig, LoadEvent};
-use plumb_sys::units::parse_duration;
+use plumb_lab::load::{Load, LoadConfig};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -17,8 +16,8 @@ pub struct LoadArgs {
     /// A server of yours (postgres://USER@HOST/DB, mysql://USER@HOST/DB or
     /// mariadb://…?socket=PATH) instead of plumb's private PostgreSQL in --dir. plumb creates its
     /// own database there, and runs only with --allow-writes.
-    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE")]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", env = "PLUMB_ENGINE", value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// Read the server's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
@@ -54,16 +53,16 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N")]
     pub clients: Option<u32>,
     /// Run this long before the timed window (not counted).
-    #[arg(long, value_name = "TIME", default_value = "30s")]
-    pub rampup: String,
+    #[arg(long, value_name = "TIME", default_value = "30s", value_parser = crate::typed::DURATION)]
+    pub rampup: Duration,
     /// The timed window.
-    #[arg(long, value_name = "TIME", default_value = "2m")]
-    pub duration: String,
+    #[arg(long, value_name = "TIME", default_value = "2m", value_parser = crate::typed::DURATION)]
+    pub duration: Duration,
     /// Open loop: this many transactions a second over all clients, each client on a
     /// Poisson schedule; latency is timed from the intended start, the service time beside
     /// it. Default: closed loop (each client starts its next transaction when the last ends).
-    #[arg(long, value_name = "N[/s]")]
-    pub rate: Option<String>,
+    #[arg(long, value_name = "N[/s]", value_parser = crate::typed::RATE)]
+    pub rate: Option<f64>,
     /// Try a transaction that failed on a deadlock, serialization failure or lock timeout up
     /// to N times in all (1: no retry). Every failure and retry is counted.
     #[arg(long, value_name = "N", default_value_t = 1)]
@@ -103,28 +102,12 @@ pub struct LoadArgs {
 /// The files `--out` writes into its directory.
 const LOAD_FILES: [&str; 4] = ["index.html", "load.json", "summary.txt", "recording.plumb"];
 
-/// `--rate`: `500`, `500/s`.
-pub(crate) fn rate(s: &str) -> Result<f64> {
-    let n = s.trim().trim_end_matches("/s");
-    match n.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        _ => anyhow::bail!("--rate {s}: transactions a second, a number above 0 (500 or 500/s)"),
-    }
-}
-
-fn time(flag: &str, s: &str) -> Result<Duration> {
-    parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
-}
-
 fn config(a: &LoadArgs) -> Result<LoadConfig> {
-    let target = match &a.engine {
-        Some(url) => Some(crate::engine_target(
-            "--engine",
-            url,
-            a.password_file.as_deref(),
-        )?),
-        None => None,
-    };
+    let target = a
+        .engine
+        .clone()
+        .map(|t| crate::typed::with_password(t, a.password_file.as_deref()))
+        .transpose()?;
     if target.is_some() && (a.build.bin_dir.is_some() || a.build.pg_version.is_some()) {
         anyhow::bail!("--bin-dir and --pg-version choose the build of plumb's private instance; with --engine the server is yours (leave them out)");
     }
@@ -142,14 +125,11 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         workload,
         scale,
         clients: a.clients.unwrap_or(if workload.is_loop() { 1 } else { 4 }),
-        rampup: time("--rampup", &a.rampup)?,
-        duration: time("--duration", &a.duration)?,
-        rate: a.rate.as_deref().map(rate).transpose()?,
+        rampup: a.rampup,
+        duration: a.duration,
+        rate: a.rate,
         max_tries: a.max_tries,
-        threads: match a.threads {
-            Some(0) => anyhow::bail!("--threads 0: at least one thread"),
-            t => t.map(|t| t as usize),
-        },
+        threads: a.threads.map(|t| t as usize),
         keep: a.keep,
         drop_kept: a.drop_kept,
         check: a.check,
@@ -160,28 +140,23 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
     })
 }
 
-/// Seconds a load job (the items, or one warehouse: rows, keys and all) took on the 2-core
-/// test machine (one warehouse 9.8 s, four 20.5 s): the estimate before the first is done.
-const LOAD_S_PER_WAREHOUSE: f64 = 4.5;
-
 pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
     plumb_sys::signal::install();
     // A server of the user's may answer nothing: Ctrl-C still ends plumb within 2 s.
     if a.engine.is_some() {
         plumb_sys::signal::quit_after_stop(Duration::from_millis(1500));
     }
-    let mut c = config(a)?;
-    plumb_lab::load::check(&c)?;
+    let mut load = Load::new(config(a)?)?;
     let out_dir = match &a.out {
         Some(out) => {
             plumb_report::out::check_out_dir("--out", out)?;
             let d = plumb_report::out::out_dir("--out", out)?;
-            c.record.get_or_insert_with(|| out.join("recording.plumb"));
+            load.record_into(out.join("recording.plumb"));
             Some(d)
         }
         None => None,
     };
-    let r = run_in(g, &c, a.out.as_deref());
+    let r = run_in(g, &load, a.out.as_deref());
     // A run that ended (1: not a result, and its report says why) keeps its report.
     match (&r, &out_dir) {
         (Ok(0 | 1), Some(d)) => {
@@ -191,7 +166,8 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
         _ => {}
     }
     // A recording of the user's own file keeps what it saw, as `plumb record` does.
-    if let Some(f) = c
+    if let Some(f) = load
+        .config()
         .record
         .as_ref()
         .filter(|f| !matches!(r, Ok(0 | 1)) && f.exists())
@@ -204,36 +180,29 @@ pub fn run(g: &GlobalArgs, a: &LoadArgs) -> Result<i32> {
     r
 }
 
-fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Result<i32> {
-    let planned_load =
-        Duration::from_secs_f64(LOAD_S_PER_WAREHOUSE * c.workload.jobs(c.scale) as f64);
-    let run_time = c.rampup + c.duration;
-    let meter = crate::progress::Meter::new("plumb load", planned_load + run_time, Vec::new());
-    let mut clock = Clock {
-        t0: std::time::Instant::now(),
-        load: planned_load,
-        rampup: c.rampup,
-        window: c.duration,
-        jobs: c.workload.jobs_words(),
-    };
-    let mut on = |e: LoadEvent<'_>| on_event(&meter, &mut clock, e);
-    let r = plumb_lab::load::run(&c, &mut on, &plumb_sys::signal::stop_requested);
+fn run_in(g: &GlobalArgs, load: &Load, out: Option<&std::path::Path>) -> Result<i32> {
+    let meter = crate::progress::Meter::new("plumb load", Duration::ZERO, Vec::new());
+    let mut drawn = crate::progress::Drawn::numbered(&meter);
+    let r = load.run(&mut drawn, &plumb_sys::signal::stop_requested);
+    let finished = drawn.finished;
+    meter.close(finished);
     let r = match r {
-        Ok(r) => {
-            meter.finish();
-            r
+        Ok(r) => r,
+        Err(e) if e.is_interrupted() => {
+            eprintln!(
+                "plumb: interrupted; the database this run created was dropped (a kept one stays)"
+            );
+            return Ok(interrupted_code());
         }
-        Err(e) => {
-            meter.abandon();
-            if e.is_interrupted() {
-                eprintln!("plumb: interrupted; the database this run created was dropped (a kept one stays)");
-                return Ok(interrupted_code());
-            }
-            return Err(e.into());
-        }
+        Err(e) => return Err(e.into()),
     };
     if let Some(out) = out {
-        let rec = c.record.as_deref().map(plumb_store::read).transpose()?;
+        let rec = load
+            .config()
+            .record
+            .as_deref()
+            .map(plumb_store::read)
+            .transpose()?;
         plumb_report::load_render::write_dir(&r, out, rec.as_ref())
             .map_err(|e| anyhow::anyhow!(e))?;
     }
@@ -241,54 +210,6 @@ fn run_in(g: &GlobalArgs, c: &LoadConfig, out: Option<&std::path::Path>) -> Resu
     // Not a result (nothing committed, a condition broken): a failed check.
     let v = plumb_analyze::load_verdict::load(&r);
     Ok(i32::from(plumb_analyze::load_verdict::failed_check(&v)))
-}
-
-/// Where the run stands: since it began, the load's estimate (from the warehouses done so far
-/// once there are some), the ramp-up and the window.
-struct Clock {
-    t0: std::time::Instant,
-    load: Duration,
-    rampup: Duration,
-    window: Duration,
-    /// What a load job is.
-    jobs: &'static str,
-}
-
-/// The progress line: each step with what is left of the plan.
-fn on_event(meter: &crate::progress::Meter, c: &mut Clock, e: LoadEvent<'_>) {
-    let now = c.t0.elapsed();
-    let step = |what: &str, left_in_step: Duration, left_after: Duration| {
-        meter.step(what, now, left_in_step, now + left_in_step + left_after)
-    };
-    let run = c.rampup + c.window;
-    match e {
-        LoadEvent::Note(n) => eprintln!("plumb: {}", plumb_sys::visible::lines(&n)),
-        LoadEvent::Loading {
-            done,
-            total,
-            elapsed,
-        } => {
-            if done > 0 {
-                c.load = elapsed.mul_f64(total as f64 / done as f64);
-            }
-            step(
-                &format!("loading: {done} of {total} ({})", c.jobs),
-                c.load.saturating_sub(elapsed),
-                run,
-            );
-        }
-        LoadEvent::Building => step("building keys and procedures", Duration::from_secs(2), run),
-        LoadEvent::Driving => step("ramp-up", c.rampup, c.window),
-        LoadEvent::WindowStart => step("timed window", c.window, Duration::ZERO),
-        LoadEvent::WindowEnd => {}
-        LoadEvent::Second(s) => meter.live(format!(
-            "{} tx/s{}",
-            s.done.iter().sum::<u64>(),
-            s.p95_us
-                .map(|u| format!(", p95 {}", plumb_report::fmt::ms(u as f64 / 1e6)))
-                .unwrap_or_default()
-        )),
-    }
 }
 
 /// `--workload`: one of plumb's workloads, or an error suggesting the one another tool's name

@@ -34,8 +34,8 @@ pub struct ReportArgs {
     pub no_engines: bool,
     /// Ask the server what its cache holds (InnoDB's buffer pool data, SQL Server's database
     /// cache counter, PostgreSQL's pg_buffercache) instead of taking its configured size.
-    #[arg(long, value_name = "URL")]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// Read the engine's password from this file (not readable by others).
     #[arg(long, value_name = "FILE", requires = "engine")]
     pub password_file: Option<PathBuf>,
@@ -137,14 +137,11 @@ fn report(g: &GlobalArgs, a: &ReportArgs) -> Result<i32> {
     if interval.is_zero() {
         bail!("--interval must be more than 0");
     }
-    let engine = match &a.engine {
-        Some(url) => Some(crate::engine_target(
-            "--engine",
-            url,
-            a.password_file.as_deref(),
-        )?),
-        None => None,
-    };
+    let engine = a
+        .engine
+        .clone()
+        .map(|t| crate::typed::with_password(t, a.password_file.as_deref()))
+        .transpose()?;
     let watch = plumb_record::mem_watch::MemWatch::new(plumb_record::mem_watch::MemConfig {
         root: g.root()?,
         pids: a.pids.clone(),

@@ -66,8 +66,8 @@ pub struct RecordArgs {
     /// buffer pool, row lock waits; SQL Server memory and grants): postgres://, mysql://,
     /// mssql://. Read about once a second when --interval is shorter. When the server runs
     /// here, add --engine-server (or its PID with --pid) for its processes.
-    #[arg(long, value_name = "URL")]
-    pub engine: Option<String>,
+    #[arg(long, value_name = "URL", value_parser = crate::typed::EngineUrl)]
+    pub engine: Option<plumb_engine::Target>,
     /// With --engine, the statements to follow: the N heaviest by time since the last reading
     /// join those recorded, 5 × N at most, each with its calls, time, rows and blocks read and
     /// hit, and its text with every literal value left out (pg_stat_statements where installed,
@@ -102,8 +102,8 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
     let (interval, duration) = sampling(&a.interval, a.duration.as_deref())?;
     let engine = a
         .engine
-        .as_deref()
-        .map(|url| crate::engine_target("--engine", url, a.password_file.as_deref()))
+        .clone()
+        .map(|t| crate::typed::with_password(t, a.password_file.as_deref()))
         .transpose()?;
     let recorder = Recorder::new(RecordConfig {
         root: g.root()?,

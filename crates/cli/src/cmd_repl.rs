@@ -45,8 +45,8 @@ pub enum ReplCmd {
 pub struct WatchArgs {
     /// The primary (postgres://…, mysql:// or mariadb://…, mssql://…): its standbys, replicas or
     /// secondaries are those it replicates to.
-    #[arg(long, value_name = "URL", required_unless_present = "standby_dir")]
-    pub primary: Option<String>,
+    #[arg(long, value_name = "URL", required_unless_present = "standby_dir", value_parser = crate::typed::EngineUrl)]
+    pub primary: Option<Target>,
     /// A standby plumb made (`plumb engine start --dir DIR --standby-of PRIMARY_DIR`): its
     /// primary is watched, and the recording follows both servers' processes.
     #[arg(long, value_name = "DIR", conflicts_with = "primary")]
@@ -66,11 +66,11 @@ pub struct WatchArgs {
 #[derive(Debug, Args)]
 pub struct TimelineArgs {
     /// The primary (postgres://… over a Unix socket or localhost).
-    #[arg(long, value_name = "URL", requires = "standby")]
-    pub primary: Option<String>,
+    #[arg(long, value_name = "URL", requires = "standby", value_parser = crate::typed::EngineUrl)]
+    pub primary: Option<Target>,
     /// The standby streaming from it (postgres://… over a Unix socket or localhost).
-    #[arg(long, value_name = "URL", requires = "primary")]
-    pub standby: Option<String>,
+    #[arg(long, value_name = "URL", requires = "primary", value_parser = crate::typed::EngineUrl)]
+    pub standby: Option<Target>,
     /// A standby plumb made (`plumb engine start --dir DIR --standby-of PRIMARY_DIR`): both
     /// URLs are taken from it and its primary.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["primary", "standby"])]
@@ -108,7 +108,7 @@ fn watched(a: &WatchArgs) -> Result<(plumb_engine::Target, Vec<u32>)> {
             let pair = plumb_lab::repl::private_pair(d)?;
             (pair.primary, pair.pids.to_vec())
         }
-        (None, Some(url)) => (crate::engine_target("--primary", url, None)?, Vec::new()),
+        (None, Some(t)) => (t.clone(), Vec::new()),
         (None, None) => bail!("give --primary URL or --standby-dir DIR"),
     })
 }
@@ -169,7 +169,7 @@ fn timeline(g: &GlobalArgs, a: &TimelineArgs) -> Result<i32> {
             let pair = plumb_lab::repl::private_pair(d)?;
             (pair.primary, pair.standby)
         }
-        (None, Some(p), Some(s)) => (Target::new(p), Target::new(s)),
+        (None, Some(p), Some(s)) => (p.clone(), s.clone()),
         _ => bail!("give --primary URL and --standby URL, or --standby-dir DIR"),
     };
     if let Some(p) = &a.svg {
@@ -226,11 +226,11 @@ pub struct XeSessionArgs {
 pub struct XeTimelineArgs {
     /// The primary replica (mssql://…): its events are read back with
     /// sys.fn_xe_file_target_read_file.
-    #[arg(long, value_name = "URL", requires = "standby", conflicts_with_all = ["primary_events", "standby_events"])]
-    pub primary: Option<String>,
+    #[arg(long, value_name = "URL", requires = "standby", conflicts_with_all = ["primary_events", "standby_events"], value_parser = crate::typed::EngineUrl)]
+    pub primary: Option<Target>,
     /// The synchronous secondary replica (mssql://…).
-    #[arg(long, value_name = "URL", requires = "primary")]
-    pub standby: Option<String>,
+    #[arg(long, value_name = "URL", requires = "primary", value_parser = crate::typed::EngineUrl)]
+    pub standby: Option<Target>,
     /// Or the primary's events from a file: event_data XML, one event after another (as
     /// sqlcmd prints the read-back query's rows).
     #[arg(long, value_name = "FILE", requires = "standby_events")]
@@ -274,8 +274,8 @@ fn xe_timeline(g: &GlobalArgs, a: &XeTimelineArgs) -> Result<i32> {
     let from_file = |flag: &str, p: &std::path::Path| -> Result<Vec<XeEvent>> {
         crate::flagged(flag, plumb_engine::mssql_xe::read_events_file(p))
     };
-    let from_server = |flag: &str, url: &str| -> Result<Vec<XeEvent>> {
-        let t = crate::engine_target(flag, url, a.password_file.as_deref())?;
+    let from_server = |flag: &str, t: &Target| -> Result<Vec<XeEvent>> {
+        let t = crate::typed::with_password(t.clone(), a.password_file.as_deref())?;
         crate::flagged(flag, plumb_engine::mssql_xe::read_events(&t, &a.session))
     };
     let (p, s) = match (&a.primary_events, &a.standby_events, &a.primary, &a.standby) {

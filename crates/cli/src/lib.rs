@@ -31,6 +31,7 @@ mod every;
 mod help_truth;
 mod neighbours;
 mod progress;
+mod typed;
 #[cfg(test)]
 mod vocabulary;
 
@@ -138,25 +139,6 @@ pub fn run(cli: Cli) -> Result<i32> {
         }
         Command::Man { out } => docs::man(out.as_deref()),
     }
-}
-
-/// A database target from a URL flag (`--engine`) and an optional password file,
-/// both checked: a URL plumb cannot read, or a password file others can read, names its flag.
-pub(crate) fn engine_target(
-    flag: &str,
-    url: &str,
-    password_file: Option<&std::path::Path>,
-) -> Result<plumb_engine::Target> {
-    let mut t = plumb_engine::Target::new(url);
-    t.kind()
-        .map_err(|e| crate::quoting(format!("{flag} {e}"), e))?;
-    if let Some(f) = password_file {
-        t.password = Some(
-            plumb_engine::read_password_file(f)
-                .map_err(|e| crate::quoting(format!("--password-file {e}"), e))?,
-        );
-    }
-    Ok(t)
 }
 
 /// Write a result to stdout in the format the user chose.

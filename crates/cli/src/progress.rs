@@ -173,6 +173,15 @@ impl Meter {
         self.pb.finish_and_clear();
     }
 
+    /// 100% when every step is done, cleared without claiming completion otherwise.
+    pub fn close(self, finished: bool) {
+        if finished {
+            self.finish()
+        } else {
+            self.abandon()
+        }
+    }
+
     /// Stop without claiming completion (an error or an interruption).
     pub fn abandon(mut self) {
         self.stop.store(true, Ordering::Relaxed);
@@ -190,4 +199,71 @@ impl Drop for Meter {
             let _ = t.join();
         }
     }
+}
+
+/// Every long command's progress events (the lab's, delta's, plumb load's, the I/O runs') drawn
+/// on a meter: a step with what is left of the plan ("[n/of] what" where the command counts
+/// its steps, its own words where it counts its runs itself), the live figure, notes above the
+/// bar; `finished` once every step is done.
+pub struct Drawn<'m> {
+    meter: &'m Meter,
+    numbered: bool,
+    pub finished: bool,
+}
+
+impl<'m> Drawn<'m> {
+    /// Steps shown as "[n/of] what" (the lab's, plumb load's phases).
+    pub fn numbered(meter: &'m Meter) -> Drawn<'m> {
+        Drawn {
+            meter,
+            numbered: true,
+            finished: false,
+        }
+    }
+
+    /// Steps shown in their own words ("level 4, run 2/3").
+    pub fn plain(meter: &'m Meter) -> Drawn<'m> {
+        Drawn {
+            meter,
+            numbered: false,
+            finished: false,
+        }
+    }
+}
+
+impl plumb_lab::Events for Drawn<'_> {
+    fn event(&mut self, e: plumb_lab::Event<'_>) {
+        use plumb_lab::Event;
+        match e {
+            Event::Step {
+                n,
+                of,
+                what,
+                done,
+                planned,
+                total,
+            } => {
+                let what = if self.numbered {
+                    format!("[{n}/{of}] {what}")
+                } else {
+                    what.to_string()
+                };
+                self.meter.step(&what, done, planned, total)
+            }
+            Event::Live { what, tps, latency } => self.meter.live(live_line(what, tps, latency)),
+            Event::Note(line) => self.meter.note(line),
+            Event::Finished { .. } => self.finished = true,
+        }
+    }
+}
+
+/// A workload's live figure: "tpcb 1,234 tps, p95 2.5 ms".
+fn live_line(what: &str, tps: f64, latency: Option<(&str, f64)>) -> String {
+    format!(
+        "{what} {} tps{}",
+        plumb_report::fmt::count(tps.round()),
+        latency
+            .map(|(stat, ms)| format!(", {stat} {}", plumb_report::fmt::ms(ms / 1000.0)))
+            .unwrap_or_default()
+    )
 }

@@ -182,12 +182,12 @@ pub enum Event<'a> {
         planned: Duration,
         total: Duration,
     },
-    /// The running step's live figure: the workload's transactions per second and mean
-    /// latency (pgbench's, each second; plumb's driver gives no mean), and which workload.
+    /// The running step's live figure: which workload, its transactions per second and a
+    /// latency, named (pgbench's mean each second, plumb's driver's p95), in milliseconds.
     Live {
         what: &'a str,
         tps: f64,
-        latency_ms: Option<f64>,
+        latency: Option<(&'static str, f64)>,
     },
     /// Something the user should know now (a killed run's database dropped).
     Note(&'a str),
@@ -259,17 +259,13 @@ impl<'e> Progress<'e> {
     }
 
     /// The running step's live figure (pgbench's).
-    pub fn live(&mut self, tps: f64, latency_ms: Option<f64>) {
-        self.live_as("pgbench", tps, latency_ms);
+    pub fn live(&mut self, tps: f64, mean_ms: Option<f64>) {
+        self.live_as("pgbench", tps, mean_ms.map(|l| ("mean", l)));
     }
 
     /// The running step's live figure, of the workload `what`.
-    pub(crate) fn live_as(&mut self, what: &str, tps: f64, latency_ms: Option<f64>) {
-        self.events.event(Event::Live {
-            what,
-            tps,
-            latency_ms,
-        });
+    pub(crate) fn live_as(&mut self, what: &str, tps: f64, latency: Option<(&'static str, f64)>) {
+        self.events.event(Event::Live { what, tps, latency });
     }
 
     /// Steps that will not run (a skipped experiment's): out of the plan.

@@ -97,7 +97,7 @@ pub(crate) fn short_time(s: f64) -> String {
 }
 
 /// A latency in milliseconds, formatted as [`ms`].
-pub fn latency_ms(m: f64) -> String {
+pub(crate) fn latency_ms(m: f64) -> String {
     ms(m / 1000.0)
 }
 

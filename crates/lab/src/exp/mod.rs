@@ -340,7 +340,11 @@ impl<'a> Context<'a> {
                 &mut |e| {
                     if let crate::load::LoadEvent::Second(s) = e {
                         let done: u64 = s.done.iter().sum();
-                        progress.live_as(name, done as f64, None);
+                        progress.live_as(
+                            name,
+                            done as f64,
+                            s.p95_us.map(|u| ("p95", u as f64 / 1000.0)),
+                        );
                     }
                 },
                 self.cancel,

@@ -14,6 +14,7 @@
 
 mod plan;
 mod rec;
+mod steps;
 
 use crate::error::{Error, Result};
 use crate::server_db::ServerDb;
@@ -27,14 +28,55 @@ use plumb_engine::oltp::{self, Failed, Workload};
 use plumb_engine::Target;
 use plumb_sys::rng::Rng;
 use rec::LoadRecording;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub use plan::{LoadConfig, LoadEvent};
+pub use plan::LoadConfig;
+pub(crate) use plan::LoadEvent;
+
+/// `plumb load`: a configuration checked whole before anything is created, then run with the
+/// lab's progress events.
+pub struct Load {
+    c: LoadConfig,
+}
+
+impl Load {
+    /// Check what can be checked before anything is created.
+    pub fn new(c: LoadConfig) -> Result<Load> {
+        check(&c)?;
+        Ok(Load { c })
+    }
+
+    pub fn config(&self) -> &LoadConfig {
+        &self.c
+    }
+
+    /// Record into `path` when the caller asked for no recording of its own (the report
+    /// directory's `recording.plumb`, made after the checks).
+    pub fn record_into(&mut self, path: PathBuf) {
+        self.c.record.get_or_insert(path);
+    }
+
+    /// Run the load: its phases as the lab's steps (loading, keys and procedures, ramp-up, the
+    /// timed window), each second's figure as its live one. Everything it creates (the
+    /// database unless --keep, the private instance it started) is gone when it returns,
+    /// however it returns; stopped by `cancel`, it says [`Interrupted`].
+    pub fn run(
+        &self,
+        events: &mut dyn crate::Events,
+        cancel: &(dyn Fn() -> bool + Sync),
+    ) -> Result<LoadReport> {
+        let mut steps = steps::Steps::new(&self.c);
+        let r = run(&self.c, &mut |e| steps.event(&e, events), cancel)?;
+        steps.finished(events);
+        Ok(r)
+    }
+}
 
 /// Check the flags' values before anything starts.
-pub fn check(c: &LoadConfig) -> Result<()> {
+fn check(c: &LoadConfig) -> Result<()> {
     if c.scale == 0 || c.scale > oltp::MAX_WAREHOUSES {
         crate::refuse!(
             "{} {}: from 1 to {} (each unit is about 100 MB for order-entry, 15 MB for pgbench's tables)",
@@ -62,6 +104,9 @@ pub fn check(c: &LoadConfig) -> Result<()> {
     }
     if c.keep && c.drop_kept {
         crate::refuse!("--keep and --drop-kept: one keeps the database after the run, the other drops a kept one; choose one");
+    }
+    if c.threads == Some(0) {
+        crate::refuse!("--threads 0: at least one thread");
     }
     if c.max_tries == 0 {
         crate::refuse!("--max-tries 0: at least 1 (1 tries each transaction once)");
@@ -114,9 +159,9 @@ pub fn check(c: &LoadConfig) -> Result<()> {
     Ok(())
 }
 
-/// Run the load. Everything it creates (the database unless --keep, the private instance it
-/// started) is gone when it returns, however it returns.
-pub fn run(
+/// Run the load, its phases as they come. Everything it creates (the database unless --keep,
+/// the private instance it started) is gone when it returns, however it returns.
+pub(crate) fn run(
     c: &LoadConfig,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),

@@ -101,12 +101,10 @@ pub fn run(g: &GlobalArgs, a: &DeltaArgs) -> Result<i32> {
     let report = delta.run(&mut drawn, &plumb_sys::signal::stop_requested);
     let finished = drawn.finished;
     meter.close(finished);
-    // Whatever failed after Ctrl-C (a cancelled statement) is the interruption.
-    if plumb_sys::signal::stop_requested() {
-        eprintln!("plumb: interrupted; the statement was cancelled and nothing is reported");
-        return Ok(crate::cmd_io::interrupted_code());
-    }
-    crate::emit(g, &plumb_report::delta_render::output(&report?))?;
+    let report = report.map_err(|e| {
+        crate::every::stopped(e, "the statement was cancelled and nothing is reported")
+    })?;
+    crate::emit(g, &plumb_report::delta_render::output(&report))?;
     Ok(0)
 }
 

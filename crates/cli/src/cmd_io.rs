@@ -36,14 +36,6 @@ pub fn command_line() -> String {
         .join(" ")
 }
 
-/// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
-/// SIGTERM, 129 for SIGHUP), as a shell reports it.
-pub(crate) fn interrupted_code() -> i32 {
-    plumb_sys::signal::exit_code_for(
-        plumb_sys::signal::received().unwrap_or(plumb_sys::signal::SIGINT),
-    )
-}
-
 /// Say which targets plumb is about to create, with their size and fate.
 fn say_created(targets: &[PathBuf], size: u64, kept: bool) {
     for t in targets.iter().filter(|t| target::will_create(t, size)) {
@@ -86,20 +78,12 @@ fn report_run(
         &mut crate::progress::Drawn::plain(&meter),
         &plumb_sys::signal::stop_requested,
     );
-    match &r {
-        Ok(Some(_)) => meter.finish(),
-        _ => meter.abandon(),
-    }
-    match r? {
-        Some(rep) => {
-            crate::emit(g, &plumb_report::io_render::output(&rep))?;
-            Ok(0)
-        }
-        None => {
-            eprintln!("plumb: interrupted; in-flight I/O drained and files plumb created removed");
-            Ok(interrupted_code())
-        }
-    }
+    meter.close(r.is_ok());
+    let rep = r.map_err(|e| {
+        crate::every::stopped(e, "in-flight I/O drained and files plumb created removed")
+    })?;
+    crate::emit(g, &plumb_report::io_render::output(&rep))?;
+    Ok(0)
 }
 
 pub fn run(g: &GlobalArgs, a: &IoArgs) -> Result<i32> {
@@ -157,27 +141,12 @@ fn durability(
         &mut crate::progress::Drawn::plain(&meter),
         &plumb_sys::signal::stop_requested,
     );
-    if r.is_ok() {
-        meter.finish();
-    } else {
-        meter.abandon();
-    }
-    match r {
-        Ok(DurabilityResult::One(rep)) => crate::emit(g, &vr::durability_output(&rep))?,
-        Ok(DurabilityResult::Many(c)) => crate::emit(g, &vr::comparison_output(&c))?,
-        Err(plumb_io::Error::Interrupted) => {
-            eprintln!("plumb: interrupted; the probe files were removed");
-            return Ok(interrupted_code());
-        }
-        Err(e) => return Err(e.into()),
+    meter.close(r.is_ok());
+    match r.map_err(|e| crate::every::stopped(e, "the probe files were removed"))? {
+        DurabilityResult::One(rep) => crate::emit(g, &vr::durability_output(&rep))?,
+        DurabilityResult::Many(c) => crate::emit(g, &vr::comparison_output(&c))?,
     }
     Ok(0)
-}
-
-/// Stopped: what plumb created is gone; the signal's exit code.
-fn interrupted_removed() -> i32 {
-    eprintln!("plumb: interrupted; files plumb created were removed");
-    interrupted_code()
 }
 
 /// The chart's file, made now: a bad path fails before the sweep, not after it (and it is
@@ -223,14 +192,9 @@ fn sweep(
         &mut crate::progress::Drawn::plain(&meter),
         &plumb_sys::signal::stop_requested,
     );
-    if matches!(swept, Ok(Some(_))) {
-        meter.finish();
-    } else {
-        meter.abandon();
-    }
-    let Some(mut rep) = swept? else {
-        return Ok(interrupted_removed());
-    };
+    meter.close(swept.is_ok());
+    let mut rep =
+        swept.map_err(|e| crate::every::stopped(e, "files plumb created were removed"))?;
     if let Some(chart) = chart {
         let svg = plumb_report::io_render::sweep_chart(&rep);
         rep.chart = Some(chart.fill(svg.as_bytes())?);

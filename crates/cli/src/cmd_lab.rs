@@ -2,7 +2,6 @@
 //! runs database workloads on a private PostgreSQL while recording, and writes the report. The
 //! lab itself is `plumb_lab`; this is its flags, its progress bar and its report files.
 
-use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::{bail, Result};
 use clap::Args;
@@ -174,16 +173,7 @@ pub fn run(g: &GlobalArgs, a: &LabArgs) -> Result<i32> {
     let report = lab.run(&mut drawn, &plumb_sys::signal::stop_requested);
     let finished = drawn.finished;
     meter.close(finished);
-    let report = match report {
-        Ok(r) => r,
-        Err(e) => {
-            if e.is_interrupted() {
-                eprintln!("plumb: interrupted; {}", removed_words(a, engine));
-                return Ok(interrupted_code());
-            }
-            return Err(e.into());
-        }
-    };
+    let report = report.map_err(|e| crate::every::stopped(e, &removed_words(a, engine)))?;
     write_report(&report, &out)?;
     unfinished.done = true;
     crate::emit(g, &plumb_report::lab_render::LabOutput(&report))?;

@@ -2,7 +2,6 @@
 //! drives and drops. The work is `plumb_lab::load`; this is its flags, its progress and its
 //! output.
 
-use crate::cmd_io::interrupted_code;
 use crate::GlobalArgs;
 use anyhow::Result;
 use clap::Args;
@@ -186,16 +185,12 @@ fn run_in(g: &GlobalArgs, load: &Load, out: Option<&std::path::Path>) -> Result<
     let r = load.run(&mut drawn, &plumb_sys::signal::stop_requested);
     let finished = drawn.finished;
     meter.close(finished);
-    let r = match r {
-        Ok(r) => r,
-        Err(e) if e.is_interrupted() => {
-            eprintln!(
-                "plumb: interrupted; the database this run created was dropped (a kept one stays)"
-            );
-            return Ok(interrupted_code());
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let r = r.map_err(|e| {
+        crate::every::stopped(
+            e,
+            "the database this run created was dropped (a kept one stays)",
+        )
+    })?;
     if let Some(out) = out {
         let rec = load
             .config()

@@ -68,6 +68,38 @@ pub(crate) fn say(text: &str) {
 /// shown). One place for a closed output, whatever the command: it stopped (cleaning up what it
 /// made, as on SIGTERM) or finished, quietly, with the status of a command that lost its
 /// reader; a write that failed on it may have panicked, and that panic is this, and silent.
+/// A long command stopped by a signal (or its cancel) before it finished, with what plumb took
+/// down: said once, at the end, with the signal's exit code. Every long command ends early
+/// this one way (`stopped`).
+#[derive(Debug)]
+pub(crate) struct Stopped(String);
+
+impl std::fmt::Display for Stopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "interrupted; {}", self.0)
+    }
+}
+
+impl std::error::Error for Stopped {}
+
+/// `e` as the command's end: [`Stopped`] (saying `removed`) when the run was interrupted,
+/// the error itself otherwise.
+pub(crate) fn stopped(e: plumb_lab::Error, removed: &str) -> anyhow::Error {
+    if e.is_interrupted() {
+        anyhow::Error::new(Stopped(removed.to_string()))
+    } else {
+        e.into()
+    }
+}
+
+/// Exit code for an interrupted run, after cleanup: 128 + the signal (130 for Ctrl-C, 143 for
+/// SIGTERM, 129 for SIGHUP), as a shell reports it.
+fn interrupted_code() -> i32 {
+    plumb_sys::signal::exit_code_for(
+        plumb_sys::signal::received().unwrap_or(plumb_sys::signal::SIGINT),
+    )
+}
+
 pub(crate) fn exit_code(command: impl FnOnce() -> anyhow::Result<i32>) -> i32 {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(command));
     if plumb_sys::signal::output_closed() {
@@ -76,6 +108,10 @@ pub(crate) fn exit_code(command: impl FnOnce() -> anyhow::Result<i32>) -> i32 {
     match r.unwrap_or_else(|p| std::panic::resume_unwind(p)) {
         Ok(code) => code,
         Err(e) if is_broken_pipe(&e) => plumb_sys::signal::OUTPUT_CLOSED_CODE,
+        Err(e) if e.is::<Stopped>() => {
+            eprintln!("plumb: {e}");
+            interrupted_code()
+        }
         Err(e) => {
             let mut msg = format!("plumb: error: {e}");
             let mut last = e.to_string();

@@ -220,13 +220,13 @@ impl DurabilityPlan {
 
     /// Probe every directory. `events` hears each run begin (`Event::Step`, a run planned as
     /// [`per_run`](Self::per_run); runs repeated because they disagree extend the plan) and
-    /// the end (`Event::Finished`). `Interrupted` from plumb_io when stopped (a signal or
-    /// `cancel`).
+    /// the end (`Event::Finished`). [`Interrupted`](crate::Error::Interrupted) when stopped (a
+    /// signal or `cancel`), the probe files removed.
     pub fn run(
         &self,
         events: &mut dyn crate::Events,
         cancel: &dyn Fn() -> bool,
-    ) -> plumb_io::Result<DurabilityResult> {
+    ) -> crate::Result<DurabilityResult> {
         let per = self.per_run();
         let mut on_run = |label: &str, made: usize, planned: usize| {
             let (made, planned) = (made as u32, planned.max(1) as u32);

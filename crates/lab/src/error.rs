@@ -62,9 +62,15 @@ impl Error {
         match self {
             Error::Interrupted => true,
             Error::Refused(_) | Error::NoRoom { .. } => false,
-            Error::Failed { source, .. } => source
-                .downcast_ref::<Error>()
-                .is_some_and(Error::is_interrupted),
+            Error::Failed { source, .. } => {
+                source
+                    .downcast_ref::<Error>()
+                    .is_some_and(Error::is_interrupted)
+                    || matches!(
+                        source.downcast_ref::<plumb_io::Error>(),
+                        Some(plumb_io::Error::Interrupted)
+                    )
+            }
         }
     }
 
@@ -122,11 +128,23 @@ macro_rules! cause {
     )*};
 }
 
+/// The I/O runner's interruption is the lab's: one way to say a run ended early.
+impl From<plumb_io::Error> for Error {
+    fn from(e: plumb_io::Error) -> Error {
+        match e {
+            plumb_io::Error::Interrupted => Error::Interrupted,
+            e => Error::Failed {
+                message: e.to_string(),
+                source: Box::new(e),
+            },
+        }
+    }
+}
+
 cause!(
     std::io::Error,
     plumb_sys::Error,
     plumb_sys::KernelError,
-    plumb_io::Error,
     plumb_engine::Error,
     plumb_record::Error,
     plumb_store::Error

@@ -321,19 +321,20 @@ impl IoSweep {
         })
     }
 
-    /// Make the missing target files once, run the levels in rounds, and judge them; None
-    /// when `cancel` (or a signal) stopped it, what plumb made removed. `events` hears each run
+    /// Make the missing target files once, run the levels in rounds, and judge them;
+    /// [`Interrupted`](crate::Error::Interrupted) when `cancel` (or a signal) stopped it,
+    /// what plumb made removed. `events` hears each run
     /// begin (`Event::Step`: a run planned as its warm-up, measured time, cool-down and half a
     /// second; runs added because the runs so far disagree extend the plan) and the end.
     pub fn run(
         self,
         events: &mut dyn crate::Events,
         cancel: &dyn Fn() -> bool,
-    ) -> Result<Option<SweepReport>> {
+    ) -> Result<SweepReport> {
         let c = &self.config;
         let mut safety = c.safety.clone();
         let Some(scratch) = scratch_files(&c.base, c.keep, &mut safety, cancel)? else {
-            return Ok(None);
+            return Err(crate::Interrupted.into());
         };
         let per = c.base.warmup
             + c.base.duration
@@ -366,9 +367,8 @@ impl IoSweep {
             &mut step,
         )?;
         drop(scratch);
-        if swept.is_some() {
-            events.event(crate::Event::Finished { of: done });
-        }
+        let swept = swept.ok_or(crate::Interrupted)?;
+        events.event(crate::Event::Finished { of: done });
         Ok(swept)
     }
 }
@@ -399,15 +399,15 @@ impl IoRun {
         Ok(IoRun { config })
     }
 
-    /// Prepare the targets, run the job watched for neighbours, and report it; None when
-    /// `cancel` (or a signal) stopped it. Created files are removed when this returns (unless
+    /// Prepare the targets, run the job watched for neighbours, and report it;
+    /// [`Interrupted`](crate::Error::Interrupted) when `cancel` (or a signal) stopped it. Created files are removed when this returns (unless
     /// kept), on an error too. `events` hears the run begin once its files are ready
     /// (`Event::Step`, planned as its warm-up, measured time and cool-down) and its end.
     pub fn run(
         self,
         events: &mut dyn crate::Events,
         cancel: &dyn Fn() -> bool,
-    ) -> Result<Option<plumb_analyze::io::IoReport>> {
+    ) -> Result<plumb_analyze::io::IoReport> {
         let c = self.config;
         let j = &c.job;
         let total = j.warmup + j.duration + j.cooldown;
@@ -416,12 +416,12 @@ impl IoRun {
         scope.accept = c.accept.clone();
         let mut ready = || events.event(crate::Event::run_begins(0, 1, &j.name, total));
         let Some((r, watched)) = watched_run(j, &c.safety, cancel, &scope, &mut ready)? else {
-            return Ok(None);
+            return Err(crate::Interrupted.into());
         };
         events.event(crate::Event::Finished { of: 1 });
         let mut rep = plumb_analyze::io::build(&r, &c.command_line, c.notes);
         rep.interference = Some(watched);
-        Ok(Some(rep))
+        Ok(rep)
     }
 }
 

@@ -132,6 +132,8 @@ impl Delta {
             };
             events.event(Event::run_begins(k as u32, n as u32, what, per));
         };
+        // Whatever failed after the cancel (a cancelled statement, a signalled command) is the
+        // interruption.
         let runs = runs::run(
             &c.root,
             &target,
@@ -139,7 +141,14 @@ impl Delta {
             &c.plan,
             cancel,
             &mut starting,
-        )?;
+        )
+        .map_err(|e| {
+            if cancel() {
+                crate::Interrupted.into()
+            } else {
+                e
+            }
+        })?;
         let n = c.plan.modes.len() as u32 * c.plan.repeat;
         events.event(Event::Finished { of: n });
         Ok(plumb_analyze::delta::summarize(

@@ -97,7 +97,7 @@ pub(crate) fn sampling(
 }
 
 pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
-    use plumb_record::recorder::{Event, RecordConfig, Recorder};
+    use plumb_record::recorder::{RecordConfig, Recorder};
     use plumb_report::record_text;
     let (interval, duration) = sampling(&a.interval, a.duration.as_deref())?;
     let engine = a
@@ -132,7 +132,22 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
         plumb_report::out::check_new_file("--out", f)?;
     }
     plumb_sys::signal::install();
-    let mut events = |e: Event| match e {
+    let summary = recorder.run_with(
+        &mut say,
+        &plumb_sys::signal::stop_requested,
+        &plumb_sys::signal::forward_to,
+    )?;
+    for line in record_text::summary(&summary) {
+        eprintln!("plumb: {}", plumb_sys::visible::lines(&line));
+    }
+    Ok(summary.exit_code.unwrap_or(0))
+}
+
+/// The recording's events as lines on stderr.
+fn say(e: plumb_record::events::Event<'_>) {
+    use plumb_record::events::Event;
+    use plumb_report::record_text;
+    match e {
         Event::Serving { addr } => eprintln!("plumb: {}", record_text::serving(addr)),
         Event::Recording {
             file,
@@ -144,17 +159,13 @@ pub fn record(g: &GlobalArgs, a: &RecordArgs) -> Result<i32> {
             "plumb: {}",
             record_text::recording(file, every, interval, slow, duration)
         ),
-        Event::Tracing { .. } => {}
-    };
-    let summary = recorder.run_with(
-        &mut events,
-        &plumb_sys::signal::stop_requested,
-        &plumb_sys::signal::forward_to,
-    )?;
-    for line in record_text::summary(&summary) {
-        eprintln!("plumb: {}", plumb_sys::visible::lines(&line));
+        Event::Note(line) => eprintln!("plumb: {}", plumb_sys::visible::lines(line)),
+        // The recorder counts no steps and traces nothing of its own.
+        Event::Tracing { .. }
+        | Event::Step { .. }
+        | Event::Live { .. }
+        | Event::Finished { .. } => {}
     }
-    Ok(summary.exit_code.unwrap_or(0))
 }
 
 /// `--out-dir` with its rotation and caps, checked.

@@ -253,6 +253,9 @@ impl plumb_lab::Events for Drawn<'_> {
             Event::Live { what, tps, latency } => self.meter.live(live_line(what, tps, latency)),
             Event::Note(line) => self.meter.note(line),
             Event::Finished { .. } => self.finished = true,
+            // Where sampling or tracing started: `plumb record` and `plumb trace` say it in
+            // their own lines.
+            Event::Serving { .. } | Event::Recording { .. } | Event::Tracing { .. } => {}
         }
     }
 }

@@ -169,56 +169,8 @@ pub const LAB_FILES: [&str; 4] = [
     "recording.plumb",
 ];
 
-/// What the lab tells its caller as it goes.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Event<'a> {
-    /// Step `n` of `of` begins (1-based); steps before it are done. `done` of the planned time
-    /// is behind it, `planned` is its own, out of `total` (skipped steps are taken out of it).
-    Step {
-        n: u32,
-        of: u32,
-        what: &'a str,
-        done: Duration,
-        planned: Duration,
-        total: Duration,
-    },
-    /// The running step's live figure: which workload, its transactions per second and a
-    /// latency, named (pgbench's mean each second, plumb's driver's p95), in milliseconds.
-    Live {
-        what: &'a str,
-        tps: f64,
-        latency: Option<(&'static str, f64)>,
-    },
-    /// Something the user should know now (a killed run's database dropped).
-    Note(&'a str),
-    /// Every step is done.
-    Finished { of: u32 },
-}
-
-impl<'a> Event<'a> {
-    /// Run `k` (0-based) of `of` begins, every run planned to take `per`: the step of a
-    /// command made of equal runs (delta's, a sweep's, the durability probe's, one I/O run).
-    pub(crate) fn run_begins(k: u32, of: u32, what: &'a str, per: Duration) -> Event<'a> {
-        Event::Step {
-            n: k + 1,
-            of,
-            what,
-            done: per * k,
-            planned: per,
-            total: per * of,
-        }
-    }
-}
-
-pub trait Events {
-    fn event(&mut self, e: Event<'_>);
-}
-
-impl<F: FnMut(Event<'_>)> Events for F {
-    fn event(&mut self, e: Event<'_>) {
-        self(e)
-    }
-}
+/// Every long command's events: the lab's steps, live figures and notes.
+pub use plumb_record::events::{Event, Events};
 
 /// Step counting for the events, each step weighted by the time it is planned to take.
 pub struct Progress<'e> {

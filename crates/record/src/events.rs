@@ -1,14 +1,36 @@
-//! What the record crate's commands tell their caller as they go (`plumb record`'s recording
-//! starting, `plumb trace`'s tracing in place), below the recorder and the trace so both can
-//! say it.
+//! What every long command tells its caller as it goes, one event type for all: the steps of
+//! a run with what is left of the plan, the live figure and notes (the lab, `plumb load`,
+//! `plumb delta`, the I/O commands), and where sampling or tracing started (`plumb record`,
+//! `plumb trace`). Here, in the lowest crate that says any of them, so every command above can.
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-/// What happens as a recording starts, for the caller to show.
-#[derive(Debug)]
+/// What happens as a command runs, for the caller to show.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event<'a> {
+    /// Step `n` of `of` begins (1-based); steps before it are done. `done` of the planned time
+    /// is behind it, `planned` is its own, out of `total` (skipped steps are taken out of it).
+    Step {
+        n: u32,
+        of: u32,
+        what: &'a str,
+        done: Duration,
+        planned: Duration,
+        total: Duration,
+    },
+    /// The running step's live figure: which workload, its transactions per second and a
+    /// latency, named (pgbench's mean each second, plumb's driver's p95), in milliseconds.
+    Live {
+        what: &'a str,
+        tps: f64,
+        latency: Option<(&'static str, f64)>,
+    },
+    /// Something the user should know now (a killed run's database dropped).
+    Note(&'a str),
+    /// Every step is done.
+    Finished { of: u32 },
     /// The live figures are served here.
     Serving { addr: SocketAddr },
     /// Sampling started.
@@ -31,7 +53,22 @@ pub enum Event<'a> {
     },
 }
 
-/// Receives a recording's events (a closure does).
+impl<'a> Event<'a> {
+    /// Run `k` (0-based) of `of` begins, every run planned to take `per`: the step of a
+    /// command made of equal runs (delta's, a sweep's, the durability probe's, one I/O run).
+    pub fn run_begins(k: u32, of: u32, what: &'a str, per: Duration) -> Event<'a> {
+        Event::Step {
+            n: k + 1,
+            of,
+            what,
+            done: per * k,
+            planned: per,
+            total: per * of,
+        }
+    }
+}
+
+/// Receives a command's events (a closure does).
 pub trait Events {
     fn event(&mut self, e: Event);
 }

@@ -142,6 +142,7 @@ mod tests {
                     Event::Live { what, tps, latency } => format!("{what} {tps} {latency:?}"),
                     Event::Note(n) => format!("note {n}"),
                     Event::Finished { of } => format!("finished {of}"),
+                    other => format!("{other:?}"),
                 })
             });
         }

@@ -1,9 +1,10 @@
 //! `plumb compare`: did it get better? Two sets of results, one verdict per figure.
 
 use crate::GlobalArgs;
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use std::path::{Path, PathBuf};
+use plumb_lab::compare::{Compare, CompareConfig, Compared, Sides};
+use std::path::PathBuf;
 
 #[derive(Debug, Args)]
 pub struct CompareArgs {
@@ -42,78 +43,33 @@ pub struct CompareArgs {
     pub fail_on: Option<String>,
 }
 
-/// The largest result file plumb compare reads (a lab's report.json is a few MB).
-const MAX_RESULT_BYTES: u64 = 64 << 20;
-
-/// The result files a plumb report directory holds: `plumb lab --out`'s and `plumb load --out`'s.
-const RESULT_FILES: [&str; 2] = ["report.json", "load.json"];
-
-/// A directory reads as the result it holds (a lab's report.json, a load's load.json). Each
-/// file is read up to [`MAX_RESULT_BYTES`], a regular file or a pipe (never a device).
-fn read(files: &[PathBuf]) -> Result<Vec<(String, serde_json::Value)>> {
-    let mut meter = Counter::new("reading results", files.len(), files.len() >= 200);
-    files
-        .iter()
-        .map(|f| {
-            meter.tick();
-            let path = if f.is_dir() {
-                match RESULT_FILES.iter().map(|n| f.join(n)).find(|p| p.exists()) {
-                    Some(p) => p,
-                    None => bail!(
-                        "{}: a directory with no plumb result in it (looked for {}: plumb lab --out and plumb load --out write them)",
-                        f.display(),
-                        RESULT_FILES.join(" and ")
-                    ),
-                }
-            } else {
-                f.clone()
-            };
-            let text = plumb_sys::read_text_bounded(&path, MAX_RESULT_BYTES)
-                .with_context(|| path.display().to_string())?;
-            let v = serde_json::from_str(&text).with_context(|| {
-                format!(
-                    "{}: not JSON (plumb io, plumb load and plumb delta --json write it)",
-                    path.display()
-                )
-            })?;
-            Ok((f.display().to_string(), v))
-        })
-        .collect()
-}
-
 /// A count on stderr for long work (a history of hundreds of results), when it is a terminal:
 /// at most ten times a second, and at the end.
 struct Counter {
-    what: &'static str,
-    of: usize,
-    done: usize,
+    last: Option<std::time::Instant>,
     on: bool,
-    last: std::time::Instant,
 }
 
 impl Counter {
-    fn new(what: &'static str, of: usize, long: bool) -> Counter {
+    fn new() -> Counter {
         use std::io::IsTerminal;
-        let on = long && std::io::stderr().is_terminal();
-        let last = std::time::Instant::now();
         Counter {
-            what,
-            of,
-            done: 0,
-            on,
-            last,
+            last: None,
+            on: std::io::stderr().is_terminal(),
         }
     }
+}
 
-    fn tick(&mut self) {
-        self.done += 1;
-        let end = self.done == self.of;
-        if self.on && (end || self.last.elapsed().as_millis() >= 100) {
-            self.last = std::time::Instant::now();
-            eprint!(
-                "\rplumb compare: {} {} of {}",
-                self.what, self.done, self.of
-            );
+impl plumb_lab::Events for Counter {
+    fn event(&mut self, e: plumb_lab::Event<'_>) {
+        let plumb_lab::Event::Step { n, of, what, .. } = e else {
+            return;
+        };
+        let end = n == of;
+        let due = self.last.is_none_or(|t| t.elapsed().as_millis() >= 100);
+        if self.on && of >= 200 && (end || due) {
+            self.last = Some(std::time::Instant::now());
+            eprint!("\rplumb compare: {what} {n} of {of}");
             if end {
                 eprintln!();
             }
@@ -121,139 +77,34 @@ impl Counter {
     }
 }
 
-/// The results in a history directory (not hidden entries), ordered by the lab's start time
-/// where every one has it, else by name.
-fn read_history(dir: &Path) -> Result<Vec<(String, serde_json::Value)>> {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("--history {}", dir.display()))?
-        .flatten()
-        .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    let mut runs = read(&entries)?;
-    if runs.iter().all(|r| r.1["started_unix_ms"].is_u64()) {
-        runs.sort_by_key(|r| r.1["started_unix_ms"].as_u64());
-    }
-    Ok(runs)
-}
-
-fn history(g: &GlobalArgs, a: &CompareArgs, dir: &Path) -> Result<i32> {
-    let runs = read_history(dir)?;
-    let read: Vec<plumb_analyze::compare::Run> = runs
-        .iter()
-        .map(|(f, v)| plumb_analyze::compare::read_run(f, v))
-        .collect::<Result<_, _>>()?;
-    if read.len() < 4 {
-        bail!(
-            "--history {}: {} result(s); a change point needs at least 2 runs either side",
-            dir.display(),
-            read.len()
-        );
-    }
-    let mut meter: Option<Counter> = None;
-    let r = plumb_analyze::compare::history_with(&read, a.min_change, &mut |_, of| {
-        meter
-            .get_or_insert_with(|| Counter::new("figures searched", of, read.len() >= 200))
-            .tick()
-    })?;
-    plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
-    let worse = r.changes.iter().any(|c| !c.better);
-    Ok(if a.fail_on.is_some() && worse { 1 } else { 0 })
-}
-
-/// A point of a recording, from its start: a duration (`10m`, `90s`) or the clock the report's
-/// charts show (`M:SS`, `H:MM:SS`).
-fn offset(arg: &str, v: &str) -> Result<f64> {
-    if v.contains(':') {
-        let parts: Vec<&str> = v.split(':').collect();
-        let nums: Option<Vec<u64>> = parts.iter().map(|p| p.parse().ok()).collect();
-        return match nums.as_deref() {
-            Some([m, s]) if *s < 60 => Ok((m * 60 + s) as f64),
-            Some([h, m, s]) if *m < 60 && *s < 60 => Ok((h * 3600 + m * 60 + s) as f64),
-            _ => bail!("{arg}: {v} is not M:SS or H:MM:SS"),
-        };
-    }
-    plumb_sys::units::parse_duration(v)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| anyhow::anyhow!("{arg}: {e}"))
-}
-
-/// `FILE@FROM-TO`: a window of a recording, as a run.
-fn window(arg: &str) -> Result<plumb_analyze::compare::Run> {
-    let (file, span) = arg.rsplit_once('@').unwrap_or((arg, ""));
-    let Some((from, to)) = span.split_once('-') else {
-        bail!("{arg}: a recording's window is FILE@FROM-TO (rec.plumb@10m-15m)");
-    };
-    let (from_s, to_s) = (offset(arg, from)?, offset(arg, to)?);
-    if from_s >= to_s {
-        bail!("{arg}: the window's start is not before its end");
-    }
-    let rec = plumb_store::read(Path::new(file)).with_context(|| arg.to_string())?;
-    let end_s = rec.times_ms.last().copied().unwrap_or(0) as f64 / 1000.0;
-    if from_s >= end_s {
-        bail!("{arg}: the recording ends at {end_s:.0} s");
-    }
-    Ok(plumb_analyze::compare::recording_run(
-        arg, &rec, from_s, to_s,
-    ))
-}
-
-/// The runs named: windows of recordings, or results.
-fn runs(files: &[PathBuf]) -> Result<Vec<plumb_analyze::compare::Run>> {
-    files
-        .iter()
-        .map(|f| {
-            let s = f.to_string_lossy();
-            if !f.exists() && s.contains('@') {
-                return window(&s);
-            }
-            let (name, v) = read(std::slice::from_ref(f))?.remove(0);
-            Ok(plumb_analyze::compare::read_run(&name, &v)?)
-        })
-        .collect()
-}
-
 pub fn compare(g: &GlobalArgs, a: &CompareArgs) -> Result<i32> {
-    if !(a.min_change.is_finite() && (0.0..100.0).contains(&a.min_change)) {
-        bail!(
-            "--min-change {}: a percentage from 0 to under 100",
-            a.min_change
-        );
-    }
-    if let Some(dir) = &a.history {
-        return history(g, a, dir);
-    }
-    // Everything after `--` is a candidate's run: an option there is a mistake, said as one
-    // (it read as a file: "--html: No such file or directory").
-    if let Some(o) = a.candidate.iter().find(|c| {
-        let s = c.to_string_lossy();
-        s.starts_with('-') && !c.exists()
-    }) {
-        bail!(
-            "{}: after -- come only the candidate's runs; options go before --",
-            o.display()
-        );
-    }
     let either = |list: &[PathBuf], opt: &[PathBuf]| -> Vec<PathBuf> {
         if opt.is_empty() { list } else { opt }.to_vec()
     };
-    let r = plumb_analyze::compare::compare_read(
-        runs(&either(&a.baseline, &a.baseline_runs))?,
-        runs(&either(&a.candidate, &a.candidate_runs))?,
-        a.min_change,
-    )?;
-    if r.figures.is_empty() {
-        bail!("the two sides have no figure in common");
-    }
-    if let Some(f) = &a.html {
-        std::fs::write(f, plumb_report::compare_render::page(&r))
-            .with_context(|| format!("--html {}", f.display()))?;
-    }
-    plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
-    Ok(if a.fail_on.is_some() && r.worse() > 0 {
-        1
-    } else {
-        0
-    })
+    let sides = match &a.history {
+        Some(dir) => Sides::History(dir.clone()),
+        None => Sides::Two {
+            baseline: either(&a.baseline, &a.baseline_runs),
+            candidate: either(&a.candidate, &a.candidate_runs),
+        },
+    };
+    let compare = Compare::new(CompareConfig {
+        sides,
+        min_change: a.min_change,
+    })?;
+    let worse = match compare.run(&mut Counter::new(), &plumb_sys::signal::stop_requested)? {
+        Compared::History(r) => {
+            plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
+            r.changes.iter().any(|c| !c.better)
+        }
+        Compared::Two(r) => {
+            if let Some(f) = &a.html {
+                std::fs::write(f, plumb_report::compare_render::page(&r))
+                    .with_context(|| format!("--html {}", f.display()))?;
+            }
+            plumb_report::emit(&r, g.format(), &mut std::io::stdout().lock())?;
+            r.worse() > 0
+        }
+    };
+    Ok(i32::from(a.fail_on.is_some() && worse))
 }

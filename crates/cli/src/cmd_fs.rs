@@ -34,17 +34,17 @@ pub struct FsArgs {
     pub queries: Option<PathBuf>,
     /// Opens within this time of a result share it instead of running the query again (0: every
     /// open runs its query).
-    #[arg(long, value_name = "TIME", default_value = "1s")]
-    pub cache: String,
+    #[arg(long, value_name = "TIME", default_value = "1s", value_parser = crate::typed::DURATION)]
+    pub cache: Duration,
     /// Statement timeout of every query.
-    #[arg(long, value_name = "TIME", default_value = "10s")]
-    pub timeout: String,
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = crate::typed::DURATION)]
+    pub timeout: Duration,
     /// Connections the files share (a slow query holds one; the others go on).
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub connections: u16,
     /// Unmount when the server has not answered for this long.
-    #[arg(long, value_name = "TIME", default_value = "10s")]
-    pub gone_after: String,
+    #[arg(long, value_name = "TIME", default_value = "10s", value_parser = crate::typed::DURATION)]
+    pub gone_after: Duration,
     /// Stay in the foreground until Ctrl-C (or SIGTERM) unmounts, instead of serving in the
     /// background.
     #[arg(long)]
@@ -71,10 +71,6 @@ struct Handoff {
     gone_after_ms: u64,
 }
 
-fn duration(flag: &str, s: &str) -> Result<Duration> {
-    plumb_sys::units::parse_duration(s).map_err(|e| crate::quoting(format!("{flag} {e}"), e))
-}
-
 pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
     if let Some(p) = &a.unmount {
         let path = plumb_fs::unmount(p)?;
@@ -97,10 +93,6 @@ pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
             .clone()
             .ok_or_else(|| anyhow!("--engine is required"))?;
         let t = crate::typed::with_password(url, a.password_file.as_deref())?;
-        let timeout = duration("--timeout", &a.timeout)?;
-        if timeout < Duration::from_millis(1) {
-            bail!("--timeout {}: must be at least 1ms", a.timeout);
-        }
         // Absolute: the background copy runs in /.
         let abs = |p: &PathBuf| std::path::absolute(p).unwrap_or_else(|_| p.clone());
         Handoff {
@@ -108,10 +100,10 @@ pub fn run(_global: &GlobalArgs, a: &FsArgs) -> Result<i32> {
             password: t.password.clone(),
             mountpoint: abs(&mountpoint),
             queries: a.queries.as_ref().map(abs),
-            cache_ms: duration("--cache", &a.cache)?.as_millis() as u64,
-            timeout_ms: timeout.as_millis() as u64,
+            cache_ms: a.cache.as_millis() as u64,
+            timeout_ms: a.timeout.as_millis() as u64,
             connections: a.connections as usize,
-            gone_after_ms: duration("--gone-after", &a.gone_after)?.as_millis() as u64,
+            gone_after_ms: a.gone_after.as_millis() as u64,
         }
     };
     if a.foreground {

@@ -186,6 +186,12 @@ pub struct Prepared {
 
 /// Check the mount point and the query directory, connect, and list the views.
 pub fn prepare(mountpoint: &Path, options: Options) -> Result<Prepared> {
+    if options.timeout < Duration::from_millis(1) {
+        return Err(Error::Input(format!(
+            "--timeout {:?}: must be at least 1ms",
+            options.timeout
+        )));
+    }
     let shown = mountpoint.display();
     // The kernel would mount where a link points while plumb's bookkeeping named the link
     // (and another user could repoint it): the directory itself, or nothing.

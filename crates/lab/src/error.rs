@@ -146,6 +146,7 @@ cause!(
     plumb_sys::Error,
     plumb_sys::KernelError,
     plumb_engine::Error,
+    plumb_analyze::compare::InputError,
     plumb_record::Error,
     plumb_store::Error
 );

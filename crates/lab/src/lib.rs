@@ -13,6 +13,7 @@
 //! or a stop included, removes them in order. An experiment is a type implementing
 //! [`Experiment`] in `exp/`, registered in [`exp::registered`].
 
+pub mod compare;
 pub mod delta;
 pub mod durability_probe;
 pub mod error;

@@ -401,47 +401,8 @@ pub fn summarize(
             keys.extend(r.values.keys().cloned());
         }
     }
-    // Wait-like objects under the threshold in every mode.
-    let mut below: BTreeSet<(String, String)> = BTreeSet::new();
-    for (g, weight) in WAIT_GROUPS {
-        let objs: BTreeSet<String> = keys
-            .iter()
-            .filter(|k| k.0 == *g && !k.1.is_empty())
-            .map(|k| k.1.clone())
-            .collect();
-        for o in objs {
-            let key = (g.to_string(), o.clone(), weight.to_string());
-            let max_median = modes
-                .iter()
-                .filter_map(|m| {
-                    Stat::of(
-                        &m.runs
-                            .iter()
-                            .map(|r| r.values.get(&key).copied().unwrap_or(0.0))
-                            .collect::<Vec<_>>(),
-                    )
-                })
-                .map(|s| s.median)
-                .fold(0.0, f64::max);
-            if max_median < threshold_ms {
-                below.insert((g.to_string(), o));
-            }
-        }
-    }
-    // Gauges that did not move in any run: one row with the value, not a before and an after.
-    let unchanged: BTreeSet<Key> = keys
-        .iter()
-        .filter_map(|k| k.2.strip_suffix(" before").map(|m| (k, m)))
-        .filter(|(k, m)| {
-            let after = (k.0.clone(), k.1.clone(), format!("{m} after"));
-            modes.iter().all(|md| {
-                md.runs
-                    .iter()
-                    .all(|r| r.values.get(k) == r.values.get(&after))
-            })
-        })
-        .map(|(k, _)| k.clone())
-        .collect();
+    let below = below_threshold(&keys, &modes, threshold_ms);
+    let unchanged = unchanged_gauges(&keys, &modes);
     let mut rows = Vec::new();
     let mut hidden = 0;
     for k in keys {
@@ -485,39 +446,13 @@ pub fn summarize(
             stats,
         });
     }
-    let mut notes = Vec::new();
-    let mut seen = BTreeSet::new();
-    for m in &modes {
-        for r in &m.runs {
-            for n in &r.notes {
-                if seen.insert(n.clone()) {
-                    notes.push(Note::new(Level::Warn, "delta-run-note").text("note", n.clone()));
-                }
-            }
-        }
-    }
     // PostgreSQL's block size, for turning block counts into bytes.
     let block = engine
         .as_ref()
         .and_then(|e| e.settings.get("block_size"))
         .and_then(|b| b.parse::<f64>().ok())
         .unwrap_or(8192.0);
-    // Runs that other work disturbed: named with the evidence, and what is read from the
-    // figures is lowered to info (the medians include those runs).
-    let mut disturbed = 0;
-    for m in &modes {
-        for (i, r) in m.runs.iter().enumerate() {
-            if let Some(w) = r.interference.as_ref().filter(|w| !w.is_clean()) {
-                disturbed += 1;
-                notes.push(
-                    Note::new(Level::Warn, "run-disturbed")
-                        .text("mode", m.mode.clone())
-                        .count("run", (i + 1) as f64)
-                        .notes("evidence", w.warnings()),
-                );
-            }
-        }
-    }
+    let (mut notes, disturbed) = run_notes(&modes);
     let mut read = findings(&modes, &rows, block);
     if disturbed > 0 {
         for n in &mut read {
@@ -543,6 +478,90 @@ pub fn summarize(
         unavailable,
         notes,
     }
+}
+
+/// Wait-like objects (group, object) under the threshold in every mode.
+fn below_threshold(
+    keys: &BTreeSet<Key>,
+    modes: &[ModeRuns],
+    threshold_ms: f64,
+) -> BTreeSet<(String, String)> {
+    let mut below: BTreeSet<(String, String)> = BTreeSet::new();
+    for (g, weight) in WAIT_GROUPS {
+        let objs: BTreeSet<String> = keys
+            .iter()
+            .filter(|k| k.0 == *g && !k.1.is_empty())
+            .map(|k| k.1.clone())
+            .collect();
+        for o in objs {
+            let key = (g.to_string(), o.clone(), weight.to_string());
+            let max_median = modes
+                .iter()
+                .filter_map(|m| {
+                    Stat::of(
+                        &m.runs
+                            .iter()
+                            .map(|r| r.values.get(&key).copied().unwrap_or(0.0))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+                .map(|s| s.median)
+                .fold(0.0, f64::max);
+            if max_median < threshold_ms {
+                below.insert((g.to_string(), o));
+            }
+        }
+    }
+    below
+}
+
+/// Gauges that did not move in any run: one row with the value, not a before and an after.
+fn unchanged_gauges(keys: &BTreeSet<Key>, modes: &[ModeRuns]) -> BTreeSet<Key> {
+    keys.iter()
+        .filter_map(|k| k.2.strip_suffix(" before").map(|m| (k, m)))
+        .filter(|(k, m)| {
+            let after = (k.0.clone(), k.1.clone(), format!("{m} after"));
+            modes.iter().all(|md| {
+                md.runs
+                    .iter()
+                    .all(|r| r.values.get(k) == r.values.get(&after))
+            })
+        })
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
+/// The runs' own notes (each once), and the runs other work disturbed, named with the
+/// evidence; how many were disturbed.
+fn run_notes(modes: &[ModeRuns]) -> (Vec<Note>, usize) {
+    let mut notes = Vec::new();
+    let mut seen = BTreeSet::new();
+    for m in modes {
+        for r in &m.runs {
+            for n in &r.notes {
+                if seen.insert(n.clone()) {
+                    notes.push(Note::new(Level::Warn, "delta-run-note").text("note", n.clone()));
+                }
+            }
+        }
+    }
+    // Runs that other work disturbed: named with the evidence, and what is read from the
+    // figures is lowered to info (the medians include those runs).
+    let mut disturbed = 0;
+    for m in modes {
+        for (i, r) in m.runs.iter().enumerate() {
+            if let Some(w) = r.interference.as_ref().filter(|w| !w.is_clean()) {
+                disturbed += 1;
+                notes.push(
+                    Note::new(Level::Warn, "run-disturbed")
+                        .text("mode", m.mode.clone())
+                        .count("run", (i + 1) as f64)
+                        .notes("evidence", w.warnings()),
+                );
+            }
+        }
+    }
+    (notes, disturbed)
 }
 
 fn median_of(rows: &[Row], g: &str, o: &str, m: &str, mode: usize) -> Option<f64> {

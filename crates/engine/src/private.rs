@@ -1229,9 +1229,9 @@ pub fn start(dir: &Path, opts: &StartOptions) -> Result<Running> {
     start_or_find(dir, opts).map(|s| s.running)
 }
 
-/// Start the instance in `dir`, or find it running. On failure, what this call created is
-/// removed again.
-pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
+/// What `start_or_find` refuses before it touches anything: a setting plumb will not pass (or
+/// one it sets itself to keep the instance private), a directory too deep for the socket.
+fn check_start(dir: &Path, opts: &StartOptions) -> Result<()> {
     for (k, v) in &opts.settings {
         if k.is_empty()
             || !k
@@ -1268,6 +1268,13 @@ pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
             sock_path.as_os_str().len()
         )));
     }
+    Ok(())
+}
+
+/// Start the instance in `dir`, or find it running. On failure, what this call created is
+/// removed again.
+pub fn start_or_find(dir: &Path, opts: &StartOptions) -> Result<Started> {
+    check_start(dir, opts)?;
     let build = choose_build(dir, opts)?;
     let server = server_user()?;
     let me = caller()?;

@@ -40,6 +40,41 @@ fn size(flag: &str, v: &str) -> Result<u64, String> {
     parse_size(v).map_err(|e| format!("diskspd flag {flag}: {e}"))
 }
 
+/// `-S`: diskspd's caching modes as plumb's durability.
+fn caching(a: &str, val: &str, notes: &mut Vec<String>) -> Result<Durability, DiskspdError> {
+    Ok(match val {
+        "" | "u" => Durability::Direct,
+        "h" | "uw" | "wu" => Durability::DirectDsync,
+        "w" => Durability::Dsync,
+        "b" => Durability::None,
+        "r" => {
+            notes.push(format!(
+                "{a}: remote caching does not apply on Linux; using the OS cache"
+            ));
+            Durability::None
+        }
+        _ => return Err(format!("diskspd flag {a}: unknown caching mode {val:?}").into()),
+    })
+}
+
+/// `-g`: diskspd's throughput limit, bytes per millisecond (or IOPS with `i`), per thread per
+/// target.
+fn throughput(a: &str, val: &str) -> Result<Rate, DiskspdError> {
+    let (v, iops) = match val.strip_suffix('i') {
+        Some(v) => (v, true),
+        None => (val, false),
+    };
+    let v: f64 = num(a, v)?;
+    if v <= 0.0 {
+        return Err(format!("diskspd flag {a}: the throughput limit must be more than 0").into());
+    }
+    Ok(if iops {
+        Rate::Iops(v)
+    } else {
+        Rate::BytesPerS(v * 1000.0)
+    })
+}
+
 pub fn parse(args: &[String]) -> Result<Parsed, DiskspdError> {
     let mut job = Job::new("diskspd");
     // diskspd's defaults differ from plumb's: 10 s, 5 s warm-up, 2 outstanding, 64K, sequential,
@@ -111,46 +146,12 @@ pub fn parse(args: &[String]) -> Result<Parsed, DiskspdError> {
                 job.write_pct = p;
             }
             "h" => job.durability = Durability::DirectDsync,
-            "S" => {
-                job.durability = match val {
-                    "" | "u" => Durability::Direct,
-                    "h" | "uw" | "wu" => Durability::DirectDsync,
-                    "w" => Durability::Dsync,
-                    "b" => Durability::None,
-                    "r" => {
-                        notes.push(format!(
-                            "{a}: remote caching does not apply on Linux; using the OS cache"
-                        ));
-                        Durability::None
-                    }
-                    _ => {
-                        return Err(format!("diskspd flag {a}: unknown caching mode {val:?}").into())
-                    }
-                }
-            }
+            "S" => job.durability = caching(a, val, &mut notes)?,
             "c" => {
                 job.file_size = size(a, val)?;
                 sized = true;
             }
-            "g" => {
-                let (v, iops) = match val.strip_suffix('i') {
-                    Some(v) => (v, true),
-                    None => (val, false),
-                };
-                let v: f64 = num(a, v)?;
-                if v <= 0.0 {
-                    return Err(format!(
-                        "diskspd flag {a}: the throughput limit must be more than 0"
-                    )
-                    .into());
-                }
-                // diskspd's -g is bytes per millisecond (or IOPS with `i`), per thread per target.
-                per_thread_rate = Some(if iops {
-                    Rate::Iops(v)
-                } else {
-                    Rate::BytesPerS(v * 1000.0)
-                });
-            }
+            "g" => per_thread_rate = Some(throughput(a, val)?),
             "i" => burst_ios = Some(num(a, val)?),
             "j" => think = Some(Duration::from_millis(num(a, val)?)),
             "z" => {

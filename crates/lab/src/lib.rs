@@ -390,30 +390,15 @@ impl Lab {
         r
     }
 
-    fn run_with(
+    /// The experiments' cgroup when an experiment needs one, then the server: plumb's private
+    /// instance (started in `work`, its guard in `res`) or the server of --engine.
+    fn start_server(
         &self,
         res: &mut Resources,
-        events: &mut dyn Events,
-        cancel: &(dyn Fn() -> bool + Sync),
-    ) -> Result<LabReport> {
+        work: &std::path::Path,
+        progress: &mut Progress<'_>,
+    ) -> Result<Server> {
         let (config, plan) = (&self.config, &self.plan);
-        let started = Instant::now();
-        let started_unix_ms = plumb_record::now_unix_ms();
-        resources::remove_dead_labs(&config.dir);
-        let work_dir = WorkDir::create(&config.dir)?;
-        let work = work_dir.path.clone();
-        res.work = Some(work_dir);
-        let mut experiments = exp::registered(config);
-        // Starting the server, each experiment's steps, writing the report.
-        let mut planned = vec![Duration::from_secs(2)];
-        for e in &experiments {
-            planned.extend(e.expected(&plan));
-        }
-        planned.push(Duration::from_secs(1));
-        let of = planned.len() as u32;
-        let mut progress = Progress::new(planned, events);
-
-        // The server (plumb's private instance, or the server of --engine), and the host it runs on.
         if config.pressure.is_some() || config.throttle_writes.is_some() {
             let cg = plumb_io::labcg::LabCgroup::create(
                 &format!("plumb-lab-{}", std::process::id()),
@@ -461,6 +446,34 @@ impl Lab {
                 Server::target(t.clone())?
             }
         };
+        Ok(server)
+    }
+
+    fn run_with(
+        &self,
+        res: &mut Resources,
+        events: &mut dyn Events,
+        cancel: &(dyn Fn() -> bool + Sync),
+    ) -> Result<LabReport> {
+        let (config, plan) = (&self.config, &self.plan);
+        let started = Instant::now();
+        let started_unix_ms = plumb_record::now_unix_ms();
+        resources::remove_dead_labs(&config.dir);
+        let work_dir = WorkDir::create(&config.dir)?;
+        let work = work_dir.path.clone();
+        res.work = Some(work_dir);
+        let mut experiments = exp::registered(config);
+        // Starting the server, each experiment's steps, writing the report.
+        let mut planned = vec![Duration::from_secs(2)];
+        for e in &experiments {
+            planned.extend(e.expected(&plan));
+        }
+        planned.push(Duration::from_secs(1));
+        let of = planned.len() as u32;
+        let mut progress = Progress::new(planned, events);
+
+        // The server (plumb's private instance, or the server of --engine), and the host it runs on.
+        let server = self.start_server(res, &work, &mut progress)?;
         if cancel() {
             return Err(Interrupted.into());
         }

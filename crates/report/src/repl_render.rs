@@ -604,6 +604,65 @@ pub(crate) fn ag_text(t: &AgTimeline, out: &mut dyn Write) -> io::Result<()> {
     Ok(())
 }
 
+/// Under the title: how the secondary's clock was set against the primary's, if it was.
+fn ag_subtitle(t: &AgTimeline) -> String {
+    if t.secondary_shift_us != 0.0 {
+        format!(
+            "the secondary's events shifted by {}{} to keep each message after its send",
+            if t.secondary_shift_us > 0.0 { "+" } else { "-" },
+            short_time(t.secondary_shift_us.abs() / 1e6)
+        )
+    } else if let Some((lo, hi)) = t.offset_window_us {
+        format!(
+        "the clocks agree to within {} .. {}: the order across replicas is only as good as that",
+        signed(lo),
+        signed(hi)
+    )
+    } else {
+        String::new()
+    }
+}
+
+/// The messages between the replicas, each (from, to, sent, received, what): the log block
+/// out, the hardened LSN back; a time is None where its event was not captured.
+#[allow(clippy::type_complexity)]
+fn ag_messages(t: &AgTimeline) -> [(Replica, Replica, Option<f64>, Option<f64>, &'static str); 2] {
+    let at = |side: Replica, name: &str, after: f64| {
+        t.steps
+            .iter()
+            .filter(|st| st.replica == side && st.event == name && st.t_us >= after)
+            .map(|st| st.t_us)
+            .next()
+    };
+    let block_out = at(Replica::Primary, "ucs_connection_send_msg", 0.0)
+        .or_else(|| at(Replica::Primary, "hadr_capture_log_block", 0.0));
+    let block_in = at(
+        Replica::Secondary,
+        "hadr_transport_receive_log_block_message",
+        0.0,
+    );
+    let crafted = at(Replica::Secondary, "hadr_send_harden_lsn_message", 0.0);
+    let lsn_out =
+        crafted.and_then(|c| at(Replica::Secondary, "ucs_connection_send_msg", c).or(Some(c)));
+    let lsn_in = at(Replica::Primary, "hadr_receive_harden_lsn_message", 0.0);
+    [
+        (
+            Replica::Primary,
+            Replica::Secondary,
+            block_out,
+            block_in,
+            "log block",
+        ),
+        (
+            Replica::Secondary,
+            Replica::Primary,
+            lsn_out,
+            lsn_in,
+            "hardened LSN",
+        ),
+    ]
+}
+
 /// `plumb repl xe-timeline --svg`: the commit's events on two lanes (primary, secondary) on one
 /// time axis, each labelled with what it marks, and an arrow for each message between the
 /// replicas (the log block out, the hardened LSN back).
@@ -622,21 +681,7 @@ pub fn ag_svg(t: &AgTimeline) -> String {
         Replica::Secondary => top + lane_h * 1.5,
     };
     let mut s = String::new();
-    let sub = if t.secondary_shift_us != 0.0 {
-        format!(
-            "the secondary's events shifted by {}{} to keep each message after its send",
-            if t.secondary_shift_us > 0.0 { "+" } else { "-" },
-            short_time(t.secondary_shift_us.abs() / 1e6)
-        )
-    } else if let Some((lo, hi)) = t.offset_window_us {
-        format!(
-            "the clocks agree to within {} .. {}: the order across replicas is only as good as that",
-            signed(lo),
-            signed(hi)
-        )
-    } else {
-        String::new()
-    };
+    let sub = ag_subtitle(t);
     let _ = write!(
         s,
         r##"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" width="{width}" height="{height}" font-family="sans-serif" font-size="11">
@@ -671,40 +716,7 @@ pub fn ag_svg(t: &AgTimeline) -> String {
         );
     }
     // The messages between the replicas.
-    let at = |side: Replica, name: &str, after: f64| {
-        t.steps
-            .iter()
-            .filter(|st| st.replica == side && st.event == name && st.t_us >= after)
-            .map(|st| st.t_us)
-            .next()
-    };
-    let block_out = at(Replica::Primary, "ucs_connection_send_msg", 0.0)
-        .or_else(|| at(Replica::Primary, "hadr_capture_log_block", 0.0));
-    let block_in = at(
-        Replica::Secondary,
-        "hadr_transport_receive_log_block_message",
-        0.0,
-    );
-    let crafted = at(Replica::Secondary, "hadr_send_harden_lsn_message", 0.0);
-    let lsn_out =
-        crafted.and_then(|c| at(Replica::Secondary, "ucs_connection_send_msg", c).or(Some(c)));
-    let lsn_in = at(Replica::Primary, "hadr_receive_harden_lsn_message", 0.0);
-    for (from, to, a, b, what) in [
-        (
-            Replica::Primary,
-            Replica::Secondary,
-            block_out,
-            block_in,
-            "log block",
-        ),
-        (
-            Replica::Secondary,
-            Replica::Primary,
-            lsn_out,
-            lsn_in,
-            "hardened LSN",
-        ),
-    ] {
+    for (from, to, a, b, what) in ag_messages(t) {
         if let (Some(a), Some(b)) = (a, b) {
             let _ = writeln!(
                 s,

@@ -303,23 +303,10 @@ fn measure(
     }
     let counters = ["binlog_commits", "binlog_group_commits"];
     let st0 = s.status(&counters).with_context(ctx)?;
-    let mut trace_error = None;
-    let tracing = if trace {
-        match plumb_record::trace::Session::pids(
-            &plumb_sys::Root::host(),
-            &[r.pid],
-            "the server",
-            false,
-            true,
-        ) {
-            Ok((t, _)) => Some(plumb_record::trace::Polled::start(t)),
-            Err(e) => {
-                trace_error = Some(format!("{e:#}"));
-                None
-            }
-        }
+    let (tracing, mut trace_error) = if trace {
+        start_trace(r.pid)
     } else {
-        None
+        (None, None)
     };
     let n = single_commits(&cx.plan);
     let (_, f0) = super::loops::disk_counts(disks);
@@ -393,35 +380,49 @@ fn measure(
         trace_lost: false,
     };
     if let Some(t) = &traced {
-        let mut rows: Vec<&plumb_analyze::trace::SyscallRow> = t.syscalls.iter().collect();
-        rows.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.name.cmp(&y.name)));
-        config.syscalls_per_commit = rows
-            .iter()
-            .take(8)
-            .map(|r| PerCommit {
-                name: r.name.clone(),
-                per_commit: r.calls as f64 / k,
-            })
-            .collect();
-        config.sync_calls_per_commit =
-            Some(plumb_analyze::trace::sync_calls(&t.syscalls) as f64 / k);
-        config.write_calls_per_commit =
-            Some(plumb_analyze::trace::write_calls(&t.syscalls) as f64 / k);
-        let mut bios = BiosPerCommit::default();
-        for p in t.processes.iter().filter_map(|p| p.block.as_ref()) {
-            bios.writes += p.bios.writes as f64 / k;
-            bios.flushes += p.bios.flushes as f64 / k;
-            bios.fua_writes += p.bios.fua_writes as f64 / k;
-        }
-        config.server_bios_per_commit = Some(bios);
-        let l = &t.lost;
-        config.trace_lost = l.syscall_updates + l.sched_updates + l.processes + l.block_events > 0;
+        add_traced(&mut config, t, k);
     }
     Ok(Measured {
         config,
         single_us: single.iter().map(|v| *v as f64).collect(),
         trace_error,
     })
+}
+
+/// The server's threads traced over the single-row commits (None, and why, when they cannot
+/// be).
+fn start_trace(pid: u32) -> (Option<plumb_record::trace::Polled>, Option<String>) {
+    let root = plumb_sys::Root::host();
+    match plumb_record::trace::Session::pids(&root, &[pid], "the server", false, true) {
+        Ok((t, _)) => (Some(plumb_record::trace::Polled::start(t)), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
+    }
+}
+
+/// What the kernel saw of the server over `k` commits, per commit: its busiest calls, its
+/// sync and write calls, its block requests (FLUSH and FUA among them).
+fn add_traced(config: &mut MariaConfig, t: &plumb_analyze::trace::TraceReport, k: f64) {
+    let mut rows: Vec<&plumb_analyze::trace::SyscallRow> = t.syscalls.iter().collect();
+    rows.sort_by(|x, y| y.calls.cmp(&x.calls).then(x.name.cmp(&y.name)));
+    config.syscalls_per_commit = rows
+        .iter()
+        .take(8)
+        .map(|r| PerCommit {
+            name: r.name.clone(),
+            per_commit: r.calls as f64 / k,
+        })
+        .collect();
+    config.sync_calls_per_commit = Some(plumb_analyze::trace::sync_calls(&t.syscalls) as f64 / k);
+    config.write_calls_per_commit = Some(plumb_analyze::trace::write_calls(&t.syscalls) as f64 / k);
+    let mut bios = BiosPerCommit::default();
+    for p in t.processes.iter().filter_map(|p| p.block.as_ref()) {
+        bios.writes += p.bios.writes as f64 / k;
+        bios.flushes += p.bios.flushes as f64 / k;
+        bios.fua_writes += p.bios.fua_writes as f64 / k;
+    }
+    config.server_bios_per_commit = Some(bios);
+    let l = &t.lost;
+    config.trace_lost = l.syscall_updates + l.sched_updates + l.processes + l.block_events > 0;
 }
 
 /// The settings that read back with another value than asked (case and MariaDB's spellings

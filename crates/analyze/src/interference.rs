@@ -282,15 +282,8 @@ fn neighbour_note(n: &Neighbour) -> Note {
         .bytes("write_bytes", n.write_bytes as f64)
 }
 
-/// Judge the window between two readings.
-pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String]) -> Interference {
-    let window_s = after
-        .at
-        .saturating_duration_since(before.at)
-        .as_secs_f64()
-        .max(1e-3);
-    let hz = after.ticks_per_s.max(1) as f64;
-    // Devices.
+/// The bytes read and written and the flushes of `devices` between two readings.
+fn device_bytes(before: &Activity, after: &Activity, devices: &[String]) -> (u64, u64, u64) {
     let dev = |a: &Activity| {
         a.disks
             .iter()
@@ -310,16 +303,31 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         w1.saturating_sub(w0),
         f1.saturating_sub(f0),
     );
-    // Processes: deltas of the same process (PID and start time); one that started in the
-    // window counts from zero.
+    (dr, dw, df)
+}
+
+/// What the processes did between two readings: plumb's own, the accepted neighbours' and
+/// the others'.
+#[derive(Default)]
+struct Procs {
+    own_r: u64,
+    own_w: u64,
+    own_cpu: u64,
+    acc_r: u64,
+    acc_w: u64,
+    accepted: Vec<Neighbour>,
+    others_cpu: u64,
+    /// Processes whose I/O counters plumb may not read.
+    unreadable: usize,
+    neighbours: Vec<Neighbour>,
+}
+
+/// Deltas of the same process (PID and start time); one that started in the window counts
+/// from zero.
+fn processes(before: &Activity, after: &Activity, own: &Own, hz: f64, window_s: f64) -> Procs {
     let mine = own_set(before, after, own);
     let prev: BTreeMap<Key, &ProcActivity> = before.procs.iter().map(|p| (key(p), p)).collect();
-    let (mut own_r, mut own_w, mut own_cpu) = (0u64, 0u64, 0u64);
-    let (mut acc_r, mut acc_w) = (0u64, 0u64);
-    let mut accepted = Vec::new();
-    let mut others_cpu = 0u64;
-    let mut unreadable = 0usize;
-    let mut neighbours = Vec::new();
+    let mut t = Procs::default();
     for p in &after.procs {
         let b = prev.get(&key(p));
         let d = |now: Option<u64>, was: Option<Option<u64>>| match (now, was) {
@@ -331,9 +339,9 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         let wr = d(p.write_bytes, b.map(|b| b.write_bytes));
         let cpu = p.cpu_ticks.saturating_sub(b.map_or(0, |b| b.cpu_ticks));
         if mine.contains(&p.pid) {
-            own_r += rd.unwrap_or(0);
-            own_w += wr.unwrap_or(0);
-            own_cpu += cpu;
+            t.own_r += rd.unwrap_or(0);
+            t.own_w += wr.unwrap_or(0);
+            t.own_cpu += cpu;
             continue;
         }
         if p.kernel_thread {
@@ -341,15 +349,15 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         }
         let is_accepted = own.accepted.contains(&p.pid);
         if !is_accepted {
-            others_cpu += cpu;
+            t.others_cpu += cpu;
             if p.read_bytes.is_none() {
-                unreadable += 1;
+                t.unreadable += 1;
             }
         }
         let (rd, wr) = (rd.unwrap_or(0), wr.unwrap_or(0));
         if is_accepted {
-            acc_r += rd;
-            acc_w += wr;
+            t.acc_r += rd;
+            t.acc_w += wr;
         }
         let cpu_s = cpu as f64 / hz;
         if rd + wr >= IO_FLOOR_BYTES || cpu_s >= 0.1 * window_s {
@@ -361,16 +369,18 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
                 cpu_s,
             };
             if is_accepted {
-                accepted.push(n);
+                t.accepted.push(n);
             } else {
-                neighbours.push(n);
+                t.neighbours.push(n);
             }
         }
     }
-    busiest_first(&mut neighbours);
-    let others_r: u64 = neighbours.iter().map(|n| n.read_bytes).sum();
-    let others_w: u64 = neighbours.iter().map(|n| n.write_bytes).sum();
-    // Host CPU.
+    t
+}
+
+/// The host's CPU between two readings: all ticks, the steal and the idle (with I/O wait)
+/// percentages.
+fn host_cpu(before: &Activity, after: &Activity) -> (Option<f64>, Option<f64>, Option<f64>) {
     let mut all_ticks = None;
     let (steal_pct, idle_pct) = match (&before.cpu, &after.cpu) {
         (Some(a), Some(b)) => {
@@ -390,6 +400,58 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
         }
         _ => (None, None),
     };
+    (all_ticks, steal_pct, idle_pct)
+}
+
+/// Others kept the CPUs busy: how many CPUs' worth, and the busiest three.
+fn cpu_note(
+    neighbours: &[Neighbour],
+    others_cpus: f64,
+    idle_pct: Option<f64>,
+    window_s: f64,
+) -> Note {
+    let mut by_cpu: Vec<&Neighbour> = neighbours.iter().collect();
+    by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
+    let who: Vec<Note> = by_cpu
+        .iter()
+        .take(3)
+        .map(|n| {
+            Note::new(Level::Info, "neighbour-cpu-use")
+                .count("pid", n.pid as f64)
+                .text("comm", n.comm.clone())
+                .ratio("cpus", n.cpu_s / window_s)
+        })
+        .collect();
+    Note::new(Level::Warn, "neighbour-cpu")
+        .ratio("others_cpus", others_cpus)
+        .pct("idle_pct", idle_pct.unwrap_or(0.0))
+        .notes("neighbours", who)
+}
+
+/// Judge the window between two readings.
+pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String]) -> Interference {
+    let window_s = after
+        .at
+        .saturating_duration_since(before.at)
+        .as_secs_f64()
+        .max(1e-3);
+    let hz = after.ticks_per_s.max(1) as f64;
+    let (dr, dw, df) = device_bytes(before, after, devices);
+    let Procs {
+        own_r,
+        own_w,
+        own_cpu,
+        acc_r,
+        acc_w,
+        mut accepted,
+        others_cpu,
+        unreadable,
+        mut neighbours,
+    } = processes(before, after, own, hz, window_s);
+    busiest_first(&mut neighbours);
+    let others_r: u64 = neighbours.iter().map(|n| n.read_bytes).sum();
+    let others_w: u64 = neighbours.iter().map(|n| n.write_bytes).sum();
+    let (all_ticks, steal_pct, idle_pct) = host_cpu(before, after);
 
     let mut notes = Vec::new();
     let tol = |own: u64, share: f64, floor: u64| ((own as f64 * share) as u64).max(floor);
@@ -443,24 +505,7 @@ pub fn judge(before: &Activity, after: &Activity, own: &Own, devices: &[String])
     }
     let others_cpus = others_cpu as f64 / hz / window_s;
     if others_cpus >= CPU_NEIGHBOUR_CPUS && idle_pct.is_some_and(|i| i < IDLE_BELOW_PCT) {
-        let mut by_cpu: Vec<&Neighbour> = neighbours.iter().collect();
-        by_cpu.sort_by(|a, b| b.cpu_s.total_cmp(&a.cpu_s));
-        let who: Vec<Note> = by_cpu
-            .iter()
-            .take(3)
-            .map(|n| {
-                Note::new(Level::Info, "neighbour-cpu-use")
-                    .count("pid", n.pid as f64)
-                    .text("comm", n.comm.clone())
-                    .ratio("cpus", n.cpu_s / window_s)
-            })
-            .collect();
-        notes.push(
-            Note::new(Level::Warn, "neighbour-cpu")
-                .ratio("others_cpus", others_cpus)
-                .pct("idle_pct", idle_pct.unwrap_or(0.0))
-                .notes("neighbours", who),
-        );
+        notes.push(cpu_note(&neighbours, others_cpus, idle_pct, window_s));
     }
     if let Some(s) = steal_pct.filter(|s| *s >= STEAL_NOTE_PCT) {
         let disturbing = s >= STEAL_PCT;

@@ -204,6 +204,67 @@ fn probe(e: &Event, name: &str) -> bool {
     matches!(&e.what, What::Probe { name: n } if n == name)
 }
 
+/// Whether a call `c` of `e` returned more than 0.
+fn pos(e: &Event, c: &[&str]) -> bool {
+    exit_of(e, c).is_some_and(|r| r > 0)
+}
+
+/// The first event at or after a time of a process that a test accepts.
+type Find<'a> = dyn Fn(u32, u64, &dyn Fn(&Event) -> bool) -> Option<u64> + 'a;
+
+/// The standby's stages from `flushed_at` on (`next` finds each: within the client's wait
+/// when synchronous, any time after otherwise), replay beside them; where the chain ended, and
+/// the standby's flush.
+fn standby_stages(
+    roles: &Roles,
+    flushed_at: u64,
+    next: &Find,
+    first_any: &Find,
+    found: &mut Vec<(Stage, Lane, u64)>,
+) -> (u64, Option<u64>) {
+    let syncs = ["fdatasync", "fsync"];
+    let (ws, wr) = (roles.wal_sender, roles.wal_receiver);
+    let mut s_at = flushed_at;
+    let mut standby_flushed = None;
+    let chain: [(Stage, Lane, u32, &dyn Fn(&Event) -> bool); 6] = [
+        (Stage::WalSent, Lane::WalSender, ws, &|e| {
+            pos(e, &["sendto"])
+        }),
+        (Stage::StandbyReceived, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["recvfrom"])
+        }),
+        (Stage::StandbyWritten, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["pwrite64"])
+        }),
+        (Stage::StandbyFlushed, Lane::WalReceiver, wr, &|e| {
+            exit_of(e, &syncs).is_some()
+        }),
+        (Stage::FlushReported, Lane::WalReceiver, wr, &|e| {
+            pos(e, &["sendto"])
+        }),
+        (Stage::ReplyReceived, Lane::WalSender, ws, &|e| {
+            pos(e, &["recvfrom"])
+        }),
+    ];
+    for (stage, lane, pid, f) in chain {
+        let Some(t) = next(pid, s_at, f) else { break };
+        found.push((stage, lane, t));
+        if stage == Stage::StandbyFlushed {
+            standby_flushed = Some(t);
+        }
+        if stage == Stage::StandbyWritten {
+            // Replay reads what was written; it can start before the flush.
+            if let Some(su) = roles.startup {
+                if let Some(r) = first_any(su, t, &|e| probe(e, "replayed")) {
+                    found.push((Stage::Replayed, Lane::Startup, r));
+                }
+            }
+        }
+        s_at = t;
+    }
+    (s_at, standby_flushed)
+}
+
 /// Build the timeline. `events` in any order; `client` = (sent, received) on the same clock;
 /// `synchronous`: the standby is synchronous (the backend waits for it).
 pub fn timeline(
@@ -280,53 +341,20 @@ pub fn timeline(
         found.push((Stage::WaitForStandby, Lane::Backend, t));
     }
     // The standby's side (on the commit's path when synchronous; after the result otherwise).
-    let (ws, wr) = (roles.wal_sender, roles.wal_receiver);
-    let pos = |e: &Event, c: &[&str]| exit_of(e, c).is_some_and(|r| r > 0);
-    let mut s_at = flushed_at;
-    let mut standby_flushed = None;
-    let chain: [(Stage, Lane, u32, &dyn Fn(&Event) -> bool); 6] = [
-        (Stage::WalSent, Lane::WalSender, ws, &|e| {
-            pos(e, &["sendto"])
-        }),
-        (Stage::StandbyReceived, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["recvfrom"])
-        }),
-        (Stage::StandbyWritten, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["pwrite64"])
-        }),
-        (Stage::StandbyFlushed, Lane::WalReceiver, wr, &|e| {
-            exit_of(e, &syncs).is_some()
-        }),
-        (Stage::FlushReported, Lane::WalReceiver, wr, &|e| {
-            pos(e, &["sendto"])
-        }),
-        (Stage::ReplyReceived, Lane::WalSender, ws, &|e| {
-            pos(e, &["recvfrom"])
-        }),
-    ];
-    for (stage, lane, pid, f) in chain {
-        // An asynchronous standby's stages may come after the client has its result.
-        let t = if synchronous {
-            first(pid, s_at, f)
-        } else {
-            first_any(pid, s_at, f)
-        };
-        let Some(t) = t else { break };
-        found.push((stage, lane, t));
-        if stage == Stage::StandbyFlushed {
-            standby_flushed = Some(t);
-        }
-        if stage == Stage::StandbyWritten {
-            // Replay reads what was written; it can start before the flush.
-            if let Some(su) = roles.startup {
-                if let Some(r) = first_any(su, t, &|e| probe(e, "replayed")) {
-                    found.push((Stage::Replayed, Lane::Startup, r));
-                }
+    let (mut s_at, standby_flushed) = standby_stages(
+        roles,
+        flushed_at,
+        &|pid, from, f| {
+            if synchronous {
+                first(pid, from, f)
+            } else {
+                first_any(pid, from, f)
             }
-        }
-        s_at = t;
-    }
-    let mut b_at = flushed_at;
+        },
+        &first_any,
+        &mut found,
+    );
+    let (ws, mut b_at) = (roles.wal_sender, flushed_at);
     if synchronous {
         if let Some(t) = first(ws, s_at, &|e| probe(e, "syncrep_release")) {
             found.push((Stage::CommitReleased, Lane::WalSender, t));
@@ -362,7 +390,26 @@ pub fn timeline(
         .filter(|f| matches!(f.0, Stage::ResultSent | Stage::ResultReceived))
         .map(|f| f.2)
         .max();
-    // Order, steps, and which stages the client waited for.
+    let (stages, missing) = ordered(found, t0, synchronous, result_at, standby_flushed);
+    Timeline {
+        stages,
+        missing,
+        client_latency_ns: received.saturating_sub(sent),
+        path_ns: result_at.map(|r| r - t0),
+        lost_events,
+        synchronous,
+    }
+}
+
+/// The stages found in order, each with its step from the one before it on the commit's path
+/// (replay's from the standby's flush), and the stages not found that the path should have.
+fn ordered(
+    mut found: Vec<(Stage, Lane, u64)>,
+    t0: u64,
+    synchronous: bool,
+    result_at: Option<u64>,
+    standby_flushed: Option<u64>,
+) -> (Vec<At>, Vec<Stage>) {
     found.sort_by_key(|f| (f.2, f.0));
     let on_path = |s: Stage, t: u64| -> bool {
         s != Stage::Replayed
@@ -388,7 +435,7 @@ pub fn timeline(
             prev_path = *t;
         }
     }
-    let missing = Stage::ALL
+    let missing: Vec<Stage> = Stage::ALL
         .into_iter()
         .filter(|s| !found.iter().any(|f| f.0 == *s))
         .filter(|s| {
@@ -399,14 +446,7 @@ pub fn timeline(
                 )
         })
         .collect();
-    Timeline {
-        stages,
-        missing,
-        client_latency_ns: received.saturating_sub(sent),
-        path_ns: result_at.map(|r| r - t0),
-        lost_events,
-        synchronous,
-    }
+    (stages, missing)
 }
 
 fn standby_side(s: Stage) -> bool {

@@ -1782,6 +1782,105 @@ fn open_primary(primary: &Path) -> Result<(InstanceDir, Running)> {
     Ok((p, r))
 }
 
+/// The base backup of the primary (`pg_basebackup` through slot `slot`, made now) into `d`'s
+/// data directory, then its standby.signal: the copy is done when the manifest says so.
+fn copy_primary(
+    d: &mut InstanceDir,
+    basebackup: &Path,
+    server: &User,
+    prun: &Running,
+    slot: &str,
+    pc: &mut postgres::Client,
+) -> Result<()> {
+    let data = d.data();
+    // A slot of this name left by an earlier attempt is taken back first.
+    let _ = pc.execute(
+        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
+        &[&slot],
+    );
+    let mut c = cmd_at(basebackup, server)?;
+    c.arg("-D")
+        .arg(&data)
+        .arg("-h")
+        .arg(prun.socket_dir())
+        .arg("-p")
+        .arg(prun.port.to_string())
+        .args(["-U", SUPERUSER, "-X", "stream", "-C", "-S", &slot])
+        .args(["-c", "fast", "--no-sync", "-w"]);
+    // It ends with plumb (SIGTERM when plumb dies), rather than copying on as an orphan.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: die_with_parent makes only async-signal-safe calls.
+    unsafe {
+        use std::os::unix::process::CommandExt;
+        c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
+    }
+    output(c, "pg_basebackup")?;
+    let signal = data.join("standby.signal");
+    let f = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&signal)
+        .map_err(|e| setup_err(&signal, e))?;
+    // SAFETY: fchown on a file we just created.
+    if server.uid != euid() && unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0 {
+        return Err(setup_err(&signal, std::io::Error::last_os_error()));
+    }
+    if let Some(s) = d.manifest.standby_of.as_mut() {
+        s.copied = true;
+    }
+    write_manifest(&d.dir, &d.manifest)?;
+    Ok(())
+}
+
+/// Wait until the primary (`pc`, in `primary_dir`) sees the standby in `d` streaming, and
+/// synchronous when `sync`; at most 60 s, and not past the standby's end.
+fn wait_streaming(
+    d: &InstanceDir,
+    pc: &mut postgres::Client,
+    primary_dir: &Path,
+    slot: &str,
+    sync: bool,
+) -> Result<()> {
+    let t = std::time::Instant::now();
+    loop {
+        let row = pc
+            .query_opt(
+                "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = $1",
+                &[&slot],
+            )
+            .map_err(|e| {
+                Error::Setup(format!(
+                    "{}: {}",
+                    primary_dir.display(),
+                    crate::pg::with_causes(&e)
+                ))
+            })?;
+        let ok = row.as_ref().is_some_and(|r| {
+            r.get::<_, Option<String>>(0).as_deref() == Some("streaming")
+                && (!sync || r.get::<_, Option<String>>(1).as_deref() == Some("sync"))
+        });
+        if ok {
+            break;
+        }
+        if running_in(d).is_none() {
+            return Err(Error::Setup(format!(
+                "the standby stopped; its log: {}",
+                log_since(&d.log(), 0)
+            )));
+        }
+        if t.elapsed() > std::time::Duration::from_secs(60) {
+            return Err(Error::Setup(format!(
+                "the standby did not reach the primary within 60 s; its log: {}",
+                log_since(&d.log(), 0)
+            )));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    Ok(())
+}
+
 /// Start the standby in `d` of the instance in `primary`: on first use a replication slot on
 /// the primary and a base backup of it (`pg_basebackup`), then the server in standby mode
 /// streaming from the slot; with `sync`, the primary then waits for it at every commit. Returns
@@ -1847,48 +1946,8 @@ fn start_standby_locked(
     d.server_dir("data", server)?;
     d.server_dir("sock", server)?;
     d.server_log(server)?;
-    let data = d.data();
     if let Some(basebackup) = basebackup {
-        // A slot of this name left by an earlier attempt is taken back first.
-        let _ = pc.execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active",
-            &[&slot],
-        );
-        let mut c = cmd_at(&basebackup, server)?;
-        c.arg("-D")
-            .arg(&data)
-            .arg("-h")
-            .arg(prun.socket_dir())
-            .arg("-p")
-            .arg(prun.port.to_string())
-            .args(["-U", SUPERUSER, "-X", "stream", "-C", "-S", &slot])
-            .args(["-c", "fast", "--no-sync", "-w"]);
-        // It ends with plumb (SIGTERM when plumb dies), rather than copying on as an orphan.
-        let parent = std::process::id() as libc::pid_t;
-        // SAFETY: die_with_parent makes only async-signal-safe calls.
-        unsafe {
-            use std::os::unix::process::CommandExt;
-            c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
-        }
-        output(c, "pg_basebackup")?;
-        let signal = data.join("standby.signal");
-        let f = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-            .open(&signal)
-            .map_err(|e| setup_err(&signal, e))?;
-        // SAFETY: fchown on a file we just created.
-        if server.uid != euid()
-            && unsafe { libc::fchown(f.as_raw_fd(), server.uid, server.gid) } != 0
-        {
-            return Err(setup_err(&signal, std::io::Error::last_os_error()));
-        }
-        if let Some(s) = d.manifest.standby_of.as_mut() {
-            s.copied = true;
-        }
-        write_manifest(&d.dir, &d.manifest)?;
+        copy_primary(d, &basebackup, server, &prun, &slot, &mut pc)?;
     }
     let psock = prun.socket_dir().display().to_string();
     if psock.contains(['\'', ' ']) {
@@ -1932,41 +1991,7 @@ fn start_standby_locked(
         set_sync_names(&mut pc, &p.dir, &names)?;
     }
     // Streaming (and synchronous, when asked) as the primary sees it.
-    let t = std::time::Instant::now();
-    loop {
-        let row = pc
-            .query_opt(
-                "SELECT state, sync_state FROM pg_stat_replication WHERE application_name = $1",
-                &[&slot],
-            )
-            .map_err(|e| {
-                Error::Setup(format!(
-                    "{}: {}",
-                    p.dir.display(),
-                    crate::pg::with_causes(&e)
-                ))
-            })?;
-        let ok = row.as_ref().is_some_and(|r| {
-            r.get::<_, Option<String>>(0).as_deref() == Some("streaming")
-                && (!sync || r.get::<_, Option<String>>(1).as_deref() == Some("sync"))
-        });
-        if ok {
-            break;
-        }
-        if running_in(d).is_none() {
-            return Err(Error::Setup(format!(
-                "the standby stopped; its log: {}",
-                log_since(&d.log(), 0)
-            )));
-        }
-        if t.elapsed() > std::time::Duration::from_secs(60) {
-            return Err(Error::Setup(format!(
-                "the standby did not reach the primary within 60 s; its log: {}",
-                log_since(&d.log(), 0)
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    wait_streaming(d, &mut pc, &p.dir, &slot, sync)?;
     Ok(Running {
         standby_of: d.manifest.standby_of.clone(),
         ..running

@@ -472,6 +472,125 @@ fn census(data: &[u8]) -> (u64, u64) {
     (samples, metrics)
 }
 
+/// One record's frame at `pos`: its kind, its payload (its checksum checked) and where the
+/// next record starts; or why there is none.
+fn read_frame(data: &[u8], pos: usize) -> std::result::Result<(u8, &[u8], usize), String> {
+    if data.len() - pos < 9 {
+        return Err(format!(
+            "the last record is cut short ({} of at least 9 bytes): the recording was interrupted",
+            data.len() - pos
+        ));
+    }
+    let len = u32::from_le_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4 bytes"));
+    let kind = data[pos + 8];
+    if len > MAX_RECORD {
+        return Err(format!(
+            "record length {len} is impossible: the file is damaged here"
+        ));
+    }
+    let end = pos + 9 + len as usize;
+    if end > data.len() {
+        return Err(format!(
+            "the last record is cut short ({} of {} bytes): the recording was interrupted",
+            data.len() - pos - 9,
+            len
+        ));
+    }
+    let payload = &data[pos + 9..end];
+    let mut h = crc32fast::Hasher::new();
+    h.update(&[kind]);
+    h.update(payload);
+    if h.finalize() != crc {
+        return Err("checksum mismatch: the record is damaged".into());
+    }
+    Ok((kind, payload, end))
+}
+
+/// What the records so far defined and sampled: a column per metric, a row per sample.
+struct Columns {
+    metrics: Vec<MetricDef>,
+    times: Vec<u64>,
+    columns: Vec<Vec<u64>>,
+    /// Each metric's last value, and whether it is present.
+    prev: Vec<u64>,
+    present: Vec<bool>,
+    /// The samples the file holds, for each column's capacity.
+    n_samples: u64,
+}
+
+impl Columns {
+    /// Metric definitions: each the next id, its column missing until now.
+    fn define(&mut self, defs: Vec<MetricDef>) -> std::result::Result<(), String> {
+        for d in defs {
+            if d.id as usize != self.metrics.len() {
+                return Err(format!(
+                    "metric id {} out of order (expected {})",
+                    d.id,
+                    self.metrics.len()
+                ));
+            }
+            self.metrics.push(d);
+            let mut c = Vec::with_capacity(self.n_samples as usize);
+            c.resize(self.times.len(), MISSING);
+            self.columns.push(c);
+            self.prev.push(0);
+            self.present.push(false);
+        }
+        Ok(())
+    }
+
+    /// A sample: its time, then the changed metrics as deltas (or gone); a malformed one adds
+    /// no row.
+    fn sample(&mut self, payload: &[u8]) -> std::result::Result<(), String> {
+        let mut p = 0;
+        let (Some(t), Some(n)) = (get_varint(payload, &mut p), get_varint(payload, &mut p)) else {
+            return Err("no time or count".into());
+        };
+        if t > MAX_T_MS {
+            return Err(format!("time {t} ms after the start is impossible"));
+        }
+        let row = self.times.len();
+        self.times.push(t);
+        let mut id = 0u64;
+        let mut ok = true;
+        for i in 0..n {
+            let Some(d) = get_varint(payload, &mut p) else {
+                ok = false;
+                break;
+            };
+            id = if i == 0 { d >> 1 } else { id + (d >> 1) };
+            let Some(slot) = self.prev.get_mut(id as usize) else {
+                ok = false;
+                break;
+            };
+            if d & 1 == 1 {
+                self.present[id as usize] = false;
+                continue;
+            }
+            let Some(v) = get_varint(payload, &mut p) else {
+                ok = false;
+                break;
+            };
+            *slot = slot.wrapping_add(unzigzag(v) as u64);
+            self.present[id as usize] = true;
+        }
+        // Unchanged metrics keep their value; gone ones are missing from here on.
+        let values = self.prev.iter().zip(self.present.iter());
+        for (c, (v, here)) in self.columns.iter_mut().zip(values) {
+            c.push(if *here { *v } else { MISSING });
+        }
+        if !ok || p != payload.len() {
+            self.times.pop();
+            for c in self.columns.iter_mut() {
+                c.truncate(row);
+            }
+            return Err("values do not match the metric definitions".into());
+        }
+        Ok(())
+    }
+}
+
 pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
     if data.len() < 8 || &data[..8] != MAGIC {
         return Err(Error::NotARecording { path: path.into() });
@@ -488,46 +607,26 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
     }
     let mut pos = 8usize;
     let mut header: Option<Header> = None;
-    let mut metrics: Vec<MetricDef> = Vec::new();
-    let mut times = Vec::new();
-    let mut columns: Vec<Vec<u64>> = Vec::new();
-    let mut prev: Vec<u64> = Vec::new();
-    let mut present: Vec<bool> = Vec::new();
+    let mut cols = Columns {
+        metrics: Vec::new(),
+        times: Vec::new(),
+        columns: Vec::new(),
+        prev: Vec::new(),
+        present: Vec::new(),
+        n_samples,
+    };
     let mut marks = Vec::new();
     let mut damage = None;
     while pos < data.len() {
         let at = pos as u64;
         let stop = |reason: String| Some(Damage { offset: at, reason });
-        if data.len() - pos < 9 {
-            damage = stop(format!("the last record is cut short ({} of at least 9 bytes): the recording was interrupted", data.len() - pos));
-            break;
-        }
-        let len = u32::from_le_bytes(data[pos..pos + 4].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(data[pos + 4..pos + 8].try_into().expect("4 bytes"));
-        let kind = data[pos + 8];
-        if len > MAX_RECORD {
-            damage = stop(format!(
-                "record length {len} is impossible: the file is damaged here"
-            ));
-            break;
-        }
-        let end = pos + 9 + len as usize;
-        if end > data.len() {
-            damage = stop(format!(
-                "the last record is cut short ({} of {} bytes): the recording was interrupted",
-                data.len() - pos - 9,
-                len
-            ));
-            break;
-        }
-        let payload = &data[pos + 9..end];
-        let mut h = crc32fast::Hasher::new();
-        h.update(&[kind]);
-        h.update(payload);
-        if h.finalize() != crc {
-            damage = stop("checksum mismatch: the record is damaged".into());
-            break;
-        }
+        let (kind, payload, end) = match read_frame(data, pos) {
+            Ok(f) => f,
+            Err(reason) => {
+                damage = stop(reason);
+                break;
+            }
+        };
         match kind {
             T_HEADER => match serde_json::from_slice::<Header>(payload) {
                 Ok(hd) => {
@@ -544,85 +643,18 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
                     break;
                 }
             },
-            T_METRICS => match serde_json::from_slice::<Vec<MetricDef>>(payload) {
-                Ok(defs) => {
-                    for d in defs {
-                        if d.id as usize != metrics.len() {
-                            damage = stop(format!(
-                                "metric id {} out of order (expected {})",
-                                d.id,
-                                metrics.len()
-                            ));
-                            break;
-                        }
-                        metrics.push(d);
-                        let mut c = Vec::with_capacity(n_samples as usize);
-                        c.resize(times.len(), MISSING);
-                        columns.push(c);
-                        prev.push(0);
-                        present.push(false);
-                    }
-                    if damage.is_some() {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    damage = stop(format!("unreadable metric definitions: {e}"));
+            T_METRICS => {
+                let defined = serde_json::from_slice::<Vec<MetricDef>>(payload)
+                    .map_err(|e| format!("unreadable metric definitions: {e}"))
+                    .and_then(|defs| cols.define(defs));
+                if let Err(reason) = defined {
+                    damage = stop(reason);
                     break;
                 }
-            },
+            }
             T_SAMPLE => {
-                let mut p = 0;
-                let bad = |what: &str| {
-                    Some(Damage {
-                        offset: at,
-                        reason: format!("malformed sample: {what}"),
-                    })
-                };
-                let (Some(t), Some(n)) = (get_varint(payload, &mut p), get_varint(payload, &mut p))
-                else {
-                    damage = bad("no time or count");
-                    break;
-                };
-                if t > MAX_T_MS {
-                    damage = bad(&format!("time {t} ms after the start is impossible"));
-                    break;
-                }
-                let row = times.len();
-                times.push(t);
-                let mut id = 0u64;
-                let mut ok = true;
-                for i in 0..n {
-                    let Some(d) = get_varint(payload, &mut p) else {
-                        ok = false;
-                        break;
-                    };
-                    id = if i == 0 { d >> 1 } else { id + (d >> 1) };
-                    let Some(slot) = prev.get_mut(id as usize) else {
-                        ok = false;
-                        break;
-                    };
-                    if d & 1 == 1 {
-                        present[id as usize] = false;
-                        continue;
-                    }
-                    let Some(v) = get_varint(payload, &mut p) else {
-                        ok = false;
-                        break;
-                    };
-                    *slot = slot.wrapping_add(unzigzag(v) as u64);
-                    present[id as usize] = true;
-                }
-                // Unchanged metrics keep their value; gone ones are missing from here on.
-                for (c, (v, here)) in columns.iter_mut().zip(prev.iter().zip(present.iter())) {
-                    c.push(if *here { *v } else { MISSING });
-                }
-                if !ok || p != payload.len() {
-                    times.pop();
-                    for c in columns.iter_mut() {
-                        c.truncate(row);
-                    }
-                    damage = bad("values do not match the metric definitions");
+                if let Err(what) = cols.sample(payload) {
+                    damage = stop(format!("malformed sample: {what}"));
                     break;
                 }
             }
@@ -649,9 +681,9 @@ pub fn decode(path: &Path, data: &[u8]) -> Result<Recording> {
     Ok(Recording {
         path: path.into(),
         header,
-        metrics,
-        times_ms: times,
-        columns,
+        metrics: cols.metrics,
+        times_ms: cols.times,
+        columns: cols.columns,
         marks,
         damage,
         file_bytes: data.len() as u64,

@@ -59,58 +59,7 @@ impl Experiment for Pressure {
             .to_path_buf();
         cg.set_memory_limit(Some(limit))
             .context("--pressure: limiting the server's cgroup")?;
-        let exe = std::env::current_exe().context("finding plumb's own binary")?;
-        let parent = std::process::id() as libc::pid_t;
-        let mut child = {
-            use std::os::unix::process::CommandExt;
-            let mut c = Command::new(exe);
-            // SIGTERM (its own clean stop: swap off, cgroup left) if the lab dies.
-            // SAFETY: die_with_parent makes only async-signal-safe calls.
-            unsafe {
-                c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
-            }
-            c.args(["--json", "mem", "pressure"])
-                .arg(hold.to_string())
-                .arg("--cgroup")
-                .arg(&dir)
-                .arg("--swap")
-                .arg(format!("zram:{zram}"))
-                .arg("--force")
-                .process_group(0)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .context("--pressure: cannot start plumb mem pressure")?
-        };
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| crate::Error::Refused(format!("no stdout")))?;
-        let stderr = child
-            .stderr
-            .take()
-            .ok_or_else(|| crate::Error::Refused(format!("no stderr")))?;
-        let noted = plumb_sys::ledger::note_child(child.id(), "the memory pressure program");
-        cx.resources.pressure = Some(PressureChild(child, noted));
-        let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
-        std::thread::spawn(move || {
-            for line in std::io::BufReader::new(stdout)
-                .lines()
-                .map_while(|l| l.ok())
-            {
-                if let Ok(v) = serde_json::from_str(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
-                }
-            }
-        });
-        let err_text = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
-            s
-        });
+        let (rx, err_text) = start_pressure(cx, hold, &dir, zram)?;
         // Wait until the pressure holds all of its memory.
         let t0 = Instant::now();
         let mut zram_dev = None;
@@ -174,29 +123,8 @@ impl Experiment for Pressure {
         }
         let mut p = r?.ok_or(Interrupted)?;
         p.scale = cx.plan.scale;
-        let smaps_swap = ps
-            .as_ref()
-            .and_then(|s| s.smaps_rollup.as_ref())
-            .and_then(|r| r.swap_bytes);
-        let vm_swap = ps
-            .as_ref()
-            .and_then(|s| s.status.as_ref())
-            .and_then(|s| s.vm_swap_bytes);
         let base = super::baseline(cx);
-        // PostgreSQL's shared_buffers is shared memory, which VmSwap never counts; MariaDB's
-        // buffer pool is the server's private memory, which it does.
-        let mut swap = if cx.server.kind == plumb_engine::Kind::Postgres {
-            plumb_analyze::Note::new(plumb_analyze::Level::Warn, "swap-hides-shared-memory")
-                .bytes("shared_buffers_bytes", shared_buffers as f64)
-        } else {
-            plumb_analyze::Note::new(plumb_analyze::Level::Info, "server-swap")
-        };
-        if let Some(b) = smaps_swap {
-            swap = swap.bytes("smaps_swap_bytes", b as f64);
-        }
-        if let Some(b) = vm_swap {
-            swap = swap.bytes("vm_swap_bytes", b as f64);
-        }
+        let swap = swap_note(cx.server.kind, ps.as_ref(), shared_buffers);
         let notes = vec![super::compare_runs(&base, &p), swap];
         Ok(Outcome {
             section: Section::Experiments(vec![plumb_analyze::lab::Experiment {
@@ -216,4 +144,102 @@ impl Experiment for Pressure {
             phases: vec![cx.recorder.end_at(phase, end)],
         })
     }
+}
+
+/// `plumb mem pressure` started in the server's memory cgroup `dir`, holding `hold` bytes with
+/// a zram swap of `zram` (its guard in the lab's resources): its JSON lines, and its stderr once
+/// it ends.
+fn start_pressure(
+    cx: &mut Context,
+    hold: u64,
+    dir: &std::path::Path,
+    zram: u64,
+) -> Result<(
+    std::sync::mpsc::Receiver<serde_json::Value>,
+    std::thread::JoinHandle<String>,
+)> {
+    let exe = std::env::current_exe().context("finding plumb's own binary")?;
+    let parent = std::process::id() as libc::pid_t;
+    let mut child = {
+        use std::os::unix::process::CommandExt;
+        let mut c = Command::new(exe);
+        // SIGTERM (its own clean stop: swap off, cgroup left) if the lab dies.
+        // SAFETY: die_with_parent makes only async-signal-safe calls.
+        unsafe {
+            c.pre_exec(move || plumb_sys::ledger::die_with_parent(parent, libc::SIGTERM));
+        }
+        c.args(["--json", "mem", "pressure"])
+            .arg(hold.to_string())
+            .arg("--cgroup")
+            .arg(&dir)
+            .arg("--swap")
+            .arg(format!("zram:{zram}"))
+            .arg("--force")
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("--pressure: cannot start plumb mem pressure")?
+    };
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| crate::Error::Refused(format!("no stdout")))?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| crate::Error::Refused(format!("no stderr")))?;
+    let noted = plumb_sys::ledger::note_child(child.id(), "the memory pressure program");
+    cx.resources.pressure = Some(PressureChild(child, noted));
+    let (tx, rx) = std::sync::mpsc::channel::<serde_json::Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(|l| l.ok())
+        {
+            if let Ok(v) = serde_json::from_str(&line) {
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        }
+    });
+    let err_text = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stderr), &mut s);
+        s
+    });
+    Ok((rx, err_text))
+}
+
+/// What the kernel said about the server's swap under the pressure: PostgreSQL's
+/// shared_buffers is shared memory, which VmSwap never counts; MariaDB's buffer pool is the
+/// server's private memory, which it does.
+fn swap_note(
+    kind: plumb_engine::Kind,
+    ps: Option<&plumb_sys::process::ProcessSample>,
+    shared_buffers: u64,
+) -> plumb_analyze::Note {
+    let smaps_swap = ps
+        .as_ref()
+        .and_then(|s| s.smaps_rollup.as_ref())
+        .and_then(|r| r.swap_bytes);
+    let vm_swap = ps
+        .as_ref()
+        .and_then(|s| s.status.as_ref())
+        .and_then(|s| s.vm_swap_bytes);
+    let mut swap = if kind == plumb_engine::Kind::Postgres {
+        plumb_analyze::Note::new(plumb_analyze::Level::Warn, "swap-hides-shared-memory")
+            .bytes("shared_buffers_bytes", shared_buffers as f64)
+    } else {
+        plumb_analyze::Note::new(plumb_analyze::Level::Info, "server-swap")
+    };
+    if let Some(b) = smaps_swap {
+        swap = swap.bytes("smaps_swap_bytes", b as f64);
+    }
+    if let Some(b) = vm_swap {
+        swap = swap.bytes("vm_swap_bytes", b as f64);
+    }
+    swap
 }

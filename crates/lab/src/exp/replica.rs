@@ -135,53 +135,7 @@ impl Experiment for Replica {
         commits.push(run_of("without a standby", "on", &on));
 
         // 2. The standby, born in its own cgroup.
-        cx.progress.step(&format!(
-            "standby: making {} standby (base backup)",
-            mode.a()
-        ));
-        let standby_dir = cx.work.join("standby");
-        let cg = if plumb_sys::os::is_root() {
-            Some(
-                plumb_io::labcg::LabCgroup::create(
-                    &format!("plumb-lab-{}-standby", std::process::id()),
-                    false,
-                    true,
-                )
-                .context("--replica: the standby's cgroup")?,
-            )
-        } else {
-            None
-        };
-        // Noted before it is made; removed (and its slot dropped) before the primary, also on
-        // Ctrl-C; its cgroup after.
-        cx.resources.standby = Some(Instance::new(standby_dir.clone()));
-        let started = private::start(
-            &standby_dir,
-            &private::StartOptions {
-                // New WAL segments are not zero-filled: a 16 MiB write at a throttled rate
-                // would hold one commit for as long.
-                settings: vec![
-                    ("shared_buffers".into(), "32MB".into()),
-                    ("wal_init_zero".into(), "off".into()),
-                ],
-                port: None,
-                standby_of: Some(primary_dir),
-                sync: mode == ReplicaMode::Sync,
-                bin: cx.config.bin_dir.clone(),
-            },
-        );
-        if let Some(cg) = &cg {
-            cg.leave().context("leaving the standby's cgroup")?;
-        }
-        let standby = started.context("--replica: starting the standby")?;
-        cx.resources.standby_cgroup = cg;
-        cx.recorder.mark(
-            "standby started",
-            Some(format!("{} standby, PID {}", mode.word(), standby.pid)),
-        );
-        // Its work is the lab's own, not a neighbour's.
-        cx.recorder.also_own(standby.pid);
-        cx.stopped()?;
+        let standby = make_standby(cx, mode, primary_dir)?;
 
         // 3. Beside the standby: commits (local and on, alternating), then pgbench.
         let beside = format!("beside the {} standby", mode.word());
@@ -237,17 +191,7 @@ impl Experiment for Replica {
         let rate = format!("{STANDBY_WRITE_IOPS} writes/s");
         let throttled = format!("the standby's writes throttled to {rate}");
         cx.progress.step(&format!("standby: commits, {throttled}"));
-        // Start clean: the standby caught up with pgbench's WAL, both servers checkpointed and
-        // the page cache written, so that the throttle meets the commits' WAL and nothing else.
-        wait_caught_up(&cx.server.target, Duration::from_secs(120), cx.cancel)?;
-        plumb_engine::session(&target)
-            .and_then(|mut s| s.execute("CHECKPOINT"))
-            .context("CHECKPOINT before the standby's throttle")?;
-        wait_caught_up(&cx.server.target, Duration::from_secs(60), cx.cancel)?;
-        plumb_engine::session(&standby.target())
-            .and_then(|mut s| s.execute("CHECKPOINT"))
-            .context("a restartpoint on the standby before its throttle")?;
-        plumb_sys::os::sync_all();
+        settle(cx, &target, &standby)?;
         let cg = cx.resources.standby_cgroup.as_ref().expect("checked above");
         cg.set_write_iops(dev, Some(STANDBY_WRITE_IOPS))
             .with_context(|| format!("throttling the standby's writes to {dev}"))?;
@@ -508,4 +452,78 @@ fn followed_note(mode: ReplicaMode, before: &[u64], after: &[u64], rate: &str) -
         .text("rate", rate)
         .secs("before_p50_s", b50 / 1000.0)
         .secs("after_p50_s", a50 / 1000.0)
+}
+
+/// The standby made from the primary in `primary_dir` in a cgroup of its own (when plumb may
+/// make one), noted before it exists so that it is removed before the primary, also on Ctrl-C;
+/// its work the lab's own.
+fn make_standby(
+    cx: &mut Context,
+    mode: ReplicaMode,
+    primary_dir: std::path::PathBuf,
+) -> Result<private::Running> {
+    cx.progress.step(&format!(
+        "standby: making {} standby (base backup)",
+        mode.a()
+    ));
+    let standby_dir = cx.work.join("standby");
+    let cg = if plumb_sys::os::is_root() {
+        Some(
+            plumb_io::labcg::LabCgroup::create(
+                &format!("plumb-lab-{}-standby", std::process::id()),
+                false,
+                true,
+            )
+            .context("--replica: the standby's cgroup")?,
+        )
+    } else {
+        None
+    };
+    // Noted before it is made; removed (and its slot dropped) before the primary, also on
+    // Ctrl-C; its cgroup after.
+    cx.resources.standby = Some(Instance::new(standby_dir.clone()));
+    let started = private::start(
+        &standby_dir,
+        &private::StartOptions {
+            // New WAL segments are not zero-filled: a 16 MiB write at a throttled rate
+            // would hold one commit for as long.
+            settings: vec![
+                ("shared_buffers".into(), "32MB".into()),
+                ("wal_init_zero".into(), "off".into()),
+            ],
+            port: None,
+            standby_of: Some(primary_dir),
+            sync: mode == ReplicaMode::Sync,
+            bin: cx.config.bin_dir.clone(),
+        },
+    );
+    if let Some(cg) = &cg {
+        cg.leave().context("leaving the standby's cgroup")?;
+    }
+    let standby = started.context("--replica: starting the standby")?;
+    cx.resources.standby_cgroup = cg;
+    cx.recorder.mark(
+        "standby started",
+        Some(format!("{} standby, PID {}", mode.word(), standby.pid)),
+    );
+    // Its work is the lab's own, not a neighbour's.
+    cx.recorder.also_own(standby.pid);
+    cx.stopped()?;
+    Ok(standby)
+}
+
+/// Start clean before the throttle: the standby caught up with pgbench's WAL, both servers
+/// checkpointed and the page cache written, so that the throttle meets the commits' WAL and
+/// nothing else.
+fn settle(cx: &Context, target: &plumb_engine::Target, standby: &private::Running) -> Result<()> {
+    wait_caught_up(&cx.server.target, Duration::from_secs(120), cx.cancel)?;
+    plumb_engine::session(target)
+        .and_then(|mut s| s.execute("CHECKPOINT"))
+        .context("CHECKPOINT before the standby's throttle")?;
+    wait_caught_up(&cx.server.target, Duration::from_secs(60), cx.cancel)?;
+    plumb_engine::session(&standby.target())
+        .and_then(|mut s| s.execute("CHECKPOINT"))
+        .context("a restartpoint on the standby before its throttle")?;
+    plumb_sys::os::sync_all();
+    Ok(())
 }

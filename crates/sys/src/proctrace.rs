@@ -1240,7 +1240,6 @@ impl ProcTracer {
                 direct: false,
             })
         });
-        let typedef = |name: &str| btf.as_ref()?.typedef_id(&format!("btf_trace_{name}"));
         let fields = btf.as_ref().and_then(|b| {
             Some(TaskFields {
                 pid: b.offset_of("task_struct", &["pid"])?,
@@ -1261,144 +1260,26 @@ impl ProcTracer {
         };
         let noreturn = numbers(&["exit", "exit_group"]);
         let exec = numbers(&["execve", "execveat"]);
-        use ProgType::{PerfEvent, Tracepoint};
+        let (mut progs, mut links) = (Vec::new(), Vec::new());
         // Fork first, so that nothing started while the rest attaches escapes.
-        let plan: Vec<(ProgType, &str, Vec<crate::bpf::Insn>, Option<u64>)> = vec![
-            (
-                Tracepoint,
-                "plumb_fork",
-                process_fork(m, child)?,
-                Some(tps[4].0),
-            ),
-            (PerfEvent, "plumb_minflt", fault(m, 32)?, None),
-            (PerfEvent, "plumb_majflt", fault(m, 40)?, None),
-        ];
-        let mut progs = Vec::new();
-        let mut links = Vec::new();
-        for (kind, name, insns, tp) in plan {
-            let p = Prog::load(kind, name, &insns)?;
-            match tp {
-                Some(id) => links.push(Link::tracepoint(&p, id)?),
-                None => {
-                    use perf_event_open_sys::bindings as b;
-                    let config = if name == "plumb_minflt" {
-                        b::PERF_COUNT_SW_PAGE_FAULTS_MIN
-                    } else {
-                        b::PERF_COUNT_SW_PAGE_FAULTS_MAJ
-                    };
-                    links.extend(Link::software(&p, config as u64)?);
-                }
-            }
-            progs.push(p);
-        }
-        // The scheduler programs (run at every context switch and wake-up on the host): on
-        // BTF-typed raw tracepoints where the kernel takes them, else on plain raw tracepoints
-        // where its BTF gives the offsets, else on the ordinary ones.
-        let mut sched_via = "tracepoints";
-        // Cheapest of all: sched_switch alone, reading the kernel's own run-queue counts.
-        let counted = fields
-            .zip(typedef("sched_switch"))
-            .ok_or_else(|| crate::KernelError::new(""))
-            .and_then(|(f, id)| {
-                let p =
-                    Prog::load_btf_tracepoint("plumb_switch", &sched_switch_counted(m, f)?, id)?;
-                Ok((Link::btf_tracepoint(&p)?, p))
-            });
-        let sched_plan = if let Ok((l, p)) = counted {
-            links.push(l);
-            progs.push(p);
-            sched_via = "a BTF-typed raw tracepoint, the kernel's run-queue counts";
-            Vec::new()
-        } else {
-            vec![
-                (
-                    "plumb_switch",
-                    "sched_switch",
-                    tps[2].0,
-                    sched_switch
-                        as fn(
-                            &Maps,
-                            &SchedArgs,
-                        )
-                            -> Result<Vec<crate::bpf::Insn>, crate::KernelError>,
-                ),
-                ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
-            ]
+        attach_fork_and_faults(m, child, tps[4].0, &mut progs, &mut links)?;
+        let sched_via = attach_sched(
+            m,
+            &tps,
+            fields,
+            raw.as_ref(),
+            &record,
+            btf.as_ref(),
+            &mut progs,
+            &mut links,
+        )?;
+        let syscalls = SyscallArgs {
+            id,
+            ret,
+            noreturn: &noreturn,
+            exec: &exec,
         };
-        for (name, raw_name, tp, build) in sched_plan {
-            let none = || crate::KernelError::new("");
-            let direct = raw.as_ref().ok_or_else(none).and_then(|r| {
-                let SchedArgs::Raw { pid, tgid, .. } = *r else {
-                    return Err(none());
-                };
-                let d = SchedArgs::Raw {
-                    pid,
-                    tgid,
-                    direct: true,
-                };
-                let id = typedef(raw_name).ok_or_else(none)?;
-                let p = Prog::load_btf_tracepoint(name, &build(m, &d)?, id)?;
-                Ok((Link::btf_tracepoint(&p)?, p, "BTF-typed raw tracepoints"))
-            });
-            let fast = direct.or_else(|_| {
-                let r = raw.as_ref().ok_or_else(none)?;
-                let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
-                Ok::<_, crate::KernelError>((
-                    Link::raw_tracepoint(&p, raw_name)?,
-                    p,
-                    "raw tracepoints",
-                ))
-            });
-            match fast {
-                Ok((l, p, via)) => {
-                    links.push(l);
-                    progs.push(p);
-                    sched_via = via;
-                }
-                Err(_) => {
-                    let p = Prog::load(Tracepoint, name, &build(m, &record)?)?;
-                    links.push(Link::tracepoint(&p, tp)?);
-                    progs.push(p);
-                }
-            }
-        }
-        let mut raw_used = false;
-        // The syscall programs run twice per call of every task on the host: on the raw
-        // tracepoints (arguments as the kernel has them: 8 bytes each, the call's number or
-        // return value second), else on the ordinary ones (a record built first, costlier).
-        // (BTF-typed, reading the current task without bpf_get_current_pid_tgid, measured no
-        // cheaper here.)
-        for (name, raw, raw_insns, tp, tp_insns) in [
-            (
-                "plumb_sys_exit",
-                "sys_exit",
-                sys_exit(m, 8, &exec)?,
-                tps[1].0,
-                sys_exit(m, ret, &exec)?,
-            ),
-            (
-                "plumb_sys_enter",
-                "sys_enter",
-                sys_enter(m, 8, &noreturn, timing)?,
-                tps[0].0,
-                sys_enter(m, id, &noreturn, timing)?,
-            ),
-        ] {
-            let fast = Prog::load(ProgType::RawTracepoint, name, &raw_insns)
-                .and_then(|p| Ok((Link::raw_tracepoint(&p, raw)?, p)));
-            match fast {
-                Ok((l, p)) => {
-                    links.push(l);
-                    progs.push(p);
-                    raw_used = true;
-                }
-                Err(_) => {
-                    let p = Prog::load(Tracepoint, name, &tp_insns)?;
-                    links.push(Link::tracepoint(&p, tp)?);
-                    progs.push(p);
-                }
-            }
-        }
+        let raw_used = attach_syscalls(m, &tps, &syscalls, timing, &mut progs, &mut links)?;
         Ok(ProcTracer {
             timing,
             raw: raw_used,
@@ -1963,4 +1844,182 @@ mod tests {
         // Other processes are not counted: this test's own thread made syscalls meanwhile.
         assert!(s.calls.iter().all(|c| c.tgid != std::process::id()));
     }
+}
+
+/// The tracepoints' numbers and formats, in `start_alloc`'s order.
+type Tracepoints = [(u64, String)];
+
+/// Where the syscall programs find their arguments, and the calls they treat apart.
+struct SyscallArgs<'a> {
+    /// The call's number in sys_enter's record, and the return value in sys_exit's.
+    id: i16,
+    ret: i16,
+    /// The calls that never return, and those that replace the program.
+    noreturn: &'a [u32],
+    exec: &'a [u32],
+}
+
+/// The fork program (new processes of a followed one are followed) and the page-fault
+/// counters.
+fn attach_fork_and_faults(
+    m: &Maps,
+    child: i16,
+    fork_tp: u64,
+    progs: &mut Vec<Prog>,
+    links: &mut Vec<Link>,
+) -> Result<(), crate::KernelError> {
+    use ProgType::{PerfEvent, Tracepoint};
+    let plan: Vec<(ProgType, &str, Vec<crate::bpf::Insn>, Option<u64>)> = vec![
+        (
+            Tracepoint,
+            "plumb_fork",
+            process_fork(m, child)?,
+            Some(fork_tp),
+        ),
+        (PerfEvent, "plumb_minflt", fault(m, 32)?, None),
+        (PerfEvent, "plumb_majflt", fault(m, 40)?, None),
+    ];
+    for (kind, name, insns, tp) in plan {
+        let p = Prog::load(kind, name, &insns)?;
+        match tp {
+            Some(id) => links.push(Link::tracepoint(&p, id)?),
+            None => {
+                use perf_event_open_sys::bindings as b;
+                let config = if name == "plumb_minflt" {
+                    b::PERF_COUNT_SW_PAGE_FAULTS_MIN
+                } else {
+                    b::PERF_COUNT_SW_PAGE_FAULTS_MAJ
+                };
+                links.extend(Link::software(&p, config as u64)?);
+            }
+        }
+        progs.push(p);
+    }
+    Ok(())
+}
+
+/// The scheduler programs (run at every context switch and wake-up on the host): on
+/// BTF-typed raw tracepoints where the kernel takes them, else on plain raw tracepoints where
+/// its BTF gives the offsets, else on the ordinary ones. How they are attached, in words.
+#[allow(clippy::too_many_arguments)]
+fn attach_sched(
+    m: &Maps,
+    tps: &Tracepoints,
+    fields: Option<TaskFields>,
+    raw: Option<&SchedArgs>,
+    record: &SchedArgs,
+    btf: Option<&crate::btf::Btf>,
+    progs: &mut Vec<Prog>,
+    links: &mut Vec<Link>,
+) -> Result<&'static str, crate::KernelError> {
+    let mut sched_via = "tracepoints";
+    let typedef = |name: &str| btf?.typedef_id(&format!("btf_trace_{name}"));
+    // Cheapest of all: sched_switch alone, reading the kernel's own run-queue counts.
+    let counted = fields
+        .zip(typedef("sched_switch"))
+        .ok_or_else(|| crate::KernelError::new(""))
+        .and_then(|(f, id)| {
+            let p = Prog::load_btf_tracepoint("plumb_switch", &sched_switch_counted(m, f)?, id)?;
+            Ok((Link::btf_tracepoint(&p)?, p))
+        });
+    let sched_plan = if let Ok((l, p)) = counted {
+        links.push(l);
+        progs.push(p);
+        sched_via = "a BTF-typed raw tracepoint, the kernel's run-queue counts";
+        Vec::new()
+    } else {
+        vec![
+            (
+                "plumb_switch",
+                "sched_switch",
+                tps[2].0,
+                sched_switch
+                    as fn(&Maps, &SchedArgs) -> Result<Vec<crate::bpf::Insn>, crate::KernelError>,
+            ),
+            ("plumb_wakeup", "sched_wakeup", tps[3].0, sched_wakeup),
+        ]
+    };
+    for (name, raw_name, tp, build) in sched_plan {
+        let none = || crate::KernelError::new("");
+        let direct = raw.ok_or_else(none).and_then(|r| {
+            let SchedArgs::Raw { pid, tgid, .. } = *r else {
+                return Err(none());
+            };
+            let d = SchedArgs::Raw {
+                pid,
+                tgid,
+                direct: true,
+            };
+            let id = typedef(raw_name).ok_or_else(none)?;
+            let p = Prog::load_btf_tracepoint(name, &build(m, &d)?, id)?;
+            Ok((Link::btf_tracepoint(&p)?, p, "BTF-typed raw tracepoints"))
+        });
+        let fast = direct.or_else(|_| {
+            let r = raw.ok_or_else(none)?;
+            let p = Prog::load(ProgType::RawTracepoint, name, &build(m, r)?)?;
+            Ok::<_, crate::KernelError>((Link::raw_tracepoint(&p, raw_name)?, p, "raw tracepoints"))
+        });
+        match fast {
+            Ok((l, p, via)) => {
+                links.push(l);
+                progs.push(p);
+                sched_via = via;
+            }
+            Err(_) => {
+                let p = Prog::load(ProgType::Tracepoint, name, &build(m, record)?)?;
+                links.push(Link::tracepoint(&p, tp)?);
+                progs.push(p);
+            }
+        }
+    }
+    Ok(sched_via)
+}
+
+/// The syscall programs (twice per call of every task on the host): on the raw tracepoints
+/// (arguments as the kernel has them: 8 bytes each, the call's number or return value
+/// second), else on the ordinary ones (a record built first, costlier). (BTF-typed, reading
+/// the current task without bpf_get_current_pid_tgid, measured no cheaper here.) Whether the
+/// raw tracepoints took them.
+fn attach_syscalls(
+    m: &Maps,
+    tps: &Tracepoints,
+    a: &SyscallArgs,
+    timing: Timing,
+    progs: &mut Vec<Prog>,
+    links: &mut Vec<Link>,
+) -> Result<bool, crate::KernelError> {
+    let mut raw_used = false;
+    let (m, tp_ids) = (m, [tps[0].0, tps[1].0]);
+    for (name, raw, raw_insns, tp, tp_insns) in [
+        (
+            "plumb_sys_exit",
+            "sys_exit",
+            sys_exit(m, 8, a.exec)?,
+            tp_ids[1],
+            sys_exit(m, a.ret, a.exec)?,
+        ),
+        (
+            "plumb_sys_enter",
+            "sys_enter",
+            sys_enter(m, 8, a.noreturn, timing)?,
+            tp_ids[0],
+            sys_enter(m, a.id, a.noreturn, timing)?,
+        ),
+    ] {
+        let fast = Prog::load(ProgType::RawTracepoint, name, &raw_insns)
+            .and_then(|p| Ok((Link::raw_tracepoint(&p, raw)?, p)));
+        match fast {
+            Ok((l, p)) => {
+                links.push(l);
+                progs.push(p);
+                raw_used = true;
+            }
+            Err(_) => {
+                let p = Prog::load(ProgType::Tracepoint, name, &tp_insns)?;
+                links.push(Link::tracepoint(&p, tp)?);
+                progs.push(p);
+            }
+        }
+    }
+    Ok(raw_used)
 }

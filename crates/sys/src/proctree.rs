@@ -313,6 +313,161 @@ impl Tree {
         self.kept.entry(name.to_string()).or_default().next(sum)
     }
 
+    /// smaps_rollup for members never read or read SMAPS_EVERY ago, stalest (never read)
+    /// first, within the budget.
+    fn read_smaps(&mut self, root: &Root, now: &BTreeSet<u32>) {
+        self.smaps.retain(|p, _| now.contains(p));
+        let mut order: Vec<u32> = now
+            .iter()
+            .copied()
+            .filter(|p| {
+                self.smaps
+                    .get(p)
+                    .is_none_or(|(_, at)| at.elapsed() >= SMAPS_EVERY)
+            })
+            .collect();
+        order.sort_by_key(|p| self.smaps.get(p).map(|(_, at)| *at));
+        let t0 = std::time::Instant::now();
+        for p in order {
+            if let Some(sm) = process::smaps_rollup(root, p) {
+                self.smaps.insert(p, (sm, std::time::Instant::now()));
+            }
+            if t0.elapsed() >= SMAPS_BUDGET {
+                break;
+            }
+        }
+    }
+
+    /// The detailed members' samples with their cgroups (read again each CGROUPS_EVERY).
+    fn with_cgroups(
+        &mut self,
+        root: &Root,
+        samples: &[ProcessSample],
+        detailed: &[u32],
+    ) -> Vec<ProcessSample> {
+        self.cgroups.retain(|p, _| detailed.contains(p));
+        let mut samples_out = Vec::with_capacity(detailed.len());
+        for s in samples.iter().filter(|s| detailed.contains(&s.pid)) {
+            let fresh = self
+                .cgroups
+                .get(&s.pid)
+                .filter(|(_, at)| at.elapsed() < CGROUPS_EVERY);
+            let cgroups = match fresh {
+                Some((c, _)) => c.clone(),
+                None => {
+                    let c = process::cgroups(root, s.pid);
+                    self.cgroups
+                        .insert(s.pid, (c.clone(), std::time::Instant::now()));
+                    c
+                }
+            };
+            samples_out.push(ProcessSample {
+                cgroups,
+                ..s.clone()
+            });
+        }
+        samples_out
+    }
+
+    /// The tree's and each role's figures (counters kept across restarts of their sums); a
+    /// role seen before and empty now reads 0, not absent.
+    fn values(&mut self, tree: &Sums, roles: &BTreeMap<&'static str, Sums>) -> Vec<RawValue> {
+        let r = self.root;
+        let mut values = Vec::new();
+        let mut push = |name: String, kind: RawKind, value: u64| {
+            values.push(RawValue { name, kind, value });
+        };
+        use RawKind::{Counter as C, Gauge as G};
+        let pre = format!("tree.{r}");
+        let cpu = self.kept(&format!("{pre}.cpu"), tree.cpu_ticks);
+        let faults = self.kept(&format!("{pre}.majflt"), tree.major_faults);
+        let rd = self.kept(&format!("{pre}.rd"), tree.read_bytes);
+        let wr = self.kept(&format!("{pre}.wr"), tree.write_bytes);
+        let delay = self.kept(&format!("{pre}.delay"), tree.run_delay_ns);
+        push(format!("{pre}.processes"), G, tree.processes);
+        push(format!("{pre}.threads"), G, tree.threads);
+        push(format!("{pre}.cpu_ticks"), C, cpu);
+        push(format!("{pre}.major_faults"), C, faults);
+        if tree.has_io {
+            push(format!("{pre}.read_bytes"), C, rd);
+            push(format!("{pre}.write_bytes"), C, wr);
+        }
+        if tree.has_sched {
+            push(format!("{pre}.run_delay_ns"), C, delay);
+        }
+        push(format!("{pre}.rss_anon_bytes"), G, tree.rss_anon_bytes);
+        if tree.has_smaps {
+            push(format!("{pre}.pss_bytes"), G, tree.pss_bytes);
+            push(format!("{pre}.pss_shmem_bytes"), G, tree.pss_shmem_bytes);
+            push(format!("{pre}.swap_pss_bytes"), G, tree.swap_pss_bytes);
+        }
+        push(format!("{pre}.started"), C, self.started);
+        push(format!("{pre}.exited"), C, self.exited);
+        for (role, s) in roles {
+            let pre = format!("role.{r}-{role}");
+            let cpu = self.kept(&format!("{pre}.cpu"), s.own_cpu_ticks);
+            let delay = self.kept(&format!("{pre}.delay"), s.run_delay_ns);
+            values.push(RawValue {
+                name: format!("{pre}.processes"),
+                kind: G,
+                value: s.processes,
+            });
+            values.push(RawValue {
+                name: format!("{pre}.cpu_ticks"),
+                kind: C,
+                value: cpu,
+            });
+            if s.has_sched {
+                values.push(RawValue {
+                    name: format!("{pre}.run_delay_ns"),
+                    kind: C,
+                    value: delay,
+                });
+            }
+            values.push(RawValue {
+                name: format!("{pre}.rss_anon_bytes"),
+                kind: G,
+                value: s.rss_anon_bytes,
+            });
+            if s.has_smaps {
+                values.push(RawValue {
+                    name: format!("{pre}.pss_bytes"),
+                    kind: G,
+                    value: s.pss_bytes,
+                });
+            }
+        }
+        // Roles seen before and empty now (the last autovacuum worker gone) read 0, not absent.
+        let seen: Vec<String> = self
+            .kept
+            .keys()
+            .filter_map(|k| k.strip_prefix(&format!("role.{r}-")))
+            .filter_map(|k| k.strip_suffix(".cpu"))
+            .filter(|role| !roles.contains_key(role))
+            .map(str::to_string)
+            .collect();
+        for role in seen {
+            let pre = format!("role.{r}-{role}");
+            let cpu = self.kept(&format!("{pre}.cpu"), 0);
+            values.push(RawValue {
+                name: format!("{pre}.processes"),
+                kind: G,
+                value: 0,
+            });
+            values.push(RawValue {
+                name: format!("{pre}.cpu_ticks"),
+                kind: C,
+                value: cpu,
+            });
+            values.push(RawValue {
+                name: format!("{pre}.rss_anon_bytes"),
+                kind: G,
+                value: 0,
+            });
+        }
+        values
+    }
+
     /// Read the tree now; `left_out` are processes that are not the workload (plumb's own
     /// connection to the engine).
     pub fn take(&mut self, root: &Root, left_out: &[u32]) -> TreeTake {
@@ -360,28 +515,7 @@ impl Tree {
                 samples.push(s);
             }
         }
-        // smaps_rollup for members never read or read SMAPS_EVERY ago, stalest (never read)
-        // first, within the budget.
-        self.smaps.retain(|p, _| now.contains(p));
-        let mut order: Vec<u32> = now
-            .iter()
-            .copied()
-            .filter(|p| {
-                self.smaps
-                    .get(p)
-                    .is_none_or(|(_, at)| at.elapsed() >= SMAPS_EVERY)
-            })
-            .collect();
-        order.sort_by_key(|p| self.smaps.get(p).map(|(_, at)| *at));
-        let t0 = std::time::Instant::now();
-        for p in order {
-            if let Some(sm) = process::smaps_rollup(root, p) {
-                self.smaps.insert(p, (sm, std::time::Instant::now()));
-            }
-            if t0.elapsed() >= SMAPS_BUDGET {
-                break;
-            }
-        }
+        self.read_smaps(root, &now);
         for s in &mut samples {
             s.smaps_rollup = self.smaps.get(&s.pid).map(|(sm, _)| sm.clone());
         }
@@ -421,120 +555,8 @@ impl Tree {
             .chain(self.detailed.iter().copied())
             .filter(|p| samples.iter().any(|s| s.pid == *p))
             .collect();
-        self.cgroups.retain(|p, _| out.detailed.contains(p));
-        let mut samples_out = Vec::with_capacity(out.detailed.len());
-        for s in samples.iter().filter(|s| out.detailed.contains(&s.pid)) {
-            let fresh = self
-                .cgroups
-                .get(&s.pid)
-                .filter(|(_, at)| at.elapsed() < CGROUPS_EVERY);
-            let cgroups = match fresh {
-                Some((c, _)) => c.clone(),
-                None => {
-                    let c = process::cgroups(root, s.pid);
-                    self.cgroups
-                        .insert(s.pid, (c.clone(), std::time::Instant::now()));
-                    c
-                }
-            };
-            samples_out.push(ProcessSample {
-                cgroups,
-                ..s.clone()
-            });
-        }
-        out.samples = samples_out;
-        let r = self.root;
-        let mut push = |name: String, kind: RawKind, value: u64| {
-            out.values.push(RawValue { name, kind, value });
-        };
-        use RawKind::{Counter as C, Gauge as G};
-        let pre = format!("tree.{r}");
-        let cpu = self.kept(&format!("{pre}.cpu"), tree.cpu_ticks);
-        let faults = self.kept(&format!("{pre}.majflt"), tree.major_faults);
-        let rd = self.kept(&format!("{pre}.rd"), tree.read_bytes);
-        let wr = self.kept(&format!("{pre}.wr"), tree.write_bytes);
-        let delay = self.kept(&format!("{pre}.delay"), tree.run_delay_ns);
-        push(format!("{pre}.processes"), G, tree.processes);
-        push(format!("{pre}.threads"), G, tree.threads);
-        push(format!("{pre}.cpu_ticks"), C, cpu);
-        push(format!("{pre}.major_faults"), C, faults);
-        if tree.has_io {
-            push(format!("{pre}.read_bytes"), C, rd);
-            push(format!("{pre}.write_bytes"), C, wr);
-        }
-        if tree.has_sched {
-            push(format!("{pre}.run_delay_ns"), C, delay);
-        }
-        push(format!("{pre}.rss_anon_bytes"), G, tree.rss_anon_bytes);
-        if tree.has_smaps {
-            push(format!("{pre}.pss_bytes"), G, tree.pss_bytes);
-            push(format!("{pre}.pss_shmem_bytes"), G, tree.pss_shmem_bytes);
-            push(format!("{pre}.swap_pss_bytes"), G, tree.swap_pss_bytes);
-        }
-        push(format!("{pre}.started"), C, self.started);
-        push(format!("{pre}.exited"), C, self.exited);
-        for (role, s) in &roles {
-            let pre = format!("role.{r}-{role}");
-            let cpu = self.kept(&format!("{pre}.cpu"), s.own_cpu_ticks);
-            let delay = self.kept(&format!("{pre}.delay"), s.run_delay_ns);
-            out.values.push(RawValue {
-                name: format!("{pre}.processes"),
-                kind: G,
-                value: s.processes,
-            });
-            out.values.push(RawValue {
-                name: format!("{pre}.cpu_ticks"),
-                kind: C,
-                value: cpu,
-            });
-            if s.has_sched {
-                out.values.push(RawValue {
-                    name: format!("{pre}.run_delay_ns"),
-                    kind: C,
-                    value: delay,
-                });
-            }
-            out.values.push(RawValue {
-                name: format!("{pre}.rss_anon_bytes"),
-                kind: G,
-                value: s.rss_anon_bytes,
-            });
-            if s.has_smaps {
-                out.values.push(RawValue {
-                    name: format!("{pre}.pss_bytes"),
-                    kind: G,
-                    value: s.pss_bytes,
-                });
-            }
-        }
-        // Roles seen before and empty now (the last autovacuum worker gone) read 0, not absent.
-        let seen: Vec<String> = self
-            .kept
-            .keys()
-            .filter_map(|k| k.strip_prefix(&format!("role.{r}-")))
-            .filter_map(|k| k.strip_suffix(".cpu"))
-            .filter(|role| !roles.contains_key(role))
-            .map(str::to_string)
-            .collect();
-        for role in seen {
-            let pre = format!("role.{r}-{role}");
-            let cpu = self.kept(&format!("{pre}.cpu"), 0);
-            out.values.push(RawValue {
-                name: format!("{pre}.processes"),
-                kind: G,
-                value: 0,
-            });
-            out.values.push(RawValue {
-                name: format!("{pre}.cpu_ticks"),
-                kind: C,
-                value: cpu,
-            });
-            out.values.push(RawValue {
-                name: format!("{pre}.rss_anon_bytes"),
-                kind: G,
-                value: 0,
-            });
-        }
+        out.samples = self.with_cgroups(root, &samples, &out.detailed);
+        out.values = self.values(&tree, &roles);
         out
     }
 }

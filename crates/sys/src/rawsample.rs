@@ -99,10 +99,8 @@ impl Sampler {
         self.take_some(true)
     }
 
-    /// One sample; the slow metrics only when `slow`. Processes that have exited are dropped
-    /// from the scope (and reported).
-    pub fn take_some(&mut self, slow: bool) -> Taken {
-        let mut out = Vec::with_capacity(160);
+    /// The host's figures: CPU, scheduler, pressure, memory, swap, disks.
+    fn host_values(&mut self, out: &mut Vec<RawValue>) {
         let mut push = |name: String, kind: RawKind, value: Option<u64>| {
             if let Some(v) = value {
                 out.push(RawValue {
@@ -224,6 +222,14 @@ impl Sampler {
                 push(format!("disk.{n}.in_flight"), G, Some(d.in_flight));
             }
         }
+    }
+
+    /// One sample; the slow metrics only when `slow`. Processes that have exited are dropped
+    /// from the scope (and reported).
+    pub fn take_some(&mut self, slow: bool) -> Taken {
+        let mut out = Vec::with_capacity(160);
+        self.host_values(&mut out);
+        let r = &self.root;
         let mut taken = Taken::default();
         // The processes with series of their own: the scope's, or each tree's root and its
         // first members.
@@ -273,57 +279,14 @@ impl Sampler {
                     }
                 },
             };
-            let mut push = |name: String, kind: RawKind, value: Option<u64>| {
-                if let Some(v) = value {
-                    out.push(RawValue {
-                        name,
-                        kind,
-                        value: v,
-                    });
-                }
-            };
-            let pre = format!("proc.{pid}");
-            if let Some(s) = &p.stat {
-                push(
-                    format!("{pre}.cpu_ticks"),
-                    C,
-                    Some(s.utime_ticks + s.stime_ticks),
-                );
-                push(format!("{pre}.major_faults"), C, Some(s.major_faults));
-            }
-            if let Some(s) = &p.status {
-                push(format!("{pre}.rss_bytes"), G, s.vm_rss_bytes);
-                push(format!("{pre}.rss_anon_bytes"), G, s.rss_anon_bytes);
-                push(format!("{pre}.rss_shmem_bytes"), G, s.rss_shmem_bytes);
-                push(format!("{pre}.threads"), G, s.threads);
-            }
-            if let Some(s) = &p.smaps_rollup {
-                push(format!("{pre}.swap_bytes"), G, s.swap_bytes);
-            }
-            if let Some(io) = &p.io {
-                push(format!("{pre}.read_bytes"), C, io.read_bytes);
-                push(format!("{pre}.write_bytes"), C, io.write_bytes);
-            }
-            if let Some(s) = &p.schedstat {
-                push(format!("{pre}.run_delay_ns"), C, Some(s.run_delay_ns));
-            }
-            if let Some(cm) = self.cg_mounts.as_ref().filter(|_| slow) {
-                // Processes in one cgroup (a server's) read its files once.
+            // Processes in one cgroup (a server's) read its files once.
+            let cg = self.cg_mounts.as_ref().filter(|_| slow).map(|cm| {
                 let key: Vec<&str> = p.cgroups.iter().map(|l| l.path.as_str()).collect();
-                let key = key.join("\n");
-                let cg = cgroups_read
-                    .entry(key)
-                    .or_insert_with(|| cgroup::read_for_process(r, cm, &p.cgroups));
-                if let Some(m) = &cg.memory {
-                    push(format!("{pre}.cgroup_usage_bytes"), G, m.usage_bytes);
-                    push(format!("{pre}.cgroup_swap_bytes"), G, m.swap_bytes);
-                    push(
-                        format!("{pre}.cgroup_limit_bytes"),
-                        G,
-                        m.effective_limit.and_then(|l| l.value()),
-                    );
-                }
-            }
+                &*cgroups_read
+                    .entry(key.join("\n"))
+                    .or_insert_with(|| cgroup::read_for_process(r, cm, &p.cgroups))
+            });
+            process_values(&mut out, &p, cg);
         }
         if self.trees.is_empty() {
             let gone = &taken.gone;
@@ -387,5 +350,57 @@ mod tests {
                 x.name
             );
         }
+    }
+}
+
+/// One process's figures (its memory cgroup's too, on a slow sample).
+fn process_values(
+    out: &mut Vec<RawValue>,
+    p: &process::ProcessSample,
+    cg: Option<&cgroup::ProcessCgroups>,
+) {
+    use RawKind::{Counter as C, Gauge as G};
+    let mut push = |name: String, kind: RawKind, value: Option<u64>| {
+        if let Some(v) = value {
+            out.push(RawValue {
+                name,
+                kind,
+                value: v,
+            });
+        }
+    };
+    let pre = format!("proc.{}", p.pid);
+    if let Some(s) = &p.stat {
+        push(
+            format!("{pre}.cpu_ticks"),
+            C,
+            Some(s.utime_ticks + s.stime_ticks),
+        );
+        push(format!("{pre}.major_faults"), C, Some(s.major_faults));
+    }
+    if let Some(s) = &p.status {
+        push(format!("{pre}.rss_bytes"), G, s.vm_rss_bytes);
+        push(format!("{pre}.rss_anon_bytes"), G, s.rss_anon_bytes);
+        push(format!("{pre}.rss_shmem_bytes"), G, s.rss_shmem_bytes);
+        push(format!("{pre}.threads"), G, s.threads);
+    }
+    if let Some(s) = &p.smaps_rollup {
+        push(format!("{pre}.swap_bytes"), G, s.swap_bytes);
+    }
+    if let Some(io) = &p.io {
+        push(format!("{pre}.read_bytes"), C, io.read_bytes);
+        push(format!("{pre}.write_bytes"), C, io.write_bytes);
+    }
+    if let Some(s) = &p.schedstat {
+        push(format!("{pre}.run_delay_ns"), C, Some(s.run_delay_ns));
+    }
+    if let Some(m) = cg.and_then(|c| c.memory.as_ref()) {
+        push(format!("{pre}.cgroup_usage_bytes"), G, m.usage_bytes);
+        push(format!("{pre}.cgroup_swap_bytes"), G, m.swap_bytes);
+        push(
+            format!("{pre}.cgroup_limit_bytes"),
+            G,
+            m.effective_limit.and_then(|l| l.value()),
+        );
     }
 }

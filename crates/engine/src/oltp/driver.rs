@@ -227,6 +227,129 @@ pub enum Event<'a> {
     WindowEnd,
 }
 
+/// A client's thread: its clients' results once the run ends.
+type ClientThread = std::thread::JoinHandle<Vec<WorkerResult>>;
+
+/// The clients as workers on threads (`plan.threads`, or one a CPU), each with its seed and
+/// its share of the open loop's rate.
+fn spawn(
+    plan: &Plan,
+    clients: Vec<Box<dyn Client>>,
+    stop: &Arc<AtomicBool>,
+    tally: &Arc<Mutex<Tally>>,
+    window_start: Instant,
+    end: Instant,
+) -> Vec<ClientThread> {
+    let per_client = plan.rate.map(|r| r / clients.len().max(1) as f64);
+    let workers: Vec<(Worker, Box<dyn Client>)> = clients
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let w = Worker {
+                plan: plan.clone(),
+                stop: stop.clone(),
+                tally: tally.clone(),
+                window_start,
+                end,
+                rate: per_client,
+                rng: Rng::new(plan.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            };
+            (w, c)
+        })
+        .collect();
+    groups(workers, plan.threads.unwrap_or_else(cpus))
+        .into_iter()
+        .map(|group| {
+            std::thread::spawn(move || {
+                let tasks: Vec<Pin<Box<dyn Future<Output = WorkerResult>>>> = group
+                    .into_iter()
+                    .map(|(w, c)| Box::pin(w.work(c)) as Pin<Box<dyn Future<Output = _>>>)
+                    .collect();
+                plumb_sys::mux::run_all(tasks)
+            })
+        })
+        .collect()
+}
+
+/// Transactions in flight end on their own (after the window: at once on a stop), else they
+/// are cancelled, else their connections closed; a thread still held after that is left
+/// behind. Whether connections were closed.
+fn wind_down(
+    threads: &[ClientThread],
+    cancellers: Vec<Box<dyn Fn() + Send + Sync>>,
+    closers: &[Box<dyn Fn() + Send + Sync>],
+    interrupted: bool,
+    grace: Duration,
+) -> bool {
+    let wait = |d: Duration| {
+        let t0 = Instant::now();
+        while !threads.iter().all(|t| t.is_finished()) && t0.elapsed() < d {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        threads.iter().all(|t| t.is_finished())
+    };
+    let mut closed = false;
+    if interrupted || !wait(grace) {
+        // Each on a thread of its own: a cancel request to a server that says nothing waits.
+        for c in cancellers {
+            std::thread::spawn(c);
+        }
+        if !wait(grace) {
+            for c in closers {
+                c();
+            }
+            wait(grace);
+            closed = true;
+        }
+    }
+    closed
+}
+
+/// The clients' figures merged per type, with the open loop's lag, the late transactions and
+/// what was lost (a client whose thread did not end is counted as lost).
+#[allow(clippy::type_complexity)]
+fn gather(
+    plan: &Plan,
+    threads: Vec<ClientThread>,
+    closed: bool,
+    grace: Duration,
+) -> (Vec<TypeStats>, Option<Histogram<u64>>, u64, Vec<String>) {
+    let mut types: Vec<TypeStats> = plan
+        .mix
+        .iter()
+        .map(|(name, _)| TypeStats::new(name, plan.rate.is_some()))
+        .collect();
+    let mut lag = plan.rate.map(|_| hist());
+    let (mut late, mut lost) = (0, Vec::new());
+    if closed {
+        lost.push(format!(
+            "the server answered neither the transactions in flight at the end nor their cancel within {} s: plumb closed their connections",
+            (grace * 2).as_secs_f64()
+        ));
+    }
+    for t in threads {
+        if !t.is_finished() {
+            lost.push("a client's thread did not end when the run did (the server answered neither its transaction, nor the cancel, nor the closed connection); its transactions are left out".into());
+            continue;
+        }
+        let Ok(rs) = t.join() else {
+            lost.push("a client thread panicked".into());
+            continue;
+        };
+        for r in rs {
+            for (a, b) in types.iter_mut().zip(&r.types) {
+                a.merge(b);
+            }
+            if let (Some(a), Some(b)) = (&mut lag, &r.lag) {
+                let _ = a.add(b);
+            }
+            late += r.late;
+            lost.extend(r.lost);
+        }
+    }
+    (types, lag, late, lost)
+}
+
 /// Run `plan` over `clients` (one connection each). `events` sees each second as it ends and
 /// the window's edges as they pass; `cancel` stops the run (what was measured is returned,
 /// `interrupted` set, and no `WindowEnd`).
@@ -247,37 +370,9 @@ pub fn run(
     let start = Instant::now();
     let window_start = start + plan.rampup;
     let end = window_start + plan.duration;
-    let per_client = plan.rate.map(|r| r / clients.len().max(1) as f64);
     let cancellers: Vec<_> = clients.iter().filter_map(|c| c.canceller()).collect();
     let closers: Vec<_> = clients.iter().filter_map(|c| c.closer()).collect();
-    let workers: Vec<(Worker, Box<dyn Client>)> = clients
-        .into_iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let w = Worker {
-                plan: plan.clone(),
-                stop: stop.clone(),
-                tally: tally.clone(),
-                window_start,
-                end,
-                rate: per_client,
-                rng: Rng::new(plan.seed ^ (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-            };
-            (w, c)
-        })
-        .collect();
-    let threads: Vec<_> = groups(workers, plan.threads.unwrap_or_else(cpus))
-        .into_iter()
-        .map(|group| {
-            std::thread::spawn(move || {
-                let tasks: Vec<Pin<Box<dyn Future<Output = WorkerResult>>>> = group
-                    .into_iter()
-                    .map(|(w, c)| Box::pin(w.work(c)) as Pin<Box<dyn Future<Output = _>>>)
-                    .collect();
-                plumb_sys::mux::run_all(tasks)
-            })
-        })
-        .collect();
+    let threads = spawn(plan, clients, &stop, &tally, window_start, end);
     let mut seconds = Vec::new();
     let mut interrupted = false;
     let mut next = start + Duration::from_secs(1);
@@ -315,68 +410,13 @@ pub fn run(
     }
     stop.store(true, Ordering::Relaxed);
     let ended = Instant::now();
-    // Transactions in flight end on their own (after the window: at once on a stop), else
-    // they are cancelled, else their connections closed; a thread still held after that is
-    // left behind, its client counted as lost.
-    let wait = |d: Duration| {
-        let t0 = Instant::now();
-        while !threads.iter().all(|t| t.is_finished()) && t0.elapsed() < d {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        threads.iter().all(|t| t.is_finished())
-    };
     let grace = if interrupted {
         END_GRACE / 2
     } else {
         END_GRACE
     };
-    let mut closed = false;
-    if interrupted || !wait(grace) {
-        // Each on a thread of its own: a cancel request to a server that says nothing waits.
-        for c in cancellers {
-            std::thread::spawn(c);
-        }
-        if !wait(grace) {
-            for c in &closers {
-                c();
-            }
-            wait(grace);
-            closed = true;
-        }
-    }
-    let mut types: Vec<TypeStats> = plan
-        .mix
-        .iter()
-        .map(|(name, _)| TypeStats::new(name, plan.rate.is_some()))
-        .collect();
-    let mut lag = plan.rate.map(|_| hist());
-    let (mut late, mut lost) = (0, Vec::new());
-    if closed {
-        lost.push(format!(
-            "the server answered neither the transactions in flight at the end nor their cancel within {} s: plumb closed their connections",
-            (grace * 2).as_secs_f64()
-        ));
-    }
-    for t in threads {
-        if !t.is_finished() {
-            lost.push("a client's thread did not end when the run did (the server answered neither its transaction, nor the cancel, nor the closed connection); its transactions are left out".into());
-            continue;
-        }
-        let Ok(rs) = t.join() else {
-            lost.push("a client thread panicked".into());
-            continue;
-        };
-        for r in rs {
-            for (a, b) in types.iter_mut().zip(&r.types) {
-                a.merge(b);
-            }
-            if let (Some(a), Some(b)) = (&mut lag, &r.lag) {
-                let _ = a.add(b);
-            }
-            late += r.late;
-            lost.extend(r.lost);
-        }
-    }
+    let closed = wind_down(&threads, cancellers, &closers, interrupted, grace);
+    let (mut types, lag, late, lost) = gather(plan, threads, closed, grace);
     // Each type's tenths, where the window ran to its end (an interrupted run's last tenths
     // would be empty or short).
     if !interrupted {

@@ -190,7 +190,16 @@ fn a_killed_lab_with_pressure_leaves_nothing_running() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut c = plumb()
-        .args(["lab", "--quick", "--pressure", "128M", "--dir"])
+        // The pressure experiment comes sooner without the storage probes and the loops.
+        .args([
+            "lab",
+            "--quick",
+            "--skip",
+            "storage,loops",
+            "--pressure",
+            "128M",
+            "--dir",
+        ])
         .arg(d.path())
         .arg("--out")
         .arg(d.path().join("out"))
@@ -282,7 +291,16 @@ fn a_killed_lab_with_a_standby_leaves_nothing_running() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut c = plumb()
-        .args(["lab", "--quick", "--replica", "sync", "--dir"])
+        // The standby comes sooner without the storage probes and the loops.
+        .args([
+            "lab",
+            "--quick",
+            "--skip",
+            "storage,loops",
+            "--replica",
+            "sync",
+            "--dir",
+        ])
         .arg(d.path())
         .arg("--out")
         .arg(d.path().join("out"))

@@ -453,6 +453,8 @@ fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
         .args([
             "lab",
             "--quick",
+            "--skip",
+            "storage",
             "--allow-writes",
             "--engine",
             &forms[0],

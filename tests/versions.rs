@@ -306,9 +306,19 @@ fn lab(major: u32) {
     };
     let work = common::server_tempdir(&format!("plumb-lab{major}-"));
     let out = work.path().join("out");
-    // pgbench for 3 s: thousands of transactions, enough for pg_stat_io's rows.
+    // pgbench for 3 s: thousands of transactions, enough for pg_stat_io's rows. The storage
+    // probes do not depend on the server's version: left out (`--skip storage`), and the
+    // report says so.
     let o = plumb()
-        .args(["lab", "--quick", "--duration", "3s", "--bin-dir"])
+        .args([
+            "lab",
+            "--quick",
+            "--duration",
+            "3s",
+            "--skip",
+            "storage",
+            "--bin-dir",
+        ])
         .arg(&bin)
         .arg("--dir")
         .arg(work.path())
@@ -333,6 +343,13 @@ fn lab(major: u32) {
             .starts_with(&format!("PostgreSQL {major}.")),
         "{}",
         r["engine_version"]
+    );
+    assert!(r["durability"].is_null() && r["sweep"].is_null(), "{r:#}");
+    let skipped = r["skipped"].to_string();
+    assert!(
+        skipped.contains("durability: not run (--skip storage)")
+            && skipped.contains("queue-depth sweep: not run (--skip storage)"),
+        "{skipped}"
     );
     let sio = &r["pgbench"]["server_io"];
     assert_eq!(sio["pg_major"], major);

@@ -82,6 +82,11 @@ pub struct LabArgs {
     /// from Debian's packages).
     #[command(flatten)]
     pub build: crate::cmd_engine::BuildArg,
+    /// Leave parts of the lab out this time: storage (the durability probe, the queue-depth
+    /// sweep and the sequential read) and loops (the insert/CHECKPOINT loops). The report
+    /// says what was not run; `plumb compare` against an earlier lab shows only what both ran.
+    #[arg(long, value_name = "PART[,PART]", value_delimiter = ',', value_parser = crate::typed::Named(plumb_lab::Part::parse))]
+    pub skip: Vec<plumb_lab::Part>,
 }
 
 /// A refusal of the lab's, with the sizes it carries in words.
@@ -142,6 +147,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
         clients: a.clients,
         rate: a.rate,
         accept: a.accept.accept_neighbour.clone(),
+        skip: a.skip.clone(),
         kind: if a.kind == "mariadb" {
             plumb_engine::Kind::Mariadb
         } else {

@@ -40,7 +40,7 @@ impl TypedValueParser for EngineUrl {
 /// A value read by a function of the text, refused as plumb refuses every value: the flag, the
 /// value as typed and why (`--duration soon: "soon" is not a duration …`), exit 2.
 #[derive(Clone, Copy)]
-pub(crate) struct Named<T>(fn(&str) -> Result<T, String>);
+pub(crate) struct Named<T>(pub(crate) fn(&str) -> Result<T, String>);
 
 impl<T: Clone + Send + Sync + 'static> TypedValueParser for Named<T> {
     type Value = T;

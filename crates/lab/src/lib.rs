@@ -81,6 +81,37 @@ pub struct Config {
     pub rate: Option<f64>,
     /// `--accept-neighbour`: processes whose work in a phase is noted, not held against it.
     pub accept: Vec<plumb_analyze::interference::Accept>,
+    /// `--skip`: parts of the lab not to run this time (their sections say so).
+    pub skip: Vec<Part>,
+}
+
+/// A part of the lab a run may leave out (`--skip`): measured once, a storage's figures do not
+/// change when the workload does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    /// The durability probe, the queue-depth sweep and the sequential read.
+    Storage,
+    /// The insert/CHECKPOINT (or insert/commit) loops.
+    Loops,
+}
+
+impl Part {
+    pub fn parse(s: &str) -> std::result::Result<Part, String> {
+        match s {
+            "storage" => Ok(Part::Storage),
+            "loops" => Ok(Part::Loops),
+            _ => Err(format!(
+                "{s:?} is not a part of the lab plumb can leave out (storage, loops)"
+            )),
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Part::Storage => "storage",
+            Part::Loops => "loops",
+        }
+    }
 }
 
 impl Config {
@@ -497,7 +528,11 @@ impl Lab {
             if cancel() {
                 return Err(Interrupted.into());
             }
-            if let Some(why) = e.precondition(&cx) {
+            let skipped = e.part().filter(|p| config.skip.contains(p));
+            let why = skipped
+                .map(|p| format!("{}: not run (--skip {})", e.name(), p.word()))
+                .or_else(|| e.precondition(&cx));
+            if let Some(why) = why {
                 if !cx.skipped.contains(&why) {
                     cx.skipped.push(why);
                 }
@@ -590,6 +625,7 @@ mod tests {
             clients: None,
             rate: None,
             accept: vec![],
+            skip: vec![],
         }
     }
 

@@ -28,6 +28,10 @@ impl Experiment for Durability {
         "durability"
     }
 
+    fn part(&self) -> Option<crate::Part> {
+        Some(crate::Part::Storage)
+    }
+
     fn budget(&self, plan: &Plan) -> Duration {
         // Every mode up to max_runs times, a warm-up and the watch's readings (about 0.12 s,
         // measured) each.

@@ -22,6 +22,10 @@ impl Experiment for Loops {
         "insert/CHECKPOINT loops"
     }
 
+    fn part(&self) -> Option<crate::Part> {
+        Some(crate::Part::Loops)
+    }
+
     fn precondition(&self, cx: &Context) -> Option<String> {
         cx.workload_precondition()
     }

@@ -50,6 +50,10 @@ pub trait Experiment {
     fn steps(&self) -> u32 {
         1
     }
+    /// The part of the lab it belongs to, for `--skip` (None: it cannot be left out).
+    fn part(&self) -> Option<crate::Part> {
+        None
+    }
     /// Why it cannot run here (for the report's "not run" list), or None.
     fn precondition(&self, _cx: &Context) -> Option<String> {
         None
@@ -92,7 +96,7 @@ pub fn registered(config: &Config) -> Vec<Box<dyn Experiment>> {
         v.push(Box::new(driven::Driven {
             workload: named.unwrap_or(plumb_engine::oltp::Workload::TpcB),
             script: file,
-            loops: true,
+            loops: !config.skip.contains(&crate::Part::Loops),
         }));
         if kind == plumb_engine::Kind::Mariadb {
             // Last: it restarts the server with each configuration in turn (plumb's own only).

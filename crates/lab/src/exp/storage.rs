@@ -35,6 +35,10 @@ impl Experiment for Storage {
         "queue-depth sweep"
     }
 
+    fn part(&self) -> Option<crate::Part> {
+        Some(crate::Part::Storage)
+    }
+
     fn budget(&self, plan: &Plan) -> Duration {
         // Every queue depth up to max_runs times, the sequential read, the probe file.
         run_time(plan) * plan.sweep_qds.len() as u32 * plan.max_runs.max(REPS)

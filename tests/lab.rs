@@ -1192,7 +1192,10 @@ fn pressure_and_write_throttle_change_the_results() {
     }
     let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
     let d = scratch();
-    if let Some((r, _)) = experiments_lab(d.path(), "report", &["report"], &[], || ()) {
+    // The experiments compare the workload with and without them: the storage probes and the
+    // loops are not what this test is about.
+    let skip = ["--skip", "storage,loops"];
+    if let Some((r, _)) = experiments_lab(d.path(), "report", &["report"], &skip, || ()) {
         check_pressure_and_write_throttle(&r);
     }
 }
@@ -1393,7 +1396,16 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
         let d = scratch();
         let out = d.path().join("report");
         let o = plumb()
-            .args(["lab", "--quick", "--replica", mode, "--dir"])
+            // The commits beside the standby are the test: no storage probes, no loops.
+            .args([
+                "lab",
+                "--quick",
+                "--skip",
+                "storage,loops",
+                "--replica",
+                mode,
+                "--dir",
+            ])
             .arg(d.path())
             .arg("--out")
             .arg(&out)

@@ -436,8 +436,10 @@ fn plumbs_daemonset_lints_clean_with_only_the_privileges_plumb_needs() {
     // Run the container's arguments as the pod would: the node's /proc and /sys under /host,
     // uid 0 with only the two capabilities; another user's process is read in full (its PSS),
     // and without them it is not. (Needs root, unshare and setpriv.)
-    if !common::is_root() {
-        common::skip("skipped: running the DaemonSet's arguments needs root");
+    if !common::needs(
+        &[common::Need::Root],
+        "running the DaemonSet's arguments needs root",
+    ) {
         return;
     }
     let args = list_after(&y, "args:");

@@ -2,7 +2,7 @@
 //! and lsblk) and against captured and constructed trees under tests/fixtures.
 
 mod common;
-use common::{plumb, run, skip, stderr};
+use common::{plumb, run, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -86,7 +86,7 @@ fn live_json_is_valid_and_versioned() {
 #[test]
 fn live_memory_matches_free() {
     let Some(free) = tool("free", &["-b"]) else {
-        skip("skipped: `free` (procps) is not installed");
+        common::missing_basic("`free` (procps) is not installed");
         return;
     };
     let j = json(&["os", "--json"]);
@@ -133,7 +133,7 @@ fn live_pressure_matches_proc_pressure() {
             .map(|v| v.parse().unwrap())
     };
     let Some(before) = read_total("io") else {
-        skip("skipped: this kernel has no /proc/pressure");
+        common::missing_basic("this kernel has no /proc/pressure");
         return;
     };
     let j = json(&["os", "--json"]);
@@ -160,7 +160,7 @@ fn live_storage_matches_findmnt_and_lsblk() {
             dir.to_str().unwrap(),
         ],
     ) else {
-        skip("skipped: `findmnt` (util-linux) is not installed");
+        common::missing_basic("`findmnt` (util-linux) is not installed");
         return;
     };
     let f: Vec<&str> = fm.split_whitespace().collect();

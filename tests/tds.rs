@@ -802,8 +802,11 @@ fn an_availability_group_is_watched_through_tds() {
 /// transaction that is rolled back. Needs root and /dev/fuse (the mount).
 #[test]
 fn dmvs_as_files_through_tds() {
-    if !common::is_root() || !std::path::Path::new("/dev/fuse").exists() {
-        return common::skip("skipped: plumb fs is tested as root with /dev/fuse");
+    if !common::needs(
+        &[common::Need::Root, common::Need::Fuse],
+        "plumb fs is tested as root with /dev/fuse",
+    ) {
+        return;
     }
     fn server(sql: &str) -> Answer {
         use V::*;

@@ -52,6 +52,45 @@ pub fn skip(msg: impl std::fmt::Display) {
     eprintln!("{msg}");
 }
 
+/// What a test needs that the fast tier (`cargo test-fast`, run before the setup on any
+/// machine) does not give: root, or FUSE.
+#[derive(Clone, Copy)]
+pub enum Need {
+    Root,
+    Fuse,
+}
+
+impl Need {
+    fn here(self) -> bool {
+        match self {
+            Need::Root => is_root(),
+            Need::Fuse => Path::new("/dev/fuse").exists(),
+        }
+    }
+}
+
+/// Whether a test that needs `what` runs now: the fast tier (PLUMB_TIER=fast, set by `cargo
+/// test-fast`) leaves it to the full tier, saying so; in the full tier a missing part is
+/// [`skip`]'s (under CI=true, a failure). A test file whose every need goes through here
+/// belongs in the fast tier (tests/architecture.rs checks it).
+pub fn needs(what: &[Need], why: &str) -> bool {
+    if std::env::var("PLUMB_TIER").is_ok_and(|t| t == "fast") {
+        eprintln!("left to the full tier: {why}");
+        return false;
+    }
+    if what.iter().all(|n| n.here()) {
+        return true;
+    }
+    skip(format!("skipped: {why}"));
+    false
+}
+
+/// A part every Debian host has (a tool of procps or util-linux, a kernel file) is missing:
+/// [`skip`]'s behaviour, in either tier.
+pub fn missing_basic(what: &str) {
+    skip(format!("skipped: {what}"));
+}
+
 /// Why the PostgreSQL tests cannot run here, if they cannot (server binaries and pgbench).
 pub fn no_postgres() -> Option<String> {
     let has = std::fs::read_dir("/usr/lib/postgresql")

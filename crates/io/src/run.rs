@@ -499,6 +499,27 @@ struct OffsetGen {
 }
 
 impl OffsetGen {
+    /// Offsets in `region` (`lo`, `hi`) by the job's pattern, block, alignment and stride.
+    fn new(job: &Job, (lo, hi): (u64, u64)) -> OffsetGen {
+        let block = job.block_size as u64;
+        let align = job.align.unwrap_or(block).max(1);
+        let span = hi.saturating_sub(lo);
+        OffsetGen {
+            pattern: job.pattern,
+            lo,
+            hi,
+            next: lo,
+            stride: job.stride.unwrap_or(block),
+            align,
+            block,
+            slots: if span >= block {
+                (span - block) / align + 1
+            } else {
+                1
+            },
+        }
+    }
+
     #[inline]
     fn next(&mut self, rng: &mut Rng) -> u64 {
         match self.pattern {
@@ -515,14 +536,24 @@ impl OffsetGen {
     }
 }
 
-fn worker(
-    job: &Job,
-    plan: &WorkerPlan,
-    clock: &Clock,
-    w: &Window,
-    abort: &AtomicBool,
-    series: &Mutex<Series>,
-) -> Result<(WorkerStats, String)> {
+impl WorkerStats {
+    /// A worker's figures before its first I/O (`paced`: a rate or bursts schedule its I/O).
+    fn new(plan: &WorkerPlan, paced: bool) -> WorkerStats {
+        WorkerStats {
+            thread: plan.thread,
+            worker: plan.worker,
+            target: plan.target,
+            read: DirStats::new(paced),
+            write: DirStats::new(paced),
+            syncs: 0,
+            syscalls: 0,
+        }
+    }
+}
+
+/// The worker's engine on its target, each slot's buffer filled with random data (so
+/// compression and dedupe cannot flatter the device).
+fn filled_engine(job: &Job, plan: &WorkerPlan, rng: &mut Rng) -> Result<Box<dyn Engine>> {
     let mut eng: Box<dyn Engine> = engine::make(
         job.engine,
         plan.fd,
@@ -534,118 +565,70 @@ fn worker(
         engine: job.engine.name(),
         message: e.to_string(),
     })?;
-    let setup = eng.describe();
-    let mut rng = Rng::new(plan.seed);
-    let block = job.block_size as u64;
-    let align = job.align.unwrap_or(block).max(1);
-    let (lo, hi) = plan.region;
-    let span = hi.saturating_sub(lo);
-    let mut offs = OffsetGen {
-        pattern: job.pattern,
-        lo,
-        hi,
-        next: lo,
-        stride: job.stride.unwrap_or(block),
-        align,
-        block,
-        slots: if span >= block {
-            (span - block) / align + 1
-        } else {
-            1
-        },
-    };
-    // Random write data, so compression and dedupe cannot flatter the device.
     for s in 0..plan.qd {
         rng.fill(eng.buf(s));
     }
-    let paced = job.rate.is_some() || job.burst.is_some();
-    let mut stats = WorkerStats {
-        thread: plan.thread,
-        worker: plan.worker,
-        target: plan.target,
-        read: DirStats::new(paced),
-        write: DirStats::new(paced),
-        syncs: 0,
-        syscalls: 0,
-    };
+    Ok(eng)
+}
+
+/// The sync call a write carries: every `every`th write under fdatasync or fsync durability.
+#[inline]
+fn sync_due(
+    is_write: bool,
+    sync: Option<(crate::job::SyncCall, u32)>,
+    since: &mut u32,
+) -> Option<crate::job::SyncCall> {
+    match (is_write, sync) {
+        (true, Some((call, every))) => {
+            *since += 1;
+            if *since >= every {
+                *since = 0;
+                Some(call)
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn worker(
+    job: &Job,
+    plan: &WorkerPlan,
+    clock: &Clock,
+    w: &Window,
+    abort: &AtomicBool,
+    series: &Mutex<Series>,
+) -> Result<(WorkerStats, String)> {
+    let mut rng = Rng::new(plan.seed);
+    let mut eng = filled_engine(job, plan, &mut rng)?;
+    let setup = eng.describe();
+    let block = job.block_size as u64;
+    let mut offs = OffsetGen::new(job, plan.region);
+    let mut stats = WorkerStats::new(plan, job.rate.is_some() || job.burst.is_some());
     let sync = job.durability.sync_every();
     let mut writes_since_sync = 0u32;
     let mut slots = vec![SlotState::default(); plan.qd as usize];
     let mut free: Vec<u32> = (0..plan.qd).rev().collect();
     let mut inflight = 0u32;
     let mut done: Vec<Done> = Vec::with_capacity(plan.qd as usize * 2);
-    // Pacing: when the next I/O is due (None: as soon as a slot is free).
-    let mut next_intended: Option<f64> = None;
-    let mut burst_left = job.burst.map(|b| b.ios).unwrap_or(u32::MAX);
+    let mut pacer = Pacer {
+        next_intended: None,
+        burst_left: job.burst.map(|b| b.ios).unwrap_or(u32::MAX),
+        burst: job.burst,
+        interval_ns: plan.interval_ns,
+    };
     let batch = job.batch_complete.min(plan.qd).max(1);
     let mut sec = SecondAcc::new();
     let mut cur_sec: u64 = 0;
     let mut stamp: u64 = plan.seed;
 
-    let flush_seconds = |upto: u64, cur: &mut u64, acc: &mut SecondAcc| {
-        // Hand every finished second (empty ones too) to the shared series.
-        let mut g = series.lock().expect("series lock");
-        while *cur < upto {
-            g.contribute(*cur, acc);
-            acc.reset();
-            *cur += 1;
-        }
+    let done_with = Completer {
+        path: &plan.path,
+        block,
+        w,
+        series,
     };
-
-    let complete = |d: Done,
-                    t: u64,
-                    slots: &[SlotState],
-                    stats: &mut WorkerStats,
-                    sec: &mut SecondAcc,
-                    cur_sec: &mut u64|
-     -> Result<()> {
-        let s = slots[d.slot as usize];
-        if d.res < 0 || (d.res as u64) < block {
-            let source = if d.res < 0 {
-                std::io::Error::from_raw_os_error((-d.res) as i32)
-            } else {
-                std::io::Error::new(
-                    std::io::ErrorKind::UnexpectedEof,
-                    format!("short transfer: {} of {block} bytes", d.res),
-                )
-            };
-            return Err(Error::IoFailed {
-                path: plan.path.clone(),
-                offset: s.offset,
-                len: block as u32,
-                source,
-            });
-        }
-        if t < w.warm || t >= w.end {
-            return Ok(());
-        }
-        let lat = t.saturating_sub(s.intended);
-        let service = t.saturating_sub(s.issued);
-        let tenth = ((t - w.warm) * 10 / (w.end - w.warm).max(1)) as usize;
-        if s.op_write {
-            stats.write.record(block, lat, service, tenth);
-            if d.synced {
-                stats.syncs += 1;
-            }
-        } else {
-            stats.read.record(block, lat, service, tenth);
-        }
-        let second = (t - w.warm) / 1_000_000_000;
-        if second > *cur_sec {
-            flush_seconds(second, cur_sec, sec);
-        }
-        if s.op_write {
-            sec.write_ios += 1;
-            sec.write_bytes += block;
-        } else {
-            sec.read_ios += 1;
-            sec.read_bytes += block;
-        }
-        sec.lat_sum_ns += lat as f64;
-        sec.hist.saturating_record(lat.max(1));
-        Ok(())
-    };
-
     let mut now = clock.now();
     loop {
         let stopping =
@@ -654,54 +637,21 @@ fn worker(
         let mut gate: Option<u64> = None;
         if !stopping {
             while inflight < plan.qd {
-                if burst_left == 0 {
-                    // A pause after each burst, from when the burst's last I/O was due.
-                    let think = job.burst.map(|b| b.think.as_nanos() as f64).unwrap_or(0.0);
-                    let base = next_intended.map_or(now as f64, |n| n.max(now as f64));
-                    next_intended = Some(base + think);
-                    burst_left = job.burst.map(|b| b.ios).unwrap_or(u32::MAX);
-                }
-                let intended = match next_intended {
-                    Some(n) if (n as u64) > now => {
-                        gate = Some(n as u64);
+                let intended = match pacer.next(now) {
+                    Ok(t) => t,
+                    Err(g) => {
+                        gate = Some(g);
                         break;
                     }
-                    Some(n) => n as u64,
-                    None => now,
                 };
-                next_intended = plan
-                    .interval_ns
-                    .map(|iv| next_intended.unwrap_or(now as f64) + iv);
-                if job.burst.is_some() {
-                    burst_left -= 1;
-                }
                 let slot = free.pop().expect("a free slot when inflight < qd");
                 let is_write = job.write_pct > 0
                     && (job.write_pct >= 100 || rng.below(100) < job.write_pct as u64);
                 let offset = offs.next(&mut rng);
                 if is_write {
-                    // Change each 4 KiB of the buffer so no two writes carry the same data.
-                    let b = eng.buf(slot);
-                    for chunk in b.chunks_mut(4096) {
-                        stamp = stamp
-                            .wrapping_mul(6364136223846793005)
-                            .wrapping_add(1442695040888963407);
-                        let n = chunk.len().min(8);
-                        chunk[..n].copy_from_slice(&stamp.to_le_bytes()[..n]);
-                    }
+                    restamp(eng.buf(slot), &mut stamp);
                 }
-                let do_sync = match (is_write, sync) {
-                    (true, Some((call, every))) => {
-                        writes_since_sync += 1;
-                        if writes_since_sync >= every {
-                            writes_since_sync = 0;
-                            Some(call)
-                        } else {
-                            None
-                        }
-                    }
-                    _ => None,
-                };
+                let do_sync = sync_due(is_write, sync, &mut writes_since_sync);
                 slots[slot as usize] = SlotState {
                     intended,
                     issued: now,
@@ -722,7 +672,7 @@ fn worker(
                     Submit::Queued => inflight += 1,
                     Submit::Done(d) => {
                         now = clock.now();
-                        complete(d, now, &slots, &mut stats, &mut sec, &mut cur_sec)?;
+                        done_with.io(d, now, &slots, &mut stats, &mut sec, &mut cur_sec)?;
                         free.push(d.slot);
                         // Synchronous engines never leave this loop through `inflight`.
                         if now >= w.stop_issuing
@@ -774,7 +724,7 @@ fn worker(
         eng.reap(&mut done);
         now = clock.now();
         for d in done.drain(..) {
-            complete(d, now, &slots, &mut stats, &mut sec, &mut cur_sec)?;
+            done_with.io(d, now, &slots, &mut stats, &mut sec, &mut cur_sec)?;
             free.push(d.slot);
             inflight -= 1;
         }
@@ -784,9 +734,138 @@ fn worker(
     // planned for hours and stopped after seconds holds seconds, not hours, of figures).
     let measured_end = clock.now().min(w.end).saturating_sub(w.warm);
     let last = measured_end.div_ceil(1_000_000_000).max(1);
-    flush_seconds(last, &mut cur_sec, &mut sec);
+    done_with.flush_seconds(last, &mut cur_sec, &mut sec);
     stats.syscalls = eng.syscalls();
     Ok((stats, setup))
+}
+
+/// When each I/O may start: as soon as a slot is free, or on the rate's schedule, with a pause
+/// after each burst.
+struct Pacer {
+    /// When the next I/O is due (None: as soon as a slot is free).
+    next_intended: Option<f64>,
+    burst_left: u32,
+    burst: Option<crate::job::Burst>,
+    interval_ns: Option<f64>,
+}
+
+impl Pacer {
+    /// The next I/O's intended start (now or earlier: it is due), or the time before which it
+    /// may not start.
+    #[inline]
+    fn next(&mut self, now: u64) -> std::result::Result<u64, u64> {
+        if self.burst_left == 0 {
+            // A pause after each burst, from when the burst's last I/O was due.
+            let think = self.burst.map(|b| b.think.as_nanos() as f64).unwrap_or(0.0);
+            let base = self.next_intended.map_or(now as f64, |n| n.max(now as f64));
+            self.next_intended = Some(base + think);
+            self.burst_left = self.burst.map(|b| b.ios).unwrap_or(u32::MAX);
+        }
+        let intended = match self.next_intended {
+            Some(n) if (n as u64) > now => return Err(n as u64),
+            Some(n) => n as u64,
+            None => now,
+        };
+        self.next_intended = self
+            .interval_ns
+            .map(|iv| self.next_intended.unwrap_or(now as f64) + iv);
+        if self.burst.is_some() {
+            self.burst_left -= 1;
+        }
+        Ok(intended)
+    }
+}
+
+/// Change each 4 KiB of a write's buffer, so no two writes carry the same data.
+#[inline]
+fn restamp(b: &mut [u8], stamp: &mut u64) {
+    for chunk in b.chunks_mut(4096) {
+        *stamp = stamp
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let n = chunk.len().min(8);
+        chunk[..n].copy_from_slice(&stamp.to_le_bytes()[..n]);
+    }
+}
+
+/// What a finished I/O does to a worker's figures: a failed or short one is the run's error;
+/// inside the window its latency (from when it was due) and service time are recorded, and
+/// its second's figures handed on as the seconds pass.
+struct Completer<'a> {
+    path: &'a std::path::Path,
+    block: u64,
+    w: &'a Window,
+    series: &'a Mutex<Series>,
+}
+
+impl Completer<'_> {
+    /// Hand every finished second before `upto` (empty ones too) to the shared series.
+    fn flush_seconds(&self, upto: u64, cur: &mut u64, acc: &mut SecondAcc) {
+        let mut g = self.series.lock().expect("series lock");
+        while *cur < upto {
+            g.contribute(*cur, acc);
+            acc.reset();
+            *cur += 1;
+        }
+    }
+
+    #[inline]
+    fn io(
+        &self,
+        d: Done,
+        t: u64,
+        slots: &[SlotState],
+        stats: &mut WorkerStats,
+        sec: &mut SecondAcc,
+        cur_sec: &mut u64,
+    ) -> Result<()> {
+        let (block, w) = (self.block, self.w);
+        let s = slots[d.slot as usize];
+        if d.res < 0 || (d.res as u64) < block {
+            let source = if d.res < 0 {
+                std::io::Error::from_raw_os_error((-d.res) as i32)
+            } else {
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("short transfer: {} of {block} bytes", d.res),
+                )
+            };
+            return Err(Error::IoFailed {
+                path: self.path.to_path_buf(),
+                offset: s.offset,
+                len: block as u32,
+                source,
+            });
+        }
+        if t < w.warm || t >= w.end {
+            return Ok(());
+        }
+        let lat = t.saturating_sub(s.intended);
+        let service = t.saturating_sub(s.issued);
+        let tenth = ((t - w.warm) * 10 / (w.end - w.warm).max(1)) as usize;
+        if s.op_write {
+            stats.write.record(block, lat, service, tenth);
+            if d.synced {
+                stats.syncs += 1;
+            }
+        } else {
+            stats.read.record(block, lat, service, tenth);
+        }
+        let second = (t - w.warm) / 1_000_000_000;
+        if second > *cur_sec {
+            self.flush_seconds(second, cur_sec, sec);
+        }
+        if s.op_write {
+            sec.write_ios += 1;
+            sec.write_bytes += block;
+        } else {
+            sec.read_ios += 1;
+            sec.read_bytes += block;
+        }
+        sec.lat_sum_ns += lat as f64;
+        sec.hist.saturating_record(lat.max(1));
+        Ok(())
+    }
 }
 
 /// Sleep until `t` on the run clock: coarse sleep, then a short spin for the last stretch so

@@ -7,14 +7,13 @@
 
 mod common;
 
-use common::{is_root, plumb, skip};
+use common::{alone, is_root, plumb, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-/// The tests here measure quiet and busy windows: one at a time.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+// The tests here measure quiet and busy windows: each runs alone (common::alone).
 
 /// An ext4 file system on a loop device, unmounted and detached on drop.
 struct LoopFs {
@@ -161,7 +160,7 @@ fn runs(j: &Value) -> Vec<&Value> {
 
 #[test]
 fn a_neighbour_on_the_same_device_is_seen_and_named() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     if !is_root() {
         skip("skipped: needs root for a loop-device file system");
         return;
@@ -319,7 +318,7 @@ fn flushes_per_write(j: &Value, mode: &str) -> f64 {
 
 #[test]
 fn the_durability_probe_is_charged_only_for_its_own_flushes() {
-    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     if !is_root() {
         skip("skipped: needs root for a loop-device file system and the block trace");
         return;

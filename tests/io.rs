@@ -2,7 +2,7 @@
 //! safety rules and Ctrl-C.
 
 mod common;
-use common::{plumb, run, skip, stderr};
+use common::{alone, beside, plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -24,12 +24,10 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Tests that move real data share the disk; running them one at a time keeps their timings
-/// from disturbing each other.
-static REAL_IO: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn real_io() -> std::sync::MutexGuard<'static, ()> {
-    REAL_IO.lock().unwrap_or_else(|e| e.into_inner())
+/// Tests that move real data share the disk; each runs alone, so no other test's I/O or CPU
+/// moves its timings. The others run beside one another.
+fn real_io() -> std::sync::RwLockWriteGuard<'static, ()> {
+    alone()
 }
 
 fn total_row(j: &Value, table: &str) -> Value {
@@ -44,6 +42,8 @@ fn total_row(j: &Value, table: &str) -> Value {
 
 #[test]
 fn null_engine_rate_limit_within_2_percent_over_5_s() {
+    // Its rate is timed: nothing beside it.
+    let _alone = alone();
     let d = scratch();
     let f = d.path().join("null.dat");
     let j = json(&[
@@ -87,6 +87,7 @@ fn null_engine_rate_limit_within_2_percent_over_5_s() {
 
 #[test]
 fn percentiles_appear_only_with_enough_samples() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("p.dat");
     // A rate of 1500 IOPS for 2 s: 3000 samples support the 99.9th but not the 99.99th.
@@ -148,6 +149,7 @@ fn percentiles_appear_only_with_enough_samples() {
 
 #[test]
 fn diskspd_command_line_runs_as_typed() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("ds.dat");
     let j = json(&[
@@ -199,6 +201,7 @@ fn diskspd_command_line_runs_as_typed() {
 
 #[test]
 fn csv_has_one_row_per_thread_and_direction() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("c.dat");
     let o = run(&[
@@ -314,6 +317,7 @@ fn real_io_uring_direct_reads() {
 
 #[test]
 fn existing_file_is_never_written_without_overwrite() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("customer.db");
     std::fs::write(&f, vec![42u8; 1 << 20]).unwrap();
@@ -356,6 +360,7 @@ fn existing_file_is_never_written_without_overwrite() {
 
 #[test]
 fn wrong_input_names_the_flag() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("x.dat");
     for (args, needle) in [
@@ -776,6 +781,7 @@ fn durability_compares_candidate_directories_side_by_side() {
 
 #[test]
 fn sweep_over_rates_orders_levels_and_writes_the_chart() {
+    let _beside = beside();
     let d = scratch();
     let f = d.path().join("sw.dat");
     let chart = d.path().join("curve.svg");
@@ -883,6 +889,7 @@ fn sweep_over_queue_depths_with_real_io() {
 /// a last line at 100%.
 #[test]
 fn piped_progress_predicts_and_ends_at_100() {
+    let _beside = beside();
     use std::io::BufRead;
     let d = scratch();
     let f = d.path().join("p.dat");

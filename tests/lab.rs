@@ -9,15 +9,14 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 mod common;
 use common::*;
 
-/// Labs take both CPUs and the disk: one lab at a time, and nothing else of these tests beside one: the lab judges whether its
-/// windows were disturbed, and another test's processes would be a real neighbour.
-static ONE_LAB: Mutex<()> = Mutex::new(());
+// Labs take both CPUs and the disk: each runs alone (common::alone), nothing else of these
+// tests beside one: the lab judges whether its windows were disturbed, and another test's
+// processes would be a real neighbour.
 
 /// A scratch directory the postgres user can reach when plumb runs as root.
 fn scratch() -> tempfile::TempDir {
@@ -482,7 +481,7 @@ fn ctrl_c_mid_lab_leaves_nothing() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     let (mut c, _) = start_until(d.path(), &out, "[3/7]");
@@ -499,7 +498,7 @@ fn server_killed_mid_lab_is_a_clear_error() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     // The storage probes are not what this test is about: pgbench (step 5) comes sooner.
@@ -562,7 +561,7 @@ fn a_disk_too_small_is_refused_before_anything_starts() {
         return;
     }
     // Even a refusal is a process on the host: not beside another test's measured window.
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let small: PathBuf = d.path().join("small");
     std::fs::create_dir(&small).unwrap();
@@ -594,7 +593,7 @@ fn a_disk_too_small_is_refused_before_anything_starts() {
 
 #[test]
 fn bad_input_is_named_and_exits_2() {
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -809,7 +808,7 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     // A server of the user's: started here, and still running after the labs.
     let server = common::Private::start(&d.path().join("server"), &[]);
@@ -948,7 +947,7 @@ fn a_neighbour_started_halfway_marks_the_phases_it_touched_and_the_first_screen_
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     // The storage probes run alone; the neighbour starts with pgbench.
@@ -1190,7 +1189,7 @@ fn pressure_and_write_throttle_change_the_results() {
         skip("skipped: the experiments need root (a cgroup and a zram swap device)");
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     // The experiments compare the workload with and without them: the storage probes and the
     // loops are not what this test is about.
@@ -1210,7 +1209,7 @@ fn quick_labs_end_to_end_and_compared_quiet_and_under_a_write_throttle() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let run = |name: &str, extra: &[&str]| -> (Output, PathBuf) {
         let out = d.path().join(name);
@@ -1396,7 +1395,7 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
         skip("skipped: --replica needs root (the standby's cgroup)");
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let lab = |mode: &str| -> Value {
         let d = scratch();
         let out = d.path().join("report");
@@ -1513,7 +1512,7 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     // A neighbour on the same filesystem all along: 8 KiB O_DSYNC writes, each one a cache
@@ -1705,7 +1704,7 @@ fn ctrl_c_mid_mariadb_lab_leaves_nothing() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     let (mut c, _) = start_until_with(&["--kind", "mariadb"], d.path(), &out, "clients for");
@@ -1718,6 +1717,7 @@ fn ctrl_c_mid_mariadb_lab_leaves_nothing() {
 
 #[test]
 fn mariadb_lab_refuses_what_it_cannot_do_yet() {
+    let _beside = beside();
     let d = tempfile::tempdir().unwrap();
     for (extra, says) in [
         (&["--engine", "mysql://u@h/db"][..], "cannot be used with"),
@@ -1745,7 +1745,7 @@ fn a_named_workload_runs_on_plumbs_driver_in_pgbenchs_place() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let lab = |out: &Path, extra: &[&std::ffi::OsStr]| -> Value {
         let o = plumb()
@@ -1797,7 +1797,7 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
             return;
         }
     };
-    let _one = ONE_LAB.lock().unwrap_or_else(|e| e.into_inner());
+    let _one = alone();
     let d = scratch();
     let url = m.url("mysql");
     let databases = || m.sql("SHOW DATABASES").unwrap();

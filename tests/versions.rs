@@ -8,12 +8,9 @@
 //! themselves, and four servers at once would crowd a two-core machine.
 
 mod common;
-use common::{is_root, plumb, skip};
+use common::{alone, beside, is_root, plumb, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A private instance on PostgreSQL `major`'s build (stopped and removed when dropped, then its
 /// directory); None (after the skip's reason) when this host cannot run it.
@@ -437,14 +434,18 @@ fn load(major: u32) {
     );
 }
 
-/// Each case, once per version, one at a time; the test's name says which version.
+/// Each case, once per version; the test's name says which version. A lab runs alone (it
+/// judges whether its windows were disturbed); the other cases, each on an instance of its own,
+/// run beside one another.
 macro_rules! on_version {
     ($m:ident, $v:expr, [$($case:ident),*]) => {
         mod $m {
             $(
                 #[test]
                 fn $case() {
-                    let _one = super::ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+                    let lab = stringify!($case) == "lab";
+                    let _alone = lab.then(super::alone);
+                    let _beside = (!lab).then(super::beside);
                     super::$case($v);
                 }
             )*

@@ -21,10 +21,11 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
+
+from test_time import machine  # bench/test_time.py: the same machine line
 
 
 def executables():
@@ -77,14 +78,6 @@ def first_failure_line(text):
             return line.strip()[:200]
     lines = [l for l in text.splitlines() if l.strip()]
     return (lines[-1] if lines else "(no output)")[:200]
-
-
-def machine():
-    try:
-        mem = int(open("/proc/meminfo").read().split()[1]) / 1048576
-    except OSError:
-        mem = 0
-    return f"{platform.node()}, Linux {platform.release()}, {os.cpu_count()} CPUs, {mem:.0f} GiB"
 
 
 def main():

@@ -12,8 +12,9 @@ runs, failures, the failure rate and its 95% upper bound (Clopper-Pearson; with 
     python3 bench/false_failures.py --runs 20 --out bench/results/false-failures-DATE.md \\
         load::compare_finds_a_slower_server_worse_and_a_rate_not_comparable lab::pressure_and_write_throttle_change_the_results
 
-A test is named FILE::NAME: the file under tests/ without .rs, then the test's full name in
-that file (e.g. versions::pg16::lab). Run `scripts/setup --test` first; the host should be
+A test is named FILE::NAME: its test binary (a file under tests/ without .rs, or a folder of
+tests/ such as together), then the test's full name in it (e.g. versions::pg16::lab,
+together::record::a_100ms_recording_reads_the_slow_metrics_once_a_second). Run `scripts/setup --test` first; the host should be
 quiet (no compiles, no other tests).
 """
 

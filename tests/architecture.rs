@@ -130,6 +130,71 @@ fn calls(text: &str, name: &str) -> bool {
     })
 }
 
+/// Cargo's test targets, each with its source text: a file directly in a tests/ directory, or
+/// a folder of it with a main.rs (all its files); tests/common is the helpers'.
+fn test_targets() -> Vec<(String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![root.join("tests")];
+    for c in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        dirs.push(c.path().join("tests"));
+    }
+    let mut out = Vec::new();
+    for d in dirs.iter().filter(|d| d.is_dir()) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            let name = p.file_stem().unwrap().to_string_lossy().into_owned();
+            if p.extension().is_some_and(|x| x == "rs") {
+                out.push((name, std::fs::read_to_string(&p).unwrap()));
+            } else if p.join("main.rs").is_file() {
+                let mut files = Vec::new();
+                sources(&p, &mut files);
+                let text = files
+                    .iter()
+                    .map(|f| std::fs::read_to_string(f).unwrap())
+                    .collect();
+                out.push((name, text));
+            }
+        }
+    }
+    out
+}
+
+/// The test binary whose tests run beside the other files' (tests/together): each test takes
+/// `common::beside()` or `common::alone()` before anything else, or it would run beside a test
+/// that must be alone.
+#[test]
+fn every_test_run_together_takes_its_group_first() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/together");
+    let mut files = Vec::new();
+    sources(&dir, &mut files);
+    let mut missing = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            if l.trim() != "#[test]" {
+                continue;
+            }
+            let next = lines[i + 1..].iter().find(|l| !l.trim().starts_with("#["));
+            let group = lines[i + 1..]
+                .iter()
+                .skip_while(|l| !l.starts_with("fn "))
+                .nth(1)
+                .map(|l| l.trim());
+            if !matches!(
+                group,
+                Some("let _group = common::beside();" | "let _group = common::alone();")
+            ) {
+                missing.push(format!("{}:{}: {:?}", f.display(), i + 2, next));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "these tests take no group (common::beside or common::alone) first: {missing:#?}"
+    );
+}
+
 /// `cargo test-fast` (.cargo/config.toml) runs exactly the test files that need no part, or
 /// whose every need goes through `common::needs` (which leaves those tests to the full tier): a
 /// new such file is added to it, and a file that starts needing a server another way leaves it.
@@ -153,27 +218,11 @@ fn the_fast_tier_names_exactly_the_pure_test_files() {
         .map(|w| w[1].to_string())
         .collect();
     listed.sort();
-    let mut files = Vec::new();
-    sources(&root.join("tests"), &mut files);
-    for c in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
-        let t = c.path().join("tests");
-        if t.is_dir() {
-            sources(&t, &mut files);
-        }
-    }
     let mut pure = Vec::new();
-    for f in files {
-        // Test targets are the files directly in a tests/ directory; helpers live below it.
-        if f.parent()
-            .and_then(|p| p.file_name())
-            .is_none_or(|n| n != "tests")
-        {
-            continue;
-        }
-        let text = std::fs::read_to_string(&f).unwrap();
+    for (name, text) in test_targets() {
         // This file names the calls it looks for, and needs none of them.
-        if f.ends_with("tests/architecture.rs") || !NEEDS_A_PART.iter().any(|n| calls(&text, n)) {
-            pure.push(f.file_stem().unwrap().to_string_lossy().into_owned());
+        if name == "architecture" || !NEEDS_A_PART.iter().any(|n| calls(&text, n)) {
+            pure.push(name);
         }
     }
     pure.sort();

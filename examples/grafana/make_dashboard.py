@@ -3,7 +3,7 @@
 
 Usage: python3 examples/grafana/make_dashboard.py > examples/grafana/plumb-dashboard.json
 
-Every panel's query is run against a real Prometheus scraping plumb by tests/prometheus.rs
+Every panel's query is run against a real Prometheus scraping plumb by tests/together/prometheus.rs
 (the_engine_goes_and_comes_back_through_a_restart), which asserts each returns data.
 """
 import json

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Drive a plumb HTML report in headless Chromium with Selenium (chromedriver), as a user would:
 hover a chart, drag to zoom (twice), hide a series from the legend, switch the time zone. Prints
-one JSON object of what the page showed; tests/report_browser.rs asserts on it.
+one JSON object of what the page showed; tests/together/report_browser.rs asserts on it.
 
 usage: charts.py REPORT.html SHOTS_DIR BURST_UNIX_S
   BURST_UNIX_S: a wall-clock second (Unix time) inside a burst of disk writes.

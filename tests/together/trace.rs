@@ -2,21 +2,13 @@
 //! a private PostgreSQL's fdatasync calls per commit under each wal_sync_method, and the ways a
 //! trace ends (Ctrl-C, kill -9 of plumb, a PID that exits, a PID that never was, no root).
 
-mod common;
-use common::{is_root, no_postgres, pg_bin, plumb, skip};
+use crate::common;
+use crate::common::{is_root, no_postgres, pg_bin, plumb, skip};
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// One test at a time: every trace run removes the instances dead runs left, and the tests
-/// check what is left in tracefs; run side by side they would see each other's.
-static ONE_TRACE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    ONE_TRACE.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn needs_root(what: &str) -> bool {
     if !is_root() {
@@ -34,6 +26,28 @@ fn json(o: &std::process::Output) -> Value {
             String::from_utf8_lossy(&o.stderr)
         )
     })
+}
+
+/// Run a plumb to the end: its output and its PID, whose trace instance (`plumb-PID`) the
+/// test looks for (other tests' plumbs have their own, at the same moment).
+fn output_and_pid(c: &mut Command) -> (std::process::Output, u32) {
+    let child = c
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    (child.wait_with_output().unwrap(), pid)
+}
+
+/// No trace instance of plumb `pid` is left.
+fn none_left_by(pid: u32) {
+    let mine = format!("plumb-{pid}");
+    assert!(
+        !instances().contains(&mine),
+        "{mine} left: {:?}",
+        instances()
+    );
 }
 
 /// Calls of one syscall in a row list.
@@ -67,14 +81,12 @@ const COUNTED: &str = "import ctypes, sys\n\
 
 #[test]
 fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
-    let _one = serial();
+    let _group = common::beside();
     if !needs_root("tracing") {
         return;
     }
-    let o = plumb()
-        .args(["trace", "--json", "--", "/usr/bin/python3", "-c", COUNTED])
-        .output()
-        .unwrap();
+    let (o, pid) =
+        output_and_pid(plumb().args(["trace", "--json", "--", "/usr/bin/python3", "-c", COUNTED]));
     assert_eq!(o.status.code(), Some(3), "the command's status: {o:?}");
     let r = json(&o);
     assert_eq!(r["kind"], "trace");
@@ -127,7 +139,7 @@ fn a_commands_syscalls_are_counted_exactly_and_its_status_passed_on() {
         assert!(row["timed"].as_u64().unwrap() > 0, "{row}");
     }
     // Nothing left enabled: no instance of this run.
-    assert!(instances().is_empty(), "{:?}", instances());
+    none_left_by(pid);
     // Text: the table and its columns.
     let o = plumb()
         .args(["trace", "--", "/usr/bin/python3", "-c", COUNTED])
@@ -183,7 +195,7 @@ fn strace_counts(path: &std::path::Path) -> std::collections::BTreeMap<String, u
 
 #[test]
 fn counts_agree_with_strace() {
-    let _one = serial();
+    let _group = common::beside();
     if !needs_root("tracing") {
         return;
     }
@@ -231,7 +243,7 @@ fn counts_agree_with_strace() {
 
 #[test]
 fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
-    let _one = serial();
+    let _group = common::beside();
     let o = plumb()
         .args(["trace", "--pid", "3999999", "--duration", "1s"])
         .output()
@@ -283,7 +295,7 @@ fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
 
 #[test]
 fn ctrl_c_ends_the_window_with_what_was_gathered() {
-    let _one = serial();
+    let _group = common::beside();
     if !needs_root("tracing") {
         return;
     }
@@ -322,9 +334,10 @@ fn ctrl_c_ends_the_window_with_what_was_gathered() {
     assert!(!instances().contains(&me), "{:?}", instances());
 }
 
+/// Alone: any plumb started beside it would remove the dead run's instance (and say so) first.
 #[test]
 fn after_kill_9_the_next_run_removes_what_the_dead_one_left_and_says_so() {
-    let _one = serial();
+    let _group = common::alone();
     if !needs_root("tracing") {
         return;
     }
@@ -381,7 +394,7 @@ fn after_kill_9_the_next_run_removes_what_the_dead_one_left_and_says_so() {
 
 #[test]
 fn without_root_it_says_what_it_needs() {
-    let _one = serial();
+    let _group = common::beside();
     if !needs_root("switching to an unprivileged user") {
         return;
     }
@@ -466,7 +479,7 @@ fn commits_and_syncs(method: &str) -> (u64, u64, u64, Value) {
 
 #[test]
 fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
-    let _one = serial();
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -502,7 +515,7 @@ fn a_commit_costs_an_fdatasync_under_fdatasync_and_none_under_open_datasync() {
 
 #[test]
 fn delta_traces_the_server_over_each_run() {
-    let _one = serial();
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -531,20 +544,17 @@ fn delta_traces_the_server_over_each_run() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{o:?}");
-    let o = plumb()
-        .args([
-            "delta",
-            "--dir",
-            dir,
-            "--trace",
-            "--json",
-            "--repeat",
-            "2",
-            "--sql",
-            "INSERT INTO t SELECT g FROM generate_series(1, 5000) g",
-        ])
-        .output()
-        .unwrap();
+    let (o, pid) = output_and_pid(plumb().args([
+        "delta",
+        "--dir",
+        dir,
+        "--trace",
+        "--json",
+        "--repeat",
+        "2",
+        "--sql",
+        "INSERT INTO t SELECT g FROM generate_series(1, 5000) g",
+    ]));
     let stop = pg.remove();
     assert_eq!(stop.status.code(), Some(0), "{stop:?}");
     assert_eq!(o.status.code(), Some(0), "{o:?}");
@@ -564,7 +574,7 @@ fn delta_traces_the_server_over_each_run() {
     assert!(rows
         .iter()
         .any(|x| x["group"] == "syscall" && x["object"] == "fdatasync" && x["metric"] == "calls"));
-    assert!(instances().is_empty(), "{:?}", instances());
+    none_left_by(pid);
     // Without root: refused up front.
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
@@ -584,9 +594,11 @@ fn total_of(rec: &plumb_store::Recording, metric: &str) -> f64 {
     plumb_analyze::series::total_over_time(rec, m)
 }
 
+/// Alone: it counts every block request's FLUSH and checks that no event was lost, which
+/// another test's servers beside it would change.
 #[test]
 fn record_trace_keeps_the_servers_fdatasyncs_and_flushes_per_process() {
-    let _one = serial();
+    let _group = common::alone();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;

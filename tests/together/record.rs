@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-mod common;
-use common::{no_postgres, pg_bin, plumb, run, skip, stderr};
+use crate::common;
+use crate::common::{no_postgres, pg_bin, plumb, run, skip, stderr};
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
@@ -39,6 +39,7 @@ fn make_recording(dir: &Path) -> PathBuf {
 
 #[test]
 fn record_export_and_marks() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = make_recording(d.path());
     let o = run(&["mark", s(&f), "after the fact", "--detail", "a note"]);
@@ -108,6 +109,7 @@ fn record_export_and_marks() {
 
 #[test]
 fn report_and_plot_are_self_contained_svg() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = make_recording(d.path());
     let out = d.path().join("rep");
@@ -157,6 +159,7 @@ fn report_and_plot_are_self_contained_svg() {
 
 #[test]
 fn kill_9_leaves_a_readable_recording() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("k.plumb");
     let mut child = plumb()
@@ -175,6 +178,7 @@ fn kill_9_leaves_a_readable_recording() {
 
 #[test]
 fn damaged_files_report_what_is_readable() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = make_recording(d.path());
     let full = std::fs::read(&f).unwrap();
@@ -208,6 +212,7 @@ fn damaged_files_report_what_is_readable() {
 
 #[test]
 fn bad_record_input_exits_2() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("x.plumb");
     std::fs::write(&f, "keep me").unwrap();
@@ -243,6 +248,7 @@ fn bad_record_input_exits_2() {
 /// --test). The page must load with its charts laid out: the screenshot is a real image.
 #[test]
 fn report_renders_in_chromium() {
+    let _group = common::beside();
     let Some(chrome) = common::chromium() else {
         skip("skipped: no chromium installed (scripts/setup --test installs it)");
         return;
@@ -306,6 +312,7 @@ fn report_renders_in_chromium() {
 
 #[test]
 fn engine_counters_are_recorded_and_a_bad_engine_url_leaves_no_file() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("e.plumb");
     // Nothing listens on port 1: exit 2, the URL named, and no recording file.
@@ -438,6 +445,7 @@ fn series(rec: &plumb_store::Recording, name: &str) -> Vec<(f64, f64)> {
 
 #[test]
 fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -603,6 +611,7 @@ fn a_postmasters_tree_is_recorded_with_its_backends_by_role() {
 /// once a second; the file says which samples read them, and their rates span those samples.
 #[test]
 fn a_100ms_recording_reads_the_slow_metrics_once_a_second() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("fast.plumb");
     let o = run(&[
@@ -736,6 +745,7 @@ print(n_wide, n_long, marks)
 
 #[test]
 fn exports_load_clean_in_pandas_wide_long_and_json() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = d.path().join("r.plumb");
     let o = run(&[
@@ -858,6 +868,7 @@ print(len(melted.dropna()), len(values))
 /// past --keep-for and --keep-size (marked), and nothing else in the directory touched.
 #[test]
 fn out_dir_rotates_and_removes_only_plumbs_oldest_files() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let dir = d.path();
     let now = std::time::SystemTime::now();
@@ -984,6 +995,7 @@ fn out_dir_rotates_and_removes_only_plumbs_oldest_files() {
 /// gives what each did between any two points.
 #[test]
 fn statements_are_recorded_without_literals_and_tabled_between_two_points() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(why);
         return;
@@ -1119,6 +1131,7 @@ fn csv_columns(csv: &str) -> std::collections::HashMap<String, Vec<(u64, f64)>> 
 
 #[test]
 fn derived_series_in_chromium_equal_the_arithmetic_on_the_exported_csv() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = make_recording(d.path());
     let used = "used_bytes = mem.total_bytes - mem.free_bytes - mem.cache_bytes";
@@ -1324,6 +1337,7 @@ fn browser_derived(html: &Path) -> Option<serde_json::Value> {
 
 #[test]
 fn report_opens_on_what_happened_in_the_window() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let f = make_recording(d.path());
     let out = d.path().join("rep");
@@ -1407,6 +1421,7 @@ fn report_opens_on_what_happened_in_the_window() {
 /// readable, with the samples taken before the silence.
 #[test]
 fn a_silent_server_holds_a_recording_no_longer_than_one_engine_sample() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;

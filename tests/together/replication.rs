@@ -1,8 +1,8 @@
 //! Replication with plumb's own instances: a streaming standby of the private PostgreSQL, made,
 //! watched, stopped and removed as a user does it, with nothing left behind.
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -53,6 +53,7 @@ fn setup() -> Option<tempfile::TempDir> {
 
 #[test]
 fn a_synchronous_standby_of_the_private_instance() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let p = tmp.path().join("primary");
     let s = tmp.path().join("standby");
@@ -151,6 +152,7 @@ fn a_synchronous_standby_of_the_private_instance() {
 
 #[test]
 fn a_standby_of_nothing_is_refused_and_leaves_nothing() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let p = tmp.path().join("primary");
     let s = tmp.path().join("standby");
@@ -243,6 +245,7 @@ fn timeline(args: &[&str]) -> (std::process::Output, u32) {
 
 #[test]
 fn the_timeline_of_one_synchronous_commit() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (_primary, standby) = pair(tmp.path(), true, &[]);
     let s = standby.dir.clone();
@@ -348,6 +351,7 @@ fn the_timeline_of_one_synchronous_commit() {
 
 #[test]
 fn timelines_of_the_wrong_servers_are_refused() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (primary, standby) = pair(tmp.path(), false, &["recovery_min_apply_delay=5min"]);
     let (p, s) = (primary.dir.clone(), standby.dir.clone());
@@ -402,6 +406,7 @@ fn timelines_of_the_wrong_servers_are_refused() {
 
 #[test]
 fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (primary, standby) = pair(tmp.path(), true, &[]);
     let (p, s) = (primary.dir.clone(), standby.dir.clone());
@@ -453,6 +458,7 @@ fn a_standby_killed_during_a_timeline_ends_it_cleanly() {
 
 #[test]
 fn ctrl_c_ends_a_timeline_stuck_on_a_frozen_standby() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (_primary, standby) = pair(tmp.path(), true, &[]);
     let s = standby.dir.clone();
@@ -532,6 +538,7 @@ fn json_lines(out: &[u8]) -> Vec<serde_json::Value> {
 
 #[test]
 fn a_watch_sees_a_frozen_standby_hold_commits_and_records_it() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (primary, standby) = pair(tmp.path(), true, &[]);
     let (p, s) = (primary.dir.clone(), standby.dir.clone());
@@ -668,6 +675,7 @@ fn a_watch_sees_a_frozen_standby_hold_commits_and_records_it() {
 
 #[test]
 fn a_watch_says_when_a_standby_dies_and_goes_on() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (primary, standby) = pair(tmp.path(), false, &[]);
     let (p, s) = (primary.dir.clone(), standby.dir.clone());
@@ -710,6 +718,7 @@ fn a_watch_says_when_a_standby_dies_and_goes_on() {
 
 #[test]
 fn a_watch_refuses_what_it_cannot_watch_and_leaves_nothing() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let (primary, standby) = pair(tmp.path(), false, &[]);
     let (p, s) = (primary.dir.clone(), standby.dir.clone());
@@ -761,6 +770,7 @@ fn a_watch_refuses_what_it_cannot_watch_and_leaves_nothing() {
 /// synchronous, and removing both leaves the primary waiting for none.
 #[test]
 fn a_second_synchronous_standby_keeps_the_first_synchronous() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let p = tmp.path().join("primary");
     let a = tmp.path().join("standby-a");
@@ -820,6 +830,7 @@ fn a_second_synchronous_standby_keeps_the_first_synchronous() {
 /// again and runs a standby, never the half copy as a primary of its own.
 #[test]
 fn an_interrupted_standby_copy_is_made_again_not_run_as_a_primary() {
+    let _group = common::beside();
     let Some(tmp) = setup() else { return };
     let p = tmp.path().join("primary");
     let s = tmp.path().join("standby");

@@ -3,9 +3,9 @@
 //! column -t -s $'\t', jq, wc -l). Needs root (the servers run as their own users, and the
 //! mount needs /dev/fuse), jq and column (bsdextrautils).
 
-mod common;
-use common::maria::Maria;
-use common::{engine_psql as psql, is_root, plumb, skip};
+use crate::common;
+use crate::common::maria::Maria;
+use crate::common::{engine_psql as psql, is_root, plumb, skip};
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -149,6 +149,7 @@ fn write_private(p: &Path, s: &str) {
 /// DBA's own queries.
 #[test]
 fn postgresql_views_read_through_cat_grep_awk_column_jq_and_wc() {
+    let _group = common::beside();
     let Some((tmp, d, url, mut clean)) = pg_setup("pg") else {
         return;
     };
@@ -442,6 +443,7 @@ fn log_len(d: &Path) -> u64 {
 /// a view's or query file's size is its newest result's, 0 before the first read.
 #[test]
 fn a_planted_view_is_not_listed_and_ls_runs_no_query() {
+    let _group = common::beside();
     let Some((tmp, d, url, mut clean)) = pg_setup("planted") else {
         return;
     };
@@ -534,9 +536,11 @@ fn header_count(p: &Path) -> usize {
 }
 
 /// `kill -9` leaves a dead mount; the next plumb fs there removes it. Ctrl-C unmounts; bad
-/// input exits 2 before mounting; a server that goes away for good unmounts.
+/// input exits 2 before mounting; a server that goes away for good unmounts. Alone: any plumb
+/// started beside it would remove the dead mount before the test saw it.
 #[test]
 fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
+    let _group = common::alone();
     let Some((tmp, d, url, mut clean)) = pg_setup("life") else {
         return;
     };
@@ -759,6 +763,7 @@ fn stale_mounts_ctrl_c_bad_input_and_a_server_that_goes_away() {
 /// MariaDB's views: performance_schema, status, InnoDB's report.
 #[test]
 fn mariadb_views_read_through_the_same_tools() {
+    let _group = common::beside();
     if let Some(why) = cannot_run() {
         return skip(why);
     }
@@ -875,6 +880,7 @@ fn status_kb(pid: u32, field: &str) -> u64 {
 /// holds a bounded amount of memory, and gives it back when the file is deleted.
 #[test]
 fn a_gigabyte_result_is_cut_and_its_memory_comes_back() {
+    let _group = common::beside();
     let Some((tmp, _d, url, mut clean)) = pg_setup("big") else {
         return;
     };

@@ -1,9 +1,9 @@
 //! `plumb delta` against a real MariaDB that this test starts (apt-get install mariadb-server;
 //! `scripts/setup --test` installs it): performance_schema on, a 64 MiB buffer pool (the 10 MiB table fits).
 
-mod common;
-use common::maria::{free_port, Maria};
-use common::{is_root, plumb, skip};
+use crate::common;
+use crate::common::maria::{free_port, Maria};
+use crate::common::{is_root, plumb, skip};
 
 use serde_json::Value;
 
@@ -42,6 +42,7 @@ fn median(r: &Value, group: &str, object: Option<&str>, metric: &str) -> Option<
 
 #[test]
 fn delta_against_mariadb() {
+    let _group = common::beside();
     let mut m = match Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -169,6 +170,7 @@ fn delta_against_mariadb() {
 /// the kernel's view of the server, and the report draws the engine's memory.
 #[test]
 fn record_keeps_mariadbs_buffer_pool_and_threads() {
+    let _group = common::beside();
     let m = match Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -235,6 +237,7 @@ fn record_keeps_mariadbs_buffer_pool_and_threads() {
 /// and the primary switch semi-sync off.
 #[test]
 fn semisync_replication_watched_live() {
+    let _group = common::beside();
     let port = free_port();
     let primary = match Maria::start_with(&[
         "--server-id=1",
@@ -366,6 +369,7 @@ fn semisync_replication_watched_live() {
 /// server's processes followed, and no sample lost.
 #[test]
 fn record_follows_mariadb_through_a_restart() {
+    let _group = common::beside();
     let mut m = match Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -424,6 +428,7 @@ fn record_follows_mariadb_through_a_restart() {
 /// texts, calls and time, tabled between two points; plumb's own queries left out.
 #[test]
 fn record_follows_mariadbs_statement_digests() {
+    let _group = common::beside();
     let m = match Maria::start() {
         Ok(m) => m,
         Err(why) => {

@@ -10,8 +10,8 @@
 use std::path::Path;
 use std::process::Command;
 
-mod common;
-use common::{plumb, selenium_missing, skip};
+use crate::common;
+use crate::common::{plumb, selenium_missing, skip};
 
 use plumb_analyze::series::{How, RULES};
 use plumb_store::{Header, Kind, Mark, Writer};
@@ -113,6 +113,7 @@ fn day_recording(path: &Path) {
 
 #[test]
 fn a_day_of_charts_explored_in_chromium() {
+    let _group = common::beside();
     if let Some(why) = selenium_missing() {
         skip(format!(
             "skipped: {why}; scripts/setup --test installs chromium, chromium-driver and python3-selenium"

@@ -8,8 +8,8 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::{is_root, skip, stderr};
+use crate::common;
+use crate::common::{is_root, skip, stderr};
 
 const REPO: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -86,6 +86,7 @@ fn get_metrics(port: u16) -> Option<String> {
 
 #[test]
 fn the_debian_package_installs_runs_its_service_command_and_purges_clean() {
+    let _group = common::beside();
     if let Some(why) = no_package() {
         skip(why);
         return;

@@ -2,8 +2,8 @@
 //! Prometheus scrapes `plumb record --serve` and answers with the values plumb recorded; an
 //! exported recording is backfilled with `promtool` and queried.
 
-mod common;
-use common::{plumb, skip};
+use crate::common;
+use crate::common::{plumb, skip};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::Path;
@@ -125,6 +125,7 @@ fn raw_values(rec: &plumb_store::Recording, name: &str) -> Vec<u64> {
 
 #[test]
 fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
+    let _group = common::beside();
     if prometheus_missing() {
         return;
     }
@@ -260,6 +261,7 @@ fn prometheus_scrapes_record_serve_and_holds_the_values_plumb_recorded() {
 
 #[test]
 fn an_exported_recording_is_backfilled_by_promtool_and_queried() {
+    let _group = common::beside();
     if prometheus_missing() {
         return;
     }
@@ -354,6 +356,7 @@ fn an_exported_recording_is_backfilled_by_promtool_and_queried() {
 
 #[test]
 fn serve_and_openmetrics_refuse_bad_input_and_leave_nothing() {
+    let _group = common::beside();
     let d = tempfile::tempdir().unwrap();
     let out = plumb()
         .args(["record", "--serve", "99999"])
@@ -425,6 +428,7 @@ fn exposed_names() -> std::collections::BTreeSet<String> {
 
 #[test]
 fn the_shipped_rules_and_scrape_config_pass_promtool_and_name_real_metrics() {
+    let _group = common::beside();
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/prometheus");
     let rules = std::fs::read_to_string(dir.join("plumb.rules.yml")).unwrap();
     // The rules use names plumb exposes (a renamed metric would silence an alert).
@@ -507,6 +511,7 @@ fn tiny_window(port: u16) -> TcpStream {
 
 #[test]
 fn no_client_holds_the_endpoint_or_the_shutdown() {
+    let _group = common::beside();
     let port = free_port();
     let mut rec = plumb()
         .args(["record", "--serve"])
@@ -624,6 +629,7 @@ fn prom_until(prom: &Prometheus, want: f64) {
 
 #[test]
 fn the_shipped_dashboard_is_what_its_generator_writes() {
+    let _group = common::beside();
     let o = Command::new("python3")
         .arg("examples/grafana/make_dashboard.py")
         .output()
@@ -679,6 +685,7 @@ fn the_shipped_dashboard_is_what_its_generator_writes() {
 
 #[test]
 fn the_engine_goes_and_comes_back_through_a_restart() {
+    let _group = common::beside();
     if prometheus_missing() {
         return;
     }

@@ -2,7 +2,7 @@
 //! (Debian 12's is 3.11.2, without tarfile's `filter=`) on crafted archives: each unsafe member is
 //! refused by name with nothing written, inside the target or outside it; a good archive lands.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -110,6 +110,7 @@ fn tree(dir: &Path) -> Vec<String> {
 
 #[test]
 fn unsafe_members_are_refused_by_name_and_nothing_is_written() {
+    let _group = common::beside();
     let tmp = tempfile::tempdir().unwrap();
     let Some(archives) = craft(tmp.path()) else {
         return;
@@ -154,6 +155,7 @@ fn unsafe_members_are_refused_by_name_and_nothing_is_written() {
 
 #[test]
 fn a_good_archive_lands_with_its_links_and_modes() {
+    let _group = common::beside();
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     let tmp = tempfile::tempdir().unwrap();
     let Some(archives) = craft(tmp.path()) else {
@@ -204,6 +206,7 @@ fn a_good_archive_lands_with_its_links_and_modes() {
 
 #[test]
 fn a_corrupt_or_missing_archive_is_an_error_naming_it() {
+    let _group = common::beside();
     let tmp = tempfile::tempdir().unwrap();
     if craft(tmp.path()).is_none() {
         return;

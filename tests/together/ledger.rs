@@ -1,18 +1,15 @@
 //! A plumb killed outright (kill -9) at the points where it holds something that outlives it:
 //! what it started dies with it, and the next plumb command, whatever it is, removes what it
 //! made (zram swap, cgroups, trace instances, the lab's private server and work directory) and
-//! says so. Root only (what outlives plumb is what needs root to make); the tests run one at a
-//! time, so that no other plumb cleans up in between.
+//! says so. Root only (what outlives plumb is what needs root to make); each test runs alone
+//! (`common::alone`), so that no other plumb cleans up in between.
 
-mod common;
-use common::{is_root, plumb, processes_in, skip};
+use crate::common;
+use crate::common::{is_root, plumb, processes_in, skip};
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 fn root() -> bool {
     if is_root() {
@@ -50,7 +47,7 @@ fn running(pid: u32) -> bool {
 /// the next command swaps the device off, resets it and removes the cgroup, and says so.
 #[test]
 fn a_killed_memory_pressure_leaves_no_swap_and_no_cgroup() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }
@@ -129,7 +126,7 @@ fn a_killed_memory_pressure_leaves_no_swap_and_no_cgroup() {
 /// by the next command, which says so.
 #[test]
 fn a_killed_trace_leaves_no_trace_instance() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }
@@ -177,7 +174,7 @@ fn a_killed_trace_leaves_no_trace_instance() {
 /// and work directory, and says so.
 #[test]
 fn a_killed_lab_with_pressure_leaves_nothing_running() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }
@@ -278,7 +275,7 @@ fn a_killed_lab_with_pressure_leaves_nothing_running() {
 /// servers (the standby first), removes the standby's cgroup and the work directory.
 #[test]
 fn a_killed_lab_with_a_standby_leaves_nothing_running() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }
@@ -362,7 +359,7 @@ fn a_killed_lab_with_a_standby_leaves_nothing_running() {
 /// and says so.
 #[test]
 fn a_killed_timeline_leaves_no_uprobes() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }
@@ -441,7 +438,7 @@ fn a_killed_timeline_leaves_no_uprobes() {
 /// slot nobody reads keeps the primary's WAL for ever).
 #[test]
 fn a_killed_standby_start_leaves_no_copy_and_no_slot() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _group = common::alone();
     if !root() {
         return;
     }

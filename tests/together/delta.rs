@@ -5,8 +5,8 @@ use serde_json::Value;
 use std::process::{Output, Stdio};
 use std::time::Duration;
 
-mod common;
-use common::*;
+use crate::common;
+use crate::common::*;
 
 fn text(o: &Output) -> (String, String) {
     (
@@ -50,6 +50,7 @@ fn delta_json(dir: &str, extra: &[&str]) -> Value {
 
 #[test]
 fn delta_against_a_private_postgres() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -487,6 +488,7 @@ fn delta_against_a_private_postgres() {
 
 #[test]
 fn delta_starts_and_stops_the_private_instance_and_ctrl_c_cleans_up() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -550,6 +552,7 @@ fn delta_starts_and_stops_the_private_instance_and_ctrl_c_cleans_up() {
 
 #[test]
 fn bad_targets_are_named_and_exit_2() {
+    let _group = common::beside();
     let o = run(&["delta", "--engine", "oracle://x@y/z", "--sql", "SELECT 1"]);
     let (_, err) = text(&o);
     assert_eq!(o.status.code(), Some(2));

@@ -6,17 +6,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Output;
 
-mod common;
-use common::*;
-
-/// Tests that trace the block layer (the durability probe, and every lab) run one at a time:
-/// one of them checks that tracefs is left as it was found, which another running at the same
-/// moment would change.
-static TRACING: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn tracing_alone() -> std::sync::MutexGuard<'static, ()> {
-    TRACING.lock().unwrap_or_else(|e| e.into_inner())
-}
+use crate::common;
+use crate::common::*;
 
 fn err(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
@@ -61,6 +52,7 @@ fn status_json(dir: &str) -> serde_json::Value {
 
 #[test]
 fn issue_11_private_instance_admits_nobody_but_its_caller() {
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -132,6 +124,7 @@ fn issue_11_private_instance_admits_nobody_but_its_caller() {
 
 #[test]
 fn issue_11_a_directory_plumb_did_not_create_is_never_deleted_or_re_owned() {
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -255,6 +248,7 @@ fn issue_11_a_directory_plumb_did_not_create_is_never_deleted_or_re_owned() {
 
 #[test]
 fn issue_11_failed_and_concurrent_starts_leave_nothing_and_say_already_running() {
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -324,6 +318,7 @@ fn issue_11_failed_and_concurrent_starts_leave_nothing_and_say_already_running()
 
 #[test]
 fn issue_11_delta_removes_the_instance_it_created() {
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -367,7 +362,7 @@ fn contains(hay: &[u8], needle: &str) -> bool {
 
 #[test]
 fn issue_11_no_password_reaches_an_output_a_file_or_a_recording() {
-    let _alone = tracing_alone();
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -667,6 +662,7 @@ fn untouched(p: &Path, what: InTheWay, victim: &Path) -> bool {
 
 #[test]
 fn issue_11_no_command_writes_over_a_file_a_link_or_into_a_full_directory() {
+    let _group = common::beside();
     let tmp = scratch("plumb-safety-out");
     let base = tmp.path();
     let victim = base.join("victim.txt");
@@ -886,6 +882,7 @@ fn signal(child: &std::process::Child, sig: i32) {
 
 #[test]
 fn issue_11_signals_stop_every_run_at_once_clean_up_and_bound_memory() {
+    let _group = common::beside();
     let tmp = scratch("plumb-safety-sig");
     let dat = |n: &str| tmp.path().join(n);
     let io = |file: &Path, extra: &[&str]| {
@@ -1045,9 +1042,11 @@ fn tracefs_mounted() -> bool {
         .any(|l| l.split_whitespace().nth(2) == Some("tracefs"))
 }
 
+/// Alone: it checks that tracefs is left as found (no instance of plumb's, mounted only if it
+/// was), which a plumb tracing beside it would change.
 #[test]
 fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up() {
-    let _alone = tracing_alone();
+    let _group = common::alone();
     if !need_root("block tracing needs root") {
         return;
     }
@@ -1109,7 +1108,7 @@ fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up()
     }
     signal(&c, libc::SIGKILL);
     let _ = c.wait_with_output();
-    // (Any plumb command started now removes the instance first, tests/ledger.rs shows; the
+    // (Any plumb command started now removes the instance first, tests/together/ledger.rs shows; the
     // file is the probe's own to remove.)
     assert!(file.exists());
     let o = probe().wait_with_output().unwrap();
@@ -1123,7 +1122,7 @@ fn issue_11_two_durability_probes_share_tracefs_and_a_killed_one_is_cleaned_up()
 
 #[test]
 fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
-    let _alone = tracing_alone();
+    let _group = common::beside();
     if !need_postgres() {
         return;
     }
@@ -1205,7 +1204,7 @@ fn issue_11_a_lab_killed_outright_is_cleaned_up_by_the_next_one() {
     let o = c.wait_with_output().unwrap();
     lines.extend(rx.try_iter());
     // Every plumb command reclaims what a killed plumb left, so another test's plumb may have
-    // done it (and said so) before this lab started; tests/ledger.rs, whose tests run alone,
+    // done it (and said so) before this lab started; tests/together/ledger.rs, whose tests run alone,
     // checks the words. Here: it is gone either way.
     let _ = said;
     assert_eq!(o.status.code(), Some(130));
@@ -1284,6 +1283,7 @@ fn header() -> plumb_store::Header {
 
 #[test]
 fn issue_11_inputs_are_read_within_bounds() {
+    let _group = common::beside();
     let tmp = scratch("plumb-safety-input");
     // Endless inputs: an error naming the input, not an endless read.
     for args in [
@@ -1438,6 +1438,7 @@ fn issue_11_inputs_are_read_within_bounds() {
 
 #[test]
 fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
+    let _group = common::beside();
     for (args, names) in [
         (
             vec!["--json", "--format", "csv", "os"],
@@ -1500,6 +1501,7 @@ fn issue_11_conflicting_flags_are_refused_not_settled_silently() {
 
 #[test]
 fn issue_11_csv_headers_are_quoted() {
+    let _group = common::beside();
     // A metric name with a comma (an engine's wait event, a process title) stays one column.
     let tmp = scratch("plumb-safety-csv");
     let rec = tmp.path().join("c.plumb");
@@ -1544,6 +1546,7 @@ fn issue_11_csv_headers_are_quoted() {
 /// anyone can write never runs, as root, under `plumb engine psql`.
 #[test]
 fn a_build_others_can_change_is_refused_program_by_program() {
+    let _group = common::beside();
     if !need_postgres() || !need_root("the private instance runs as postgres") {
         return;
     }
@@ -1651,6 +1654,7 @@ fn a_build_others_can_change_is_refused_program_by_program() {
 /// leaves nothing; a directory holding a PostgreSQL is refused.
 #[test]
 fn the_private_mariadb_admits_nobody_but_its_caller() {
+    let _group = common::beside();
     if !std::path::Path::new("/usr/sbin/mariadbd").exists() {
         skip("skipped: no MariaDB server (apt-get install mariadb-server)");
         return;
@@ -1832,6 +1836,7 @@ fn processes_with(words: &[&str]) -> Vec<u32> {
 /// start, which makes the server from nothing (it used to fail: "Directory not empty").
 #[test]
 fn a_killed_mariadb_start_leaves_nothing_that_stops_the_next() {
+    let _group = common::beside();
     if !std::path::Path::new("/usr/sbin/mariadbd").exists() {
         skip("skipped: no MariaDB server (apt-get install mariadb-server)");
         return;
@@ -1912,6 +1917,7 @@ fn through_head(args: &str, lines: u32) -> (i32, String, std::time::Duration) {
 /// status of a command that lost its reader (141).
 #[test]
 fn a_closed_output_stops_plumb_cleanly_and_never_panics() {
+    let _group = common::beside();
     let tmp = scratch("plumb-pipe");
     let dat = tmp.path().join("t.dat");
     let (code, out, took) = through_head(
@@ -1951,7 +1957,6 @@ fn a_closed_output_stops_plumb_cleanly_and_never_panics() {
         skip("skipped the lab's part: no PostgreSQL");
         return;
     }
-    let _alone = tracing_alone();
     let out_dir = tmp.path().join("lab");
     let (code, out, _) = through_head(
         &format!(
@@ -2075,6 +2080,7 @@ fn mysql_refuses(mut s: std::net::TcpStream) {
 /// error printer; no raw ESC, BEL, CR or C1 reaches stderr.
 #[test]
 fn what_a_server_says_never_controls_the_terminal() {
+    let _group = common::beside();
     let pg = hostile_server(pg_refuses);
     let my = hostile_server(mysql_refuses);
     for url in [
@@ -2110,6 +2116,7 @@ fn what_a_server_says_never_controls_the_terminal() {
 /// directory, and nothing is made where the link leads.
 #[test]
 fn a_way_another_user_controls_is_refused_as_root() {
+    let _group = common::beside();
     if !need_root("the check is for what plumb makes as root") {
         return;
     }
@@ -2161,6 +2168,7 @@ fn a_way_another_user_controls_is_refused_as_root() {
 /// logging in, after how long and where (it said `CodecError { … os error 11 }` after 60 s).
 #[test]
 fn a_silent_mysql_login_is_said_to_have_timed_out() {
+    let _group = common::beside();
     let port = hostile_server(|s| {
         std::thread::sleep(std::time::Duration::from_secs(60));
         drop(s);

@@ -1,8 +1,8 @@
 //! `plumb mem`: the engine rules, the pressure program, and (as root) the real experiment: swapped
 //! shared memory that VmSwap misses and smaps shows.
 
-mod common;
-use common::{plumb, run, skip, stderr};
+use crate::common;
+use crate::common::{plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::io::{BufRead, BufReader};
@@ -32,6 +32,7 @@ fn is_root() -> bool {
 
 #[test]
 fn sql_server_detected_ram_matches_the_seed() {
+    let _group = common::beside();
     // A 7 GB AKS node reports 7113152Ki: with no limit SQL Server logged "Detected 5557 MB".
     let j = json(&[
         "mem",
@@ -95,6 +96,7 @@ fn sql_server_detected_ram_matches_the_seed() {
 
 #[test]
 fn postgres_cache_above_the_limit_is_flagged() {
+    let _group = common::beside();
     let o = run(&[
         "mem",
         "assume",
@@ -132,6 +134,7 @@ fn postgres_cache_above_the_limit_is_flagged() {
 
 #[test]
 fn bad_sizes_and_pids_exit_2() {
+    let _group = common::beside();
     for (args, needle) in [
         (
             vec!["mem", "assume", "--kind", "mssql", "--limit", "12XB"],
@@ -156,6 +159,7 @@ fn bad_sizes_and_pids_exit_2() {
 
 #[test]
 fn pressure_reports_its_own_memory_and_releases_it() {
+    let _group = common::beside();
     let o = run(&[
         "mem", "pressure", "48M", "--hold", "1500ms", "--every", "500ms", "--json",
     ]);
@@ -178,6 +182,7 @@ fn pressure_reports_its_own_memory_and_releases_it() {
 
 #[test]
 fn mem_reports_a_named_process() {
+    let _group = common::beside();
     let mut child = Command::new("sleep").arg("30").spawn().unwrap();
     let pid = child.id().to_string();
     let j = json(&[
@@ -221,6 +226,7 @@ fn stop(c: Child) -> Output {
 /// the shared process's swap, which VmSwap cannot.
 #[test]
 fn swapped_shared_memory_is_seen_by_smaps_not_vmswap() {
+    let _group = common::beside();
     if !is_root() {
         skip("skipped: needs root (a memory cgroup and zram swap)");
         return;
@@ -340,6 +346,7 @@ fn swapped_shared_memory_is_seen_by_smaps_not_vmswap() {
 /// shared_buffers from its configuration, and sees its shared memory segment.
 #[test]
 fn finds_a_real_postgres_and_its_shared_buffers() {
+    let _group = common::beside();
     let bin = Path::new("/usr/lib/postgresql/15/bin");
     let has_user = Command::new("id")
         .arg("postgres")

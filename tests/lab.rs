@@ -1,113 +1,22 @@
 //! `plumb lab --quick` end to end: a private PostgreSQL, the storage probes, pgbench and the
 //! insert/CHECKPOINT loops, the report (validated against docs/lab-report.schema.json and rendered in
-//! Chromium); and every way out — Ctrl-C, the server killed, a disk too small, bad input —
-//! leaving nothing behind.
+//! Chromium), the experiments, a neighbour, a standby, MariaDB and a server of yours. The ways
+//! out (Ctrl-C, the server killed, a disk too small, bad input), which measure nothing, are
+//! tests/together/lab_ends.rs's.
 
 use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod common;
+use common::lab::*;
 use common::*;
 
 // Labs take both CPUs and the disk: each runs alone (common::alone), nothing else of these
 // tests beside one: the lab judges whether its windows were disturbed, and another test's
 // processes would be a real neighbour.
-
-/// A scratch directory the postgres user can reach when plumb runs as root.
-fn scratch() -> tempfile::TempDir {
-    let d = tempfile::Builder::new()
-        .prefix("plumb-lab-test")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    d
-}
-
-/// What is left in the scratch directory (the lab's work directory must be gone).
-fn leftovers(dir: &Path, keep: &[&str]) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !keep.contains(&n.as_str()))
-        .collect()
-}
-
-fn assert_nothing_left(d: &Path, keep: &[&str]) {
-    assert!(
-        leftovers(d, keep).is_empty(),
-        "left behind: {:?}",
-        leftovers(d, keep)
-    );
-    assert!(
-        processes_in(d).is_empty(),
-        "still running: {:?}",
-        processes_in(d)
-    );
-}
-
-/// Start a lab and wait until its progress names `step`; the child and its stderr so far.
-fn start_until(dir: &Path, out: &Path, step: &str) -> (Child, String) {
-    start_until_with(&[], dir, out, step)
-}
-
-fn start_until_with(extra: &[&str], dir: &Path, out: &Path, step: &str) -> (Child, String) {
-    let mut c = plumb()
-        .args(["lab", "--quick"])
-        .args(extra)
-        .arg("--dir")
-        .arg(dir)
-        .arg("--out")
-        .arg(out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stderr.take().unwrap());
-    let mut seen = String::new();
-    let t0 = Instant::now();
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap() == 0 {
-            panic!("the lab ended before {step:?}: {seen}");
-        }
-        seen.push_str(&line);
-        if line.contains(step) {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(240),
-            "no {step:?}: {seen}"
-        );
-    }
-    // Keep reading stderr so the child never blocks on a full pipe.
-    let h = std::thread::spawn(move || {
-        let mut rest = String::new();
-        let _ = std::io::Read::read_to_string(&mut r, &mut rest);
-        rest
-    });
-    std::mem::forget(h);
-    (c, seen)
-}
-
-fn wait(c: &mut Child, limit: Duration) -> i32 {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            return st.code().unwrap_or(-1);
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "the lab did not stop within {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
 
 fn validate(report: &Path) -> Option<String> {
     common::validate("lab-report.schema.json", report)
@@ -473,164 +382,6 @@ fn check_quick_lab(o: &Output, d: &tempfile::TempDir, out: &Path, keep: &[&str])
             .unwrap_or(false),
         "blank screenshot"
     );
-}
-
-#[test]
-fn ctrl_c_mid_lab_leaves_nothing() {
-    if let Some(why) = no_postgres() {
-        skip(format!("skipped: {why}"));
-        return;
-    }
-    let _one = alone();
-    let d = scratch();
-    let out = d.path().join("report");
-    let (mut c, _) = start_until(d.path(), &out, "[3/7]");
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-    assert_eq!(wait(&mut c, Duration::from_secs(60)), 130);
-    assert_nothing_left(d.path(), &[]);
-}
-
-#[test]
-fn server_killed_mid_lab_is_a_clear_error() {
-    if let Some(why) = no_postgres() {
-        skip(format!("skipped: {why}"));
-        return;
-    }
-    let _one = alone();
-    let d = scratch();
-    let out = d.path().join("report");
-    // The storage probes are not what this test is about: pgbench (step 5) comes sooner.
-    let mut c = plumb()
-        .args(["lab", "--quick", "--skip", "storage", "--dir"])
-        .arg(d.path())
-        .arg("--out")
-        .arg(&out)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stderr.take().unwrap());
-    let mut all = String::new();
-    let mut killed = false;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap() == 0 {
-            break;
-        }
-        all.push_str(&line);
-        if !killed && line.contains("[5/7]") {
-            std::thread::sleep(Duration::from_secs(2));
-            // The postmaster: its data directory is under the scratch directory.
-            let pm = std::fs::read_dir("/proc")
-                .unwrap()
-                .flatten()
-                .filter_map(|e| {
-                    let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-                    let c = std::fs::read(e.path().join("cmdline")).ok()?;
-                    let c = String::from_utf8_lossy(&c).into_owned();
-                    (c.contains(" -D ") || c.contains("\0-D\0"))
-                        .then_some(())
-                        .filter(|_| c.contains(d.path().to_str().unwrap()))
-                        .map(|_| pid)
-                })
-                .next()
-                .expect("the lab's postmaster");
-            // SAFETY: killing the server this test's lab started.
-            unsafe { libc::kill(pm, libc::SIGKILL) };
-            killed = true;
-        }
-    }
-    assert!(killed, "the lab never reached pgbench: {all}");
-    assert_eq!(wait(&mut c, Duration::from_secs(60)), 2, "{all}");
-    assert!(all.contains("stopped unexpectedly"), "{all}");
-    // Killed servers' children may linger as zombies here (PID 1 does not reap); wait for
-    // the live ones to go.
-    let t0 = Instant::now();
-    while !processes_in(d.path()).is_empty() && t0.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    assert_nothing_left(d.path(), &[]);
-}
-
-#[test]
-fn a_disk_too_small_is_refused_before_anything_starts() {
-    if !is_root() {
-        skip("skipped: mounting a small tmpfs needs root");
-        return;
-    }
-    // Even a refusal is a process on the host: not beside another test's measured window.
-    let _one = alone();
-    let d = scratch();
-    let small: PathBuf = d.path().join("small");
-    std::fs::create_dir(&small).unwrap();
-    let st = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64m", "plumb-lab-test"])
-        .arg(&small)
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let o = plumb()
-        .args(["lab", "--quick", "--dir"])
-        .arg(&small)
-        .arg("--out")
-        .arg(d.path().join("report"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr).into_owned();
-    let left = leftovers(&small, &[]);
-    let _ = Command::new("umount").arg(&small).status();
-    assert_eq!(o.status.code(), Some(2), "{err}");
-    // The sizes in words: the 64 MiB tmpfs's room, never a count of bytes.
-    assert!(
-        err.contains("--dir") && err.contains("MiB free") && !err.contains("bytes"),
-        "{err}"
-    );
-    assert!(left.is_empty(), "{left:?}");
-    assert!(!d.path().join("report").exists());
-}
-
-#[test]
-fn bad_input_is_named_and_exits_2() {
-    let _one = alone();
-    let d = scratch();
-    let cases: Vec<(Vec<String>, &str)> = vec![
-        (
-            vec!["--dir".into(), "/nonexistent/plumb".into()],
-            "--dir /nonexistent/plumb",
-        ),
-        (vec!["--duration".into(), "soon".into()], "--duration soon"),
-        (vec!["--duration".into(), "1s".into()], "--duration"),
-        (
-            vec!["--out".into(), env!("CARGO_MANIFEST_DIR").into()],
-            "exists and is not empty",
-        ),
-        (vec!["--format".into(), "csv".into()], "--format csv"),
-        (vec!["--pressure".into(), "300%".into()], "--pressure 300%"),
-        (
-            vec!["--throttle-writes".into(), "100iops".into()],
-            "bytes per second",
-        ),
-        (
-            vec!["--engine".into(), "redis://x".into()],
-            "--engine redis://x",
-        ),
-        (
-            vec!["--skip".into(), "storage,network".into()],
-            "--skip network: \"network\" is not a part",
-        ),
-    ];
-    for (mut args, want) in cases {
-        if args[0] != "--dir" {
-            args.extend(["--dir".to_string(), d.path().display().to_string()]);
-        }
-        let o = plumb().arg("lab").args(&args).output().unwrap();
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(want), "{args:?}: {err}");
-        assert_nothing_left(d.path(), &[]);
-    }
 }
 
 /// cgroup directories named plumb-lab-* anywhere under /sys/fs/cgroup.
@@ -1491,17 +1242,6 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
         .contains("synchronous-standby-disk"));
 }
 
-/// Why the MariaDB lab cannot run here, or None.
-fn no_mariadb() -> Option<&'static str> {
-    if !Path::new("/usr/sbin/mariadbd").exists() {
-        Some("no MariaDB server (apt-get install mariadb-server)")
-    } else if !is_root() {
-        Some("the private MariaDB runs as the mysql user: root only")
-    } else {
-        None
-    }
-}
-
 /// One quick MariaDB lab, beside a neighbour writing O_DSYNC to the same disk and with both
 /// experiments (`--pressure 70% --throttle-writes 1MB/s`): plumb's driver runs the workload,
 /// the loops and each durability setting, the server's own FLUSHes told from the device's, and
@@ -1696,47 +1436,6 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
         "the HTML report lacks the loops"
     );
     assert_nothing_left(d.path(), &["report"]);
-}
-
-#[test]
-fn ctrl_c_mid_mariadb_lab_leaves_nothing() {
-    if let Some(why) = no_mariadb() {
-        skip(format!("skipped: {why}"));
-        return;
-    }
-    let _one = alone();
-    let d = scratch();
-    let out = d.path().join("report");
-    let (mut c, _) = start_until_with(&["--kind", "mariadb"], d.path(), &out, "clients for");
-    std::thread::sleep(Duration::from_millis(1500));
-    // SAFETY: signalling the child this test started.
-    unsafe { libc::kill(c.id() as i32, libc::SIGINT) };
-    assert_eq!(wait(&mut c, Duration::from_secs(60)), 130);
-    assert_nothing_left(d.path(), &[]);
-}
-
-#[test]
-fn mariadb_lab_refuses_what_it_cannot_do_yet() {
-    let _beside = beside();
-    let d = tempfile::tempdir().unwrap();
-    for (extra, says) in [
-        (&["--engine", "mysql://u@h/db"][..], "cannot be used with"),
-        (&["--replica", "sync"][..], "--replica"),
-        (
-            &["--pressure", "64M", "--workload", "Cargo.toml"][..],
-            "with a file of SQL",
-        ),
-    ] {
-        let o = plumb()
-            .args(["lab", "--quick", "--kind", "mariadb", "--dir"])
-            .arg(d.path())
-            .args(extra)
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
-        assert!(stderr(&o).contains(says), "{extra:?}: {}", stderr(&o));
-    }
-    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }
 
 #[test]

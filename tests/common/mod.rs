@@ -2,6 +2,7 @@
 //! processes a test's server left running.
 #![allow(dead_code)] // each test file uses its own subset
 
+pub mod lab;
 pub mod maria;
 pub mod private;
 

@@ -14,6 +14,7 @@ mod common;
 
 mod delta;
 mod fs;
+mod lab_ends;
 mod ledger;
 mod mariadb;
 mod mem;

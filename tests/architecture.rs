@@ -175,17 +175,16 @@ fn every_test_run_together_takes_its_group_first() {
             if l.trim() != "#[test]" {
                 continue;
             }
-            let next = lines[i + 1..].iter().find(|l| !l.trim().starts_with("#["));
-            let group = lines[i + 1..]
-                .iter()
-                .skip_while(|l| !l.starts_with("fn "))
-                .nth(1)
-                .map(|l| l.trim());
+            // The line after the test's `fn` line.
+            let Some(at) = (i + 1..lines.len()).find(|&j| lines[j].starts_with("fn ")) else {
+                continue;
+            };
+            let group = lines.get(at + 1).map(|l| l.trim());
             if !matches!(
                 group,
                 Some("let _group = common::beside();" | "let _group = common::alone();")
             ) {
-                missing.push(format!("{}:{}: {:?}", f.display(), i + 2, next));
+                missing.push(format!("{}:{}: {}", f.display(), at + 1, lines[at]));
             }
         }
     }

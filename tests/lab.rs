@@ -943,8 +943,9 @@ fn pressure_and_write_throttle_change_the_results() {
     let _one = alone();
     let d = scratch();
     // The experiments compare the workload with and without them: the storage probes and the
-    // loops are not what this test is about.
-    let skip = ["--skip", "storage,loops"];
+    // loops are not what this test is about; 8 s runs give the per-second spread (five whole
+    // seconds) that a change is judged against.
+    let skip = ["--skip", "storage,loops", "--duration", "8s"];
     if let Some((r, _)) = experiments_lab(d.path(), "report", &["report"], &skip, || ()) {
         check_pressure_and_write_throttle(&r);
     }
@@ -989,7 +990,9 @@ fn quick_labs_end_to_end_and_compared_quiet_and_under_a_write_throttle() {
         );
         out
     };
-    let b = ok(run("b", &[]));
+    // b against a is the rule on two quiet labs: its storage probes and pgbench are enough
+    // figures (compare takes those both have), the loops are a's.
+    let b = ok(run("b", &["--skip", "loops"]));
     // c's comparison is of the workload: its storage probes and loops are left out, and compare
     // takes the figures both labs have.
     let c = ok(run(
@@ -1151,12 +1154,15 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
         let d = scratch();
         let out = d.path().join("report");
         let o = plumb()
-            // The commits beside the standby are the test: no storage probes, no loops.
+            // The commits beside the standby are the test: no storage probes, no loops, and
+            // the workload's runs short (the commit loops are as long).
             .args([
                 "lab",
                 "--quick",
                 "--skip",
                 "storage,loops",
+                "--duration",
+                "5s",
                 "--replica",
                 mode,
                 "--dir",
@@ -1281,7 +1287,8 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
         d.path(),
         "report",
         &["report"],
-        &["--kind", "mariadb"],
+        // 5 s runs of the workload: enough for its checks and each experiment's change.
+        &["--kind", "mariadb", "--duration", "5s"],
         || {
             drop(neighbour);
             let _ = std::fs::remove_file(&file);

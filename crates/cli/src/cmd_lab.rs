@@ -35,8 +35,9 @@ pub struct LabArgs {
     /// A shorter lab (about a minute): fewer levels, shorter runs, a smaller pgbench.
     #[arg(long)]
     pub quick: bool,
-    /// How long pgbench runs (default 40s; --quick 10s). Given with --quick, this wins for
-    /// pgbench and the rest stays quick.
+    /// How long the workload runs (pgbench or plumb's driver; default 40s, --quick 10s), and
+    /// each experiment's run of it (default 20s, --quick 10s). Given with --quick, this wins for
+    /// those runs and the rest stays quick.
     #[arg(long, value_name = "TIME", value_parser = crate::typed::DURATION)]
     pub duration: Option<Duration>,
     /// Memory-pressure experiment (root): the server runs in a memory cgroup of plumb's own;

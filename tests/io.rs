@@ -1068,7 +1068,7 @@ fn compare_finds_a_rate_limited_run_worse() {
     }
 }
 
-/// Three 4-second runs at queue depth 16 against three at queue depth 1: IOPS worse by the
+/// Three 2-second runs at queue depth 16 against three at queue depth 1: IOPS worse by the
 /// seconds inside the runs (three runs a side alone could never reach p < 0.05: "too few"
 /// and exit 0 before), `--fail-on worse` exits 1, and the rule says how it was judged.
 #[test]
@@ -1090,7 +1090,7 @@ fn three_short_runs_a_side_are_enough_when_the_change_is_plain() {
             "run",
             "--json",
             "--duration",
-            "4s",
+            "2s",
             "--warmup",
             "500ms",
             "--qd",
@@ -1147,7 +1147,7 @@ fn history_names_the_run_where_iops_moved() {
             "run",
             "--json",
             "--duration",
-            "2s",
+            "1s",
             "--warmup",
             "500ms",
             "--qd",

@@ -1032,7 +1032,8 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     // The other tests of this file run beside it (their plumbs under this test process, their
     // servers): accepted neighbours, so the windows are graded noted, not withheld.
     let harness = std::process::id().to_string();
-    let save = |name: &str, on: &Private, workload: &str, extra: &[&str]| {
+    // `secs`: the compared runs' 10 s; 3 s for those only read for what they are.
+    let save = |name: &str, on: &Private, workload: &str, secs: &str, extra: &[&str]| {
         let mut args = vec![
             "--workload",
             workload,
@@ -1043,7 +1044,7 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
             "--rampup",
             "1s",
             "--duration",
-            "10s",
+            secs,
             "--accept-neighbour",
             &harness,
             "--accept-neighbour",
@@ -1057,8 +1058,8 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
         std::fs::write(&f, serde_json::to_vec(&r).unwrap()).unwrap();
         f.to_str().unwrap().to_string()
     };
-    let fast = save("fast.json", &p, "tpcb", &[]);
-    let slow = save("slow.json", &slow_pg, "tpcb", &[]);
+    let fast = save("fast.json", &p, "tpcb", "10s", &[]);
+    let slow = save("slow.json", &slow_pg, "tpcb", "10s", &[]);
     let cmp = |args: &[&str]| run(&[&["compare"][..], args].concat());
     let o = cmp(&["--json", &fast, "--", &slow]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
@@ -1113,7 +1114,7 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("better"));
     // An open loop at 100 a second against the closed loop: its tps is the rate asked, not
     // comparable (it was called "WORSE: tps -48.7%"); the latencies are still compared.
-    let open = save("open.json", &p, "tpcb", &["--rate", "100/s"]);
+    let open = save("open.json", &p, "tpcb", "3s", &["--rate", "100/s"]);
     // A `plumb load --out` directory reads as the load.json in it.
     let dir = d.path().join("fast-out");
     std::fs::create_dir(&dir).unwrap();
@@ -1130,7 +1131,7 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     assert_eq!(tps["verdict"], "not_comparable", "{tps}");
     assert_eq!(r["verdict"]["not_comparable"][0], "tps", "{r}");
     // Bad input: exit 2, the file named.
-    let other = save("other.json", &p, "point-select", &["--rate", "100/s"]);
+    let other = save("other.json", &p, "point-select", "3s", &["--rate", "100/s"]);
     let notjson = d.path().join("x.json");
     std::fs::write(&notjson, "{ nope").unwrap();
     let nj = notjson.to_str().unwrap();

@@ -14,9 +14,11 @@ mod common;
 use common::lab::*;
 use common::*;
 
-// Labs take both CPUs and the disk: each runs alone (common::alone), nothing else of these
-// tests beside one: the lab judges whether its windows were disturbed, and another test's
-// processes would be a real neighbour.
+// Labs take both CPUs and the disk. Those whose checks are figures run alone (common::alone),
+// nothing else of these tests beside one: the lab judges whether its windows were disturbed,
+// and another test's processes would be a real neighbour. The labs that check what plumb does
+// on a server of yours and with a named workload (what it creates, drops, refuses and runs)
+// check no figure a neighbour could move: they run beside each other (common::beside).
 
 fn validate(report: &Path) -> Option<String> {
     common::validate("lab-report.schema.json", report)
@@ -559,7 +561,7 @@ fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = alone();
+    let _labs = beside();
     let d = scratch();
     // A server of the user's: started here, and still running after the labs.
     let server = common::Private::start(&d.path().join("server"), &[]);
@@ -1451,7 +1453,7 @@ fn a_named_workload_runs_on_plumbs_driver_in_pgbenchs_place() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = alone();
+    let _labs = beside();
     let d = scratch();
     let lab = |out: &Path, extra: &[&std::ffi::OsStr]| -> Value {
         let o = plumb()
@@ -1503,7 +1505,7 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
             return;
         }
     };
-    let _one = alone();
+    let _labs = beside();
     let d = scratch();
     let url = m.url("mysql");
     let databases = || m.sql("SHOW DATABASES").unwrap();

@@ -387,6 +387,8 @@ fn run_loop(
         chk.push(t.elapsed().as_micros() as u64);
     }
     let work_end = clock();
+    // The counters settle from the loop's end (the trace's read-out counts toward the wait).
+    let settle = Instant::now();
     let traced = match tracing.map(|t| t.finish("loop ended")) {
         Some(Ok(t)) => Some(t),
         Some(Err(e)) => {
@@ -399,8 +401,7 @@ fn run_loop(
     // writer after each round of its work (wal_writer_delay, 200 ms), the checkpointer after
     // each checkpoint: read until two readings 250 ms apart agree, at most 1.1 s after the loop.
     sess.flush();
-    let settle = Instant::now();
-    std::thread::sleep(Duration::from_millis(250));
+    std::thread::sleep(Duration::from_millis(250).saturating_sub(settle.elapsed()));
     let mut after = obs.snapshot().with_context(ctx)?;
     while settle.elapsed() < Duration::from_millis(1100) {
         std::thread::sleep(Duration::from_millis(250));

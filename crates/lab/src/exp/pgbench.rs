@@ -74,10 +74,14 @@ impl Experiment for Pgbench {
             .run(cx.plan.pgbench, cx.cancel, &mut |t, l| progress.live(t, l))?
             .ok_or(Interrupted)?;
         if let (Some(o), Some(before)) = (obs.as_mut(), before) {
-            // Backends report their I/O when idle, at most once a second.
-            std::thread::sleep(Duration::from_millis(1100));
+            // Backends report their I/O to pg_stat_io (16+) when idle, at most once a second.
+            // Before 16 only the checkpointer's counts are read, which it reports as each
+            // checkpoint ends: no wait.
+            let major = plumb_engine::pg::major(&before.version).unwrap_or(0);
+            if major >= 16 {
+                std::thread::sleep(Duration::from_millis(1100));
+            }
             if let Ok(after) = o.snapshot() {
-                let major = plumb_engine::pg::major(&after.version).unwrap_or(0);
                 p.server_io = Some(plumb_analyze::lab::server_io(major, &before, &after));
             }
         }

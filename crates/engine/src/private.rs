@@ -1661,7 +1661,9 @@ pub fn remove(dir: &Path) -> Result<Removed> {
     if d.manifest.standby_of.is_some() {
         detach_from_primary(&mut d, false)?;
     }
-    let was = stop_locked(&d)?;
+    // Its data goes next: an immediate shutdown, without the checkpoint that would write the
+    // dirty buffers out first.
+    let was = stop_with(&d, "immediate")?;
     detach_from_primary(&mut d, true)?;
     d.remove_created()?;
     Ok(if was {
@@ -1688,6 +1690,12 @@ pub fn stop(dir: &Path) -> Result<bool> {
 }
 
 fn stop_locked(d: &InstanceDir) -> Result<bool> {
+    stop_with(d, "fast")
+}
+
+/// Stop with pg_ctl's shutdown `mode`: fast (a checkpoint first: the data is kept) or
+/// immediate (none: only for data about to be removed).
+fn stop_with(d: &InstanceDir, mode: &str) -> Result<bool> {
     if running_in(d).is_none() {
         return Ok(false);
     }
@@ -1700,7 +1708,7 @@ fn stop_locked(d: &InstanceDir) -> Result<bool> {
     let mut c = cmd(&bin, "pg_ctl", &server)?;
     c.arg("-D")
         .arg(d.data())
-        .args(["-m", "fast", "-w", "-t", "60", "stop"]);
+        .args(["-m", mode, "-w", "-t", "60", "stop"]);
     output(c, "pg_ctl stop")?;
     Ok(true)
 }

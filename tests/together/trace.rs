@@ -257,8 +257,11 @@ fn a_pid_that_never_was_is_refused_and_one_that_exits_ends_the_window() {
     if !needs_root("tracing") {
         return;
     }
+    // ls starts 3 s on, after plumb's trace is in place: loading the tracer takes a few tenths
+    // of a second alone and over a second beside the other tests of this binary (with 1 s, ls
+    // once ran and ended before the trace began, and no process was seen).
     let mut sleeper = Command::new("sh")
-        .args(["-c", "sleep 1; ls / >/dev/null"])
+        .args(["-c", "sleep 3; ls / >/dev/null"])
         .spawn()
         .unwrap();
     let t = Instant::now();

@@ -235,7 +235,7 @@ fn take_log(work: &Path) -> Result<(Vec<u64>, std::collections::BTreeMap<u64, u6
 }
 
 /// The 10th and 90th percentiles of the transactions per second over the run's whole seconds
-/// (the first and last, partial, left out); None with fewer than five.
+/// (the first and last, partial, left out); None with fewer than five whole seconds.
 pub(crate) fn tps_spread(
     per_second: &std::collections::BTreeMap<u64, u64>,
 ) -> (Option<f64>, Option<f64>) {

@@ -278,7 +278,7 @@ impl Lab {
             Plan::full()
         };
         if let Some(d) = config.pgbench {
-            plan = plan.with_pgbench(d)?;
+            plan = plan.with_duration(d)?;
         }
         let experiments = config.pressure.is_some() || config.throttle_writes.is_some();
         if config.target.is_some() && experiments {

@@ -194,7 +194,7 @@ impl Plan {
 
     /// The workload runs this long (2 s or more: it needs time to settle), and each
     /// experiment's run of it as long: a changed run is compared with a baseline of its length.
-    pub(crate) fn with_pgbench(mut self, d: Duration) -> Result<Plan> {
+    pub(crate) fn with_duration(mut self, d: Duration) -> Result<Plan> {
         if d < Duration::from_secs(2) {
             crate::refuse!("--duration: use 2s or more (pgbench needs time to settle)");
         }
@@ -241,9 +241,9 @@ mod tests {
         assert_eq!(p.clone().fit(base + 10 * PER_SCALE).unwrap().scale, 5);
         let need = p.clone().fit(base).unwrap_err();
         assert_eq!(need, base + 32 * (1 << 20));
-        assert!(Plan::quick().with_pgbench(Duration::from_secs(1)).is_err());
+        assert!(Plan::quick().with_duration(Duration::from_secs(1)).is_err());
         // The experiments rerun the workload as long as the lab's own run.
-        let p = Plan::full().with_pgbench(Duration::from_secs(5)).unwrap();
+        let p = Plan::full().with_duration(Duration::from_secs(5)).unwrap();
         assert_eq!(
             (p.pgbench, p.experiment),
             (Duration::from_secs(5), Duration::from_secs(5))

@@ -13,7 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-// The tests here measure quiet and busy windows: each runs alone (common::alone).
+// The tests here measure quiet and busy windows: each runs alone (common::alone), except the
+// CPU quota's, which judges only plumb's own throttling and so runs beside them.
 
 /// An ext4 file system on a loop device, unmounted and detached on drop.
 struct LoopFs {
@@ -416,4 +417,107 @@ fn the_durability_probe_is_charged_only_for_its_own_flushes() {
             "{mode}: {b} FLUSH per write beside the neighbour, {a} alone"
         );
     }
+}
+
+/// A CPU cgroup of the test's own with a quota of `pct`% of one CPU: v1's cpu hierarchy, or v2's
+/// root where the cpu controller is enabled. Removed on drop (once what ran inside has ended).
+struct CpuQuota(PathBuf);
+
+impl CpuQuota {
+    fn new(pct: u64) -> Result<CpuQuota, String> {
+        let name = format!("plumb-test-quota-{}", std::process::id());
+        let (v1, v2) = (Path::new("/sys/fs/cgroup/cpu"), Path::new("/sys/fs/cgroup"));
+        let v2_cpu = std::fs::read_to_string(v2.join("cgroup.subtree_control"))
+            .is_ok_and(|c| c.split_whitespace().any(|x| x == "cpu"));
+        let (dir, files) = if v1.join("cpu.cfs_quota_us").exists() {
+            (
+                v1.join(&name),
+                vec![
+                    ("cpu.cfs_period_us", "100000".to_string()),
+                    ("cpu.cfs_quota_us", (pct * 1000).to_string()),
+                ],
+            )
+        } else if v2_cpu {
+            (
+                v2.join(&name),
+                vec![("cpu.max", format!("{} 100000", pct * 1000))],
+            )
+        } else {
+            return Err(
+                "skipped: no cpu cgroup controller here (neither v1 nor enabled in v2's root)"
+                    .into(),
+            );
+        };
+        std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let q = CpuQuota(dir);
+        for (f, v) in files {
+            std::fs::write(q.0.join(f), v).map_err(|e| format!("{f}: {e}"))?;
+        }
+        Ok(q)
+    }
+}
+
+impl Drop for CpuQuota {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn a_run_held_off_the_cpus_by_plumbs_own_cpu_quota_is_disturbed_and_says_so() {
+    let _quiet = common::beside();
+    if !is_root() {
+        return skip("skipped: creating a CPU cgroup needs root");
+    }
+    let q = match CpuQuota::new(3) {
+        Ok(q) => q,
+        Err(e) => return skip(e),
+    };
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let plumb_bin = plumb().get_program().to_owned();
+    // The shell moves itself into the cgroup and becomes plumb there.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "echo $$ > {}/cgroup.procs && exec \"$0\" \"$@\"",
+            q.0.display()
+        ))
+        .arg(&plumb_bin)
+        .args([
+            "io",
+            "run",
+            "--duration",
+            "1s",
+            "--warmup",
+            "0s",
+            "--size",
+            "4M",
+            "--json",
+        ])
+        .arg(dir.path().join("f"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let i = &j["interference"];
+    let note = i["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["code"] == "own-throttled")
+        .unwrap_or_else(|| panic!("no own-throttled note: {i:#}"));
+    // 3% of a CPU for a busy reader: throttled in most of the window's periods.
+    assert_eq!(note["level"], "warn", "{note:#}");
+    assert!(
+        note["numbers"]["periods"].as_f64().unwrap() >= 3.0,
+        "{note:#}"
+    );
+    assert_eq!(i["verdict"], "disturbed", "{i:#}");
+    let w = &j["verdict"]["windows"][0];
+    assert!(w["own_share"].as_f64().unwrap() > 0.1, "{w:#}");
+    assert!(
+        note["text"].as_str().unwrap().contains("CPU quota"),
+        "{note:#}"
+    );
+    drop(q);
 }

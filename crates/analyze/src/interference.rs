@@ -28,6 +28,11 @@ pub const STEAL_NOTE_PCT: f64 = 5.0;
 /// a VM doing fast I/O shows some steal of its own making (10% under an 8-deep random read on
 /// a 2-vCPU cloud VM, 0% idle or CPU-bound): below this, steal is the platform, not a neighbour.
 pub const STEAL_PCT: f64 = 25.0;
+/// plumb's own workers stalled: at least this many tenths of the measured window without a
+/// completed I/O (see [`own_stall`]).
+pub const STALL_TENTHS: usize = 2;
+/// The busy tenths' I/Os, on average, from which an empty tenth is a stall and not chance.
+pub const STALL_BUSY_TENTH_IOS: f64 = 10.0;
 
 /// plumb's side of a window: these processes and every descendant of them (pgbench, the
 /// server's backends) are plumb's own.
@@ -203,6 +208,7 @@ impl Interference {
             self.io_share.map(|s| s * 100.0),
             self.cpu_share.map(|s| s * 100.0),
             self.steal_pct,
+            self.own_share().map(|s| s * 100.0),
         ]
         .into_iter()
         .flatten()
@@ -219,7 +225,31 @@ impl Interference {
                 .is_some_and(|s| effect_pct.abs() >= EFFECT_OVER_SHARE * s)
     }
 
-    /// The evidence in one line: the disturbing notes' sentences, or "clean".
+    /// The share of the window (0 to 1) in which plumb itself was held off: its cgroup's CPU
+    /// quota throttled it, or its workers stalled (warnings only). None when neither.
+    pub fn own_share(&self) -> Option<f64> {
+        self.notes
+            .iter()
+            .filter(|n| n.level == Level::Warn)
+            .filter_map(|n| match n.code {
+                "own-stall" => Some(n.facts.num("idle_pct")),
+                "own-throttled" => Some(n.facts.num("share_pct")),
+                _ => None,
+            })
+            .filter(|p| p.is_finite())
+            .map(|p| p / 100.0)
+            .reduce(f64::max)
+    }
+
+    /// Add what the run itself shows (a stall of plumb's own workers): a warning makes the
+    /// window disturbed.
+    pub fn add(&mut self, note: Note) {
+        if note.level == Level::Warn {
+            self.verdict = Verdict::Disturbed;
+        }
+        self.notes.push(note);
+    }
+
     /// The notes that make the window disturbed: its evidence (`plumb_report::words::
     /// interference` puts them in a line).
     pub fn warnings(&self) -> Vec<Note> {
@@ -229,6 +259,98 @@ impl Interference {
             .cloned()
             .collect()
     }
+}
+
+/// Tenths of a run's measured window in which plumb's own workers completed no I/O although
+/// the device answered every I/O in less than half a tenth and the busy tenths held
+/// [`STALL_BUSY_TENTH_IOS`] or more each: nothing was being asked of the device then (the
+/// workers were descheduled, throttled by a CPU quota, frozen or stalled in reclaim), so the
+/// run's rate counts time it did not measure. A warning from [`STALL_TENTHS`] such tenths.
+/// `tenth_ios` are the window's tenths of `duration_s`; only those that end within
+/// `measured_s` (a run stopped early) count.
+pub(crate) fn own_stall(
+    tenth_ios: &[u64; 10],
+    max_lat_s: f64,
+    duration_s: f64,
+    measured_s: f64,
+) -> Option<Note> {
+    let tenth_s = duration_s / 10.0;
+    if tenth_s.is_nan() || tenth_s <= 0.0 || max_lat_s >= tenth_s / 2.0 {
+        return None;
+    }
+    let whole = tenth_ios
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| (*i as f64 + 1.0) * tenth_s <= measured_s * 1.01)
+        .map(|(_, n)| *n);
+    let (mut idle, mut busy, mut ios) = (0usize, 0usize, 0u64);
+    for n in whole {
+        if n == 0 {
+            idle += 1;
+        } else {
+            busy += 1;
+            ios += n;
+        }
+    }
+    if idle < STALL_TENTHS || busy == 0 || (ios as f64 / busy as f64) < STALL_BUSY_TENTH_IOS {
+        return None;
+    }
+    Some(
+        Note::new(Level::Warn, "own-stall")
+            .count("idle_tenths", idle as f64)
+            .secs("idle_s", idle as f64 * tenth_s)
+            .pct("idle_pct", idle as f64 * 10.0)
+            .secs("max_latency_s", max_lat_s)
+            .ratio("busy_tenth_ios", ios as f64 / busy as f64),
+    )
+}
+
+/// Throttled time from which a CPU quota disturbs a window, as a share of it: a throttled
+/// thread waits out the rest of the quota's period (tens of milliseconds), and any I/O it was
+/// timing counts that wait as latency.
+pub const THROTTLED_SHARE: f64 = 0.001;
+
+/// plumb's cgroup (or a parent's) CPU quota held it off the CPUs for `throttled_s` in
+/// `periods` periods of a window of `window_s`: a warning from [`THROTTLED_SHARE`] of the window,
+/// said below it; None when it was never throttled.
+pub fn own_throttled(periods: u64, throttled_s: f64, window_s: f64) -> Option<Note> {
+    if periods == 0 && throttled_s <= 0.0 {
+        return None;
+    }
+    let share = if window_s > 0.0 {
+        (throttled_s / window_s).min(1.0)
+    } else {
+        1.0
+    };
+    let level = if share >= THROTTLED_SHARE {
+        Level::Warn
+    } else {
+        Level::Info
+    };
+    Some(
+        Note::new(level, "own-throttled")
+            .count("periods", periods as f64)
+            .secs("throttled_s", throttled_s)
+            .pct("share_pct", share * 100.0),
+    )
+}
+
+/// [`own_stall`] of an I/O run: all its workers' reads and writes together.
+pub fn run_stall(r: &plumb_io::run::RunResult) -> Option<Note> {
+    let mut all = plumb_io::run::DirStats::empty(false);
+    for w in &r.workers {
+        all.merge(&w.read);
+        all.merge(&w.write);
+    }
+    if all.ios == 0 {
+        return None;
+    }
+    own_stall(
+        &all.tenth_ios,
+        all.lat.max() as f64 / 1e9,
+        r.job.duration.as_secs_f64(),
+        r.measured_s,
+    )
 }
 
 type Key = (u32, u64);
@@ -864,5 +986,31 @@ mod tests {
         assert_eq!(w.neighbours[0].read_bytes, 5 * MIB);
         assert!(w.notes.iter().any(|n| n.code == "neighbour-io-unreadable"));
         assert!(w.is_clean());
+    }
+
+    #[test]
+    fn a_run_whose_own_workers_stopped_issuing_is_disturbed_and_a_slow_device_is_not() {
+        // 0.3 s run, 113 µs writes: seven tenths empty (the CI run that found this).
+        let stalled = [190, 0, 0, 0, 0, 0, 0, 0, 180, 190];
+        let n = own_stall(&stalled, 335e-6, 0.3, 0.3).expect("a stall");
+        assert_eq!((n.code, n.level), ("own-stall", Level::Warn));
+        assert_eq!(n.facts.num("idle_tenths"), 7.0);
+        assert!((n.facts.num("idle_s") - 0.21).abs() < 1e-9);
+        let mut w = window(vec![], vec![], (0, 0), (10, 190, 0));
+        assert!(w.is_clean());
+        w.add(n);
+        assert!(!w.is_clean());
+        assert_eq!(w.disturbing_share_pct(), Some(70.0));
+        assert_eq!(w.own_share(), Some(0.7));
+        // One empty tenth is chance enough to let pass.
+        let once = [190, 0, 190, 190, 190, 190, 190, 190, 180, 190];
+        assert!(own_stall(&once, 335e-6, 0.3, 0.3).is_none());
+        // A device that takes 40 ms an I/O empties tenths of 30 ms by itself.
+        assert!(own_stall(&[1, 0, 0, 1, 0, 1, 0, 0, 1, 0], 0.04, 0.3, 0.3).is_none());
+        // A paced run of a few I/Os a tenth leaves tenths empty by its schedule.
+        assert!(own_stall(&[3, 0, 2, 0, 3, 0, 2, 0, 3, 0], 1e-4, 1.0, 1.0).is_none());
+        // A run stopped after half its window: the tenths after the stop are not a stall.
+        let half = [190, 190, 190, 190, 190, 0, 0, 0, 0, 0];
+        assert!(own_stall(&half, 335e-6, 1.0, 0.5).is_none());
     }
 }

@@ -43,6 +43,10 @@ pub struct WindowTrust {
     /// Other processes' CPU time as a share of the window's (0 to 1).
     pub cpu_share: Option<f64>,
     pub steal_pct: Option<f64>,
+    /// The share of the window in which plumb itself was held off (its cgroup's CPU quota, or
+    /// a stall of its own workers), 0 to 1: absent when it was not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub own_share: Option<f64>,
     /// The busiest neighbours (at most three).
     pub neighbours: Vec<Named>,
     /// Accepted neighbours (`--accept-neighbour`) that worked in the window (at most three).
@@ -75,6 +79,7 @@ pub(crate) fn window_trust(phase: &str, i: Option<&Interference>) -> WindowTrust
         io_share: i.and_then(|i| i.io_share),
         cpu_share: i.and_then(|i| i.cpu_share),
         steal_pct: i.and_then(|i| i.steal_pct),
+        own_share: i.and_then(|i| i.own_share()),
         neighbours: i.map(|i| named(&i.neighbours)).unwrap_or_default(),
         accepted: i.map(|i| named(&i.accepted)).unwrap_or_default(),
     }

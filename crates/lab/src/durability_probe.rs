@@ -113,7 +113,10 @@ pub(crate) fn run_many(
             let (probe, scope, _) = &mut probes[p];
             let watch = Watch::start(scope);
             let m = probe.run_mode(mode, bs, cancel)?;
-            let w = watch.finish();
+            let mut w = watch.finish();
+            if let Some(n) = plumb_analyze::interference::run_stall(&m.run) {
+                w.add(n);
+            }
             cells[i].3.push(ModeRep::of(&m, Some(w)));
             made += 1;
             ran = true;

@@ -258,9 +258,14 @@ pub(crate) fn watched_run(
     ready();
     let watch = Watch::start(scope);
     let r = plumb_io::run::run(j, &targets, cancel);
-    let watched = watch.finish();
+    let mut watched = watch.finish();
     match r {
-        Ok(r) => Ok(Some((r, watched))),
+        Ok(r) => {
+            if let Some(n) = plumb_analyze::interference::run_stall(&r) {
+                watched.add(n);
+            }
+            Ok(Some((r, watched)))
+        }
         Err(plumb_io::Error::Interrupted) => Ok(None),
         Err(e) => Err(e.into()),
     }

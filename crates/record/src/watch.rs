@@ -2,8 +2,9 @@
 //! its end against plumb's own processes (this one and its descendants, and any other roots the
 //! caller names, such as the private server's postmaster, which is not plumb's child).
 
-use plumb_analyze::interference::{accepted_set, judge, Accept, Interference, Own};
+use plumb_analyze::interference::{accepted_set, judge, own_throttled, Accept, Interference, Own};
 use plumb_sys::activity::{read, Activity};
+use plumb_sys::cgroup::{ThrottleReading, Throttling};
 use plumb_sys::Root;
 
 /// What to watch: the host, the devices under the test, and whose processes are plumb's own.
@@ -40,29 +41,45 @@ fn cgroup_of(root: &Root, pid: u32) -> Option<String> {
 pub struct Watch {
     scope: Scope,
     before: Activity,
+    throttling: Throttling,
+    throttled_before: ThrottleReading,
 }
 
 impl Watch {
     pub fn start(scope: &Scope) -> Watch {
+        let me = plumb_sys::activity::own_pid(&scope.root);
+        let throttling = Throttling::of(&scope.root, me);
         Watch {
             scope: scope.clone(),
+            throttled_before: throttling.read(&scope.root),
+            throttling,
             before: read(&scope.root),
         }
     }
 
     pub fn finish(self) -> Interference {
         let after = read(&self.scope.root);
+        let throttled = Throttling::between(
+            &self.throttled_before,
+            &self.throttling.read(&self.scope.root),
+        );
         let mut roots = vec![plumb_sys::activity::own_pid(&self.scope.root)];
         roots.extend(&self.scope.also_own);
         let root = &self.scope.root;
         let accepted = accepted_set(&self.before, &after, &self.scope.accept, &|pid| {
             cgroup_of(root, pid)
         });
-        judge(
+        let mut judged = judge(
             &self.before,
             &after,
             &Own { roots, accepted },
             &self.scope.devices,
-        )
+        );
+        if let Some(n) = throttled
+            .and_then(|(periods, ns)| own_throttled(periods, ns as f64 / 1e9, judged.window_s))
+        {
+            judged.add(n);
+        }
+        judged
     }
 }

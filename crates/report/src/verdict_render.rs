@@ -65,6 +65,9 @@ fn window_detail(w: &WindowTrust) -> String {
     {
         parts.push(format!("steal {s:.0}%"));
     }
+    if let Some(s) = w.own_share {
+        parts.push(format!("plumb itself held off {} of the window", share(s)));
+    }
     let who: Vec<String> = w
         .neighbours
         .iter()
@@ -102,6 +105,12 @@ fn worst_share(w: &WindowTrust) -> (f64, String) {
     }
     if let Some(st) = w.steal_pct.map(|p| p / 100.0).filter(|s| *s > best.0) {
         best = (st, format!("steal {:.0}%", st * 100.0));
+    }
+    if let Some(o) = w.own_share.filter(|s| *s > best.0) {
+        best = (
+            o,
+            format!("plumb itself held off {} of the window", share(o)),
+        );
     }
     best
 }
@@ -913,6 +922,7 @@ mod tests {
             io_share: Some(io),
             cpu_share: Some(0.01),
             steal_pct: Some(0.0),
+            own_share: None,
             neighbours: vec![plumb_analyze::verdict::Named {
                 pid,
                 comm: who.into(),

@@ -618,6 +618,67 @@ fn read_cpu(root: &Root, at: CgroupDir) -> Result<CpuCgroup> {
     })
 }
 
+/// Where a process's CPU quota can throttle it: its cpu controller's directory and every
+/// ancestor up to the mount, each with its cpu.stat. Read at both ends of a window, the
+/// difference says how long the process's group (or a parent, such as a pod's) was held off the
+/// CPUs by a quota, time a latency measured inside the window includes.
+#[derive(Debug, Clone, Default)]
+pub struct Throttling {
+    stats: Vec<PathBuf>,
+}
+
+/// One reading of [`Throttling`]: per directory, throttled periods and nanoseconds.
+pub type ThrottleReading = Vec<Option<(u64, u64)>>;
+
+impl Throttling {
+    /// `pid`'s directories; none where the cpu controller is not mounted or not visible.
+    pub fn of(root: &Root, pid: u32) -> Throttling {
+        let Ok(mounts) = crate::mount::read_mountinfo(root, None) else {
+            return Throttling::default();
+        };
+        let cgm = CgroupMounts::from_mounts(&mounts);
+        let lines = crate::process::cgroups(root, pid);
+        let stats = read_for_process(root, &cgm, &lines)
+            .cpu
+            .map(|c| {
+                c.at.ancestors()
+                    .into_iter()
+                    .map(|d| d.join("cpu.stat"))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Throttling { stats }
+    }
+
+    pub fn read(&self, root: &Root) -> ThrottleReading {
+        self.stats
+            .iter()
+            .map(|f| {
+                let t = root.read_optional(f).ok()??;
+                let m = parse_flat_keyed(&root.path(f), &t).ok()?;
+                let ns = m
+                    .get("throttled_time")
+                    .copied()
+                    .or_else(|| m.get("throttled_usec").map(|u| u * 1000))?;
+                Some((m.get("nr_throttled").copied().unwrap_or(0), ns))
+            })
+            .collect()
+    }
+
+    /// The most any one directory was throttled between two readings: (periods, nanoseconds).
+    /// None when nothing could be read at both ends.
+    pub fn between(before: &ThrottleReading, after: &ThrottleReading) -> Option<(u64, u64)> {
+        before
+            .iter()
+            .zip(after)
+            .filter_map(|(b, a)| {
+                let ((bp, bn), (ap, an)) = ((*b)?, (*a)?);
+                Some((ap.saturating_sub(bp), an.saturating_sub(bn)))
+            })
+            .max_by_key(|d| d.1)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CgroupPressure {
     /// The v2 directory the pressure files come from (the unified mount on hybrid hosts).
@@ -817,6 +878,65 @@ mod tests {
         );
         let m = CgroupMounts::from_mounts(&parse_mountinfo(p, v1).unwrap());
         assert_eq!(m.v1[1].0, vec!["name=systemd"]);
+    }
+
+    #[test]
+    fn throttling_is_read_up_the_tree_and_the_most_throttled_directory_counts() {
+        // A v1 cpu hierarchy: the pod's quota throttles, the container's own is unlimited.
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(
+            r,
+            "proc/self/mountinfo",
+            "30 20 0:26 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n",
+        );
+        put(r, "proc/42/cgroup", "3:cpu:/pod1/ctr\n");
+        let (pod, ctr) = ("sys/fs/cgroup/cpu/pod1", "sys/fs/cgroup/cpu/pod1/ctr");
+        put(
+            r,
+            "sys/fs/cgroup/cpu/cpu.stat",
+            "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
+        );
+        put(
+            r,
+            &format!("{pod}/cpu.stat"),
+            "nr_periods 90\nnr_throttled 5\nthrottled_time 400000000\n",
+        );
+        put(
+            r,
+            &format!("{ctr}/cpu.stat"),
+            "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n",
+        );
+        let root = Root::new(r);
+        let t = Throttling::of(&root, 42);
+        let before = t.read(&root);
+        assert_eq!(before.len(), 3, "{before:?}");
+        put(
+            r,
+            &format!("{pod}/cpu.stat"),
+            "nr_periods 99\nnr_throttled 8\nthrottled_time 650000000\n",
+        );
+        assert_eq!(
+            Throttling::between(&before, &t.read(&root)),
+            Some((3, 250_000_000))
+        );
+        // v2 says microseconds.
+        put(
+            r,
+            &format!("{pod}/cpu.stat"),
+            "usage_usec 1\nnr_throttled 9\nthrottled_usec 700000\n",
+        );
+        assert_eq!(
+            Throttling::between(&before, &t.read(&root)),
+            Some((4, 300_000_000))
+        );
+        // No cpu controller: nothing to read, no claim.
+        put(r, "proc/43/cgroup", "4:memory:/x\n");
+        let none = Throttling::of(&root, 43);
+        assert_eq!(
+            Throttling::between(&none.read(&root), &none.read(&root)),
+            None
+        );
     }
 
     #[test]

@@ -116,6 +116,19 @@ fn window(code: &str, f: &Facts) -> Option<String> {
             b(f.num("device_read_bytes")),
             b(f.num("own_read_bytes"))
         ),
+        "own-stall" => format!(
+            "plumb's own workers completed no I/O in {} tenths of the window ({}), though no I/O took more than {} and the other tenths held {:.0} each: nothing was asked of the device then (plumb was descheduled, throttled by a CPU quota, frozen or stalled in memory reclaim), so the run's rate counts time it did not measure",
+            int(f.num("idle_tenths")),
+            crate::fmt::ms(f.num("idle_s")),
+            crate::fmt::ms(f.num("max_latency_s")),
+            f.num("busy_tenth_ios")
+        ),
+        "own-throttled" => format!(
+            "plumb's cgroup CPU quota (its own or a parent's) held it off the CPUs {} times for {} in all ({:.1}% of the window): a throttled thread waits out the quota's period, and an I/O it was timing counts the wait as latency",
+            int(f.num("periods")),
+            crate::fmt::ms(f.num("throttled_s")),
+            f.num("share_pct")
+        ),
         "neighbour-cpu" => format!(
             "other processes used {:.1} CPUs while the host was {:.0}% idle: {}",
             f.num("others_cpus"),

@@ -204,6 +204,39 @@ impl Timing {
         self.one_in <= 1
     }
 }
+/// How many entries the per-CPU hashes hold: the calls (per thread, syscall and latency
+/// bucket) and the scheduling counts of threads that exited. They are allocated whole, on every
+/// possible CPU, when the tracer starts, which is most of its start: about 0.25 s of kernel time
+/// at the host's size on 2 CPUs. A full map loses what does not fit, counted as lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capacity {
+    pub calls: u32,
+    pub sched: u32,
+}
+
+impl Capacity {
+    /// For whatever runs on a host, however many threads come and go.
+    pub const HOST: Capacity = Capacity {
+        calls: 262_144,
+        sched: 65_536,
+    };
+
+    /// For `threads` threads that stay about as many (a server running plumb's own bounded
+    /// workload): 2,048 call entries and 64 exited threads each (four times what a database
+    /// backend's calls take), at least 16,384 and 4,096, at most [`Capacity::HOST`].
+    pub fn for_threads(threads: u64) -> Capacity {
+        let each = |per: u64, least: u32, most: u32| {
+            (threads.max(1).saturating_mul(per))
+                .next_power_of_two()
+                .clamp(least as u64, most as u64) as u32
+        };
+        Capacity {
+            calls: each(2048, 16_384, Self::HOST.calls),
+            sched: each(64, 4096, Self::HOST.sched),
+        }
+    }
+}
+
 const SCHED_VALUE: usize = 48; // voluntary, involuntary, run_delay_ns, delays, minflt, majflt
 const LOST_CALLS: i32 = 0;
 const LOST_SCHED: i32 = 2;
@@ -262,7 +295,7 @@ impl Maps {
     /// hashes are allocated whole all the same: entries allocated on use made a new thread's
     /// calls ten times dearer (sys_exit 5.6 µs a run against 0.54 under `pgbench -C`, a
     /// backend per connection).
-    fn create(slots: u32, alloc: Alloc) -> Result<Maps, crate::KernelError> {
+    fn create(slots: u32, alloc: Alloc, cap: Capacity) -> Result<Maps, crate::KernelError> {
         let hash =
             |kind, name: &str, key, value, n| Map::create_with(kind, name, key, value, n, alloc);
         // Per-CPU maps are allocated whole on every possible CPU: fewer entries on big hosts.
@@ -281,14 +314,14 @@ impl Maps {
                 "plumb_calls",
                 16,
                 CALL_VALUE,
-                scale(262144),
+                scale(cap.calls),
             )?,
             sched: Map::create(
                 MapType::PercpuHash,
                 "plumb_sched",
                 4,
                 SCHED_VALUE,
-                scale(65536),
+                scale(cap.sched),
             )?,
             wake: hash(MapType::Hash, "plumb_wake", 4, 8, 131072)?,
             delay: hash(MapType::Hash, "plumb_delay", 4, 32, 131072)?,
@@ -1161,7 +1194,16 @@ impl ProcTracer {
 
     /// [`ProcTracer::start`], timing the calls as `timing` says.
     pub fn start_timed(pids: &[u32], timing: Timing) -> Result<ProcTracer, crate::KernelError> {
-        Self::start_with(pids, Maps::default_slots(), timing)
+        Self::start_sized(pids, timing, Capacity::HOST)
+    }
+
+    /// [`ProcTracer::start_timed`], its per-CPU maps sized as `cap` says.
+    pub fn start_sized(
+        pids: &[u32],
+        timing: Timing,
+        cap: Capacity,
+    ) -> Result<ProcTracer, crate::KernelError> {
+        Self::start_with(pids, Maps::default_slots(), timing, cap)
     }
 
     /// `slots`: how many threads keep their open call in the array (a power of two); the
@@ -1170,6 +1212,7 @@ impl ProcTracer {
         pids: &[u32],
         slots: u32,
         timing: Timing,
+        cap: Capacity,
     ) -> Result<ProcTracer, crate::KernelError> {
         if !timing.one_in.is_power_of_two() {
             return Err(format!("one call in {} timed: not a power of two", timing.one_in).into());
@@ -1186,11 +1229,11 @@ impl ProcTracer {
         // perf_event programs, and load tracepoint ones with a kernel warning (which taints
         // the kernel). A kernel that refuses them anyway gets them allocated whole.
         if crate::bpf::kernel_version().is_none_or(|v| v < (6, 1)) {
-            return Self::start_alloc(pids, slots, timing, Alloc::Whole);
+            return Self::start_alloc(pids, slots, timing, Alloc::Whole, cap);
         }
-        match Self::start_alloc(pids, slots, timing, Alloc::OnUse) {
+        match Self::start_alloc(pids, slots, timing, Alloc::OnUse, cap) {
             Err(e) if e.to_string().contains("preallocated") => {
-                Self::start_alloc(pids, slots, timing, Alloc::Whole)
+                Self::start_alloc(pids, slots, timing, Alloc::Whole, cap)
             }
             r => r,
         }
@@ -1201,6 +1244,7 @@ impl ProcTracer {
         slots: u32,
         timing: Timing,
         alloc: Alloc,
+        cap: Capacity,
     ) -> Result<ProcTracer, crate::KernelError> {
         let tps = crate::tracefs::tracepoint_formats(&[
             ("raw_syscalls", "sys_enter"),
@@ -1209,7 +1253,7 @@ impl ProcTracer {
             ("sched", "sched_wakeup"),
             ("sched", "sched_process_fork"),
         ])?;
-        let maps = Maps::create(slots, alloc)?;
+        let maps = Maps::create(slots, alloc, cap)?;
         let t = ProcTracer {
             timing,
             maps,
@@ -1540,6 +1584,18 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_server_s_maps_are_sized_for_its_threads_within_the_host_s() {
+        // PostgreSQL running the loops: eight processes, a tenth of the host's entries.
+        let pg = Capacity::for_threads(8);
+        assert_eq!((pg.calls, pg.sched), (16_384, 4096));
+        // MariaDB's forty threads: 81,920 rounds up to the next power of two.
+        assert_eq!(Capacity::for_threads(40).calls, 131_072);
+        // Never more than a host-wide tracer's, never nothing.
+        assert_eq!(Capacity::for_threads(10_000), Capacity::HOST);
+        assert_eq!(Capacity::for_threads(0), Capacity::for_threads(1));
+    }
+
+    #[test]
     fn buckets_are_log_linear_and_ranges_hold_their_values() {
         for v in [
             0u64,
@@ -1630,7 +1686,8 @@ mod tests {
                 .sum()
         };
         let used = hashes(&t.maps);
-        let whole = hashes(&Maps::create(Maps::default_slots(), Alloc::Whole).unwrap());
+        let whole =
+            hashes(&Maps::create(Maps::default_slots(), Alloc::Whole, Capacity::HOST).unwrap());
         eprintln!("hashes: {used} bytes as used, {whole} allocated whole");
         assert!(used * 4 < whole, "{used} bytes used, {whole} whole");
         // All the maps together: what plumb trace says it holds.
@@ -1693,7 +1750,7 @@ mod tests {
                 .collect();
             let pids: Vec<u32> = kids.iter().map(|k| k.id()).collect();
             std::thread::sleep(std::time::Duration::from_millis(300));
-            let t = ProcTracer::start_with(&pids, slots, Timing::DEFAULT).unwrap();
+            let t = ProcTracer::start_with(&pids, slots, Timing::DEFAULT, Capacity::HOST).unwrap();
             let before: Vec<u64> = pids.iter().map(|&p| delay(p)).collect();
             std::thread::sleep(std::time::Duration::from_secs(2));
             let after: Vec<u64> = pids.iter().map(|&p| delay(p)).collect();
@@ -1755,7 +1812,7 @@ mod tests {
             }
         };
         let pid = child.id();
-        let t = ProcTracer::start_alloc(&[pid], slots, timing, alloc).unwrap();
+        let t = ProcTracer::start_alloc(&[pid], slots, timing, alloc, Capacity::HOST).unwrap();
         assert_eq!(t.alloc(), alloc);
         // This kernel (6.x) has raw tracepoints: the cheap way is the one taken.
         assert_eq!(t.syscalls_via(), "raw tracepoints");

@@ -334,13 +334,7 @@ fn run_loop(
     let mut trace_error = None;
     let tracing = match trace.zip(backend) {
         Some((pid, _)) => {
-            match plumb_record::trace::Session::pids(
-                &plumb_sys::Root::host(),
-                &[pid],
-                "the server",
-                false,
-                true,
-            ) {
+            match plumb_record::trace::Session::server(&plumb_sys::Root::host(), pid) {
                 Ok((mut t, _)) => {
                     if let Some(own) = obs.own_pid() {
                         t.unfollow(own);

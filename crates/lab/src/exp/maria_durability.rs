@@ -393,7 +393,7 @@ fn measure(
 /// be).
 fn start_trace(pid: u32) -> (Option<plumb_record::trace::Polled>, Option<String>) {
     let root = plumb_sys::Root::host();
-    match plumb_record::trace::Session::pids(&root, &[pid], "the server", false, true) {
+    match plumb_record::trace::Session::server(&root, pid) {
         Ok((t, _)) => (Some(plumb_record::trace::Polled::start(t)), None),
         Err(e) => (None, Some(format!("{e:#}"))),
     }

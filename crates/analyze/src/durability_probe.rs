@@ -492,9 +492,23 @@ fn disturbed(c: &mut Vec<Note>, rows: &[ModeRow]) {
         })
         .collect();
     if !none_clean.is_empty() {
+        // Modes whose every run was held off by plumb itself (its cgroup's CPU quota, a stall
+        // of its own): their evidence names no neighbour.
+        let held_off = rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::Disturbed)
+            .filter(|r| {
+                r.reps.iter().all(|x| {
+                    x.interference
+                        .as_ref()
+                        .is_some_and(|i| i.own_share().is_some())
+                })
+            })
+            .count();
         c.push(
             Note::new(Level::Warn, "modes-disturbed")
                 .count("modes", none_clean.len() as f64)
+                .count("held_off_modes", held_off as f64)
                 .notes("which", none_clean),
         );
     } else if retried > 0 {

@@ -228,8 +228,17 @@ pub(crate) fn trust_lines(v: &RunVerdict, what: &str) -> Vec<Line> {
                 Mark::Warn,
             )];
             out.extend(detail(&d));
+            // Whose the disturbance was: other work, plumb held off the CPUs, or both.
+            let held_off = d.iter().filter(|w| w.own_share.is_some()).count();
+            let (whose, share) = if held_off == d.len() {
+                ("include time plumb itself was held off the CPUs (a CPU quota on its cgroup, or its own workers stalled)", "the share of the window it was held off")
+            } else if held_off > 0 {
+                ("are not the server's alone, and some include time plumb itself was held off the CPUs", "the disturbing share")
+            } else {
+                ("are not the server's alone", "the neighbour's share")
+            };
             out.push(line(
-                format!("figures from disturbed {what} are not the server's alone; findings drawn from them are lowered to info, and comparisons from them withheld unless the difference is 4x the neighbour's share"),
+                format!("figures from disturbed {what} {whose}; findings drawn from them are lowered to info, and comparisons from them withheld unless the difference is 4x {share}"),
                 Mark::Plain,
             ));
             out
@@ -965,6 +974,42 @@ mod tests {
         assert!(
             l.iter()
                 .any(|x| x.starts_with("noted: accepted: backup-agent (PID 812) in 1 of 1 phases")),
+            "{l:?}"
+        );
+    }
+
+    /// plumb held off the CPUs by its own cgroup's quota: the worst is said as that, not as a
+    /// neighbour, and the figures' caveat says whose the time was.
+    #[test]
+    fn a_window_plumb_was_held_off_in_says_so_not_a_neighbour() {
+        let mut w = window("io run", Trust::Disturbed, 0.0, "fio", 1);
+        w.neighbours.clear();
+        w.own_share = Some(0.94);
+        let l: Vec<String> = trust_lines(&RunVerdict::of_windows(vec![w.clone()]), "windows")
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert_eq!(
+            l[0], "DISTURBED: 1 of 1 windows; worst: plumb itself held off 94% of the window",
+            "{l:?}"
+        );
+        let caveat = l.last().unwrap();
+        assert!(
+            caveat.starts_with(
+                "figures from disturbed windows include time plumb itself was held off the CPUs"
+            ) && caveat.ends_with("4x the share of the window it was held off"),
+            "{l:?}"
+        );
+        // Beside a neighbour's window, both are said.
+        let other = window("sweep", Trust::Disturbed, 0.5, "fio", 7);
+        let l: Vec<String> = trust_lines(&RunVerdict::of_windows(vec![w, other]), "windows")
+            .into_iter()
+            .map(|l| l.text)
+            .collect();
+        assert!(
+            l.last().unwrap().contains(
+                "not the server's alone, and some include time plumb itself was held off"
+            ),
             "{l:?}"
         );
     }

@@ -308,8 +308,15 @@ fn durability(code: &str, f: &Facts) -> Option<String> {
         ),
         "mode-at-size" => format!("{} ({} KiB)", f.text("mode"), kib(f, "block_size_bytes")),
         "modes-disturbed" => format!(
-            "No clean run for {}: their figures were measured while something else used the device or the CPUs, and no comparison is drawn from them",
-            joined_notes(f.notes("which"), ", ")
+            "No clean run for {}: {}, and no comparison is drawn from them",
+            joined_notes(f.notes("which"), ", "),
+            if f.num("held_off_modes") >= f.num("modes") {
+                "plumb itself was held off the CPUs in their runs (a CPU quota on its cgroup, or its own workers stalled), so their latencies include that wait"
+            } else if f.num("held_off_modes") > 0.0 {
+                "their figures were measured while something else used the device or the CPUs, or while plumb itself was held off the CPUs (a CPU quota on its cgroup, or its own workers stalled)"
+            } else {
+                "their figures were measured while something else used the device or the CPUs"
+            }
         ),
         "no-block-evidence" => format!("No block-layer evidence: {}.", f.text("why")),
         "cache-path" => cache_path(f),

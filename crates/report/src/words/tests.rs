@@ -274,3 +274,29 @@ fn a_small_neighbour_is_noted_after_clean() {
         "{line}"
     );
 }
+
+#[test]
+fn modes_with_no_clean_run_say_whose_the_disturbance_was() {
+    let which = vec![Note::new(Level::Info, "mode-at-size")
+        .text("mode", "fdatasync")
+        .bytes("block_size_bytes", 8192.0)];
+    let said = |held_off: f64| {
+        note(
+            &Note::new(Level::Warn, "modes-disturbed")
+                .count("modes", 1.0)
+                .count("held_off_modes", held_off)
+                .notes("which", which.clone()),
+        )
+    };
+    assert!(
+        said(1.0)
+            .starts_with("No clean run for fdatasync (8 KiB): plumb itself was held off the CPUs"),
+        "{}",
+        said(1.0)
+    );
+    assert!(
+        said(0.0).contains("while something else used the device or the CPUs, and no comparison"),
+        "{}",
+        said(0.0)
+    );
+}

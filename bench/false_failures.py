@@ -8,12 +8,13 @@ it), as CI runs it (CI=true, so a missing part is a failure, not a skip), and pr
 runs, failures, the failure rate and its 95% upper bound (Clopper-Pearson; with no failure in
 20 runs the rate is below 14%, in 100 below 3%), and the first line of each failure.
 
-    python3 bench/false_failures.py --runs 20 io::three_short_runs_a_side_are_enough_when_the_change_is_plain
+    python3 bench/false_failures.py --runs 20 together::io::three_short_runs_a_side_are_enough_when_the_change_is_plain
     python3 bench/false_failures.py --runs 20 --out bench/results/false-failures-DATE.md \\
-        load::compare_finds_a_slower_server_worse_and_a_rate_not_comparable lab::pressure_and_write_throttle_change_the_results
+        together::load::compare_finds_a_slower_server_worse_and_a_rate_not_comparable \\
+        together::lab::pressure_and_write_throttle_change_the_results
 
 A test is named FILE::NAME: its test binary (a file under tests/ without .rs, or a folder of
-tests/ such as together), then the test's full name in it (e.g. versions::pg16::lab,
+tests/ such as together), then the test's full name in it (e.g. together::versions::pg16::lab,
 together::record::a_100ms_recording_reads_the_slow_metrics_once_a_second). Run `scripts/setup --test` first; the host should be
 quiet (no compiles, no other tests).
 """
@@ -83,7 +84,7 @@ def first_failure_line(text):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("tests", nargs="+", help="FILE::NAME, e.g. io::history_names_the_run_where_iops_moved")
+    ap.add_argument("tests", nargs="+", help="FILE::NAME, e.g. together::io::history_names_the_run_where_iops_moved")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--out", help="also write the table here (markdown)")
     a = ap.parse_args()

@@ -175,8 +175,9 @@ fn every_test_run_together_takes_its_group_first() {
             if l.trim() != "#[test]" {
                 continue;
             }
-            // The line after the test's `fn` line.
-            let Some(at) = (i + 1..lines.len()).find(|&j| lines[j].starts_with("fn ")) else {
+            // The line after the test's `fn` line (indented in a macro's module).
+            let Some(at) = (i + 1..lines.len()).find(|&j| lines[j].trim_start().starts_with("fn "))
+            else {
                 continue;
             };
             let group = lines.get(at + 1).map(|l| l.trim());

@@ -86,19 +86,20 @@ pub fn needs(what: &[Need], why: &str) -> bool {
     false
 }
 
-/// The tests of one file that measure, and the rest. A test whose figures another test's
-/// servers and processes would move holds [`alone`] for its run; every other test of that file
+/// The tests that measure, and the rest (tests/together, one test binary). A test whose figures
+/// another test's servers and processes would move holds [`alone`] for its run; every other test
 /// holds [`beside`], and those run together (as many at once as RUST_TEST_THREADS, which
-/// .cargo/config.toml sets: most of them wait on a server or a timer, not on a CPU). A file
-/// with no measuring test needs neither.
+/// .cargo/config.toml sets: most of them wait on a server or a timer, not on a CPU). A test
+/// waiting for [`alone`] holds back the tests that start after it (the lock prefers writers), so
+/// none waits for long.
 static GROUP: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-/// Run alone in this test file: no other test of it starts until this one ends.
+/// Run alone: no other test of the binary starts until this one ends.
 pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
     GROUP.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Run beside the other tests of this file that hold it, never beside one that runs [`alone`].
+/// Run beside the other tests that hold it, never beside one that runs [`alone`].
 pub fn beside() -> std::sync::RwLockReadGuard<'static, ()> {
     GROUP.read().unwrap_or_else(|e| e.into_inner())
 }

@@ -1,6 +1,6 @@
 //! `plumb lab`'s ways out, which measure nothing: Ctrl-C and a killed server mid-lab (on
 //! PostgreSQL and MariaDB), a disk too small, bad input and what MariaDB's lab cannot do yet,
-//! each leaving nothing behind. The labs that measure are tests/lab.rs's, alone.
+//! each leaving nothing behind. The labs that measure are tests/together/lab.rs's, alone.
 
 use crate::common;
 use crate::common::lab::*;

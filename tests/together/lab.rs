@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-mod common;
-use common::lab::*;
-use common::*;
+use crate::common;
+use crate::common::lab::*;
+use crate::common::*;
 
 // Labs take both CPUs and the disk. Those whose checks are figures run alone (common::alone),
-// nothing else of these tests beside one: the lab judges whether its windows were disturbed,
+// no other test beside one: the lab judges whether its windows were disturbed,
 // and another test's processes would be a real neighbour. The labs that check what plumb does
 // on a server of yours and with a named workload (what it creates, drops, refuses and runs)
 // check no figure a neighbour could move: they run beside each other (common::beside).
@@ -557,11 +557,11 @@ fn check_pressure_and_write_throttle(r: &Value) {
 
 #[test]
 fn target_is_read_only_unless_allowed_and_the_scratch_database_goes() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _labs = beside();
     let d = scratch();
     // A server of the user's: started here, and still running after the labs.
     let server = common::Private::start(&d.path().join("server"), &[]);
@@ -696,11 +696,11 @@ impl Drop for Neighbour {
 /// withheld from the first screen: crates/lab/src/exp/tests.rs.)
 #[test]
 fn a_neighbour_started_halfway_marks_the_phases_it_touched_and_the_first_screen_withholds_them() {
+    let _group = common::alone();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     // The storage probes run alone; the neighbour starts with pgbench.
@@ -934,6 +934,7 @@ fn check_load_window_accepts(d: &Path, pid: u32) {
 /// back from swap through the throttle, and its pgbench runs too few transactions for a p99.)
 #[test]
 fn pressure_and_write_throttle_change_the_results() {
+    let _group = common::alone();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -942,7 +943,6 @@ fn pressure_and_write_throttle_change_the_results() {
         skip("skipped: the experiments need root (a cgroup and a zram swap device)");
         return;
     }
-    let _one = alone();
     let d = scratch();
     // The experiments compare the workload with and without them: the storage probes and the
     // loops are not what this test is about; 8 s runs give the per-second spread (five whole
@@ -959,11 +959,11 @@ fn pressure_and_write_throttle_change_the_results() {
 /// exiting 1.
 #[test]
 fn quick_labs_end_to_end_and_compared_quiet_and_under_a_write_throttle() {
+    let _group = common::alone();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = alone();
     let d = scratch();
     let run = |name: &str, extra: &[&str]| -> (Output, PathBuf) {
         let out = d.path().join(name);
@@ -1143,6 +1143,7 @@ fn quick_labs_end_to_end_and_compared_quiet_and_under_a_write_throttle() {
 /// cgroup.
 #[test]
 fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_not() {
+    let _group = common::alone();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
@@ -1151,7 +1152,6 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
         skip("skipped: --replica needs root (the standby's cgroup)");
         return;
     }
-    let _one = alone();
     let lab = |mode: &str| -> Value {
         let d = scratch();
         let out = d.path().join("report");
@@ -1256,11 +1256,11 @@ fn a_synchronous_standby_slows_commits_to_its_disk_and_an_asynchronous_one_does_
 /// the experiments rerun the workload.
 #[test]
 fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumbs_driver() {
+    let _group = common::alone();
     if let Some(why) = no_mariadb() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _one = alone();
     let d = scratch();
     let out = d.path().join("report");
     // A neighbour on the same filesystem all along: 8 KiB O_DSYNC writes, each one a cache
@@ -1449,11 +1449,11 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
 
 #[test]
 fn a_named_workload_runs_on_plumbs_driver_in_pgbenchs_place() {
+    let _group = common::beside();
     if let Some(why) = no_postgres() {
         skip(format!("skipped: {why}"));
         return;
     }
-    let _labs = beside();
     let d = scratch();
     let lab = |out: &Path, extra: &[&std::ffi::OsStr]| -> Value {
         let o = plumb()
@@ -1498,6 +1498,7 @@ fn a_named_workload_runs_on_plumbs_driver_in_pgbenchs_place() {
 
 #[test]
 fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_database() {
+    let _group = common::beside();
     let m = match common::maria::Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -1505,7 +1506,6 @@ fn a_mariadb_of_yours_runs_the_workload_only_with_allow_writes_in_a_scratch_data
             return;
         }
     };
-    let _labs = beside();
     let d = scratch();
     let url = m.url("mysql");
     let databases = || m.sql("SHOW DATABASES").unwrap();

@@ -3,11 +3,11 @@
 //! are disturbed, the neighbour is named by PID, no knee is claimed where throughput fell, and
 //! the FLUSHes charged to the probe are its own, not the neighbour's.
 //!
-//! Its own test binary, so that no other test of plumb's shares the machine while it runs.
+//! The two that compare alone with beside hold `common::alone()`: no other test of plumb's shares
+//! the machine while they run.
 
-mod common;
-
-use common::{alone, is_root, plumb, skip};
+use crate::common;
+use crate::common::{is_root, plumb, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -161,7 +161,7 @@ fn runs(j: &Value) -> Vec<&Value> {
 
 #[test]
 fn a_neighbour_on_the_same_device_is_seen_and_named() {
-    let _alone = alone();
+    let _group = common::alone();
     if !is_root() {
         skip("skipped: needs root for a loop-device file system");
         return;
@@ -319,7 +319,7 @@ fn flushes_per_write(j: &Value, mode: &str) -> f64 {
 
 #[test]
 fn the_durability_probe_is_charged_only_for_its_own_flushes() {
-    let _alone = alone();
+    let _group = common::alone();
     if !is_root() {
         skip("skipped: needs root for a loop-device file system and the block trace");
         return;
@@ -465,7 +465,7 @@ impl Drop for CpuQuota {
 
 #[test]
 fn a_run_held_off_the_cpus_by_plumbs_own_cpu_quota_is_disturbed_and_says_so() {
-    let _quiet = common::beside();
+    let _group = common::beside();
     if !is_root() {
         return skip("skipped: creating a CPU cgroup needs root");
     }

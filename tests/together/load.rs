@@ -7,9 +7,9 @@ use serde_json::Value;
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-use common::private::Private;
-use common::*;
+use crate::common;
+use crate::common::private::Private;
+use crate::common::*;
 
 fn text(o: &Output) -> String {
     format!(
@@ -77,6 +77,7 @@ fn leftovers(p: &Private) -> String {
 
 #[test]
 fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -206,6 +207,7 @@ fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
 
 #[test]
 fn open_loop_times_from_the_schedule() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -243,6 +245,7 @@ fn open_loop_times_from_the_schedule() {
 
 #[test]
 fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -331,6 +334,7 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
 /// kept table is used again.
 #[test]
 fn the_read_write_transaction_does_what_sysbench_s_does() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -406,6 +410,7 @@ fn the_read_write_transaction_does_what_sysbench_s_does() {
 
 #[test]
 fn the_private_instance_it_starts_is_gone_after() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -468,6 +473,7 @@ fn interrupt_when(args: &[&str], wait_for: &str) -> Output {
 
 #[test]
 fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -488,6 +494,7 @@ fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
 
 #[test]
 fn a_server_that_goes_away_is_a_clear_error() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -534,6 +541,7 @@ fn a_server_that_goes_away_is_a_clear_error() {
 
 #[test]
 fn bad_input_is_named_and_exits_2() {
+    let _group = common::beside();
     let tmp = server_tempdir("plumb-io");
     let dir = tmp.path().join("pg");
     let d = dir.to_str().unwrap();
@@ -613,6 +621,7 @@ fn bad_input_is_named_and_exits_2() {
 /// the clients saw commit, the conditions hold, and the database is gone after.
 #[test]
 fn the_workloads_run_on_mariadb() {
+    let _group = common::beside();
     let m = match common::maria::Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -738,6 +747,7 @@ fn the_workloads_run_on_mariadb() {
 
 #[test]
 fn a_recording_carries_the_workload_beside_the_host_and_the_engine() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -832,6 +842,7 @@ fn loop_rounds(r: &Value, rows: &str) -> u64 {
 
 #[test]
 fn the_insert_checkpoint_loops_run_round_after_round() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -903,6 +914,7 @@ fn the_insert_checkpoint_loops_run_round_after_round() {
 
 #[test]
 fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -1018,6 +1030,7 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
 /// compare exit 2.
 #[test]
 fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -1191,6 +1204,7 @@ fn psql_in(p: &Private, db: &str, sql: &str) -> String {
 /// session in it keeps `--drop-kept` from dropping it (no `WITH (FORCE)`), the session alive.
 #[test]
 fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -1306,6 +1320,7 @@ fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
 /// comment, and a kept one that holds a table of somebody's is refused and left whole.
 #[test]
 fn on_mariadb_plumbs_mark_is_its_table_and_a_foreign_table_stops_reuse() {
+    let _group = common::beside();
     let m = match common::maria::Maria::start() {
         Ok(m) => m,
         Err(why) => {
@@ -1377,6 +1392,7 @@ fn on_mariadb_plumbs_mark_is_its_table_and_a_foreign_table_stops_reuse() {
 /// so, then loads its own.
 #[test]
 fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
+    let _group = common::alone();
     if !needs_postgres() {
         return;
     }
@@ -1462,6 +1478,7 @@ fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
 /// that lost its rows is refused before it is run on.
 #[test]
 fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }
@@ -1539,6 +1556,7 @@ fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
 /// Ctrl-C during the silence ends it within 2 s with 130.
 #[test]
 fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
+    let _group = common::beside();
     if !needs_postgres() {
         return;
     }

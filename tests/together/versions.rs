@@ -4,11 +4,11 @@
 //! `plumb delta`, `plumb record`, `plumb mem`, `plumb lab` and `plumb load` on it, each saying
 //! which version brings a view the server lacks.
 //!
-//! The cases run one at a time (a lock): the lab's figures and the delta's want the host to
-//! themselves, and four servers at once would crowd a two-core machine.
+//! The cases run beside the other tests (common::beside): each on an instance of its own, and
+//! what they check does not depend on the host being quiet.
 
-mod common;
-use common::{is_root, plumb, skip};
+use crate::common;
+use crate::common::{is_root, plumb, skip};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -441,9 +441,11 @@ fn load(major: u32) {
 macro_rules! on_version {
     ($m:ident, $v:expr, [$($case:ident),*]) => {
         mod $m {
+            use crate::common;
             $(
                 #[test]
                 fn $case() {
+                    let _group = common::beside();
                     super::$case($v);
                 }
             )*
@@ -451,7 +453,7 @@ macro_rules! on_version {
     };
 }
 
-// 15's lab is tests/lab.rs's (the quick lab end to end, and more).
+// 15's lab is tests/together/lab.rs's (the quick lab end to end, and more).
 on_version!(pg15, 15, [snapshot, delta, record, mem]);
 on_version!(pg16, 16, [snapshot, delta, record, mem, lab, load]);
 on_version!(pg17, 17, [snapshot, delta, record, mem, lab, load]);

@@ -1,8 +1,10 @@
 //! `plumb io` end to end: the real binary, the null engine for exact counts, real files for the
-//! safety rules and Ctrl-C.
+//! safety rules and Ctrl-C. The tests whose figures another test's I/O or CPU would move (a timed
+//! rate, a comparison, a sweep's latencies, the durability probe) and the loop device's hold
+//! `common::alone()`; the rest run beside the binary's other tests.
 
-mod common;
-use common::{alone, beside, plumb, run, skip, stderr};
+use crate::common;
+use crate::common::{plumb, run, skip, stderr};
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -24,12 +26,6 @@ fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }
 
-/// Tests that move real data share the disk; each runs alone, so no other test's I/O or CPU
-/// moves its timings. The others run beside one another.
-fn real_io() -> std::sync::RwLockWriteGuard<'static, ()> {
-    alone()
-}
-
 fn total_row(j: &Value, table: &str) -> Value {
     j["tables"][table]
         .as_array()
@@ -42,8 +38,7 @@ fn total_row(j: &Value, table: &str) -> Value {
 
 #[test]
 fn null_engine_rate_limit_within_2_percent_over_5_s() {
-    // Its rate is timed: nothing beside it.
-    let _alone = alone();
+    let _group = common::alone();
     let d = scratch();
     let f = d.path().join("null.dat");
     let j = json(&[
@@ -87,7 +82,7 @@ fn null_engine_rate_limit_within_2_percent_over_5_s() {
 
 #[test]
 fn percentiles_appear_only_with_enough_samples() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("p.dat");
     // A rate of 1500 IOPS for 2 s: 3000 samples support the 99.9th but not the 99.99th.
@@ -149,7 +144,7 @@ fn percentiles_appear_only_with_enough_samples() {
 
 #[test]
 fn diskspd_command_line_runs_as_typed() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("ds.dat");
     let j = json(&[
@@ -201,7 +196,7 @@ fn diskspd_command_line_runs_as_typed() {
 
 #[test]
 fn csv_has_one_row_per_thread_and_direction() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("c.dat");
     let o = run(&[
@@ -235,7 +230,7 @@ fn csv_has_one_row_per_thread_and_direction() {
 
 #[test]
 fn real_io_uring_direct_reads() {
-    let _serial = real_io();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("r.dat");
     let o = run(&[
@@ -317,7 +312,7 @@ fn real_io_uring_direct_reads() {
 
 #[test]
 fn existing_file_is_never_written_without_overwrite() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("customer.db");
     std::fs::write(&f, vec![42u8; 1 << 20]).unwrap();
@@ -360,7 +355,7 @@ fn existing_file_is_never_written_without_overwrite() {
 
 #[test]
 fn wrong_input_names_the_flag() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("x.dat");
     for (args, needle) in [
@@ -416,7 +411,7 @@ extern "C" {
 
 #[test]
 fn ctrl_c_during_the_run_leaves_nothing_behind() {
-    let _serial = real_io();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("cc.dat");
     let child = plumb()
@@ -453,7 +448,7 @@ fn ctrl_c_during_the_run_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_during_prefill_leaves_nothing_behind() {
-    let _serial = real_io();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("big.dat");
     let child = plumb()
@@ -480,7 +475,7 @@ fn ctrl_c_during_prefill_leaves_nothing_behind() {
 /// with its exact path lets plumb write to it.
 #[test]
 fn block_device_needs_destroy_data_on() {
-    let _serial = real_io();
+    let _group = common::alone();
     if unsafe { geteuid() } != 0 {
         skip("skipped: needs root to set up a loop device");
         return;
@@ -579,7 +574,7 @@ impl Drop for Detach {
 
 #[test]
 fn durability_probe_reports_every_mode_and_cleans_up() {
-    let _serial = real_io();
+    let _group = common::alone();
     let d = scratch();
     let o = run(&[
         "io",
@@ -708,7 +703,7 @@ fn durability_probe_reports_every_mode_and_cleans_up() {
 
 #[test]
 fn durability_compares_candidate_directories_side_by_side() {
-    let _serial = real_io();
+    let _group = common::alone();
     let disk = scratch();
     // A candidate in memory: the comparison must say it is not durable at all.
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
@@ -794,7 +789,7 @@ fn durability_compares_candidate_directories_side_by_side() {
 
 #[test]
 fn sweep_over_rates_orders_levels_and_writes_the_chart() {
-    let _beside = beside();
+    let _group = common::beside();
     let d = scratch();
     let f = d.path().join("sw.dat");
     let chart = d.path().join("curve.svg");
@@ -857,7 +852,7 @@ fn sweep_over_rates_orders_levels_and_writes_the_chart() {
 
 #[test]
 fn sweep_over_queue_depths_with_real_io() {
-    let _serial = real_io();
+    let _group = common::alone();
     let d = scratch();
     let f = d.path().join("qd.dat");
     let o = run(&[
@@ -902,7 +897,7 @@ fn sweep_over_queue_depths_with_real_io() {
 /// a last line at 100%.
 #[test]
 fn piped_progress_predicts_and_ends_at_100() {
-    let _beside = beside();
+    let _group = common::beside();
     use std::io::BufRead;
     let d = scratch();
     let f = d.path().join("p.dat");
@@ -969,7 +964,7 @@ fn piped_progress_predicts_and_ends_at_100() {
 /// against itself shows nothing.
 #[test]
 fn compare_finds_a_rate_limited_run_worse() {
-    let _serial = real_io();
+    let _group = common::alone();
     let d = scratch();
     let f = d.path().join("c.dat");
     let result = |extra: &[&str], name: &str| -> PathBuf {
@@ -1086,7 +1081,7 @@ fn compare_finds_a_rate_limited_run_worse() {
 /// and exit 0 before), `--fail-on worse` exits 1, and the rule says how it was judged.
 #[test]
 fn three_short_runs_a_side_are_enough_when_the_change_is_plain() {
-    let _serial = real_io();
+    let _group = common::alone();
     let d = scratch();
     let f = d.path().join("qd.dat");
     let mut files: Vec<PathBuf> = Vec::new();
@@ -1149,7 +1144,7 @@ fn three_short_runs_a_side_are_enough_when_the_change_is_plain() {
 /// second: one change point, at the fifth run, worse; `--fail-on worse` exits 1.
 #[test]
 fn history_names_the_run_where_iops_moved() {
-    let _serial = real_io();
+    let _group = common::alone();
     let d = scratch();
     let f = d.path().join("h.dat");
     let dir = d.path().join("nightly");

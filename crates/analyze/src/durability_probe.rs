@@ -185,9 +185,18 @@ fn add_attr(a: &mut Attributed, b: &Attributed) {
 
 impl ModeRow {
     pub fn new(mode: Durability, block_size: u32, reps: Vec<ModeRep>) -> ModeRow {
-        let clean: Vec<&ModeRep> = reps.iter().filter(|r| r.is_clean()).collect();
-        let counted: Vec<&ModeRep> = if clean.is_empty() {
+        // A run in which no write completed within its window measured nothing (one write that
+        // outlasted the window, the writer held off throughout): while another run wrote, its
+        // figures (no latency, a FLUSH the device still received) are left out.
+        let wrote: Vec<&ModeRep> = reps.iter().filter(|r| r.writes > 0).collect();
+        let pool: Vec<&ModeRep> = if wrote.is_empty() {
             reps.iter().collect()
+        } else {
+            wrote
+        };
+        let clean: Vec<&ModeRep> = pool.iter().copied().filter(|r| r.is_clean()).collect();
+        let counted: Vec<&ModeRep> = if clean.is_empty() {
+            pool
         } else {
             clean.clone()
         };
@@ -944,6 +953,35 @@ mod tests {
 
     fn codes(c: &[Note]) -> Vec<&'static str> {
         c.iter().map(|n| n.code).collect()
+    }
+
+    /// A run in which no write completed (one write outlasted its window) counts as run, but
+    /// none of its figures: the rate, the means and the FLUSH per write are the runs' that wrote.
+    #[test]
+    fn a_run_that_completed_no_write_lends_the_row_no_figure() {
+        let flushy = asked(1000, 1000, 0, 0, 0);
+        let mut empty = rep(100.0, Some(asked(0, 1, 0, 0, 0)), false);
+        empty.writes = 0;
+        empty.writes_per_s = 0.0;
+        empty.mean_s = None;
+        empty.p50_s = None;
+        empty.p99_s = None;
+        empty.tenths_s = vec![];
+        let reps = vec![
+            empty,
+            rep(100.0, Some(flushy.clone()), false),
+            rep(104.0, Some(flushy), false),
+        ];
+        let r = ModeRow::new(Durability::parse("fdatasync").unwrap(), 8192, reps);
+        assert_eq!((r.runs, r.clean_runs), (3, 2));
+        assert_eq!(r.writes, 2000);
+        assert!(
+            (r.writes_per_s - (1e4 + 1e6 / 104.0) / 2.0).abs() < 1e-6,
+            "{}",
+            r.writes_per_s
+        );
+        assert_eq!(r.per_write.as_ref().map(|p| p.flushes), Some(1.0));
+        assert_eq!(r.verdict, Verdict::Clean);
     }
 
     #[test]

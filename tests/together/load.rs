@@ -75,9 +75,13 @@ fn leftovers(p: &Private) -> String {
     )
 }
 
+/// The order-entry schema, its transactions and NOPM. Alone: the schema's new orders are read at
+/// the window's edges on a connection of their own, and beside the other tests on two CPUs one
+/// edge's reading once lagged the other's by about 50 ms (the clients counted 4,475 new orders,
+/// the schema gained 4,449, at 560 a second); the exact count is what this test is for.
 #[test]
 fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
-    let _group = common::beside();
+    let _group = common::alone();
     if !needs_postgres() {
         return;
     }

@@ -110,6 +110,15 @@ pub fn missing_basic(what: &str) {
     skip(format!("skipped: {what}"));
 }
 
+/// Skip (printing why) unless PostgreSQL runs here; under CI a missing part fails.
+pub fn need_postgres() -> bool {
+    if let Some(why) = no_postgres() {
+        skip(format!("skipped: {why}"));
+        return false;
+    }
+    true
+}
+
 /// Why the PostgreSQL tests cannot run here, if they cannot (server binaries and pgbench).
 pub fn no_postgres() -> Option<String> {
     let has = std::fs::read_dir("/usr/lib/postgresql")

@@ -59,14 +59,6 @@ fn num(p: &Private, sql: &str) -> f64 {
         .unwrap_or_else(|_| panic!("{sql}: {s} {}", String::from_utf8_lossy(&o.stderr)))
 }
 
-fn needs_postgres() -> bool {
-    if let Some(why) = no_postgres() {
-        skip(format!("skipped: {why}"));
-        return false;
-    }
-    true
-}
-
 /// What the load left on the instance: its databases and plumb load's sessions.
 fn leftovers(p: &Private) -> String {
     p.psql(
@@ -82,7 +74,7 @@ fn leftovers(p: &Private) -> String {
 #[test]
 fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
     let _group = common::alone();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -212,7 +204,7 @@ fn the_order_entry_transactions_do_what_tpcc_says_and_nopm_counts_them() {
 #[test]
 fn open_loop_times_from_the_schedule() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -250,7 +242,7 @@ fn open_loop_times_from_the_schedule() {
 #[test]
 fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -339,7 +331,7 @@ fn pgbench_s_transaction_keeps_its_balances_and_the_point_select_reads() {
 #[test]
 fn the_read_write_transaction_does_what_sysbench_s_does() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -415,7 +407,7 @@ fn the_read_write_transaction_does_what_sysbench_s_does() {
 #[test]
 fn the_private_instance_it_starts_is_gone_after() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -478,7 +470,7 @@ fn interrupt_when(args: &[&str], wait_for: &str) -> Output {
 #[test]
 fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -499,7 +491,7 @@ fn ctrl_c_while_loading_and_while_running_leaves_nothing() {
 #[test]
 fn a_server_that_goes_away_is_a_clear_error() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -752,7 +744,7 @@ fn the_workloads_run_on_mariadb() {
 #[test]
 fn a_recording_carries_the_workload_beside_the_host_and_the_engine() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -847,7 +839,7 @@ fn loop_rounds(r: &Value, rows: &str) -> u64 {
 #[test]
 fn the_insert_checkpoint_loops_run_round_after_round() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -919,7 +911,7 @@ fn the_insert_checkpoint_loops_run_round_after_round() {
 #[test]
 fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -1035,7 +1027,7 @@ fn a_report_directory_holds_the_figures_the_charts_and_the_recording() {
 #[test]
 fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-compare");
@@ -1209,7 +1201,7 @@ fn psql_in(p: &Private, db: &str, sql: &str) -> String {
 #[test]
 fn a_database_plumb_did_not_create_in_this_run_is_never_dropped() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -1397,7 +1389,7 @@ fn on_mariadb_plumbs_mark_is_its_table_and_a_foreign_table_stops_reuse() {
 #[test]
 fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
     let _group = common::alone();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     if !is_root() {
@@ -1483,7 +1475,7 @@ fn a_killed_loads_database_is_dropped_by_the_next_run_on_that_server() {
 #[test]
 fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");
@@ -1561,7 +1553,7 @@ fn a_workload_whose_reads_find_nothing_is_a_failed_check() {
 #[test]
 fn a_silent_server_holds_plumb_load_neither_past_its_window_nor_past_ctrl_c() {
     let _group = common::beside();
-    if !needs_postgres() {
+    if !need_postgres() {
         return;
     }
     let tmp = server_tempdir("plumb-io");

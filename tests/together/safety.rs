@@ -20,15 +20,6 @@ fn scratch(prefix: &str) -> tempfile::TempDir {
         .unwrap()
 }
 
-/// Skip (printing why) unless PostgreSQL runs here; under CI a missing part fails.
-fn need_postgres() -> bool {
-    if let Some(why) = no_postgres() {
-        skip(format!("skipped: {why}"));
-        return false;
-    }
-    true
-}
-
 /// Skip (printing why) unless plumb runs as root here; under CI, which runs as root, a failure.
 fn need_root(why: &str) -> bool {
     if is_root() {

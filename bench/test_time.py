@@ -9,6 +9,14 @@ command (building included) and the slowest tests where the log has them.
 
     python3 bench/test_time.py --out bench/results/test-time-DATE.md
     python3 bench/test_time.py --log /tmp/ci.log
+
+`--groups FILE` reads instead what tests/together wrote to PLUMB_TEST_LOG=FILE: each test's
+hold on the binary's group (alone or beside), and prints where the binary's time went: the
+tests that ran alone, longest first, the time the beside tests had the binary (and how many ran
+at once), and the time the group was held by nobody (a test ending, the next one starting).
+
+    PLUMB_TEST_LOG=/tmp/groups.tsv cargo test -j2 --test together
+    python3 bench/test_time.py --groups /tmp/groups.tsv
 """
 
 import argparse
@@ -51,6 +59,54 @@ def binaries(log):
     return out
 
 
+def groups(path):
+    """Lines for the time a tests/together run spent alone, beside and between, from its log."""
+    held = []
+    for line in open(path, encoding="utf-8"):
+        parts = line.rstrip("\n").split("\t")
+        if len(parts) == 4:
+            held.append((parts[0], parts[1], float(parts[2]), float(parts[3])))
+    if not held:
+        raise SystemExit(f"test_time: no group lines in {path}")
+    end = max(h[3] for h in held)
+    alone = sorted((h for h in held if h[1] == "alone"), key=lambda h: h[2] - h[3])
+    alone_s = sum(h[3] - h[2] for h in alone)
+    # The beside tests' time, cut at each start and end: how many held the group at once.
+    edges = sorted({0.0, end} | {h[2] for h in held} | {h[3] for h in held})
+    at_once = {}
+    for a, b in zip(edges, edges[1:]):
+        mid = (a + b) / 2
+        n = sum(1 for h in held if h[1] == "beside" and h[2] <= mid < h[3])
+        if n:
+            at_once[n] = at_once.get(n, 0.0) + (b - a)
+        elif not any(h[1] == "alone" and h[2] <= mid < h[3] for h in held):
+            at_once[0] = at_once.get(0, 0.0) + (b - a)
+    beside_s = sum(v for k, v in at_once.items() if k)
+    modules = {}
+    for h in alone:
+        m = h[0].split("::")[0]
+        modules[m] = modules.get(m, 0.0) + h[3] - h[2]
+    out = [
+        f"The binary's tests from the first start to the last end: **{end:.0f} s**; "
+        f"{len(alone)} tests alone **{alone_s:.0f} s**, the {len(held) - len(alone)} beside "
+        f"{beside_s:.0f} s, nobody holding the group {at_once.get(0, 0.0):.0f} s.",
+        "",
+        "Beside tests at once: "
+        + ", ".join(f"{k}: {v:.0f} s" for k, v in sorted(at_once.items()) if k)
+        + ".",
+        "",
+        "Alone, by module: "
+        + ", ".join(f"{m} {s:.0f} s" for m, s in sorted(modules.items(), key=lambda x: -x[1]))
+        + ".",
+        "",
+        "| test that ran alone | seconds | from (s) |",
+        "|---|---|---|",
+    ]
+    for name, _, a, b in alone:
+        out.append(f"| {name} | {b - a:.1f} | {a:.0f} |")
+    return out
+
+
 def machine():
     cpus = os.cpu_count()
     try:
@@ -63,8 +119,16 @@ def machine():
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--log", help="read this log of a test run instead of running one")
+    ap.add_argument("--groups", help="read a PLUMB_TEST_LOG file of tests/together instead")
     ap.add_argument("--out", help="also write the table here (markdown)")
     a = ap.parse_args()
+    if a.groups:
+        text = "\n".join(groups(a.groups)) + "\n"
+        print(text)
+        if a.out:
+            with open(a.out, "w") as f:
+                f.write(text)
+        return 0
     wall = None
     if a.log:
         log = open(a.log, encoding="utf-8", errors="replace").read()

@@ -94,14 +94,66 @@ pub fn needs(what: &[Need], why: &str) -> bool {
 /// none waits for long.
 static GROUP: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
+/// A test's hold on the group. With PLUMB_TEST_LOG set, its end appends a line to that file:
+/// the test, `alone` or `beside`, and when it got the group and let it go (seconds from the
+/// binary's first test); `python3 bench/test_time.py --groups FILE` reads them.
+pub struct Held<G> {
+    _guard: G,
+    kind: &'static str,
+    since: f64,
+}
+
+fn clock() -> f64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    START
+        .get_or_init(std::time::Instant::now)
+        .elapsed()
+        .as_secs_f64()
+}
+
+impl<G> Held<G> {
+    fn new(kind: &'static str, take: impl FnOnce() -> G) -> Held<G> {
+        clock();
+        let _guard = take();
+        Held {
+            _guard,
+            kind,
+            since: clock(),
+        }
+    }
+}
+
+impl<G> Drop for Held<G> {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("PLUMB_TEST_LOG") else {
+            return;
+        };
+        let line = format!(
+            "{}\t{}\t{:.3}\t{:.3}\n",
+            std::thread::current().name().unwrap_or("?"),
+            self.kind,
+            self.since,
+            clock()
+        );
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
+}
+
 /// Run alone: no other test of the binary starts until this one ends.
-pub fn alone() -> std::sync::RwLockWriteGuard<'static, ()> {
-    GROUP.write().unwrap_or_else(|e| e.into_inner())
+pub fn alone() -> Held<std::sync::RwLockWriteGuard<'static, ()>> {
+    Held::new("alone", || GROUP.write().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// Run beside the other tests that hold it, never beside one that runs [`alone`].
-pub fn beside() -> std::sync::RwLockReadGuard<'static, ()> {
-    GROUP.read().unwrap_or_else(|e| e.into_inner())
+pub fn beside() -> Held<std::sync::RwLockReadGuard<'static, ()>> {
+    Held::new("beside", || GROUP.read().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// A part every Debian host has (a tool of procps or util-linux, a kernel file) is missing:

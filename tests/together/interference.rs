@@ -292,9 +292,21 @@ fn a_neighbour_on_the_same_device_is_seen_and_named() {
     }
 }
 
+/// A quick durability probe of 8 KiB writes in `dir`, one clean run a mode: this file's tests
+/// are about whose FLUSHes a run is charged and which runs a neighbour disturbed, not about
+/// settling a mode's figure (io.rs's tests settle them).
 fn durability(dir: &Path) -> Value {
     let o = plumb()
-        .args(["io", "durability", "--quick", "--bs", "8K", "--json"])
+        .args([
+            "io",
+            "durability",
+            "--quick",
+            "--reps",
+            "1",
+            "--bs",
+            "8K",
+            "--json",
+        ])
         .arg(dir)
         .output()
         .unwrap();

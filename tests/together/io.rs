@@ -776,13 +776,22 @@ fn durability_compares_candidate_directories_side_by_side() {
             "probe file left in {d:?}"
         );
     }
-    // CSV: every run with its directory first.
+}
+
+/// The comparison's CSV, every run with its directory first, and a directory named twice: what
+/// they check is the output's shape and the refusal, no figure, so they run beside the others.
+#[test]
+fn durability_comparison_as_csv_and_a_directory_named_twice() {
+    let _group = common::beside();
+    let disk = scratch();
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let o = run(&[
         "io",
         "durability",
         "--format",
         "csv",
-        "--quick",
+        "--duration",
+        "200ms",
         "--reps",
         "1",
         "--bs",
@@ -798,6 +807,9 @@ fn durability_compares_candidate_directories_side_by_side() {
     let o = run(&["io", "durability", s(disk.path()), s(disk.path())]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("named twice"), "{}", stderr(&o));
+    for d in [disk.path(), shm.path()] {
+        assert_eq!(std::fs::read_dir(d).unwrap().count(), 0, "{d:?}");
+    }
 }
 
 #[test]

@@ -176,7 +176,14 @@ fn ctrl_c_mid_mariadb_lab_leaves_nothing() {
     }
     let d = scratch();
     let out = d.path().join("report");
-    let (mut c, _) = start_until_with(&["--kind", "mariadb"], d.path(), &out, "clients for");
+    let (mut c, seen) = start_until_with(&["--kind", "mariadb"], d.path(), &out, "clients for");
+    // The storage probes ran before the workload, as on PostgreSQL.
+    for step in [
+        "] durability: what one durable write costs",
+        "] random-read queue-depth sweep and sequential read",
+    ] {
+        assert!(seen.contains(step), "{step}: {seen}");
+    }
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(c.id() as i32, libc::SIGINT) };

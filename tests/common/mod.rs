@@ -88,18 +88,83 @@ pub fn needs(what: &[Need], why: &str) -> bool {
 
 /// The tests that measure, and the rest (tests/together, one test binary). A test whose figures
 /// another test's servers and processes would move holds [`alone`] for its run; every other test
-/// holds [`beside`], and those run together (as many at once as RUST_TEST_THREADS, which
-/// .cargo/config.toml sets: most of them wait on a server or a timer, not on a CPU). A test
-/// waiting for [`alone`] holds back the tests that start after it (the lock prefers writers), so
-/// none waits for long.
-static GROUP: std::sync::RwLock<()> = std::sync::RwLock::new(());
+/// holds [`beside`], and those run together, at most [`BESIDE`] at once (most of them wait on a
+/// server or a timer, not on a CPU).
+///
+/// The binary runs more tests at a time than that (RUST_TEST_THREADS, .cargo/config.toml), so
+/// that the tests waiting to run alone gather while the others go on: when more wait than the
+/// threads left over beyond [`BESIDE`] (or nothing else is left to run), the tests beside let
+/// the running ones end, and the waiting ones run alone one after another; then the others go
+/// on. One pause for a batch of them, instead of one for each, where the running tests end one
+/// by one while the rest wait.
+pub const BESIDE: usize = 4;
+
+struct Turns {
+    /// The tests waiting to run alone run now: no test starts beside.
+    alone_turn: bool,
+    alone_running: bool,
+    alone_waiting: usize,
+    beside_running: usize,
+    beside_waiting: usize,
+}
+
+static TURNS: std::sync::Mutex<Turns> = std::sync::Mutex::new(Turns {
+    alone_turn: false,
+    alone_running: false,
+    alone_waiting: 0,
+    beside_running: 0,
+    beside_waiting: 0,
+});
+static TURN: std::sync::Condvar = std::sync::Condvar::new();
+
+/// Tests at a time: RUST_TEST_THREADS, or as many as [`BESIDE`].
+fn threads() -> usize {
+    std::env::var("RUST_TEST_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(BESIDE)
+}
+
+impl Turns {
+    /// Whose turn it is now; true when it changed.
+    fn settle(&mut self) -> bool {
+        let was = self.alone_turn;
+        if !self.alone_turn {
+            let gathered = self.alone_waiting > threads().saturating_sub(BESIDE);
+            let nothing_else = self.beside_running == 0 && self.beside_waiting == 0;
+            self.alone_turn = self.alone_waiting > 0 && (gathered || nothing_else);
+        } else if self.alone_waiting == 0 && !self.alone_running {
+            self.alone_turn = false;
+        }
+        was != self.alone_turn
+    }
+}
+
+fn turns() -> std::sync::MutexGuard<'static, Turns> {
+    TURNS.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Wait until `ready` holds, settling whose turn it is on every change.
+fn wait_turn(
+    mut t: std::sync::MutexGuard<'static, Turns>,
+    ready: fn(&Turns) -> bool,
+) -> std::sync::MutexGuard<'static, Turns> {
+    loop {
+        if t.settle() {
+            TURN.notify_all();
+        }
+        if ready(&t) {
+            return t;
+        }
+        t = TURN.wait(t).unwrap_or_else(|e| e.into_inner());
+    }
+}
 
 /// A test's hold on the group. With PLUMB_TEST_LOG set, its end appends a line to that file:
 /// the test, `alone` or `beside`, and when it got the group and let it go (seconds from the
 /// binary's first test); `python3 bench/test_time.py --groups FILE` reads them.
-pub struct Held<G> {
-    _guard: G,
-    kind: &'static str,
+pub struct Held {
+    alone: bool,
     since: f64,
 }
 
@@ -111,49 +176,71 @@ fn clock() -> f64 {
         .as_secs_f64()
 }
 
-impl<G> Held<G> {
-    fn new(kind: &'static str, take: impl FnOnce() -> G) -> Held<G> {
-        clock();
-        let _guard = take();
-        Held {
-            _guard,
-            kind,
-            since: clock(),
-        }
-    }
-}
-
-impl<G> Drop for Held<G> {
+impl Drop for Held {
     fn drop(&mut self) {
-        let Some(path) = std::env::var_os("PLUMB_TEST_LOG") else {
-            return;
-        };
-        let line = format!(
-            "{}\t{}\t{:.3}\t{:.3}\n",
-            std::thread::current().name().unwrap_or("?"),
-            self.kind,
-            self.since,
-            clock()
-        );
-        use std::io::Write;
-        if let Ok(mut f) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-        {
-            let _ = f.write_all(line.as_bytes());
+        let kind = if self.alone { "alone" } else { "beside" };
+        if let Some(path) = std::env::var_os("PLUMB_TEST_LOG") {
+            let line = format!(
+                "{}\t{kind}\t{:.3}\t{:.3}\n",
+                std::thread::current().name().unwrap_or("?"),
+                self.since,
+                clock()
+            );
+            use std::io::Write;
+            if let Ok(mut f) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+            {
+                let _ = f.write_all(line.as_bytes());
+            }
         }
+        // The turn given back, a panic's included.
+        let mut t = turns();
+        if self.alone {
+            t.alone_running = false;
+        } else {
+            t.beside_running -= 1;
+        }
+        t.settle();
+        TURN.notify_all();
     }
 }
 
-/// Run alone: no other test of the binary starts until this one ends.
-pub fn alone() -> Held<std::sync::RwLockWriteGuard<'static, ()>> {
-    Held::new("alone", || GROUP.write().unwrap_or_else(|e| e.into_inner()))
+/// Run alone: no other test of the binary runs until this one ends.
+pub fn alone() -> Held {
+    clock();
+    let mut t = turns();
+    t.alone_waiting += 1;
+    let mut t = wait_turn(t, |t| {
+        t.alone_turn && !t.alone_running && t.beside_running == 0
+    });
+    t.alone_waiting -= 1;
+    t.alone_running = true;
+    drop(t);
+    // On a settled host: what the tests before it left to write back goes now, not in its
+    // measured windows (alone tests run one after another).
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    Held {
+        alone: true,
+        since: clock(),
+    }
 }
 
 /// Run beside the other tests that hold it, never beside one that runs [`alone`].
-pub fn beside() -> Held<std::sync::RwLockReadGuard<'static, ()>> {
-    Held::new("beside", || GROUP.read().unwrap_or_else(|e| e.into_inner()))
+pub fn beside() -> Held {
+    clock();
+    let mut t = turns();
+    t.beside_waiting += 1;
+    let mut t = wait_turn(t, |t| !t.alone_turn && t.beside_running < BESIDE);
+    t.beside_waiting -= 1;
+    t.beside_running += 1;
+    drop(t);
+    Held {
+        alone: false,
+        since: clock(),
+    }
 }
 
 /// A part every Debian host has (a tool of procps or util-linux, a kernel file) is missing:

@@ -1114,14 +1114,17 @@ fn endless_rows_end_at_the_bound_not_in_gigabytes() {
 }
 
 #[test]
-fn a_silent_server_is_a_timeout_and_a_signal_ends_plumb_at_once() {
-    // Silent before the login: the login's bound.
+fn a_server_silent_before_the_login_is_a_timeout() {
     let s = start(Login::Silent, server_2022);
     let (e, took) = connect_error(&s);
     assert!(e.contains("did not complete the login within 15 s"), "{e}");
     assert!(took < std::time::Duration::from_secs(25), "{took:?}");
-    // Silent after the login, and SIGTERM: plumb ends within a second or two, and its client
-    // process with it.
+}
+
+/// A server silent after the login holds plumb no longer than a signal: SIGTERM ends it within
+/// a second or two, and its client process with it; kill -9 ends the client too.
+#[test]
+fn a_signal_ends_plumb_and_its_client_at_once_on_a_silent_server() {
     let s = start(Login::Ok, silent_after_login);
     let mut child = plumb()
         .args(["record", "--duration", "1m", "--engine"])

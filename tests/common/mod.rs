@@ -97,7 +97,19 @@ pub fn needs(what: &[Need], why: &str) -> bool {
 /// the running ones end, and the waiting ones run alone one after another; then the others go
 /// on. One pause for a batch of them, instead of one for each, where the running tests end one
 /// by one while the rest wait.
+/// PLUMB_TEST_BESIDE sets another number, to measure with (bench/test_time.py --groups).
 pub const BESIDE: usize = 4;
+
+fn beside_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::env::var("PLUMB_TEST_BESIDE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|n| *n > 0)
+            .unwrap_or(BESIDE)
+    })
+}
 
 struct Turns {
     /// The tests waiting to run alone run now: no test starts beside.
@@ -117,12 +129,12 @@ static TURNS: std::sync::Mutex<Turns> = std::sync::Mutex::new(Turns {
 });
 static TURN: std::sync::Condvar = std::sync::Condvar::new();
 
-/// Tests at a time: RUST_TEST_THREADS, or as many as [`BESIDE`].
+/// Tests at a time: RUST_TEST_THREADS, or as many as run beside.
 fn threads() -> usize {
     std::env::var("RUST_TEST_THREADS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(BESIDE)
+        .unwrap_or_else(beside_limit)
 }
 
 impl Turns {
@@ -130,7 +142,7 @@ impl Turns {
     fn settle(&mut self) -> bool {
         let was = self.alone_turn;
         if !self.alone_turn {
-            let gathered = self.alone_waiting > threads().saturating_sub(BESIDE);
+            let gathered = self.alone_waiting > threads().saturating_sub(beside_limit());
             let nothing_else = self.beside_running == 0 && self.beside_waiting == 0;
             self.alone_turn = self.alone_waiting > 0 && (gathered || nothing_else);
         } else if self.alone_waiting == 0 && !self.alone_running {
@@ -233,7 +245,7 @@ pub fn beside() -> Held {
     clock();
     let mut t = turns();
     t.beside_waiting += 1;
-    let mut t = wait_turn(t, |t| !t.alone_turn && t.beside_running < BESIDE);
+    let mut t = wait_turn(t, |t| !t.alone_turn && t.beside_running < beside_limit());
     t.beside_waiting -= 1;
     t.beside_running += 1;
     drop(t);

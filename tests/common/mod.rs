@@ -98,7 +98,7 @@ pub fn needs(what: &[Need], why: &str) -> bool {
 /// on. One pause for a batch of them, instead of one for each, where the running tests end one
 /// by one while the rest wait.
 /// PLUMB_TEST_BESIDE sets another number, to measure with (bench/test_time.py --groups).
-pub const BESIDE: usize = 4;
+pub const BESIDE: usize = 6;
 
 fn beside_limit() -> usize {
     static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

@@ -187,12 +187,15 @@ fn a_killed_lab_with_pressure_leaves_nothing_running() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut c = plumb()
-        // The pressure experiment comes sooner without the storage probes and the loops.
+        // The pressure experiment comes sooner without the storage probes and the loops, and
+        // after the shortest run of the workload.
         .args([
             "lab",
             "--quick",
             "--skip",
             "storage,loops",
+            "--duration",
+            "2s",
             "--pressure",
             "128M",
             "--dir",
@@ -288,12 +291,15 @@ fn a_killed_lab_with_a_standby_leaves_nothing_running() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut c = plumb()
-        // The standby comes sooner without the storage probes and the loops.
+        // The standby comes sooner without the storage probes and the loops, and after the
+        // shortest run of the workload.
         .args([
             "lab",
             "--quick",
             "--skip",
             "storage,loops",
+            "--duration",
+            "2s",
             "--replica",
             "sync",
             "--dir",

@@ -1,6 +1,6 @@
 //! The test files that run plumb against real parts (servers, files, devices, cgroups, a
 //! browser): one test binary, so that the tests that wait (on a server, a child process, a timer)
-//! run beside one another, four at a time (tests/common's `BESIDE`), whichever file they are in,
+//! run beside one another, six at a time (tests/common's `BESIDE`), whichever file they are in,
 //! instead of one file after another, and the build links one binary instead of eighteen.
 //! `cargo test --test together lab::` runs one file's tests.
 //!

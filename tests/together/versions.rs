@@ -435,7 +435,7 @@ fn load(major: u32) {
 }
 
 /// Each case, once per version; the test's name says which version. Each case runs on an
-/// instance of its own, beside the others (four at a time): the labs among them judge their
+/// instance of its own, beside the others (six at a time): the labs among them judge their
 /// windows disturbed, and what they check (pg_stat_io's rows, a WAL sync per commit, the parts
 /// left out) does not depend on it.
 macro_rules! on_version {

@@ -131,10 +131,13 @@ static TURN: std::sync::Condvar = std::sync::Condvar::new();
 
 /// Tests at a time: RUST_TEST_THREADS, or as many as run beside.
 fn threads() -> usize {
-    std::env::var("RUST_TEST_THREADS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(beside_limit)
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| {
+        std::env::var("RUST_TEST_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(beside_limit)
+    })
 }
 
 impl Turns {

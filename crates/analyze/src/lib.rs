@@ -9,6 +9,7 @@ pub mod delta;
 pub mod delta_verdict;
 pub mod derive;
 pub mod durability_probe;
+pub mod explain;
 pub mod histogram;
 pub mod interference;
 pub mod io;

@@ -95,6 +95,9 @@ pub struct TxFigures {
     pub latency: Percentiles,
     /// From the start (open loop only): the server's part.
     pub service: Option<Percentiles>,
+    /// Where its time went on the server (`--explain`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explained: Option<crate::explain::TypeSplit>,
 }
 
 impl TxFigures {
@@ -112,6 +115,7 @@ impl TxFigures {
             retries: t.retries,
             latency: Percentiles::of_us(&t.latency).with_tenths(&t.tenths),
             service: t.service.as_ref().map(Percentiles::of_us),
+            explained: t.explained.as_ref().map(crate::explain::TypeSplit::of),
         }
     }
 

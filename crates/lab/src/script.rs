@@ -140,6 +140,7 @@ pub fn run(
         seed: 1,
         in_order: false,
         threads: None,
+        explain: None,
     };
     let m = driver::run(
         &plan,

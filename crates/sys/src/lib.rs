@@ -40,6 +40,7 @@ pub mod signal;
 pub mod smaps;
 pub mod snapshot;
 pub mod syscalls;
+pub mod threadtime;
 pub mod tracefs;
 pub mod tracepage;
 pub mod units;

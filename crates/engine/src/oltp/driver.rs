@@ -93,6 +93,11 @@ pub trait Client: Send {
     fn closer(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         None
     }
+    /// The server thread (TID) serving this connection, whose time `--explain` takes apart;
+    /// None where it is not known.
+    fn server_thread(&self) -> Option<u32> {
+        None
+    }
 }
 
 /// At the window's end, how long transactions in flight get to end on their own before they
@@ -117,6 +122,9 @@ pub struct Plan {
     pub in_order: bool,
     /// Threads for the clients that can share one; None: one a CPU this process may use.
     pub threads: Option<usize>,
+    /// Take each transaction's time on the server apart (`--explain`): the clocks of each
+    /// connection's server thread. None: not taken apart.
+    pub explain: Option<Arc<plumb_sys::threadtime::ThreadTimes>>,
 }
 
 /// One transaction type's figures over the timed window.
@@ -136,6 +144,8 @@ pub struct TypeStats {
     /// `latency` in each tenth of the timed window, by when the transaction ended: ten
     /// histograms (empty when the run was interrupted before the window ended).
     pub tenths: Vec<Histogram<u64>>,
+    /// Where its transactions' time went on the server (`--explain`; None: not taken apart).
+    pub explained: Option<super::explain::Explained>,
 }
 
 impl TypeStats {
@@ -150,6 +160,7 @@ impl TypeStats {
             latency: hist(),
             service: paced.then(hist),
             tenths: Vec::new(),
+            explained: None,
         }
     }
 
@@ -166,6 +177,9 @@ impl TypeStats {
         let _ = self.latency.add(&o.latency);
         if let (Some(a), Some(b)) = (&mut self.service, &o.service) {
             let _ = a.add(b);
+        }
+        if let Some(b) = &o.explained {
+            self.explained.get_or_insert_with(Default::default).merge(b);
         }
     }
 }
@@ -534,6 +548,14 @@ impl Worker {
             .max(1);
         let mut intended = Instant::now();
         let mut cycle = 0u64;
+        // --explain: the connection's server thread, watched from now (it is idle, waiting for
+        // this client's first transaction).
+        let clocks = self.plan.explain.clone().and_then(|t| {
+            let tid = client.server_thread()?;
+            t.watch(tid).ok()?;
+            Some((t, tid))
+        });
+        let read = || clocks.as_ref().and_then(|(t, tid)| t.read(*tid));
         while !self.stop.load(Ordering::Relaxed) {
             // No transaction starts after the window: what runs then is nobody's figure.
             if Instant::now() >= self.end {
@@ -557,9 +579,11 @@ impl Worker {
             } else {
                 pick(&self.plan.mix, total, &mut self.rng)
             };
+            let before = read();
             let started = Instant::now();
             let (result, retries) = self.try_kind(client.as_mut(), kind).await;
             let ended = Instant::now();
+            let spent = read().zip(before).map(|(a, b)| a.since(&b));
             let lat = micros(ended.saturating_duration_since(intended));
             let timed = started >= self.window_start && ended <= self.end;
             self.count_second(kind, &result, lat, timed.then(|| self.tenth(ended)));
@@ -567,6 +591,10 @@ impl Worker {
                 let s = &mut r.types[kind];
                 s.retries += retries;
                 let _ = s.latency.record(lat.max(1));
+                if let Some(spent) = &spent {
+                    let e = s.explained.get_or_insert_with(Default::default);
+                    e.add(micros(ended - started), spent);
+                }
                 if let Some(h) = &mut s.service {
                     let _ = h.record(micros(ended - started).max(1));
                 }
@@ -594,6 +622,9 @@ impl Worker {
                     break;
                 }
             }
+        }
+        if let Some((t, tid)) = &clocks {
+            t.unwatch(*tid);
         }
         r
     }
@@ -734,6 +765,7 @@ mod tests {
             max_tries: 1,
             seed: 7,
             in_order: false,
+            explain: None,
             threads: None,
         }
     }
@@ -757,6 +789,7 @@ mod tests {
             rampup: Duration::ZERO,
             duration: Duration::from_millis(300),
             in_order: true,
+            explain: None,
             ..plan(None)
         };
         let m = run(

@@ -18,6 +18,7 @@
 //! new-order, 10/23 payment, 1/23 each of delivery, stock-level, order-status).
 
 pub mod driver;
+pub mod explain;
 pub mod holdings;
 pub mod maria;
 pub mod mssql;

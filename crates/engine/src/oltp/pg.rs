@@ -719,6 +719,11 @@ impl PgOltp {
         self.wire.closer()
     }
 
+    /// The backend's process ID (PostgreSQL's backends are single-threaded: its TID).
+    pub fn backend_pid(&self) -> Option<u32> {
+        self.wire.backend_pid()
+    }
+
     /// Let this session share a thread with others: its `exec_async` then waits in
     /// `plumb_sys::mux` instead of blocking.
     pub fn share(&mut self) -> bool {

@@ -246,6 +246,15 @@ impl OltpClient {
         }
     }
 
+    /// The server thread serving this session (PostgreSQL: its backend's PID, from the
+    /// startup's key data); None where plumb does not know it.
+    pub fn server_thread(&self) -> Option<u32> {
+        match self {
+            OltpClient::Pg(c) => c.backend_pid(),
+            OltpClient::Maria(_) | OltpClient::Mssql(_) => None,
+        }
+    }
+
     pub fn canceller(&self) -> Canceller {
         match self {
             OltpClient::Pg(c) => c.canceller(),

@@ -411,6 +411,12 @@ impl Wire {
         self.finish().await.map(|_| ())
     }
 
+    /// The backend's process ID, from the startup's BackendKeyData (None before it, or from a
+    /// server that sent none).
+    pub fn backend_pid(&self) -> Option<u32> {
+        self.key.and_then(|(pid, _)| u32::try_from(pid).ok())
+    }
+
     /// Something another thread can call to cancel this session's running statement (a
     /// CancelRequest on a connection of its own, as libpq's PQcancel).
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {

@@ -526,6 +526,10 @@ impl driver::Client for LoadClient {
     fn closer(&self) -> Option<Box<dyn Fn() + Send + Sync>> {
         Some(self.conn.closer())
     }
+
+    fn server_thread(&self) -> Option<u32> {
+        self.conn.server_thread()
+    }
 }
 
 /// A transaction's end as the driver counts it.
@@ -607,6 +611,7 @@ fn drive(
         seed: c.seed,
         in_order: c.workload.in_order(),
         threads: c.threads,
+        explain: None,
     };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();

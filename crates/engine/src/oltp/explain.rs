@@ -1,0 +1,152 @@
+//! Where each transaction type's time went on the server (`plumb load --explain`): the driver
+//! reads its connection's server thread's clocks ([`plumb_sys::threadtime`]) as a transaction
+//! starts and as it ends, and adds the difference here, per type. Memory stays small: sums for
+//! the mean, and the slowest 1% of transactions (at least one) kept whole for what p99 is made
+//! of.
+
+use plumb_sys::threadtime::{Counts, Spent, PARTS};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// How far a transaction's parts may fall short of (or exceed) its wall time and still count
+/// as closed: 5%.
+pub const CLOSE_WITHIN: f64 = 0.05;
+
+/// One transaction's time on the server and its latency at the client (µs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slow {
+    pub latency_us: u64,
+    pub spent: Spent,
+}
+
+impl PartialOrd for Slow {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Slow {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.latency_us, self.spent.wall_ns).cmp(&(o.latency_us, o.spent.wall_ns))
+    }
+}
+
+/// A type's transactions' time, summed, and its slowest.
+#[derive(Debug, Clone, Default)]
+pub struct Explained {
+    /// Transactions counted.
+    pub n: u64,
+    /// Their wall time (ns) and each part's, summed.
+    pub wall_ns: u128,
+    pub parts_ns: [u128; PARTS],
+    pub counts: Counts,
+    /// Transactions whose parts add up to their wall time within [`CLOSE_WITHIN`].
+    pub closed: u64,
+    slowest: BinaryHeap<Reverse<Slow>>,
+}
+
+fn add_counts(a: &mut Counts, b: &Counts) {
+    a.syncs += b.syncs;
+    a.requests += b.requests;
+    a.flushes += b.flushes;
+    a.fua += b.fua;
+    a.read_bios += b.read_bios;
+    a.write_bios += b.write_bios;
+}
+
+impl Explained {
+    /// Count one transaction.
+    pub fn add(&mut self, latency_us: u64, s: &Spent) {
+        self.n += 1;
+        self.wall_ns += s.wall_ns as u128;
+        for (sum, p) in self.parts_ns.iter_mut().zip(s.parts) {
+            *sum += p as u128;
+        }
+        add_counts(&mut self.counts, &s.counts);
+        let gap = s.wall_ns.abs_diff(s.accounted_ns()) as f64;
+        self.closed += (gap <= CLOSE_WITHIN * s.wall_ns as f64) as u64;
+        self.keep(Slow {
+            latency_us,
+            spent: *s,
+        });
+    }
+
+    /// How many of the slowest are kept: 1% of those counted, at least one.
+    fn room(&self) -> usize {
+        (self.n.div_ceil(100) as usize).max(1)
+    }
+
+    fn keep(&mut self, s: Slow) {
+        self.slowest.push(Reverse(s));
+        while self.slowest.len() > self.room() {
+            self.slowest.pop();
+        }
+    }
+
+    /// Another client's figures for the same type.
+    pub fn merge(&mut self, o: &Explained) {
+        self.n += o.n;
+        self.wall_ns += o.wall_ns;
+        for (a, b) in self.parts_ns.iter_mut().zip(o.parts_ns) {
+            *a += b;
+        }
+        add_counts(&mut self.counts, &o.counts);
+        self.closed += o.closed;
+        for Reverse(s) in o.slowest.iter() {
+            self.keep(*s);
+        }
+    }
+
+    /// The slowest 1% (by latency at the client), slowest first.
+    pub fn slowest(&self) -> Vec<Slow> {
+        let mut v: Vec<Slow> = self.slowest.iter().map(|Reverse(s)| *s).collect();
+        v.sort_by(|a, b| b.cmp(a));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plumb_sys::threadtime::Part;
+
+    fn spent(wall: u64, user: u64, client: u64) -> Spent {
+        let mut parts = [0; PARTS];
+        parts[Part::ALL.iter().position(|p| *p == Part::User).unwrap()] = user;
+        parts[Part::ALL.iter().position(|p| *p == Part::Client).unwrap()] = client;
+        Spent {
+            wall_ns: wall,
+            parts,
+            counts: Counts {
+                syncs: 1,
+                ..Default::default()
+            },
+        }
+    }
+
+    #[test]
+    fn sums_count_every_transaction_and_the_slowest_percent_is_kept_whole() {
+        let mut e = Explained::default();
+        for i in 1..=1000u64 {
+            e.add(i, &spent(1000 * i, 900 * i, 100 * i));
+        }
+        assert_eq!(e.n, 1000);
+        assert_eq!(e.closed, 1000);
+        assert_eq!(e.counts.syncs, 1000);
+        assert_eq!(e.wall_ns, 1000 * 500_500);
+        let slow = e.slowest();
+        assert_eq!(slow.len(), 10);
+        assert_eq!(slow[0].latency_us, 1000);
+        assert_eq!(slow[9].latency_us, 991);
+        // Parts short of the wall time by more than 5%: not closed.
+        e.add(5, &spent(1000, 800, 100));
+        assert_eq!(e.closed, 1000);
+        // Two clients' figures together: the slowest of both.
+        let mut other = Explained::default();
+        other.add(5000, &spent(5000, 5000, 0));
+        e.merge(&other);
+        assert_eq!(e.n, 1002);
+        assert_eq!(e.slowest()[0].latency_us, 5000);
+        assert_eq!(e.slowest().len(), 11);
+    }
+}

@@ -16,6 +16,7 @@
 mod common;
 
 mod delta;
+mod explain;
 mod fs;
 mod interference;
 mod io;

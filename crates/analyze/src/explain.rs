@@ -129,15 +129,6 @@ impl TypeSplit {
             },
         }
     }
-
-    /// The largest part of the server's time in the slowest 1%, with its share.
-    pub(crate) fn largest_slow_part(&self) -> Option<&PartMs> {
-        self.slowest
-            .parts
-            .iter()
-            .filter(|p| p.share.is_some())
-            .max_by(|a, b| a.ms.total_cmp(&b.ms))
-    }
 }
 
 #[cfg(test)]
@@ -187,7 +178,7 @@ mod tests {
         assert!((t.mean.syncs - 1.0).abs() < 1e-9);
         assert_eq!(t.slowest.transactions, 1);
         assert_eq!(t.slowest.server_ms, 39.0);
-        let top = t.largest_slow_part().unwrap();
+        let top = &t.slowest.parts[0];
         assert_eq!(top.part, "durable_write");
         assert!((top.share.unwrap() - 30.0 / 39.0).abs() < 1e-9);
         // The client's part is last and has no share of the server's time.

@@ -96,6 +96,13 @@ pub struct LoadArgs {
     /// goes to --record's file instead when both are given).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Take each transaction type's time on the server apart: on a CPU, waiting for one,
+    /// reading from storage, making writes durable (with the cache flushes per transaction),
+    /// waiting on locks and latches, and the client's time between statements; per transaction
+    /// and over the slowest 1%. The kernel times each connection's server thread (eBPF: needs
+    /// root, and the server on this host; PostgreSQL).
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// The files `--out` writes into its directory.
@@ -136,6 +143,7 @@ fn config(a: &LoadArgs) -> Result<LoadConfig> {
         record: a.record.clone(),
         command_line: crate::cmd_io::command_line(),
         accept: a.accept.accept_neighbour.clone(),
+        explain: a.explain,
     })
 }
 

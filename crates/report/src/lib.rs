@@ -8,6 +8,7 @@ use std::io::{self, Write};
 pub mod compare_render;
 pub mod delta_render;
 pub mod engine_render;
+mod explain_render;
 pub mod explore;
 pub mod fmt;
 pub mod html;

@@ -40,6 +40,9 @@ pub fn block(r: &LoadReport) -> crate::verdict_render::Block {
             r.tpm_source
         )));
     }
+    if let Some(l) = crate::explain_render::verdict_line(r) {
+        figures.push(plain(l));
+    }
     let done: u64 = r.types.iter().map(|t| t.committed + t.rolled_back).sum();
     let actions: Vec<Line> = v
         .actions
@@ -121,6 +124,7 @@ impl Render for LoadReport {
         headline(self, out)?;
         writeln!(out)?;
         types(self, out)?;
+        crate::explain_render::text(self, out)?;
         failures(self, out)?;
         checks(self, out)?;
         if let Some(f) = &self.recording {

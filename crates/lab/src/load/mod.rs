@@ -108,6 +108,10 @@ fn check(c: &LoadConfig) -> Result<()> {
     if c.threads == Some(0) {
         crate::refuse!("--threads 0: at least one thread");
     }
+    // SAFETY: geteuid cannot fail.
+    if c.explain && unsafe { libc::geteuid() } != 0 {
+        crate::refuse!("--explain: needs root (plumb times the server's threads with eBPF programs: CAP_BPF and CAP_PERFMON); run plumb as root, or leave out --explain");
+    }
     if c.max_tries == 0 {
         crate::refuse!("--max-tries 0: at least 1 (1 tries each transaction once)");
     }
@@ -234,9 +238,14 @@ fn load_and_drive(
         }
         events(e)
     };
+    let clocks = if c.explain {
+        Some(explain_clocks(target, &admin)?)
+    } else {
+        None
+    };
     let loaded = prepare(c, target, &mut admin, db, keep, &mut each, cancel)?;
     let load_s = loaded.map(|d| d.as_secs_f64());
-    let mut r = drive(c, target, &mut admin, &mut each, cancel)?;
+    let mut r = drive(c, target, &mut admin, clocks, &mut each, cancel)?;
     if let Some(rec) = rec.take() {
         rec.stop()?;
         r.recording = c.record.as_ref().map(|p| p.display().to_string());
@@ -576,10 +585,37 @@ fn watch_scope(
     })
 }
 
+/// `--explain`'s clocks: the kernel's programs loaded, for a PostgreSQL server on this host
+/// (its backends are the threads timed), before anything is created.
+fn explain_clocks(
+    t: &Target,
+    admin: &Admin,
+) -> Result<std::sync::Arc<plumb_sys::threadtime::ThreadTimes>> {
+    if admin.kind() != plumb_engine::Kind::Postgres {
+        crate::refuse!(
+            "--explain: takes PostgreSQL's time apart (each connection's backend is a process plumb can name); on {} its connection threads are not found yet: leave out --explain",
+            admin.kind().name()
+        );
+    }
+    let local = crate::server::Server::target(t.clone())
+        .ok()
+        .and_then(|s| s.local_pid);
+    if local.is_none() {
+        crate::refuse!(
+            "--explain: the server at {} is not one plumb finds on this host (its backends must be processes here to be timed); run plumb on the server's host, or leave out --explain",
+            t.shown()
+        );
+    }
+    plumb_sys::threadtime::ThreadTimes::start()
+        .map(std::sync::Arc::new)
+        .map_err(|e| crate::Error::Refused(format!("--explain: {e}")))
+}
+
 fn drive(
     c: &LoadConfig,
     t: &Target,
     admin: &mut Admin,
+    explain: Option<std::sync::Arc<plumb_sys::threadtime::ThreadTimes>>,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<LoadReport> {
@@ -611,7 +647,7 @@ fn drive(
         seed: c.seed,
         in_order: c.workload.in_order(),
         threads: c.threads,
-        explain: None,
+        explain,
     };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();

@@ -39,6 +39,9 @@ pub struct LoadConfig {
     pub command_line: String,
     /// Neighbours the user accepts (`--accept-neighbour`): noted in the watched window.
     pub accept: Vec<plumb_analyze::interference::Accept>,
+    /// Take each transaction type's time on the server apart (`--explain`): the kernel's clocks
+    /// of each connection's server thread (root, eBPF, a server on this host).
+    pub explain: bool,
 }
 
 /// What the run reports as it goes.

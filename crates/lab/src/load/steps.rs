@@ -117,6 +117,7 @@ mod tests {
             record: None,
             command_line: String::new(),
             accept: Vec::new(),
+            explain: false,
         }
     }
 

@@ -1,0 +1,210 @@
+//! `plumb load --explain` on a real PostgreSQL: each transaction type's time on the server taken
+//! apart by the kernel, with known answers: pgbench's transaction is seven requests and one
+//! durable commit; a row lock held by another session shows as the slowest transactions'
+//! lock wait; processes spinning on every CPU show as waiting for a CPU. Refused where it
+//! cannot see (not root), naming what is missing.
+
+use serde_json::Value;
+use std::io::BufRead;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common;
+use crate::common::private::Private;
+use crate::common::*;
+
+const RUN: [&str; 10] = [
+    "--workload",
+    "tpcb",
+    "--scale",
+    "1",
+    "--clients",
+    "2",
+    "--rampup",
+    "0s",
+    "--duration",
+    "3s",
+];
+
+/// `plumb load --json --explain` with RUN on `p`'s instance, calling `started` once the timed
+/// window begins: tpcb's figures.
+fn explained(p: &Private, extra: &[&str], started: impl FnOnce()) -> Value {
+    let mut c = plumb()
+        .args(["--json", "load", "--dir", p.dir_str(), "--explain"])
+        .args(RUN)
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = std::io::BufReader::new(c.stderr.take().unwrap());
+    let mut seen = String::new();
+    let t0 = Instant::now();
+    loop {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+        if line.contains("timed window") {
+            started();
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "{seen}");
+    }
+    let rest = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut err, &mut s);
+        s
+    });
+    let o = c.wait_with_output().unwrap();
+    let stderr = seen + &rest.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let r: Value = serde_json::from_slice(&o.stdout).expect("load --json is JSON");
+    let t = r["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tpcb")
+        .unwrap_or_else(|| panic!("no tpcb in {r}"))
+        .clone();
+    assert!(!t["explained"].is_null(), "{t:#}");
+    t
+}
+
+/// A part's ms per transaction in a split (`mean` or `slowest`).
+fn part(t: &Value, split: &str, key: &str) -> f64 {
+    t["explained"][split]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["part"] == key)
+        .and_then(|p| p["ms"].as_f64())
+        .unwrap_or_else(|| panic!("no {key} in {t:#}"))
+}
+
+fn share(t: &Value, split: &str, key: &str) -> f64 {
+    t["explained"][split]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["part"] == key)
+        .and_then(|p| p["share"].as_f64())
+        .unwrap_or(0.0)
+}
+
+/// Processes that spin until dropped.
+struct Spinners(Vec<Child>);
+
+impl Drop for Spinners {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded_cpu() {
+    let _group = common::alone();
+    if !is_root() {
+        skip("skipped: --explain needs root (eBPF)");
+        return;
+    }
+    if !need_postgres() {
+        return;
+    }
+    let tmp = server_tempdir("plumb-explain");
+    let p = Private::start(&tmp.path().join("pg"), &[]);
+
+    // Quiet: seven requests a transaction (BEGIN, three updates, a select, an insert, END),
+    // each commit made durable (one fsync, or a share of another backend's), and every
+    // transaction's parts adding up to its wall time.
+    let quiet = explained(&p, &["--keep"], || {});
+    let mean = &quiet["explained"]["mean"];
+    let requests = mean["requests"].as_f64().unwrap();
+    assert!((requests - 7.0).abs() < 0.01, "{quiet:#}");
+    let syncs = mean["syncs"].as_f64().unwrap();
+    assert!(syncs > 0.3 && syncs < 1.05, "{quiet:#}");
+    assert!(part(&quiet, "mean", "durable_write") > 0.0, "{quiet:#}");
+    assert!(part(&quiet, "mean", "cpu_user") > 0.0, "{quiet:#}");
+    assert!(part(&quiet, "mean", "client") > 0.0, "{quiet:#}");
+    assert!(
+        quiet["explained"]["closed"].as_f64().unwrap() >= 0.95,
+        "{quiet:#}"
+    );
+    let server = mean["server_ms"].as_f64().unwrap();
+    let wall = mean["wall_ms"].as_f64().unwrap();
+    assert!(server > 0.0 && server < wall, "{quiet:#}");
+
+    // A session holds branch 1's row (the only branch at scale 1) for a second and a half once
+    // the window starts: the transactions that waited for it are the slowest, and their time
+    // is PostgreSQL's lock wait, a sleep on its latch.
+    let mut holder: Option<Child> = None;
+    let locked = explained(&p, &["--keep"], || {
+        holder = Some(
+            Command::new(env!("CARGO_BIN_EXE_plumb"))
+                .args(["engine", "psql", "--dir", p.dir_str(), "--", "-d", "plumb_load", "-c"])
+                .arg("BEGIN; SELECT 1 FROM pgbench_branches WHERE bid = 1 FOR UPDATE; SELECT pg_sleep(1.5); COMMIT;")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    });
+    assert!(holder.unwrap().wait().unwrap().success());
+    assert!(share(&locked, "slowest", "latch") >= 0.5, "{locked:#}");
+    // Both clients waited most of the 1.5 s (the second behind the first, or the holder).
+    let slowest = locked["explained"]["slowest"]["transactions"]
+        .as_f64()
+        .unwrap();
+    let waited = part(&locked, "slowest", "latch") * slowest;
+    assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+
+    // Two processes spinning on the two CPUs: the server waits for a CPU far longer.
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners = Spinners(
+        (0..cpus)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let crowded = explained(&p, &["--drop-kept"], || {});
+    drop(spinners);
+    let (q, c) = (
+        part(&quiet, "mean", "run_queue"),
+        part(&crowded, "mean", "run_queue"),
+    );
+    assert!(
+        c > 3.0 * q && c > 0.2,
+        "run queue {q} ms quiet, {c} ms crowded\n{crowded:#}"
+    );
+}
+
+/// Without root (as nobody, when the test runs as root) `--explain` is refused before anything
+/// starts, naming what is missing, with exit code 2.
+#[test]
+fn explain_is_refused_where_it_cannot_see() {
+    let _group = common::beside();
+    use std::os::unix::process::CommandExt;
+    let mut c = plumb();
+    c.args(["load", "--explain", "--dir", "/nonexistent/plumb-explain"]);
+    if is_root() {
+        c.uid(65534).gid(65534);
+    }
+    let o = match c.output() {
+        Ok(o) => o,
+        Err(e) => {
+            skip(format!("skipped: cannot run plumb as nobody here: {e}"));
+            return;
+        }
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--explain: needs root"), "{err}");
+    assert!(!std::path::Path::new("/nonexistent/plumb-explain").exists());
+}

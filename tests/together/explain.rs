@@ -26,11 +26,12 @@ const RUN: [&str; 10] = [
     "3s",
 ];
 
-/// `plumb load --json --explain` with RUN on `p`'s instance, calling `started` once the timed
-/// window begins: tpcb's figures.
-fn explained(p: &Private, extra: &[&str], started: impl FnOnce()) -> Value {
+/// `plumb load --json --explain` with RUN on `server` (`--dir DIR`, or `--engine URL
+/// --allow-writes`), calling `started` once the timed window begins: tpcb's figures.
+fn explained(server: &[&str], extra: &[&str], started: impl FnOnce()) -> Value {
     let mut c = plumb()
-        .args(["--json", "load", "--dir", p.dir_str(), "--explain"])
+        .args(["--json", "load", "--explain"])
+        .args(server)
         .args(RUN)
         .args(extra)
         .stdout(Stdio::piped())
@@ -121,7 +122,8 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     // Quiet: seven requests a transaction (BEGIN, three updates, a select, an insert, END),
     // each commit made durable (one fsync, or a share of another backend's), and every
     // transaction's parts adding up to its wall time.
-    let quiet = explained(&p, &["--keep"], || {});
+    let pg = ["--dir", p.dir_str()];
+    let quiet = explained(&pg, &["--keep"], || {});
     let mean = &quiet["explained"]["mean"];
     let requests = mean["requests"].as_f64().unwrap();
     assert!((requests - 7.0).abs() < 0.01, "{quiet:#}");
@@ -142,7 +144,7 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     // the window starts: the transactions that waited for it are the slowest, and their time
     // is PostgreSQL's lock wait, a sleep on its latch.
     let mut holder: Option<Child> = None;
-    let locked = explained(&p, &["--keep"], || {
+    let locked = explained(&pg, &["--keep"], || {
         holder = Some(
             Command::new(env!("CARGO_BIN_EXE_plumb"))
                 .args(["engine", "psql", "--dir", p.dir_str(), "--", "-d", "plumb_load", "-c"])
@@ -173,7 +175,7 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
             })
             .collect(),
     );
-    let crowded = explained(&p, &["--drop-kept"], || {});
+    let crowded = explained(&pg, &["--drop-kept"], || {});
     drop(spinners);
     let (q, c) = (
         part(&quiet, "mean", "run_queue"),
@@ -183,6 +185,57 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
         c > 3.0 * q && c > 0.2,
         "run queue {q} ms quiet, {c} ms crowded\n{crowded:#}"
     );
+}
+
+/// The same on MariaDB (one thread a connection, found in PROCESSLIST): seven requests a
+/// transaction (START TRANSACTION, the five statements, COMMIT), and a row lock held by
+/// another session as the slowest transactions' wait on a futex (InnoDB's lock waits sleep on a
+/// condition variable).
+#[test]
+fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
+    let _group = common::alone();
+    if let Some(why) = common::lab::no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    let m = match common::maria::Maria::start() {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let url = m.url("mysql");
+    let server = ["--engine", url.as_str(), "--allow-writes"];
+    let quiet = explained(&server, &["--keep"], || {});
+    let mean = &quiet["explained"]["mean"];
+    let requests = mean["requests"].as_f64().unwrap();
+    assert!((requests - 7.0).abs() < 0.01, "{quiet:#}");
+    assert!(part(&quiet, "mean", "cpu_user") > 0.0, "{quiet:#}");
+    assert!(part(&quiet, "mean", "client") > 0.0, "{quiet:#}");
+    assert!(
+        quiet["explained"]["closed"].as_f64().unwrap() >= 0.95,
+        "{quiet:#}"
+    );
+    let mut holder: Option<std::process::Child> = None;
+    let locked = explained(&server, &["--drop-kept"], || {
+        holder = Some(
+            Command::new("mariadb")
+                .arg(format!("--socket={}", m.sock().display()))
+                .args(["-uroot", "plumb_load", "-e"])
+                .arg("START TRANSACTION; SELECT 1 FROM pgbench_branches WHERE bid = 1 FOR UPDATE; DO SLEEP(1.5); COMMIT;")
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    });
+    assert!(holder.unwrap().wait().unwrap().success());
+    assert!(share(&locked, "slowest", "futex") >= 0.5, "{locked:#}");
+    let slowest = locked["explained"]["slowest"]["transactions"]
+        .as_f64()
+        .unwrap();
+    let waited = part(&locked, "slowest", "futex") * slowest;
+    assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
 }
 
 /// Without root (as nobody, when the test runs as root) `--explain` is refused before anything

@@ -100,7 +100,7 @@ pub struct LoadArgs {
     /// reading from storage, making writes durable (with the cache flushes per transaction),
     /// waiting on locks and latches, and the client's time between statements; per transaction
     /// and over the slowest 1%. The kernel times each connection's server thread (eBPF: needs
-    /// root, and the server on this host; PostgreSQL).
+    /// root, and the server on this host; PostgreSQL or MariaDB).
     #[arg(long)]
     pub explain: bool,
 }

@@ -113,7 +113,8 @@ impl Part {
 pub struct Counts {
     /// fsync-family calls returned.
     pub syncs: u64,
-    /// Requests received from the client (`recvfrom`/`recvmsg` returning data).
+    /// Requests received from the client: the first receive with data after each reply (one
+    /// a round trip).
     pub requests: u64,
     /// Block requests the thread submitted that flush the device's cache first.
     pub flushes: u64,
@@ -180,12 +181,13 @@ impl Spent {
 }
 
 // A thread's entry: since (ns), the byte offset of the part its time goes to now, its open
-// syscall's number + 1 (0: none), 1 while it waits for its client, then the parts' clocks and
-// the counts.
+// syscall's number + 1 (0: none), 1 while it waits for its client (32 bits), 1 once it replied
+// to its client until it receives again (32 bits), then the parts' clocks and the counts.
 const SINCE: i16 = 0;
 const CUR: i16 = 8;
 const NR: i16 = 16;
 const CLIENT: i16 = 24;
+const REPLIED: i16 = 28;
 const PART_AT: i32 = 32;
 const COUNT_AT: i16 = (PART_AT + 8 * PARTS as i32) as i16;
 const SYNCS: i16 = COUNT_AT;
@@ -209,6 +211,7 @@ struct Calls {
     latch: Vec<u32>,
     client: Vec<u32>,
     recv: Vec<u32>,
+    send: Vec<u32>,
     sleep: Vec<u32>,
 }
 
@@ -252,6 +255,7 @@ impl Calls {
             ]),
             client: n(&["recvfrom", "recvmsg", "sendto", "sendmsg"]),
             recv: n(&["recvfrom", "recvmsg"]),
+            send: n(&["sendto", "sendmsg"]),
             sleep: n(&["nanosleep", "clock_nanosleep"]),
         }
     }
@@ -384,12 +388,14 @@ fn sys_enter(m: &Maps, c: &Calls) -> Result<Vec<crate::bpf::Insn>, crate::Kernel
     }
     g.a.goto("out")
         .label("recv")
-        .store_k(Size::DW, R9, CLIENT, 1);
+        .store_k(Size::W, R9, CLIENT, 1);
     g.out()
 }
 
 /// `raw_syscalls:sys_exit` (raw: regs, ret): back in user code; an fsync counted; a receive
-/// that got anything but EAGAIN ends the wait for the client (a request when it got data).
+/// that got anything but EAGAIN ends the wait for the client; the first one with data after a
+/// reply (a send) is the client's next request: one a round trip, however many receives the
+/// server reads it in (MariaDB reads a packet's header, then its body).
 fn sys_exit(m: &Maps, c: &Calls) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut g = Gen::new(m);
     g.a.mov(R6, R1);
@@ -405,14 +411,25 @@ fn sys_exit(m: &Maps, c: &Calls) -> Result<Vec<crate::bpf::Insn>, crate::KernelE
     for &nr in &c.recv {
         g.a.jump_k(Cond::Eq, R7, nr as i32, "recv");
     }
+    for &nr in &c.send {
+        g.a.jump_k(Cond::Eq, R7, nr as i32, "send");
+    }
     g.a.goto("out").label("sync");
     g.incr(SYNCS);
     g.a.goto("out")
+        .label("send")
+        .load(Size::DW, R1, R6, 8)
+        .jump_k(Cond::SLt, R1, 1, "out")
+        .store_k(Size::W, R9, REPLIED, 1)
+        .goto("out")
         .label("recv")
         .load(Size::DW, R1, R6, 8)
         .jump_k(Cond::Eq, R1, EAGAIN, "out")
-        .store_k(Size::DW, R9, CLIENT, 0)
-        .jump_k(Cond::SLt, R1, 1, "out");
+        .store_k(Size::W, R9, CLIENT, 0)
+        .jump_k(Cond::SLt, R1, 1, "out")
+        .load(Size::W, R2, R9, REPLIED)
+        .jump_k(Cond::Eq, R2, 0, "out")
+        .store_k(Size::W, R9, REPLIED, 0);
     g.incr(REQUESTS);
     g.out()
 }
@@ -436,7 +453,7 @@ fn sched_switch(
         .alu_k(Alu::And, R2, 0xffff)
         .jump_k(Cond::Eq, R2, 0, "set_prev")
         .mov_k(R7, Part::Client.off())
-        .load(Size::DW, R3, R9, CLIENT)
+        .load(Size::W, R3, R9, CLIENT)
         .jump_k(Cond::Ne, R3, 0, "set_prev")
         .load(Size::DW, R3, R9, NR)
         .jump_k(Cond::Ne, R3, 0, "in_call")
@@ -629,7 +646,8 @@ impl ThreadTimes {
         v[SINCE as usize..8].copy_from_slice(&now_ns().to_ne_bytes());
         v[CUR as usize..CUR as usize + 8]
             .copy_from_slice(&(Part::Client.off() as u64).to_ne_bytes());
-        v[CLIENT as usize..CLIENT as usize + 8].copy_from_slice(&1u64.to_ne_bytes());
+        v[CLIENT as usize..CLIENT as usize + 4].copy_from_slice(&1u32.to_ne_bytes());
+        v[REPLIED as usize..REPLIED as usize + 4].copy_from_slice(&1u32.to_ne_bytes());
         self.maps
             .threads
             .update(&tid.to_ne_bytes(), &v)

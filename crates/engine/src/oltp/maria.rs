@@ -655,6 +655,25 @@ pub struct MariaOltp {
     conn: MyWire,
     stmts: Vec<Stmt>,
     target: Target,
+    /// The server thread serving this connection, where it keeps one (see `server_thread`).
+    tid: Option<u32>,
+}
+
+/// The OS thread serving `conn`: PROCESSLIST's TID (MariaDB 10.1 and later, Linux), where the
+/// server gives each connection a thread of its own (`thread_handling` is
+/// one-thread-per-connection; a pool moves connections between threads). None otherwise.
+fn own_thread(conn: &mut MyWire) -> Option<u32> {
+    let mut own = conn
+        .prepare("SELECT @@thread_handling = 'one-thread-per-connection'")
+        .ok()?;
+    if conn.execute(&mut own, &[]).ok()?.0? != 1 {
+        return None;
+    }
+    let mut tid = conn
+        .prepare("SELECT TID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()")
+        .ok()?;
+    let t = conn.execute(&mut tid, &[]).ok()?.0?;
+    u32::try_from(t).ok().filter(|t| *t > 0)
 }
 
 impl MariaOltp {
@@ -685,11 +704,19 @@ impl MariaOltp {
                 )));
             }
         }
+        let tid = own_thread(&mut conn);
         Ok(MariaOltp {
             conn,
             stmts,
             target: t.clone(),
+            tid,
         })
+    }
+
+    /// The server thread serving this session (None: the server shares threads, or does
+    /// not say).
+    pub fn server_thread(&self) -> Option<u32> {
+        self.tid
     }
 
     pub fn canceller(&self) -> Box<dyn Fn() + Send + Sync> {

@@ -251,7 +251,8 @@ impl OltpClient {
     pub fn server_thread(&self) -> Option<u32> {
         match self {
             OltpClient::Pg(c) => c.backend_pid(),
-            OltpClient::Maria(_) | OltpClient::Mssql(_) => None,
+            OltpClient::Maria(c) => c.server_thread(),
+            OltpClient::Mssql(_) => None,
         }
     }
 

@@ -585,16 +585,16 @@ fn watch_scope(
     })
 }
 
-/// `--explain`'s clocks: the kernel's programs loaded, for a PostgreSQL server on this host
-/// (its backends are the threads timed), before anything is created.
+/// `--explain`'s clocks: the kernel's programs loaded, for a PostgreSQL or MariaDB server on
+/// this host (its backends, or connection threads, are the threads timed), before anything is
+/// created.
 fn explain_clocks(
     t: &Target,
     admin: &Admin,
 ) -> Result<std::sync::Arc<plumb_sys::threadtime::ThreadTimes>> {
-    if admin.kind() != plumb_engine::Kind::Postgres {
+    if admin.kind() == plumb_engine::Kind::Sqlserver {
         crate::refuse!(
-            "--explain: takes PostgreSQL's time apart (each connection's backend is a process plumb can name); on {} its connection threads are not found yet: leave out --explain",
-            admin.kind().name()
+            "--explain: takes PostgreSQL's and MariaDB's time apart (each connection's server thread is one plumb can name); SQL Server's threads are not reachable from here: leave out --explain"
         );
     }
     let local = crate::server::Server::target(t.clone())

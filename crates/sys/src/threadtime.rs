@@ -845,8 +845,11 @@ while True:
         }
         use std::os::fd::AsRawFd;
         // On the disk (not tmpfs), for the fsyncs and the O_DIRECT reads.
-        let dir = std::path::Path::new("/var/tmp").join(format!("plumb-tt-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::Builder::new()
+            .prefix("plumb-tt-")
+            .tempdir_in("/var/tmp")
+            .unwrap();
+        let dir = tmp.path().to_path_buf();
         let file = dir.join("phases");
         let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         // The child's end must survive exec: clear close-on-exec on a duplicate.
@@ -941,6 +944,5 @@ while True:
         assert!(child.wait().unwrap().success());
         t.unwatch(tid);
         assert!(t.read(tid).is_none());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -123,7 +123,8 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     // each commit made durable (one fsync, or a share of another backend's), and every
     // transaction's parts adding up to its wall time.
     let pg = ["--dir", p.dir_str()];
-    let quiet = explained(&pg, &["--keep"], || {});
+    let out = tmp.path().join("report");
+    let quiet = explained(&pg, &["--keep", "--out", out.to_str().unwrap()], || {});
     let mean = &quiet["explained"]["mean"];
     let requests = mean["requests"].as_f64().unwrap();
     assert!((requests - 7.0).abs() < 0.01, "{quiet:#}");
@@ -139,6 +140,21 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     let server = mean["server_ms"].as_f64().unwrap();
     let wall = mean["wall_ms"].as_f64().unwrap();
     assert!(server > 0.0 && server < wall, "{quiet:#}");
+    // The report directory: the first screen names the slowest 1%'s parts, the text has the
+    // table, the page a bar a split whose parts say what they are when hovered.
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("its slowest 1% spent"), "{summary}");
+    assert!(
+        summary.contains("where the server's time went"),
+        "{summary}"
+    );
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    assert!(page.contains(r#"id="explain""#), "no explain section");
+    assert!(
+        page.contains("<title>durable: "),
+        "no durable part in the chart"
+    );
+    assert!(page.contains("tpcb, slowest 1%"), "no slowest 1% bar");
 
     // A session holds branch 1's row (the only branch at scale 1) for a second and a half once
     // the window starts: the transactions that waited for it are the slowest, and their time

@@ -60,56 +60,228 @@ fn rows(r: &LoadReport) -> Vec<(String, &TypeSplit)> {
         .collect()
 }
 
-/// The table: ms per transaction by part, the server's total, fsyncs and cache flushes per
-/// transaction, and how many transactions' parts closed on their wall time.
-pub(crate) fn text(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
+/// The table's heading and rows (cells, unpadded): ms per transaction by part, the server's
+/// total, fsyncs and cache flushes per transaction, and how many transactions' parts closed on
+/// their wall time. None when no type was taken apart.
+fn table(r: &LoadReport) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     let types = rows(r);
     if types.is_empty() {
-        return Ok(());
+        return None;
     }
     let splits: Vec<(&str, &Split)> = types
         .iter()
         .flat_map(|(_, t)| [("mean", &t.mean), ("slowest", &t.slowest)])
         .collect();
     let keys = columns(&splits);
-    writeln!(out)?;
-    writeln!(
-        out,
-        "where the server's time went (--explain: ms per transaction, timed by the kernel on each connection's server process)"
-    )?;
-    let mut head = vec![
-        format!("{:<22}", "type"),
-        format!("{:>7}", "txns"),
-        format!("{:>8}", "server"),
-    ];
-    head.extend(keys.iter().map(|k| format!("{:>11}", part_words(k).0)));
-    head.extend(["fsyncs", "flushes", "closed"].map(|h| format!("{h:>8}")));
-    writeln!(out, "{}", head.concat())?;
+    let mut head: Vec<String> = ["type", "txns", "server"].map(String::from).to_vec();
+    head.extend(keys.iter().map(|k| part_words(k).0.to_string()));
+    head.extend(["fsyncs", "flushes", "closed"].map(String::from));
+    let mut out = Vec::new();
     for (name, t) in &types {
-        for (label, s) in [(name.clone(), &t.mean), ("  slowest 1%".into(), &t.slowest)] {
+        for (label, s, first) in [
+            (name.clone(), &t.mean, true),
+            ("  slowest 1%".into(), &t.slowest, false),
+        ] {
             let mut row = vec![
-                format!("{label:<22}"),
-                format!("{:>7}", crate::fmt::count(s.transactions as f64)),
-                format!("{:>8}", ms(s.server_ms)),
+                label,
+                crate::fmt::count(s.transactions as f64),
+                ms(s.server_ms),
             ];
             for k in &keys {
                 let v = s.parts.iter().find(|p| p.part == *k).map_or(0.0, |p| p.ms);
-                row.push(format!("{:>11}", ms(v)));
+                row.push(ms(v));
             }
-            row.push(format!("{:>8.2}", s.syncs));
-            row.push(format!("{:>8.2}", s.flushes));
-            row.push(if label == *name {
-                format!("{:>8}", crate::fmt::pct(100.0 * t.closed))
+            row.push(format!("{:.2}", s.syncs));
+            row.push(format!("{:.2}", s.flushes));
+            row.push(if first {
+                crate::fmt::pct(100.0 * t.closed)
             } else {
                 String::new()
             });
-            writeln!(out, "{}", row.concat().trim_end())?;
+            out.push(row);
         }
     }
-    writeln!(
-        out,
-        "  server: the transaction's wall time less the client's part; flushes: cache flushes the server process itself sent to the disk; closed: transactions whose parts add up to their wall time within 5% (the rest is unexplained, never added to a part)."
-    )
+    Some((head, out))
+}
+
+const TITLE: &str = "where the server's time went (--explain: ms per transaction, timed by the kernel on each connection's server process)";
+const NOTE: &str = "server: the transaction's wall time less the client's part; flushes: cache flushes the server process itself sent to the disk; closed: transactions whose parts add up to their wall time within 5% (the rest is unexplained, never added to a part).";
+
+/// The table in text.
+pub(crate) fn text(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
+    let Some((head, rows)) = table(r) else {
+        return Ok(());
+    };
+    let width = |i: usize| match i {
+        0 => 22,
+        1 => 7,
+        2 => 8,
+        i if i + 3 >= head.len() => 8,
+        _ => 11,
+    };
+    let line = |cells: &[String]| -> String {
+        let s: String = cells
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let w = width(i);
+                if i == 0 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect();
+        s.trim_end().to_string()
+    };
+    writeln!(out)?;
+    writeln!(out, "{TITLE}")?;
+    writeln!(out, "{}", line(&head))?;
+    for row in &rows {
+        writeln!(out, "{}", line(row))?;
+    }
+    writeln!(out, "  {NOTE}")
+}
+
+/// A part's colour in the chart.
+fn colour(key: &str) -> &'static str {
+    match key {
+        "cpu_user" => "#4e79a7",
+        "cpu_system" => "#a0cbe8",
+        "run_queue" => "#f28e2b",
+        "storage_read" => "#59a14f",
+        "durable_write" => "#e15759",
+        "file_write" => "#ff9d9a",
+        "futex" => "#b07aa1",
+        "latch" => "#d4a6c8",
+        "sleep" => "#9c755f",
+        "other" => "#bab0ac",
+        _ => "#e8e8e8",
+    }
+}
+
+/// Each type's mean and slowest 1% as bars of 100%: the parts' shares of the wall time, the
+/// client's last (pale), the unexplained rest white; the wall time at each bar's end.
+fn chart(r: &LoadReport) -> Option<String> {
+    use std::fmt::Write as _;
+    let types = rows(r);
+    if types.is_empty() {
+        return None;
+    }
+    let bars: Vec<(String, &Split)> = types
+        .iter()
+        .flat_map(|(n, t)| {
+            [
+                (n.clone(), &t.mean),
+                (format!("{n}, slowest 1%"), &t.slowest),
+            ]
+        })
+        .collect();
+    let splits: Vec<(&str, &Split)> = bars.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+    let keys = columns(&splits);
+    let (left, bar_w, row_h) = (190.0, 560.0, 28.0);
+    let legend_y = 16.0 + row_h * bars.len() as f64 + 14.0;
+    let per_line = 4;
+    let legend_rows = (keys.len() + 1).div_ceil(per_line);
+    let (w, h) = (880.0, legend_y + 20.0 * legend_rows as f64 + 8.0);
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12" role="img" aria-label="where each transaction type's time went"><rect width="100%" height="100%" fill="#fff"/>"##
+    );
+    for (i, (label, sp)) in bars.iter().enumerate() {
+        let y = 16.0 + row_h * i as f64;
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}" text-anchor="end">{}</text>"##,
+            left - 8.0,
+            y + 14.0,
+            crate::html::escape(label)
+        );
+        let mut x = left;
+        let wall = sp.wall_ms.max(f64::MIN_POSITIVE);
+        for k in &keys {
+            let Some(p) = sp.parts.iter().find(|p| p.part == *k) else {
+                continue;
+            };
+            let bw = bar_w * p.ms / wall;
+            if bw <= 0.0 {
+                continue;
+            }
+            let share = p
+                .share
+                .map(|v| format!(", {} of the server's time", crate::fmt::pct(100.0 * v)))
+                .unwrap_or_default();
+            let _ = write!(
+                s,
+                r##"<rect x="{x:.1}" y="{y}" width="{bw:.1}" height="20" fill="{}"><title>{}: {} ms{share}</title></rect>"##,
+                colour(k),
+                part_words(k).0,
+                ms(p.ms)
+            );
+            x += bw;
+        }
+        if x < left + bar_w - 0.5 {
+            let _ = write!(
+                s,
+                r##"<rect x="{x:.1}" y="{y}" width="{:.1}" height="20" fill="#fff" stroke="#999"><title>unexplained: {} ms</title></rect>"##,
+                left + bar_w - x,
+                ms(sp.unexplained_ms)
+            );
+        }
+        let _ = write!(
+            s,
+            r##"<text x="{}" y="{}">{} ms</text>"##,
+            left + bar_w + 8.0,
+            y + 14.0,
+            ms(sp.wall_ms)
+        );
+    }
+    let mut items: Vec<(&str, &str)> = keys.iter().map(|k| (part_words(k).0, colour(k))).collect();
+    items.push(("unexplained", "#fff"));
+    for (i, (name, fill)) in items.iter().enumerate() {
+        let x = left + 150.0 * (i % per_line) as f64;
+        let y = legend_y + 20.0 * (i / per_line) as f64;
+        let _ = write!(
+            s,
+            r##"<rect x="{x}" y="{}" width="12" height="12" fill="{fill}" stroke="#999"/><text x="{}" y="{}">{name}</text>"##,
+            y - 10.0,
+            x + 16.0,
+            y
+        );
+    }
+    s.push_str("</svg>");
+    Some(s)
+}
+
+/// The section of the `--out` page: the chart, then the table.
+pub(crate) fn html(r: &LoadReport, h: &mut crate::html::Html) {
+    let (Some(svg), Some((head, rows))) = (chart(r), table(r)) else {
+        return;
+    };
+    h.el("h2", &[("id", "explain")], "Where the server's time went");
+    h.el(
+        "p",
+        &[("class", "sub")],
+        "Each transaction type's wall time by part, per transaction (mean) and over its slowest 1% (what its p99 is made of), timed by the kernel on each connection's server process (--explain).",
+    );
+    h.raw(&svg);
+    h.with("table", &[], |h| {
+        h.with("tr", &[], |h| {
+            for c in &head {
+                h.el("th", &[], c);
+            }
+        });
+        for row in &rows {
+            h.with("tr", &[], |h| {
+                for (i, c) in row.iter().enumerate() {
+                    let class: &[(&str, &str)] = if i > 0 { &[("class", "n")] } else { &[] };
+                    h.el("td", class, c.trim_start());
+                }
+            });
+        }
+    });
+    h.el("p", &[("class", "sub")], NOTE);
 }
 
 /// The first screen's line: the slowest type (by p99, else the mean) and the largest parts of

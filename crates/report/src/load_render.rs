@@ -450,6 +450,7 @@ pub fn html(r: &LoadReport, rec: Option<&plumb_store::Recording>) -> String {
         }
     });
     h.el("p", &[("class", "sub")], &latency_note(r));
+    crate::explain_render::html(r, &mut h);
     let mut problems = Vec::new();
     let _ = failures(r, &mut problems);
     let problems = String::from_utf8_lossy(&problems).to_string();

@@ -178,6 +178,31 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
         .unwrap();
     let waited = part(&locked, "slowest", "latch") * slowest;
     assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+    // PostgreSQL's own view agrees: its sessions waited on a lock, which psql held.
+    let engine = &locked["explained"]["engine"];
+    assert!(
+        engine["source"]
+            .as_str()
+            .unwrap()
+            .starts_with("pg_stat_activity"),
+        "{engine:#}"
+    );
+    let lock_share: f64 = engine["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"].as_str().unwrap().starts_with("Lock:"))
+        .map(|e| e["share"].as_f64().unwrap())
+        .sum();
+    assert!(lock_share >= 0.2, "{engine:#}");
+    assert!(
+        engine["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["name"].as_str().unwrap().starts_with("psql (PID ")),
+        "{engine:#}"
+    );
 
     // Two processes spinning on the two CPUs: the server waits for a CPU far longer.
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -231,6 +256,11 @@ fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
     assert!(part(&quiet, "mean", "client") > 0.0, "{quiet:#}");
     assert!(
         quiet["explained"]["closed"].as_f64().unwrap() >= 0.95,
+        "{quiet:#}"
+    );
+    // MariaDB's own view is not sampled yet, and says so rather than showing nothing.
+    assert_eq!(
+        quiet["explained"]["engine"]["source"], "not sampled on MariaDB",
         "{quiet:#}"
     );
     let mut holder: Option<std::process::Child> = None;

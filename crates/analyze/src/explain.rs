@@ -50,6 +50,70 @@ pub struct TypeSplit {
     pub slowest: Split,
     /// The share of transactions whose parts add up to their wall time within 5%.
     pub closed: f64,
+    /// What the engine said its sessions were doing meanwhile (sampled).
+    pub engine: Option<EngineView>,
+}
+
+/// A name and its share of the samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Share {
+    pub name: String,
+    pub share: f64,
+}
+
+/// The engine's own view of a type's transactions: its wait events, sampled, beside the
+/// kernel's parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EngineView {
+    /// What was read, and how often ("pg_stat_activity every 20 ms"), or why nothing was
+    /// ("not sampled on MariaDB").
+    pub source: String,
+    pub samples: u64,
+    /// Wait events (`Lock:transactionid`, `CPU` for active and waiting for nothing), by share
+    /// of the samples, largest first.
+    pub events: Vec<Share>,
+    /// Who held the locks waited for, by share of the samples.
+    pub holders: Vec<Share>,
+}
+
+fn shares(m: &std::collections::BTreeMap<String, u64>, of: u64) -> Vec<Share> {
+    let mut v: Vec<Share> = m
+        .iter()
+        .map(|(k, n)| Share {
+            name: k.clone(),
+            share: *n as f64 / of.max(1) as f64,
+        })
+        .collect();
+    v.sort_by(|a, b| b.share.total_cmp(&a.share).then(a.name.cmp(&b.name)));
+    v
+}
+
+/// Put the sampler's view beside each type taken apart (`splits`: each type's, in the mix's
+/// order, as `w`'s); `w` None: the engine was not sampled (`engine` names it).
+pub fn add_engine_view<'a>(
+    splits: impl Iterator<Item = &'a mut Option<TypeSplit>>,
+    w: Option<&plumb_engine::oltp::waits::Waits>,
+    engine: &str,
+) {
+    for (i, t) in splits.enumerate() {
+        let Some(e) = t.as_mut() else {
+            continue;
+        };
+        e.engine = Some(match w.and_then(|w| Some((w, w.types.get(i)?))) {
+            Some((w, tw)) => EngineView {
+                source: format!("pg_stat_activity every {} ms", w.every.as_millis()),
+                samples: tw.samples,
+                events: shares(&tw.events, tw.samples),
+                holders: shares(&tw.holders, tw.samples),
+            },
+            None => EngineView {
+                source: format!("not sampled on {engine}"),
+                samples: 0,
+                events: Vec::new(),
+                holders: Vec::new(),
+            },
+        });
+    }
 }
 
 fn split(n: u64, wall_ns: u128, parts_ns: &[u128; PARTS], c: [u64; 6]) -> Split {
@@ -122,6 +186,7 @@ impl TypeSplit {
         TypeSplit {
             mean,
             slowest: split(slow.len() as u64, wall, &parts, cs),
+            engine: None,
             closed: if e.n == 0 {
                 0.0
             } else {

@@ -107,6 +107,53 @@ fn table(r: &LoadReport) -> Option<(Vec<String>, Vec<Vec<String>>)> {
 const TITLE: &str = "where the server's time went (--explain: ms per transaction, timed by the kernel on each connection's server process)";
 const NOTE: &str = "server: the transaction's wall time less the client's part; flushes: cache flushes the server process itself sent to the disk; closed: transactions whose parts add up to their wall time within 5% (the rest is unexplained, never added to a part).";
 
+/// The engine's view, a line a type: its top wait events and lock holders by share of the
+/// samples, or that it was not sampled.
+fn engine_lines(r: &LoadReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, t) in rows(r) {
+        let Some(v) = &t.engine else { continue };
+        if v.samples == 0 {
+            out.push(if v.source.starts_with("pg_stat") {
+                format!("{name}: no read fell inside one of its transactions (shorter than a read)")
+            } else {
+                format!("{name}: {}", v.source)
+            });
+            continue;
+        }
+        let top = |s: &[plumb_analyze::explain::Share], n: usize| -> String {
+            s.iter()
+                .take(n)
+                .map(|x| format!("{} {}", crate::fmt::pct(100.0 * x.share), x.name))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut l = format!(
+            "{name}: {} samples: {}",
+            crate::fmt::count(v.samples as f64),
+            top(&v.events, 4)
+        );
+        if !v.holders.is_empty() {
+            l.push_str(&format!(
+                "; the locks waited for were held by {}",
+                top(&v.holders, 3)
+            ));
+        }
+        out.push(l);
+    }
+    out
+}
+
+/// The engine's view's heading.
+fn engine_title(r: &LoadReport) -> Option<String> {
+    let v = rows(r).into_iter().find_map(|(_, t)| t.engine.clone())?;
+    Some(if v.samples > 0 || v.source.starts_with("pg_stat") {
+        format!("the engine's view ({}, over the ramp-up and the window; a share of the samples of its sessions in a transaction of the type):", v.source)
+    } else {
+        "the engine's view:".to_string()
+    })
+}
+
 /// The table in text.
 pub(crate) fn text(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
     let Some((head, rows)) = table(r) else {
@@ -140,7 +187,14 @@ pub(crate) fn text(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
     for row in &rows {
         writeln!(out, "{}", line(row))?;
     }
-    writeln!(out, "  {NOTE}")
+    writeln!(out, "  {NOTE}")?;
+    if let Some(title) = engine_title(r) {
+        writeln!(out, "{title}")?;
+        for l in engine_lines(r) {
+            writeln!(out, "  {l}")?;
+        }
+    }
+    Ok(())
 }
 
 /// A part's colour in the chart.
@@ -282,6 +336,10 @@ pub(crate) fn html(r: &LoadReport, h: &mut crate::html::Html) {
         }
     });
     h.el("p", &[("class", "sub")], NOTE);
+    if let Some(title) = engine_title(r) {
+        h.el("p", &[], &title);
+        h.list(&engine_lines(r));
+    }
 }
 
 /// The first screen's line: the slowest type (by p99, else the mean) and the largest parts of
@@ -329,11 +387,29 @@ pub(crate) fn verdict_line(r: &LoadReport) -> Option<String> {
             w
         })
         .collect();
-    Some(format!(
+    let mut line = format!(
         "{} {what} {}: its slowest 1% spent {} ms on the server, {}",
         slowest.name,
         crate::fmt::ms(at),
         ms(e.slowest.server_ms),
         words.join(", ")
-    ))
+    );
+    // What the engine named, where it waited on a lock.
+    if let Some(v) = &e.engine {
+        if let Some(lock) = v
+            .events
+            .iter()
+            .find(|x| x.name.starts_with("Lock:") && x.share >= 0.05)
+        {
+            line.push_str(&format!(
+                "; the engine said {} in {} of its samples",
+                lock.name,
+                crate::fmt::pct(100.0 * lock.share)
+            ));
+            if let Some(h) = v.holders.first() {
+                line.push_str(&format!(", the lock held by {}", h.name));
+            }
+        }
+    }
+    Some(line)
 }

@@ -123,8 +123,9 @@ pub struct Plan {
     /// Threads for the clients that can share one; None: one a CPU this process may use.
     pub threads: Option<usize>,
     /// Take each transaction's time on the server apart (`--explain`): the clocks of each
-    /// connection's server thread. None: not taken apart.
-    pub explain: Option<Arc<plumb_sys::threadtime::ThreadTimes>>,
+    /// connection's server thread, and which type each one runs now (for the engine's waits,
+    /// sampled beside). None: not taken apart.
+    pub explain: Option<super::explain::Explain>,
 }
 
 /// One transaction type's figures over the timed window.
@@ -550,12 +551,17 @@ impl Worker {
         let mut cycle = 0u64;
         // --explain: the connection's server thread, watched from now (it is idle, waiting for
         // this client's first transaction).
-        let clocks = self.plan.explain.clone().and_then(|t| {
+        let clocks = self.plan.explain.clone().and_then(|e| {
             let tid = client.server_thread()?;
-            t.watch(tid).ok()?;
-            Some((t, tid))
+            e.clocks.watch(tid).ok()?;
+            Some((e, tid))
         });
-        let read = || clocks.as_ref().and_then(|(t, tid)| t.read(*tid));
+        let read = || clocks.as_ref().and_then(|(e, tid)| e.clocks.read(*tid));
+        let running = |kind: Option<usize>| {
+            if let Some((e, tid)) = &clocks {
+                e.in_flight.set(*tid, kind);
+            }
+        };
         while !self.stop.load(Ordering::Relaxed) {
             // No transaction starts after the window: what runs then is nobody's figure.
             if Instant::now() >= self.end {
@@ -579,11 +585,13 @@ impl Worker {
             } else {
                 pick(&self.plan.mix, total, &mut self.rng)
             };
+            running(Some(kind));
             let before = read();
             let started = Instant::now();
             let (result, retries) = self.try_kind(client.as_mut(), kind).await;
             let ended = Instant::now();
             let spent = read().zip(before).map(|(a, b)| a.since(&b));
+            running(None);
             let lat = micros(ended.saturating_duration_since(intended));
             let timed = started >= self.window_start && ended <= self.end;
             self.count_second(kind, &result, lat, timed.then(|| self.tenth(ended)));
@@ -623,8 +631,8 @@ impl Worker {
                 }
             }
         }
-        if let Some((t, tid)) = &clocks {
-            t.unwatch(*tid);
+        if let Some((e, tid)) = &clocks {
+            e.clocks.unwatch(*tid);
         }
         r
     }

@@ -4,9 +4,42 @@
 //! the mean, and the slowest 1% of transactions (at least one) kept whole for what p99 is made
 //! of.
 
-use plumb_sys::threadtime::{Counts, Spent, PARTS};
+use plumb_sys::threadtime::{Counts, Spent, ThreadTimes, PARTS};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::{Arc, Mutex};
+
+/// What `--explain` hands the driver: the kernel's clocks, and where the driver says which
+/// transaction type each server thread runs now.
+#[derive(Debug, Clone)]
+pub struct Explain {
+    pub clocks: Arc<ThreadTimes>,
+    pub in_flight: Arc<InFlight>,
+}
+
+/// The transaction each watched server thread runs now: its type (an index in the mix) and a
+/// number that changes with every transaction, set by the driver as a transaction starts and
+/// cleared as it ends, read by the engine's wait sampler before and after each read (a sample
+/// counts only where the same transaction ran at both).
+#[derive(Debug, Default)]
+pub struct InFlight(Mutex<(u64, BTreeMap<u32, (usize, u64)>)>);
+
+impl InFlight {
+    pub fn set(&self, tid: u32, kind: Option<usize>) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.0 += 1;
+        let n = g.0;
+        match kind {
+            Some(k) => g.1.insert(tid, (k, n)),
+            None => g.1.remove(&tid),
+        };
+    }
+
+    /// The threads in a transaction now: its type and number.
+    pub fn now(&self) -> BTreeMap<u32, (usize, u64)> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+    }
+}
 
 /// How far a transaction's parts may fall short of (or exceed) its wall time and still count
 /// as closed: 5%.

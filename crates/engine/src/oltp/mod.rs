@@ -25,6 +25,7 @@ pub mod mssql;
 pub mod mywire;
 pub mod pg;
 pub mod server;
+pub mod waits;
 pub mod wire;
 
 /// Items in the catalogue (TPC-C's fixed 100,000).

@@ -588,10 +588,7 @@ fn watch_scope(
 /// `--explain`'s clocks: the kernel's programs loaded, for a PostgreSQL or MariaDB server on
 /// this host (its backends, or connection threads, are the threads timed), before anything is
 /// created.
-fn explain_clocks(
-    t: &Target,
-    admin: &Admin,
-) -> Result<std::sync::Arc<plumb_sys::threadtime::ThreadTimes>> {
+fn explain_clocks(t: &Target, admin: &Admin) -> Result<plumb_engine::oltp::explain::Explain> {
     if admin.kind() == plumb_engine::Kind::Sqlserver {
         crate::refuse!(
             "--explain: takes PostgreSQL's and MariaDB's time apart (each connection's server thread is one plumb can name); SQL Server's threads are not reachable from here: leave out --explain"
@@ -606,16 +603,19 @@ fn explain_clocks(
             t.shown()
         );
     }
-    plumb_sys::threadtime::ThreadTimes::start()
-        .map(std::sync::Arc::new)
-        .map_err(|e| crate::Error::Refused(format!("--explain: {e}")))
+    let clocks = plumb_sys::threadtime::ThreadTimes::start()
+        .map_err(|e| crate::Error::Refused(format!("--explain: {e}")))?;
+    Ok(plumb_engine::oltp::explain::Explain {
+        clocks: std::sync::Arc::new(clocks),
+        in_flight: Default::default(),
+    })
 }
 
 fn drive(
     c: &LoadConfig,
     t: &Target,
     admin: &mut Admin,
-    explain: Option<std::sync::Arc<plumb_sys::threadtime::ThreadTimes>>,
+    explain: Option<plumb_engine::oltp::explain::Explain>,
     events: &mut dyn FnMut(LoadEvent<'_>),
     cancel: &(dyn Fn() -> bool + Sync),
 ) -> Result<LoadReport> {
@@ -649,6 +649,16 @@ fn drive(
         threads: c.threads,
         explain,
     };
+    // --explain on PostgreSQL: the engine's wait events sampled beside the kernel's clocks.
+    let sampler = match &plan.explain {
+        Some(e) => plumb_engine::oltp::waits::Sampler::start(
+            t,
+            &c.database,
+            e.in_flight.clone(),
+            plan.mix.len(),
+        )?,
+        None => None,
+    };
     events(LoadEvent::Driving);
     let mut edges: Vec<plumb_engine::Result<(i64, i64)>> = Vec::new();
     let order_entry = c.workload == Workload::OrderEntry;
@@ -673,7 +683,15 @@ fn drive(
         cancel,
     );
     let window_s = m.window.as_secs_f64();
-    let (types, seconds, lag) = figures::figures(&m);
+    let (mut types, seconds, lag) = figures::figures(&m);
+    if plan.explain.is_some() {
+        let waits = sampler.map(|s| s.stop());
+        plumb_analyze::explain::add_engine_view(
+            types.iter_mut().map(|t| &mut t.explained),
+            waits.as_ref(),
+            admin.kind().name(),
+        );
+    }
     let mut r = LoadReport {
         workload: c.workload.name().into(),
         engine: String::new(),

@@ -29,6 +29,11 @@ const RUN: [&str; 10] = [
 /// `plumb load --json --explain` with RUN on `server` (`--dir DIR`, or `--engine URL
 /// --allow-writes`), calling `started` once the timed window begins: tpcb's figures.
 fn explained(server: &[&str], extra: &[&str], started: impl FnOnce()) -> Value {
+    explained_whole(server, extra, started).0
+}
+
+/// [`explained`], and the whole result.
+fn explained_whole(server: &[&str], extra: &[&str], started: impl FnOnce()) -> (Value, Value) {
     let mut c = plumb()
         .args(["--json", "load", "--explain"])
         .args(server)
@@ -70,7 +75,7 @@ fn explained(server: &[&str], extra: &[&str], started: impl FnOnce()) -> Value {
         .unwrap_or_else(|| panic!("no tpcb in {r}"))
         .clone();
     assert!(!t["explained"].is_null(), "{t:#}");
-    t
+    (t, r)
 }
 
 /// A part's ms per transaction in a split (`mean` or `slowest`).
@@ -124,7 +129,8 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     // transaction's parts adding up to its wall time.
     let pg = ["--dir", p.dir_str()];
     let out = tmp.path().join("report");
-    let quiet = explained(&pg, &["--keep", "--out", out.to_str().unwrap()], || {});
+    let (quiet, quiet_run) =
+        explained_whole(&pg, &["--keep", "--out", out.to_str().unwrap()], || {});
     let mean = &quiet["explained"]["mean"];
     let requests = mean["requests"].as_f64().unwrap();
     assert!((requests - 7.0).abs() < 0.01, "{quiet:#}");
@@ -216,7 +222,7 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
             })
             .collect(),
     );
-    let crowded = explained(&pg, &["--drop-kept"], || {});
+    let (crowded, crowded_run) = explained_whole(&pg, &["--drop-kept"], || {});
     drop(spinners);
     let (q, c) = (
         part(&quiet, "mean", "run_queue"),

@@ -52,6 +52,46 @@ pub struct TypeSplit {
     pub closed: f64,
     /// What the engine said its sessions were doing meanwhile (sampled).
     pub engine: Option<EngineView>,
+    /// Each part's ms per transaction in each tenth of the timed window ("server": the
+    /// server's whole), where every tenth had one: `plumb compare`'s samples inside one run.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub tenths_ms: std::collections::BTreeMap<&'static str, Vec<f64>>,
+}
+
+/// Each part's (and the server's) ms per transaction, tenth by tenth; empty unless every tenth
+/// counted a transaction.
+fn tenths_ms(e: &Explained) -> std::collections::BTreeMap<&'static str, Vec<f64>> {
+    let mut out = std::collections::BTreeMap::new();
+    if e.tenths.iter().any(|(n, _)| *n == 0) {
+        return out;
+    }
+    for (i, p) in Part::ALL.iter().enumerate() {
+        let v: Vec<f64> = e
+            .tenths
+            .iter()
+            .map(|(n, parts)| parts[i] as f64 / 1e6 / *n as f64)
+            .collect();
+        out.insert(p.key(), v);
+    }
+    let client = Part::ALL
+        .iter()
+        .position(|p| *p == Part::Client)
+        .expect("a client part");
+    let server: Vec<f64> = e
+        .tenths
+        .iter()
+        .map(|(n, parts)| {
+            let s: u128 = parts
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != client)
+                .map(|(_, v)| v)
+                .sum();
+            s as f64 / 1e6 / *n as f64
+        })
+        .collect();
+    out.insert("server", server);
+    out
 }
 
 /// A name and its share of the samples.
@@ -187,6 +227,7 @@ impl TypeSplit {
             mean,
             slowest: split(slow.len() as u64, wall, &parts, cs),
             engine: None,
+            tenths_ms: tenths_ms(e),
             closed: if e.n == 0 {
                 0.0
             } else {
@@ -223,7 +264,7 @@ mod tests {
         // 99 quick transactions on a CPU, one slow one waiting for a durable write.
         for _ in 0..99 {
             let s = spent(2, &[(Part::User, 1), (Part::Client, 1)], 1);
-            e.add(2000, &s);
+            e.add(2000, &s, 0);
         }
         let slow = spent(
             40,
@@ -235,7 +276,7 @@ mod tests {
             ],
             1,
         );
-        e.add(40_000, &slow);
+        e.add(40_000, &slow, 1);
         let t = TypeSplit::of(&e);
         assert_eq!(t.closed, 1.0);
         assert_eq!(t.mean.transactions, 100);
@@ -252,10 +293,28 @@ mod tests {
         assert_eq!(t.slowest.unexplained_ms, 0.0);
         // Parts that fall short of the wall time: the rest is unexplained, not another part.
         let mut e = Explained::default();
-        e.add(10_000, &spent(10, &[(Part::User, 6)], 0));
+        e.add(10_000, &spent(10, &[(Part::User, 6)], 0), 0);
         let t = TypeSplit::of(&e);
         assert_eq!(t.closed, 0.0);
         assert_eq!(t.mean.unexplained_ms, 4.0);
         assert_eq!(t.mean.parts[0].part, "cpu_user");
+        // A tenth with no transaction: no samples inside the run.
+        assert!(t.tenths_ms.is_empty());
+        let mut e = Explained::default();
+        for i in 0..10 {
+            let ms = if i < 5 { 1 } else { 3 };
+            e.add(
+                1000,
+                &spent(ms + 1, &[(Part::User, ms), (Part::Client, 1)], 0),
+                i,
+            );
+        }
+        let t = TypeSplit::of(&e);
+        assert_eq!(
+            t.tenths_ms["cpu_user"],
+            [1.0, 1.0, 1.0, 1.0, 1.0, 3.0, 3.0, 3.0, 3.0, 3.0]
+        );
+        assert_eq!(t.tenths_ms["server"], t.tenths_ms["cpu_user"]);
+        assert_eq!(t.tenths_ms["client"], [1.0; 10]);
     }
 }

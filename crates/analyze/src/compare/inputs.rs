@@ -225,8 +225,52 @@ pub(crate) fn load_figures(file: &str, v: &Value) -> Result<(String, Vec<Figure>
         out.extend(latencies(&t["latency"], true, |l| {
             format!("{name} latency {l} (ms)")
         }));
+        out.extend(server_parts(name, &t["explained"]));
     }
     Ok((workload, out))
+}
+
+/// With `--explain`: a type's server time and each of its parts, ms per transaction (lower is
+/// better; a part with no time on either side is left out by the comparison), each with its
+/// tenths of the window as the samples inside the run (so that one run a side can be tested:
+/// which part grew).
+fn server_parts(name: &str, e: &Value) -> Vec<Figure> {
+    let Some(parts) = e["mean"]["parts"].as_array() else {
+        return Vec::new();
+    };
+    let tenths = |key: &str| -> Vec<f64> {
+        e["tenths_ms"][key]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    if let Some(ms) = e["mean"]["server_ms"].as_f64() {
+        let mut f = Figure::new(
+            format!("{name} server time (ms per transaction)"),
+            false,
+            ms,
+        );
+        f.per_second = tenths("server");
+        out.push(f);
+    }
+    for p in parts {
+        // The server's parts (the client's has no share of it); every one, small ones too:
+        // the part that grew may be small on the other side.
+        let (Some(key), Some(ms), false) =
+            (p["part"].as_str(), p["ms"].as_f64(), p["share"].is_null())
+        else {
+            continue;
+        };
+        let mut f = Figure::new(
+            format!("{name} server {key} (ms per transaction)"),
+            false,
+            ms,
+        );
+        f.per_second = tenths(key);
+        out.push(f);
+    }
+    out
 }
 
 fn load_run(file: &str, v: &Value) -> Result<Run, InputError> {

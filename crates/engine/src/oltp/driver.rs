@@ -601,7 +601,7 @@ impl Worker {
                 let _ = s.latency.record(lat.max(1));
                 if let Some(spent) = &spent {
                     let e = s.explained.get_or_insert_with(Default::default);
-                    e.add(micros(ended - started), spent);
+                    e.add(micros(ended - started), spent, self.tenth(ended));
                 }
                 if let Some(h) = &mut s.service {
                     let _ = h.record(micros(ended - started).max(1));

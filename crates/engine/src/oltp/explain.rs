@@ -75,6 +75,9 @@ pub struct Explained {
     pub counts: Counts,
     /// Transactions whose parts add up to their wall time within [`CLOSE_WITHIN`].
     pub closed: u64,
+    /// Per tenth of the timed window (by when each transaction ended): transactions and each
+    /// part's time, summed: the samples a comparison of two single runs tests.
+    pub tenths: [(u64, [u128; PARTS]); 10],
     slowest: BinaryHeap<Reverse<Slow>>,
 }
 
@@ -88,8 +91,14 @@ fn add_counts(a: &mut Counts, b: &Counts) {
 }
 
 impl Explained {
-    /// Count one transaction.
-    pub fn add(&mut self, latency_us: u64, s: &Spent) {
+    /// Count one transaction, which ended in `tenth` of the timed window.
+    pub fn add(&mut self, latency_us: u64, s: &Spent, tenth: usize) {
+        if let Some((n, parts)) = self.tenths.get_mut(tenth) {
+            *n += 1;
+            for (sum, p) in parts.iter_mut().zip(s.parts) {
+                *sum += p as u128;
+            }
+        }
         self.n += 1;
         self.wall_ns += s.wall_ns as u128;
         for (sum, p) in self.parts_ns.iter_mut().zip(s.parts) {
@@ -125,6 +134,12 @@ impl Explained {
         }
         add_counts(&mut self.counts, &o.counts);
         self.closed += o.closed;
+        for ((n, parts), (m, more)) in self.tenths.iter_mut().zip(&o.tenths) {
+            *n += m;
+            for (a, b) in parts.iter_mut().zip(more) {
+                *a += b;
+            }
+        }
         for Reverse(s) in o.slowest.iter() {
             self.keep(*s);
         }
@@ -161,7 +176,11 @@ mod tests {
     fn sums_count_every_transaction_and_the_slowest_percent_is_kept_whole() {
         let mut e = Explained::default();
         for i in 1..=1000u64 {
-            e.add(i, &spent(1000 * i, 900 * i, 100 * i));
+            e.add(
+                i,
+                &spent(1000 * i, 900 * i, 100 * i),
+                (i as usize - 1) / 100,
+            );
         }
         assert_eq!(e.n, 1000);
         assert_eq!(e.closed, 1000);
@@ -172,14 +191,17 @@ mod tests {
         assert_eq!(slow[0].latency_us, 1000);
         assert_eq!(slow[9].latency_us, 991);
         // Parts short of the wall time by more than 5%: not closed.
-        e.add(5, &spent(1000, 800, 100));
+        e.add(5, &spent(1000, 800, 100), 0);
         assert_eq!(e.closed, 1000);
         // Two clients' figures together: the slowest of both.
         let mut other = Explained::default();
-        other.add(5000, &spent(5000, 5000, 0));
+        other.add(5000, &spent(5000, 5000, 0), 9);
         e.merge(&other);
         assert_eq!(e.n, 1002);
         assert_eq!(e.slowest()[0].latency_us, 5000);
         assert_eq!(e.slowest().len(), 11);
+        // Each tenth holds its hundred, plus what was added to it after.
+        assert_eq!(e.tenths[1].0, 100);
+        assert_eq!((e.tenths[0].0, e.tenths[9].0), (101, 101));
     }
 }

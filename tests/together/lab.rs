@@ -1309,7 +1309,16 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
         &["report"],
         // 5 s runs of the workload: enough for its checks and each experiment's change. The
         // storage probes are no engine's (they run on MariaDB's lab in lab_ends' Ctrl-C test).
-        &["--kind", "mariadb", "--duration", "5s", "--skip", "storage"],
+        // With --explain: the driver's transactions taken apart, as plumb load's are.
+        &[
+            "--kind",
+            "mariadb",
+            "--duration",
+            "5s",
+            "--skip",
+            "storage",
+            "--explain",
+        ],
         || {
             drop(neighbour);
             let _ = std::fs::remove_file(&file);
@@ -1361,6 +1370,27 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
     }
     assert!(r["durability"].is_null() && r["sweep"].is_null());
     assert!(text.contains("Workload (plumb's driver): tpcb"), "{text}");
+    // --explain: every run on the driver taken apart, each transaction's parts closed, the
+    // single-row commits each one fsync and the bulk inserts' commit one in 10,000 inserts.
+    assert!(
+        text.contains("Where the server's time went (--explain): tpcb"),
+        "{text}"
+    );
+    let explained = |x: &Value, t: &str| -> Value {
+        x["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|y| y["name"] == t)
+            .map(|y| y["explained"].clone())
+            .unwrap_or_default()
+    };
+    for (x, t) in [(&w[0], "tpcb"), (&w[1], "single-commits")] {
+        let e = explained(x, t);
+        assert!(e["closed"].as_f64().unwrap() >= 0.95, "{t}: {e}");
+        let syncs = e["mean"]["syncs"].as_f64().unwrap();
+        assert!(syncs > 0.3, "{t}: {e}");
+    }
     // MariaDB's durability settings: each set, read back and measured from the block layer.
     let md = &r["mariadb_durability"];
     let cfg = |name: &str| -> &Value {

@@ -88,6 +88,10 @@ pub struct LabArgs {
     /// says what was not run; `plumb compare` against an earlier lab shows only what both ran.
     #[arg(long, value_name = "PART[,PART]", value_delimiter = ',', value_parser = crate::typed::Named(plumb_lab::Part::parse))]
     pub skip: Vec<plumb_lab::Part>,
+    /// Take plumb's driver's transactions apart, as `plumb load --explain` does (a named
+    /// --workload, or MariaDB's lab): each type's time on the server by part. Needs root.
+    #[arg(long)]
+    pub explain: bool,
 }
 
 /// A refusal of the lab's, with the sizes it carries in words.
@@ -149,6 +153,7 @@ fn config(g: &GlobalArgs, a: &LabArgs) -> Result<(Config, PathBuf)> {
         rate: a.rate,
         accept: a.accept.accept_neighbour.clone(),
         skip: a.skip.clone(),
+        explain: a.explain,
         kind: if a.kind == "mariadb" {
             plumb_engine::Kind::Mariadb
         } else {

@@ -83,6 +83,8 @@ pub struct Config {
     pub accept: Vec<plumb_analyze::interference::Accept>,
     /// `--skip`: parts of the lab not to run this time (their sections say so).
     pub skip: Vec<Part>,
+    /// `--explain`: take plumb's driver's transactions apart (`plumb load --explain`).
+    pub explain: bool,
 }
 
 /// A part of the lab a run may leave out (`--skip`): measured once, a storage's figures do not
@@ -186,6 +188,13 @@ fn check_workload(c: &Config) -> Result<()> {
     let driver = !postgres || matches!(c.workload, Some(LabWorkload::Named(_)));
     if c.rate.is_some() && !driver {
         crate::refuse!("--rate: pgbench runs here closed-loop; name the workload (--workload tpcb) to run it on plumb's driver at a rate");
+    }
+    if c.explain && !driver {
+        crate::refuse!("--explain takes plumb's driver's transactions apart; PostgreSQL's lab runs pgbench: name the workload (--workload tpcb) to run it on plumb's driver");
+    }
+    // SAFETY: geteuid cannot fail.
+    if c.explain && unsafe { libc::geteuid() } != 0 {
+        crate::refuse!("--explain: needs root (plumb times the server's threads with eBPF programs: CAP_BPF and CAP_PERFMON); run plumb as root, or leave out --explain");
     }
     if c.replica.is_some() && matches!(c.workload, Some(LabWorkload::Named(_))) {
         crate::refuse!("--replica repeats pgbench; with a named --workload it is not built yet: leave one out, or give a pgbench script (--workload FILE)");
@@ -626,6 +635,7 @@ mod tests {
             rate: None,
             accept: vec![],
             skip: vec![],
+            explain: false,
         }
     }
 
@@ -653,6 +663,10 @@ mod tests {
         let mut c = config(d.path());
         c.target = Some(plumb_engine::Target::new("oracle://u@h/db"));
         assert!(refused(c).contains("--engine"));
+        // PostgreSQL's default lab runs pgbench, not plumb's driver: nothing to take apart.
+        let mut c = config(d.path());
+        c.explain = true;
+        assert!(refused(c).contains("--workload tpcb"));
         // Nothing was made by the refusals.
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
     }

@@ -63,7 +63,7 @@ fn rows(r: &LoadReport) -> Vec<(String, &TypeSplit)> {
 /// The table's heading and rows (cells, unpadded): ms per transaction by part, the server's
 /// total, fsyncs and cache flushes per transaction, and how many transactions' parts closed on
 /// their wall time. None when no type was taken apart.
-fn table(r: &LoadReport) -> Option<(Vec<String>, Vec<Vec<String>>)> {
+pub(crate) fn table(r: &LoadReport) -> Option<(Vec<&'static str>, Vec<Vec<String>>)> {
     let types = rows(r);
     if types.is_empty() {
         return None;
@@ -73,9 +73,9 @@ fn table(r: &LoadReport) -> Option<(Vec<String>, Vec<Vec<String>>)> {
         .flat_map(|(_, t)| [("mean", &t.mean), ("slowest", &t.slowest)])
         .collect();
     let keys = columns(&splits);
-    let mut head: Vec<String> = ["type", "txns", "server"].map(String::from).to_vec();
-    head.extend(keys.iter().map(|k| part_words(k).0.to_string()));
-    head.extend(["fsyncs", "flushes", "closed"].map(String::from));
+    let mut head: Vec<&'static str> = vec!["type", "txns", "server"];
+    head.extend(keys.iter().map(|k| part_words(k).0));
+    head.extend(["fsyncs", "flushes", "closed"]);
     let mut out = Vec::new();
     for (name, t) in &types {
         for (label, s, first) in [
@@ -104,12 +104,12 @@ fn table(r: &LoadReport) -> Option<(Vec<String>, Vec<Vec<String>>)> {
     Some((head, out))
 }
 
-const TITLE: &str = "where the server's time went (--explain: ms per transaction, timed by the kernel on each connection's server process)";
-const NOTE: &str = "server: the transaction's wall time less the client's part; flushes: cache flushes the server process itself sent to the disk; closed: transactions whose parts add up to their wall time within 5% (the rest is unexplained, never added to a part).";
+pub(crate) const TITLE: &str = "where the server's time went (--explain: ms per transaction, timed by the kernel on each connection's server process)";
+pub(crate) const NOTE: &str = "server: the transaction's wall time less the client's part; flushes: cache flushes the server process itself sent to the disk; closed: transactions whose parts add up to their wall time within 5% (the rest is unexplained, never added to a part).";
 
 /// The engine's view, a line a type: its top wait events and lock holders by share of the
 /// samples, or that it was not sampled.
-fn engine_lines(r: &LoadReport) -> Vec<String> {
+pub(crate) fn engine_lines(r: &LoadReport) -> Vec<String> {
     let mut out = Vec::new();
     for (name, t) in rows(r) {
         let Some(v) = &t.engine else { continue };
@@ -145,7 +145,7 @@ fn engine_lines(r: &LoadReport) -> Vec<String> {
 }
 
 /// The engine's view's heading.
-fn engine_title(r: &LoadReport) -> Option<String> {
+pub(crate) fn engine_title(r: &LoadReport) -> Option<String> {
     let v = rows(r).into_iter().find_map(|(_, t)| t.engine.clone())?;
     Some(if v.samples > 0 || v.source.starts_with("pg_stat") {
         format!("the engine's view ({}, over the ramp-up and the window; a share of the samples of its sessions in a transaction of the type):", v.source)
@@ -183,6 +183,7 @@ pub(crate) fn text(r: &LoadReport, out: &mut dyn Write) -> io::Result<()> {
     };
     writeln!(out)?;
     writeln!(out, "{TITLE}")?;
+    let head: Vec<String> = head.iter().map(|h| h.to_string()).collect();
     writeln!(out, "{}", line(&head))?;
     for row in &rows {
         writeln!(out, "{}", line(row))?;

@@ -161,6 +161,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
     pgbench_tables(r, &mut out);
     for w in &r.workloads {
         out.push(workload_table(w));
+        out.extend(explain_table(w));
     }
     if let Some(d) = &r.mariadb_durability {
         out.push(maria_durability_table(d));
@@ -779,6 +780,29 @@ fn maria_durability_table(d: &plumb_analyze::lab::MariaDurability) -> Table {
         rows,
         notes,
     }
+}
+
+/// With `--explain`: where a driver run's time went on the server, as `plumb load --explain`
+/// words it.
+fn explain_table(w: &plumb_analyze::load::LoadReport) -> Option<Table> {
+    use crate::explain_render as x;
+    let (headers, rows) = x::table(w)?;
+    let mut notes = vec![x::NOTE.to_string()];
+    if let Some(t) = x::engine_title(w) {
+        notes.push(t);
+        notes.extend(x::engine_lines(w));
+    }
+    Some(Table {
+        id: match w.workload.as_str() {
+            "insert-single" => "explain-insert-single",
+            "insert-bulk" => "explain-insert-bulk",
+            _ => "explain",
+        },
+        title: format!("Where the server's time went (--explain): {}", w.workload),
+        headers,
+        rows,
+        notes,
+    })
 }
 
 /// A run of plumb's own driver (a MariaDB lab's workload or insert loop): `plumb load`'s

@@ -109,7 +109,7 @@ impl Experiment for Driven {
             record: None,
             command_line: cx.config.command_line.clone(),
             accept: cx.config.accept.clone(),
-            explain: false,
+            explain: cx.config.explain,
         };
         cx.progress
             .step(&format!("{label} (plumb's driver): loading scale {scale}"));

@@ -105,7 +105,7 @@ pub struct Share {
 /// kernel's parts.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineView {
-    /// What was read, and how often ("pg_stat_activity every 20 ms"), or why nothing was
+    /// What was read, and how often ("pg_stat_activity every 100 ms"), or why nothing was
     /// ("not sampled on MariaDB").
     pub source: String,
     pub samples: u64,

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// How often the sampler reads.
-pub const EVERY: Duration = Duration::from_millis(20);
+pub const EVERY: Duration = Duration::from_millis(100);
 
 /// One transaction type's samples.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -83,7 +83,13 @@ fn event(kind: &str, event: &str, state: &str) -> Option<String> {
 
 /// One read: each backend that ran the same transaction before and after it counted under that
 /// transaction's type.
-fn sample(c: &mut super::pg::Client, own: &str, in_flight: &InFlight, w: &mut Waits) {
+fn sample(
+    c: &mut super::pg::Client,
+    query: &postgres::Statement,
+    own: &str,
+    in_flight: &InFlight,
+    w: &mut Waits,
+) {
     let before = in_flight.now();
     if before.is_empty() {
         return;
@@ -92,7 +98,7 @@ fn sample(c: &mut super::pg::Client, own: &str, in_flight: &InFlight, w: &mut Wa
         .keys()
         .filter_map(|p| i32::try_from(*p).ok())
         .collect();
-    let rows = match c.query(QUERY, &[&pids]) {
+    let rows = match c.query(query, &[&pids]) {
         Ok(rows) => rows,
         Err(_) => {
             w.failed += 1;
@@ -135,6 +141,8 @@ impl Sampler {
         }
         let mut c = super::pg::connect_to(t, db, &t.shown())?;
         let own = super::pg::application_name();
+        // Prepared once: each read is a bind and an execute.
+        let query = c.prepare(QUERY).ok();
         // A read the server cannot answer at once is skipped, not waited for.
         let _ = c.batch_execute("SET statement_timeout = '1s'");
         let stop = Arc::new(AtomicBool::new(false));
@@ -148,7 +156,9 @@ impl Sampler {
             let mut next = Instant::now();
             while !stopped.load(Ordering::Relaxed) {
                 next += EVERY;
-                sample(&mut c, &own, &in_flight, &mut w);
+                if let Some(q) = &query {
+                    sample(&mut c, q, &own, &in_flight, &mut w);
+                }
                 let now = Instant::now();
                 if next > now {
                     std::thread::sleep(next - now);

@@ -900,8 +900,9 @@ while True:
             // The accounting closes: every nanosecond of the window is in one part.
             let gap = s.wall_ns.abs_diff(s.accounted_ns());
             assert!(gap * 100 <= s.wall_ns, "{what}: {s:?}");
-            // The test's own waits are the client's: about 100 ms of each window.
-            assert!(s.part(Part::Client) >= 90_000_000, "{what}: {s:?}");
+            // The test's own waits are the client's: at least the 50 ms before it sends (after
+            // the reply, a busy host may keep the program waiting for a CPU before its recv).
+            assert!(s.part(Part::Client) >= 45_000_000, "{what}: {s:?}");
             assert_eq!(s.counts.requests, 1, "{what}: {s:?}");
             s
         };

@@ -2,17 +2,21 @@
 """What `plumb load --explain` costs: the same run with and without it, side by side.
 
     python3 bench/explain_overhead.py [--workload tpcb] [--scale N] [--clients N]
-                                      [--seconds S] [--reps N] [--out FILE.md]
+                                      [--seconds S] [--reps N] [--again]
+                                      [--variant LABEL=BINARY] [--out FILE.md]
 
 1. Starts plumb's private PostgreSQL in a scratch directory; `plumb load --workload W --scale N
-   --keep` creates the tables once (database plumb_load).
-2. Alternates, --reps times: the run without --explain, then with it (the kept tables reused),
-   each with the same clients and seconds. With --explain the kernel times every connection's
-   backend: programs at every syscall, context switch, wake-up and queued bio on the host, and
-   two reads of a map around each transaction.
+   --keep` (order-entry: --warehouses N) creates the tables once (database plumb_load).
+2. Runs each mode once a rep, the modes' order turning from rep to rep (the kept tables
+   reused), each with the same clients and seconds: without --explain, with it, with --again a
+   second run without it (the noise of a ratio of equals), and each --variant's binary with
+   --explain (a build made for a measurement). With --explain the kernel times every
+   connection's backend: programs at every syscall, context switch, wake-up and queued bio on
+   the host, and two reads of a map around each transaction.
 3. Per mode: tps (the timed window's transactions over it) and plumb's own CPU per transaction
    (user + system of the plumb process over every transaction it ran, from the kernel's rusage
-   of the child), medians over the reps; the ratio with/without (the goal: tps at least 0.97).
+   of the child), medians over the reps; each mode's ratio to the runs without --explain, as a
+   ratio of medians and as the median of each rep's paired ratio (the goal: at least 0.97).
 
 Writes the table, the machine and the command lines to --out (default
 bench/results/explain-overhead-DATE.md). Run as root. A benchmark, not a test: it asserts
@@ -46,9 +50,10 @@ def run(cmd, log):
     return r.stdout, cpu
 
 
-def load(d, a, log, extra=()):
+def load(d, a, log, extra=(), plumb=PLUMB):
     out, cpu = run(
-        [PLUMB, "--json", "load", "--dir", d, "--workload", a.workload, "--scale", str(a.scale),
+        [plumb, "--json", "load", "--dir", d, "--workload", a.workload,
+         "--warehouses" if a.workload == "order-entry" else "--scale", str(a.scale),
          "--clients", str(a.clients), "--rampup", "0s", "--duration", f"{a.seconds}s",
          "--keep", *extra],
         log,
@@ -78,6 +83,10 @@ def main():
     p.add_argument("--seconds", type=int, default=20)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--out")
+    p.add_argument("--again", action="store_true",
+                   help="a second mode without --explain: the noise of a ratio of equals")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=BINARY",
+                   help="another plumb binary run with --explain (a build for a measurement)")
     a = p.parse_args()
     if os.geteuid() != 0:
         sys.exit("run as root: --explain loads eBPF programs")
@@ -90,17 +99,30 @@ def main():
         run([PLUMB, "engine", "start", "--dir", d], log)
         try:
             load(d, a, log)  # creates and keeps the tables
-            plain, explained = [], []
-            for _ in range(a.reps):
-                plain.append(load(d, a, log))
-                explained.append(load(d, a, log, ["--explain"]))
+            # Each mode: (label, binary, extra arguments). The order turns each rep, so that
+            # no mode always runs after the same one.
+            modes = [("without --explain", PLUMB, []), ("with --explain", PLUMB, ["--explain"])]
+            if a.again:
+                modes.append(("without, again", PLUMB, []))
+            for v in a.variant:
+                label, _, binary = v.partition("=")
+                modes.append((f"with --explain, {label}", binary, ["--explain"]))
+            runs = {m[0]: [] for m in modes}
+            for rep in range(a.reps):
+                for i in range(len(modes)):
+                    label, binary, extra = modes[(rep + i) % len(modes)]
+                    runs[label].append(load(d, a, log, extra, binary))
         finally:
             subprocess.run([PLUMB, "engine", "stop", "--dir", d, "--remove"], capture_output=True)
     med = lambda rs, k: statistics.median(r[k] for r in rs)
-    tps_p, tps_e = med(plain, "tps"), med(explained, "tps")
-    cpu_p, cpu_e = med(plain, "cpu_us"), med(explained, "cpu_us")
+    plain = runs["without --explain"]
+    explained = runs["with --explain"]
+    tps_p, cpu_p = med(plain, "tps"), med(plain, "cpu_us")
     closed = min(r["closed"] for r in explained if r["closed"] is not None)
     each = lambda rs: ", ".join(f"{r['tps']:,.0f}" for r in rs)
+    # The ratio of each rep's pair (same rep, adjacent runs): less moved by the host's drift
+    # than the ratio of medians.
+    paired = lambda rs: statistics.median(r["tps"] / p["tps"] for r, p in zip(rs, plain))
     date = datetime.date.today().isoformat()
     out = a.out or os.path.join(ROOT, "bench", "results", f"explain-overhead-{date}.md")
     lines = [
@@ -109,13 +131,16 @@ def main():
         f"Machine: {machine()}. {a.workload}, scale {a.scale}, {a.clients} clients, "
         f"{a.seconds} s a run, {a.reps} runs a mode alternating; medians.",
         "",
-        "| mode | tps | plumb CPU per transaction |",
-        "|---|---|---|",
-        f"| without --explain | {tps_p:,.0f} | {cpu_p:.1f} µs |",
-        f"| with --explain | {tps_e:,.0f} | {cpu_e:.1f} µs |",
-        f"| ratio | **{tps_e / tps_p:.3f}** | {cpu_e / cpu_p:.2f} |",
+        "| mode | tps | ratio of medians | median of paired ratios | plumb CPU per transaction |",
+        "|---|---|---|---|---|",
+        *[
+            f"| {label} | {med(rs, 'tps'):,.0f} | {med(rs, 'tps') / tps_p:.3f} | "
+            f"{'' if rs is plain else f'**{paired(rs):.3f}**'} | {med(rs, 'cpu_us'):.1f} µs "
+            f"({med(rs, 'cpu_us') / cpu_p:.2f}x) |"
+            for label, rs in runs.items()
+        ],
         "",
-        f"Every run: tps without {each(plain)}; with {each(explained)}. "
+        "Every run: " + "; ".join(f"{label} {each(rs)}" for label, rs in runs.items()) + ". "
         f"Transactions whose parts closed on their wall time within 5%: at least "
         f"{100 * closed:.1f}% of each type in every run.",
         "",
@@ -127,7 +152,7 @@ def main():
     ]
     with open(out, "w") as f:
         f.write("\n".join(lines))
-    print("\n".join(lines[:10]))
+    print("\n".join(lines[:12]))
     print(f"written: {out}")
 
 

@@ -1328,6 +1328,11 @@ fn quick_lab_on_mariadb_runs_the_workload_the_loops_and_the_experiments_on_plumb
         return;
     };
     check_mariadb_experiments(&r);
+    // The throttled run taken apart in the summary, as the lab's own run is.
+    assert!(
+        text.contains("Where the server's time went (--explain): tpcb, writes throttled to 1MB/s"),
+        "{text}"
+    );
     assert!(
         r["target"].as_str().unwrap().contains("private MariaDB"),
         "{}",
@@ -1665,4 +1670,39 @@ fn check_mariadb_experiments(r: &Value) {
         "{:#}",
         t["notes"]
     );
+    // With --explain, the throttled run's transactions taken apart too: waiting for durable
+    // writes (the thread's own, or the group-commit leader's it waited for) grows from a small
+    // share of the server's time to the largest, with about one FLUSH a commit all along.
+    if r["command_line"]
+        .as_str()
+        .unwrap_or("")
+        .contains("--explain")
+    {
+        let durable = |x: &Value| -> (f64, f64) {
+            let parts = x["types"][0]["explained"]["mean"]["parts"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no parts: {x:#}"));
+            let ms = |keys: &[&str]| -> f64 {
+                parts
+                    .iter()
+                    .filter(|p| keys.is_empty() || keys.contains(&p["part"].as_str().unwrap()))
+                    .filter(|p| p["part"] != "client")
+                    .map(|p| p["ms"].as_f64().unwrap())
+                    .sum()
+            };
+            let flushes = x["types"][0]["explained"]["mean"]["flushes"]
+                .as_f64()
+                .unwrap();
+            (ms(&["durable_write", "others_durable"]) / ms(&[]), flushes)
+        };
+        let (base_share, _) = durable(&r["workloads"][0]);
+        let (share, flushes) = durable(&t["explained"]);
+        assert!(
+            share >= 0.3 && share >= 2.0 * base_share,
+            "durable share {base_share:.2} → {share:.2}: {:#}",
+            t["explained"]["types"][0]["explained"]["mean"]
+        );
+        // FLUSHes a commit where the device has a write cache, none where it writes through.
+        assert!((0.0..3.0).contains(&flushes), "{:#}", t["explained"]);
+    }
 }

@@ -592,6 +592,10 @@ pub struct Experiment {
     pub notes: Vec<crate::Note>,
     /// Single-row commits timed in the experiment (--replica), each run as it was configured.
     pub commits: Vec<CommitRun>,
+    /// With `--explain` on plumb's driver: the changed run whole, its transactions taken apart
+    /// (`plumb load --explain`'s parts), beside the baseline's in `workloads`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub explained: Option<crate::load::LoadReport>,
 }
 
 /// Single-row commits in one session, timed by the client, under one condition.

@@ -14,6 +14,10 @@ pub(crate) fn part_words(key: &str) -> (&'static str, &'static str) {
         "run_queue" => ("cpu wait", "waiting for a CPU"),
         "storage_read" => ("read", "reading from storage"),
         "durable_write" => ("durable", "waiting for durable writes"),
+        "others_durable" => (
+            "others' durable",
+            "waiting for another server thread's durable write (group commit)",
+        ),
         "file_write" => ("write", "writing files"),
         "futex" => (
             "futex",
@@ -206,6 +210,7 @@ fn colour(key: &str) -> &'static str {
         "run_queue" => "#f28e2b",
         "storage_read" => "#59a14f",
         "durable_write" => "#e15759",
+        "others_durable" => "#b6464a",
         "file_write" => "#ff9d9a",
         "futex" => "#b07aa1",
         "latch" => "#d4a6c8",

@@ -161,7 +161,7 @@ fn tables(r: &LabReport) -> Vec<Table> {
     pgbench_tables(r, &mut out);
     for w in &r.workloads {
         out.push(workload_table(w));
-        out.extend(explain_table(w));
+        out.extend(explain_table(w, None));
     }
     if let Some(d) = &r.mariadb_durability {
         out.push(maria_durability_table(d));
@@ -549,6 +549,11 @@ fn experiment_tables(r: &LabReport, out: &mut Vec<Table>) {
                 notes: e.notes.iter().map(words::note).collect(),
             });
         }
+        // With --explain: the changed run's transactions taken apart (the baseline's table is
+        // the workload's own, above).
+        if let Some(w) = &e.explained {
+            out.extend(explain_table(w, Some(&e.phase)));
+        }
         if !e.commits.is_empty() {
             let ms = opt_latency_ms;
             let rows = e
@@ -783,8 +788,8 @@ fn maria_durability_table(d: &plumb_analyze::lab::MariaDurability) -> Table {
 }
 
 /// With `--explain`: where a driver run's time went on the server, as `plumb load --explain`
-/// words it.
-fn explain_table(w: &plumb_analyze::load::LoadReport) -> Option<Table> {
+/// words it; `phase`, an experiment's run (named so).
+fn explain_table(w: &plumb_analyze::load::LoadReport, phase: Option<&str>) -> Option<Table> {
     use crate::explain_render as x;
     let (headers, rows) = x::table(w)?;
     let mut notes = vec![x::NOTE.to_string()];
@@ -793,12 +798,16 @@ fn explain_table(w: &plumb_analyze::load::LoadReport) -> Option<Table> {
         notes.extend(x::engine_lines(w));
     }
     Some(Table {
-        id: match w.workload.as_str() {
-            "insert-single" => "explain-insert-single",
-            "insert-bulk" => "explain-insert-bulk",
+        id: match (w.workload.as_str(), phase) {
+            (_, Some(_)) => "explain-experiment",
+            ("insert-single", _) => "explain-insert-single",
+            ("insert-bulk", _) => "explain-insert-bulk",
             _ => "explain",
         },
-        title: format!("Where the server's time went (--explain): {}", w.workload),
+        title: format!(
+            "Where the server's time went (--explain): {}",
+            phase.unwrap_or(&w.workload)
+        ),
         headers,
         rows,
         notes,

@@ -45,6 +45,11 @@ pub enum Part {
     StorageRead,
     /// Asleep in `fsync`, `fdatasync`, `sync_file_range`, `msync`, `syncfs` or `sync`.
     DurableWrite,
+    /// Asleep on a futex until another watched thread woke it within [`HANDOFF_NS`] of its
+    /// own durable call's return: waiting for another thread of the server to make a write
+    /// durable (a commit whose log the group-commit leader, or the backend holding
+    /// `WALWriteLock`, flushed).
+    OthersDurable,
     /// Asleep in a file write (`write`, `pwrite64`, `writev`…): throttled writeback, or an
     /// `O_DSYNC` write.
     FileWrite,
@@ -64,7 +69,11 @@ pub enum Part {
 }
 
 /// How many parts there are.
-pub const PARTS: usize = 11;
+pub const PARTS: usize = 12;
+
+/// How soon after its durable call returned a thread's wake-up of a futex sleeper counts as
+/// handing over that durable write (the leader releases its followers within microseconds).
+pub const HANDOFF_NS: u64 = 200_000;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -73,6 +82,7 @@ impl Part {
         Part::RunQueue,
         Part::StorageRead,
         Part::DurableWrite,
+        Part::OthersDurable,
         Part::FileWrite,
         Part::Futex,
         Part::Latch,
@@ -89,6 +99,7 @@ impl Part {
             Part::RunQueue => "run_queue",
             Part::StorageRead => "storage_read",
             Part::DurableWrite => "durable_write",
+            Part::OthersDurable => "others_durable",
             Part::FileWrite => "file_write",
             Part::Futex => "futex",
             Part::Latch => "latch",
@@ -196,7 +207,9 @@ const FLUSHES: i16 = COUNT_AT + 16;
 const FUA: i16 = COUNT_AT + 24;
 const READ_BIOS: i16 = COUNT_AT + 32;
 const WRITE_BIOS: i16 = COUNT_AT + 40;
-const VALUE: usize = COUNT_AT as usize + 48;
+/// When the thread's last durable call returned (ns; 0: none yet).
+const SYNC_AT: i16 = COUNT_AT + 48;
+const VALUE: usize = COUNT_AT as usize + 56;
 /// How many threads can be watched at once.
 const THREADS: u32 = 8192;
 const EAGAIN: i32 = -11;
@@ -414,7 +427,9 @@ fn sys_exit(m: &Maps, c: &Calls) -> Result<Vec<crate::bpf::Insn>, crate::KernelE
     for &nr in &c.send {
         g.a.jump_k(Cond::Eq, R7, nr as i32, "send");
     }
-    g.a.goto("out").label("sync");
+    g.a.goto("out")
+        .label("sync")
+        .store(Size::DW, R9, SYNC_AT, R8);
     g.incr(SYNCS);
     g.a.goto("out")
         .label("send")
@@ -498,14 +513,30 @@ fn sched_switch(
     g.out()
 }
 
-/// `sched_wakeup(p)`, BTF-typed: a sleeping thread waits for a CPU from now.
+/// `sched_wakeup(p)`, BTF-typed (in the waker's context): a sleeping thread waits for a CPU
+/// from now. A futex sleep that another watched thread ends within [`HANDOFF_NS`] of its own
+/// durable call's return was a wait for that durable write.
 fn sched_wakeup(m: &Maps, pid_off: u32) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut g = Gen::new(m);
     g.a.mov(R6, R1);
     g.task(0, pid_off, -4).entry_or(-4, -8, "out");
     // On a CPU still, or already waiting for one: nothing changes.
     g.a.load(Size::DW, R1, R9, CUR)
-        .jump_k(Cond::Lt, R1, Part::StorageRead.off(), "out");
+        .jump_k(Cond::Lt, R1, Part::StorageRead.off(), "out")
+        .jump_k(Cond::Ne, R1, Part::Futex.off(), "woken");
+    // r7: the sleeper's entry while the waker's is looked up.
+    g.a.mov(R7, R9);
+    g.current(-12).entry_or(-12, -16, "not_handed");
+    g.a.load(Size::DW, R8, R9, SYNC_AT)
+        .jump_k(Cond::Eq, R8, 0, "not_handed")
+        .call(Helper::KtimeNs)
+        .jump_x(Cond::Gt, R8, R0, "not_handed")
+        .alu_x(Alu::Sub, R0, R8)
+        .jump_k(Cond::Gt, R0, HANDOFF_NS as i32, "not_handed")
+        .store_k(Size::DW, R7, CUR, Part::OthersDurable.off())
+        .label("not_handed")
+        .mov(R9, R7)
+        .label("woken");
     g.account().now_in(Part::RunQueue);
     g.out()
 }
@@ -770,9 +801,22 @@ mod tests {
     /// sends its name over a socket and ends with the program's reply, so that between phases
     /// the program waits for its client in `recvfrom`, as a server's backend does.
     const PHASES: &str = r#"
-import mmap, os, select, socket, sys, threading, time
+import mmap, os, queue, select, socket, sys, threading, time
 s = socket.socket(fileno=int(sys.argv[1]))
 path = sys.argv[2]
+# A second thread that makes writes durable, then releases the lock it was handed: the
+# group-commit leader's part.
+work = queue.Queue()
+def leader():
+    while True:
+        held = work.get()
+        fd = os.open(path + ".leader", os.O_WRONLY | os.O_CREAT, 0o600)
+        for i in range(20):
+            os.pwrite(fd, b"z" * 4096, i * 4096)
+            os.fdatasync(fd)
+        os.close(fd)
+        held.release()
+threading.Thread(target=leader, daemon=True).start()
 def spin(sec):
     # perf_counter reads the clock without a syscall: all of it user time.
     t = time.perf_counter()
@@ -813,6 +857,11 @@ while True:
         l = threading.Lock()
         l.acquire()
         threading.Timer(0.25, l.release).start()
+        l.acquire()
+    elif what == "handoff":
+        l = threading.Lock()
+        l.acquire()
+        work.put(l)
         l.acquire()
     elif what == "sleep":
         time.sleep(0.25)
@@ -886,6 +935,14 @@ while True:
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         t.watch(tid).unwrap();
+        // The program's second thread (its leader, started first), watched too: the server's
+        // threads are.
+        let leader: u32 = std::fs::read_dir(format!("/proc/{tid}/task"))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .find(|&t| t != tid)
+            .expect("the program's second thread");
+        t.watch(leader).unwrap();
         let ours = std::cell::RefCell::new(ours);
         let phase = |what: &str| -> Spent {
             use std::io::{Read, Write};
@@ -934,6 +991,15 @@ while True:
         assert!(s.part(Part::StorageRead) > 0, "{s:?}");
         let s = phase("lock");
         assert!(ms(&s, Part::Futex) >= 200, "{s:?}");
+        // Released by a thread that is not watched: a lock wait, nobody's durable write.
+        assert_eq!(s.part(Part::OthersDurable), 0, "{s:?}");
+        // Released by the watched leader just after its fdatasyncs: waiting for them.
+        let s = phase("handoff");
+        assert_eq!(s.counts.syncs, 0, "{s:?}");
+        assert!(
+            s.part(Part::OthersDurable) > 4 * s.part(Part::Futex),
+            "{s:?}"
+        );
         let s = phase("sleep");
         assert!(ms(&s, Part::Sleep) >= 200, "{s:?}");
         let s = phase("poll");
@@ -943,6 +1009,7 @@ while True:
             ours.borrow_mut().write_all(b"end").unwrap();
         }
         assert!(child.wait().unwrap().success());
+        t.unwatch(leader);
         t.unwatch(tid);
         assert!(t.read(tid).is_none());
     }

@@ -332,9 +332,12 @@ impl<'a> Context<'a> {
     }
 
     /// The lab's workload once more for `d` (an experiment's run): pgbench, or the workload on
-    /// plumb's driver where that is what the lab ran; its figures in pgbench's shape. None:
-    /// stopped.
-    pub fn rerun(&mut self, d: std::time::Duration) -> Result<Option<Pgbench>> {
+    /// plumb's driver where that is what the lab ran; its figures in pgbench's shape, and with
+    /// `--explain` the driver's run whole (its transactions taken apart). None: stopped.
+    pub fn rerun(
+        &mut self,
+        d: std::time::Duration,
+    ) -> Result<Option<(Pgbench, Option<plumb_analyze::load::LoadReport>)>> {
         if let Some(c) = self.driver_rerun.clone() {
             let c = crate::load::LoadConfig { duration: d, ..c };
             let progress = &mut self.progress;
@@ -354,14 +357,20 @@ impl<'a> Context<'a> {
                 self.cancel,
             );
             return match r {
-                Ok(r) => Ok(Some(Pgbench::from_load(&r, self.server.wal_sync_method()))),
+                Ok(r) => {
+                    let p = Pgbench::from_load(&r, self.server.wal_sync_method());
+                    let explained = r.types.iter().any(|t| t.explained.is_some());
+                    Ok(Some((p, explained.then_some(r))))
+                }
                 Err(e) if e.is_interrupted() => Ok(None),
                 Err(e) => Err(e),
             };
         }
         let run = self.lab_database()?.pgbench.clone();
         let progress = &mut self.progress;
-        run.run(d, self.cancel, &mut |t, l| progress.live(t, l))
+        Ok(run
+            .run(d, self.cancel, &mut |t, l| progress.live(t, l))?
+            .map(|p| (p, None)))
     }
 
     /// An observer for the recording's engine counters (None, with a warning, if it fails).

@@ -121,7 +121,7 @@ impl Experiment for Pressure {
         if let Some(c) = cx.resources.pressure.take() {
             c.stop();
         }
-        let mut p = r?.ok_or(Interrupted)?;
+        let (mut p, explained) = r?.ok_or(Interrupted)?;
         p.scale = cx.plan.scale;
         let base = super::baseline(cx);
         let swap = swap_note(cx.server.kind, ps.as_ref(), shared_buffers);
@@ -139,6 +139,7 @@ impl Experiment for Pressure {
                 changed: Some(p),
                 window: None,
                 commits: Vec::new(),
+                explained,
                 notes,
             }]),
             phases: vec![cx.recorder.end_at(phase, end)],

@@ -175,6 +175,7 @@ impl Experiment for Replica {
             window: None,
             notes: first_notes,
             commits: commits.clone(),
+            explained: None,
         };
 
         // 4. The standby's writes throttled: commits and pgbench again.
@@ -234,6 +235,7 @@ impl Experiment for Replica {
             window: None,
             notes,
             commits: slow_runs,
+            explained: None,
         };
         remove_standby(cx)?;
         Ok(Outcome {

@@ -356,6 +356,7 @@ fn swap_in_plumbs_own_experiment_is_tagged_not_critical() {
         window: None,
         notes: vec![],
         commits: vec![],
+        explained: None,
     }];
     let f = findings(&r);
     let s = rule(&f, "engine-memory-in-swap").expect("the swap is said");

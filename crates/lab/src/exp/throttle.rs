@@ -70,7 +70,7 @@ impl Experiment for Throttle {
                 cg.set_write_bps(dev, None)
                     .context("lifting the write throttle")?;
             }
-            let mut p = r?.ok_or(Interrupted)?;
+            let (mut p, explained) = r?.ok_or(Interrupted)?;
             p.scale = cx.plan.scale;
             phases.push(cx.recorder.end_at(open, end));
             experiments.push(plumb_analyze::lab::Experiment {
@@ -85,6 +85,7 @@ impl Experiment for Throttle {
                 changed: Some(p),
                 window: None,
                 commits: Vec::new(),
+                explained,
             });
         }
         Ok(Outcome {

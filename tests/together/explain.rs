@@ -1,8 +1,9 @@
 //! `plumb load --explain` on a real PostgreSQL: each transaction type's time on the server taken
 //! apart by the kernel, with known answers: pgbench's transaction is seven requests and one
 //! durable commit; a row lock held by another session shows as the slowest transactions'
-//! lock wait; processes spinning on every CPU show as waiting for a CPU. Refused where it
-//! cannot see (not root), naming what is missing.
+//! lock wait; processes spinning on every CPU show as waiting for a CPU; an emptied cache as
+//! storage reads; the server's writes throttled as commits waiting for durable writes. Refused
+//! where it cannot see (not root), naming what is missing.
 
 use serde_json::Value;
 use std::io::BufRead;
@@ -341,6 +342,87 @@ fn explain_shows_the_readers_waiting_on_storage_when_the_cache_is_cold() {
             "{ty}: storage reads {w} ms warm, {c} ms cold, {bios} block reads a transaction cold"
         );
     }
+}
+
+/// The parts a type's mean spends waiting for durable writes (its own fsyncs, and another
+/// server process's it waited for) as a share of its server time, and its FLUSHes a
+/// transaction.
+fn durable_share(run: &Value, ty: &str) -> (f64, f64) {
+    let t = run["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == ty)
+        .unwrap_or_else(|| panic!("no {ty} in {run}"));
+    let m = &t["explained"]["mean"];
+    let durable = part(t, "mean", "durable_write") + part(t, "mean", "others_durable");
+    (
+        durable / m["server_ms"].as_f64().unwrap(),
+        m["flushes"].as_f64().unwrap(),
+    )
+}
+
+/// Known answer: the server's writes throttled through its cgroup (`plumb lab
+/// --throttle-writes`, which reruns the order-entry workload with the limit on): new-order's
+/// and payment's waits for durable writes grow from a small share of their server time to a
+/// large one, with as many FLUSHes a transaction as before (each commit still flushes once).
+#[test]
+fn explain_under_a_write_throttle_finds_the_commits_waiting_for_durable_writes() {
+    let _group = common::alone();
+    if !is_root() {
+        skip("skipped: --explain and the write throttle need root (eBPF, a cgroup)");
+        return;
+    }
+    if !need_postgres() {
+        return;
+    }
+    // On the disk (the throttle is the disk's), not /tmp.
+    let tmp = crate::common::lab::scratch();
+    let out = tmp.path().join("report");
+    let o = plumb()
+        .args(["--json", "lab", "--quick", "--explain", "--dir"])
+        .arg(tmp.path())
+        .arg("--out")
+        .arg(&out)
+        .args(["--workload", "order-entry", "--throttle-writes", "10MB/s"])
+        .args(["--skip", "storage,loops", "--duration", "5s"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let base = &r["workloads"][0];
+    let t = r["experiments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "write throttle")
+        .unwrap_or_else(|| panic!("no write throttle: {:#}", r["experiments"]));
+    let throttled = &t["explained"];
+    for ty in ["new-order", "payment"] {
+        let ((b, bf), (w, wf)) = (durable_share(base, ty), durable_share(throttled, ty));
+        assert!(
+            w >= 0.25 && w >= 2.0 * b,
+            "{ty}: durable share {b:.2} → {w:.2} under the throttle: {:#}",
+            throttled["types"]
+        );
+        assert!(
+            (wf - bf).abs() < 0.5,
+            "{ty}: FLUSH a transaction {bf:.2} → {wf:.2}"
+        );
+    }
+    let text = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(
+        text.contains(
+            "Where the server's time went (--explain): order-entry, writes throttled to 10MB/s"
+        ),
+        "{text}"
+    );
 }
 
 /// The same on MariaDB (one thread a connection, found in PROCESSLIST): seven requests a

@@ -45,10 +45,11 @@ pub enum Part {
     StorageRead,
     /// Asleep in `fsync`, `fdatasync`, `sync_file_range`, `msync`, `syncfs` or `sync`.
     DurableWrite,
-    /// Asleep on a futex until another watched thread woke it within [`HANDOFF_NS`] of its
-    /// own durable call's return: waiting for another thread of the server to make a write
-    /// durable (a commit whose log the group-commit leader, or the backend holding
-    /// `WALWriteLock`, flushed).
+    /// Asleep on a futex until another watched thread woke it that, while it slept, made a
+    /// write durable or was itself woken from such a wait: waiting for another thread of the
+    /// server to make a write durable (a commit whose log the group-commit leader, or the
+    /// backend holding `WALWriteLock`, flushed; a buffer lock held by a backend that flushes
+    /// the WAL before it writes the buffer out).
     OthersDurable,
     /// Asleep in a file write (`write`, `pwrite64`, `writev`…): throttled writeback, or an
     /// `O_DSYNC` write.
@@ -70,10 +71,6 @@ pub enum Part {
 
 /// How many parts there are.
 pub const PARTS: usize = 12;
-
-/// How soon after its durable call returned a thread's wake-up of a futex sleeper counts as
-/// handing over that durable write (the leader releases its followers within microseconds).
-pub const HANDOFF_NS: u64 = 200_000;
 
 impl Part {
     pub const ALL: [Part; PARTS] = [
@@ -207,7 +204,8 @@ const FLUSHES: i16 = COUNT_AT + 16;
 const FUA: i16 = COUNT_AT + 24;
 const READ_BIOS: i16 = COUNT_AT + 32;
 const WRITE_BIOS: i16 = COUNT_AT + 40;
-/// When the thread's last durable call returned (ns; 0: none yet).
+/// When the thread last finished waiting for a durable write, its own call's or another
+/// thread's (ns; 0: not yet).
 const SYNC_AT: i16 = COUNT_AT + 48;
 const VALUE: usize = COUNT_AT as usize + 56;
 /// How many threads can be watched at once.
@@ -514,8 +512,8 @@ fn sched_switch(
 }
 
 /// `sched_wakeup(p)`, BTF-typed (in the waker's context): a sleeping thread waits for a CPU
-/// from now. A futex sleep that another watched thread ends within [`HANDOFF_NS`] of its own
-/// durable call's return was a wait for that durable write.
+/// from now. A futex sleep that a watched thread ends after it finished waiting for a durable
+/// write (its own or another's) since the sleep began was a wait for that durable write.
 fn sched_wakeup(m: &Maps, pid_off: u32) -> Result<Vec<crate::bpf::Insn>, crate::KernelError> {
     let mut g = Gen::new(m);
     g.a.mov(R6, R1);
@@ -529,15 +527,19 @@ fn sched_wakeup(m: &Maps, pid_off: u32) -> Result<Vec<crate::bpf::Insn>, crate::
     g.current(-12).entry_or(-12, -16, "not_handed");
     g.a.load(Size::DW, R8, R9, SYNC_AT)
         .jump_k(Cond::Eq, R8, 0, "not_handed")
-        .call(Helper::KtimeNs)
-        .jump_x(Cond::Gt, R8, R0, "not_handed")
-        .alu_x(Alu::Sub, R0, R8)
-        .jump_k(Cond::Gt, R0, HANDOFF_NS as i32, "not_handed")
+        .load(Size::DW, R1, R7, SINCE)
+        .jump_x(Cond::Gt, R1, R8, "not_handed")
         .store_k(Size::DW, R7, CUR, Part::OthersDurable.off())
         .label("not_handed")
         .mov(R9, R7)
         .label("woken");
-    g.account().now_in(Part::RunQueue);
+    g.account();
+    // A wait for a durable write ends now: whom this thread wakes later waited for it too.
+    g.a.load(Size::DW, R1, R9, CUR)
+        .jump_k(Cond::Ne, R1, Part::OthersDurable.off(), "runnable")
+        .store(Size::DW, R9, SYNC_AT, R8)
+        .label("runnable");
+    g.now_in(Part::RunQueue);
     g.out()
 }
 
@@ -686,6 +688,30 @@ impl ThreadTimes {
                 crate::KernelError::new(format!("watching thread {tid} (at most {THREADS}): {e}"))
             })?;
         self.set_bit(tid, true)
+    }
+
+    /// Watch the server's own threads besides its connections' (`pid`, its main process: every
+    /// thread of it and of its child processes, PostgreSQL's WAL writer and checkpointer,
+    /// MariaDB's background threads): nobody reads their clocks, but when one of them makes a
+    /// write durable and then wakes a connection's thread, that thread's wait is seen for what it
+    /// was ([`Part::OthersDurable`]). Threads already watched are left as they are; how many
+    /// were added.
+    pub fn watch_server(&self, pid: u32) -> usize {
+        let root = crate::Root::host();
+        let mut procs = vec![pid];
+        procs.extend(crate::process::children(&root, pid));
+        let mut added = 0;
+        for p in procs {
+            let Ok(rd) = std::fs::read_dir(format!("/proc/{p}/task")) else {
+                continue;
+            };
+            for tid in rd.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok()) {
+                if self.read(tid).is_none() && self.watch(tid).is_ok() {
+                    added += 1;
+                }
+            }
+        }
+        added
     }
 
     /// Stop watching `tid` (not watched: fine).

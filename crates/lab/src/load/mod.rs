@@ -605,6 +605,11 @@ fn explain_clocks(t: &Target, admin: &Admin) -> Result<plumb_engine::oltp::expla
     }
     let clocks = plumb_sys::threadtime::ThreadTimes::start()
         .map_err(|e| crate::Error::Refused(format!("--explain: {e}")))?;
+    // The server's own processes too, before the load's connections exist: a wait that one of
+    // them ends by making a write durable (the WAL writer's flush) is told from a lock wait.
+    if let Some(pid) = local {
+        clocks.watch_server(pid);
+    }
     Ok(plumb_engine::oltp::explain::Explain {
         clocks: std::sync::Arc::new(clocks),
         in_flight: Default::default(),

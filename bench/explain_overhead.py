@@ -128,7 +128,8 @@ def main():
     lines = [
         "# What `plumb load --explain` costs",
         "",
-        f"Machine: {machine()}. {a.workload}, scale {a.scale}, {a.clients} clients, "
+        f"Machine: {machine()}. {a.workload}, "
+        f"{'warehouses' if a.workload == 'order-entry' else 'scale'} {a.scale}, {a.clients} clients, "
         f"{a.seconds} s a run, {a.reps} runs a mode alternating; medians.",
         "",
         "| mode | tps | ratio of medians | median of paired ratios | plumb CPU per transaction |",

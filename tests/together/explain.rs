@@ -100,6 +100,18 @@ fn share(t: &Value, split: &str, key: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// The engine's lock waits (a share of its samples) and the kernel's (a share of the time)
+/// side by side, and agreeing.
+fn agree_on_lock_waits(engine: &Value) {
+    let c = engine["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["wait"] == "lock waits")
+        .unwrap_or_else(|| panic!("no lock waits compared: {engine:#}"));
+    assert_eq!(c["agree"], true, "{engine:#}");
+}
+
 /// Processes that spin until dropped.
 struct Spinners(Vec<Child>);
 
@@ -147,6 +159,44 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
     let server = mean["server_ms"].as_f64().unwrap();
     let wall = mean["wall_ms"].as_f64().unwrap();
     assert!(server > 0.0 && server < wall, "{quiet:#}");
+    // The recording has the parts second by second: the server's time per transaction, and
+    // within it the durable writes, near the run's own figures.
+    let o = run(&["export", out.join("recording.plumb").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{o:?}");
+    let csv = String::from_utf8_lossy(&o.stdout).to_string();
+    let head: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        head.iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("no {name} in {head:?}"))
+    };
+    let (srv, durable) = (
+        col("load.tpcb.server_ms"),
+        col("load.tpcb.durable_write_ms"),
+    );
+    let seconds: Vec<(f64, f64)> = csv
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let v: Vec<f64> = l
+                .split(',')
+                .map(|v| v.parse().unwrap_or(f64::NAN))
+                .collect();
+            Some((*v.get(srv)?, *v.get(durable)?)).filter(|(s, _)| s.is_finite())
+        })
+        .collect();
+    assert!(seconds.len() >= 2, "{csv}");
+    assert!(
+        seconds
+            .iter()
+            .all(|(s, d)| *s > 0.0 && (0.0..=*s).contains(d)),
+        "{csv}"
+    );
+    let recorded = seconds.iter().map(|(s, _)| s).sum::<f64>() / seconds.len() as f64;
+    assert!(
+        recorded > server / 3.0 && recorded < server * 3.0,
+        "{recorded} ms a second recorded against {server} ms over the run:\n{csv}"
+    );
     // The report directory: the first screen names the slowest 1%'s parts, the text has the
     // table, the page a bar a split whose parts say what they are when hovered.
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
@@ -202,6 +252,18 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
         .map(|e| e["share"].as_f64().unwrap())
         .sum();
     assert!(lock_share >= 0.2, "{engine:#}");
+    // The lock's table named: `Lock:transactionid on pgbench_branches`.
+    assert!(
+        engine["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"]
+                .as_str()
+                .unwrap()
+                .ends_with(" on pgbench_branches")),
+        "{engine:#}"
+    );
     assert!(
         engine["holders"]
             .as_array()
@@ -210,6 +272,7 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
             .any(|h| h["name"].as_str().unwrap().starts_with("psql (PID ")),
         "{engine:#}"
     );
+    agree_on_lock_waits(engine);
 
     // Processes spinning on every CPU: the server waits for a CPU far longer.
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
@@ -428,7 +491,7 @@ fn explain_under_a_write_throttle_finds_the_commits_waiting_for_durable_writes()
 /// The same on MariaDB (one thread a connection, found in PROCESSLIST): seven requests a
 /// transaction (START TRANSACTION, the five statements, COMMIT), and a row lock held by
 /// another session as the slowest transactions' wait on a futex (InnoDB's lock waits sleep on a
-/// condition variable).
+/// condition variable), which InnoDB's own view calls a row lock wait, naming the holder.
 #[test]
 fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
     let _group = common::alone();
@@ -455,9 +518,12 @@ fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
         quiet["explained"]["closed"].as_f64().unwrap() >= 0.95,
         "{quiet:#}"
     );
-    // MariaDB's own view is not sampled yet, and says so rather than showing nothing.
-    assert_eq!(
-        quiet["explained"]["engine"]["source"], "not sampled on MariaDB",
+    // MariaDB's own view: its process list and InnoDB's transactions, read beside the clocks.
+    assert!(
+        quiet["explained"]["engine"]["source"]
+            .as_str()
+            .unwrap()
+            .contains("INNODB_TRX"),
         "{quiet:#}"
     );
     let mut holder: Option<std::process::Child> = None;
@@ -479,6 +545,29 @@ fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
         .unwrap();
     let waited = part(&locked, "slowest", "futex") * slowest;
     assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+    // InnoDB's own view agrees: its transactions waited on a row lock, which the mariadb
+    // client's session held (by its account and connection ID).
+    let engine = &locked["explained"]["engine"];
+    let lock_share: f64 = engine["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "Lock:InnoDB row lock on pgbench_branches")
+        .map(|e| e["share"].as_f64().unwrap())
+        .sum();
+    assert!(lock_share >= 0.2, "{engine:#}");
+    assert!(
+        engine["holders"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|h| h["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("root@localhost (connection ")),
+        "{engine:#}"
+    );
+    agree_on_lock_waits(engine);
 }
 
 /// Without root (as nobody, when the test runs as root) `--explain` is refused before anything

@@ -106,7 +106,7 @@ pub struct Share {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct EngineView {
     /// What was read, and how often ("pg_stat_activity every 100 ms"), or why nothing was
-    /// ("not sampled on MariaDB").
+    /// ("not sampled on SQL Server").
     pub source: String,
     pub samples: u64,
     /// Wait events (`Lock:transactionid`, `CPU` for active and waiting for nothing), by share
@@ -114,6 +114,112 @@ pub struct EngineView {
     pub events: Vec<Share>,
     /// Who held the locks waited for, by share of the samples.
     pub holders: Vec<Share>,
+    /// Each kind of wait both saw, the engine's share beside the kernel's (where either is at
+    /// least 10% and there were 20 samples or more).
+    pub checks: Vec<Agreement>,
+}
+
+/// One kind of wait the engine and the kernel both see, side by side: the share of the engine's
+/// samples that named it against the share of the transactions' wall time the kernel put in the
+/// parts it is.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Agreement {
+    /// "lock waits", "LWLock waits", "durable writes", "storage reads", "file writes", "on or
+    /// waiting for a CPU", "the client's turn".
+    pub wait: &'static str,
+    pub engine_share: f64,
+    /// The kernel's parts it is.
+    pub parts: Vec<&'static str>,
+    pub kernel_share: f64,
+    /// Within 10 points and three standard errors of the engine's share (a sample's error).
+    pub agree: bool,
+}
+
+/// The kinds of wait both see, per engine: the engine's events (a name, or a prefix ending in
+/// `:`) and the kernel's parts. PostgreSQL's heavyweight lock waits sleep on its latch, its
+/// LWLocks on a semaphore (a futex); InnoDB's row lock waits on a condition variable (a futex).
+/// MariaDB's other states say what a thread does, not what it waits for: not compared.
+fn kinds(engine: &str) -> Vec<(&'static str, &'static [&'static str], Vec<&'static str>)> {
+    match engine {
+        "PostgreSQL" => vec![
+            ("lock waits", &["Lock:"], vec!["latch"]),
+            (
+                "LWLock waits",
+                &["LWLock:"],
+                vec!["futex", "others_durable"],
+            ),
+            (
+                "durable writes",
+                &["IO:WALSync", "IO:DataFileSync", "IO:DataFileFlush"],
+                vec!["durable_write"],
+            ),
+            (
+                "storage reads",
+                &["IO:DataFileRead", "IO:WALRead", "IO:DataFilePrefetch"],
+                vec!["storage_read"],
+            ),
+            (
+                "file writes",
+                &["IO:WALWrite", "IO:DataFileWrite", "IO:DataFileExtend"],
+                vec!["file_write"],
+            ),
+            (
+                "on or waiting for a CPU",
+                &["CPU"],
+                vec!["cpu_user", "cpu_system", "run_queue"],
+            ),
+            ("the client's turn", &["Client:"], vec!["client"]),
+        ],
+        "MariaDB" => vec![
+            ("lock waits", &["Lock:"], vec!["futex"]),
+            ("the client's turn", &["Client:"], vec!["client"]),
+        ],
+        _ => Vec::new(),
+    }
+}
+
+/// The engine's view against the kernel's parts of the same transactions (`mean`).
+fn agreement(engine: &str, events: &[Share], samples: u64, mean: &Split) -> Vec<Agreement> {
+    if samples < 20 || mean.wall_ms <= 0.0 {
+        return Vec::new();
+    }
+    let named = |e: &str, names: &[&str]| {
+        names.iter().any(|n| {
+            if n.ends_with(':') {
+                e.starts_with(n)
+            } else {
+                e == *n
+            }
+        })
+    };
+    kinds(engine)
+        .into_iter()
+        .filter_map(|(wait, names, parts)| {
+            let e: f64 = events
+                .iter()
+                .filter(|s| named(&s.name, names))
+                .map(|s| s.share)
+                .sum();
+            let k = mean
+                .parts
+                .iter()
+                .filter(|p| parts.contains(&p.part))
+                .map(|p| p.ms)
+                .sum::<f64>()
+                / mean.wall_ms;
+            if e.max(k) < 0.1 {
+                return None;
+            }
+            let se = (e * (1.0 - e) / samples as f64).sqrt();
+            Some(Agreement {
+                wait,
+                engine_share: e,
+                parts,
+                kernel_share: k,
+                agree: (e - k).abs() <= 0.1 + 3.0 * se,
+            })
+        })
+        .collect()
 }
 
 fn shares(m: &std::collections::BTreeMap<String, u64>, of: u64) -> Vec<Share> {
@@ -140,17 +246,22 @@ pub fn add_engine_view<'a>(
             continue;
         };
         e.engine = Some(match w.and_then(|w| Some((w, w.types.get(i)?))) {
-            Some((w, tw)) => EngineView {
-                source: format!("pg_stat_activity every {} ms", w.every.as_millis()),
-                samples: tw.samples,
-                events: shares(&tw.events, tw.samples),
-                holders: shares(&tw.holders, tw.samples),
-            },
+            Some((w, tw)) => {
+                let events = shares(&tw.events, tw.samples);
+                EngineView {
+                    source: w.source.clone(),
+                    samples: tw.samples,
+                    checks: agreement(engine, &events, tw.samples, &e.mean),
+                    events,
+                    holders: shares(&tw.holders, tw.samples),
+                }
+            }
             None => EngineView {
                 source: format!("not sampled on {engine}"),
                 samples: 0,
                 events: Vec::new(),
                 holders: Vec::new(),
+                checks: Vec::new(),
             },
         });
     }
@@ -316,5 +427,47 @@ mod tests {
         );
         assert_eq!(t.tenths_ms["server"], t.tenths_ms["cpu_user"]);
         assert_eq!(t.tenths_ms["client"], [1.0; 10]);
+    }
+
+    #[test]
+    fn the_engine_and_the_kernel_agree_within_the_sampling_error_and_say_where_not() {
+        // 10 ms a transaction: 4 on the latch (a lock wait), 5 on a CPU, 1 the client's.
+        let mut e = Explained::default();
+        e.add(
+            10_000,
+            &spent(
+                10,
+                &[(Part::Latch, 4), (Part::User, 5), (Part::Client, 1)],
+                0,
+            ),
+            0,
+        );
+        let mean = TypeSplit::of(&e).mean;
+        let share = |name: &str, share: f64| Share {
+            name: name.into(),
+            share,
+        };
+        // The engine said Lock in 38% of 100 samples: they agree; CPU in 10%: they do not
+        // (the kernel saw 50%); the client's 10% against 10%.
+        let events = [
+            share("Lock:transactionid", 0.3),
+            share("Lock:tuple", 0.08),
+            share("CPU", 0.1),
+            share("Client:ClientRead", 0.1),
+        ];
+        let a = agreement("PostgreSQL", &events, 100, &mean);
+        let get = |w: &str| a.iter().find(|x| x.wait == w).unwrap();
+        assert!(get("lock waits").agree);
+        assert!((get("lock waits").engine_share - 0.38).abs() < 1e-9);
+        assert!((get("lock waits").kernel_share - 0.4).abs() < 1e-9);
+        assert!(!get("on or waiting for a CPU").agree);
+        assert!(get("the client's turn").agree);
+        // Kinds neither saw (storage reads) are left out.
+        assert!(a.iter().all(|x| x.wait != "storage reads"));
+        // Too few samples to say anything; MariaDB compares its lock waits to the futex part.
+        assert!(agreement("PostgreSQL", &events, 19, &mean).is_empty());
+        let m = agreement("MariaDB", &[share("Lock:InnoDB row lock", 0.4)], 100, &mean);
+        assert_eq!(m[0].parts, ["futex"]);
+        assert!(!m[0].agree);
     }
 }

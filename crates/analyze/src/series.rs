@@ -1496,6 +1496,123 @@ pub const RULES: &[Rule] = &[
         "the 95th percentile of this type's latencies in the second (plumb load)"
     ),
     r!(
+        "load",
+        true,
+        "server_us",
+        "server_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, the server's time (the wall time less the client's part)"
+    ),
+    r!(
+        "load",
+        true,
+        "cpu_user_us",
+        "cpu_user_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, on a CPU in the server's code"
+    ),
+    r!(
+        "load",
+        true,
+        "cpu_system_us",
+        "cpu_system_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, on a CPU in the kernel"
+    ),
+    r!(
+        "load",
+        true,
+        "run_queue_us",
+        "run_queue_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, waiting for a CPU"
+    ),
+    r!(
+        "load",
+        true,
+        "storage_read_us",
+        "storage_read_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, reading from storage"
+    ),
+    r!(
+        "load",
+        true,
+        "durable_write_us",
+        "durable_write_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, waiting for its own durable writes"
+    ),
+    r!(
+        "load",
+        true,
+        "others_durable_us",
+        "others_durable_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, waiting for another server process's durable write"
+    ),
+    r!(
+        "load",
+        true,
+        "file_write_us",
+        "file_write_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, writing files"
+    ),
+    r!(
+        "load",
+        true,
+        "futex_us",
+        "futex_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, asleep on a futex (locks, latches)"
+    ),
+    r!(
+        "load",
+        true,
+        "latch_us",
+        "latch_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, asleep on a latch (epoll/poll)"
+    ),
+    r!(
+        "load",
+        true,
+        "client_us",
+        "client_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, the client's turn, between statements"
+    ),
+    r!(
+        "load",
+        true,
+        "sleep_us",
+        "sleep_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, sleeping"
+    ),
+    r!(
+        "load",
+        true,
+        "other_us",
+        "other_ms",
+        How::Gauge(0.001),
+        "ms",
+        "plumb load --explain: per transaction of this type ending in the second, asleep in other calls"
+    ),
+    r!(
         "recorder",
         true,
         "marks",

@@ -118,7 +118,7 @@ pub(crate) fn engine_lines(r: &LoadReport) -> Vec<String> {
     for (name, t) in rows(r) {
         let Some(v) = &t.engine else { continue };
         if v.samples == 0 {
-            out.push(if v.source.starts_with("pg_stat") {
+            out.push(if !v.source.starts_with("not ") {
                 format!("{name}: no read fell inside one of its transactions (shorter than a read)")
             } else {
                 format!("{name}: {}", v.source)
@@ -143,6 +143,27 @@ pub(crate) fn engine_lines(r: &LoadReport) -> Vec<String> {
                 top(&v.holders, 3)
             ));
         }
+        if !v.checks.is_empty() {
+            let each: Vec<String> = v
+                .checks
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{} {} of the samples, {} of the time ({}){}",
+                        c.wait,
+                        crate::fmt::pct(100.0 * c.engine_share),
+                        crate::fmt::pct(100.0 * c.kernel_share),
+                        c.parts
+                            .iter()
+                            .map(|p| part_words(p).0)
+                            .collect::<Vec<_>>()
+                            .join(" + "),
+                        if c.agree { "" } else { ": they disagree" }
+                    )
+                })
+                .collect();
+            l.push_str(&format!("; beside the kernel: {}", each.join(", ")));
+        }
         out.push(l);
     }
     out
@@ -151,7 +172,7 @@ pub(crate) fn engine_lines(r: &LoadReport) -> Vec<String> {
 /// The engine's view's heading.
 pub(crate) fn engine_title(r: &LoadReport) -> Option<String> {
     let v = rows(r).into_iter().find_map(|(_, t)| t.engine.clone())?;
-    Some(if v.samples > 0 || v.source.starts_with("pg_stat") {
+    Some(if v.samples > 0 || !v.source.starts_with("not ") {
         format!("the engine's view ({}, over the ramp-up and the window; a share of the samples of its sessions in a transaction of the type):", v.source)
     } else {
         "the engine's view:".to_string()
@@ -389,6 +410,9 @@ pub(crate) fn verdict_line(r: &LoadReport) -> Option<String> {
                     " ({:.1} fsync and {:.1} cache flush a transaction)",
                     e.slowest.syncs, e.slowest.flushes
                 ));
+            }
+            if p.part == "others_durable" {
+                w.push_str(" (another server process's fsync)");
             }
             w
         })

@@ -203,6 +203,9 @@ pub struct Second {
     pub p95_us: Option<u64>,
     /// Per type: the 95th percentile of its latencies in the second (µs; None: none ended).
     pub p95_by_type_us: Vec<Option<u64>>,
+    /// With --explain, per type: the transactions taken apart that ended in the second and
+    /// their parts' sum (ns, in [`plumb_sys::threadtime::Part::ALL`]'s order); empty without.
+    pub explained: Vec<(u64, [u64; plumb_sys::threadtime::PARTS])>,
 }
 
 /// What a run measured.
@@ -229,6 +232,8 @@ struct Tally {
     lat: Vec<Histogram<u64>>,
     /// Per type: the timed window's latencies in each of its tenths.
     tenths: Vec<Vec<Histogram<u64>>>,
+    /// Per type, with --explain: the second's transactions taken apart, and their parts (ns).
+    explained: Vec<(u64, [u64; plumb_sys::threadtime::PARTS])>,
 }
 
 /// What a run reports as it goes.
@@ -381,6 +386,11 @@ pub fn run(
         failed: vec![0; n],
         lat: (0..n).map(|_| hist()).collect(),
         tenths: (0..n).map(|_| (0..10).map(|_| hist()).collect()).collect(),
+        explained: if plan.explain.is_some() {
+            vec![(0, [0; plumb_sys::threadtime::PARTS]); n]
+        } else {
+            Vec::new()
+        },
     }));
     let start = Instant::now();
     let window_start = start + plan.rampup;
@@ -504,6 +514,10 @@ fn take_second(tally: &Mutex<Tally>, t: u32) -> Second {
         failed: std::mem::replace(&mut g.failed, vec![0; n]),
         p95_us: p95(&all),
         p95_by_type_us: g.lat.iter().map(p95).collect(),
+        explained: std::mem::replace(
+            &mut g.explained,
+            vec![(0, [0; plumb_sys::threadtime::PARTS]); n],
+        ),
     };
     for h in &mut g.lat {
         h.reset();
@@ -594,7 +608,13 @@ impl Worker {
             running(None);
             let lat = micros(ended.saturating_duration_since(intended));
             let timed = started >= self.window_start && ended <= self.end;
-            self.count_second(kind, &result, lat, timed.then(|| self.tenth(ended)));
+            self.count_second(
+                kind,
+                &result,
+                lat,
+                timed.then(|| self.tenth(ended)),
+                spent.as_ref(),
+            );
             if timed {
                 let s = &mut r.types[kind];
                 s.retries += retries;
@@ -675,11 +695,18 @@ impl Worker {
         r: &Result<Outcome, Failure>,
         lat: u64,
         tenth: Option<usize>,
+        spent: Option<&plumb_sys::threadtime::Spent>,
     ) {
         let mut g = self.tally.lock().unwrap_or_else(|e| e.into_inner());
         match r {
             Ok(_) => g.done[kind] += 1,
             Err(_) => g.failed[kind] += 1,
+        }
+        if let (Some(s), Some((n, parts))) = (spent, g.explained.get_mut(kind)) {
+            *n += 1;
+            for (a, b) in parts.iter_mut().zip(s.parts) {
+                *a += b;
+            }
         }
         let _ = g.lat[kind].record(lat.max(1));
         if let Some(i) = tenth {

@@ -142,6 +142,10 @@ impl LoadRecording {
                         Some(p) => self.feed.set(&p95, Kind::Gauge, p),
                         None => self.feed.remove(&p95),
                     }
+                    // --explain: the second's server time and each part, per transaction.
+                    if let Some((n, parts)) = s.explained.get(i) {
+                        explained(&self.feed, name, *n, parts);
+                    }
                 }
             }
             _ => {}
@@ -151,5 +155,33 @@ impl LoadRecording {
     /// Stop sampling (one last sample is written); the samples written.
     pub(crate) fn stop(mut self) -> Result<u64> {
         Ok(self.bg.stop()?)
+    }
+}
+
+/// A type's transactions taken apart in one second: `load.TYPE.server_us` and
+/// `load.TYPE.PART_us`, per transaction (left out of a second in which none ended).
+fn explained(
+    feed: &plumb_record::Feed,
+    name: &str,
+    n: u64,
+    parts: &[u64; plumb_sys::threadtime::PARTS],
+) {
+    use plumb_sys::threadtime::Part;
+    let mut server = 0;
+    for (p, ns) in Part::ALL.iter().zip(parts) {
+        let key = format!("load.{name}.{}_us", p.key());
+        if n == 0 {
+            feed.remove(&key);
+            continue;
+        }
+        if *p != Part::Client {
+            server += ns;
+        }
+        feed.set(&key, Kind::Gauge, ns / n / 1000);
+    }
+    let key = format!("load.{name}.server_us");
+    match n {
+        0 => feed.remove(&key),
+        _ => feed.set(&key, Kind::Gauge, server / n / 1000),
     }
 }

@@ -163,6 +163,7 @@ mod tests {
             failed: vec![0, 0],
             p95_us: Some(2500),
             p95_by_type_us: vec![None, None],
+            explained: Vec::new(),
         };
         let out = told(&[
             LoadEvent::Note("reusing".into()),

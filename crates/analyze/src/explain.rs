@@ -6,7 +6,7 @@
 //! per-thread clocks ([`plumb_sys::threadtime`]), which add up to the wall time by construction
 //! when no event is missed: the share of transactions whose parts close within 5% says so.
 
-use plumb_engine::oltp::explain::{Explained, Slow};
+use plumb_engine::oltp::explain::{Explained, Matched, Slow};
 use plumb_sys::threadtime::{Counts, Part, PARTS};
 use serde::Serialize;
 
@@ -56,6 +56,10 @@ pub struct TypeSplit {
     /// server's whole), where every tenth had one: `plumb compare`'s samples inside one run.
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub tenths_ms: std::collections::BTreeMap<&'static str, Vec<f64>>,
+    /// The engine's samples beside the kernel's parts of the same transactions (for
+    /// [`EngineView::checks`]).
+    #[serde(skip)]
+    pub matched: Matched,
 }
 
 /// Each part's (and the server's) ms per transaction, tenth by tenth; empty unless every tenth
@@ -114,14 +118,14 @@ pub struct EngineView {
     pub events: Vec<Share>,
     /// Who held the locks waited for, by share of the samples.
     pub holders: Vec<Share>,
-    /// Each kind of wait both saw, the engine's share beside the kernel's (where either is at
-    /// least 10% and there were 20 samples or more).
+    /// Each kind of wait both saw in the transactions the engine sampled, the engine's share
+    /// beside the kernel's (where either is at least 10% and there were 20 samples or more).
     pub checks: Vec<Agreement>,
 }
 
 /// One kind of wait the engine and the kernel both see, side by side: the share of the engine's
-/// samples that named it against the share of the transactions' wall time the kernel put in the
-/// parts it is.
+/// samples that named it against the kernel's share of the same transactions' wall time in the
+/// parts it is (each sampled transaction counted once a sample).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Agreement {
     /// "lock waits", "LWLock waits", "durable writes", "storage reads", "file writes", "on or
@@ -178,9 +182,10 @@ fn kinds(engine: &str) -> Vec<(&'static str, &'static [&'static str], Vec<&'stat
     }
 }
 
-/// The engine's view against the kernel's parts of the same transactions (`mean`).
-fn agreement(engine: &str, events: &[Share], samples: u64, mean: &Split) -> Vec<Agreement> {
-    if samples < 20 || mean.wall_ms <= 0.0 {
+/// The engine's samples against the kernel's parts of the very transactions sampled.
+fn agreement(engine: &str, m: &Matched) -> Vec<Agreement> {
+    let samples = m.samples;
+    if samples < 20 {
         return Vec::new();
     }
     let named = |e: &str, names: &[&str]| {
@@ -195,18 +200,20 @@ fn agreement(engine: &str, events: &[Share], samples: u64, mean: &Split) -> Vec<
     kinds(engine)
         .into_iter()
         .filter_map(|(wait, names, parts)| {
-            let e: f64 = events
+            let e = m
+                .events
                 .iter()
-                .filter(|s| named(&s.name, names))
-                .map(|s| s.share)
-                .sum();
-            let k = mean
-                .parts
+                .filter(|(name, _)| named(name, names))
+                .map(|(_, n)| *n as f64)
+                .fold(0.0, |a, b| a + b)
+                / samples as f64;
+            let k = Part::ALL
                 .iter()
-                .filter(|p| parts.contains(&p.part))
-                .map(|p| p.ms)
-                .sum::<f64>()
-                / mean.wall_ms;
+                .zip(m.shares)
+                .filter(|(p, _)| parts.contains(&p.key()))
+                .map(|(_, s)| s)
+                .fold(0.0, |a, b| a + b)
+                / samples as f64;
             if e.max(k) < 0.1 {
                 return None;
             }
@@ -251,7 +258,7 @@ pub fn add_engine_view<'a>(
                 EngineView {
                     source: w.source.clone(),
                     samples: tw.samples,
-                    checks: agreement(engine, &events, tw.samples, &e.mean),
+                    checks: agreement(engine, &e.matched),
                     events,
                     holders: shares(&tw.holders, tw.samples),
                 }
@@ -339,6 +346,7 @@ impl TypeSplit {
             slowest: split(slow.len() as u64, wall, &parts, cs),
             engine: None,
             tenths_ms: tenths_ms(e),
+            matched: e.matched.clone(),
             closed: if e.n == 0 {
                 0.0
             } else {
@@ -431,43 +439,56 @@ mod tests {
 
     #[test]
     fn the_engine_and_the_kernel_agree_within_the_sampling_error_and_say_where_not() {
-        // 10 ms a transaction: 4 on the latch (a lock wait), 5 on a CPU, 1 the client's.
-        let mut e = Explained::default();
-        e.add(
-            10_000,
-            &spent(
-                10,
-                &[(Part::Latch, 4), (Part::User, 5), (Part::Client, 1)],
-                0,
-            ),
+        // 100 samples of transactions of 10 ms: 4 on the latch (a lock wait), 5 on a CPU, 1
+        // the client's.
+        let t = spent(
+            10,
+            &[(Part::Latch, 4), (Part::User, 5), (Part::Client, 1)],
             0,
         );
-        let mean = TypeSplit::of(&e).mean;
-        let share = |name: &str, share: f64| Share {
-            name: name.into(),
-            share,
+        let said = |events: &[(&str, usize)]| -> Matched {
+            let mut m = Matched::default();
+            for (e, n) in events {
+                for _ in 0..*n {
+                    // A read of 0.1 ms: the 10 ms transaction is long enough beside it.
+                    m.add(&[(e.to_string(), 100_000)], &t);
+                }
+            }
+            m
         };
-        // The engine said Lock in 38% of 100 samples: they agree; CPU in 10%: they do not
-        // (the kernel saw 50%); the client's 10% against 10%.
-        let events = [
-            share("Lock:transactionid", 0.3),
-            share("Lock:tuple", 0.08),
-            share("CPU", 0.1),
-            share("Client:ClientRead", 0.1),
-        ];
-        let a = agreement("PostgreSQL", &events, 100, &mean);
+        // The engine said Lock in 38 of 100: they agree; CPU in 10 (the kernel saw 50%): they
+        // do not; the client's 10 against 10%.
+        let m = said(&[
+            ("Lock:transactionid on pgbench_branches", 30),
+            ("Lock:tuple", 8),
+            ("CPU", 10),
+            ("Client:ClientRead", 10),
+            ("LWLock:WALWrite", 42),
+        ]);
+        let a = agreement("PostgreSQL", &m);
         let get = |w: &str| a.iter().find(|x| x.wait == w).unwrap();
         assert!(get("lock waits").agree);
         assert!((get("lock waits").engine_share - 0.38).abs() < 1e-9);
         assert!((get("lock waits").kernel_share - 0.4).abs() < 1e-9);
         assert!(!get("on or waiting for a CPU").agree);
         assert!(get("the client's turn").agree);
+        // The engine's LWLock waits where the kernel saw no futex: they disagree.
+        assert!(!get("LWLock waits").agree);
         // Kinds neither saw (storage reads) are left out.
         assert!(a.iter().all(|x| x.wait != "storage reads"));
         // Too few samples to say anything; MariaDB compares its lock waits to the futex part.
-        assert!(agreement("PostgreSQL", &events, 19, &mean).is_empty());
-        let m = agreement("MariaDB", &[share("Lock:InnoDB row lock", 0.4)], 100, &mean);
+        assert!(agreement("PostgreSQL", &said(&[("CPU", 19)])).is_empty());
+        let m = agreement(
+            "MariaDB",
+            &said(&[("Lock:InnoDB row lock", 40), ("CPU", 60)]),
+        );
         assert_eq!(m[0].parts, ["futex"]);
         assert!(!m[0].agree);
+        // A read of 1 ms beside a 10 ms transaction: not put beside its parts.
+        let mut short = Matched::default();
+        for _ in 0..50 {
+            short.add(&[("CPU".to_string(), 1_000_000)], &t);
+        }
+        assert_eq!(short.samples, 0);
     }
 }

@@ -571,9 +571,11 @@ impl Worker {
             Some((e, tid))
         });
         let read = || clocks.as_ref().and_then(|(e, tid)| e.clocks.read(*tid));
-        let running = |kind: Option<usize>| {
-            if let Some((e, tid)) = &clocks {
-                e.in_flight.set(*tid, kind);
+        // What the engine's sampler said of the transaction that ends.
+        let running = |kind: Option<usize>| -> Vec<super::explain::Sample> {
+            match &clocks {
+                Some((e, tid)) => e.in_flight.set(*tid, kind),
+                None => Vec::new(),
             }
         };
         while !self.stop.load(Ordering::Relaxed) {
@@ -605,7 +607,7 @@ impl Worker {
             let (result, retries) = self.try_kind(client.as_mut(), kind).await;
             let ended = Instant::now();
             let spent = read().zip(before).map(|(a, b)| a.since(&b));
-            running(None);
+            let sampled = running(None);
             let lat = micros(ended.saturating_duration_since(intended));
             let timed = started >= self.window_start && ended <= self.end;
             self.count_second(
@@ -622,6 +624,7 @@ impl Worker {
                 if let Some(spent) = &spent {
                     let e = s.explained.get_or_insert_with(Default::default);
                     e.add(micros(ended - started), spent, self.tenth(ended));
+                    e.matched.add(&sampled, spent);
                 }
                 if let Some(h) = &mut s.service {
                     let _ = h.record(micros(ended - started).max(1));

@@ -17,27 +17,87 @@ pub struct Explain {
     pub in_flight: Arc<InFlight>,
 }
 
-/// The transaction each watched server thread runs now: its type (an index in the mix) and a
-/// number that changes with every transaction, set by the driver as a transaction starts and
-/// cleared as it ends, read by the engine's wait sampler before and after each read (a sample
-/// counts only where the same transaction ran at both).
+/// The transaction each watched server thread runs now: its type (an index in the mix), a
+/// number that changes with every transaction, and what the engine's wait sampler said of it.
+/// Set by the driver as a transaction starts and cleared as it ends, read by the sampler before
+/// and after each read (a sample counts only where the same transaction ran at both), which
+/// hands the transaction its sample: the driver, at the end, puts the kernel's parts of that
+/// very transaction beside what the engine said of it.
 #[derive(Debug, Default)]
-pub struct InFlight(Mutex<(u64, BTreeMap<u32, (usize, u64)>)>);
+pub struct InFlight(Mutex<(u64, BTreeMap<u32, (usize, u64, Vec<Sample>)>)>);
+
+/// What the sampler said of a transaction once: the event, and how long the read took (ns).
+pub type Sample = (String, u64);
 
 impl InFlight {
-    pub fn set(&self, tid: u32, kind: Option<usize>) {
+    /// Thread `tid` starts a transaction of type `kind` (None: its transaction ended); what the
+    /// sampler said of the one that ended.
+    pub fn set(&self, tid: u32, kind: Option<usize>) -> Vec<Sample> {
         let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
         g.0 += 1;
         let n = g.0;
-        match kind {
-            Some(k) => g.1.insert(tid, (k, n)),
+        let old = match kind {
+            Some(k) => g.1.insert(tid, (k, n, Vec::new())),
             None => g.1.remove(&tid),
         };
+        old.map(|(_, _, samples)| samples).unwrap_or_default()
     }
 
     /// The threads in a transaction now: its type and number.
     pub fn now(&self) -> BTreeMap<u32, (usize, u64)> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.1.iter().map(|(t, (k, n, _))| (*t, (*k, *n))).collect()
+    }
+
+    /// The sampler saw `event` on thread `tid` during transaction `n`, in a read that took
+    /// `read_ns`: kept with it, if it still runs.
+    pub fn sampled(&self, tid: u32, n: u64, event: &str, read_ns: u64) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, m, samples)) = g.1.get_mut(&tid) {
+            if *m == n {
+                samples.push((event.to_string(), read_ns));
+            }
+        }
+    }
+}
+
+/// The engine's samples of a type's transactions beside the kernel's parts of the very same
+/// transactions: each sample's event counted, and the part shares (of its transaction's wall
+/// time) summed once a sample, so that the share of the samples naming a wait and the kernel's
+/// share of the time in its parts have the same expectation, however the sampling leans
+/// towards longer transactions. Only transactions at least [`LONG_NEXT_TO_A_READ`] times as
+/// long as the read that sampled them count: a sample must fall inside the transaction from
+/// the read's start to its end, so in one hardly longer than a read it can only fall in its
+/// middle, never on its first statements or its commit.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Matched {
+    pub samples: u64,
+    pub events: BTreeMap<String, u64>,
+    /// Per part (in [`plumb_sys::threadtime::Part::ALL`]'s order): its share of the sampled
+    /// transaction's wall time, summed over the samples.
+    pub shares: [f64; PARTS],
+}
+
+/// How much longer than the read that sampled it a transaction must be for its sample to be
+/// put beside its parts.
+pub const LONG_NEXT_TO_A_READ: u64 = 20;
+
+impl Matched {
+    /// One transaction's samples, and its parts.
+    pub fn add(&mut self, samples: &[Sample], s: &Spent) {
+        if s.wall_ns == 0 {
+            return;
+        }
+        for (e, read_ns) in samples {
+            if s.wall_ns < LONG_NEXT_TO_A_READ * read_ns {
+                continue;
+            }
+            self.samples += 1;
+            *self.events.entry(e.clone()).or_default() += 1;
+            for (sum, p) in self.shares.iter_mut().zip(s.parts) {
+                *sum += p as f64 / s.wall_ns as f64;
+            }
+        }
     }
 }
 
@@ -78,6 +138,8 @@ pub struct Explained {
     /// Per tenth of the timed window (by when each transaction ended): transactions and each
     /// part's time, summed: the samples a comparison of two single runs tests.
     pub tenths: [(u64, [u128; PARTS]); 10],
+    /// The engine's samples of these transactions beside their parts.
+    pub matched: Matched,
     slowest: BinaryHeap<Reverse<Slow>>,
 }
 
@@ -142,6 +204,14 @@ impl Explained {
         }
         for Reverse(s) in o.slowest.iter() {
             self.keep(*s);
+        }
+        let m = &mut self.matched;
+        m.samples += o.matched.samples;
+        for (e, n) in &o.matched.events {
+            *m.events.entry(e.clone()).or_default() += n;
+        }
+        for (a, b) in m.shares.iter_mut().zip(o.matched.shares) {
+            *a += b;
         }
     }
 

@@ -229,11 +229,13 @@ fn sample(r: &mut Reader, in_flight: &InFlight, w: &mut Waits) {
         return;
     }
     let tids: Vec<u32> = before.keys().copied().collect();
+    let t0 = Instant::now();
     let Some(rows) = r.read(&tids) else {
         w.failed += 1;
         return;
     };
     let after = in_flight.now();
+    let read_ns = t0.elapsed().as_nanos() as u64;
     for (tid, e, hs) in rows {
         let (Some(&(k, n)), Some(&(_, m))) = (before.get(&tid), after.get(&tid)) else {
             continue;
@@ -245,6 +247,7 @@ fn sample(r: &mut Reader, in_flight: &InFlight, w: &mut Waits) {
             continue;
         };
         tw.samples += 1;
+        in_flight.sampled(tid, n, &e, read_ns);
         *tw.events.entry(e).or_default() += 1;
         for h in hs {
             *tw.holders.entry(h).or_default() += 1;

@@ -93,7 +93,6 @@ impl Maria {
             } else {
                 &["--skip-networking"][..]
             })
-            .args(&self.extra)
             .args([
                 "--user=mysql",
                 "--performance_schema=ON",
@@ -104,6 +103,8 @@ impl Maria {
                 "--innodb-buffer-pool-dump-at-shutdown=OFF",
                 "--innodb-buffer-pool-load-at-startup=OFF",
             ])
+            // The caller's last: a later option wins.
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

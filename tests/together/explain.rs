@@ -570,6 +570,90 @@ fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
     agree_on_lock_waits(engine);
 }
 
+/// Known answers on MariaDB's order-entry: processes spinning on every CPU make new-order wait
+/// for a CPU far longer; with the server restarted (an empty buffer pool, no dump reloaded, its
+/// files read with O_DIRECT) and the host's page cache dropped, order-status (a random
+/// customer's last order) waits on reads from storage, where warm it does not. (Stock-level reads
+/// the stock of the items the district's last orders named: rows new-order has just read into
+/// the buffer pool, so on MariaDB it reads from the disk hardly at all, cold or warm.)
+#[test]
+fn explain_on_mariadb_finds_a_crowded_cpu_and_a_cold_cache() {
+    let _group = common::alone();
+    if let Some(why) = common::lab::no_mariadb() {
+        skip(format!("skipped: {why}"));
+        return;
+    }
+    // A buffer pool the warehouse fits in: warm, nothing is read from the disk.
+    let mut m = match common::maria::Maria::start_with(&["--innodb-buffer-pool-size=256M"]) {
+        Ok(m) => m,
+        Err(why) => {
+            skip(format!("skipped: {why}"));
+            return;
+        }
+    };
+    let url = m.url("mysql");
+    let args = |keep: &str| -> Vec<String> {
+        [
+            "--engine",
+            url.as_str(),
+            "--allow-writes",
+            "--warehouses",
+            "1",
+            "--clients",
+            "2",
+            "--rampup",
+            "0s",
+            "--duration",
+            "3s",
+            keep,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run_with = |keep: &str| {
+        let a = args(keep);
+        load_explained(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let warm = run_with("--keep");
+    let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let spinners = Spinners(
+        (0..2 * cpus)
+            .map(|_| {
+                Command::new("sh")
+                    .args(["-c", "while :; do :; done"])
+                    .spawn()
+                    .unwrap()
+            })
+            .collect(),
+    );
+    let crowded = run_with("--keep");
+    drop(spinners);
+    let (q, c) = (
+        mean_of(&warm, "new-order", "run_queue"),
+        mean_of(&crowded, "new-order", "run_queue"),
+    );
+    assert!(
+        c > 3.0 * q && c > 0.2,
+        "new-order's run queue {q} ms quiet, {c} ms crowded"
+    );
+    m.stop();
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    m.launch().unwrap();
+    let cold = run_with("--drop-kept");
+    let ty = "order-status";
+    let (w, c) = (
+        mean_of(&warm, ty, "storage_read"),
+        mean_of(&cold, ty, "storage_read"),
+    );
+    let bios = mean_of(&cold, ty, "read_bios");
+    assert!(
+        c > 0.0 && c > 2.0 * w && bios > 0.05,
+        "{ty}: storage reads {w} ms warm, {c} ms cold, {bios} block reads a transaction cold"
+    );
+}
+
 /// Without root (as nobody, when the test runs as root) `--explain` is refused before anything
 /// starts, naming what is missing, with exit code 2.
 #[test]

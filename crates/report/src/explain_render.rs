@@ -16,7 +16,7 @@ pub(crate) fn part_words(key: &str) -> (&'static str, &'static str) {
         "durable_write" => ("durable", "waiting for durable writes"),
         "others_durable" => (
             "others' durable",
-            "waiting for another server thread's durable write (group commit)",
+            "waiting for another server process's durable write (group commit)",
         ),
         "file_write" => ("write", "writing files"),
         "futex" => (
@@ -410,9 +410,6 @@ pub(crate) fn verdict_line(r: &LoadReport) -> Option<String> {
                     " ({:.1} fsync and {:.1} cache flush a transaction)",
                     e.slowest.syncs, e.slowest.flushes
                 ));
-            }
-            if p.part == "others_durable" {
-                w.push_str(" (another server process's fsync)");
             }
             w
         })

@@ -100,6 +100,18 @@ fn share(t: &Value, split: &str, key: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
+/// A row lock held for 1.5 s: the slowest transactions' time is mostly `part`, the engine's
+/// lock waits; both clients waited most of the 1.5 s (the second behind the first, or the
+/// holder).
+fn waited_for_the_lock(locked: &Value, part_: &str) {
+    assert!(share(locked, "slowest", part_) >= 0.5, "{locked:#}");
+    let slowest = locked["explained"]["slowest"]["transactions"]
+        .as_f64()
+        .unwrap();
+    let waited = part(locked, "slowest", part_) * slowest;
+    assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+}
+
 /// The engine's lock waits (a share of its samples) and the kernel's (a share of the time)
 /// side by side, and agreeing.
 fn agree_on_lock_waits(engine: &Value) {
@@ -228,13 +240,7 @@ fn explain_takes_pgbench_s_transaction_apart_and_finds_a_held_lock_and_a_crowded
         );
     });
     assert!(holder.unwrap().wait().unwrap().success());
-    assert!(share(&locked, "slowest", "latch") >= 0.5, "{locked:#}");
-    // Both clients waited most of the 1.5 s (the second behind the first, or the holder).
-    let slowest = locked["explained"]["slowest"]["transactions"]
-        .as_f64()
-        .unwrap();
-    let waited = part(&locked, "slowest", "latch") * slowest;
-    assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+    waited_for_the_lock(&locked, "latch");
     // PostgreSQL's own view agrees: its sessions waited on a lock, which psql held.
     let engine = &locked["explained"]["engine"];
     assert!(
@@ -337,6 +343,24 @@ fn load_explained(args: &[&str]) -> Value {
     serde_json::from_slice(&o.stdout).expect("load --json is JSON")
 }
 
+/// A small order-entry run (1 warehouse, 2 clients, 3 s) with --explain on `server` (`--dir
+/// DIR`, or `--engine URL --allow-writes`), `keep` (`--keep`, `--drop-kept`): the whole result.
+fn order_entry(server: &[&str], keep: &str) -> Value {
+    let mut args = server.to_vec();
+    args.extend([
+        "--warehouses",
+        "1",
+        "--clients",
+        "2",
+        "--rampup",
+        "0s",
+        "--duration",
+        "3s",
+        keep,
+    ]);
+    load_explained(&args)
+}
+
 /// A type's mean figure `key` (`read_bios`) or part (`storage_read`) in a whole result.
 fn mean_of(r: &Value, ty: &str, key: &str) -> f64 {
     let t = r["types"]
@@ -365,33 +389,15 @@ fn explain_shows_the_readers_waiting_on_storage_when_the_cache_is_cold() {
     }
     let tmp = server_tempdir("plumb-explain-cold");
     let p = Private::start(&tmp.path().join("pg"), &[]);
-    let run_args = |keep: &str| -> Vec<String> {
-        [
-            "--dir",
-            p.dir_str(),
-            "--warehouses",
-            "1",
-            "--clients",
-            "2",
-            "--rampup",
-            "0s",
-            "--duration",
-            "3s",
-            keep,
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let args = run_args("--keep");
-    let warm = load_explained(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let server = ["--dir", p.dir_str()];
+    let warm = order_entry(&server, "--keep");
     let o = run(&["engine", "stop", "--dir", p.dir_str()]);
     assert_eq!(o.status.code(), Some(0), "{o:?}");
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
     // The load starts the instance again itself, with empty caches.
-    let args = run_args("--drop-kept");
-    let cold = load_explained(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let cold = order_entry(&server, "--drop-kept");
     // Order-status (a customer's last order and its lines) and stock-level (the stock of the
     // district's recent items) read rows the cold server has to fetch from the disk.
     for ty in ["order-status", "stock-level"] {
@@ -539,12 +545,7 @@ fn explain_takes_mariadb_s_transactions_apart_and_finds_a_held_lock() {
         );
     });
     assert!(holder.unwrap().wait().unwrap().success());
-    assert!(share(&locked, "slowest", "futex") >= 0.5, "{locked:#}");
-    let slowest = locked["explained"]["slowest"]["transactions"]
-        .as_f64()
-        .unwrap();
-    let waited = part(&locked, "slowest", "futex") * slowest;
-    assert!(waited >= 1500.0, "{waited} ms\n{locked:#}");
+    waited_for_the_lock(&locked, "futex");
     // InnoDB's own view agrees: its transactions waited on a row lock, which the mariadb
     // client's session held (by its account and connection ID).
     let engine = &locked["explained"]["engine"];
@@ -592,28 +593,8 @@ fn explain_on_mariadb_finds_a_crowded_cpu_and_a_cold_cache() {
         }
     };
     let url = m.url("mysql");
-    let args = |keep: &str| -> Vec<String> {
-        [
-            "--engine",
-            url.as_str(),
-            "--allow-writes",
-            "--warehouses",
-            "1",
-            "--clients",
-            "2",
-            "--rampup",
-            "0s",
-            "--duration",
-            "3s",
-            keep,
-        ]
-        .map(String::from)
-        .to_vec()
-    };
-    let run_with = |keep: &str| {
-        let a = args(keep);
-        load_explained(&a.iter().map(String::as_str).collect::<Vec<_>>())
-    };
+    let server = ["--engine", url.as_str(), "--allow-writes"];
+    let run_with = |keep: &str| order_entry(&server, keep);
     let warm = run_with("--keep");
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     let spinners = Spinners(

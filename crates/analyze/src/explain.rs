@@ -446,7 +446,7 @@ mod tests {
             &[(Part::Latch, 4), (Part::User, 5), (Part::Client, 1)],
             0,
         );
-        let said = |events: &[(&str, usize)]| -> Matched {
+        let sampled = |events: &[(&str, usize)]| -> Matched {
             let mut m = Matched::default();
             for (e, n) in events {
                 for _ in 0..*n {
@@ -458,7 +458,7 @@ mod tests {
         };
         // The engine said Lock in 38 of 100: they agree; CPU in 10 (the kernel saw 50%): they
         // do not; the client's 10 against 10%.
-        let m = said(&[
+        let m = sampled(&[
             ("Lock:transactionid on pgbench_branches", 30),
             ("Lock:tuple", 8),
             ("CPU", 10),
@@ -477,10 +477,10 @@ mod tests {
         // Kinds neither saw (storage reads) are left out.
         assert!(a.iter().all(|x| x.wait != "storage reads"));
         // Too few samples to say anything; MariaDB compares its lock waits to the futex part.
-        assert!(agreement("PostgreSQL", &said(&[("CPU", 19)])).is_empty());
+        assert!(agreement("PostgreSQL", &sampled(&[("CPU", 19)])).is_empty());
         let m = agreement(
             "MariaDB",
-            &said(&[("Lock:InnoDB row lock", 40), ("CPU", 60)]),
+            &sampled(&[("Lock:InnoDB row lock", 40), ("CPU", 60)]),
         );
         assert_eq!(m[0].parts, ["futex"]);
         assert!(!m[0].agree);

@@ -187,6 +187,27 @@ const MARIA_QUERY: &str = "SELECT p.TID, coalesce(t.trx_state, ''), coalesce(p.C
      LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID \
      WHERE p.TID IN ({tids})";
 
+/// What MariaDB's performance_schema could add, in words: its waits are not read (plumb
+/// switches no instrument on), and whether they are on.
+fn performance_schema_waits(c: &mut super::maria::Client) -> &'static str {
+    use mysql::prelude::Queryable;
+    let on: Option<i64> = c.query_first("SELECT @@performance_schema").ok().flatten();
+    if on != Some(1) {
+        return "performance_schema is off (plumb switches nothing on)";
+    }
+    let current: Option<String> = c
+        .query_first(
+            "SELECT ENABLED FROM performance_schema.setup_consumers \
+             WHERE NAME = 'events_waits_current'",
+        )
+        .ok()
+        .flatten();
+    match current.as_deref() {
+        Some("YES") => "performance_schema's waits are on, not read yet",
+        _ => "performance_schema's current waits are off (plumb switches nothing on)",
+    }
+}
+
 /// A MariaDB row's event: InnoDB's lock wait, the client's turn (a connection asleep inside
 /// its transaction), or the state the server names (`Updating`, `Sending data`, `Commit`).
 /// None: not in a transaction (it ended between the driver's word and the read).
@@ -283,9 +304,10 @@ impl Sampler {
                 let mut c = super::maria::connect_to(t, db, &t.shown())?;
                 // As above: a read that cannot run at once is skipped.
                 let _ = c.query_drop("SET SESSION max_statement_time = 1");
+                let ps = performance_schema_waits(&mut c);
                 (
                     Reader::Maria { c },
-                    format!("PROCESSLIST, INNODB_TRX and INNODB_LOCK_WAITS every {ms} ms"),
+                    format!("PROCESSLIST, INNODB_TRX and INNODB_LOCK_WAITS every {ms} ms; {ps}"),
                 )
             }
             _ => return Ok(None),

@@ -1032,10 +1032,13 @@ fn compare_finds_a_slower_server_worse_and_a_rate_not_comparable() {
     }
     let tmp = server_tempdir("plumb-compare");
     let p = Private::start(&tmp.path().join("pg"), &[]);
-    // Every commit waits 3 ms before its WAL flush (commit_siblings 0: whatever else runs).
+    // Every commit waits 20 ms before its WAL flush (commit_siblings 0: whatever else runs):
+    // two clients make at most 100 commits a second, far below the fast server's slowest second
+    // even beside the other tests (with 3 ms, a fast run whose seconds ranged 173-708 tps on a
+    // busy host was not told from the slow one, p 0.09: 2 of about 20 CI runs).
     let slow_pg = Private::start(
         &tmp.path().join("pg-slow"),
-        &["--set", "commit_delay=3000", "--set", "commit_siblings=0"],
+        &["--set", "commit_delay=20000", "--set", "commit_siblings=0"],
     );
     let d = tempfile::tempdir().unwrap();
     // The other tests of this file run beside it (their plumbs under this test process, their
